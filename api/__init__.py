@@ -1,0 +1,8 @@
+"""The HTTP query layer: ``create_app(registry)``."""
+
+from __future__ import annotations
+
+from api.app import create_app
+from api.registry import JobHandle, Registry, handle_for
+
+__all__ = ["JobHandle", "Registry", "create_app", "handle_for"]

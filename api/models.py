@@ -1,0 +1,57 @@
+"""Response models (they make the OpenAPI document complete)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+
+class WindowOut(BaseModel):
+    """One window: ``start``, ``end``, the operator's aggregate fields, ``final``."""
+
+    model_config = ConfigDict(extra="allow")
+    start: int
+    end: int
+    final: bool
+
+
+class StateAnswer(BaseModel):
+    job: str
+    op: str
+    key: str
+    key_group: int
+    watermark: int | None
+    checkpoint: int | None
+    consistency: str
+    windows: list[WindowOut]
+
+
+class JobSummary(BaseModel):
+    name: str
+    state: str
+    parallelism: int
+    operators: list[str]
+
+
+class JobsAnswer(BaseModel):
+    jobs: list[JobSummary]
+
+
+class JobDetail(BaseModel):
+    name: str
+    state: str
+    source: str
+    parallelism: int
+    max_parallelism: int
+    watermark: int | None
+    records_in: int
+    dead_letters: int
+    operators: list[dict[str, Any]]
+    workers: list[dict[str, Any]]
+    checkpoints: list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    status: str
+    jobs: dict[str, str]

@@ -1,0 +1,80 @@
+"""``GET /jobs``, ``GET /jobs/{job}``, ``GET /health``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+
+from api.deps import job_handle, public_watermark, registry
+from api.errors import ErrorBody
+from api.models import Health, JobDetail, JobsAnswer
+from api.registry import Registry
+
+router = APIRouter(tags=["jobs"])
+
+
+@router.get("/health", response_model=Health)
+def health(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
+    states = {name: h.runtime.state() for name, h in reg.jobs.items()}
+    status = "failed" if any(s == "failed" for s in states.values()) else "ok"
+    return {"status": status, "jobs": states}
+
+
+@router.get("/jobs", response_model=JobsAnswer)
+def list_jobs(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
+    return {
+        "jobs": [
+            {
+                "name": name,
+                "state": h.runtime.state(),
+                "parallelism": h.runtime.parallelism,
+                "operators": list(h.job.operators),
+            }
+            for name, h in sorted(reg.jobs.items())
+        ]
+    }
+
+
+@router.get("/jobs/{job}", response_model=JobDetail, responses={404: {"model": ErrorBody}})
+def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
+    h = job_handle(reg, job)
+    workers = h.runtime.worker_status()
+    operators = []
+    for name, op in h.job.operators.items():
+        per_worker = [w.get("operators", {}).get(name, {}) for w in workers]
+        operators.append(
+            {
+                **op.describe(),
+                "watermark": public_watermark(h.runtime.operator_watermark(name)),
+                "records_in": sum(s.get("records_in", 0) for s in per_worker),
+                "results_out": sum(s.get("results_out", 0) for s in per_worker),
+                "late_records": sum(s.get("late", 0) for s in per_worker),
+                "open_windows": sum(s.get("open_windows", 0) for s in per_worker),
+            }
+        )
+    marks = [w["watermark"] for w in workers if "watermark" in w]
+    return {
+        "name": job,
+        "state": h.runtime.state(),
+        "source": h.source,
+        "parallelism": h.runtime.parallelism,
+        "max_parallelism": h.job.max_parallelism,
+        "watermark": public_watermark(min(marks)) if len(marks) == len(workers) else None,
+        "records_in": sum(w.get("records_in", 0) for w in workers),
+        "dead_letters": sum(w.get("dead_letters", 0) for w in workers),
+        "operators": operators,
+        "workers": [
+            {
+                "index": i,
+                "key_groups": h.runtime.ranges[i].to_json(),
+                "watermark": public_watermark(w["watermark"]) if "watermark" in w else None,
+                "records_in": w.get("records_in", 0),
+                "dead_letters": w.get("dead_letters", 0),
+                "dead_letters_by_stage": w.get("dead_letters_by_stage", {}),
+                "finished": w.get("finished", False),
+            }
+            for i, w in enumerate(workers)
+        ],
+        "checkpoints": [],
+    }

@@ -1,0 +1,82 @@
+"""``GET /{job}/{op}/state/{key}``: a key's windows, read from the owning worker's RocksDB."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query
+
+from api.deps import job_handle, operator, public_watermark, registry
+from api.errors import ApiError, ErrorBody, not_found
+from api.models import StateAnswer
+from api.registry import Registry
+from engine.runtime.window_op import decode_window
+from state import layout
+from state.keygroups import key_group
+
+router = APIRouter(tags=["state"])
+
+MAX_LIMIT = 10_000
+
+
+@router.get(
+    "/{job}/{op}/state/{key:path}",
+    response_model=StateAnswer,
+    responses={404: {"model": ErrorBody}, 400: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
+def get_state(
+    job: str,
+    op: str,
+    key: str,
+    reg: Annotated[Registry, Depends(registry)],
+    from_: Annotated[
+        int | None, Query(alias="from", description="earliest window start, ms")
+    ] = None,
+    to: Annotated[int | None, Query(description="latest window start (inclusive), ms")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="most recent N windows")] = 1000,
+    consistency: Literal["live", "committed"] = "live",
+) -> dict[str, Any]:
+    handle = job_handle(reg, job)
+    operator_def = operator(handle, op)
+    if consistency == "committed":
+        raise ApiError(
+            400,
+            "committed_unavailable",
+            "consistency=committed reads the latest checkpoint, and this job has none yet; "
+            "use consistency=live",
+        )
+    if from_ is not None and to is not None and to < from_:
+        raise ApiError(400, "invalid_range", f"to={to} is before from={from_}; swap them")
+    raw_key = key.encode()
+    if len(raw_key) > layout.MAX_KEY_BYTES:
+        raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
+    kg = key_group(key, handle.job.max_parallelism)
+    prefix = layout.key_prefix(kg, operator_def.state_id, raw_key)
+    rows = handle.reader_for(kg).scan(prefix, layout.prefix_upper_bound(prefix))
+    wm = handle.runtime.operator_watermark(op)
+    plan = handle.plan(operator_def)
+    lateness = operator_def.allowed_lateness_ms
+    windows: list[dict[str, Any]] = []
+    for skey, value in rows:
+        end = layout.decode_namespace(skey[-layout.NAMESPACE_BYTES :])
+        start, slots = decode_window(value)
+        if (from_ is not None and start < from_) or (to is not None and start > to):
+            continue
+        out: dict[str, Any] = {"start": start, "end": end}
+        out.update(plan.results(slots))
+        out["final"] = end - 1 + lateness <= wm
+        windows.append(out)
+    if not rows:
+        raise not_found(
+            "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
+        )
+    return {
+        "job": job,
+        "op": op,
+        "key": key,
+        "key_group": kg,
+        "watermark": public_watermark(wm),
+        "checkpoint": None,
+        "consistency": consistency,
+        "windows": windows[-limit:],
+    }

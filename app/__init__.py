@@ -1,0 +1,1 @@
+"""The ``weir`` command line, logging set-up, process supervision and the demo job."""

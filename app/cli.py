@@ -1,0 +1,177 @@
+"""The ``weir`` command line. Every flag also reads an environment variable (``WEIR_*``)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from app import logs
+from engine.errors import ConfigError, WeirError
+from engine.runtime.config import RunConfig
+
+DEMO_JOB = Path(__file__).with_name("demo_job.py")
+
+
+def _int_type(flag: str, minimum: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{flag}={raw!r} is not a whole number; e.g. {flag} {max(minimum, 1)}"
+            ) from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{flag}={value} is too small; use {minimum} or more")
+        return value
+
+    return parse
+
+
+class _Env:
+    """Adds flags whose default comes from ``WEIR_<FLAG>``, shown in ``--help``."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+    def add(self, flag: str, help: str, default: Any = None, **kw: Any) -> None:
+        env = "WEIR_" + flag.lstrip("-").replace("-", "_").upper()
+        raw = os.environ.get(env)
+        kind = kw.get("type")
+        if raw is not None:
+            if kw.get("action") == "store_true":
+                default = raw.strip().lower() in ("1", "true", "yes", "on")
+            elif kind is not None:
+                try:
+                    default = kind(raw)
+                except argparse.ArgumentTypeError as exc:
+                    raise ConfigError(f"environment variable {env}: {exc}") from None
+            else:
+                default = raw
+        shown = f" (env {env}" + (f", default {default})" if default not in (None, False) else ")")
+        self.parser.add_argument(flag, default=default, help=help + shown, **kw)
+
+
+def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
+    env = _Env(p)
+    if not demo:
+        env.add(
+            "--source",
+            "source URL replacing the job's source: file:///x.jsonl, generator://ads?rate=N",
+            metavar="URL",
+        )
+        env.add(
+            "--sink", "sink URL for window results: file:///out.jsonl, stdout://", metavar="URL"
+        )
+        env.add(
+            "--exit-at-end", "stop once a bounded source is fully processed", action="store_true"
+        )
+    env.add(
+        "--parallelism",
+        "number of worker processes",
+        1,
+        type=_int_type("--parallelism", 1),
+        metavar="N",
+    )
+    env.add(
+        "--state-dir", "where workers keep RocksDB state and side outputs", ".weir", metavar="DIR"
+    )
+    env.add(
+        "--state-retention-ms",
+        "how long fired windows stay queryable (event time)",
+        3_600_000,
+        type=_int_type("--state-retention-ms", 0),
+        metavar="MS",
+    )
+    env.add(
+        "--dead-letter",
+        "sink URL for malformed input (default: <state-dir>/<job>/dead-letter.jsonl)",
+        metavar="URL",
+    )
+    env.add(
+        "--late-sink",
+        "sink URL for records past allowed lateness (default: <state-dir>/<job>/late.jsonl)",
+        metavar="URL",
+    )
+    env.add(
+        "--batch-size",
+        "records per source batch",
+        8192,
+        type=_int_type("--batch-size", 1),
+        metavar="N",
+    )
+    env.add(
+        "--flush-interval-ms",
+        "how often open windows are written to RocksDB (query freshness)",
+        50,
+        type=_int_type("--flush-interval-ms", 0),
+        metavar="MS",
+    )
+    env.add("--api-host", "address the HTTP API binds", "127.0.0.1", metavar="H")
+    env.add(
+        "--api-port",
+        "port of the HTTP API (0: any free port)",
+        8000,
+        type=_int_type("--api-port", 0),
+        metavar="P",
+    )
+    env.add(
+        "--log-level",
+        "DEBUG, INFO, WARNING or ERROR",
+        "INFO",
+        metavar="LEVEL",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="weir", description="weir: a queryable-state stream processor"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    run = sub.add_parser("run", help="run a job file and serve its state over HTTP")
+    run.add_argument("job_file", metavar="JOB.py", help="a Python file that defines `job`")
+    _run_flags(run)
+    demo = sub.add_parser("demo", help="run the ad-stats demo job on generated events")
+    _run_flags(demo, demo=True)
+    return parser
+
+
+def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
+    return RunConfig(
+        job_file=job_file,
+        state_dir=Path(args.state_dir),
+        source_url=getattr(args, "source", None),
+        sink_url=getattr(args, "sink", None),
+        dead_letter_url=args.dead_letter,
+        late_sink_url=args.late_sink,
+        parallelism=args.parallelism,
+        exit_at_end=getattr(args, "exit_at_end", False),
+        state_retention_ms=args.state_retention_ms,
+        flush_interval_ms=args.flush_interval_ms,
+        batch_size=args.batch_size,
+        log_level=args.log_level,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        logs.configure(args.log_level)
+        from app import supervise  # imported late: keeps --help fast
+
+        job_file = DEMO_JOB if args.command == "demo" else Path(args.job_file)
+        cfg = config_from_args(args, job_file)
+        return supervise.run(cfg, args.api_host, args.api_port)
+    except WeirError as exc:
+        print(f"weir: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""weir's exceptions: one root, one subclass per area.
+
+    WeirError
+    ├── JobDefinitionError     a job file or job graph that cannot run (names the fix)
+    ├── ConfigError            a bad flag, URL or setting value
+    ├── SourceError            a source that cannot be opened or read
+    ├── SinkError              a sink that cannot be opened or written
+    ├── StateError             RocksDB state that cannot be opened, read or written
+    └── WorkerFailed           a worker process died or reported a fatal error
+
+Every message names the offending value and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class WeirError(Exception):
+    """Root of every error weir raises on purpose."""
+
+
+class JobDefinitionError(WeirError):
+    """The job file or the job graph is not something weir can run."""
+
+
+class ConfigError(WeirError):
+    """A flag, URL or setting has a value weir cannot use."""
+
+
+class SourceError(WeirError):
+    """A source cannot be opened or read."""
+
+
+class SinkError(WeirError):
+    """A sink cannot be opened or written."""
+
+
+class StateError(WeirError):
+    """RocksDB state cannot be opened, read or written."""
+
+
+class WorkerFailed(WeirError):
+    """A worker process died or reported a fatal error."""
+
+    def __init__(self, worker: int, reason: str) -> None:
+        super().__init__(f"worker {worker} failed: {reason}")
+        self.worker = worker
+        self.reason = reason

@@ -1,0 +1,267 @@
+"""The job API: a ``Job`` is a tree of streams from one source to named, queryable operators.
+
+    job = Job("ad-stats", max_parallelism=128)
+    (job.source(sources.generator("ads"), timestamp="ts",
+                watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=2_000))
+        .filter(lambda e: e["event"] == "impression")
+        .key_by("id")
+        .window(windows.tumbling(ms=10_000), allowed_lateness_ms=5_000)
+        .aggregate("impressions", count=agg.count(), total=agg.sum("value")))
+
+Building a job only records the graph; the runtime compiles and runs it.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from engine import agg as _agg
+from engine.errors import JobDefinitionError
+from engine.sinks import Sink
+from engine.sources import Source
+from engine.watermarks import WatermarkStrategy
+from engine.windows import WindowAssigner
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+RESERVED_FIELDS = frozenset({"key", "start", "end", "final"})
+
+Record = Any
+KeySelector = str | Callable[[Record], Any]
+TimestampSelector = str | Callable[[Record], int]
+StatelessKind = Literal["map", "filter", "flat_map"]
+
+
+def _check_name(kind: str, name: str) -> str:
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        raise JobDefinitionError(
+            f"{kind} name {name!r} is not allowed; use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (it appears in URLs)"
+        )
+    return name
+
+
+@dataclass(eq=False)
+class StatelessNode:
+    kind: StatelessKind
+    fn: Callable[[Record], Any]
+    children: list[Node] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class SinkNode:
+    sink: Sink
+
+
+@dataclass(eq=False)
+class KeyByNode:
+    key: KeySelector
+    children: list[WindowOperator] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class WindowOperator:
+    """A keyed window aggregation: the unit of queryable state (``/{job}/{op}/state/{key}``)."""
+
+    name: str
+    key: KeySelector
+    assigner: WindowAssigner
+    allowed_lateness_ms: int
+    aggregates: dict[str, _agg.Aggregate]
+    sinks: list[Sink] = field(default_factory=list)
+
+    @property
+    def state_id(self) -> int:
+        """Stable id of this operator's window state, derived from its name (never 0)."""
+        return zlib.crc32(self.name.encode()) % 0x7FFE + 1
+
+    @property
+    def timer_state_id(self) -> int:
+        return self.state_id | 0x8000
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": "window",
+            "window": self.assigner.describe(),
+            "allowed_lateness_ms": self.allowed_lateness_ms,
+            "aggregates": {
+                n: (a.kind if isinstance(a, _agg.Builtin) else "custom")
+                for n, a in self.aggregates.items()
+            },
+        }
+
+
+Node = StatelessNode | SinkNode | KeyByNode
+
+
+@dataclass(eq=False)
+class SourceNode:
+    source: Source
+    timestamp: TimestampSelector
+    watermarks: WatermarkStrategy
+    children: list[Node] = field(default_factory=list)
+
+
+class DataStream:
+    """A stream of records; stateless steps chain, ``key_by`` starts keyed processing."""
+
+    def __init__(self, job: Job, children: list[Node]) -> None:
+        self._job = job
+        self._children = children
+
+    def _add(self, node: StatelessNode) -> DataStream:
+        self._children.append(node)
+        return DataStream(self._job, node.children)
+
+    def map(self, fn: Callable[[Record], Any]) -> DataStream:
+        return self._add(StatelessNode("map", _callable("map", fn)))
+
+    def filter(self, fn: Callable[[Record], Any]) -> DataStream:
+        return self._add(StatelessNode("filter", _callable("filter", fn)))
+
+    def flat_map(self, fn: Callable[[Record], Iterable[Any]]) -> DataStream:
+        return self._add(StatelessNode("flat_map", _callable("flat_map", fn)))
+
+    def key_by(self, key: KeySelector) -> KeyedStream:
+        if not (isinstance(key, str) and key) and not callable(key):
+            raise JobDefinitionError(
+                f"key_by({key!r}): pass a field name or a function of the record"
+            )
+        node = KeyByNode(key)
+        self._children.append(node)
+        return KeyedStream(self._job, node)
+
+    def sink(self, sink: Sink) -> DataStream:
+        self._children.append(SinkNode(sink))
+        return self
+
+
+class KeyedStream:
+    def __init__(self, job: Job, node: KeyByNode) -> None:
+        self._job = job
+        self._node = node
+
+    def window(self, assigner: WindowAssigner, allowed_lateness_ms: int = 0) -> WindowedStream:
+        if not hasattr(assigner, "window_ends"):
+            raise JobDefinitionError(
+                f"window({assigner!r}): pass a window assigner such as windows.tumbling(ms=10_000)"
+            )
+        if not isinstance(allowed_lateness_ms, int) or allowed_lateness_ms < 0:
+            raise JobDefinitionError(
+                f"allowed_lateness_ms={allowed_lateness_ms!r} must be an integer >= 0"
+            )
+        return WindowedStream(self._job, self._node, assigner, allowed_lateness_ms)
+
+
+class WindowedStream:
+    def __init__(
+        self, job: Job, node: KeyByNode, assigner: WindowAssigner, allowed_lateness_ms: int
+    ) -> None:
+        self._job = job
+        self._node = node
+        self._assigner = assigner
+        self._lateness = allowed_lateness_ms
+
+    def aggregate(self, name: str, **aggregates: object) -> ResultStream:
+        """A named, queryable window aggregation; each keyword is one result field."""
+        _check_name("operator", name)
+        if not aggregates:
+            raise JobDefinitionError(
+                f"aggregate({name!r}) has no aggregates; add e.g. count=agg.count()"
+            )
+        clash = sorted(RESERVED_FIELDS & aggregates.keys())
+        if clash:
+            raise JobDefinitionError(
+                f"aggregate({name!r}): field name(s) {', '.join(clash)} are reserved for the "
+                "result record; rename them"
+            )
+        try:
+            built = {n: _agg.as_aggregate(a, n) for n, a in aggregates.items()}
+        except (TypeError, ValueError) as exc:
+            raise JobDefinitionError(f"aggregate({name!r}): {exc}") from None
+        op = WindowOperator(name, self._node.key, self._assigner, self._lateness, built)
+        self._job._register(op)
+        self._node.children.append(op)
+        return ResultStream(op)
+
+
+class ResultStream:
+    """Window results ``{"key", "start", "end", <aggregates>, "final"}`` of one operator."""
+
+    def __init__(self, op: WindowOperator) -> None:
+        self.operator = op
+
+    def sink(self, sink: Sink) -> ResultStream:
+        self.operator.sinks.append(sink)
+        return self
+
+
+def _callable(kind: str, fn: object) -> Callable[[Record], Any]:
+    if not callable(fn):
+        raise JobDefinitionError(f"{kind}({fn!r}): pass a function of one record")
+    return fn
+
+
+class Job:
+    """A named dataflow from one source to one or more keyed window operators and sinks."""
+
+    def __init__(self, name: str, *, max_parallelism: int = 128) -> None:
+        self.name = _check_name("job", name)
+        if not isinstance(max_parallelism, int) or not 1 <= max_parallelism <= 32768:
+            raise JobDefinitionError(
+                f"max_parallelism={max_parallelism!r} must be an integer in 1..32768"
+            )
+        self.max_parallelism = max_parallelism
+        self.sources: list[SourceNode] = []
+        self.operators: dict[str, WindowOperator] = {}
+
+    def __repr__(self) -> str:
+        return f"Job({self.name!r}, operators={list(self.operators)})"
+
+    def source(
+        self,
+        source: Source,
+        *,
+        timestamp: TimestampSelector = "ts",
+        watermarks: WatermarkStrategy | None = None,
+    ) -> DataStream:
+        if self.sources:
+            raise JobDefinitionError(
+                f"job {self.name!r} already has a source; a job reads from one source"
+            )
+        if not (isinstance(timestamp, str) and timestamp) and not callable(timestamp):
+            raise JobDefinitionError(
+                f"timestamp={timestamp!r}: pass a field name (epoch ms) or a function"
+            )
+        node = SourceNode(source, timestamp, watermarks or WatermarkStrategy())
+        self.sources.append(node)
+        return DataStream(self, node.children)
+
+    def _register(self, op: WindowOperator) -> None:
+        if op.name in self.operators:
+            raise JobDefinitionError(f"job {self.name!r} has two operators named {op.name!r}")
+        for other in self.operators.values():
+            if other.state_id == op.state_id:
+                raise JobDefinitionError(
+                    f"operators {other.name!r} and {op.name!r} map to the same state id; "
+                    "rename one of them"
+                )
+        self.operators[op.name] = op
+
+    def validate(self) -> None:
+        if not self.sources:
+            raise JobDefinitionError(
+                f"job {self.name!r} has no source; call job.source(...) in the job file"
+            )
+
+    def replace_source(self, source: Source) -> None:
+        self.validate()
+        self.sources[0].source = source
+
+    def replace_sinks(self, sink: Sink) -> None:
+        for op in self.operators.values():
+            op.sinks[:] = [sink]

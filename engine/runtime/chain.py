@@ -1,0 +1,270 @@
+"""The chained, batch-at-a-time part of a worker: decode, timestamps, watermarks, stateless steps,
+key extraction, then the keyed window operators.
+
+Every step runs a whole batch in one comprehension; only when a batch holds a bad record does a
+step fall back to record-by-record work, sending each bad record to the dead-letter output with
+its reason. Timestamps are taken once at the source and travel with each record, with the
+watermark the record arrived under (``wms``), through map, filter and flat_map.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import compress
+from typing import Any
+
+import orjson
+
+from engine.job import KeyByNode, Node, SinkNode, SourceNode, StatelessNode, WindowOperator
+from engine.runtime.outputs import DeadLetters
+from engine.runtime.window_op import WindowRuntime
+from engine.sinks import SinkWriter
+from engine.sources import SourceBatch
+from engine.watermarks import MIN_WATERMARK, per_record_watermarks
+from state.keygroups import canonical_key
+from state.layout import MAX_KEY_BYTES
+
+Columns = tuple[list[Any], list[int], list[int]]  # records, timestamps, watermarks
+
+
+def _describe_error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Chain:
+    def __init__(
+        self,
+        source: SourceNode,
+        ops: dict[str, WindowRuntime],
+        sink_writers: dict[int, SinkWriter],
+        dead: DeadLetters,
+    ) -> None:
+        self._source = source
+        self._ops = ops
+        self._sinks = sink_writers  # keyed by id() of the SinkNode
+        self._dead = dead
+        self._bound = source.watermarks.bound_ms
+        self.max_ts = MIN_WATERMARK
+        self.records_in = 0
+        self._ts_field = source.timestamp if isinstance(source.timestamp, str) else None
+        self._ts_fn = None if isinstance(source.timestamp, str) else source.timestamp
+
+    @property
+    def watermark(self) -> int:
+        return self._source.watermarks.watermark_for(self.max_ts)
+
+    def process(self, batch: SourceBatch) -> None:
+        """Run one source batch through the chain; window operators see it, not yet its end."""
+        if not batch.items:
+            return
+        self.records_in += len(batch.items)
+        recs = batch.items if batch.decoded else self._decode(batch.items)
+        recs = self._dicts_only(recs) if batch.decoded else recs
+        if not recs:
+            return
+        recs, ts = self._timestamps(recs)
+        if not recs:
+            return
+        wms, self.max_ts = per_record_watermarks(ts, self.max_ts, self._bound)
+        self._push(self._source.children, recs, ts, wms)
+
+    # -- source-side steps ---------------------------------------------------------------------
+
+    def _decode(self, lines: list[bytes]) -> list[Any]:
+        loads = orjson.loads
+        try:
+            recs = [loads(line) for line in lines if not line.isspace()]
+        except orjson.JSONDecodeError:
+            recs = []
+            for line in lines:
+                if line.isspace():
+                    continue
+                try:
+                    recs.append(loads(line))
+                except orjson.JSONDecodeError as exc:
+                    self._dead.add("decode", f"malformed JSON: {exc}", line)
+        return self._dicts_only(recs)
+
+    def _dicts_only(self, recs: list[Any]) -> list[Any]:
+        if all(type(r) is dict for r in recs):
+            return recs
+        good = []
+        for r in recs:
+            if isinstance(r, dict):
+                good.append(r)
+            else:
+                self._dead.add("decode", f"expected a JSON object, got {type(r).__name__}", r)
+        return good
+
+    def _timestamps(self, recs: list[Any]) -> tuple[list[Any], list[int]]:
+        try:
+            if self._ts_field is not None:
+                f = self._ts_field
+                ts = [r[f] for r in recs]
+            else:
+                assert self._ts_fn is not None
+                fn = self._ts_fn
+                ts = [fn(r) for r in recs]
+            if set(map(type, ts)) == {int}:
+                return recs, ts
+        except Exception:  # noqa: BLE001 - any user-function error sends the record aside
+            pass
+        good: list[Any] = []
+        good_ts: list[int] = []
+        for r in recs:
+            t, reason = self._timestamp_of(r)
+            if reason is None:
+                good.append(r)
+                good_ts.append(t)
+            else:
+                self._dead.add("timestamp", reason, r)
+        return good, good_ts
+
+    def _timestamp_of(self, rec: Any) -> tuple[int, str | None]:
+        try:
+            if self._ts_field is not None:
+                if self._ts_field not in rec:
+                    return 0, f"record has no timestamp field {self._ts_field!r}"
+                t = rec[self._ts_field]
+            else:
+                assert self._ts_fn is not None
+                t = self._ts_fn(rec)
+        except Exception as exc:  # noqa: BLE001
+            return 0, f"timestamp function raised {_describe_error(exc)}"
+        if type(t) is int:
+            return t, None
+        if type(t) is float and t.is_integer():
+            return int(t), None
+        return 0, f"timestamp {t!r} is not an integer epoch-milliseconds value"
+
+    # -- the graph -----------------------------------------------------------------------------
+
+    def _push(self, nodes: list[Node], recs: list[Any], ts: list[int], wms: list[int]) -> None:
+        for node in nodes:
+            if isinstance(node, StatelessNode):
+                out = self._stateless(node, recs, ts, wms)
+                if out[0]:
+                    self._push(node.children, *out)
+            elif isinstance(node, KeyByNode):
+                keyed = self._keys(node, recs, ts, wms)
+                if keyed[0]:
+                    for op in node.children:
+                        self._ops[op.name].process(*keyed)
+            elif isinstance(node, SinkNode):
+                self._sinks[id(node)].write(recs)
+
+    def _stateless(
+        self, node: StatelessNode, recs: list[Any], ts: list[int], wms: list[int]
+    ) -> Columns:
+        fn = node.fn
+        try:
+            if node.kind == "map":
+                return [fn(r) for r in recs], ts, wms
+            if node.kind == "filter":
+                mask = [bool(fn(r)) for r in recs]
+                return (
+                    list(compress(recs, mask)),
+                    list(compress(ts, mask)),
+                    list(compress(wms, mask)),
+                )
+            outs = [list(fn(r)) for r in recs]
+            return (
+                [x for o in outs for x in o],
+                [t for o, t in zip(outs, ts, strict=True) for _ in o],
+                [w for o, w in zip(outs, wms, strict=True) for _ in o],
+            )
+        except Exception:  # noqa: BLE001 - redo record by record to find the bad ones
+            return self._stateless_slow(node, recs, ts, wms)
+
+    def _stateless_slow(
+        self, node: StatelessNode, recs: list[Any], ts: list[int], wms: list[int]
+    ) -> Columns:
+        out_r: list[Any] = []
+        out_t: list[int] = []
+        out_w: list[int] = []
+        fn: Callable[[Any], Any] = node.fn
+        for r, t, w in zip(recs, ts, wms, strict=True):
+            try:
+                if node.kind == "map":
+                    produced = [fn(r)]
+                elif node.kind == "filter":
+                    produced = [r] if fn(r) else []
+                else:
+                    produced = list(fn(r))
+            except Exception as exc:  # noqa: BLE001
+                self._dead.add(node.kind, f"{node.kind} raised {_describe_error(exc)}", r)
+                continue
+            out_r.extend(produced)
+            out_t.extend([t] * len(produced))
+            out_w.extend([w] * len(produced))
+        return out_r, out_t, out_w
+
+    def _keys(
+        self, node: KeyByNode, recs: list[Any], ts: list[int], wms: list[int]
+    ) -> tuple[list[str], list[Any], list[int], list[int]]:
+        sel = node.key
+        try:
+            keys = [r[sel] for r in recs] if isinstance(sel, str) else [sel(r) for r in recs]
+            if set(map(type, keys)) == {str} and max(map(len, keys)) * 4 <= MAX_KEY_BYTES:
+                return keys, recs, ts, wms
+        except Exception:  # noqa: BLE001
+            pass
+        out_k: list[str] = []
+        out_r: list[Any] = []
+        out_t: list[int] = []
+        out_w: list[int] = []
+        for r, t, w in zip(recs, ts, wms, strict=True):
+            key, reason = self._key_of(sel, r)
+            if reason is None:
+                out_k.append(key)
+                out_r.append(r)
+                out_t.append(t)
+                out_w.append(w)
+            else:
+                self._dead.add("key_by", reason, r)
+        return out_k, out_r, out_t, out_w
+
+    @staticmethod
+    def _key_of(sel: str | Callable[[Any], Any], rec: Any) -> tuple[str, str | None]:
+        try:
+            if isinstance(sel, str):
+                if not isinstance(rec, dict) or sel not in rec:
+                    return "", f"record has no key field {sel!r}"
+                raw = rec[sel]
+            else:
+                raw = sel(rec)
+            key = canonical_key(raw)
+        except Exception as exc:  # noqa: BLE001
+            return "", f"key: {_describe_error(exc)}"
+        if len(key.encode()) > MAX_KEY_BYTES:
+            return "", f"key of {len(key.encode())} bytes exceeds the {MAX_KEY_BYTES}-byte limit"
+        return key, None
+
+
+def window_operators(source: SourceNode) -> list[WindowOperator]:
+    """Every window operator reachable from the source, in definition order."""
+    found: list[WindowOperator] = []
+
+    def walk(nodes: list[Node]) -> None:
+        for n in nodes:
+            if isinstance(n, StatelessNode):
+                walk(n.children)
+            elif isinstance(n, KeyByNode):
+                found.extend(n.children)
+
+    walk(source.children)
+    return found
+
+
+def sink_nodes(source: SourceNode) -> list[SinkNode]:
+    found: list[SinkNode] = []
+
+    def walk(nodes: list[Node]) -> None:
+        for n in nodes:
+            if isinstance(n, StatelessNode):
+                walk(n.children)
+            elif isinstance(n, SinkNode):
+                found.append(n)
+
+    walk(source.children)
+    return found

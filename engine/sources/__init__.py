@@ -1,0 +1,86 @@
+"""Sources: ``sources.jsonl(path)``, ``sources.generator("ads", ...)``, or a URL.
+
+URLs (``weir run --source URL``): ``file:///path/events.jsonl``,
+``generator://ads?rate=N&ids=N&skew=S&disorder=MS&seed=N&count=N&clock=wall|synthetic``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from engine.errors import ConfigError
+from engine.sources.base import Source, SourceBatch, SplitReader
+from engine.sources.file import JsonlSource
+from engine.sources.generator import GeneratorSource
+
+SCHEMES = ("file", "generator")
+
+
+def jsonl(path: str | Path) -> JsonlSource:
+    """A bounded source reading one JSON object per line."""
+    return JsonlSource(Path(path))
+
+
+def generator(workload: str = "ads", **options: Any) -> GeneratorSource:
+    """A synthetic workload (see ``engine.sources.generator``)."""
+    try:
+        return GeneratorSource(workload=workload, **options)
+    except TypeError as exc:
+        raise ConfigError(f"generator://{workload}: {exc}") from None
+
+
+_GEN_TYPES: dict[str, type] = {
+    "rate": float,
+    "ids": int,
+    "skew": float,
+    "disorder": int,
+    "seed": int,
+    "count": int,
+    "clicks": float,
+    "clock": str,
+    "start": int,
+    "step": int,
+}
+
+
+def from_url(url: str) -> Source:
+    """Parse a source URL; the error names the bad part and the accepted forms."""
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        path = unquote(parts.path)
+        if not path:
+            raise ConfigError(f"source {url!r} has no path; use file:///absolute/path.jsonl")
+        return jsonl(path)
+    if parts.scheme == "generator":
+        options: dict[str, Any] = {}
+        for name, raw in parse_qsl(parts.query, keep_blank_values=True):
+            kind = _GEN_TYPES.get(name)
+            if kind is None:
+                raise ConfigError(
+                    f"source {url!r}: unknown option {name!r}; use {', '.join(sorted(_GEN_TYPES))}"
+                )
+            try:
+                options[name] = kind(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"source {url!r}: option {name}={raw!r} is not a {kind.__name__}"
+                ) from None
+        return generator(parts.netloc or "ads", **options)
+    raise ConfigError(
+        f"unknown source scheme {parts.scheme or '(none)'!r} in {url!r}; "
+        f"use one of {', '.join(s + '://' for s in SCHEMES)}"
+    )
+
+
+__all__ = [
+    "GeneratorSource",
+    "JsonlSource",
+    "Source",
+    "SourceBatch",
+    "SplitReader",
+    "from_url",
+    "generator",
+    "jsonl",
+]

@@ -1,0 +1,39 @@
+"""The source contract: a source has splits; a split reader reads batches and knows its offset.
+
+A batch holds either raw ``bytes`` lines (decoded as JSON by the pipeline, so malformed input takes
+the same dead-letter path for every source) or already-decoded records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass(slots=True)
+class SourceBatch:
+    items: list[Any]
+    decoded: bool
+    end: bool = False
+    offsets: dict[str, Any] = field(default_factory=dict)
+
+
+class SplitReader(Protocol):
+    def read_batch(self, max_records: int) -> SourceBatch: ...
+
+    def offset(self) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class Source(Protocol):
+    """A short contract: splits, open a split at an offset, read batches."""
+
+    @property
+    def bounded(self) -> bool: ...
+
+    def describe(self) -> str: ...
+
+    def splits(self) -> list[str]: ...
+
+    def open(self, split: str, offset: Any = None) -> SplitReader: ...

@@ -1,0 +1,61 @@
+"""Watermark strategies: how a source split turns event times into watermarks.
+
+A split's watermark after a record is ``max(event time seen in the split) - bound - 1``
+(DESIGN.md, "Time"). ``per_record_watermarks`` computes, for a batch, the watermark each record
+*arrives under* (the one left by the records before it): lateness is judged against that, so
+batching never changes which records are late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import accumulate
+
+MIN_WATERMARK = -(1 << 63)
+MAX_WATERMARK = (1 << 63) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class WatermarkStrategy:
+    """Bounded out-of-orderness watermarks; ``idle_timeout_ms`` marks a quiet split idle."""
+
+    bound_ms: int = 0
+    idle_timeout_ms: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.bound_ms < 0:
+            raise ValueError(f"out-of-orderness bound {self.bound_ms} ms is negative; use >= 0")
+        if self.idle_timeout_ms is not None and self.idle_timeout_ms <= 0:
+            raise ValueError(f"idle timeout {self.idle_timeout_ms} ms must be positive")
+
+    @staticmethod
+    def bounded_out_of_orderness(ms: int) -> WatermarkStrategy:
+        return WatermarkStrategy(bound_ms=ms)
+
+    @staticmethod
+    def for_monotonous_timestamps() -> WatermarkStrategy:
+        return WatermarkStrategy(bound_ms=0)
+
+    def with_idleness(self, ms: int) -> WatermarkStrategy:
+        return WatermarkStrategy(bound_ms=self.bound_ms, idle_timeout_ms=ms)
+
+    def watermark_for(self, max_timestamp: int) -> int:
+        if max_timestamp == MIN_WATERMARK:
+            return MIN_WATERMARK
+        return max_timestamp - self.bound_ms - 1
+
+
+def per_record_watermarks(
+    timestamps: list[int], max_seen: int, bound_ms: int
+) -> tuple[list[int], int]:
+    """Watermark before each record and the new max timestamp of the split.
+
+    ``max_seen`` is the split's max event time so far (``MIN_WATERMARK`` when none).
+    """
+    if not timestamps:
+        return [], max_seen
+    running = list(accumulate(timestamps, max, initial=max_seen))
+    new_max = running[-1]
+    off = bound_ms + 1
+    before = [m - off if m != MIN_WATERMARK else MIN_WATERMARK for m in running[:-1]]
+    return before, new_max

@@ -1,0 +1,95 @@
+"""The RocksDB key layout (DESIGN.md, "Key groups and state layout").
+
+    state key = key_group (2 bytes BE) | state id (2 bytes BE) | key length (2 bytes BE) | key
+                | namespace (8 bytes, offset-binary BE: the window end, so windows sort by time)
+
+All of a key's windows are one prefix scan (``key_prefix``) and all of a key group is one range
+(``key_group_bounds``): restore, rescale and bulk load work by range. Timers live in their own
+state id with the time first (``timer_key``), so "everything due by T" in a key group is one range
+too.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+
+from engine.errors import StateError
+
+MAX_KEY_BYTES = 0xFFFF
+_SIGN = 1 << 63
+_HH = struct.Struct(">HH")
+_HHH = struct.Struct(">HHH")
+_Q = struct.Struct(">Q")
+NAMESPACE_BYTES = 8
+
+
+def encode_namespace(value: int) -> bytes:
+    """A signed 64-bit integer as 8 bytes that sort in numeric order."""
+    return _Q.pack(value + _SIGN)
+
+
+def decode_namespace(raw: bytes) -> int:
+    return int(_Q.unpack(raw)[0]) - _SIGN
+
+
+def key_prefix(key_group: int, state_id: int, key: bytes) -> bytes:
+    """Prefix shared by every namespace (window) of one key in one state."""
+    if len(key) > MAX_KEY_BYTES:
+        raise StateError(f"key of {len(key)} bytes is longer than the {MAX_KEY_BYTES}-byte limit")
+    return _HHH.pack(key_group, state_id, len(key)) + key
+
+
+def state_key(key_group: int, state_id: int, key: bytes, namespace: int) -> bytes:
+    return key_prefix(key_group, state_id, key) + encode_namespace(namespace)
+
+
+def decode_state_key(raw: bytes) -> tuple[int, int, bytes, int]:
+    """Inverse of ``state_key``: ``(key_group, state_id, key, namespace)``."""
+    kg, sid, n = _HHH.unpack_from(raw)
+    key = raw[6 : 6 + n]
+    if len(raw) != 6 + n + NAMESPACE_BYTES:
+        raise StateError(f"malformed state key {raw!r}: expected {6 + n + 8} bytes")
+    return kg, sid, key, decode_namespace(raw[6 + n :])
+
+
+def state_prefix(key_group: int, state_id: int) -> bytes:
+    """Prefix of every entry of one state in one key group."""
+    return _HH.pack(key_group, state_id)
+
+
+def timer_key(key_group: int, state_id: int, time: int, key: bytes) -> bytes:
+    """A timer entry: time first, so due timers are one range per key group."""
+    return _HH.pack(key_group, state_id) + encode_namespace(time) + key
+
+
+def decode_timer_key(raw: bytes) -> tuple[int, int, int, bytes]:
+    kg, sid = _HH.unpack_from(raw)
+    return kg, sid, decode_namespace(raw[4:12]), raw[12:]
+
+
+def key_group_bounds(first: int, last: int) -> tuple[bytes, bytes]:
+    """``[lo, hi)`` byte bounds covering key groups ``first..last`` inclusive."""
+    lo = struct.pack(">H", first)
+    hi = struct.pack(">H", last + 1) if last + 1 <= 0xFFFF else b"\xff\xff\xff"
+    return lo, hi
+
+
+def prefix_upper_bound(prefix: bytes) -> bytes:
+    """The smallest byte string greater than every string starting with ``prefix``."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        raise ValueError("a prefix of only 0xff bytes has no upper bound")
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def state_keys(
+    key_groups: Iterable[int], state_id: int, keys: Iterable[bytes], namespaces: Iterable[int]
+) -> list[bytes]:
+    """Batch form of ``state_key`` for the hot path."""
+    pack = _HHH.pack
+    q = _Q.pack
+    return [
+        pack(kg, state_id, len(k)) + k + q(ns + _SIGN)
+        for kg, k, ns in zip(key_groups, keys, namespaces, strict=True)
+    ]

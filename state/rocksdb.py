@@ -1,0 +1,169 @@
+"""RocksDB state over rocksdict in raw mode: one primary instance per worker.
+
+The backend contract is short: ``get_many``, ``write`` (puts and deletes in one atomic batch),
+``scan`` (a byte range), ``close``. The API process reads the same files through
+``SecondaryReader`` (a RocksDB secondary instance that catches up with the primary in a few ms), so
+serving queries never runs on a worker's event loop. rocksdict errors are wrapped here, once.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+
+from engine.errors import StateError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RocksOptions:
+    """Tuning for a worker's RocksDB instance."""
+
+    write_buffer_mb: int = 64
+    max_background_jobs: int = 2
+    disable_wal: bool = False
+
+    def to_options(self) -> Options:
+        opts = Options(raw_mode=True)
+        opts.create_if_missing(True)
+        opts.set_write_buffer_size(self.write_buffer_mb * 1024 * 1024)
+        opts.set_max_background_jobs(self.max_background_jobs)
+        return opts
+
+
+class RocksState:
+    """A worker's primary RocksDB instance (raw bytes in, raw bytes out)."""
+
+    def __init__(self, path: Path, options: RocksOptions | None = None) -> None:
+        self.path = path
+        self._options = options or RocksOptions()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            self._db = Rdict(str(path), self._options.to_options())
+        except Exception as exc:  # rocksdict raises plain Exception subclasses
+            raise StateError(
+                f"cannot open RocksDB state at {path}: {exc}; check the directory is writable "
+                "and not opened by another running job"
+            ) from exc
+        self._write_opts = WriteOptions()
+        self._write_opts.disable_wal(self._options.disable_wal)
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self._db.get(key)
+        return value if value is None else bytes(value)
+
+    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
+        if not keys:
+            return []
+        found = self._db.get(list[Any](keys))
+        return list(found or [])
+
+    def write(self, puts: Mapping[bytes, bytes], deletes: list[bytes] | None = None) -> None:
+        """Apply puts and deletes in one atomic write batch."""
+        if not puts and not deletes:
+            return
+        batch = WriteBatch(raw_mode=True)
+        for k, v in puts.items():
+            batch.put(k, v)
+        for k in deletes or ():
+            batch.delete(k)
+        try:
+            self._db.write(batch, self._write_opts)
+        except Exception as exc:
+            raise StateError(f"RocksDB write to {self.path} failed: {exc}") from exc
+
+    def scan(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+        yield from _scan(self._db, lo, hi)
+
+    def flush(self) -> None:
+        self._db.flush()
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _scan(db: Rdict, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+    opts = ReadOptions()
+    opts.set_iterate_upper_bound(hi)
+    it = db.iter(opts)
+    it.seek(lo)
+    while it.valid():
+        key = it.key()
+        if key >= hi:
+            break
+        yield key, it.value()
+        it.next()
+
+
+class SecondaryReader:
+    """A read-only view of a worker's RocksDB that follows the primary.
+
+    Opened lazily (the worker creates the primary), it calls ``try_catch_up_with_primary`` at
+    most once per ``catch_up_ms``; reads are thread-safe.
+    """
+
+    def __init__(self, primary: Path, secondary: Path, catch_up_ms: float = 20.0) -> None:
+        self.primary = primary
+        self.secondary = secondary
+        self._catch_up_s = catch_up_ms / 1000.0
+        self._db: Rdict | None = None
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def _open(self) -> Rdict:
+        if self._db is not None:
+            return self._db
+        if not (self.primary / "CURRENT").exists():
+            raise StateError(f"state at {self.primary} is not created yet; the worker is starting")
+        shutil.rmtree(self.secondary, ignore_errors=True)
+        self.secondary.mkdir(parents=True, exist_ok=True)
+        opts = Options(raw_mode=True)
+        opts.set_max_open_files(-1)
+        try:
+            self._db = Rdict(
+                str(self.primary), opts, access_type=AccessType.secondary(str(self.secondary))
+            )
+        except Exception as exc:
+            raise StateError(f"cannot open {self.primary} as a secondary: {exc}") from exc
+        self._last = time.monotonic()
+        return self._db
+
+    def _fresh(self) -> Rdict:
+        with self._lock:
+            db = self._open()
+            now = time.monotonic()
+            if now - self._last >= self._catch_up_s:
+                try:
+                    db.try_catch_up_with_primary()
+                except Exception as exc:
+                    log.warning("secondary catch-up failed path=%s error=%s", self.primary, exc)
+                self._last = now
+            return db
+
+    def get(self, key: bytes) -> bytes | None:
+        value = self._fresh().get(key)
+        return value if value is None else bytes(value)
+
+    def scan(self, lo: bytes, hi: bytes, limit: int | None = None) -> list[tuple[bytes, bytes]]:
+        db = self._fresh()
+        out: list[tuple[bytes, bytes]] = []
+        for item in _scan(db, lo, hi):
+            out.append(item)
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
