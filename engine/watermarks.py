@@ -55,7 +55,12 @@ def per_record_watermarks(
     if not timestamps:
         return [], max_seen
     running = list(accumulate(timestamps, max, initial=max_seen))
-    new_max = running[-1]
-    off = bound_ms + 1
-    before = [m - off if m != MIN_WATERMARK else MIN_WATERMARK for m in running[:-1]]
-    return before, new_max
+    new_max = running.pop()
+    if running[0] == MIN_WATERMARK:  # nothing seen before: no watermark yet (MIN, not MIN - b)
+        first = next((i for i, m in enumerate(running) if m != MIN_WATERMARK), len(running))
+        return [MIN_WATERMARK] * first + _shift(running[first:], bound_ms), new_max
+    return _shift(running, bound_ms), new_max
+
+
+def _shift(max_before: list[int], bound_ms: int) -> list[int]:
+    return list(map((bound_ms + 1).__rsub__, max_before))

@@ -58,14 +58,16 @@ def state_prefix(key_group: int, state_id: int) -> bytes:
     return _HH.pack(key_group, state_id)
 
 
-def timer_key(key_group: int, state_id: int, time: int, key: bytes) -> bytes:
-    """A timer entry: time first, so due timers are one range per key group."""
-    return _HH.pack(key_group, state_id) + encode_namespace(time) + key
+def timer_key(key_group: int, state_id: int, time: int, seq: int) -> bytes:
+    """A timer entry: time first, so due timers are one range per key group. One entry holds
+    the keys of every window with that end created in one flush (``seq`` tells flushes apart),
+    so a window costs no write of its own for its cleanup."""
+    return _HH.pack(key_group, state_id) + encode_namespace(time) + _Q.pack(seq)
 
 
-def decode_timer_key(raw: bytes) -> tuple[int, int, int, bytes]:
+def decode_timer_key(raw: bytes) -> tuple[int, int, int, int]:
     kg, sid = _HH.unpack_from(raw)
-    return kg, sid, decode_namespace(raw[4:12]), raw[12:]
+    return kg, sid, decode_namespace(raw[4:12]), int(_Q.unpack_from(raw, 12)[0])
 
 
 def key_group_bounds(first: int, last: int) -> tuple[bytes, bytes]:

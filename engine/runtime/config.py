@@ -19,7 +19,7 @@ class RunConfig:
     parallelism: int = 1
     exit_at_end: bool = False
     state_retention_ms: int = 3_600_000
-    flush_interval_ms: int = 50
+    flush_interval_ms: int = 100
     batch_size: int = 8192
     status_interval_ms: int = 100
     log_level: str = "INFO"

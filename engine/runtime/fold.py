@@ -2,21 +2,30 @@
 
 For ``count=agg.count(), total=agg.sum("value")`` the generated loop is::
 
-    def fold(cache, pending, created, keys, ends, c0, recs):
-        get = cache.get
+    def fold(buckets, dirty, keys, ends, c0, recs):
+        last = None
         for k, e, v0, r in zip(keys, ends, c0, recs):
-            t = (k, e)
-            a = get(t)
+            if e != last:
+                b = buckets.get(e)
+                if b is None:
+                    b = buckets[e] = {}
+                d = dirty.get(e)
+                if d is None:
+                    d = dirty[e] = set()
+                last = e
+            d.add(k)
+            a = b.get(k)
             if a is None:
-                cache[t] = [1, v0]
-                ...
+                b[k] = [1, v0]
             else:
                 a[0] += 1
                 a[1] += v0
 
-One loop per batch with no per-aggregate calls: this is where the throughput comes from. Field
-values are extracted and type-checked per column before folding (``columns``), so a bad record
-never leaves a half-applied batch.
+One loop per batch with no per-aggregate calls and no tuple keys: this is where the throughput
+comes from. ``buckets`` maps a window end to ``{key: accumulator slots}``; ``dirty`` maps a
+window end to the keys changed since the last flush. Field values are
+extracted and type-checked per column before folding, so a bad record never leaves a
+half-applied batch.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from typing import Any
 from engine.agg import Aggregate, Builtin, UserDefined
 
 FoldFn = Callable[..., None]
+ResultFn = Callable[[str, int, int, list[Any], bool], dict[str, Any]]
 
 
 class FoldPlan:
@@ -45,6 +55,7 @@ class FoldPlan:
             pos += a.slots
         self.width = pos
         self.fold: FoldFn = self._generate()
+        self.result: ResultFn = self._generate_result()
 
     def _generate(self) -> FoldFn:
         cols = [f"c{i}" for i in range(len(self.fields))]
@@ -62,24 +73,26 @@ class FoldPlan:
                 v = col_of.get(agg.field or "", "0")
                 init.extend(agg.init_exprs(v))
                 update.extend(agg.update_stmts("a", pos, v))
-        args = ", ".join(["cache", "pending", "created", "keys", "ends", *cols, "recs"])
+        args = ", ".join(["buckets", "dirty", "keys", "ends", *cols, "recs"])
         loop_vars = ", ".join(["k", "e", *cols, "r"])
         zipped = ", ".join(["keys", "ends", *cols, "recs"])
         body = "\n".join(
             [
                 f"def fold({args}):",
-                "    get = cache.get",
+                "    last = None",
                 f"    for {loop_vars} in zip({zipped}):",
-                "        t = (k, e)",
-                "        a = get(t)",
+                "        if e != last:",
+                "            b = buckets.get(e)",
+                "            if b is None:",
+                "                b = buckets[e] = {}",
+                "            d = dirty.get(e)",
+                "            if d is None:",
+                "                d = dirty[e] = set()",
+                "            last = e",
+                "        d.add(k)",
+                "        a = b.get(k)",
                 "        if a is None:",
-                f"            cache[t] = [{', '.join(init)}]",
-                "            created.append(t)",
-                "            lst = pending.get(e)",
-                "            if lst is None:",
-                "                pending[e] = [k]",
-                "            else:",
-                "                lst.append(k)",
+                f"            b[k] = [{', '.join(init)}]",
                 "        else:",
                 *[f"            {s}" for s in update],
             ]
@@ -87,6 +100,26 @@ class FoldPlan:
         exec(compile(body, f"<fold {list(self.aggregates)}>", "exec"), env)  # noqa: S102
         fold: FoldFn = env["fold"]
         return fold
+
+    def _generate_result(self) -> ResultFn:
+        """``result(key, start, end, slots, final)`` -> the result record, in one call."""
+        env: dict[str, Any] = {}
+        fields = ['"key": k', '"start": s', '"end": e']
+        for j, (name, agg) in enumerate(self.aggregates.items()):
+            lo, hi = self.slices[name]
+            if isinstance(agg, UserDefined):
+                env[f"u{j}"] = agg.function
+                expr = f"u{j}.result(a[{lo}])"
+            elif agg.kind == "mean":
+                expr = f"a[{lo}] / a[{lo + 1}]"
+            else:
+                expr = f"a[{lo}]"
+            fields.append(f"{name!r}: {expr}")
+        fields.append('"final": f')
+        body = f"def result(k, s, e, a, f):\n    return {{{', '.join(fields)}}}\n"
+        exec(compile(body, f"<result {list(self.aggregates)}>", "exec"), env)  # noqa: S102
+        fn: ResultFn = env["result"]
+        return fn
 
     def results(self, slots: list[Any]) -> dict[str, Any]:
         """The aggregate fields of a result record, from accumulator slots."""

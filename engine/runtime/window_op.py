@@ -1,9 +1,12 @@
 """The keyed window operator: pre-aggregates batches, fires on watermarks, keeps state in RocksDB.
 
 Configuration: the operator definition, its key-group range, retention.
-Transient: ``cache`` holds the accumulators of *open* windows (like Flink's heap timers), so a batch
-is folded without RocksDB reads; dirty entries reach RocksDB every flush (``flush``), where the API
-reads them. Checkpointed: RocksDB itself (window state and cleanup timers).
+Transient: ``buckets`` holds the accumulators of *open* windows, ``{window end: {key: slots}}``,
+and ``awaiting_final`` those of fired windows still within allowed lateness. Memory is
+authoritative for every window that can still change, so the hot path never reads RocksDB (whose
+write-optimised memtable makes point reads expensive): a batch is folded in memory, firing a window
+end pops one bucket, and dirty entries reach RocksDB every flush, where the API reads them through
+its own secondary instance. Checkpointed: RocksDB itself (window state and cleanup timers).
 
 Lateness is judged per record against the watermark it arrived under (``wms``), never against the
 batch's end, so batching changes no result: on-time records are folded; records for a window that
@@ -14,6 +17,8 @@ update; records later than that go to the late output untouched.
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
+from operator import itemgetter
 from typing import Any
 
 import msgpack
@@ -27,16 +32,17 @@ from state.keygroups import KeyGroupRange, key_group
 from state.rocksdb import RocksState
 
 _NUMBER_TYPES = frozenset({int, float})
-WindowKey = tuple[str, int]
+_PREFIX_CACHE_SIZE = 1 << 20
+Buckets = dict[int, dict[str, list[Any]]]
 
 
-def encode_window(start: int, slots: list[Any]) -> bytes:
-    return msgpack.packb([start, *slots])  # type: ignore[no-any-return]
+_packer = msgpack.Packer()  # reused: msgpack.packb builds a packer per call
+encode_window = _packer.pack  # a window's value is its accumulator slots; start derives from end
 
 
-def decode_window(raw: bytes) -> tuple[int, list[Any]]:
-    values = msgpack.unpackb(raw)
-    return int(values[0]), list(values[1:])
+def decode_window(raw: bytes) -> list[Any]:
+    slots: list[Any] = msgpack.unpackb(raw)
+    return slots
 
 
 class WindowRuntime:
@@ -51,6 +57,7 @@ class WindowRuntime:
         retention_ms: int,
         purge_interval_s: float = 1.0,
     ) -> None:
+        # configuration
         self.op = op
         self.plan = FoldPlan(op.aggregates)
         self._assigner = op.assigner
@@ -65,21 +72,25 @@ class WindowRuntime:
         self._sid = op.state_id
         self._tsid = op.timer_state_id
         # transient
-        self.cache: dict[WindowKey, list[Any]] = {}
-        self._pending: dict[int, list[str]] = {}
-        self._created: list[WindowKey] = []
-        self._dirty: set[WindowKey] = set()
+        self.buckets: Buckets = {}
+        self.awaiting_final: Buckets = {}
+        self._dirty: dict[int, set[str]] = {}
         self._writes: dict[bytes, bytes] = {}
-        self._allowed: list[tuple[str, int, int, Any, list[Any]]] = []
-        self._awaiting_final: dict[int, dict[str, None]] = {}
+        self._allowed: list[tuple[str, int, Any, list[Any]]] = []
+        self._timer_ends: set[int] = set()
+        self._prefixes: dict[str, tuple[int, bytes]] = {}
+        self._namespaces: dict[int, bytes] = {}
         self._last_purge = 0.0
-        self._purged_below = MIN_WATERMARK
         self.results: list[dict[str, Any]] = []
         # progress
         self.watermark = MIN_WATERMARK
         self.data_watermark = MIN_WATERMARK
         self.records_in = 0
         self.results_out = 0
+
+    @property
+    def open_windows(self) -> int:
+        return sum(len(b) for b in self.buckets.values())
 
     # -- input -------------------------------------------------------------------------------
 
@@ -96,7 +107,7 @@ class WindowRuntime:
         self.records_in += len(keys)
         ends = self._assigner.window_ends(ts)
         if min(ends) - 1 > max(wms):  # nothing late: the common case
-            self._fold(keys, ends, cols, recs)
+            self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
             return
         on_time: list[int] = []
         lateness = self._lateness
@@ -104,28 +115,21 @@ class WindowRuntime:
             if e - 1 > w:
                 on_time.append(i)
             elif e - 1 + lateness > w:
-                self._allowed.append((keys[i], e, w, recs[i], [c[i] for c in cols]))
+                self._allowed.append((keys[i], e, recs[i], [c[i] for c in cols]))
             else:
                 self._late.add(self.op.name, keys[i], ts[i], w, recs[i])
         if on_time:
-            sel = [keys[i] for i in on_time], [ends[i] for i in on_time]
-            self._fold(
-                sel[0], sel[1], [[c[i] for i in on_time] for c in cols], [recs[i] for i in on_time]
-            )
-
-    def _fold(
-        self, keys: list[str], ends: list[int], cols: list[list[Any]], recs: list[Any]
-    ) -> None:
-        self.plan.fold(self.cache, self._pending, self._created, keys, ends, *cols, recs)
-        self._dirty.update(zip(keys, ends, strict=True))
+            keys, ends, recs = _take(on_time, keys, ends, recs)
+            cols = [[c[i] for i in on_time] for c in cols]
+            self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
 
     def _columns(self, recs: list[Any]) -> tuple[list[list[Any]], list[int] | None]:
         """Field columns for the fold; records with a missing or non-numeric field go to the
-        dead-letter output (returns the indices to keep when any was dropped)."""
+        dead-letter output (then the indices to keep are returned instead)."""
         cols: list[list[Any]] = []
         try:
             for f in self.plan.fields:
-                col = [r[f] for r in recs]
+                col = list(map(itemgetter(f), recs))
                 if not set(map(type, col)) <= _NUMBER_TYPES:
                     raise TypeError
                 cols.append(col)
@@ -153,135 +157,163 @@ class WindowRuntime:
 
     # -- time ----------------------------------------------------------------------------------
 
-    def advance(self, watermark: int, data_watermark: int) -> None:
-        """Move the operator's watermark: fire due windows, apply late updates, finalize."""
+    def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+        """Move the operator's watermark: fire due windows, apply late updates, finalize.
+
+        ``trace`` is the watermark after each record of the batch (non-decreasing, ending at
+        ``watermark``): a window fires at the first of those that reaches its end, and whether
+        that first emission is already final depends on that value, not on the batch's last.
+        """
         if data_watermark > self.data_watermark:
             self.data_watermark = data_watermark
         if watermark > self.watermark:
             self.watermark = watermark
         wm = self.watermark
-        due = sorted(e for e in self._pending if e - 1 <= wm)
-        lateness = self._lateness
-        for end in due:
-            start = self._assigner.start_of(end)
-            keys = self._pending.pop(end)
-            final = end - 1 + lateness <= wm
-            for k in keys:
-                slots = self.cache.pop((k, end))
-                self._put(k, end, start, slots)
-                self._emit(k, start, end, slots, final)
-            if not final:
-                self._awaiting_final.setdefault(end, {}).update(dict.fromkeys(keys))
+        for end in sorted(e for e in self.buckets if e - 1 <= wm):
+            fired_at = wm
+            if trace:
+                i = bisect_left(trace, end - 1)
+                if i < len(trace):
+                    fired_at = trace[i]
+            self._fire(end, self.buckets.pop(end), fired_at)
         if self._allowed:
             self._apply_allowed()
-        if self._awaiting_final:
+        if self.awaiting_final:
             self._finalize(wm)
 
+    def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
+        start = self._assigner.start_of(end)
+        final = end - 1 + self._lateness <= wm
+        dirty = self._dirty.pop(end, set())
+        result = self.plan.result
+        out = self.results
+        for k, slots in bucket.items():
+            if k in dirty:  # else RocksDB already holds this value
+                self._put(k, end, slots)
+            out.append(result(k, start, end, slots, final))
+        self.results_out += len(bucket)
+        self._add_timers(end, bucket)
+        if not final:
+            self.awaiting_final[end] = bucket
+
     def _apply_allowed(self) -> None:
-        """Late-but-allowed records, in arrival order: each updates its window and re-emits."""
+        """Late-but-allowed records, in arrival order: each updates its (fired) window, which is
+        emitted again. The window is in ``awaiting_final``, or new."""
         fold = self.plan.fold
-        for key, end, _w, rec, vals in self._allowed:
-            start = self._assigner.start_of(end)
-            current = self._read(key, end)
-            tmp: dict[WindowKey, list[Any]] = {}
-            if current is not None:
-                tmp[(key, end)] = current
-            created: list[WindowKey] = []
-            fold(tmp, {}, created, [key], [end], *[[v] for v in vals], [rec])
-            slots = tmp[(key, end)]
-            self._put(key, end, start, slots)
-            if created:
-                self._created.extend(created)
-            self._awaiting_final.setdefault(end, {})[key] = None
-            self._emit(key, start, end, slots, False)
+        for key, end, rec, vals in self._allowed:
+            bucket = self.awaiting_final.setdefault(end, {})
+            is_new = key not in bucket
+            fold({end: bucket}, {}, [key], [end], *[[v] for v in vals], [rec])
+            slots = bucket[key]
+            self._put(key, end, slots)
+            if is_new:
+                self._add_timers(end, [key])
+            self._emit(key, self._assigner.start_of(end), end, slots, False)
         self._allowed.clear()
 
     def _finalize(self, wm: int) -> None:
-        for end in sorted(e for e in self._awaiting_final if e - 1 + self._lateness <= wm):
+        """Windows whose allowed lateness has passed can no longer change: emit them final."""
+        for end in sorted(e for e in self.awaiting_final if e - 1 + self._lateness <= wm):
             start = self._assigner.start_of(end)
-            for k in self._awaiting_final.pop(end):
-                slots = self._read(k, end)
-                if slots is not None:
-                    self._emit(k, start, end, slots, True)
-
-    # -- state ---------------------------------------------------------------------------------
-
-    def _skey(self, key: str, end: int) -> tuple[int, bytes]:
-        kb = key.encode()
-        kg = key_group(key, self._max_par)
-        return kg, layout.state_key(kg, self._sid, kb, end)
-
-    def _put(self, key: str, end: int, start: int, slots: list[Any]) -> None:
-        self._writes[self._skey(key, end)[1]] = encode_window(start, slots)
-
-    def _read(self, key: str, end: int) -> list[Any] | None:
-        cached = self.cache.get((key, end))
-        if cached is not None:
-            return cached
-        skey = self._skey(key, end)[1]
-        raw = self._writes.get(skey)
-        if raw is None:
-            raw = self._state.get(skey)
-        return None if raw is None else decode_window(raw)[1]
+            for k, slots in self.awaiting_final.pop(end).items():
+                self._emit(k, start, end, slots, True)
 
     def _emit(self, key: str, start: int, end: int, slots: list[Any], final: bool) -> None:
-        out: dict[str, Any] = {"key": key, "start": start, "end": end}
-        out.update(self.plan.results(slots))
-        out["final"] = final
-        self.results.append(out)
+        self.results.append(self.plan.result(key, start, end, slots, final))
         self.results_out += 1
 
     def drain(self) -> list[dict[str, Any]]:
         out, self.results = self.results, []
         return out
 
+    # -- state ---------------------------------------------------------------------------------
+
+    def _prefix(self, key: str) -> tuple[int, bytes]:
+        """Key group and state-key prefix of a key (cached; the cache is bounded)."""
+        found = self._prefixes.get(key)
+        if found is None:
+            if len(self._prefixes) >= _PREFIX_CACHE_SIZE:
+                self._prefixes.clear()
+            kg = key_group(key, self._max_par)
+            found = self._prefixes[key] = (kg, layout.key_prefix(kg, self._sid, key.encode()))
+        return found
+
+    def _namespace(self, end: int) -> bytes:
+        ns = self._namespaces.get(end)
+        if ns is None:
+            if len(self._namespaces) >= _PREFIX_CACHE_SIZE:
+                self._namespaces.clear()
+            ns = self._namespaces[end] = layout.encode_namespace(end)
+        return ns
+
+    def _put(self, key: str, end: int, slots: list[Any]) -> None:
+        self._writes[self._prefix(key)[1] + self._namespace(end)] = encode_window(slots)
+
+    def _add_timers(self, end: int, keys: dict[str, Any] | list[str]) -> None:
+        """Cleanup timers for fired windows: one entry per key group, listing its keys."""
+        by_group: dict[int, list[str]] = {}
+        prefix = self._prefix
+        for k in keys:
+            by_group.setdefault(prefix(k)[0], []).append(k)
+        seq = time.time_ns()
+        for kg, group in by_group.items():
+            self._writes[layout.timer_key(kg, self._tsid, end, seq)] = _packer.pack(group)
+        self._timer_ends.add(end)
+
     def flush(self) -> None:
         """Write dirty open windows, fired windows and new cleanup timers in one batch."""
-        writes = self._writes
-        start_of = self._assigner.start_of
-        cache = self.cache
-        sid, tsid, m = self._sid, self._tsid, self._max_par
-        for k, e in self._dirty:
-            slots = cache.get((k, e))
-            if slots is not None:
-                kb = k.encode()
-                writes[layout.state_key(key_group(k, m), sid, kb, e)] = encode_window(
-                    start_of(e), slots
-                )
-        for k, e in self._created:
-            kb = k.encode()
-            writes[layout.timer_key(key_group(k, m), tsid, e, kb)] = b""
+        if not self._dirty and not self._writes:
+            return
+        batch = self._state.batch()
+        put = batch.put
+        prefixes = self._prefixes
+        prefix = self._prefix
+        pack = encode_window
+        for e, keys in self._dirty.items():
+            bucket = self.buckets.get(e)
+            if bucket is None:
+                continue
+            ns = self._namespace(e)
+            for k in keys:
+                p = prefixes.get(k) or prefix(k)
+                put(p[1] + ns, pack(bucket[k]))
+        for skey, value in self._writes.items():
+            put(skey, value)
         self._dirty.clear()
-        self._created.clear()
-        if writes:
-            self._state.write(writes)
-            self._writes = {}
+        self._writes = {}
+        self._state.commit(batch)
 
     def purge(self, force: bool = False) -> int:
-        """Delete windows whose query retention has passed (counted from the data watermark)."""
-        if self.data_watermark == MIN_WATERMARK:
+        """Delete windows whose query retention has passed (counted from the data watermark).
+
+        Returns the number of windows deleted."""
+        if self.data_watermark == MIN_WATERMARK or not self._timer_ends:
             return 0
         now = time.monotonic()
         if not force and now - self._last_purge < self._purge_interval:
             return 0
         self._last_purge = now
         cutoff = self.data_watermark - self._lateness - self._retention + 1  # purge end <= cutoff
-        if cutoff <= self._purged_below:
+        due = sorted(e for e in self._timer_ends if e <= cutoff)
+        if not due:
             return 0
         self.flush()
         deletes: list[bytes] = []
-        lo_ns = layout.encode_namespace(MIN_WATERMARK)
-        hi_ns = layout.encode_namespace(cutoff + 1)
+        windows = 0
+        lo_ns = layout.encode_namespace(due[0])
+        hi_ns = layout.encode_namespace(due[-1] + 1)
         for kg in self._range:
-            prefix = layout.state_prefix(kg, self._tsid)
-            for tkey, _ in self._state.scan(prefix + lo_ns, prefix + hi_ns):
-                _, _, end, kb = layout.decode_timer_key(tkey)
+            tprefix = layout.state_prefix(kg, self._tsid)
+            for tkey, raw in self._state.scan(tprefix + lo_ns, tprefix + hi_ns):
+                ns = layout.encode_namespace(layout.decode_timer_key(tkey)[2])
                 deletes.append(tkey)
-                deletes.append(layout.state_key(kg, self._sid, kb, end))
-        self._purged_below = cutoff
+                for k in msgpack.unpackb(raw):
+                    deletes.append(layout.key_prefix(kg, self._sid, k.encode()) + ns)
+                    windows += 1
+        self._timer_ends.difference_update(due)
         if deletes:
             self._state.write({}, deletes)
-        return len(deletes) // 2
+        return windows
 
 
 def _take(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:

@@ -41,7 +41,7 @@ _GEN_TYPES: dict[str, type] = {
     "clicks": float,
     "clock": str,
     "start": int,
-    "step": int,
+    "step": float,
 }
 
 

@@ -3,8 +3,8 @@
 Options: ``rate`` (events/s, 0 = as fast as possible), ``ids`` (number of distinct ids),
 ``skew`` (Zipf exponent; ``ad-0`` is the most frequent), ``disorder`` (max ms an event's time
 lags the clock), ``seed``, ``count`` (stop after this many; unbounded when absent), ``clicks``
-(fraction of click events), ``clock`` (``wall``: event time is now; ``synthetic``: starts at
-``start`` and advances ``step`` ms per event, for reproducible files).
+(fraction of click events), ``clock`` (``wall``: event time is now; ``synthetic``: event ``i`` is at
+``start + int(i * step)`` ms, for reproducible files).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class GeneratorSource:
     clicks: float = 0.1
     clock: str = "wall"
     start: int = 1_700_000_000_000
-    step: int = 1
+    step: float = 1.0
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:
@@ -107,10 +107,8 @@ class AdsReader:
             now = int(time.time() * 1000)
             base = [now] * n
         else:
-            first = spec.start + self._emitted * spec.step
-            base = (
-                list(range(first, first + n * spec.step, spec.step)) if spec.step else [first] * n
-            )
+            i0, step, start = self._emitted, spec.step, spec.start
+            base = [start + int((i0 + i) * step) for i in range(n)]
         d = spec.disorder
         ts = [b - int(rand() * (d + 1)) for b in base] if d else base
         c = spec.clicks

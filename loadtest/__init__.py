@@ -1,0 +1,1 @@
+"""Event generators, load tools and the benchmark harness (``make bench``)."""

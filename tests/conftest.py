@@ -1,0 +1,242 @@
+"""Fixtures shared by every test package. Fixtures are factories; processes are always reaped.
+
+def test_x(write_events, write_job, weir_server):
+    src = write_events("in.jsonl", events)
+    server = weir_server(write_job(src, bound=200, size=1_000, lateness=0))
+    server.client().get("/jobs/t1")
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, settings
+
+from tests import support
+from tests.reference import IMPRESSIONS_ONLY, Step
+from tests.support import WEIR, job_text
+from tests.support import write_events as _write_events
+
+# No example database: the suite writes nothing outside tmp dirs; examples are bounded per test.
+settings.register_profile(
+    "weir",
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile("weir")
+
+SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:(\d+))")
+RUN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class WeirResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+    def error_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+@dataclass
+class WeirServer:
+    """A running ``weir run`` (no ``--exit-at-end``) and where to reach it."""
+
+    proc: subprocess.Popen[bytes]
+    base_url: str
+    job: str
+    state_dir: Path
+    stderr_path: Path
+    _clients: list[httpx.Client] = field(default_factory=list)
+
+    @property
+    def job_dir(self) -> Path:
+        return self.state_dir / self.job
+
+    def client(self) -> httpx.Client:
+        c = httpx.Client(base_url=self.base_url, timeout=10.0, trust_env=False)
+        self._clients.append(c)
+        return c
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_finished(self, timeout: float = 30.0) -> dict[str, Any]:
+        c = self.client()
+
+        def finished() -> dict[str, Any] | None:
+            assert self.proc.poll() is None, f"weir exited early:\n{self.stderr()}"
+            body: dict[str, Any] = c.get(f"/jobs/{self.job}").json()
+            assert body.get("state") != "failed", f"job failed:\n{self.stderr()}"
+            return body if body.get("state") == "finished" else None
+
+        return support.wait_until(finished, timeout, what=f"job {self.job} to finish")
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM, then SIGKILL (of the process group this fixture created) after ``timeout``."""
+        for c in self._clients:
+            c.close()
+        self._clients.clear()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        return self.proc.returncode
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., Any]:
+    """``wait_until(fn, timeout=15.0)``: poll every 50 ms until ``fn()`` is truthy."""
+    return support.wait_until
+
+
+@pytest.fixture
+def write_events(tmp_path: Path) -> Callable[[str, Sequence[dict[str, Any]]], Path]:
+    """``write_events(name, events)`` writes ``tmp_path/name`` as JSONL and returns its path."""
+
+    def write(name: str, events: Sequence[dict[str, Any]]) -> Path:
+        return _write_events(tmp_path / name, events)
+
+    return write
+
+
+@pytest.fixture
+def write_job(tmp_path: Path) -> Callable[..., Path]:
+    """``write_job(source_path, bound=, size=, lateness=, name="t1", op="imps", steps=...)``."""
+    counter = iter(range(1_000_000))
+
+    def write(
+        source_path: Path,
+        *,
+        bound: int,
+        size: int,
+        lateness: int,
+        name: str = "t1",
+        op: str = "imps",
+        steps: Sequence[Step] = IMPRESSIONS_ONLY,
+        max_parallelism: int = 128,
+    ) -> Path:
+        path = tmp_path / f"job_{next(counter)}.py"
+        path.write_text(
+            job_text(
+                source_path,
+                bound=bound,
+                size=size,
+                lateness=lateness,
+                name=name,
+                op=op,
+                steps=steps,
+                max_parallelism=max_parallelism,
+            ),
+            encoding="utf-8",
+        )
+        return path
+
+    return write
+
+
+def _env(extra: dict[str, str] | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEIR_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def run_weir(tmp_path: Path) -> Callable[..., WeirResult]:
+    """``run_weir(*args, timeout=60, env=None)``: run ``weir`` to completion in ``tmp_path``."""
+
+    def run(*args: str, timeout: float = RUN_TIMEOUT_S, env: dict[str, str] | None = None):
+        proc = subprocess.Popen(
+            [*WEIR, *args],
+            cwd=tmp_path,
+            env=_env(env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            raise AssertionError(
+                f"weir {' '.join(args)} did not finish in {timeout}s; stderr:\n"
+                + err.decode(errors="replace")
+            ) from None
+        return WeirResult(proc.returncode, out.decode(errors="replace"), err.decode())
+
+    return run
+
+
+class _Servers:
+    """Starts ``weir run`` processes under ``root`` and stops every one of them."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.started: list[WeirServer] = []
+
+    def start(
+        self, job_file: Path, *flags: str, state_dir: Path | None = None, timeout: float = 30.0
+    ) -> WeirServer:
+        n = len(self.started)
+        state = state_dir or self.root / f"state-{n}"
+        stderr_path = self.root / f"server-{n}.stderr"
+        with open(stderr_path, "wb") as err:
+            proc = subprocess.Popen(
+                [*WEIR, "run", str(job_file), "--api-port", "0", "--state-dir", str(state), *flags],
+                cwd=self.root,
+                env=_env(None),
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
+        server = WeirServer(proc, "", "", state, stderr_path)
+        self.started.append(server)
+
+        def serving() -> re.Match[str] | None:
+            text = server.stderr()
+            assert proc.poll() is None, f"weir exited with {proc.returncode}:\n{text}"
+            return SERVING.search(text)
+
+        m = support.wait_until(serving, timeout, what="the 'serving on' line")
+        server.job = m.group(1)
+        server.base_url = m.group(2)
+        return server
+
+    def stop_all(self) -> None:
+        for server in self.started:
+            server.stop()
+
+
+@pytest.fixture
+def weir_server(tmp_path: Path) -> Iterator[Callable[..., WeirServer]]:
+    """``weir_server(job_file, *flags, state_dir=None)`` starts ``weir run`` on a free loopback
+    port, waits for its ``serving on`` line and stops it (SIGTERM, then kill) in teardown."""
+    servers = _Servers(tmp_path)
+    yield servers.start
+    servers.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_weir_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[..., WeirServer]]:
+    """Like ``weir_server``, for a server that a whole test module queries."""
+    servers = _Servers(tmp_path_factory.mktemp("servers"))
+    yield servers.start
+    servers.stop_all()

@@ -1,0 +1,266 @@
+"""A brute-force model of weir's semantics, written from the contract (DESIGN.md, "Time"), not
+from the engine: one record at a time, the watermark recomputed after every record, every window
+kept as the plain list of its values.
+
+    outcome = simulate(lines, Spec(bound=200, size=1_000, lateness=1_500))
+    outcome.emissions[("ad-0", 0, 1_000)]  # [{"key", "start", "end", <aggs>, "final"}, ...]
+
+The aggregates are fixed to the ones the test jobs use:
+``count=agg.count(), total=agg.sum("value"), lo=agg.min("value"), hi=agg.max("value"),
+avg=agg.mean("value")``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+WindowKey = tuple[str, int, int]
+Step = tuple[str, str]  # ("filter" | "map" | "flat_map", source text of a lambda)
+
+IMPRESSIONS_ONLY: tuple[Step, ...] = (("filter", "lambda e: e['event'] == 'impression'"),)
+AGGREGATES_SRC = (
+    'count=agg.count(), total=agg.sum("value"), lo=agg.min("value"), '
+    'hi=agg.max("value"), avg=agg.mean("value")'
+)
+AGG_NAMES = ("count", "total", "lo", "hi", "avg")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What a test job does; ``steps`` are rendered into the job file and evaluated here."""
+
+    bound: int
+    size: int
+    lateness: int
+    steps: tuple[Step, ...] = IMPRESSIONS_ONLY
+    op: str = "imps"
+    ts_field: str = "ts"
+    key_field: str = "id"
+    value_field: str = "value"
+
+
+def window_of(t: int, size: int) -> tuple[int, int]:
+    start = t - t % size
+    return start, start + size
+
+
+def aggregates(values: list[int | float]) -> dict[str, Any]:
+    total = sum(values[1:], values[0])
+    return {
+        "count": len(values),
+        "total": total,
+        "lo": min(values),
+        "hi": max(values),
+        "avg": total / len(values),
+    }
+
+
+@dataclass
+class _Window:
+    values: list[int | float] = field(default_factory=list)
+    fired: bool = False
+
+
+@dataclass
+class Outcome:
+    spec: Spec
+    emissions: dict[WindowKey, list[dict[str, Any]]] = field(default_factory=dict)
+    late: list[dict[str, Any]] = field(default_factory=list)
+    dead: list[dict[str, Any]] = field(default_factory=list)
+    windows: dict[WindowKey, list[int | float]] = field(default_factory=dict)
+    data_watermark: int | None = None
+    records_to_op: int = 0
+
+    @property
+    def emission_count(self) -> int:
+        return sum(len(v) for v in self.emissions.values())
+
+    def dead_by_stage(self) -> Counter[str]:
+        return Counter(d["stage"] for d in self.dead)
+
+    def retained(self, key: WindowKey, retention_ms: int | None) -> bool:
+        """A window stays queryable until ``end - 1 + lateness + retention <= data watermark``."""
+        if retention_ms is None or self.data_watermark is None:
+            return True
+        end = key[2]
+        return end - 1 + self.spec.lateness + retention_ms > self.data_watermark
+
+    def state_by_key(self, retention_ms: int | None = None) -> dict[str, list[dict[str, Any]]]:
+        """What ``GET /{job}/{op}/state/{key}`` answers once the input is done."""
+        out: dict[str, list[dict[str, Any]]] = {}
+        for wk in sorted(self.windows, key=lambda w: (w[0], w[2])):
+            if not self.retained(wk, retention_ms):
+                continue
+            key, start, end = wk
+            out.setdefault(key, []).append(
+                {"start": start, "end": end, **aggregates(self.windows[wk]), "final": True}
+            )
+        return out
+
+
+def _compile(steps: Iterable[Step]) -> list[tuple[str, Callable[[Any], Any]]]:
+    return [(kind, eval(src)) for kind, src in steps]  # noqa: S307 - test-owned source text
+
+
+class _Simulation:
+    def __init__(self, spec: Spec) -> None:
+        self.spec = spec
+        self.out = Outcome(spec)
+        self.steps = _compile(spec.steps)
+        self.state: dict[WindowKey, _Window] = {}
+        self.unfired: dict[WindowKey, _Window] = {}
+        self.awaiting: dict[WindowKey, _Window] = {}
+        self.max_ts: int | None = None
+
+    # -- the pipeline, one record at a time ------------------------------------------------
+
+    def feed_line(self, line: str | bytes) -> None:
+        if isinstance(line, bytes):
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                self._dead("decode", line.decode("utf-8", errors="replace").rstrip("\n"))
+                return
+        else:
+            text = line
+        if not text.strip():
+            return  # blank lines are skipped silently
+        try:
+            value = json.loads(text)
+        except ValueError:
+            self._dead("decode", text.rstrip("\n"))
+            return
+        self.feed_value(value)
+
+    def feed_value(self, value: Any) -> None:
+        if not isinstance(value, dict):
+            self._dead("decode", value)
+            return
+        spec = self.spec
+        if spec.ts_field not in value:
+            self._dead("timestamp", value)
+            return
+        t = value[spec.ts_field]
+        if type(t) is float and t.is_integer():
+            t = int(t)
+        if type(t) is not int:
+            self._dead("timestamp", value)
+            return
+        wm_before = None if self.max_ts is None else self.max_ts - spec.bound - 1
+        self.max_ts = t if self.max_ts is None else max(self.max_ts, t)
+        for rec in self._stateless([value]):
+            self._keyed(rec, t, wm_before)
+        self._advance(self.max_ts - spec.bound - 1)
+
+    def _stateless(self, recs: list[Any]) -> list[Any]:
+        for kind, fn in self.steps:
+            out: list[Any] = []
+            for r in recs:
+                try:
+                    if kind == "map":
+                        out.append(fn(r))
+                    elif kind == "filter":
+                        if fn(r):
+                            out.append(r)
+                    else:
+                        out.extend(list(fn(r)))
+                except Exception:  # noqa: BLE001 - the engine sends these aside too
+                    self._dead(kind, r)
+            recs = out
+        return recs
+
+    def _keyed(self, rec: Any, t: int, wm_before: int | None) -> None:
+        spec = self.spec
+        if not isinstance(rec, dict) or spec.key_field not in rec:
+            self._dead("key_by", rec)
+            return
+        raw = rec[spec.key_field]
+        if type(raw) is str:
+            key = raw
+        elif type(raw) is int:
+            key = str(raw)
+        else:
+            self._dead("key_by", rec)
+            return
+        v = rec.get(spec.value_field)
+        if type(v) not in (int, float):
+            self._dead(f"aggregate:{spec.op}", rec)
+            return
+        self.out.records_to_op += 1
+        start, end = window_of(t, spec.size)
+        wk = (key, start, end)
+        if wm_before is None or end - 1 > wm_before:  # on time
+            w = self.state.get(wk)
+            if w is None:
+                w = self.state[wk] = self.unfired[wk] = _Window()
+            w.values.append(v)
+        elif wm_before < end - 1 + spec.lateness:  # behind the watermark, within lateness
+            w = self.state.setdefault(wk, _Window(fired=True))
+            w.values.append(v)
+            self.awaiting[wk] = w
+            self._emit(wk, w, final=False)
+        else:
+            self.out.late.append(
+                {"op": spec.op, "key": key, "ts": t, "watermark": wm_before, "record": rec}
+            )
+
+    def _advance(self, wm: float) -> None:
+        lateness = self.spec.lateness
+        for wk in [wk for wk in self.unfired if wk[2] - 1 <= wm]:
+            w = self.unfired.pop(wk)
+            w.fired = True
+            final = wk[2] - 1 + lateness <= wm
+            if not final:
+                self.awaiting[wk] = w
+            self._emit(wk, w, final)
+        for wk in [wk for wk in self.awaiting if wk[2] - 1 + lateness <= wm]:
+            self._emit(wk, self.awaiting.pop(wk), final=True)
+
+    def finish(self) -> Outcome:
+        self._advance(float("inf"))
+        spec = self.spec
+        if self.max_ts is not None:
+            self.out.data_watermark = self.max_ts - spec.bound - 1
+        self.out.windows = {wk: list(w.values) for wk, w in self.state.items()}
+        return self.out
+
+    def _emit(self, wk: WindowKey, w: _Window, final: bool) -> None:
+        key, start, end = wk
+        record = {"key": key, "start": start, "end": end, **aggregates(w.values), "final": final}
+        self.out.emissions.setdefault(wk, []).append(record)
+
+    def _dead(self, stage: str, item: Any) -> None:
+        self.out.dead.append({"stage": stage, "input": item})
+
+
+def simulate(lines: Iterable[str | bytes], spec: Spec) -> Outcome:
+    """Run raw JSONL lines (as a file source would read them) through the model."""
+    sim = _Simulation(spec)
+    for line in lines:
+        sim.feed_line(line)
+    return sim.finish()
+
+
+def simulate_decoded(values: Iterable[Any], spec: Spec) -> Outcome:
+    """Run already-decoded values (as a generator source hands them over) through the model."""
+    sim = _Simulation(spec)
+    for value in values:
+        sim.feed_value(value)
+    return sim.finish()
+
+
+def group_emissions(results: Iterable[dict[str, Any]]) -> dict[WindowKey, list[dict[str, Any]]]:
+    """Result records grouped per ``(key, start, end)``, each group in emission order."""
+    out: dict[WindowKey, list[dict[str, Any]]] = {}
+    for r in results:
+        out.setdefault((r["key"], r["start"], r["end"]), []).append(r)
+    return out
+
+
+def canonical(items: Iterable[Any]) -> list[str]:
+    """A multiset of JSON values as a sorted list of canonical JSON texts."""
+    return sorted(json.dumps(i, sort_keys=True) for i in items)

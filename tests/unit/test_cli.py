@@ -1,0 +1,99 @@
+"""``weir`` command-line errors: each exits 2 with one ``weir: error:`` line naming the value."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import WeirResult
+from tests.support import job_text
+
+Run = Callable[..., WeirResult]
+
+
+@pytest.fixture
+def job_file(tmp_path: Path) -> Path:
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "event": "impression", "ts": 1, "value": 1}\n')
+    path = tmp_path / "job.py"
+    path.write_text(job_text(src, bound=0, size=10, lateness=0))
+    return path
+
+
+def _one_error_line(result: WeirResult, *needles: str) -> str:
+    assert result.rc == 2, result.stderr
+    lines = result.error_lines()
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{result.stderr}"
+    line = lines[0]
+    assert line.startswith("weir: error: "), line
+    for needle in needles:
+        assert needle in line, line
+    return line
+
+
+def test_missing_job_file(run_weir: Run, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.py"
+    _one_error_line(run_weir("run", str(missing)), str(missing), "does not exist")
+
+
+def test_job_file_without_job(run_weir: Run, tmp_path: Path) -> None:
+    path = tmp_path / "nojob.py"
+    path.write_text("x = 1\n")
+    _one_error_line(run_weir("run", str(path)), str(path), "defines no `job`")
+
+
+def test_unknown_source_scheme(run_weir: Run, job_file: Path) -> None:
+    _one_error_line(
+        run_weir("run", str(job_file), "--source", "ftpx://host/x.jsonl"),
+        "'ftpx'",
+        "file://",
+    )
+
+
+def test_unknown_sink_scheme(run_weir: Run, job_file: Path) -> None:
+    _one_error_line(run_weir("run", str(job_file), "--sink", "bogus://x"), "'bogus'")
+
+
+def test_bad_generator_option_is_named(run_weir: Run, job_file: Path) -> None:
+    _one_error_line(
+        run_weir("run", str(job_file), "--source", "generator://ads?speed=9"), "'speed'"
+    )
+
+
+def test_non_numeric_parallelism(run_weir: Run, job_file: Path) -> None:
+    _one_error_line(run_weir("run", str(job_file), "--parallelism", "x"), "--parallelism", "'x'")
+
+
+def test_negative_retention(run_weir: Run, job_file: Path) -> None:
+    _one_error_line(
+        run_weir("run", str(job_file), "--state-retention-ms", "-5"), "--state-retention-ms", "-5"
+    )
+
+
+def test_parallelism_two_is_not_supported_yet(run_weir: Run, job_file: Path) -> None:
+    _one_error_line(
+        run_weir("run", str(job_file), "--parallelism", "2", "--api-port", "0"),
+        "--parallelism=2",
+        "--parallelism 1",
+    )
+
+
+def test_bad_environment_variable_is_named(run_weir: Run, job_file: Path) -> None:
+    result = run_weir("run", str(job_file), env={"WEIR_PARALLELISM": "many"})
+    _one_error_line(result, "WEIR_PARALLELISM", "'many'")
+
+
+def test_help_shows_environment_variables(run_weir: Run) -> None:
+    result = run_weir("run", "--help")
+    assert result.rc == 0
+    text = " ".join(result.stdout.split())
+    for env in ("WEIR_SOURCE", "WEIR_PARALLELISM", "WEIR_STATE_RETENTION_MS", "WEIR_API_PORT"):
+        assert env in text
+
+
+def test_job_file_that_raises(run_weir: Run, tmp_path: Path) -> None:
+    path = tmp_path / "broken.py"
+    path.write_text("raise ValueError('no such thing')\n")
+    _one_error_line(run_weir("run", str(path)), "failed to load", "no such thing")

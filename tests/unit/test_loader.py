@@ -1,0 +1,91 @@
+"""Loading job files and applying ``--source`` / ``--sink`` overrides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from engine import sinks, sources
+from engine.errors import ConfigError, JobDefinitionError
+from engine.runtime.config import RunConfig
+from engine.runtime.loader import load_configured_job, load_job
+from tests.support import job_text
+
+
+def _job_file(tmp_path: Path) -> Path:
+    path = tmp_path / "job.py"
+    path.write_text(job_text(tmp_path / "in.jsonl", bound=0, size=10, lateness=0))
+    return path
+
+
+def test_load_job(tmp_path: Path) -> None:
+    job = load_job(_job_file(tmp_path))
+    assert job.name == "t1" and list(job.operators) == ["imps"]
+    assert job.sources[0].source == sources.jsonl(tmp_path / "in.jsonl")
+
+
+def test_missing_job_file(tmp_path: Path) -> None:
+    with pytest.raises(JobDefinitionError, match=f"job file {tmp_path / 'x.py'} does not exist"):
+        load_job(tmp_path / "x.py")
+
+
+def test_job_file_must_be_python(tmp_path: Path) -> None:
+    other = tmp_path / "job.txt"
+    other.write_text("job = 1")
+    with pytest.raises(JobDefinitionError, match="is not a .py file"):
+        load_job(other)
+    with pytest.raises(JobDefinitionError, match="is not a .py file"):
+        load_job(tmp_path)
+
+
+def test_job_file_without_job(tmp_path: Path) -> None:
+    path = tmp_path / "empty.py"
+    path.write_text("x = 1\n")
+    with pytest.raises(JobDefinitionError, match=r"defines no `job`; add `job = Job\(\"name\"\)`"):
+        load_job(path)
+
+
+def test_job_that_is_not_a_job(tmp_path: Path) -> None:
+    path = tmp_path / "j.py"
+    path.write_text("job = 'hello'\n")
+    with pytest.raises(JobDefinitionError, match="`job` in .* is a str, not an engine.Job"):
+        load_job(path)
+
+
+def test_job_file_that_raises_names_the_error(tmp_path: Path) -> None:
+    path = tmp_path / "j.py"
+    path.write_text("raise RuntimeError('boom at import')\n")
+    with pytest.raises(JobDefinitionError, match="failed to load: RuntimeError: boom at import"):
+        load_job(path)
+
+
+def test_job_definition_errors_in_the_file_pass_through(tmp_path: Path) -> None:
+    path = tmp_path / "j.py"
+    path.write_text("from engine import Job\njob = Job('bad name')\n")
+    with pytest.raises(JobDefinitionError, match="job name 'bad name' is not allowed"):
+        load_job(path)
+
+
+def test_job_without_source(tmp_path: Path) -> None:
+    path = tmp_path / "j.py"
+    path.write_text("from engine import Job\njob = Job('nosrc')\n")
+    with pytest.raises(JobDefinitionError, match="job 'nosrc' has no source"):
+        load_job(path)
+
+
+def test_overrides(tmp_path: Path) -> None:
+    cfg = RunConfig(
+        job_file=_job_file(tmp_path),
+        source_url="file:///data/other.jsonl",
+        sink_url="file:///data/out.jsonl",
+    )
+    job = load_configured_job(cfg)
+    assert job.sources[0].source == sources.jsonl("/data/other.jsonl")
+    assert job.operators["imps"].sinks == [sinks.jsonl("/data/out.jsonl")]
+
+
+def test_bad_override_url(tmp_path: Path) -> None:
+    cfg = RunConfig(job_file=_job_file(tmp_path), source_url="nope://x")
+    with pytest.raises(ConfigError, match="unknown source scheme 'nope'"):
+        load_configured_job(cfg)

@@ -1,0 +1,64 @@
+"""Sink URLs and the JSONL sink."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine import sinks
+from engine.errors import ConfigError, SinkError
+
+
+def test_file_url() -> None:
+    s = sinks.from_url("file:///tmp/out%20dir/out.jsonl")
+    assert s == sinks.JsonlSink(Path("/tmp/out dir/out.jsonl"))
+    assert s.describe() == "file:///tmp/out dir/out.jsonl"
+
+
+@pytest.mark.parametrize("url", ["stdout://", "-"])
+def test_stdout_urls(url: str) -> None:
+    assert sinks.from_url(url) == sinks.stdout()
+
+
+def test_file_url_without_path() -> None:
+    with pytest.raises(ConfigError, match="sink 'file://' has no path"):
+        sinks.from_url("file://")
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme"), [("kafkaz://h/t", "'kafkaz'"), ("out.jsonl", r"'\(none\)'")]
+)
+def test_unknown_sink_scheme(url: str, scheme: str) -> None:
+    with pytest.raises(ConfigError, match=rf"unknown sink scheme {scheme}.*file://, stdout://"):
+        sinks.from_url(url)
+
+
+def test_jsonl_sink_truncates_and_writes_lines(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "out.jsonl"
+    path.parent.mkdir()
+    path.write_text("old contents\n")
+    w = sinks.jsonl(path).open()
+    w.write([{"key": "ü", "n": 1}, {"key": 2, "x": [1, 2]}])
+    w.write([])
+    w.close()
+    assert [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()] == [
+        {"key": "ü", "n": 1},
+        {"key": 2, "x": [1, 2]},
+    ]
+
+
+def test_jsonl_sink_creates_parent_directories(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "out.jsonl"
+    w = sinks.jsonl(path).open()
+    w.close()
+    assert path.exists()
+
+
+def test_unwritable_sink_names_the_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = blocker / "out.jsonl"  # a path below a regular file
+    with pytest.raises(SinkError, match=f"cannot write sink file {target}"):
+        sinks.jsonl(target).open()

@@ -1,0 +1,185 @@
+"""Source URLs, the JSONL file source and the ``ads`` generator."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from engine import sources
+from engine.errors import ConfigError, SourceError
+from engine.sources import GeneratorSource, JsonlSource
+
+
+def test_file_url_gives_a_jsonl_source_with_decoded_path() -> None:
+    src = sources.from_url("file:///tmp/some%20dir/events.jsonl")
+    assert src == JsonlSource(Path("/tmp/some dir/events.jsonl"))
+    assert src.bounded
+    assert src.describe() == "file:///tmp/some dir/events.jsonl"
+    assert src.splits() == ["/tmp/some dir/events.jsonl"]
+
+
+def test_file_url_without_path_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"source 'file://' has no path; use file:///"):
+        sources.from_url("file://")
+
+
+@pytest.mark.parametrize(
+    ("url", "scheme"),
+    [("ftp://host/x.jsonl", "'ftp'"), ("/plain/path.jsonl", r"'\(none\)'"), ("s3://b/k", "'s3'")],
+)
+def test_unknown_source_scheme_names_it_and_the_accepted_ones(url: str, scheme: str) -> None:
+    with pytest.raises(
+        ConfigError, match=rf"unknown source scheme {scheme}.*file://, generator://"
+    ):
+        sources.from_url(url)
+
+
+def test_generator_url_options_are_typed() -> None:
+    src = sources.from_url(
+        "generator://ads?rate=0&ids=5&skew=1.5&disorder=20&seed=9&count=100&clicks=0.5"
+        "&clock=synthetic&start=1000&step=2"
+    )
+    assert src == GeneratorSource(
+        "ads",
+        rate=0.0,
+        ids=5,
+        skew=1.5,
+        disorder=20,
+        seed=9,
+        count=100,
+        clicks=0.5,
+        clock="synthetic",
+        start=1000,
+        step=2,
+    )
+    assert src.bounded
+
+
+def test_generator_without_count_is_unbounded() -> None:
+    assert not sources.from_url("generator://ads?rate=10").bounded
+
+
+def test_generator_unknown_option_is_named() -> None:
+    with pytest.raises(ConfigError, match="unknown option 'speed'; use clicks, clock, count"):
+        sources.from_url("generator://ads?speed=3")
+
+
+def test_generator_option_of_wrong_type_is_named() -> None:
+    with pytest.raises(ConfigError, match=r"option ids='many' is not a int"):
+        sources.from_url("generator://ads?ids=many")
+
+
+@pytest.mark.parametrize(
+    ("query", "match"),
+    [
+        ("ids=0", "ids=0 must be >= 1"),
+        ("rate=-1", "rate=-1.0 must be >= 0"),
+        ("clicks=2", r"clicks=2.0 must be within \[0, 1\]"),
+        ("clock=moon", "clock='moon'; use wall or synthetic"),
+        ("disorder=-5", "disorder=-5 must be >= 0 ms"),
+        ("count=-1", "count=-1 must be >= 0"),
+    ],
+)
+def test_generator_option_values_are_checked(query: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        sources.from_url(f"generator://ads?{query}")
+
+
+def test_unknown_generator_workload() -> None:
+    with pytest.raises(ConfigError, match="unknown generator workload 'trades'; use one of ads"):
+        sources.from_url("generator://trades")
+
+
+def test_generator_function_refuses_unknown_keyword() -> None:
+    with pytest.raises(ConfigError, match="speed"):
+        sources.generator("ads", speed=3)
+
+
+def _synthetic(**kw: object) -> GeneratorSource:
+    opts: dict[str, object] = {"rate": 0, "clock": "synthetic", "count": 2_000, "ids": 20}
+    opts.update(kw)
+    return sources.generator("ads", **opts)
+
+
+def _read_all(src: GeneratorSource, batch: int, offset: int = 0) -> list[dict[str, object]]:
+    reader = src.open("0", offset)
+    out: list[dict[str, object]] = []
+    while True:
+        b = reader.read_batch(batch)
+        out.extend(b.items)
+        if b.end:
+            return out
+
+
+def test_generator_same_seed_same_events() -> None:
+    a = _read_all(_synthetic(seed=3, disorder=40), 500)
+    b = _read_all(_synthetic(seed=3, disorder=40), 500)
+    assert a == b
+    assert len(a) == 2_000
+    assert a != _read_all(_synthetic(seed=4, disorder=40), 500)
+
+
+def test_generator_events_have_the_documented_shape() -> None:
+    events = _read_all(_synthetic(seed=1, start=10_000, step=3), 2_000)
+    assert {tuple(sorted(e)) for e in events} == {("event", "id", "ts", "value")}
+    assert [e["ts"] for e in events[:4]] == [10_000, 10_003, 10_006, 10_009]
+    assert {e["event"] for e in events} == {"impression", "click"}
+    assert all(e["id"] in {f"ad-{i}" for i in range(20)} for e in events)
+
+
+def test_generator_ad_0_is_the_most_frequent() -> None:
+    counts = Counter(e["id"] for e in _read_all(_synthetic(seed=11), 2_000))
+    assert counts.most_common(1)[0][0] == "ad-0"
+
+
+def test_generator_disorder_stays_within_bound() -> None:
+    events = _read_all(_synthetic(seed=5, disorder=25, start=0, step=1), 2_000)
+    assert all(0 <= i - e["ts"] <= 25 for i, e in enumerate(events))  # type: ignore[operator]
+    assert any(i != e["ts"] for i, e in enumerate(events))
+
+
+def test_generator_events_do_not_depend_on_batch_size() -> None:
+    """``--batch-size`` is a throughput knob: the same seed must give the same events."""
+    one_batch = _read_all(_synthetic(seed=3, disorder=40), 2_000)
+    small_batches = _read_all(_synthetic(seed=3, disorder=40), 100)
+    assert small_batches == one_batch
+
+
+def test_generator_reopened_at_an_offset_replays_the_same_events() -> None:
+    """Replay after a failure rewinds a source to its offset (DESIGN.md, "Checkpoints")."""
+    src = _synthetic(seed=3, disorder=40)
+    everything = _read_all(src, 2_000)
+    assert _read_all(src, 2_000, offset=700) == everything[700:]
+
+
+def test_generator_offset_counts_emitted_events() -> None:
+    reader = _synthetic(count=50).open("0")
+    assert reader.offset() == 0
+    batch = reader.read_batch(20)
+    assert len(batch.items) == 20 and batch.decoded and not batch.end
+    assert reader.offset() == 20 and batch.offsets == {"0": 20}
+    assert len(reader.read_batch(100).items) == 30
+    assert reader.read_batch(100).end
+
+
+def test_jsonl_reader_reads_lines_and_offsets(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b'{"a":1}\n{"a":2}\n')
+    src = sources.jsonl(path)
+    reader = src.open(str(path))
+    batch = reader.read_batch(100)
+    assert batch.items == [b'{"a":1}\n', b'{"a":2}\n'] and not batch.decoded
+    assert reader.offset() == 16
+    assert reader.read_batch(100).end
+    reader.close()
+    resumed = src.open(str(path), 8)
+    assert resumed.read_batch(100).items == [b'{"a":2}\n']
+    resumed.close()
+
+
+def test_jsonl_missing_file_names_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.jsonl"
+    with pytest.raises(SourceError, match=f"input file {missing} does not exist"):
+        sources.jsonl(missing).open(str(missing))

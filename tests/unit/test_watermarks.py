@@ -1,0 +1,79 @@
+"""Watermark strategies and the per-record watermark each record arrives under."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.watermarks import (
+    MAX_WATERMARK,
+    MIN_WATERMARK,
+    WatermarkStrategy,
+    per_record_watermarks,
+)
+
+
+def test_watermark_is_max_minus_bound_minus_one() -> None:
+    s = WatermarkStrategy.bounded_out_of_orderness(ms=200)
+    assert s.bound_ms == 200
+    assert s.watermark_for(1_000) == 799
+    assert s.watermark_for(-5) == -206
+    assert s.watermark_for(MIN_WATERMARK) == MIN_WATERMARK
+
+
+def test_monotonous_timestamps_bound_zero() -> None:
+    s = WatermarkStrategy.for_monotonous_timestamps()
+    assert s.bound_ms == 0
+    assert s.watermark_for(10) == 9
+
+
+def test_with_idleness_keeps_bound() -> None:
+    s = WatermarkStrategy.bounded_out_of_orderness(ms=5).with_idleness(1_000)
+    assert (s.bound_ms, s.idle_timeout_ms) == (5, 1_000)
+
+
+def test_negative_bound_is_refused() -> None:
+    with pytest.raises(ValueError, match="-1 ms is negative"):
+        WatermarkStrategy.bounded_out_of_orderness(ms=-1)
+
+
+@pytest.mark.parametrize("idle", [0, -3])
+def test_non_positive_idle_timeout_is_refused(idle: int) -> None:
+    with pytest.raises(ValueError, match=f"idle timeout {idle} ms must be positive"):
+        WatermarkStrategy(bound_ms=0, idle_timeout_ms=idle)
+
+
+def test_per_record_watermarks_first_record_sees_minus_infinity() -> None:
+    before, new_max = per_record_watermarks([10, 5, 20, 7], MIN_WATERMARK, 2)
+    assert before == [MIN_WATERMARK, 7, 7, 17]
+    assert new_max == 20
+
+
+def test_per_record_watermarks_continue_from_previous_max() -> None:
+    before, new_max = per_record_watermarks([5, 40, 41], 30, 0)
+    assert before == [29, 29, 39]
+    assert new_max == 41
+
+
+def test_per_record_watermarks_empty_batch() -> None:
+    assert per_record_watermarks([], MIN_WATERMARK, 5) == ([], MIN_WATERMARK)
+    assert per_record_watermarks([], 100, 5) == ([], 100)
+
+
+def test_per_record_watermarks_negative_timestamps() -> None:
+    before, new_max = per_record_watermarks([-100, -300, -50], MIN_WATERMARK, 10)
+    assert before == [MIN_WATERMARK, -111, -111]
+    assert new_max == -50
+
+
+def test_splitting_a_batch_gives_the_same_watermarks() -> None:
+    ts = [3, 1, 9, 4, 12, 12, 2, 30, 29]
+    whole, end = per_record_watermarks(ts, MIN_WATERMARK, 3)
+    first, mid = per_record_watermarks(ts[:4], MIN_WATERMARK, 3)
+    second, end2 = per_record_watermarks(ts[4:], mid, 3)
+    assert first + second == whole
+    assert end2 == end
+
+
+def test_watermark_constants_are_int64_extremes() -> None:
+    assert MIN_WATERMARK == -(2**63)
+    assert MAX_WATERMARK == 2**63 - 1
