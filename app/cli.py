@@ -72,9 +72,16 @@ def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     env.add(
         "--parallelism",
         "number of worker processes",
-        1,
+        os.cpu_count() or 1,
         type=_int_type("--parallelism", 1),
         metavar="N",
+    )
+    env.add(
+        "--buffer-timeout-ms",
+        "longest a record waits in an exchange buffer before it is shipped",
+        10,
+        type=_int_type("--buffer-timeout-ms", 0),
+        metavar="MS",
     )
     env.add(
         "--state-dir", "where workers keep RocksDB state and side outputs", ".weir", metavar="DIR"
@@ -153,6 +160,7 @@ def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
         state_retention_ms=args.state_retention_ms,
         flush_interval_ms=args.flush_interval_ms,
         batch_size=args.batch_size,
+        buffer_timeout_ms=args.buffer_timeout_ms,
         log_level=args.log_level,
     )
 

@@ -18,7 +18,6 @@ import orjson
 
 from engine.job import KeyByNode, Node, SinkNode, SourceNode, StatelessNode, WindowOperator
 from engine.runtime.outputs import DeadLetters
-from engine.runtime.window_op import WindowRuntime
 from engine.sinks import SinkWriter
 from engine.sources import SourceBatch
 from engine.watermarks import MIN_WATERMARK, per_record_watermarks
@@ -33,32 +32,40 @@ def _describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+KeyedBatch = tuple[int, list[str], list[Any], list[int], list[int]]  # node, keys, recs, ts, wms
+
+
 class Chain:
+    """Source side of a worker: turns source batches into keyed sub-batches (``keyed``), one per
+    ``key_by`` node, which the worker routes to the owners of their key groups."""
+
     def __init__(
         self,
         source: SourceNode,
-        ops: dict[str, WindowRuntime],
         sink_writers: dict[int, SinkWriter],
         dead: DeadLetters,
     ) -> None:
         self._source = source
-        self._ops = ops
         self._sinks = sink_writers  # keyed by id() of the SinkNode
+        self._keyby_index = {id(n): i for i, n in enumerate(keyby_nodes(source))}
+        self.keyed: list[KeyedBatch] = []
         self._dead = dead
         self._bound = source.watermarks.bound_ms
-        self.max_ts = MIN_WATERMARK
+        self.max_ts: dict[str, int] = {}  # per split: max event time seen
         self.records_in = 0
         self.trace: list[int] = []  # the watermark after each record of the last batch
         self._ts_field = source.timestamp if isinstance(source.timestamp, str) else None
         self._ts_fn = None if isinstance(source.timestamp, str) else source.timestamp
 
-    @property
-    def watermark(self) -> int:
-        return self._source.watermarks.watermark_for(self.max_ts)
+    def watermark(self, split: str) -> int:
+        """A split's current watermark."""
+        return self._source.watermarks.watermark_for(self.max_ts.get(split, MIN_WATERMARK))
 
-    def process(self, batch: SourceBatch) -> None:
-        """Run one source batch through the chain; window operators see it, not yet its end."""
+    def process(self, batch: SourceBatch, split: str = "0") -> None:
+        """Run one batch of ``split`` through the chain; the keyed sub-batches land in ``keyed``
+        and the split's watermark after each record in ``trace``."""
         self.trace = []
+        self.keyed = []
         if not batch.items:
             return
         self.records_in += len(batch.items)
@@ -69,9 +76,11 @@ class Chain:
         recs, ts = self._timestamps(recs)
         if not recs:
             return
-        wms, self.max_ts = per_record_watermarks(ts, self.max_ts, self._bound)
+        wms, self.max_ts[split] = per_record_watermarks(
+            ts, self.max_ts.get(split, MIN_WATERMARK), self._bound
+        )
         self.trace = wms[1:]
-        self.trace.append(self.watermark)
+        self.trace.append(self.watermark(split))
         self._push(self._source.children, recs, ts, wms)
 
     # -- source-side steps ---------------------------------------------------------------------
@@ -151,10 +160,9 @@ class Chain:
                 if out[0]:
                     self._push(node.children, *out)
             elif isinstance(node, KeyByNode):
-                keyed = self._keys(node, recs, ts, wms)
-                if keyed[0]:
-                    for op in node.children:
-                        self._ops[op.name].process(*keyed)
+                keys, krecs, kts, kwms = self._keys(node, recs, ts, wms)
+                if keys:
+                    self.keyed.append((self._keyby_index[id(node)], keys, krecs, kts, kwms))
             elif isinstance(node, SinkNode):
                 self._sinks[id(node)].write(recs)
 
@@ -246,6 +254,22 @@ class Chain:
         if len(key.encode()) > MAX_KEY_BYTES:
             return "", f"key of {len(key.encode())} bytes exceeds the {MAX_KEY_BYTES}-byte limit"
         return key, None
+
+
+def keyby_nodes(source: SourceNode) -> list[KeyByNode]:
+    """Every key_by node reachable from the source, in definition order (their index is how
+    workers name them to each other)."""
+    found: list[KeyByNode] = []
+
+    def walk(nodes: list[Node]) -> None:
+        for n in nodes:
+            if isinstance(n, StatelessNode):
+                walk(n.children)
+            elif isinstance(n, KeyByNode):
+                found.append(n)
+
+    walk(source.children)
+    return found
 
 
 def window_operators(source: SourceNode) -> list[WindowOperator]:

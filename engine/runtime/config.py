@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.errors import ConfigError
@@ -22,7 +24,9 @@ class RunConfig:
     flush_interval_ms: int = 100
     batch_size: int = 8192
     status_interval_ms: int = 100
+    buffer_timeout_ms: int = 10
     log_level: str = "INFO"
+    run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns() % 10**12}")
 
     def __post_init__(self) -> None:
         checks = [
@@ -40,6 +44,12 @@ class RunConfig:
                 "use 0 or more milliseconds",
             ),
             ("--batch-size", self.batch_size, self.batch_size >= 1, "use 1 or more records"),
+            (
+                "--buffer-timeout-ms",
+                self.buffer_timeout_ms,
+                self.buffer_timeout_ms >= 0,
+                "use 0 or more milliseconds",
+            ),
         ]
         for flag, value, ok, fix in checks:
             if not ok:
@@ -47,6 +57,10 @@ class RunConfig:
 
     def job_dir(self, job: str) -> Path:
         return self.state_dir / job
+
+    def exchange_namespace(self, job: str) -> str:
+        """Names this run's worker sockets, so two runs never meet."""
+        return f"{job}-{self.run_id}"
 
     def worker_state_path(self, job: str, index: int) -> Path:
         return self.job_dir(job) / f"worker-{index}" / "db"

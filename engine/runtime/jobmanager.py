@@ -17,22 +17,22 @@ from typing import Any
 
 from engine.errors import ConfigError, WorkerFailed
 from engine.job import Job
+from engine.runtime.chain import sink_nodes
 from engine.runtime.config import RunConfig
-from engine.runtime.worker import worker_main
+from engine.runtime.worker import default_side_sink, worker_main
+from engine.sinks import Sink
 from engine.watermarks import MIN_WATERMARK
 from state.keygroups import range_for_operator
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_PARALLELISM = 1
-
 
 class JobManager:
     def __init__(self, cfg: RunConfig, job: Job) -> None:
-        if cfg.parallelism != SUPPORTED_PARALLELISM:
+        if cfg.parallelism > job.max_parallelism:
             raise ConfigError(
-                f"--parallelism={cfg.parallelism} is not supported yet; this build runs one "
-                "worker: use --parallelism 1"
+                f"--parallelism={cfg.parallelism} exceeds the job's max_parallelism="
+                f"{job.max_parallelism} (its number of key groups); use at most that"
             )
         self.cfg = cfg
         self.job = job
@@ -60,6 +60,8 @@ class JobManager:
         for old in job_dir.glob("worker-*"):
             shutil.rmtree(old)
         job_dir.mkdir(parents=True, exist_ok=True)
+        for sink in self._sinks():
+            sink.prepare()
         ctx = mp.get_context("spawn")
         for i in range(self.parallelism):
             parent, child = ctx.Pipe()
@@ -76,6 +78,21 @@ class JobManager:
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
         log.info("job=%s started workers=%d", self.job.name, self.parallelism)
+
+    def _sinks(self) -> list[Sink]:
+        """Every sink the workers will open: results, stream sinks and side outputs."""
+        source = self.job.sources[0]
+        found: list[Sink] = [s for op in self.job.operators.values() for s in op.sinks]
+        found += [n.sink for n in sink_nodes(source)]
+        found.append(
+            default_side_sink(
+                self.cfg, self.job.name, self.cfg.dead_letter_url, "dead-letter.jsonl"
+            )
+        )
+        found.append(
+            default_side_sink(self.cfg, self.job.name, self.cfg.late_sink_url, "late.jsonl")
+        )
+        return found
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stopping.set()

@@ -1,35 +1,49 @@
-"""A worker process: reads its source split, runs the chain and owns one RocksDB instance.
+"""A worker process: reads its source splits, runs the chain, exchanges keyed records with the
+other workers, and runs the window operators of its key-group range on its own RocksDB.
 
-It reports status (watermarks, counters) to the job manager over a pipe every
-``status_interval_ms`` and stops when told to. After a bounded source ends it sends the final
-watermark (which fires every window), flushes, reports ``finished`` and keeps its state open for
-queries until stopped.
+One loop, one thread: drain the inputs from other workers, read a source batch unless the
+outputs are backed up, ship output buffers that are full or older than the buffer timeout, flush
+state, report status. Records for this worker's own key groups never leave the process.
+
+It reports status to the job manager over a pipe every ``status_interval_ms`` and stops when told
+to. When every input has ended (bounded sources), the final watermark has fired every window; the
+worker flushes, reports ``finished`` and keeps its state open for queries until stopped.
 """
 
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 import traceback
+from dataclasses import dataclass, field
+from itertools import compress
 from multiprocessing.connection import Connection
 from typing import Any
 
-from engine.errors import WeirError
+from engine.errors import WeirError, WorkerFailed
 from engine.job import Job
-from engine.runtime.chain import Chain, sink_nodes, window_operators
+from engine.runtime.chain import Chain, KeyedBatch, keyby_nodes, sink_nodes
+from engine.runtime.channels import Inputs, combine
 from engine.runtime.config import RunConfig
+from engine.runtime.exchange import Exchange
 from engine.runtime.loader import load_configured_job
 from engine.runtime.outputs import DeadLetters, LateRecords
 from engine.runtime.window_op import WindowRuntime
 from engine.sinks import Sink, SinkWriter
 from engine.sinks import from_url as sink_from_url
+from engine.sources import SplitReader
 from engine.watermarks import MAX_WATERMARK
-from state.keygroups import range_for_operator
+from state.keygroups import key_groups, range_for_operator
 from state.rocksdb import RocksState
 
 log = logging.getLogger(__name__)
 
-FLUSH_BACKOFF = 3.0
+FLUSH_BACKOFF = 3.0  # a state flush may take at most ~1/(1+3) of the time
+MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the source
+# one entry of a frame: keyed sub-batches of one source batch, the sender's watermark after each
+# of its records, its data watermark, and whether the sender's input has ended
+Entry = tuple[list[KeyedBatch], list[int], int, bool]
 
 
 def default_side_sink(cfg: RunConfig, job: str, url: str | None, name: str) -> Sink:
@@ -38,46 +52,96 @@ def default_side_sink(cfg: RunConfig, job: str, url: str | None, name: str) -> S
     return sink_from_url(f"file://{(cfg.job_dir(job) / name).resolve()}")
 
 
+@dataclass
+class Outbox:
+    """What waits to be shipped to one other worker."""
+
+    entries: list[Entry] = field(default_factory=list)
+    records: int = 0
+    since: float = 0.0
+
+    def add(self, entry: Entry, now: float) -> None:
+        parts, trace, data_wm, ended = entry
+        if not self.entries:
+            self.since = now
+        elif not parts and not ended and not self.entries[-1][0] and not self.entries[-1][3]:
+            self.entries[-1] = ([], [trace[-1]], data_wm, False)  # only time moved: keep the last
+            return
+        self.entries.append(entry)
+        self.records += sum(len(p[1]) for p in parts)
+
+
 class Worker:
     def __init__(self, cfg: RunConfig, index: int, conn: Connection, job: Job) -> None:
         self.cfg = cfg
         self.index = index
         self.conn = conn
         self.job = job
+        self.p = cfg.parallelism
         source_node = job.sources[0]
         self.source = source_node.source
-        self.range = range_for_operator(job.max_parallelism, cfg.parallelism, index)
+        self.range = range_for_operator(job.max_parallelism, self.p, index)
         self.state = RocksState(cfg.worker_state_path(job.name, index))
         self.dead = DeadLetters(
             default_side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl")
         )
         self.late = LateRecords(default_side_sink(cfg, job.name, cfg.late_sink_url, "late.jsonl"))
-        self.ops = {
-            op.name: WindowRuntime(
-                op,
-                self.state,
-                self.range,
-                job.max_parallelism,
-                self.late,
-                self.dead,
-                cfg.state_retention_ms,
-            )
-            for op in window_operators(source_node)
-        }
+        self.node_ops: list[list[WindowRuntime]] = [
+            [
+                WindowRuntime(
+                    op,
+                    self.state,
+                    self.range,
+                    job.max_parallelism,
+                    self.late,
+                    self.dead,
+                    cfg.state_retention_ms,
+                )
+                for op in node.children
+            ]
+            for node in keyby_nodes(source_node)
+        ]
+        self.ops = {rt.op.name: rt for rts in self.node_ops for rt in rts}
         self.result_sinks: dict[str, list[SinkWriter]] = {
             name: [s.open() for s in rt.op.sinks] for name, rt in self.ops.items()
         }
         self.stream_sinks = {id(n): n.sink.open() for n in sink_nodes(source_node)}
-        self.chain = Chain(source_node, self.ops, self.stream_sinks, self.dead)
+        self.chain = Chain(source_node, self.stream_sinks, self.dead)
+        every = self.source.splits(self.p)
+        mine = every[index :: self.p]
+        self.readers: dict[str, SplitReader] = {s: self.source.open(s) for s in mine}
+        self.splits = Inputs(mine)
+        self.channels = Inputs([str(i) for i in range(self.p)])
+        for j in range(self.p):
+            if not every[j :: self.p]:  # a worker without splits never holds time back
+                self.channels.inputs[str(j)].ended = True
+                self.channels.inputs[str(j)].watermark = MAX_WATERMARK
+        self.exchange = (
+            Exchange(cfg.exchange_namespace(job.name), index, self.p) if self.p > 1 else None
+        )
+        self.outboxes = {j: Outbox() for j in range(self.p) if j != index}
+        self._output_ended = False
         self.finished = False
-        self.started = time.time()
+        # counters
+        self.records_sent = 0
+        self.records_received = 0
+        self.backpressured_s = 0.0
+        self.started = time.monotonic()
+
+    # -- status ----------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
+        elapsed = max(1e-9, time.monotonic() - self.started)
         return {
             "worker": self.index,
             "key_groups": self.range.to_json(),
-            "watermark": self.watermark(),
+            "splits": list(self.splits.inputs),
+            "watermark": self.channels.watermark(),
             "records_in": self.chain.records_in,
+            "records_sent": self.records_sent,
+            "records_received": self.records_received,
+            "backpressure": round(self.backpressured_s / elapsed, 4),
+            "pending_bytes": self.exchange.pending_bytes if self.exchange else 0,
             "dead_letters": self.dead.count,
             "dead_letters_by_stage": dict(self.dead.by_reason),
             "finished": self.finished,
@@ -95,58 +159,180 @@ class Worker:
             "time": time.time(),
         }
 
-    def watermark(self) -> int:
-        return MAX_WATERMARK if self.finished else self.chain.watermark
+    # -- the loop --------------------------------------------------------------------------------
 
     def run(self) -> None:
-        splits = self.source.splits()
-        reader = self.source.open(splits[self.index] if self.index < len(splits) else splits[0])
+        if self.exchange is not None:
+            self.exchange.connect()
+        if not self.readers:
+            self._end_output()
         flush_s = self.cfg.flush_interval_ms / 1000.0
         status_s = self.cfg.status_interval_ms / 1000.0
+        timeout_s = self.cfg.buffer_timeout_ms / 1000.0
         next_flush = last_status = time.monotonic()
-        try:
-            while not self._stop_requested():
-                batch = reader.read_batch(self.cfg.batch_size)
-                self.chain.process(batch)
-                data_wm = self.chain.watermark
-                self._advance(data_wm, data_wm, self.chain.trace)
-                if batch.end:
-                    self._finish()
-                    break
-                now = time.monotonic()
-                if now >= next_flush:
-                    self._flush()
-                    done = time.monotonic()
-                    # a flush may take at most ~1/4 of the time: under load, freshness gives way
-                    next_flush = done + max(flush_s, FLUSH_BACKOFF * (done - now))
-                if now - last_status >= status_s:
-                    self.conn.send(("status", self.status()))
-                    last_status = now
-        finally:
-            reader.close()
-        if self.finished:
-            self.conn.send(("status", self.status()))
-            self.conn.send(("finished", self.index))
-            while not self._stop_requested(block=True):
-                pass
+        splits = list(self.readers)
+        turn = 0
+        while not self._stop_requested():
+            busy = False
+            if self.exchange is not None:
+                reading = bool(self.readers) and not self._backpressured()
+                for peer, payload in self.exchange.poll(0 if reading else 0.002):
+                    self._on_frame(peer, payload)
+                    busy = True
+                if self.exchange.closed_peers() and not self.finished:
+                    raise WorkerFailed(self.index, f"lost workers {self.exchange.closed_peers()}")
+            if self.readers:
+                if self._backpressured():
+                    t0 = time.monotonic()
+                    if self.exchange is not None:
+                        for peer, payload in self.exchange.poll(0.002):
+                            self._on_frame(peer, payload)
+                    self.backpressured_s += time.monotonic() - t0
+                else:
+                    splits = [s for s in splits if s in self.readers]
+                    split = splits[turn % len(splits)]
+                    turn += 1
+                    busy = self._read(split) or busy
+            now = time.monotonic()
+            self._ship(now, timeout_s)
+            if now >= next_flush:
+                self._flush()
+                done = time.monotonic()
+                next_flush = done + max(flush_s, FLUSH_BACKOFF * (done - now))
+            if now - last_status >= status_s:
+                self.conn.send(("status", self.status()))
+                last_status = now
+            if not self.finished and self.channels.all_ended() and self._outputs_empty():
+                self._finish()
+            if self.finished and not busy:
+                self.conn.poll(0.05)
         self.close()
 
-    def _stop_requested(self, block: bool = False) -> bool:
-        if block or self.conn.poll():
+    def _stop_requested(self) -> bool:
+        if self.conn.poll():
             try:
-                msg = self.conn.recv()
+                return bool(self.conn.recv() == "stop")
             except EOFError:
                 return True
-            return bool(msg == "stop")
         return False
 
-    def _advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+    def _backpressured(self) -> bool:
+        return self.exchange is not None and self.exchange.pending_bytes > MAX_PENDING_BYTES
+
+    def _outputs_empty(self) -> bool:
+        if any(box.entries for box in self.outboxes.values()):
+            return False
+        return self.exchange is None or self.exchange.pending_bytes == 0
+
+    # -- source side -----------------------------------------------------------------------------
+
+    def _read(self, split: str) -> bool:
+        """Read one batch of ``split`` and route it; True when it held records."""
+        reader = self.readers[split]
+        batch = reader.read_batch(self.cfg.batch_size)
+        self.chain.process(batch, split)
+        mark = self.splits.inputs[split]
+        others = self.splits.others(split)
+        keyed = [
+            (node, keys, recs, ts, combine(wms, others))
+            for node, keys, recs, ts, wms in self.chain.keyed
+        ]
+        trace = combine(self.chain.trace, others)
+        mark.watermark = mark.data_watermark = self.chain.watermark(split)
+        if batch.end:
+            mark.watermark, mark.ended = MAX_WATERMARK, True
+            reader.close()
+            del self.readers[split]
+        out_wm = self.splits.watermark()
+        if not trace or trace[-1] != out_wm:
+            trace.append(out_wm)
+        ended = self.splits.all_ended()
+        self._route(keyed, trace, self.splits.data_watermark(), ended)
+        if ended:
+            self._output_ended = True
+        return bool(batch.items)
+
+    def _end_output(self) -> None:
+        """A worker without splits (or whose splits all ended) tells everyone it is done."""
+        self._output_ended = True
+        self._route([], [MAX_WATERMARK], self.splits.data_watermark(), True)
+
+    def _route(self, keyed: list[KeyedBatch], trace: list[int], data_wm: int, ended: bool) -> None:
+        if self.p == 1:
+            self._deliver(str(self.index), keyed, trace, data_wm, ended)
+            return
+        parts: dict[int, list[KeyedBatch]] = {j: [] for j in range(self.p)}
+        m, p = self.job.max_parallelism, self.p
+        for node, keys, recs, ts, wms in keyed:
+            owners = [kg * p // m for kg in key_groups(keys, m)]
+            for j in range(p):
+                mask = list(map(j.__eq__, owners))
+                if any(mask):
+                    parts[j].append(
+                        (
+                            node,
+                            list(compress(keys, mask)),
+                            list(compress(recs, mask)),
+                            list(compress(ts, mask)),
+                            list(compress(wms, mask)),
+                        )
+                    )
+        now = time.monotonic()
+        for j, box in self.outboxes.items():
+            box.add((parts[j], trace, data_wm, ended), now)
+        self._deliver(str(self.index), parts[self.index], trace, data_wm, ended)
+
+    def _ship(self, now: float, timeout_s: float) -> None:
+        """Send buffers that are full, older than the buffer timeout, or carry an end."""
+        if self.exchange is None:
+            return
+        for j, box in self.outboxes.items():
+            if not box.entries:
+                continue
+            if (
+                box.records >= self.cfg.batch_size
+                or now - box.since >= timeout_s
+                or box.entries[-1][3]
+            ):
+                payload = pickle.dumps(box.entries, protocol=pickle.HIGHEST_PROTOCOL)
+                self.exchange.send(j, payload)
+                self.records_sent += box.records
+                box.entries, box.records = [], 0
+
+    # -- keyed side ------------------------------------------------------------------------------
+
+    def _on_frame(self, peer: int, payload: bytes) -> None:
+        entries: list[Entry] = pickle.loads(payload)
+        for keyed, trace, data_wm, ended in entries:
+            self.records_received += sum(len(k[1]) for k in keyed)
+            self._deliver(str(peer), keyed, trace, data_wm, ended)
+
+    def _deliver(
+        self, channel: str, keyed: list[KeyedBatch], trace: list[int], data_wm: int, ended: bool
+    ) -> None:
+        """Keyed records and watermark progress from one input channel."""
+        others = self.channels.others(channel)
+        for node, keys, recs, ts, wms in keyed:
+            arrived = combine(wms, others)
+            for rt in self.node_ops[node]:
+                rt.process(keys, recs, ts, arrived)
+        mark = self.channels.inputs[channel]
+        mark.watermark = max(mark.watermark, trace[-1])
+        mark.data_watermark = max(mark.data_watermark, data_wm)
+        mark.ended = ended
+        mark.idle = False
+        self._advance(combine(trace, others))
+
+    def _advance(self, trace: list[int]) -> None:
+        wm, data_wm = self.channels.watermark(), self.channels.data_watermark()
         for name, rt in self.ops.items():
-            rt.advance(watermark, data_watermark, trace)
+            rt.advance(wm, data_wm, trace)
             results = rt.drain()
             if results:
                 for w in self.result_sinks[name]:
                     w.write(results)
+
+    # -- state and shutdown ----------------------------------------------------------------------
 
     def _flush(self) -> None:
         for rt in self.ops.values():
@@ -159,22 +345,27 @@ class Worker:
                 w.flush()
 
     def _finish(self) -> None:
-        data_wm = self.chain.watermark
-        self._advance(MAX_WATERMARK, data_wm)
+        self._advance([MAX_WATERMARK])
         for rt in self.ops.values():
             rt.flush()
             rt.purge(force=True)
         self._flush()
         self.finished = True
+        self.conn.send(("status", self.status()))
+        self.conn.send(("finished", self.index))
         log.info(
-            "worker=%d finished records_in=%d dead_letters=%d",
+            "worker=%d finished records_in=%d sent=%d received=%d dead_letters=%d",
             self.index,
             self.chain.records_in,
+            self.records_sent,
+            self.records_received,
             self.dead.count,
         )
 
     def close(self) -> None:
         self._flush()
+        for reader in self.readers.values():
+            reader.close()
         for writers in self.result_sinks.values():
             for w in writers:
                 w.close()
@@ -183,6 +374,8 @@ class Worker:
         self.dead.close()
         self.late.close()
         self.state.close()
+        if self.exchange is not None:
+            self.exchange.close()
 
 
 def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:

@@ -6,10 +6,11 @@ truncated when the job starts); ``sinks.stdout()`` / ``stdout://`` prints them.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 from urllib.parse import unquote, urlsplit
 
 import orjson
@@ -30,27 +31,38 @@ class SinkWriter(Protocol):
 class Sink(Protocol):
     def describe(self) -> str: ...
 
-    def open(self) -> SinkWriter: ...
+    def prepare(self) -> None:
+        """Called once per run, before any worker opens the sink (a file is truncated here)."""
+        ...
+
+    def open(self) -> SinkWriter:
+        """Called by each worker; writers append whole batches, one write() call each."""
+        ...
 
 
 class _LinesWriter:
-    def __init__(self, fh: IO[bytes], owned: bool) -> None:
-        self._fh = fh
+    """Writes each batch with one ``os.write`` on an append-mode descriptor, so several workers
+    can share one file (or stdout) without splitting each other's lines."""
+
+    def __init__(self, fd: int, owned: bool) -> None:
+        self._fd = fd
         self._owned = owned
 
     def write(self, records: list[dict[str, Any]]) -> None:
-        if records:
-            dumps = orjson.dumps
-            opt = orjson.OPT_NON_STR_KEYS
-            self._fh.write(b"".join([dumps(r, default=str, option=opt) + b"\n" for r in records]))
+        if not records:
+            return
+        dumps = orjson.dumps
+        opt = orjson.OPT_NON_STR_KEYS
+        data = memoryview(b"".join([dumps(r, default=str, option=opt) + b"\n" for r in records]))
+        while data:
+            data = data[os.write(self._fd, data) :]
 
     def flush(self) -> None:
-        self._fh.flush()
+        return None
 
     def close(self) -> None:
-        self._fh.flush()
         if self._owned:
-            self._fh.close()
+            os.close(self._fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +72,21 @@ class JsonlSink:
     def describe(self) -> str:
         return f"file://{self.path}"
 
+    def prepare(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(b"")
+        except OSError as exc:
+            raise SinkError(
+                f"cannot write sink file {self.path}: {exc.strerror}; "
+                "pass a writable path as file:///path/out.jsonl"
+            ) from exc
+
     def open(self) -> SinkWriter:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            return _LinesWriter(open(self.path, "wb"), owned=True)  # noqa: SIM115
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            return _LinesWriter(fd, owned=True)
         except OSError as exc:
             raise SinkError(
                 f"cannot write sink file {self.path}: {exc.strerror}; "
@@ -76,8 +99,12 @@ class StdoutSink:
     def describe(self) -> str:
         return "stdout://"
 
+    def prepare(self) -> None:
+        return None
+
     def open(self) -> SinkWriter:
-        return _LinesWriter(sys.stdout.buffer, owned=False)
+        sys.stdout.flush()
+        return _LinesWriter(sys.stdout.fileno(), owned=False)
 
 
 def jsonl(path: str | Path) -> JsonlSink:

@@ -1,7 +1,11 @@
-"""A bounded JSONL file source: one file is one split; offsets are byte positions."""
+"""A bounded JSONL file source: one file is one split; offsets are byte positions.
+
+A path with glob characters (``/data/events-*.jsonl``) names several files, one split each.
+"""
 
 from __future__ import annotations
 
+import glob
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -23,8 +27,16 @@ class JsonlSource:
     def describe(self) -> str:
         return f"file://{self.path}"
 
-    def splits(self) -> list[str]:
-        return [str(self.path)]
+    def splits(self, parallelism: int = 1) -> list[str]:
+        text = str(self.path)
+        if not any(c in text for c in "*?["):
+            return [text]
+        found = sorted(glob.glob(text))
+        if not found:
+            raise SourceError(
+                f"no input file matches {text}; check the pattern, e.g. file:///data/*.jsonl"
+            )
+        return found
 
     def open(self, split: str, offset: Any = None) -> JsonlReader:
         try:

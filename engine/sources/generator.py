@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Any
 
@@ -61,15 +61,31 @@ class GeneratorSource:
     def describe(self) -> str:
         return f"generator://{self.workload}?rate={self.rate:g}&ids={self.ids}&seed={self.seed}"
 
-    def splits(self) -> list[str]:
-        return ["0"]
+    def splits(self, parallelism: int = 1) -> list[str]:
+        """One split per worker; each produces ``rate/n`` events/s and ``count/n`` events."""
+        n = max(1, parallelism)
+        return [f"{i}/{n}" for i in range(n)]
 
     def open(self, split: str, offset: Any = None) -> AdsReader:
-        return AdsReader(self, int(offset or 0))
+        index, _, total = split.partition("/")
+        i, n = int(index), int(total or 1)
+        share = self
+        if n > 1:
+            count = None if self.count is None else self.count // n + (i < self.count % n)
+            share = replace(
+                self,
+                rate=self.rate / n,
+                count=count,
+                seed=self.seed * 7919 + i,
+                step=self.step * n,
+                start=self.start + int(i * self.step),
+            )
+        return AdsReader(share, int(offset or 0), split)
 
 
 class AdsReader:
-    def __init__(self, spec: GeneratorSource, emitted: int) -> None:
+    def __init__(self, spec: GeneratorSource, emitted: int, split: str = "0/1") -> None:
+        self._split = split
         self._spec = spec
         self._rng = random.Random(spec.seed * 1_000_003 + emitted)
         self._ids = [f"ad-{i}" for i in range(spec.ids)]
@@ -84,15 +100,15 @@ class AdsReader:
         if spec.count is not None:
             n = min(n, spec.count - self._emitted)
             if n <= 0:
-                return SourceBatch([], decoded=True, end=True, offsets={"0": self._emitted})
+                return SourceBatch([], decoded=True, end=True, offsets={self._split: self._emitted})
         if spec.rate > 0:
             n = min(n, self._due())
             if n <= 0:
                 time.sleep(0.005)
-                return SourceBatch([], decoded=True, offsets={"0": self._emitted})
+                return SourceBatch([], decoded=True, offsets={self._split: self._emitted})
         records = self._make(n)
         self._emitted += n
-        return SourceBatch(records, decoded=True, offsets={"0": self._emitted})
+        return SourceBatch(records, decoded=True, offsets={self._split: self._emitted})
 
     def _due(self) -> int:
         elapsed = time.monotonic() - self._t0
