@@ -1,10 +1,16 @@
-"""``make bench``: throughput of the real worker loop, printed as JSON.
+"""``make bench``: the benchmark suite, printed as JSON (and written with plots to ``--out``).
 
-Scenario (issue "Foundation"): JSONL file -> filter -> key_by -> tumbling 10 s count+sum ->
-RocksDB, one worker, 1M events over 10k keys. Two event-time densities are measured side by side
-in one run: ``dense`` (10 events per key and window, an ad stream of 10k events/s) and ``sparse``
-(about one event per key and window, so every event opens a window: the worst case).
-The worker runs in this process with its real loop (``Worker.run``), so start-up is not timed.
+1. ``single_worker``: JSONL file -> filter -> key_by -> tumbling 10 s count+sum -> RocksDB, one
+   worker, 1M events over 10k keys, at two event-time densities side by side: ``dense`` (10
+   events per key and window, an ad stream of 10k events/s) and ``sparse`` (about one event per
+   key and window, so every event opens a window: the worst case). The worker runs in this
+   process with its real loop (``Worker.run``), so start-up is not timed.
+2. ``parallel``: the same job over two input files (two splits) with spawned workers at
+   parallelism 1 and 2 in the same run; the ratio is the scaling figure.
+3. ``freshness``: event handed to the source -> visible in an HTTP query, p50/p99, at the
+   default buffer timeout.
+4. ``buffer_timeout``: throughput and freshness p99 against exchange buffer timeouts of
+   0, 1, 5, 10, 50 and 100 ms (Flink's latency/throughput figure), plotted to a PNG.
 """
 
 from __future__ import annotations
@@ -23,7 +29,32 @@ from typing import Any
 from engine.runtime.config import RunConfig
 from engine.runtime.loader import load_configured_job
 from engine.runtime.worker import Worker
+from loadtest import freshness
+from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
+
+BUFFER_TIMEOUTS = (0, 1, 5, 10, 50, 100)
+DEFAULT_BUFFER_TIMEOUT_MS = RunConfig(job_file=Path("-")).buffer_timeout_ms
+
+
+def _spin(n: int) -> float:
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(n):
+        x += i * i % 7
+    return time.perf_counter() - t0
+
+
+def parallel_capacity(n: int = 5_000_000) -> float:
+    """How much faster this machine runs two CPU-bound Python processes than one, right now
+    (shared hosts vary from ~1.1 to ~2.0): the ceiling for any p2/p1 figure in the same run."""
+    one = _spin(n)
+    with mp.get_context("spawn").Pool(2) as pool:
+        t0 = time.perf_counter()
+        pool.map(_spin, [n, n])
+        two = time.perf_counter() - t0
+    return round(2 * one / two, 2)
+
 
 JOB = """
 from engine import Job, WatermarkStrategy, agg, sources, windows
@@ -77,24 +108,98 @@ def throughput(workdir: Path, events: int, keys: int) -> dict[str, Any]:
     return out
 
 
+def parallel(workdir: Path, events: int, keys: int) -> dict[str, Any]:
+    """Parallelism 1 and 2 on the same two files, measured one after the other in this run."""
+    step = 10_000 / (keys * 10)
+    for i in range(2):
+        write_ads(workdir / f"part-{i}.jsonl", events // 2, keys, step_ms=step * 2, seed=100 + i)
+    job_file = workdir / "parallel_job.py"
+    job_file.write_text(JOB.format(path=str(workdir / "part-*.jsonl")))
+    capacity_before = parallel_capacity()
+    runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
+    for round_ in range(2):  # interleaved, best of two: the host is shared and noisy
+        for p in (1, 2):
+            runs[p].append(timed_run(job_file, workdir / f"state-p{p}-{round_}", p))
+    capacity = round((capacity_before + parallel_capacity()) / 2, 2)
+    p1 = max(runs[1], key=lambda r: r["events_per_s"])
+    p2 = max(runs[2], key=lambda r: r["events_per_s"])
+    ratio = round(p2["events_per_s"] / p1["events_per_s"], 2)
+    return {
+        "p1": p1,
+        "p2": p2,
+        "p2_over_p1": ratio,
+        "machine_parallel_capacity": capacity,
+        "scaling_efficiency": round(ratio / capacity, 2),
+    }
+
+
+def buffer_sweep(
+    workdir: Path, events: int, keys: int, rate: int, out: Path
+) -> list[dict[str, Any]]:
+    job_file = workdir / "parallel_job.py"  # written by parallel()
+    rows = []
+    for timeout in BUFFER_TIMEOUTS:
+        run = timed_run(job_file, workdir / f"state-bt-{timeout}", 2, buffer_timeout_ms=timeout)
+        fresh = freshness.measure(workdir, rate=rate, parallelism=2, buffer_timeout_ms=timeout)
+        rows.append(
+            {
+                "buffer_timeout_ms": timeout,
+                "events_per_s": run["events_per_s"],
+                "freshness_p50_ms": fresh["p50_ms"],
+                "freshness_p99_ms": fresh["p99_ms"],
+            }
+        )
+    plot_buffer_sweep(rows, out / "buffer_timeout.png")
+    return rows
+
+
+def plot_buffer_sweep(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [r["buffer_timeout_ms"] for r in rows]
+    fig, left = plt.subplots(figsize=(7, 4))
+    left.plot(xs, [r["events_per_s"] / 1000 for r in rows], "o-", color="tab:blue")
+    left.set_xscale("symlog", linthresh=1)
+    left.set_xlabel("buffer timeout (ms)")
+    left.set_ylabel("throughput, parallelism 2 (k events/s)", color="tab:blue")
+    right = left.twinx()
+    right.plot(xs, [r["freshness_p99_ms"] for r in rows], "s--", color="tab:red")
+    right.set_ylabel("freshness p99 (ms)", color="tab:red")
+    left.set_title("weir: throughput and latency against the exchange buffer timeout")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
-    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--rate", type=int, default=5_000, help="events/s for freshness runs")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
     args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="weir-bench-"))
     try:
         result = {
             "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
-            "file_tumbling_count_sum_1_worker": throughput(workdir, args.events, args.keys),
+            "single_worker": throughput(workdir, args.events, args.keys),
+            "parallel": parallel(workdir, args.events, args.keys),
+            "freshness": freshness.measure(
+                workdir, rate=args.rate, parallelism=2, buffer_timeout_ms=DEFAULT_BUFFER_TIMEOUT_MS
+            ),
+            "buffer_timeout": buffer_sweep(
+                workdir, args.events // 2, args.keys, args.rate, args.out
+            ),
         }
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     text = json.dumps(result, indent=2)
     print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    (args.out / "bench.json").write_text(text + "\n")
 
 
 if __name__ == "__main__":

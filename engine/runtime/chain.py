@@ -25,6 +25,8 @@ from state.keygroups import canonical_key
 from state.layout import MAX_KEY_BYTES
 
 _DICT_ONLY = frozenset({dict})
+TS_MAX = 1 << 62  # event times stay far from int64's edges, with room for window arithmetic
+TS_MIN = -TS_MAX
 Columns = tuple[list[Any], list[int], list[int]]  # records, timestamps, watermarks
 
 
@@ -119,7 +121,7 @@ class Chain:
                 assert self._ts_fn is not None
                 fn = self._ts_fn
                 ts = [fn(r) for r in recs]
-            if set(map(type, ts)) == {int}:
+            if set(map(type, ts)) == {int} and TS_MIN <= min(ts) and max(ts) <= TS_MAX:
                 return recs, ts
         except Exception:  # noqa: BLE001 - any user-function error sends the record aside
             pass
@@ -145,11 +147,13 @@ class Chain:
                 t = self._ts_fn(rec)
         except Exception as exc:  # noqa: BLE001
             return 0, f"timestamp function raised {_describe_error(exc)}"
-        if type(t) is int:
-            return t, None
         if type(t) is float and t.is_integer():
-            return int(t), None
-        return 0, f"timestamp {t!r} is not an integer epoch-milliseconds value"
+            t = int(t)
+        if type(t) is not int:
+            return 0, f"timestamp {t!r} is not an integer epoch-milliseconds value"
+        if not TS_MIN <= t <= TS_MAX:
+            return 0, f"timestamp {t} is outside the supported range [{TS_MIN}, {TS_MAX}]"
+        return t, None
 
     # -- the graph -----------------------------------------------------------------------------
 
@@ -269,6 +273,22 @@ def keyby_nodes(source: SourceNode) -> list[KeyByNode]:
                 found.append(n)
 
     walk(source.children)
+    return found
+
+
+def json_exact_keyby(source: SourceNode) -> list[bool]:
+    """Per key_by node (in ``keyby_nodes`` order): do its records reach it exactly as decoded
+    from JSON (only filters on the way)? Then they can cross the exchange as JSON, losslessly."""
+    found: list[bool] = []
+
+    def walk(nodes: list[Node], exact: bool) -> None:
+        for n in nodes:
+            if isinstance(n, StatelessNode):
+                walk(n.children, exact and n.kind == "filter")
+            elif isinstance(n, KeyByNode):
+                found.append(exact)
+
+    walk(source.children, True)
     return found
 
 

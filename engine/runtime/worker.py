@@ -12,18 +12,23 @@ worker flushes, reports ``finished`` and keeps its state open for queries until 
 
 from __future__ import annotations
 
+import cProfile
 import logging
+import os
 import pickle
 import time
 import traceback
+from array import array
 from dataclasses import dataclass, field
 from itertools import compress
 from multiprocessing.connection import Connection
 from typing import Any
 
+import orjson
+
 from engine.errors import WeirError, WorkerFailed
 from engine.job import Job
-from engine.runtime.chain import Chain, KeyedBatch, keyby_nodes, sink_nodes
+from engine.runtime.chain import Chain, KeyedBatch, json_exact_keyby, keyby_nodes, sink_nodes
 from engine.runtime.channels import Inputs, combine
 from engine.runtime.config import RunConfig
 from engine.runtime.exchange import Exchange
@@ -46,6 +51,19 @@ MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the so
 Entry = tuple[list[KeyedBatch], list[int], int, bool]
 
 
+def _pack_ints(values: list[int]) -> bytes:
+    """Timestamps and watermarks cross the exchange as int64 arrays (a memcpy, not a pickle)."""
+    return array("q", values).tobytes()
+
+
+def _unpack_ints(raw: bytes | list[int]) -> list[int]:
+    if isinstance(raw, list):
+        return raw
+    values = array("q")
+    values.frombytes(raw)
+    return values.tolist()
+
+
 def default_side_sink(cfg: RunConfig, job: str, url: str | None, name: str) -> Sink:
     if url:
         return sink_from_url(url)
@@ -65,7 +83,7 @@ class Outbox:
         if not self.entries:
             self.since = now
         elif not parts and not ended and not self.entries[-1][0] and not self.entries[-1][3]:
-            self.entries[-1] = ([], [trace[-1]], data_wm, False)  # only time moved: keep the last
+            self.entries[-1] = entry  # only time moved: the last watermark is all that matters
             return
         self.entries.append(entry)
         self.records += sum(len(p[1]) for p in parts)
@@ -102,6 +120,7 @@ class Worker:
             for node in keyby_nodes(source_node)
         ]
         self.ops = {rt.op.name: rt for rts in self.node_ops for rt in rts}
+        self.json_exact = json_exact_keyby(source_node)
         self.result_sinks: dict[str, list[SinkWriter]] = {
             name: [s.open() for s in rt.op.sinks] for name, rt in self.ops.items()
         }
@@ -122,6 +141,8 @@ class Worker:
         self.outboxes = {j: Outbox() for j in range(self.p) if j != index}
         self._output_ended = False
         self.finished = False
+        self.run_started_at = 0.0
+        self.finished_at = 0.0
         # counters
         self.records_sent = 0
         self.records_received = 0
@@ -145,6 +166,8 @@ class Worker:
             "dead_letters": self.dead.count,
             "dead_letters_by_stage": dict(self.dead.by_reason),
             "finished": self.finished,
+            "run_started_at": self.run_started_at,
+            "finished_at": self.finished_at,
             "operators": {
                 name: {
                     "watermark": rt.watermark,
@@ -164,6 +187,7 @@ class Worker:
     def run(self) -> None:
         if self.exchange is not None:
             self.exchange.connect()
+        self.run_started_at = time.time()
         if not self.readers:
             self._end_output()
         flush_s = self.cfg.flush_interval_ms / 1000.0
@@ -278,8 +302,9 @@ class Worker:
                         )
                     )
         now = time.monotonic()
+        packed_trace: Any = _pack_ints(trace)
         for j, box in self.outboxes.items():
-            box.add((parts[j], trace, data_wm, ended), now)
+            box.add((parts[j], packed_trace, data_wm, ended), now)
         self._deliver(str(self.index), parts[self.index], trace, data_wm, ended)
 
     def _ship(self, now: float, timeout_s: float) -> None:
@@ -305,7 +330,17 @@ class Worker:
         entries: list[Entry] = pickle.loads(payload)
         for keyed, trace, data_wm, ended in entries:
             self.records_received += sum(len(k[1]) for k in keyed)
-            self._deliver(str(peer), keyed, trace, data_wm, ended)
+            unpacked = [
+                (
+                    node,
+                    keys,
+                    orjson.loads(recs) if isinstance(recs, bytes) else recs,
+                    _unpack_ints(ts),
+                    _unpack_ints(wms),
+                )
+                for node, keys, recs, ts, wms in keyed
+            ]
+            self._deliver(str(peer), unpacked, _unpack_ints(trace), data_wm, ended)
 
     def _deliver(
         self, channel: str, keyed: list[KeyedBatch], trace: list[int], data_wm: int, ended: bool
@@ -351,6 +386,7 @@ class Worker:
             rt.purge(force=True)
         self._flush()
         self.finished = True
+        self.finished_at = time.time()
         self.conn.send(("status", self.status()))
         self.conn.send(("finished", self.index))
         log.info(
@@ -387,7 +423,16 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
         job = load_configured_job(cfg)
         worker = Worker(cfg, index, conn, job)
         conn.send(("ready", index))
-        worker.run()
+        profile_dir = os.environ.get("WEIR_PROFILE_DIR")
+        if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
+            cProfile.runctx(
+                "worker.run()",
+                {},
+                {"worker": worker},
+                os.path.join(profile_dir, f"worker-{index}.prof"),
+            )
+        else:
+            worker.run()
     except WeirError as exc:
         _report_failure(conn, str(exc))
         raise SystemExit(1) from None

@@ -1,0 +1,100 @@
+"""Run a job the way ``weir run`` does (job manager + spawned workers) and time it, or start it as
+a real ``weir run`` process and probe its HTTP API."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from engine.runtime.config import RunConfig
+from engine.runtime.jobmanager import JobManager
+from engine.runtime.loader import load_configured_job
+
+
+def timed_run(job_file: Path, state_dir: Path, parallelism: int, **settings: Any) -> dict[str, Any]:
+    """Run a bounded job to its end with ``parallelism`` workers; time from the moment every
+    worker was connected and reading to the last one finishing (start-up is not counted)."""
+    cfg = RunConfig(
+        job_file=job_file,
+        state_dir=state_dir,
+        parallelism=parallelism,
+        exit_at_end=True,
+        log_level="WARNING",
+        **settings,
+    )
+    manager = JobManager(cfg, load_configured_job(cfg))
+    manager.start()
+    try:
+        if not manager.done.wait(600):
+            raise TimeoutError(f"{job_file} did not finish in 600 s")
+        if manager.failure is not None:
+            raise manager.failure
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            status = manager.worker_status()
+            if all(s.get("finished_at") for s in status):
+                break
+            time.sleep(0.02)
+    finally:
+        manager.stop()
+    started = min(s["run_started_at"] for s in status)
+    finished = max(s["finished_at"] for s in status)
+    events = sum(s["records_in"] for s in status)
+    seconds = finished - started
+    return {
+        "parallelism": parallelism,
+        "events": events,
+        "seconds": round(seconds, 3),
+        "events_per_s": round(events / seconds),
+        "backpressure": [s.get("backpressure", 0.0) for s in status],
+    }
+
+
+@contextmanager
+def serving(job_file: Path, state_dir: Path, *args: str) -> Iterator[str]:
+    """A real ``weir run`` process on a free loopback port; yields its base URL."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "run",
+        str(job_file),
+        "--api-port",
+        "0",
+        "--state-dir",
+        str(state_dir),
+        "--log-level",
+        "WARNING",
+        *args,
+    ]
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+    )
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line and proc.poll() is not None:
+                raise RuntimeError(f"weir run exited with {proc.returncode}")
+            found = re.search(r"serving on (http://\S+)", line)
+            url = found.group(1) if found else None
+        if url is None:
+            raise TimeoutError("weir run did not report its address in 60 s")
+        yield url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
