@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from app import logs
 from engine.errors import ConfigError, WeirError
@@ -77,6 +77,13 @@ def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         metavar="N",
     )
     env.add(
+        "--idle-timeout-ms",
+        "a source split without records for this long stops holding the watermark back "
+        "(default: the job's WatermarkStrategy.with_idleness, else never)",
+        type=_int_type("--idle-timeout-ms", 1),
+        metavar="MS",
+    )
+    env.add(
         "--buffer-timeout-ms",
         "longest a record waits in an exchange buffer before it is shipped",
         10,
@@ -134,10 +141,16 @@ def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad flags get the same one-line ``weir: error:`` as every other error (exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"weir: error: {message}; see '{self.prog} --help'", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="weir", description="weir: a queryable-state stream processor"
-    )
+    parser = _Parser(prog="weir", description="weir: a queryable-state stream processor")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run a job file and serve its state over HTTP")
     run.add_argument("job_file", metavar="JOB.py", help="a Python file that defines `job`")
@@ -161,6 +174,7 @@ def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
         flush_interval_ms=args.flush_interval_ms,
         batch_size=args.batch_size,
         buffer_timeout_ms=args.buffer_timeout_ms,
+        idle_timeout_ms=args.idle_timeout_ms,
         log_level=args.log_level,
     )
 

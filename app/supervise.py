@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import socket
 import sys
 import threading
@@ -56,10 +57,15 @@ def run(cfg: RunConfig, api_host: str, api_port: int) -> int:
 
     manager.start()
     threading.Thread(target=watch, name="weir-watch", daemon=True).start()
+    # uvicorn re-raises the signal that stopped it once it has shut down; SIGTERM's default
+    # action would then kill this process before the workers are stopped. Ours does nothing,
+    # so the stop below runs and a SIGTERM ends the job gracefully (exit 0).
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
         server.run()
     finally:
         manager.stop()
+        signal.signal(signal.SIGTERM, previous)
     if manager.failure is not None:
         print(f"weir: error: job {job.name} failed: {manager.failure}", file=sys.stderr)
         return 1

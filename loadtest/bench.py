@@ -7,9 +7,11 @@
    process with its real loop (``Worker.run``), so start-up is not timed.
 2. ``parallel``: the same job over two input files (two splits) with spawned workers at
    parallelism 1 and 2 in the same run; the ratio is the scaling figure.
-3. ``freshness``: event handed to the source -> visible in an HTTP query, p50/p99, at the
+3. ``serving_cost``: throughput of a ``weir run`` with and without concurrent HTTP queries
+   (4 clients as fast as they go); the ratio is what serving costs processing.
+4. ``freshness``: event handed to the source -> visible in an HTTP query, p50/p99, at the
    default buffer timeout.
-4. ``buffer_timeout``: throughput and freshness p99 against exchange buffer timeouts of
+5. ``buffer_timeout``: throughput and freshness p99 against exchange buffer timeouts of
    0, 1, 5, 10, 50 and 100 ms (Flink's latency/throughput figure), plotted to a PNG.
 """
 
@@ -29,7 +31,7 @@ from typing import Any
 from engine.runtime.config import RunConfig
 from engine.runtime.loader import load_configured_job
 from engine.runtime.worker import Worker
-from loadtest import freshness
+from loadtest import freshness, serving_cost
 from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
 
@@ -188,6 +190,7 @@ def main() -> None:
             "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
             "single_worker": throughput(workdir, args.events, args.keys),
             "parallel": parallel(workdir, args.events, args.keys),
+            "serving_cost": serving_cost.measure(workdir / "parallel_job.py", workdir, args.keys),
             "freshness": freshness.measure(
                 workdir, rate=args.rate, parallelism=2, buffer_timeout_ms=DEFAULT_BUFFER_TIMEOUT_MS
             ),

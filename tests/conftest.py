@@ -13,17 +13,15 @@ import re
 import signal
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import HealthCheck, settings
 
 from tests import support
 from tests.reference import IMPRESSIONS_ONLY, Step
-from tests.support import WEIR, job_text
+from tests.support import WEIR, WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
 
 # No example database: the suite writes nothing outside tmp dirs; examples are bounded per test.
@@ -38,64 +36,7 @@ settings.load_profile("weir")
 SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:(\d+))")
 RUN_TIMEOUT_S = 60.0
 
-
-@dataclass
-class WeirResult:
-    rc: int
-    stdout: str
-    stderr: str
-
-    def error_lines(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.strip()]
-
-
-@dataclass
-class WeirServer:
-    """A running ``weir run`` (no ``--exit-at-end``) and where to reach it."""
-
-    proc: subprocess.Popen[bytes]
-    base_url: str
-    job: str
-    state_dir: Path
-    stderr_path: Path
-    _clients: list[httpx.Client] = field(default_factory=list)
-
-    @property
-    def job_dir(self) -> Path:
-        return self.state_dir / self.job
-
-    def client(self) -> httpx.Client:
-        c = httpx.Client(base_url=self.base_url, timeout=10.0, trust_env=False)
-        self._clients.append(c)
-        return c
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
-
-    def wait_finished(self, timeout: float = 30.0) -> dict[str, Any]:
-        c = self.client()
-
-        def finished() -> dict[str, Any] | None:
-            assert self.proc.poll() is None, f"weir exited early:\n{self.stderr()}"
-            body: dict[str, Any] = c.get(f"/jobs/{self.job}").json()
-            assert body.get("state") != "failed", f"job failed:\n{self.stderr()}"
-            return body if body.get("state") == "finished" else None
-
-        return support.wait_until(finished, timeout, what=f"job {self.job} to finish")
-
-    def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM, then SIGKILL (of the process group this fixture created) after ``timeout``."""
-        for c in self._clients:
-            c.close()
-        self._clients.clear()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
-        return self.proc.returncode
+__all__ = ["WeirResult", "WeirServer"]
 
 
 @pytest.fixture

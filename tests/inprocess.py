@@ -1,7 +1,9 @@
-"""Run a job's chain and window operator in-process, batch by batch, the way a worker does
-(``engine/runtime/worker.py``): ``chain.process(batch)``, then ``advance(watermark)``; at the end
-``advance(MAX_WATERMARK)``. State is a real RocksDB under the given directory; late records and
-dead letters go to real JSONL sinks, read back at the end.
+"""Run a job's chain and window operator in-process, batch by batch, the way a single worker
+with one split does (``engine/runtime/worker.py``): ``chain.process(batch, split)``, the keyed
+sub-batches to their operators, then ``advance(watermark, data watermark, trace)`` with the
+watermark after each record; at the end ``advance(MAX_WATERMARK, ..., [MAX_WATERMARK])``. State
+is a real RocksDB under the given directory; late records and dead letters go to real JSONL
+sinks, read back at the end.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from engine import Job, WatermarkStrategy, agg, sinks, sources, windows
-from engine.runtime.chain import Chain
+from engine.runtime.chain import Chain, keyby_nodes
 from engine.runtime.outputs import DeadLetters, LateRecords
 from engine.runtime.window_op import WindowRuntime
 from engine.sources import SourceBatch
@@ -21,6 +23,8 @@ from state.keygroups import range_for_operator
 from state.rocksdb import RocksState
 from tests.reference import Spec
 from tests.support import read_jsonl
+
+SPLIT = "0"
 
 
 def build_job(spec: Spec, max_parallelism: int = 128) -> Job:
@@ -61,33 +65,55 @@ def run_batches(
     decoded: bool = True,
     flush_after: Sequence[bool] = (),
     retention_ms: int = 3_600_000,
+    job: Job | None = None,
 ) -> Run:
-    """Feed ``items`` in batches of ``batch_sizes`` (the rest in one last batch)."""
-    job = build_job(spec)
-    op = job.operators[spec.op]
+    """Feed ``items`` in batches of ``batch_sizes`` (the rest in one last batch). ``job``
+    replaces the one built from ``spec`` (whose ``op`` names the operator to run)."""
+    job = job or build_job(spec)
+    source = job.sources[0]
     state = RocksState(root / "db")
     late = LateRecords(sinks.jsonl(root / "late.jsonl"))
     dead = DeadLetters(sinks.jsonl(root / "dead.jsonl"))
-    rt = WindowRuntime(op, state, range_for_operator(128, 1, 0), 128, late, dead, retention_ms)
-    chain = Chain(job.sources[0], {op.name: rt}, {}, dead)
+    node_ops = [
+        [
+            WindowRuntime(op, state, range_for_operator(128, 1, 0), 128, late, dead, retention_ms)
+            for op in node.children
+        ]
+        for node in keyby_nodes(source)
+    ]
+    ops = [rt for rts in node_ops for rt in rts]
+    chain = Chain(source, {}, dead)
     results: list[dict[str, Any]] = []
     sizes = list(batch_sizes)
     if sum(sizes) < len(items):
         sizes.append(len(items) - sum(sizes))
     pos = 0
+
+    def advance(wm: int, trace: list[int]) -> None:
+        for rt in ops:
+            rt.advance(wm, chain.watermark(SPLIT), trace)
+            results.extend(rt.drain())
+
     try:
         for i, n in enumerate(sizes):
-            chain.process(SourceBatch(items=list(items[pos : pos + n]), decoded=decoded))
+            chain.process(SourceBatch(items=list(items[pos : pos + n]), decoded=decoded), SPLIT)
             pos += n
-            rt.advance(chain.watermark, chain.watermark)
-            results.extend(rt.drain())
+            for node, keys, recs, ts, wms in chain.keyed:
+                for rt in node_ops[node]:
+                    rt.process(keys, recs, ts, wms)
+            wm = chain.watermark(SPLIT)
+            trace = list(chain.trace)
+            if not trace or trace[-1] != wm:
+                trace.append(wm)
+            advance(wm, trace)
             if i < len(flush_after) and flush_after[i]:
-                rt.flush()
-                rt.purge(force=True)
-        rt.advance(MAX_WATERMARK, chain.watermark)
-        results.extend(rt.drain())
-        rt.flush()
-        rt.purge(force=True)
+                for rt in ops:
+                    rt.flush()
+                    rt.purge(force=True)
+        advance(MAX_WATERMARK, [MAX_WATERMARK])
+        for rt in ops:
+            rt.flush()
+            rt.purge(force=True)
     finally:
         late.close()
         dead.close()

@@ -27,6 +27,7 @@ AGGREGATES_SRC = (
     'hi=agg.max("value"), avg=agg.mean("value")'
 )
 AGG_NAMES = ("count", "total", "lo", "hi", "avg")
+MAX_KEY_BYTES = 0xFFFF
 
 
 @dataclass(frozen=True)
@@ -184,6 +185,9 @@ class _Simulation:
         elif type(raw) is int:
             key = str(raw)
         else:
+            self._dead("key_by", rec)
+            return
+        if len(key.encode()) > MAX_KEY_BYTES:  # the state key stores a 2-byte length
             self._dead("key_by", rec)
             return
         v = rec.get(spec.value_field)

@@ -7,12 +7,18 @@ function-scoped fixtures under Hypothesis) import them directly.
 from __future__ import annotations
 
 import json
+import os
 import random
+import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+import httpx
 
 from tests.reference import AGGREGATES_SRC, IMPRESSIONS_ONLY, Step
 
@@ -44,6 +50,65 @@ def wait_until(
                 f"timed out after {timeout:.1f}s waiting for {what or fn!r}; last value {last!r}"
             )
         time.sleep(interval)
+
+
+@dataclass
+class WeirResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+    def error_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+
+@dataclass
+class WeirServer:
+    """A running ``weir run`` (no ``--exit-at-end``) and where to reach it."""
+
+    proc: subprocess.Popen[bytes]
+    base_url: str
+    job: str
+    state_dir: Path
+    stderr_path: Path
+    _clients: list[httpx.Client] = field(default_factory=list)
+
+    @property
+    def job_dir(self) -> Path:
+        return self.state_dir / self.job
+
+    def client(self) -> httpx.Client:
+        c = httpx.Client(base_url=self.base_url, timeout=10.0, trust_env=False)
+        self._clients.append(c)
+        return c
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_finished(self, timeout: float = 30.0) -> dict[str, Any]:
+        c = self.client()
+
+        def finished() -> dict[str, Any] | None:
+            assert self.proc.poll() is None, f"weir exited early:\n{self.stderr()}"
+            body: dict[str, Any] = c.get(f"/jobs/{self.job}").json()
+            assert body.get("state") != "failed", f"job failed:\n{self.stderr()}"
+            return body if body.get("state") == "finished" else None
+
+        return wait_until(finished, timeout, what=f"job {self.job} to finish")
+
+    def stop(self, timeout: float = 15.0) -> int:
+        """SIGTERM, then SIGKILL (of the process group this fixture created) after ``timeout``."""
+        for c in self._clients:
+            c.close()
+        self._clients.clear()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        return self.proc.returncode
 
 
 def write_lines(path: Path, lines: Iterable[str | bytes]) -> Path:

@@ -25,6 +25,7 @@ class RunConfig:
     batch_size: int = 8192
     status_interval_ms: int = 100
     buffer_timeout_ms: int = 10
+    idle_timeout_ms: int | None = None
     log_level: str = "INFO"
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns() % 10**12}")
 

@@ -13,6 +13,7 @@ import socket
 import struct
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.errors import WorkerFailed
@@ -32,6 +33,10 @@ class Peer:
     closed: bool = False
     sent_frames: int = 0
     received_frames: int = 0
+
+
+class Stopped(Exception):
+    """The job was stopped while this worker was still connecting."""
 
 
 def _address(namespace: str, index: int) -> str:
@@ -55,8 +60,9 @@ class Exchange:
         s.listen(self.parallelism)
         self._listener = s
 
-    def connect(self, timeout_s: float = 30.0) -> None:
-        """Connect to every lower-numbered worker, accept every higher-numbered one."""
+    def connect(self, should_stop: Callable[[], bool], timeout_s: float = 30.0) -> None:
+        """Connect to every lower-numbered worker, accept every higher-numbered one; give up
+        (``Stopped``) as soon as ``should_stop()`` says the job is being stopped."""
         if self._listener is None:
             self.listen()
         assert self._listener is not None
@@ -69,18 +75,24 @@ class Exchange:
                     break
                 except (FileNotFoundError, ConnectionRefusedError):
                     s.close()
+                    if should_stop():
+                        raise Stopped from None
                     if time.monotonic() > deadline:
                         raise WorkerFailed(self.index, f"could not reach worker {j}") from None
                     time.sleep(0.01)
             s.sendall(_LEN.pack(self.index))
             self._add(j, s)
-        self._listener.settimeout(max(0.1, deadline - time.monotonic()))
+        self._listener.settimeout(0.1)
         while len(self.peers) < self.parallelism - 1:
             try:
                 s, _ = self._listener.accept()
             except TimeoutError:
-                missing = sorted(set(range(self.parallelism)) - set(self.peers) - {self.index})
-                raise WorkerFailed(self.index, f"workers {missing} never connected") from None
+                if should_stop():
+                    raise Stopped from None
+                if time.monotonic() > deadline:
+                    missing = sorted(set(range(self.parallelism)) - set(self.peers) - {self.index})
+                    raise WorkerFailed(self.index, f"workers {missing} never connected") from None
+                continue
             s.settimeout(5.0)
             (j,) = _LEN.unpack(_recv_exactly(s, 4))
             self._add(j, s)

@@ -122,7 +122,16 @@ class JobManager:
                     pass
                 if not proc.is_alive() and not self._stopping.is_set():
                     reason = self._failure_reason(i, proc)
-                    self._fail(WorkerFailed(i, reason))
+                    if proc.exitcode == 0 and reason.startswith("process"):
+                        log.info(
+                            "job=%s worker=%d was stopped from outside; stopping the job",
+                            self.job.name,
+                            i,
+                        )
+                        self._stopping.set()
+                        self.done.set()
+                    else:
+                        self._fail(WorkerFailed(i, reason))
                     return
             if len(self._finished) == self.parallelism and self.cfg.exit_at_end:
                 self.done.set()

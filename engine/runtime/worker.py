@@ -16,6 +16,8 @@ import cProfile
 import logging
 import os
 import pickle
+import signal
+import threading
 import time
 import traceback
 from array import array
@@ -31,7 +33,7 @@ from engine.job import Job
 from engine.runtime.chain import Chain, KeyedBatch, json_exact_keyby, keyby_nodes, sink_nodes
 from engine.runtime.channels import Inputs, combine
 from engine.runtime.config import RunConfig
-from engine.runtime.exchange import Exchange
+from engine.runtime.exchange import Exchange, Stopped
 from engine.runtime.loader import load_configured_job
 from engine.runtime.outputs import DeadLetters, LateRecords
 from engine.runtime.window_op import WindowRuntime
@@ -47,8 +49,9 @@ log = logging.getLogger(__name__)
 FLUSH_BACKOFF = 3.0  # a state flush may take at most ~1/(1+3) of the time
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the source
 # one entry of a frame: keyed sub-batches of one source batch, the sender's watermark after each
-# of its records, its data watermark, and whether the sender's input has ended
-Entry = tuple[list[KeyedBatch], list[int], int, bool]
+# of its records, its data watermark, and the sender's input status
+Entry = tuple[list[KeyedBatch], Any, int, int]
+ACTIVE, IDLE, ENDED = 0, 1, 2
 
 
 def _pack_ints(values: list[int]) -> bytes:
@@ -79,10 +82,10 @@ class Outbox:
     since: float = 0.0
 
     def add(self, entry: Entry, now: float) -> None:
-        parts, trace, data_wm, ended = entry
+        parts, trace, data_wm, status = entry
         if not self.entries:
             self.since = now
-        elif not parts and not ended and not self.entries[-1][0] and not self.entries[-1][3]:
+        elif not parts and status == ACTIVE and not self.entries[-1][0] and not self.entries[-1][3]:
             self.entries[-1] = entry  # only time moved: the last watermark is all that matters
             return
         self.entries.append(entry)
@@ -140,6 +143,9 @@ class Worker:
         )
         self.outboxes = {j: Outbox() for j in range(self.p) if j != index}
         self._output_ended = False
+        idle_ms = source_node.watermarks.idle_timeout_ms or cfg.idle_timeout_ms
+        self._idle_s = idle_ms / 1000.0 if idle_ms else None
+        self._last_data = {s: time.monotonic() for s in mine}
         self.finished = False
         self.run_started_at = 0.0
         self.finished_at = 0.0
@@ -186,7 +192,11 @@ class Worker:
 
     def run(self) -> None:
         if self.exchange is not None:
-            self.exchange.connect()
+            try:
+                self.exchange.connect(should_stop=lambda: _terminated.is_set() or self.conn.poll())
+            except Stopped:
+                self.close()
+                return
         self.run_started_at = time.time()
         if not self.readers:
             self._end_output()
@@ -233,6 +243,8 @@ class Worker:
         self.close()
 
     def _stop_requested(self) -> bool:
+        if _terminated.is_set():
+            return True
         if self.conn.poll():
             try:
                 return bool(self.conn.recv() == "stop")
@@ -263,6 +275,12 @@ class Worker:
         ]
         trace = combine(self.chain.trace, others)
         mark.watermark = mark.data_watermark = self.chain.watermark(split)
+        now = time.monotonic()
+        if batch.items:
+            self._last_data[split] = now
+            mark.idle = False
+        elif self._idle_s is not None and now - self._last_data[split] >= self._idle_s:
+            mark.idle = True  # a quiet split stops holding the watermark back
         if batch.end:
             mark.watermark, mark.ended = MAX_WATERMARK, True
             reader.close()
@@ -270,20 +288,26 @@ class Worker:
         out_wm = self.splits.watermark()
         if not trace or trace[-1] != out_wm:
             trace.append(out_wm)
-        ended = self.splits.all_ended()
-        self._route(keyed, trace, self.splits.data_watermark(), ended)
-        if ended:
+        status = self._output_status()
+        self._route(keyed, trace, self.splits.data_watermark(), status)
+        if status == ENDED:
             self._output_ended = True
         return bool(batch.items)
+
+    def _output_status(self) -> int:
+        if self.splits.all_ended():
+            return ENDED
+        live = [i for i in self.splits.inputs.values() if not i.ended]
+        return IDLE if all(i.idle for i in live) else ACTIVE
 
     def _end_output(self) -> None:
         """A worker without splits (or whose splits all ended) tells everyone it is done."""
         self._output_ended = True
-        self._route([], [MAX_WATERMARK], self.splits.data_watermark(), True)
+        self._route([], [MAX_WATERMARK], self.splits.data_watermark(), ENDED)
 
-    def _route(self, keyed: list[KeyedBatch], trace: list[int], data_wm: int, ended: bool) -> None:
+    def _route(self, keyed: list[KeyedBatch], trace: list[int], data_wm: int, status: int) -> None:
         if self.p == 1:
-            self._deliver(str(self.index), keyed, trace, data_wm, ended)
+            self._deliver(str(self.index), keyed, trace, data_wm, status)
             return
         parts: dict[int, list[KeyedBatch]] = {j: [] for j in range(self.p)}
         m, p = self.job.max_parallelism, self.p
@@ -304,8 +328,8 @@ class Worker:
         now = time.monotonic()
         packed_trace: Any = _pack_ints(trace)
         for j, box in self.outboxes.items():
-            box.add((parts[j], packed_trace, data_wm, ended), now)
-        self._deliver(str(self.index), parts[self.index], trace, data_wm, ended)
+            box.add((parts[j], packed_trace, data_wm, status), now)
+        self._deliver(str(self.index), parts[self.index], trace, data_wm, status)
 
     def _ship(self, now: float, timeout_s: float) -> None:
         """Send buffers that are full, older than the buffer timeout, or carry an end."""
@@ -317,7 +341,7 @@ class Worker:
             if (
                 box.records >= self.cfg.batch_size
                 or now - box.since >= timeout_s
-                or box.entries[-1][3]
+                or box.entries[-1][3] != ACTIVE
             ):
                 payload = pickle.dumps(box.entries, protocol=pickle.HIGHEST_PROTOCOL)
                 self.exchange.send(j, payload)
@@ -328,7 +352,7 @@ class Worker:
 
     def _on_frame(self, peer: int, payload: bytes) -> None:
         entries: list[Entry] = pickle.loads(payload)
-        for keyed, trace, data_wm, ended in entries:
+        for keyed, trace, data_wm, status in entries:
             self.records_received += sum(len(k[1]) for k in keyed)
             unpacked = [
                 (
@@ -340,10 +364,10 @@ class Worker:
                 )
                 for node, keys, recs, ts, wms in keyed
             ]
-            self._deliver(str(peer), unpacked, _unpack_ints(trace), data_wm, ended)
+            self._deliver(str(peer), unpacked, _unpack_ints(trace), data_wm, status)
 
     def _deliver(
-        self, channel: str, keyed: list[KeyedBatch], trace: list[int], data_wm: int, ended: bool
+        self, channel: str, keyed: list[KeyedBatch], trace: list[int], data_wm: int, status: int
     ) -> None:
         """Keyed records and watermark progress from one input channel."""
         others = self.channels.others(channel)
@@ -354,8 +378,8 @@ class Worker:
         mark = self.channels.inputs[channel]
         mark.watermark = max(mark.watermark, trace[-1])
         mark.data_watermark = max(mark.data_watermark, data_wm)
-        mark.ended = ended
-        mark.idle = False
+        mark.ended = status == ENDED
+        mark.idle = status == IDLE
         self._advance(combine(trace, others))
 
     def _advance(self, trace: list[int]) -> None:
@@ -414,8 +438,20 @@ class Worker:
             self.exchange.close()
 
 
+_terminated = threading.Event()
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _terminated.set()
+
+
 def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
-    """Entry point of a spawned worker process."""
+    """Entry point of a spawned worker process.
+
+    The job manager owns a worker's lifecycle: Ctrl-C (SIGINT to the whole process group) is
+    ignored here, so the job manager can stop workers in order; SIGTERM stops gracefully."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     logging.basicConfig(
         level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -83,13 +83,18 @@ class GeneratorSource:
         return AdsReader(share, int(offset or 0), split)
 
 
+BLOCK = 1024  # events are drawn in fixed blocks, so batch sizes and restarts never change them
+Draw = tuple[str, str, int, int]  # id, event, value, lag behind the clock (disorder)
+
+
 class AdsReader:
     def __init__(self, spec: GeneratorSource, emitted: int, split: str = "0/1") -> None:
         self._split = split
         self._spec = spec
-        self._rng = random.Random(spec.seed * 1_000_003 + emitted)
         self._ids = [f"ad-{i}" for i in range(spec.ids)]
         self._cum = list(accumulate(1.0 / (i + 1) ** spec.skew for i in range(spec.ids)))
+        self._block_index = -1
+        self._block: list[Draw] = []
         self._emitted = emitted
         self._opened_at = emitted
         self._t0 = time.monotonic()
@@ -114,28 +119,47 @@ class AdsReader:
         elapsed = time.monotonic() - self._t0
         return int(elapsed * self._spec.rate) - (self._emitted - self._opened_at)
 
+    def _draws(self, first: int, n: int) -> list[Draw]:
+        out: list[Draw] = []
+        i = first
+        while len(out) < n:
+            block, offset = divmod(i, BLOCK)
+            if block != self._block_index:
+                self._block = self._draw_block(block)
+                self._block_index = block
+            taken = self._block[offset : offset + n - len(out)]
+            out.extend(taken)
+            i += len(taken)
+        return out
+
+    def _draw_block(self, block: int) -> list[Draw]:
+        spec = self._spec
+        rng = random.Random(f"{spec.seed}:{block}")  # str seeds hash with SHA-512: stable
+        rand = rng.random
+        ids = rng.choices(self._ids, cum_weights=self._cum, k=BLOCK)
+        d, c = spec.disorder, spec.clicks
+        return [
+            (
+                i,
+                "click" if rand() < c else "impression",
+                int(rand() * 100) + 1,
+                int(rand() * (d + 1)) if d else 0,
+            )
+            for i in ids
+        ]
+
     def _make(self, n: int) -> list[dict[str, Any]]:
         spec = self._spec
-        rng = self._rng
-        rand = rng.random
-        ids = rng.choices(self._ids, cum_weights=self._cum, k=n)
+        i0 = self._emitted
         if spec.clock == "wall":
             now = int(time.time() * 1000)
             base = [now] * n
         else:
-            i0, step, start = self._emitted, spec.step, spec.start
+            step, start = spec.step, spec.start
             base = [start + int((i0 + i) * step) for i in range(n)]
-        d = spec.disorder
-        ts = [b - int(rand() * (d + 1)) for b in base] if d else base
-        c = spec.clicks
         return [
-            {
-                "id": i,
-                "event": "click" if rand() < c else "impression",
-                "ts": t,
-                "value": int(rand() * 100) + 1,
-            }
-            for i, t in zip(ids, ts, strict=True)
+            {"id": i, "event": e, "ts": b - lag, "value": v}
+            for (i, e, v, lag), b in zip(self._draws(i0, n), base, strict=True)
         ]
 
     def offset(self) -> int:

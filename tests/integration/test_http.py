@@ -1,6 +1,7 @@
-"""The HTTP API of a finished job, served by ``weir run`` on a loopback port and queried with
-httpx: every key's windows equal the brute-force model; the query parameters, the error
-bodies, and the /jobs, /jobs/{job} and /health answers."""
+"""The HTTP API of a finished two-worker job, served by ``weir run`` on a loopback port and
+queried with httpx: every key's windows (read from the RocksDB of the worker owning its key
+group) equal the brute-force model; the query parameters, the error bodies, and the /jobs,
+/jobs/{job} and /health answers."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.conftest import WeirServer
 from tests.reference import AGG_NAMES, Outcome, Spec, simulate
-from tests.support import event_lines, job_text, make_events, write_lines
+from tests.support import WeirServer, event_lines, job_text, make_events, write_lines
 
 SPEC = Spec(bound=200, size=1_000, lateness=1_500)
 N_EVENTS = 3_000
@@ -45,7 +45,7 @@ def finished(
         job_text(src, bound=SPEC.bound, size=SPEC.size, lateness=SPEC.lateness),
         encoding="utf-8",
     )
-    server = module_weir_server(job)
+    server = module_weir_server(job, "--parallelism", "2")
     detail = server.wait_finished()
     return Finished(server, server.client(), simulate(lines, SPEC), len(lines), detail, src)
 
@@ -156,7 +156,7 @@ def test_committed_consistency_is_refused_for_now(finished: Finished) -> None:
 def test_jobs_list(finished: Finished) -> None:
     body = finished.client.get("/jobs").json()
     assert body == {
-        "jobs": [{"name": "t1", "state": "finished", "parallelism": 1, "operators": ["imps"]}]
+        "jobs": [{"name": "t1", "state": "finished", "parallelism": 2, "operators": ["imps"]}]
     }
 
 
@@ -166,7 +166,7 @@ def test_job_detail_counters(finished: Finished) -> None:
     assert body["name"] == "t1"
     assert body["state"] == "finished"
     assert body["source"] == f"file://{finished.source}"
-    assert body["parallelism"] == 1 and body["max_parallelism"] == 128
+    assert body["parallelism"] == 2 and body["max_parallelism"] == 128
     assert body["records_in"] == finished.n_lines
     assert body["dead_letters"] == 0
     assert body["checkpoints"] == []
@@ -186,11 +186,12 @@ def test_job_detail_counters(finished: Finished) -> None:
     assert op["late_records"] == len(ref.late)
     assert op["results_out"] == ref.emission_count
     assert op["open_windows"] == 0
-    (worker,) = body["workers"]
-    assert worker["index"] == 0 and worker["key_groups"] == [0, 127]
-    assert worker["finished"] is True
-    assert worker["records_in"] == finished.n_lines
-    assert worker["dead_letters"] == 0 and worker["dead_letters_by_stage"] == {}
+    workers = body["workers"]
+    assert [w["index"] for w in workers] == [0, 1]
+    assert [w["key_groups"] for w in workers] == [[0, 63], [64, 127]]
+    assert all(w["finished"] is True for w in workers)
+    assert sum(w["records_in"] for w in workers) == finished.n_lines  # one file: one split
+    assert all(w["dead_letters"] == 0 and w["dead_letters_by_stage"] == {} for w in workers)
 
 
 def test_health(finished: Finished) -> None:

@@ -3,14 +3,14 @@ compared with the brute-force model (tests/reference.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import WeirResult
 from tests.reference import Spec, canonical, group_emissions, simulate
-from tests.support import event_lines, make_events, read_jsonl, write_lines
+from tests.support import WeirResult, event_lines, job_text, make_events, read_jsonl, write_lines
 
 N_EVENTS = 3_000
 BOUND, SIZE = 200, 1_000
@@ -47,15 +47,21 @@ def _run(
     return result, out, state / "t1"
 
 
-@pytest.mark.parametrize("lateness", [0, 1_500])
-@pytest.mark.parametrize("batch_size", [8192, 1])
+@pytest.mark.parametrize(
+    ("lateness", "parallelism", "batch_size"),
+    [(0, 1, 8192), (1_500, 1, 8192), (0, 2, 8192), (1_500, 2, 8192), (1_500, 2, 1)],
+    ids=["L0-p1", "L1500-p1", "L0-p2", "L1500-p2", "L1500-p2-batch1"],
+)
 def test_bounded_file_matches_reference(
     tmp_path: Path,
     run_weir: Callable[..., WeirResult],
     write_job: Callable[..., Path],
     lateness: int,
+    parallelism: int,
     batch_size: int,
 ) -> None:
+    """One file is one split: neither the worker count nor the batch size may change any
+    result (DESIGN.md, "Time")."""
     lines = event_lines(make_events(N_EVENTS, seed=lateness + batch_size))
     spec = Spec(bound=BOUND, size=SIZE, lateness=lateness)
     ref = simulate(lines, spec)
@@ -66,8 +72,9 @@ def test_bounded_file_matches_reference(
     assert any(k[1] < 0 for k in ref.emissions)  # windows before the epoch too
 
     _, out, job_dir = _run(
-        tmp_path, run_weir, write_job, lines, spec, "--batch-size", str(batch_size)
-    )
+        tmp_path, run_weir, write_job, lines, spec,
+        "--batch-size", str(batch_size), "--parallelism", str(parallelism),
+    )  # fmt: skip
     got = group_emissions(read_jsonl(out))
 
     # every window, with every aggregate, in its final emission
@@ -161,13 +168,14 @@ def test_generator_source_url_matches_reference(
     tmp_path: Path, run_weir: Callable[..., WeirResult], write_job: Callable[..., Path]
 ) -> None:
     """``--source generator://ads?...`` replaces the job's source; the synthetic clock makes the
-    events reproducible, so the model can be run on the same events read in-process."""
+    events reproducible, so the model can be run on the same events read in-process (one
+    worker: one generator split)."""
     from engine import sources
 
     url = "generator://ads?rate=0&count=3000&ids=12&seed=21&disorder=400&clock=synthetic&step=2"
     src = sources.from_url(url)
-    reader = src.open("0")
-    events = reader.read_batch(3_000).items
+    (split,) = src.splits(1)
+    events = src.open(split).read_batch(3_000).items
     spec = Spec(bound=150, size=500, lateness=100)
     ref = simulate(event_lines(events), spec)
     assert ref.late  # disorder 400 > bound 150 + lateness 100: some records are late
@@ -177,9 +185,42 @@ def test_generator_source_url_matches_reference(
     result = run_weir(
         "run", str(job), "--source", url, "--sink", f"file://{out}", "--exit-at-end",
         "--api-port", "0", "--state-dir", str(tmp_path / "state"), "--batch-size", "8192",
+        "--parallelism", "1",
     )  # fmt: skip
     assert result.rc == 0, result.stderr
     got = group_emissions(read_jsonl(out))
     assert {k: v[-1] for k, v in got.items()} == {k: v[-1] for k, v in ref.emissions.items()}
     late = read_jsonl(tmp_path / "state" / "t1" / "late.jsonl")
     assert canonical(late) == canonical(ref.late)
+
+
+def test_processing_time_windows_are_honoured_or_refused(
+    tmp_path: Path, run_weir: Callable[..., WeirResult]
+) -> None:
+    """``windows.tumbling(ms=..., time="processing")`` must either window by the wall clock or
+    be refused when the job loads; never silently window by event time."""
+    src = write_lines(
+        tmp_path / "in.jsonl",
+        event_lines([{"id": "a", "event": "impression", "ts": t, "value": 1} for t in (5, 7)]),
+    )
+    job = tmp_path / "pt.py"
+    job.write_text(
+        job_text(src, bound=0, size=60_000, lateness=0).replace(
+            "windows.tumbling(ms=60000)", 'windows.tumbling(ms=60000, time="processing")'
+        )
+    )
+    assert 'time="processing"' in job.read_text()
+    out = tmp_path / "out.jsonl"
+    before_ms = time.time() * 1000
+    result = run_weir(
+        "run", str(job), "--sink", f"file://{out}", "--exit-at-end", "--api-port", "0",
+        "--state-dir", str(tmp_path / "st"),
+    )  # fmt: skip
+    after_ms = time.time() * 1000
+    if result.rc == 2:
+        assert "processing" in result.error_lines()[-1]
+        return
+    assert result.rc == 0, result.stderr
+    starts = {r["start"] for r in read_jsonl(out)}
+    assert starts, "no results"
+    assert all(before_ms - 60_000 <= s <= after_ms for s in starts), starts

@@ -8,6 +8,7 @@ in-process over a real RocksDB and are compared with the brute-force model in
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,13 @@ from hypothesis import strategies as st
 from tests.inprocess import run_batches
 from tests.reference import Spec, canonical, group_emissions, simulate, simulate_decoded
 from tests.support import event_lines
+
+# Shrinking a failing example of these properties can take minutes; it is off unless
+# HYPOTHESIS_SHRINK=1, and tests/unit/test_window_operator.py holds hand-shrunk cases.
+PHASES = [Phase.explicit, Phase.reuse, Phase.generate] + (
+    [Phase.shrink] if os.environ.get("HYPOTHESIS_SHRINK") == "1" else []
+)
+BATCHING = settings(max_examples=100, phases=PHASES)
 
 KEYS = st.sampled_from(["a", "b", "c/d", "ü", 7])
 BAD_RECORDS: list[Any] = [
@@ -93,7 +101,7 @@ def _assert_matches(run: Any, ref: Any) -> None:
     assert canonical(run.dead) == canonical(ref.dead)
 
 
-@settings(max_examples=50)
+@BATCHING
 @given(data=st.data(), spec=specs())
 def test_one_record_per_batch_matches_reference(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
@@ -103,8 +111,8 @@ def test_one_record_per_batch_matches_reference(
     _assert_matches(run, simulate_decoded(evs, spec))
 
 
-@settings(max_examples=50)
-@given(data=st.data(), spec=specs())
+@BATCHING
+@given(data=st.data(), spec=specs(lateness=st.sampled_from([5, 30, 150])))
 def test_any_batching_matches_reference(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
 ) -> None:
@@ -115,7 +123,7 @@ def test_any_batching_matches_reference(
     _assert_matches(run, simulate_decoded(evs, spec))
 
 
-@settings(max_examples=50)
+@BATCHING
 @given(data=st.data(), spec=specs(lateness=st.just(0)))
 def test_any_batching_matches_reference_without_lateness(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
@@ -126,7 +134,7 @@ def test_any_batching_matches_reference_without_lateness(
     _assert_matches(run, simulate_decoded(evs, spec))
 
 
-@settings(max_examples=40, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@settings(BATCHING, max_examples=50)
 @given(data=st.data(), spec=specs())
 def test_two_batchings_give_identical_results(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
@@ -150,7 +158,7 @@ RAW_BAD_LINES = [
 ]
 
 
-@settings(max_examples=40)
+@BATCHING
 @given(data=st.data(), spec=specs(lateness=st.just(0)))
 def test_raw_lines_with_malformed_input_any_batching(
     tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec

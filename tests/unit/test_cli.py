@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import WeirResult
-from tests.support import job_text
+from tests.support import WeirResult, job_text
 
 Run = Callable[..., WeirResult]
 
@@ -72,12 +71,16 @@ def test_negative_retention(run_weir: Run, job_file: Path) -> None:
     )
 
 
-def test_parallelism_two_is_not_supported_yet(run_weir: Run, job_file: Path) -> None:
+def test_parallelism_above_max_parallelism(run_weir: Run, job_file: Path) -> None:
     _one_error_line(
-        run_weir("run", str(job_file), "--parallelism", "2", "--api-port", "0"),
-        "--parallelism=2",
-        "--parallelism 1",
+        run_weir("run", str(job_file), "--parallelism", "200", "--api-port", "0"),
+        "--parallelism=200",
+        "max_parallelism=128",
     )
+
+
+def test_zero_parallelism(run_weir: Run, job_file: Path) -> None:
+    _one_error_line(run_weir("run", str(job_file), "--parallelism", "0"), "--parallelism", "0")
 
 
 def test_bad_environment_variable_is_named(run_weir: Run, job_file: Path) -> None:

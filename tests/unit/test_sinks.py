@@ -35,30 +35,41 @@ def test_unknown_sink_scheme(url: str, scheme: str) -> None:
         sinks.from_url(url)
 
 
-def test_jsonl_sink_truncates_and_writes_lines(tmp_path: Path) -> None:
+def test_jsonl_sink_prepare_truncates_and_writers_append_lines(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "out.jsonl"
     path.parent.mkdir()
     path.write_text("old contents\n")
-    w = sinks.jsonl(path).open()
-    w.write([{"key": "ü", "n": 1}, {"key": 2, "x": [1, 2]}])
-    w.write([])
-    w.close()
+    sink = sinks.jsonl(path)
+    sink.prepare()  # once per run, before any worker opens it
+    assert path.read_bytes() == b""
+    first, second = sink.open(), sink.open()  # two workers sharing the file
+    first.write([{"key": "ü", "n": 1}, {"key": 2, "x": [1, 2]}])
+    second.write([{"key": "b", "n": 3}])
+    first.write([])
+    first.flush()
+    first.close()
+    second.close()
     assert [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()] == [
         {"key": "ü", "n": 1},
         {"key": 2, "x": [1, 2]},
+        {"key": "b", "n": 3},
     ]
 
 
 def test_jsonl_sink_creates_parent_directories(tmp_path: Path) -> None:
     path = tmp_path / "a" / "b" / "out.jsonl"
-    w = sinks.jsonl(path).open()
-    w.close()
+    sinks.jsonl(path).prepare()
     assert path.exists()
+    other = tmp_path / "c" / "d" / "out.jsonl"
+    sinks.jsonl(other).open().close()
+    assert other.exists()
 
 
 def test_unwritable_sink_names_the_path(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     target = blocker / "out.jsonl"  # a path below a regular file
+    with pytest.raises(SinkError, match=f"cannot write sink file {target}"):
+        sinks.jsonl(target).prepare()
     with pytest.raises(SinkError, match=f"cannot write sink file {target}"):
         sinks.jsonl(target).open()

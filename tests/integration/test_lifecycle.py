@@ -1,0 +1,96 @@
+"""A running (unbounded) job: live queries while it runs, and a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.support import WeirServer, job_text, wait_until
+
+GENERATOR = "generator://ads?rate=3000&ids=5&seed=1&clock=synthetic&disorder=50"
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found.update(int(x) for x in text)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _job(tmp_path: Path) -> Path:
+    path = tmp_path / "job.py"
+    path.write_text(job_text(tmp_path / "unused.jsonl", bound=100, size=500, lateness=0))
+    return path
+
+
+def test_live_queries_while_running(tmp_path: Path, weir_server: Callable[..., WeirServer]) -> None:
+    server = weir_server(_job(tmp_path), "--source", GENERATOR)
+    client = server.client()
+
+    def running() -> dict[str, Any] | None:
+        body: dict[str, Any] = client.get("/jobs/t1").json()
+        return body if body["state"] == "running" and body["records_in"] > 0 else None
+
+    first = wait_until(running, 20.0, what="the job to run")
+    assert first["source"].startswith("generator://ads")
+    wait_until(
+        lambda: client.get("/jobs/t1").json()["records_in"] > first["records_in"],
+        10.0,
+        what="records_in to grow",
+    )
+    assert client.get("/health").json() == {"status": "ok", "jobs": {"t1": "running"}}
+
+    def open_and_fired() -> dict[str, Any] | None:
+        r = client.get("/t1/imps/state/ad-0")
+        if r.status_code != 200:
+            return None
+        body: dict[str, Any] = r.json()
+        finals = {w["final"] for w in body["windows"]}
+        return body if finals == {True, False} else None
+
+    body = wait_until(open_and_fired, 20.0, what="ad-0 to have fired and open windows")
+    wm = body["watermark"]
+    for w in body["windows"]:
+        assert w["final"] == (w["end"] - 1 <= wm)
+        assert w["count"] >= 1 and w["lo"] <= w["avg"] <= w["hi"]
+    ends = [w["end"] for w in body["windows"]]
+    assert ends == sorted(ends)
+
+
+def test_sigterm_stops_the_job_and_its_workers(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    server = weir_server(_job(tmp_path), "--source", GENERATOR, "--parallelism", "2")
+    client = server.client()
+    wait_until(lambda: client.get("/jobs/t1").json()["state"] == "running", 20.0)
+    children = wait_until(lambda: _children(server.proc.pid), 10.0, what="worker processes")
+    server.proc.send_signal(signal.SIGTERM)
+    wait_until(lambda: not any(_alive(c) for c in children), 20.0, what="workers to exit")
+    # a graceful stop: supervise.run stops the job manager and returns 0
+    assert server.proc.wait(20) == 0, server.stderr()
+
+
+def test_bounded_job_keeps_serving_after_its_input(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """Without --exit-at-end a bounded job keeps serving after its input is done."""
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "event": "impression", "ts": 1, "value": 1}\n')
+    job = tmp_path / "bounded.py"
+    job.write_text(job_text(src, bound=0, size=10, lateness=0))
+    server = weir_server(job)
+    assert server.base_url.startswith("http://127.0.0.1:")
+    server.wait_finished()
+    assert server.proc.poll() is None  # still serving
+    assert server.client().get("/t1/imps/state/a").json()["windows"][0]["count"] == 1
