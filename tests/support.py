@@ -191,3 +191,27 @@ job = Job({name!r}, max_parallelism={max_parallelism})
     .aggregate({op!r}, {AGGREGATES_SRC})
 )
 """
+
+
+def children(pid: int) -> set[int]:
+    """Process ids of ``pid``'s children (a ``weir run``'s workers)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        found.update(int(x) for x in text)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for process {pid}")

@@ -148,6 +148,18 @@ class JobManager:
         elif kind == "failed":
             self._fail(WorkerFailed(index, str(payload)))
 
+    def _root_cause(self, failure: WorkerFailed, wait_s: float = 1.0) -> WorkerFailed:
+        """A survivor that lost a peer reports first; the peer that died is the cause. Its
+        connection closes a moment before its process can be reaped, so wait for it briefly."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            for i, proc in enumerate(self._procs):
+                if i != failure.worker and not proc.is_alive() and proc.exitcode not in (0, None):
+                    return WorkerFailed(i, self._failure_reason(i, proc))
+            if time.monotonic() >= deadline:
+                return failure
+            time.sleep(0.02)
+
     def _failure_reason(self, index: int, proc: BaseProcess) -> str:
         conn = self._conns[index]
         try:
@@ -160,6 +172,8 @@ class JobManager:
         return f"process {proc.pid} exited with code {proc.exitcode}"
 
     def _fail(self, failure: WorkerFailed) -> None:
+        if failure.reason.startswith("lost workers"):
+            failure = self._root_cause(failure)
         if self.failure is None:
             self.failure = failure
             log.error("job=%s stopped: %s", self.job.name, failure)

@@ -469,6 +469,9 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
             )
         else:
             worker.run()
+    except WorkerFailed as exc:
+        _report_failure(conn, exc.reason)
+        raise SystemExit(1) from None
     except WeirError as exc:
         _report_failure(conn, str(exc))
         raise SystemExit(1) from None

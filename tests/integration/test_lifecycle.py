@@ -7,25 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import WeirServer, job_text, wait_until
+from tests.support import WeirServer, alive, children, job_text, wait_until
 
 GENERATOR = "generator://ads?rate=3000&ids=5&seed=1&clock=synthetic&disorder=50"
-
-
-def _children(pid: int) -> set[int]:
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text().split()
-        found.update(int(x) for x in text)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state != "Z"
 
 
 def _job(tmp_path: Path) -> Path:
@@ -74,9 +58,9 @@ def test_sigterm_stops_the_job_and_its_workers(
     server = weir_server(_job(tmp_path), "--source", GENERATOR, "--parallelism", "2")
     client = server.client()
     wait_until(lambda: client.get("/jobs/t1").json()["state"] == "running", 20.0)
-    children = wait_until(lambda: _children(server.proc.pid), 10.0, what="worker processes")
+    workers = wait_until(lambda: children(server.proc.pid), 10.0, what="worker processes")
     server.proc.send_signal(signal.SIGTERM)
-    wait_until(lambda: not any(_alive(c) for c in children), 20.0, what="workers to exit")
+    wait_until(lambda: not any(alive(c) for c in workers), 20.0, what="workers to exit")
     # a graceful stop: supervise.run stops the job manager and returns 0
     assert server.proc.wait(20) == 0, server.stderr()
 

@@ -49,8 +49,15 @@ def _run(
 
 @pytest.mark.parametrize(
     ("lateness", "parallelism", "batch_size"),
-    [(0, 1, 8192), (1_500, 1, 8192), (0, 2, 8192), (1_500, 2, 8192), (1_500, 2, 1)],
-    ids=["L0-p1", "L1500-p1", "L0-p2", "L1500-p2", "L1500-p2-batch1"],
+    [
+        (0, 1, 8192),
+        (1_500, 1, 8192),
+        (0, 2, 8192),
+        (1_500, 2, 8192),
+        (1_500, 2, 1),
+        (1_500, 4, 8192),
+    ],
+    ids=["L0-p1", "L1500-p1", "L0-p2", "L1500-p2", "L1500-p2-batch1", "L1500-p4"],
 )
 def test_bounded_file_matches_reference(
     tmp_path: Path,
