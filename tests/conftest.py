@@ -20,7 +20,6 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests import support
-from tests.reference import IMPRESSIONS_ONLY, Step
 from tests.support import WEIR, WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
 
@@ -60,29 +59,10 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
     """``write_job(source_path, bound=, size=, lateness=, name="t1", op="imps", steps=...)``."""
     counter = iter(range(1_000_000))
 
-    def write(
-        source_path: Path,
-        *,
-        bound: int,
-        size: int,
-        lateness: int,
-        name: str = "t1",
-        op: str = "imps",
-        steps: Sequence[Step] = IMPRESSIONS_ONLY,
-        max_parallelism: int = 128,
-    ) -> Path:
+    def write(source_path: Path, **spec: Any) -> Path:
         path = tmp_path / f"job_{next(counter)}.py"
         path.write_text(
-            job_text(
-                source_path,
-                bound=bound,
-                size=size,
-                lateness=lateness,
-                name=name,
-                op=op,
-                steps=steps,
-                max_parallelism=max_parallelism,
-            ),
+            job_text(source_path, **spec),
             encoding="utf-8",
         )
         return path

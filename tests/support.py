@@ -215,3 +215,20 @@ def rss_bytes(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"no VmRSS for process {pid}")
+
+
+class Distinct:
+    """A user-defined aggregate: how many distinct values (accumulator: a sorted list, which
+    msgpack can store)."""
+
+    def create(self) -> list[int]:
+        return []
+
+    def add(self, acc: list[int], record: dict[str, Any]) -> list[int]:
+        return sorted(set(acc) | {record["value"]})
+
+    def merge(self, a: list[int], b: list[int]) -> list[int]:
+        return sorted(set(a) | set(b))
+
+    def result(self, acc: list[int]) -> int:
+        return len(acc)

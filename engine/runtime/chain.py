@@ -260,62 +260,38 @@ class Chain:
         return key, None
 
 
-def keyby_nodes(source: SourceNode) -> list[KeyByNode]:
-    """Every key_by node reachable from the source, in definition order (their index is how
-    workers name them to each other)."""
-    found: list[KeyByNode] = []
-
-    def walk(nodes: list[Node]) -> None:
-        for n in nodes:
-            if isinstance(n, StatelessNode):
-                walk(n.children)
-            elif isinstance(n, KeyByNode):
-                found.append(n)
-
-    walk(source.children)
-    return found
-
-
-def json_exact_keyby(source: SourceNode) -> list[bool]:
-    """Per key_by node (in ``keyby_nodes`` order): do its records reach it exactly as decoded
-    from JSON (only filters on the way)? Then they can cross the exchange as JSON, losslessly."""
-    found: list[bool] = []
+def _walk(source: SourceNode) -> list[tuple[Node | WindowOperator, bool]]:
+    """Every node below the source in definition order, with whether records reach it exactly
+    as decoded from JSON (only filters on the way)."""
+    found: list[tuple[Node | WindowOperator, bool]] = []
 
     def walk(nodes: list[Node], exact: bool) -> None:
         for n in nodes:
+            found.append((n, exact))
             if isinstance(n, StatelessNode):
                 walk(n.children, exact and n.kind == "filter")
             elif isinstance(n, KeyByNode):
-                found.append(exact)
+                found.extend((op, exact) for op in n.children)
 
     walk(source.children, True)
     return found
 
 
+def keyby_nodes(source: SourceNode) -> list[KeyByNode]:
+    """Every key_by node, in definition order (their index is how workers name them)."""
+    return [n for n, _ in _walk(source) if isinstance(n, KeyByNode)]
+
+
+def json_exact_keyby(source: SourceNode) -> list[bool]:
+    """Per key_by node (in ``keyby_nodes`` order): do its records reach it exactly as decoded
+    from JSON? Then they can cross the exchange as JSON, losslessly."""
+    return [exact for n, exact in _walk(source) if isinstance(n, KeyByNode)]
+
+
 def window_operators(source: SourceNode) -> list[WindowOperator]:
     """Every window operator reachable from the source, in definition order."""
-    found: list[WindowOperator] = []
-
-    def walk(nodes: list[Node]) -> None:
-        for n in nodes:
-            if isinstance(n, StatelessNode):
-                walk(n.children)
-            elif isinstance(n, KeyByNode):
-                found.extend(n.children)
-
-    walk(source.children)
-    return found
+    return [n for n, _ in _walk(source) if isinstance(n, WindowOperator)]
 
 
 def sink_nodes(source: SourceNode) -> list[SinkNode]:
-    found: list[SinkNode] = []
-
-    def walk(nodes: list[Node]) -> None:
-        for n in nodes:
-            if isinstance(n, StatelessNode):
-                walk(n.children)
-            elif isinstance(n, SinkNode):
-                found.append(n)
-
-    walk(source.children)
-    return found
+    return [n for n, _ in _walk(source) if isinstance(n, SinkNode)]

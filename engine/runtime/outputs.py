@@ -17,53 +17,48 @@ def _printable(item: Any) -> Any:
     return item
 
 
-class DeadLetters:
-    """Records that could not be processed, with the stage and the reason."""
+class _SideOutput:
+    """Buffers records and writes them to a sink on ``flush`` (none: counted only)."""
 
     def __init__(self, sink: Sink | None) -> None:
         self._writer: SinkWriter | None = sink.open() if sink else None
+        self._pending: list[dict[str, Any]] = []
+
+    def flush(self) -> None:
+        if self._pending and self._writer is not None:
+            self._writer.write(self._pending)
+            self._writer.flush()
+        self._pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        if self._writer is not None:
+            self._writer.close()
+
+
+class DeadLetters(_SideOutput):
+    """Records that could not be processed, with the stage and the reason."""
+
+    def __init__(self, sink: Sink | None) -> None:
+        super().__init__(sink)
         self.count = 0
         self.by_reason: Counter[str] = Counter()
-        self._pending: list[dict[str, Any]] = []
 
     def add(self, stage: str, reason: str, item: Any) -> None:
         self.count += 1
         self.by_reason[stage] += 1
         self._pending.append({"stage": stage, "reason": reason, "input": _printable(item)})
 
-    def flush(self) -> None:
-        if self._pending and self._writer is not None:
-            self._writer.write(self._pending)
-            self._writer.flush()
-        self._pending.clear()
 
-    def close(self) -> None:
-        self.flush()
-        if self._writer is not None:
-            self._writer.close()
-
-
-class LateRecords:
+class LateRecords(_SideOutput):
     """Records that arrived after their window's allowed lateness: kept, counted, never applied."""
 
     def __init__(self, sink: Sink | None) -> None:
-        self._writer: SinkWriter | None = sink.open() if sink else None
+        super().__init__(sink)
         self.count: Counter[str] = Counter()
-        self._pending: list[dict[str, Any]] = []
 
     def add(self, op: str, key: str, ts: int, watermark: int, record: Any) -> None:
         self.count[op] += 1
         self._pending.append(
             {"op": op, "key": key, "ts": ts, "watermark": watermark, "record": record}
         )
-
-    def flush(self) -> None:
-        if self._pending and self._writer is not None:
-            self._writer.write(self._pending)
-            self._writer.flush()
-        self._pending.clear()
-
-    def close(self) -> None:
-        self.flush()
-        if self._writer is not None:
-            self._writer.close()

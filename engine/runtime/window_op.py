@@ -3,10 +3,10 @@
 Configuration: the operator definition, its key-group range, retention.
 Transient: ``buckets`` holds the accumulators of *open* windows, ``{window end: {key: slots}}``,
 and ``awaiting_final`` those of fired windows still within allowed lateness. Memory is
-authoritative for every window that can still change, so the hot path never reads RocksDB (whose
-write-optimised memtable makes point reads expensive): a batch is folded in memory, firing a window
-end pops one bucket, and dirty entries reach RocksDB every flush, where the API reads them through
-its own secondary instance. Checkpointed: RocksDB itself (window state and cleanup timers).
+authoritative for every window that can still change, so the hot path never reads RocksDB: a
+batch is folded in memory, firing a window end pops one bucket, and dirty entries reach RocksDB
+every flush, where the API reads them through its own secondary instance.
+Checkpointed: RocksDB itself (window state and cleanup timers).
 
 Lateness is judged per record against the watermark it arrived under (``wms``), never against the
 batch's end, so batching changes no result: on-time records are folded; records for a window that

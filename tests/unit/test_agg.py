@@ -8,6 +8,7 @@ import pytest
 
 from engine import agg
 from engine.agg import Builtin, UserDefined
+from tests.support import Distinct
 
 
 def test_builtin_kinds_and_fields() -> None:
@@ -45,22 +46,6 @@ def test_sum_keeps_ints_as_ints_and_mean_is_a_float() -> None:
 def test_field_aggregates_need_a_field(kind: str) -> None:
     with pytest.raises(ValueError, match=rf"agg.{kind}\(\) needs a field name"):
         Builtin(kind)  # type: ignore[arg-type]
-
-
-class Distinct:
-    """A user-defined aggregate: the sorted distinct values (a msgpack-friendly list)."""
-
-    def create(self) -> list[int]:
-        return []
-
-    def add(self, acc: list[int], record: dict[str, Any]) -> list[int]:
-        return sorted(set(acc) | {record["value"]})
-
-    def merge(self, a: list[int], b: list[int]) -> list[int]:
-        return sorted(set(a) | set(b))
-
-    def result(self, acc: list[int]) -> int:
-        return len(acc)
 
 
 def test_custom_aggregate_wraps_and_merges() -> None:

@@ -14,6 +14,7 @@ import pytest
 from engine import Job, WatermarkStrategy, agg, sources, windows
 from tests.inprocess import run_batches
 from tests.reference import Spec, canonical, group_emissions, simulate_decoded
+from tests.support import Distinct
 
 
 def _events(trace: list[tuple[int, str]]) -> list[dict[str, Any]]:
@@ -94,22 +95,6 @@ def test_dead_letters_do_not_stop_the_batch(tmp_path: Path) -> None:
         "key_by",
         "timestamp",
     ]
-
-
-class Distinct:
-    """A user-defined aggregate: how many distinct values (accumulator: a sorted list)."""
-
-    def create(self) -> list[int]:
-        return []
-
-    def add(self, acc: list[int], record: dict[str, Any]) -> list[int]:
-        return sorted(set(acc) | {record["value"]})
-
-    def merge(self, a: list[int], b: list[int]) -> list[int]:
-        return sorted(set(a) | set(b))
-
-    def result(self, acc: list[int]) -> int:
-        return len(acc)
 
 
 def test_user_defined_aggregate_with_late_updates_and_flushes(tmp_path: Path) -> None:
