@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
+import logging
+from collections.abc import Awaitable, Callable
+
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from engine.errors import StateError
+
+log = logging.getLogger(__name__)
 
 
 class ErrorDetail(BaseModel):
@@ -52,9 +59,26 @@ def install(app: FastAPI) -> None:
         code = "not_found" if exc.status_code == 404 else f"http_{exc.status_code}"
         return JSONResponse(_body(code, str(exc.detail)), status_code=exc.status_code)
 
-    @app.exception_handler(Exception)
-    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    @app.exception_handler(StateError)
+    async def _state(_: Request, exc: StateError) -> JSONResponse:
         return JSONResponse(
-            _body("internal", f"{type(exc).__name__}: the server failed to answer"),
-            status_code=500,
+            _body("state_unavailable", f"{exc}; retry shortly"),
+            status_code=503,
+            headers={"Retry-After": "1"},
         )
+
+    @app.middleware("http")
+    async def _unexpected(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        """Anything else is logged once and answered as a JSON 500. (An exception handler for
+        ``Exception`` would re-raise after answering, and the server would drop the
+        connection.)"""
+        try:
+            return await call_next(request)
+        except Exception as exc:
+            log.exception("unhandled error path=%s", request.url.path)
+            return JSONResponse(
+                _body("internal", f"{type(exc).__name__}: the server failed to answer"),
+                status_code=500,
+            )

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,19 +79,34 @@ def serving(job_file: Path, state_dir: Path, *args: str) -> Iterator[str]:
     proc = subprocess.Popen(
         cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
     )
-    try:
+    lines: list[str] = []
+    started = threading.Event()
+
+    def drain() -> None:  # keep reading, or a chatty server blocks on a full pipe
         assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "serving on" in line:
+                started.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    try:
         deadline = time.monotonic() + 60
-        url = None
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line and proc.poll() is not None:
-                raise RuntimeError(f"weir run exited with {proc.returncode}")
-            found = re.search(r"serving on (http://\S+)", line)
-            url = found.group(1) if found else None
-        if url is None:
-            raise TimeoutError("weir run did not report its address in 60 s")
-        yield url
+        while not started.wait(0.05):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("weir run did not start; its log:\n" + "".join(lines))
+        found = next(
+            re.search(r"serving on (http://\S+)", ln) for ln in lines if "serving on" in ln
+        )
+        assert found is not None
+        try:
+            yield found.group(1)
+        except Exception as exc:
+            time.sleep(0.5)
+            raise RuntimeError(
+                f"{exc!r} while weir run was serving (exit status {proc.poll()}); its log:\n"
+                + "".join(lines[-40:])
+            ) from exc
     finally:
         proc.send_signal(signal.SIGINT)
         try:
