@@ -1,8 +1,9 @@
 """End-to-end freshness: how old is the newest event a query can see?
 
 The job keeps ``agg.max("ts")`` per key and window; the generator stamps each event with the wall
-clock when it hands it to the source. A probe queries the hottest key (``ad-0``) at a steady pace;
-each answer's age is ``now - newest visible ts``: source, chain, exchange buffer, window operator,
+clock when it hands it to the source. The source has one split, read by worker 0, and the probe
+queries a busy key that another worker owns, so every event it sees crossed the exchange. Each
+answer's age is ``now - newest visible ts``: source, chain, exchange buffer, window operator,
 state flush, RocksDB secondary catch-up and HTTP, end to end.
 """
 
@@ -16,18 +17,32 @@ from typing import Any
 import httpx
 
 from loadtest.runs import serving
+from state.keygroups import key_group, operator_for_key_group
 
 JOB = """
 from engine import Job, WatermarkStrategy, agg, sources, windows
 job = Job("fresh")
 (
-    job.source(sources.generator("ads", rate={rate}, ids=1000, skew=1.2), timestamp="ts",
+    job.source(sources.generator("ads", rate={rate}, ids=1000, skew=1.2, splits=1),
+               timestamp="ts",
                watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=1_000))
     .key_by("id")
     .window(windows.tumbling(ms=60_000))
     .aggregate("seen", count=agg.count(), newest=agg.max("ts"))
 )
 """
+
+
+def probe_key(parallelism: int, max_parallelism: int = 128) -> str:
+    """The most frequent id that a worker other than 0 owns (all of its events are remote)."""
+    for i in range(1000):
+        key = f"ad-{i}"
+        owner = operator_for_key_group(
+            max_parallelism, parallelism, key_group(key, max_parallelism)
+        )
+        if owner != 0 or parallelism == 1:
+            return key
+    raise ValueError("no id owned by another worker")
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -47,6 +62,7 @@ def measure(
     job_file = workdir / "fresh_job.py"
     job_file.write_text(JOB.format(rate=rate))
     ages: list[float] = []
+    key = probe_key(parallelism)
     with (
         serving(
             job_file,
@@ -60,7 +76,7 @@ def measure(
     ):
         start = time.monotonic()
         while time.monotonic() - start < warmup_s + seconds:
-            r = client.get("/fresh/seen/state/ad-0", params={"limit": 1})
+            r = client.get(f"/fresh/seen/state/{key}", params={"limit": 1})
             now_ms = time.time() * 1000
             if r.status_code == 200 and time.monotonic() - start >= warmup_s:
                 ages.append(now_ms - r.json()["windows"][-1]["newest"])

@@ -25,6 +25,8 @@ def jsonl(path: str | Path) -> JsonlSource:
 
 def generator(workload: str = "ads", **options: Any) -> GeneratorSource:
     """A synthetic workload (see ``engine.sources.generator``)."""
+    if "splits" in options:
+        options["split_count"] = options.pop("splits")
     try:
         return GeneratorSource(workload=workload, **options)
     except TypeError as exc:
@@ -42,6 +44,7 @@ _GEN_TYPES: dict[str, type] = {
     "clock": str,
     "start": int,
     "step": float,
+    "splits": int,
 }
 
 

@@ -4,7 +4,8 @@ Options: ``rate`` (events/s, 0 = as fast as possible), ``ids`` (number of distin
 ``skew`` (Zipf exponent; ``ad-0`` is the most frequent), ``disorder`` (max ms an event's time
 lags the clock), ``seed``, ``count`` (stop after this many; unbounded when absent), ``clicks``
 (fraction of click events), ``clock`` (``wall``: event time is now; ``synthetic``: event ``i`` is at
-``start + int(i * step)`` ms, for reproducible files).
+``start + int(i * step)`` ms, for reproducible files), ``splits`` (how many source splits;
+default one per worker).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class GeneratorSource:
     clock: str = "wall"
     start: int = 1_700_000_000_000
     step: float = 1.0
+    split_count: int | None = None  # the `splits` option; None: one per worker
 
     def __post_init__(self) -> None:
         if self.workload not in WORKLOADS:
@@ -49,6 +51,10 @@ class GeneratorSource:
             (0 <= self.clicks <= 1, f"clicks={self.clicks} must be within [0, 1]"),
             (self.clock in ("wall", "synthetic"), f"clock={self.clock!r}; use wall or synthetic"),
             (self.step >= 0, f"step={self.step} must be >= 0"),
+            (
+                self.split_count is None or self.split_count >= 1,
+                f"splits={self.split_count} must be >= 1",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -62,8 +68,9 @@ class GeneratorSource:
         return f"generator://{self.workload}?rate={self.rate:g}&ids={self.ids}&seed={self.seed}"
 
     def splits(self, parallelism: int = 1) -> list[str]:
-        """One split per worker; each produces ``rate/n`` events/s and ``count/n`` events."""
-        n = max(1, parallelism)
+        """``splits`` splits (default: one per worker); each produces ``rate/n`` events/s and
+        ``count/n`` events."""
+        n = self.split_count or max(1, parallelism)
         return [f"{i}/{n}" for i in range(n)]
 
     def open(self, split: str, offset: Any = None) -> AdsReader:
