@@ -33,14 +33,23 @@ def run_once(
 ) -> dict[str, Any]:
     stop = threading.Event()
     answered = [0]
+    failed = [0]
 
     def query(url: str, seed: int) -> None:
         rng = random.Random(seed)
         with httpx.Client(base_url=url, timeout=5) as client:
             while not stop.is_set():
-                r = client.get(f"/{job}/{op}/state/ad-{rng.randrange(keys)}", params={"limit": 5})
+                try:
+                    r = client.get(
+                        f"/{job}/{op}/state/ad-{rng.randrange(keys)}", params={"limit": 5}
+                    )
+                except httpx.HTTPError:
+                    failed[0] += 1
+                    continue
                 if r.status_code in (200, 404):
                     answered[0] += 1
+                else:
+                    failed[0] += 1
 
     with serving(job_file, state_dir, "--parallelism", str(parallelism)) as url:
         threads = [
