@@ -36,9 +36,12 @@ def build_job(spec: Spec, max_parallelism: int = 128) -> Job:
     )
     for kind, src in spec.steps:
         stream = getattr(stream, kind)(eval(src))  # noqa: S307 - test-owned source text
-    stream.key_by(spec.key_field).window(
-        windows.tumbling(ms=spec.size), allowed_lateness_ms=spec.lateness
-    ).aggregate(
+    assigner = (
+        windows.tumbling(ms=spec.size)
+        if spec.slide is None
+        else windows.sliding(size_ms=spec.size, slide_ms=spec.slide)
+    )
+    stream.key_by(spec.key_field).window(assigner, allowed_lateness_ms=spec.lateness).aggregate(
         spec.op,
         count=agg.count(),
         total=agg.sum(spec.value_field),

@@ -38,6 +38,7 @@ class Spec:
     size: int
     lateness: int
     steps: tuple[Step, ...] = IMPRESSIONS_ONLY
+    slide: int | None = None  # None: tumbling windows of ``size``; else sliding ``(size, slide)``
     op: str = "imps"
     ts_field: str = "ts"
     key_field: str = "id"
@@ -47,6 +48,19 @@ class Spec:
 def window_of(t: int, size: int) -> tuple[int, int]:
     start = t - t % size
     return start, start + size
+
+
+def windows_of(t: int, size: int, slide: int | None) -> list[tuple[int, int]]:
+    """Every window holding ``t``: by definition, each ``[k*slide, k*slide + size)`` with
+    ``k*slide <= t < k*slide + size`` (brute force over k, not the engine's arithmetic)."""
+    if slide is None:
+        return [window_of(t, size)]
+    k_hi = t // slide
+    return [
+        (k * slide, k * slide + size)
+        for k in range(k_hi - size // slide - 1, k_hi + 1)
+        if k * slide <= t < k * slide + size
+    ]
 
 
 def aggregates(values: list[int | float]) -> dict[str, Any]:
@@ -195,19 +209,22 @@ class _Simulation:
             self._dead(f"aggregate:{spec.op}", rec)
             return
         self.out.records_to_op += 1
-        start, end = window_of(t, spec.size)
-        wk = (key, start, end)
-        if wm_before is None or end - 1 > wm_before:  # on time
-            w = self.state.get(wk)
-            if w is None:
-                w = self.state[wk] = self.unfired[wk] = _Window()
-            w.values.append(v)
-        elif wm_before < end - 1 + spec.lateness:  # behind the watermark, within lateness
-            w = self.state.setdefault(wk, _Window(fired=True))
-            w.values.append(v)
-            self.awaiting[wk] = w
-            self._emit(wk, w, final=False)
-        else:
+        taken = False
+        for start, end in windows_of(t, spec.size, spec.slide):
+            wk = (key, start, end)
+            if wm_before is None or end - 1 > wm_before:  # on time
+                w = self.state.get(wk)
+                if w is None:
+                    w = self.state[wk] = self.unfired[wk] = _Window()
+                w.values.append(v)
+                taken = True
+            elif wm_before < end - 1 + spec.lateness:  # behind the watermark, within lateness
+                w = self.state.setdefault(wk, _Window(fired=True))
+                w.values.append(v)
+                self.awaiting[wk] = w
+                self._emit(wk, w, final=False)
+                taken = True
+        if not taken:  # late only when every window it belongs to is late (Flink's rule)
             self.out.late.append(
                 {"op": spec.op, "key": key, "ts": t, "watermark": wm_before, "record": rec}
             )

@@ -175,8 +175,14 @@ def job_text(
     op: str = "imps",
     steps: Sequence[Step] = IMPRESSIONS_ONLY,
     max_parallelism: int = 128,
+    slide: int | None = None,
 ) -> str:
     chain = "".join(f"\n    .{kind}({src})" for kind, src in steps)
+    assigner = (
+        f"windows.tumbling(ms={size})"
+        if slide is None
+        else f"windows.sliding(size_ms={size}, slide_ms={slide})"
+    )
     return f"""from engine import Job, WatermarkStrategy, agg, sources, windows
 
 job = Job({name!r}, max_parallelism={max_parallelism})
@@ -187,7 +193,7 @@ job = Job({name!r}, max_parallelism={max_parallelism})
         watermarks=WatermarkStrategy.bounded_out_of_orderness(ms={bound}),
     ){chain}
     .key_by("id")
-    .window(windows.tumbling(ms={size}), allowed_lateness_ms={lateness})
+    .window({assigner}, allowed_lateness_ms={lateness})
     .aggregate({op!r}, {AGGREGATES_SRC})
 )
 """

@@ -105,11 +105,15 @@ class WindowRuntime:
                 return
             cols, _ = self._columns(recs)
         self.records_in += len(keys)
-        ends = self._assigner.window_ends(ts)
+        ends, origin = self._assigner.expand(ts)
+        if origin is not None:  # several windows per record: one (record, window) pair each
+            keys, recs, ts, wms = _take(origin, keys, recs, ts, wms)
+            cols = [[c[i] for i in origin] for c in cols]
         if min(ends) - 1 > max(wms):  # nothing late: the common case
             self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
             return
         on_time: list[int] = []
+        late: list[int] = []
         lateness = self._lateness
         for i, (e, w) in enumerate(zip(ends, wms, strict=True)):
             if e - 1 > w:
@@ -117,11 +121,37 @@ class WindowRuntime:
             elif e - 1 + lateness > w:
                 self._allowed.append((keys[i], e, recs[i], [c[i] for c in cols]))
             else:
-                self._late.add(self.op.name, keys[i], ts[i], w, recs[i])
+                late.append(i)
+        if late:
+            self._late_records(late, origin, keys, recs, ts, wms)
         if on_time:
             keys, ends, recs = _take(on_time, keys, ends, recs)
             cols = [[c[i] for i in on_time] for c in cols]
             self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
+
+    def _late_records(
+        self,
+        late: list[int],
+        origin: list[int] | None,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+    ) -> None:
+        """A record is late only when every window it belongs to is (Flink's rule); it then goes
+        to the late output once."""
+        if origin is None:
+            taken: set[int] = set()
+        else:
+            late_set = set(late)
+            taken = {origin[i] for i in range(len(origin)) if i not in late_set}
+        reported: set[int] = set()
+        for i in late:
+            record = i if origin is None else origin[i]
+            if record in taken or record in reported:
+                continue
+            reported.add(record)
+            self._late.add(self.op.name, keys[i], ts[i], wms[i], recs[i])
 
     def _columns(self, recs: list[Any]) -> tuple[list[list[Any]], list[int] | None]:
         """Field columns for the fold; records with a missing or non-numeric field go to the

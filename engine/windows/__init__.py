@@ -1,11 +1,12 @@
-"""Window assigners: ``windows.tumbling(ms=...)``."""
+"""Window assigners: ``windows.tumbling(ms=)``, ``windows.sliding(size_ms=, slide_ms=)``."""
 
 from __future__ import annotations
 
 from engine.windows.base import TimeDomain, Window
+from engine.windows.sliding import SlidingWindows
 from engine.windows.tumbling import TumblingWindows
 
-WindowAssigner = TumblingWindows
+WindowAssigner = TumblingWindows | SlidingWindows
 
 
 def tumbling(ms: int, *, time: TimeDomain = "event") -> TumblingWindows:
@@ -13,4 +14,17 @@ def tumbling(ms: int, *, time: TimeDomain = "event") -> TumblingWindows:
     return TumblingWindows(size_ms=ms, time=time)
 
 
-__all__ = ["TimeDomain", "TumblingWindows", "Window", "WindowAssigner", "tumbling"]
+def sliding(size_ms: int, slide_ms: int, *, time: TimeDomain = "event") -> SlidingWindows:
+    """Windows of ``size_ms``, one starting every ``slide_ms`` (aligned to the epoch)."""
+    return SlidingWindows(size_ms=size_ms, slide_ms=slide_ms, time=time)
+
+
+__all__ = [
+    "SlidingWindows",
+    "TimeDomain",
+    "TumblingWindows",
+    "Window",
+    "WindowAssigner",
+    "sliding",
+    "tumbling",
+]

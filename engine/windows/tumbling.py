@@ -29,6 +29,10 @@ class TumblingWindows:
         s = self.size_ms
         return [t - t % s + s for t in timestamps]
 
+    def expand(self, timestamps: list[int]) -> tuple[list[int], None]:
+        """``(ends, origin)``: one window per record, so no origin map is needed."""
+        return self.window_ends(timestamps), None
+
     def start_of(self, end: int) -> int:
         return end - self.size_ms
 
