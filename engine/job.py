@@ -24,7 +24,7 @@ from engine.errors import JobDefinitionError
 from engine.sinks import Sink
 from engine.sources import Source
 from engine.watermarks import WatermarkStrategy
-from engine.windows import WindowAssigner
+from engine.windows import SessionWindows, SlidingWindows, TumblingWindows, WindowAssigner
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 RESERVED_FIELDS = frozenset({"key", "start", "end", "final"})
@@ -146,7 +146,7 @@ class KeyedStream:
         self._node = node
 
     def window(self, assigner: WindowAssigner, allowed_lateness_ms: int = 0) -> WindowedStream:
-        if not hasattr(assigner, "window_ends"):
+        if not isinstance(assigner, TumblingWindows | SlidingWindows | SessionWindows):
             raise JobDefinitionError(
                 f"window({assigner!r}): pass a window assigner such as windows.tumbling(ms=10_000)"
             )

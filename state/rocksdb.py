@@ -80,14 +80,14 @@ class RocksState:
         return list(found or [])
 
     def write(self, puts: Mapping[bytes, bytes], deletes: list[bytes] | None = None) -> None:
-        """Apply puts and deletes in one atomic write batch."""
+        """Apply deletes, then puts, in one atomic write batch."""
         if not puts and not deletes:
             return
         batch = WriteBatch(raw_mode=True)
-        for k, v in puts.items():
-            batch.put(k, v)
         for k in deletes or ():
             batch.delete(k)
+        for k, v in puts.items():
+            batch.put(k, v)
         self.commit(batch)
 
     @staticmethod

@@ -16,7 +16,7 @@ from typing import Any
 from engine import Job, WatermarkStrategy, agg, sinks, sources, windows
 from engine.runtime.chain import Chain, keyby_nodes
 from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.runtime.window_op import WindowRuntime
+from engine.runtime.session_op import runtime_for
 from engine.sources import SourceBatch
 from engine.watermarks import MAX_WATERMARK
 from state.keygroups import range_for_operator
@@ -36,11 +36,11 @@ def build_job(spec: Spec, max_parallelism: int = 128) -> Job:
     )
     for kind, src in spec.steps:
         stream = getattr(stream, kind)(eval(src))  # noqa: S307 - test-owned source text
-    assigner = (
-        windows.tumbling(ms=spec.size)
-        if spec.slide is None
-        else windows.sliding(size_ms=spec.size, slide_ms=spec.slide)
-    )
+    assigner: windows.WindowAssigner = windows.tumbling(ms=spec.size)
+    if spec.gap is not None:
+        assigner = windows.session(gap_ms=spec.gap)
+    elif spec.slide is not None:
+        assigner = windows.sliding(size_ms=spec.size, slide_ms=spec.slide)
     stream.key_by(spec.key_field).window(assigner, allowed_lateness_ms=spec.lateness).aggregate(
         spec.op,
         count=agg.count(),
@@ -79,7 +79,7 @@ def run_batches(
     dead = DeadLetters(sinks.jsonl(root / "dead.jsonl"))
     node_ops = [
         [
-            WindowRuntime(op, state, range_for_operator(128, 1, 0), 128, late, dead, retention_ms)
+            runtime_for(op, state, range_for_operator(128, 1, 0), 128, late, dead, retention_ms)
             for op in node.children
         ]
         for node in keyby_nodes(source)
@@ -101,13 +101,13 @@ def run_batches(
         for i, n in enumerate(sizes):
             chain.process(SourceBatch(items=list(items[pos : pos + n]), decoded=decoded), SPLIT)
             pos += n
-            for node, keys, recs, ts, wms in chain.keyed:
-                for rt in node_ops[node]:
-                    rt.process(keys, recs, ts, wms)
             wm = chain.watermark(SPLIT)
             trace = list(chain.trace)
             if not trace or trace[-1] != wm:
                 trace.append(wm)
+            for node, keys, recs, ts, wms in chain.keyed:
+                for rt in node_ops[node]:
+                    rt.process(keys, recs, ts, wms, trace)
             advance(wm, trace)
             if i < len(flush_after) and flush_after[i]:
                 for rt in ops:

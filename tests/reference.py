@@ -39,6 +39,7 @@ class Spec:
     lateness: int
     steps: tuple[Step, ...] = IMPRESSIONS_ONLY
     slide: int | None = None  # None: tumbling windows of ``size``; else sliding ``(size, slide)``
+    gap: int | None = None  # session windows with this gap (``size`` is then unused)
     op: str = "imps"
     ts_field: str = "ts"
     key_field: str = "id"
@@ -78,6 +79,15 @@ def aggregates(values: list[int | float]) -> dict[str, Any]:
 class _Window:
     values: list[int | float] = field(default_factory=list)
     fired: bool = False
+
+
+@dataclass
+class _Session:
+    start: int
+    end: int
+    values: list[int | float]
+    fired: bool = False
+    final: bool = False
 
 
 @dataclass
@@ -129,6 +139,8 @@ class _Simulation:
         self.state: dict[WindowKey, _Window] = {}
         self.unfired: dict[WindowKey, _Window] = {}
         self.awaiting: dict[WindowKey, _Window] = {}
+        self.sessions: dict[str, list[_Session]] = {}
+        self.closed_sessions: dict[WindowKey, list[int | float]] = {}
         self.max_ts: int | None = None
 
     # -- the pipeline, one record at a time ------------------------------------------------
@@ -209,6 +221,9 @@ class _Simulation:
             self._dead(f"aggregate:{spec.op}", rec)
             return
         self.out.records_to_op += 1
+        if spec.gap is not None:
+            self._session(key, t, v, wm_before, rec)
+            return
         taken = False
         for start, end in windows_of(t, spec.size, spec.slide):
             wk = (key, start, end)
@@ -229,7 +244,47 @@ class _Simulation:
                 {"op": spec.op, "key": key, "ts": t, "watermark": wm_before, "record": rec}
             )
 
+    def _session(self, key: str, t: int, v: int | float, wm: int | None, rec: Any) -> None:
+        """Sessions, by definition: the record's window [t, t+gap) absorbs every live session
+        of the key it overlaps (events strictly closer than the gap); lateness is judged on the
+        merged session."""
+        spec = self.spec
+        assert spec.gap is not None
+        live = self.sessions.setdefault(key, [])
+        lo, hi = t, t + spec.gap
+        overlapping = [s for s in live if s.start < hi and lo < s.end]
+        start = min([lo] + [s.start for s in overlapping])
+        end = max([hi] + [s.end for s in overlapping])
+        if wm is not None and end - 1 + spec.lateness <= wm:
+            self.out.late.append(
+                {"op": spec.op, "key": key, "ts": t, "watermark": wm, "record": rec}
+            )
+            return
+        values = [x for s in overlapping for x in s.values] + [v]
+        merged = _Session(start, end, values)
+        live[:] = [s for s in live if s not in overlapping] + [merged]
+        if wm is not None and end - 1 <= wm:
+            merged.fired = True
+            self._emit((key, start, end), _Window(values), final=False)
+
+    def _advance_sessions(self, wm: float) -> None:
+        lateness = self.spec.lateness
+        for key, live in self.sessions.items():
+            for s in live:
+                if not s.fired and s.end - 1 <= wm:
+                    s.fired = True
+                    s.final = s.end - 1 + lateness <= wm
+                    self._emit((key, s.start, s.end), _Window(s.values), s.final)
+            for s in [s for s in live if s.end - 1 + lateness <= wm]:
+                if not s.final:
+                    self._emit((key, s.start, s.end), _Window(s.values), final=True)
+                self.closed_sessions[(key, s.start, s.end)] = s.values
+                live.remove(s)
+
     def _advance(self, wm: float) -> None:
+        if self.spec.gap is not None:
+            self._advance_sessions(wm)
+            return
         lateness = self.spec.lateness
         for wk in [wk for wk in self.unfired if wk[2] - 1 <= wm]:
             w = self.unfired.pop(wk)
@@ -247,6 +302,7 @@ class _Simulation:
         if self.max_ts is not None:
             self.out.data_watermark = self.max_ts - spec.bound - 1
         self.out.windows = {wk: list(w.values) for wk, w in self.state.items()}
+        self.out.windows.update(self.closed_sessions)
         return self.out
 
     def _emit(self, wk: WindowKey, w: _Window, final: bool) -> None:

@@ -176,13 +176,15 @@ def job_text(
     steps: Sequence[Step] = IMPRESSIONS_ONLY,
     max_parallelism: int = 128,
     slide: int | None = None,
+    gap: int | None = None,
 ) -> str:
     chain = "".join(f"\n    .{kind}({src})" for kind, src in steps)
-    assigner = (
-        f"windows.tumbling(ms={size})"
-        if slide is None
-        else f"windows.sliding(size_ms={size}, slide_ms={slide})"
-    )
+    if gap is not None:
+        assigner = f"windows.session(gap_ms={gap})"
+    elif slide is not None:
+        assigner = f"windows.sliding(size_ms={size}, slide_ms={slide})"
+    else:
+        assigner = f"windows.tumbling(ms={size})"
     return f"""from engine import Job, WatermarkStrategy, agg, sources, windows
 
 job = Job({name!r}, max_parallelism={max_parallelism})

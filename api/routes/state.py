@@ -11,7 +11,9 @@ from api.deps import job_handle, operator, public_watermark, registry
 from api.errors import ApiError, ErrorBody, not_found
 from api.models import StateAnswer
 from api.registry import Registry
+from engine.runtime.session_op import decode_session
 from engine.runtime.window_op import decode_window
+from engine.windows import SessionWindows
 from state import layout
 from state.keygroups import key_group
 
@@ -60,8 +62,10 @@ def get_state(
     windows: list[dict[str, Any]] = []
     for skey, value in rows:
         end = layout.decode_namespace(skey[-layout.NAMESPACE_BYTES :])
-        start = operator_def.assigner.start_of(end)
-        slots = decode_window(value)
+        if isinstance(operator_def.assigner, SessionWindows):
+            start, slots = decode_session(value)
+        else:
+            start, slots = operator_def.assigner.start_of(end), decode_window(value)
         if (from_ is not None and start < from_) or (to is not None and start > to):
             continue
         window = plan.result("", start, end, slots, end - 1 + lateness <= wm)

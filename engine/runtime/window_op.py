@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -27,6 +27,7 @@ from engine.job import WindowOperator
 from engine.runtime.fold import FoldPlan
 from engine.runtime.outputs import DeadLetters, LateRecords
 from engine.watermarks import MIN_WATERMARK
+from engine.windows import SlidingWindows, TumblingWindows
 from state import layout
 from state.keygroups import KeyGroupRange, key_group
 from state.rocksdb import RocksState
@@ -60,7 +61,8 @@ class WindowRuntime:
         # configuration
         self.op = op
         self.plan = FoldPlan(op.aggregates)
-        self._assigner = op.assigner
+        # sessions have their own runtime (session_op.py), which never uses this
+        self._assigner = cast(TumblingWindows | SlidingWindows, op.assigner)
         self._lateness = op.allowed_lateness_ms
         self._state = state
         self._range = key_groups
@@ -94,20 +96,28 @@ class WindowRuntime:
 
     # -- input -------------------------------------------------------------------------------
 
-    def process(self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]) -> None:
-        """Fold one batch; ``wms[i]`` is the watermark record ``i`` arrived under."""
+    def process(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        """Fold one batch; ``wms[i]`` is the watermark record ``i`` arrived under (``trace``, the
+        watermark after each record, only matters to merging windows)."""
         if not keys:
             return
         cols, keep = self._columns(recs)
         if keep is not None:
-            keys, recs, ts, wms = _take(keep, keys, recs, ts, wms)
+            keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
             if not keys:
                 return
             cols, _ = self._columns(recs)
         self.records_in += len(keys)
         ends, origin = self._assigner.expand(ts)
         if origin is not None:  # several windows per record: one (record, window) pair each
-            keys, recs, ts, wms = _take(origin, keys, recs, ts, wms)
+            keys, recs, ts, wms = take_columns(origin, keys, recs, ts, wms)
             cols = [[c[i] for i in origin] for c in cols]
         if min(ends) - 1 > max(wms):  # nothing late: the common case
             self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
@@ -125,7 +135,7 @@ class WindowRuntime:
         if late:
             self._late_records(late, origin, keys, recs, ts, wms)
         if on_time:
-            keys, ends, recs = _take(on_time, keys, ends, recs)
+            keys, ends, recs = take_columns(on_time, keys, ends, recs)
             cols = [[c[i] for i in on_time] for c in cols]
             self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
 
@@ -346,5 +356,5 @@ class WindowRuntime:
         return windows
 
 
-def _take(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
+def take_columns(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
     return tuple([col[i] for i in keep] for col in columns)

@@ -36,6 +36,7 @@ from engine.runtime.config import RunConfig
 from engine.runtime.exchange import Exchange, Stopped
 from engine.runtime.loader import load_configured_job
 from engine.runtime.outputs import DeadLetters, LateRecords
+from engine.runtime.session_op import runtime_for
 from engine.runtime.window_op import WindowRuntime
 from engine.sinks import Sink, SinkWriter
 from engine.sinks import from_url as sink_from_url
@@ -109,7 +110,7 @@ class Worker:
         self.late = LateRecords(default_side_sink(cfg, job.name, cfg.late_sink_url, "late.jsonl"))
         self.node_ops: list[list[WindowRuntime]] = [
             [
-                WindowRuntime(
+                runtime_for(
                     op,
                     self.state,
                     self.range,
@@ -371,16 +372,17 @@ class Worker:
     ) -> None:
         """Keyed records and watermark progress from one input channel."""
         others = self.channels.others(channel)
+        arrived_trace = combine(trace, others)
         for node, keys, recs, ts, wms in keyed:
             arrived = combine(wms, others)
             for rt in self.node_ops[node]:
-                rt.process(keys, recs, ts, arrived)
+                rt.process(keys, recs, ts, arrived, arrived_trace)
         mark = self.channels.inputs[channel]
         mark.watermark = max(mark.watermark, trace[-1])
         mark.data_watermark = max(mark.data_watermark, data_wm)
         mark.ended = status == ENDED
         mark.idle = status == IDLE
-        self._advance(combine(trace, others))
+        self._advance(arrived_trace)
 
     def _advance(self, trace: list[int]) -> None:
         wm, data_wm = self.channels.watermark(), self.channels.data_watermark()

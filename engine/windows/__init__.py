@@ -1,12 +1,13 @@
-"""Window assigners: ``windows.tumbling(ms=)``, ``windows.sliding(size_ms=, slide_ms=)``."""
+"""Window assigners: ``tumbling(ms=)``, ``sliding(size_ms=, slide_ms=)``, ``session(gap_ms=)``."""
 
 from __future__ import annotations
 
 from engine.windows.base import TimeDomain, Window
+from engine.windows.session import SessionWindows
 from engine.windows.sliding import SlidingWindows
 from engine.windows.tumbling import TumblingWindows
 
-WindowAssigner = TumblingWindows | SlidingWindows
+WindowAssigner = TumblingWindows | SlidingWindows | SessionWindows
 
 
 def tumbling(ms: int, *, time: TimeDomain = "event") -> TumblingWindows:
@@ -19,12 +20,19 @@ def sliding(size_ms: int, slide_ms: int, *, time: TimeDomain = "event") -> Slidi
     return SlidingWindows(size_ms=size_ms, slide_ms=slide_ms, time=time)
 
 
+def session(gap_ms: int, *, time: TimeDomain = "event") -> SessionWindows:
+    """Per key, events closer than ``gap_ms`` form one session ``[first t, last t + gap)``."""
+    return SessionWindows(gap_ms=gap_ms, time=time)
+
+
 __all__ = [
+    "SessionWindows",
     "SlidingWindows",
     "TimeDomain",
     "TumblingWindows",
     "Window",
     "WindowAssigner",
+    "session",
     "sliding",
     "tumbling",
 ]

@@ -202,3 +202,35 @@ def test_unknown_route_has_an_error_body(finished: Finished) -> None:
     r = finished.client.get("/no/such/route/at/all/here")
     assert r.status_code == 404
     assert set(r.json()) == {"error"}
+
+
+@pytest.mark.parametrize("kind", ["sliding", "session"])
+def test_sliding_and_session_windows_are_served(
+    tmp_path: Path, weir_server: Callable[..., WeirServer], kind: str
+) -> None:
+    """Every key's windows over HTTP once the input is done: sliding windows (start derived from
+    the end) and sessions (start stored with the state, superseded sessions deleted)."""
+    spec = (
+        Spec(bound=200, size=1_000, slide=250, lateness=600)
+        if kind == "sliding"
+        else Spec(bound=200, size=1, gap=40, lateness=3_000)
+    )
+    lines = event_lines(make_events(1_500, seed=5))
+    src = write_lines(tmp_path / "in.jsonl", lines)
+    job = tmp_path / "job.py"
+    job.write_text(
+        job_text(
+            src, bound=spec.bound, size=spec.size, lateness=spec.lateness,
+            slide=spec.slide, gap=spec.gap,
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    server = weir_server(job, "--parallelism", "2")
+    server.wait_finished()
+    client = server.client()
+    expected = simulate(lines, spec).state_by_key()
+    assert len(expected) == 8
+    for key, windows in expected.items():
+        r = client.get(state_url(key), params={"limit": 10_000})
+        assert r.status_code == 200, (key, r.text)
+        assert r.json()["windows"] == windows, key

@@ -1,0 +1,184 @@
+"""The session window operator: per key, the sessions that can still change live in memory,
+sorted by start; each record is merged into them one at a time (merging needs the record's
+predecessor), with lateness judged on the *merged* session, as Flink does.
+
+- A record's window is ``[t, t + gap)``; it merges with every live session it overlaps
+  (events strictly closer than the gap). If the merged session is past its allowed lateness the
+  record is late and changes nothing.
+- A session fires when the watermark reaches ``end - 1`` (its first emission is final if its
+  lateness had passed by then too); a merge into a fired session emits it again, ``final:
+  false``; once the watermark passes ``end - 1 + lateness`` it is emitted final and forgotten,
+  so later records start new sessions.
+- A key's sessions that fell due within the batch fire *before* that key's next record is
+  merged, at the first watermark of the batch's trace that reached them: the emission sequence of
+  every session is the one a record-at-a-time engine produces.
+- RocksDB holds each live session under its end (the namespace); when a merge moves the end, the
+  old entry is deleted in the same write batch.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Any
+
+import msgpack
+
+from engine.job import WindowOperator
+from engine.runtime.window_op import WindowRuntime, encode_window, take_columns
+from engine.windows.session import SessionWindows
+
+
+class Session:
+    """A live session of one key; ``stored`` is the end RocksDB holds it under (or None)."""
+
+    __slots__ = ("start", "end", "slots", "fired", "final", "stored")
+
+    def __init__(self, start: int, end: int, slots: list[Any]) -> None:
+        self.start = start
+        self.end = end
+        self.slots = slots
+        self.fired = False
+        self.final = False
+        self.stored: int | None = None
+
+
+def encode_session(start: int, slots: list[Any]) -> bytes:
+    """A session's value: its start (not derivable from the end), then its slots."""
+    return bytes(encode_window([start, *slots]))
+
+
+def decode_session(raw: bytes) -> tuple[int, list[Any]]:
+    values = msgpack.unpackb(raw)
+    return int(values[0]), list(values[1:])
+
+
+class SessionRuntime(WindowRuntime):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        assigner = self.op.assigner
+        assert isinstance(assigner, SessionWindows)
+        self._gap = assigner.gap_ms
+        self.sessions: dict[str, list[Session]] = {}
+        self._dirty_keys: set[str] = set()
+        self._deletes: list[tuple[str, int]] = []
+        self._trace: list[int] = []
+
+    @property
+    def open_windows(self) -> int:
+        return sum(1 for live in self.sessions.values() for s in live if not s.fired)
+
+    def process(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        if not keys:
+            return
+        cols, keep = self._columns(recs)
+        if keep is not None:
+            keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
+            if not keys:
+                return
+            cols, _ = self._columns(recs)
+        self.records_in += len(keys)
+        self._trace = trace or []
+        for i, (k, t, w, rec) in enumerate(zip(keys, ts, wms, recs, strict=True)):
+            self._merge(k, t, w, rec, [c[i] for c in cols])
+
+    def _merge(self, key: str, t: int, wm: int, rec: Any, vals: list[Any]) -> None:
+        live = self.sessions.get(key, [])
+        if live:
+            self._settle(key, live, wm)
+        lo, hi = t, t + self._gap
+        overlapping = [s for s in live if s.start < hi and lo < s.end]
+        start = min([lo, *(s.start for s in overlapping)])
+        end = max([hi, *(s.end for s in overlapping)])
+        if end - 1 + self._lateness <= wm:  # even merged, the session is past its lateness
+            self._late.add(self.op.name, key, t, wm, rec)
+            return
+        slots: list[Any] | None = None
+        for s in overlapping:
+            slots = s.slots if slots is None else self.plan.merge(slots, s.slots)
+        bucket: dict[str, list[Any]] = {} if slots is None else {key: slots}
+        self.plan.fold({end: bucket}, {}, [key], [end], *[[v] for v in vals], [rec])
+        merged = Session(start, end, bucket[key])
+        for s in overlapping:
+            if s.stored is not None:
+                self._deletes.append((key, s.stored))
+        rest = [s for s in live if all(s is not o for o in overlapping)]
+        rest.append(merged)
+        rest.sort(key=lambda s: s.start)
+        self.sessions[key] = rest
+        self._dirty_keys.add(key)
+        if end - 1 <= wm:  # behind the watermark, within lateness: emitted now
+            merged.fired = True
+            self._emit(key, start, end, merged.slots, False)
+
+    def _settle(self, key: str, live: list[Session], wm: int) -> None:
+        """Fire this key's sessions that fell due, then emit final and forget those whose
+        lateness has passed (later records start new sessions, as in Flink)."""
+        lateness = self._lateness
+        for s in live:
+            if not s.fired and s.end - 1 <= wm:
+                s.fired = True
+                s.final = s.end - 1 + lateness <= self._fired_at(s.end, wm)
+                self._emit(key, s.start, s.end, s.slots, s.final)
+        done = [s for s in live if s.end - 1 + lateness <= wm]
+        if not done:
+            return
+        for s in done:
+            if not s.final:
+                self._emit(key, s.start, s.end, s.slots, True)
+            self._store(key, s)
+            self._add_timers(s.end, [key])
+        live[:] = [s for s in live if s.end - 1 + lateness > wm]
+        if not live:
+            self.sessions.pop(key, None)
+
+    def _fired_at(self, end: int, wm: int) -> int:
+        """The first watermark of the batch's trace that reached ``end - 1``."""
+        i = bisect_left(self._trace, end - 1)
+        return self._trace[i] if i < len(self._trace) and self._trace[i] <= wm else wm
+
+    def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+        if data_watermark > self.data_watermark:
+            self.data_watermark = data_watermark
+        if watermark > self.watermark:
+            self.watermark = watermark
+        self._trace = trace or [self.watermark]
+        wm = self.watermark
+        for key in list(self.sessions):
+            live = self.sessions[key]
+            if any(s.end - 1 <= wm for s in live):
+                self._settle(key, live, wm)
+
+    def _store(self, key: str, s: Session) -> None:
+        if s.stored is not None and s.stored != s.end:
+            self._deletes.append((key, s.stored))
+        self._writes[self._prefix(key)[1] + self._namespace(s.end)] = encode_session(
+            s.start, s.slots
+        )
+        s.stored = s.end
+
+    def flush(self) -> None:
+        """Live sessions of changed keys, finalized ones, and deletes of superseded ends
+        (applied before the puts, so an end can be reused in the same batch)."""
+        for key in self._dirty_keys:
+            for s in self.sessions.get(key, ()):
+                self._store(key, s)
+        self._dirty_keys.clear()
+        deletes = [self._prefix(k)[1] + self._namespace(e) for k, e in self._deletes]
+        self._deletes = []
+        if self._writes or deletes:
+            self._state.write(self._writes, deletes)
+            self._writes = {}
+
+
+def runtime_for(op: WindowOperator, *args: Any, **kwargs: Any) -> WindowRuntime:
+    """The runtime of a window operator: sessions merge, every other assigner does not."""
+    if isinstance(op.assigner, SessionWindows):
+        return SessionRuntime(op, *args, **kwargs)
+    return WindowRuntime(op, *args, **kwargs)
