@@ -150,11 +150,6 @@ class KeyedStream:
             raise JobDefinitionError(
                 f"window({assigner!r}): pass a window assigner such as windows.tumbling(ms=10_000)"
             )
-        if getattr(assigner, "time", "event") != "event":
-            raise JobDefinitionError(
-                f"window({assigner!r}): processing-time windows are not supported yet; "
-                "use event time (the default, time='event')"
-            )
         if not isinstance(allowed_lateness_ms, int) or allowed_lateness_ms < 0:
             raise JobDefinitionError(
                 f"allowed_lateness_ms={allowed_lateness_ms!r} must be an integer >= 0"

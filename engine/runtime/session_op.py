@@ -84,6 +84,9 @@ class SessionRuntime(WindowRuntime):
                 return
             cols, _ = self._columns(recs)
         self.records_in += len(keys)
+        if self.processing_time:
+            ts, wms = self.clock(len(keys))
+            trace = None
         self._trace = trace or []
         for i, (k, t, w, rec) in enumerate(zip(keys, ts, wms, recs, strict=True)):
             self._merge(k, t, w, rec, [c[i] for c in cols])
@@ -144,6 +147,8 @@ class SessionRuntime(WindowRuntime):
         return self._trace[i] if i < len(self._trace) and self._trace[i] <= wm else wm
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+        if self.processing_time:
+            watermark, data_watermark, trace = self.processing_watermark(watermark)
         if data_watermark > self.data_watermark:
             self.data_watermark = data_watermark
         if watermark > self.watermark:

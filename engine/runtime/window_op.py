@@ -26,7 +26,7 @@ import msgpack
 from engine.job import WindowOperator
 from engine.runtime.fold import FoldPlan
 from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.watermarks import MIN_WATERMARK
+from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from engine.windows import SlidingWindows, TumblingWindows
 from state import layout
 from state.keygroups import KeyGroupRange, key_group
@@ -73,6 +73,7 @@ class WindowRuntime:
         self._purge_interval = purge_interval_s
         self._sid = op.state_id
         self._tsid = op.timer_state_id
+        self.processing_time = op.assigner.time == "processing"
         # transient
         self.buckets: Buckets = {}
         self.awaiting_final: Buckets = {}
@@ -115,6 +116,8 @@ class WindowRuntime:
                 return
             cols, _ = self._columns(recs)
         self.records_in += len(keys)
+        if self.processing_time:
+            ts, wms = self.clock(len(keys))
         ends, origin = self._assigner.expand(ts)
         if origin is not None:  # several windows per record: one (record, window) pair each
             keys, recs, ts, wms = take_columns(origin, keys, recs, ts, wms)
@@ -138,6 +141,18 @@ class WindowRuntime:
             keys, ends, recs = take_columns(on_time, keys, ends, recs)
             cols = [[c[i] for i in on_time] for c in cols]
             self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
+
+    def clock(self, n: int) -> tuple[list[int], list[int]]:
+        """Processing time: every record of the batch is at "now", and arrives under the
+        watermark just before it, so no record is ever late."""
+        now = int(time.time() * 1000)
+        return [now] * n, [now - 1] * n
+
+    def processing_watermark(self, watermark: int) -> tuple[int, int, list[int] | None]:
+        """The (watermark, data watermark, trace) a processing-time operator advances with: the
+        clock, except for the end of input, which still fires everything."""
+        now = int(time.time() * 1000) - 1
+        return (watermark if watermark == MAX_WATERMARK else now), now, None
 
     def _late_records(
         self,
@@ -204,6 +219,8 @@ class WindowRuntime:
         ``watermark``): a window fires at the first of those that reaches its end, and whether
         that first emission is already final depends on that value, not on the batch's last.
         """
+        if self.processing_time:
+            watermark, data_watermark, trace = self.processing_watermark(watermark)
         if data_watermark > self.data_watermark:
             self.data_watermark = data_watermark
         if watermark > self.watermark:

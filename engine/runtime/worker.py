@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_BACKOFF = 3.0  # a state flush may take at most ~1/(1+3) of the time
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the source
+TICK_S = 0.01  # how often processing-time windows check the clock
 # one entry of a frame: keyed sub-batches of one source batch, the sender's watermark after each
 # of its records, its data watermark, and the sender's input status
 Entry = tuple[list[KeyedBatch], Any, int, int]
@@ -124,6 +125,7 @@ class Worker:
             for node in keyby_nodes(source_node)
         ]
         self.ops = {rt.op.name: rt for rts in self.node_ops for rt in rts}
+        self._clocked = {n: rt for n, rt in self.ops.items() if rt.processing_time}
         self.json_exact = json_exact_keyby(source_node)
         self.result_sinks: dict[str, list[SinkWriter]] = {
             name: [s.open() for s in rt.op.sinks] for name, rt in self.ops.items()
@@ -204,7 +206,7 @@ class Worker:
         flush_s = self.cfg.flush_interval_ms / 1000.0
         status_s = self.cfg.status_interval_ms / 1000.0
         timeout_s = self.cfg.buffer_timeout_ms / 1000.0
-        next_flush = last_status = time.monotonic()
+        next_flush = last_status = last_tick = time.monotonic()
         splits = list(self.readers)
         turn = 0
         while not self._stop_requested():
@@ -229,6 +231,9 @@ class Worker:
                     turn += 1
                     busy = self._read(split) or busy
             now = time.monotonic()
+            if self._clocked and now - last_tick >= TICK_S:
+                self._tick()
+                last_tick = now
             self._ship(now, timeout_s)
             if now >= next_flush:
                 self._flush()
@@ -242,6 +247,16 @@ class Worker:
             if self.finished and not busy:
                 self.conn.poll(0.05)
         self.close()
+
+    def _tick(self) -> None:
+        """Processing-time operators fire on the clock, input or not."""
+        wm, data_wm = self.channels.watermark(), self.channels.data_watermark()
+        for name, rt in self._clocked.items():
+            rt.advance(wm, data_wm)
+            results = rt.drain()
+            if results:
+                for w in self.result_sinks[name]:
+                    w.write(results)
 
     def _stop_requested(self) -> bool:
         if _terminated.is_set():

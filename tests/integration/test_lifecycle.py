@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -78,3 +79,41 @@ def test_bounded_job_keeps_serving_after_its_input(
     server.wait_finished()
     assert server.proc.poll() is None  # still serving
     assert server.client().get("/t1/imps/state/a").json()["windows"][0]["count"] == 1
+
+
+PROCESSING_TIME_JOB = """
+from engine import Job, agg, sources, windows
+job = Job("pt")
+(
+    job.source(sources.generator("ads", rate=1000, ids=5, skew=0), timestamp="ts")
+    .key_by("id")
+    .window(windows.tumbling(ms=200, time="processing"))
+    .aggregate("counts", n=agg.count())
+)
+"""
+
+
+def test_processing_time_windows_fire_on_the_clock(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """An unbounded source never ends, yet processing-time windows fire as the clock passes
+    their end (on every worker, whether or not it has input at that moment)."""
+    job = tmp_path / "pt.py"
+    job.write_text(PROCESSING_TIME_JOB)
+    server = weir_server(job, "--parallelism", "2")
+    client = server.client()
+    started_ms = time.time() * 1000
+
+    def fired() -> list[dict[str, Any]] | None:
+        r = client.get("/pt/counts/state/ad-1")
+        if r.status_code != 200:
+            return None
+        done = [w for w in r.json()["windows"] if w["final"]]
+        return done if len(done) >= 3 else None
+
+    done = wait_until(fired, 20.0, what="three processing-time windows to fire")
+    now_ms = time.time() * 1000
+    for w in done:
+        assert w["end"] - w["start"] == 200 and w["start"] % 200 == 0
+        assert started_ms - 200 <= w["start"] and w["end"] <= now_ms
+        assert w["n"] > 0
