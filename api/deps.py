@@ -6,7 +6,7 @@ from fastapi import Request
 
 from api.errors import not_found
 from api.registry import JobHandle, Registry
-from engine.job import WindowOperator
+from engine.job import ProcessOperator, WindowOperator
 from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 
@@ -23,7 +23,7 @@ def job_handle(reg: Registry, job: str) -> JobHandle:
     return handle
 
 
-def operator(handle: JobHandle, op: str) -> WindowOperator:
+def operator(handle: JobHandle, op: str) -> WindowOperator | ProcessOperator:
     found = handle.job.operators.get(op)
     if found is None:
         known = ", ".join(handle.job.operators) or "none"

@@ -25,6 +25,7 @@ class StateAnswer(BaseModel):
     checkpoint: int | None
     consistency: str
     windows: list[WindowOut]
+    state: dict[str, Any] | None = None  # a process function's states, by name
 
 
 class JobSummary(BaseModel):

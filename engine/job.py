@@ -59,7 +59,7 @@ class SinkNode:
 @dataclass(eq=False)
 class KeyByNode:
     key: KeySelector
-    children: list[WindowOperator] = field(default_factory=list)
+    children: list[WindowOperator | ProcessOperator] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -95,6 +95,33 @@ class WindowOperator:
         }
 
 
+@dataclass(eq=False)
+class ProcessOperator:
+    """A keyed process function: per-record code with keyed state and timers, queryable as
+    ``/{job}/{name}/state/{key}`` (its states by name)."""
+
+    name: str
+    key: KeySelector
+    function: Any
+    sinks: list[Sink] = field(default_factory=list)
+
+    @property
+    def state_id(self) -> int:
+        return zlib.crc32(self.name.encode()) % 0x7FFE + 1
+
+    @property
+    def timer_state_id(self) -> int:
+        return self.state_id | 0x8000
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "type": "process", "function": _qualname(self.function)}
+
+
+def _qualname(fn: Any) -> str:
+    return str(getattr(fn, "__qualname__", None) or type(fn).__qualname__)
+
+
+Operator = WindowOperator | ProcessOperator
 Node = StatelessNode | SinkNode | KeyByNode
 
 
@@ -156,6 +183,23 @@ class KeyedStream:
             )
         return WindowedStream(self._job, self._node, assigner, allowed_lateness_ms)
 
+    def process(self, fn: Any, *, name: str) -> ResultStream:
+        """A keyed process function: ``fn(event, ctx)``, or an object with
+        ``process(event, ctx)`` and optionally ``on_timer(timestamp, ctx)``. ``ctx`` has
+        ``key``, ``timestamp``, ``watermark``, ``value(name)``, ``list(name)``, ``map(name)``
+        state, ``register_event_time_timer(t)``, ``register_processing_time_timer(t)`` and
+        ``emit(record)``."""
+        _check_name("operator", name)
+        if not callable(fn) and not callable(getattr(fn, "process", None)):
+            raise JobDefinitionError(
+                f"process({fn!r}): pass a function fn(event, ctx) or an object with "
+                "process(event, ctx) and optionally on_timer(timestamp, ctx)"
+            )
+        op = ProcessOperator(name, self._node.key, fn)
+        self._job._register(op)
+        self._node.children.append(op)
+        return ResultStream(op)
+
 
 class WindowedStream:
     def __init__(
@@ -190,9 +234,10 @@ class WindowedStream:
 
 
 class ResultStream:
-    """Window results ``{"key", "start", "end", <aggregates>, "final"}`` of one operator."""
+    """The output of an operator: window results ``{"key", "start", "end", <aggregates>,
+    "final"}``, or what a process function emits."""
 
-    def __init__(self, op: WindowOperator) -> None:
+    def __init__(self, op: WindowOperator | ProcessOperator) -> None:
         self.operator = op
 
     def sink(self, sink: Sink) -> ResultStream:
@@ -217,7 +262,7 @@ class Job:
             )
         self.max_parallelism = max_parallelism
         self.sources: list[SourceNode] = []
-        self.operators: dict[str, WindowOperator] = {}
+        self.operators: dict[str, WindowOperator | ProcessOperator] = {}
 
     def __repr__(self) -> str:
         return f"Job({self.name!r}, operators={list(self.operators)})"
@@ -241,7 +286,7 @@ class Job:
         self.sources.append(node)
         return DataStream(self, node.children)
 
-    def _register(self, op: WindowOperator) -> None:
+    def _register(self, op: WindowOperator | ProcessOperator) -> None:
         if op.name in self.operators:
             raise JobDefinitionError(f"job {self.name!r} has two operators named {op.name!r}")
         for other in self.operators.values():

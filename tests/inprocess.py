@@ -15,8 +15,8 @@ from typing import Any
 
 from engine import Job, WatermarkStrategy, agg, sinks, sources, windows
 from engine.runtime.chain import Chain, keyby_nodes
+from engine.runtime.operators import runtime_for
 from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.runtime.session_op import runtime_for
 from engine.sources import SourceBatch
 from engine.watermarks import MAX_WATERMARK
 from state.keygroups import range_for_operator

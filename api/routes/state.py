@@ -11,6 +11,8 @@ from api.deps import job_handle, operator, public_watermark, registry
 from api.errors import ApiError, ErrorBody, not_found
 from api.models import StateAnswer
 from api.registry import Registry
+from engine.job import ProcessOperator
+from engine.runtime.process_op import decode_state
 from engine.runtime.session_op import decode_session
 from engine.runtime.window_op import decode_window
 from engine.windows import SessionWindows
@@ -56,7 +58,24 @@ def get_state(
     kg = key_group(key, handle.job.max_parallelism)
     prefix = layout.key_prefix(kg, operator_def.state_id, raw_key)
     rows = handle.reader_for(kg).scan(prefix, layout.prefix_upper_bound(prefix))
+    if not rows:
+        raise not_found(
+            "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
+        )
     wm = handle.runtime.operator_watermark(op)
+    answer: dict[str, Any] = {
+        "job": job,
+        "op": op,
+        "key": key,
+        "key_group": kg,
+        "watermark": public_watermark(wm),
+        "checkpoint": None,
+        "consistency": consistency,
+    }
+    if isinstance(operator_def, ProcessOperator):
+        states = dict(decode_state(value)[0::2] for _, value in rows)
+        answer.update(windows=[], state=states)
+        return Response(orjson.dumps(answer), media_type="application/json")
     plan = handle.plan(operator_def)
     lateness = operator_def.allowed_lateness_ms
     windows: list[dict[str, Any]] = []
@@ -71,19 +90,6 @@ def get_state(
         window = plan.result("", start, end, slots, end - 1 + lateness <= wm)
         del window["key"]
         windows.append(window)
-    if not rows:
-        raise not_found(
-            "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
-        )
-    answer = {
-        "job": job,
-        "op": op,
-        "key": key,
-        "key_group": kg,
-        "watermark": public_watermark(wm),
-        "checkpoint": None,
-        "consistency": consistency,
-        "windows": windows[-limit:],
-    }
+    answer["windows"] = windows[-limit:]
     # serialized here: keeps DESIGN's field order and skips re-validating every answer
     return Response(orjson.dumps(answer), media_type="application/json")

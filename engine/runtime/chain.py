@@ -16,7 +16,15 @@ from typing import Any
 
 import orjson
 
-from engine.job import KeyByNode, Node, SinkNode, SourceNode, StatelessNode, WindowOperator
+from engine.job import (
+    KeyByNode,
+    Node,
+    Operator,
+    SinkNode,
+    SourceNode,
+    StatelessNode,
+    WindowOperator,
+)
 from engine.runtime.outputs import DeadLetters
 from engine.sinks import SinkWriter
 from engine.sources import SourceBatch
@@ -260,10 +268,10 @@ class Chain:
         return key, None
 
 
-def _walk(source: SourceNode) -> list[tuple[Node | WindowOperator, bool]]:
+def _walk(source: SourceNode) -> list[tuple[Node | Operator, bool]]:
     """Every node below the source in definition order, with whether records reach it exactly
     as decoded from JSON (only filters on the way)."""
-    found: list[tuple[Node | WindowOperator, bool]] = []
+    found: list[tuple[Node | Operator, bool]] = []
 
     def walk(nodes: list[Node], exact: bool) -> None:
         for n in nodes:

@@ -23,7 +23,6 @@ from typing import Any
 
 import msgpack
 
-from engine.job import WindowOperator
 from engine.runtime.window_op import WindowRuntime, encode_window, take_columns
 from engine.windows.session import SessionWindows
 
@@ -180,10 +179,3 @@ class SessionRuntime(WindowRuntime):
         if self._writes or deletes:
             self._state.write(self._writes, deletes)
             self._writes = {}
-
-
-def runtime_for(op: WindowOperator, *args: Any, **kwargs: Any) -> WindowRuntime:
-    """The runtime of a window operator: sessions merge, every other assigner does not."""
-    if isinstance(op.assigner, SessionWindows):
-        return SessionRuntime(op, *args, **kwargs)
-    return WindowRuntime(op, *args, **kwargs)

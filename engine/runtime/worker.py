@@ -35,9 +35,8 @@ from engine.runtime.channels import Inputs, combine
 from engine.runtime.config import RunConfig
 from engine.runtime.exchange import Exchange, Stopped
 from engine.runtime.loader import load_configured_job
+from engine.runtime.operators import OperatorRuntime, runtime_for
 from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.runtime.session_op import runtime_for
-from engine.runtime.window_op import WindowRuntime
 from engine.sinks import Sink, SinkWriter
 from engine.sinks import from_url as sink_from_url
 from engine.sources import SplitReader
@@ -109,7 +108,7 @@ class Worker:
             default_side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl")
         )
         self.late = LateRecords(default_side_sink(cfg, job.name, cfg.late_sink_url, "late.jsonl"))
-        self.node_ops: list[list[WindowRuntime]] = [
+        self.node_ops: list[list[OperatorRuntime]] = [
             [
                 runtime_for(
                     op,

@@ -1,0 +1,22 @@
+"""Which runtime runs an operator: window operators fold into windows (sessions merge), process
+functions run user code with keyed state and timers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.job import ProcessOperator, WindowOperator
+from engine.runtime.process_op import ProcessRuntime
+from engine.runtime.session_op import SessionRuntime
+from engine.runtime.window_op import WindowRuntime
+from engine.windows import SessionWindows
+
+OperatorRuntime = WindowRuntime | ProcessRuntime
+
+
+def runtime_for(op: WindowOperator | ProcessOperator, *args: Any, **kwargs: Any) -> OperatorRuntime:
+    if isinstance(op, ProcessOperator):
+        return ProcessRuntime(op, *args, **kwargs)
+    if isinstance(op.assigner, SessionWindows):
+        return SessionRuntime(op, *args, **kwargs)
+    return WindowRuntime(op, *args, **kwargs)

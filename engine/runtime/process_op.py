@@ -1,0 +1,276 @@
+"""Keyed process functions (Flink's KeyedProcessFunction): per-record user code with keyed value,
+list and map state and event- and processing-time timers.
+
+State lives in RocksDB under the key-group layout: ``key group | operator state id | key |
+namespace``, the namespace a stable hash of the state's name, the value ``[name, kind, data]``
+(msgpack). A key's states are one prefix scan, which is what the query API answers with. States
+touched by a batch are cached and written back at each flush.
+
+Timers: an event-time timer fires once the watermark reaches it, *before* the first record that
+arrives under that watermark, so batching never changes what a function sees. Processing-time
+timers fire when the wall clock passes them (the worker ticks every 10 ms). Timers are kept in
+RocksDB too, one entry per key group, time and kind, listing the keys.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+import zlib
+from typing import Any
+
+import msgpack
+
+from engine.job import ProcessOperator
+from engine.runtime.outputs import DeadLetters, LateRecords
+from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from state import layout
+from state.keygroups import KeyGroupRange, key_group
+from state.rocksdb import RocksState
+
+EVENT, PROCESSING = 0, 1
+_packer = msgpack.Packer()
+
+
+def state_namespace(name: str) -> int:
+    return zlib.crc32(name.encode())
+
+
+def decode_state(raw: bytes) -> tuple[str, str, Any]:
+    name, kind, data = msgpack.unpackb(raw, strict_map_key=False)
+    return str(name), str(kind), data
+
+
+class _State:
+    def __init__(self, cell: list[Any]) -> None:
+        self._cell = cell  # [name, kind, data, dirty]
+
+    def _set(self, data: Any) -> None:
+        self._cell[2] = data
+        self._cell[3] = True
+
+    def clear(self) -> None:
+        self._set(None)
+
+
+class ValueState(_State):
+    def get(self, default: Any = None) -> Any:
+        return default if self._cell[2] is None else self._cell[2]
+
+    def set(self, value: Any) -> None:
+        self._set(value)
+
+
+class ListState(_State):
+    def get(self) -> list[Any]:
+        return list(self._cell[2] or [])
+
+    def append(self, value: Any) -> None:
+        self._set([*(self._cell[2] or []), value])
+
+
+class MapState(_State):
+    def get(self, key: Any, default: Any = None) -> Any:
+        return (self._cell[2] or {}).get(key, default)
+
+    def put(self, key: Any, value: Any) -> None:
+        self._set({**(self._cell[2] or {}), key: value})
+
+    def remove(self, key: Any) -> None:
+        data = dict(self._cell[2] or {})
+        data.pop(key, None)
+        self._set(data or None)
+
+    def items(self) -> list[tuple[Any, Any]]:
+        return list((self._cell[2] or {}).items())
+
+
+class Context:
+    """What a process function sees for the current record (or timer)."""
+
+    def __init__(self, runtime: ProcessRuntime) -> None:
+        self._rt = runtime
+        self.key = ""
+        self.timestamp: int | None = None
+        self.watermark = MIN_WATERMARK
+
+    @property
+    def processing_time(self) -> int:
+        return int(time.time() * 1000)
+
+    def value(self, name: str) -> ValueState:
+        return ValueState(self._rt.cell(self.key, name, "value"))
+
+    def list(self, name: str) -> ListState:
+        return ListState(self._rt.cell(self.key, name, "list"))
+
+    def map(self, name: str) -> MapState:
+        return MapState(self._rt.cell(self.key, name, "map"))
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        self._rt.add_timer(EVENT, int(timestamp), self.key)
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        self._rt.add_timer(PROCESSING, int(timestamp), self.key)
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._rt.delete_timer(EVENT, int(timestamp), self.key)
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._rt.delete_timer(PROCESSING, int(timestamp), self.key)
+
+    def emit(self, record: Any) -> None:
+        self._rt.results.append(record)
+        self._rt.results_out += 1
+
+
+class ProcessRuntime:
+    processing_time = True  # ticks on the clock: processing-time timers
+
+    def __init__(
+        self,
+        op: ProcessOperator,
+        state: RocksState,
+        key_groups: KeyGroupRange,
+        max_parallelism: int,
+        late: LateRecords,
+        dead: DeadLetters,
+        retention_ms: int,
+    ) -> None:
+        self.op = op
+        fn = op.function
+        self._process = fn.process if hasattr(fn, "process") else fn
+        self._on_timer = getattr(fn, "on_timer", None)
+        self._state = state
+        self._range = key_groups
+        self._max_par = max_parallelism
+        self._dead = dead
+        self._sid = op.state_id
+        self._tsid = op.timer_state_id
+        self._cells: dict[tuple[str, str], list[Any]] = {}
+        self._timers: tuple[dict[int, set[str]], dict[int, set[str]]] = ({}, {})
+        self._heaps: tuple[list[int], list[int]] = ([], [])
+        self._dirty_timers: set[tuple[int, int, int]] = set()  # (kind, time, key group)
+        self._ctx = Context(self)
+        self.results: list[Any] = []
+        self.watermark = MIN_WATERMARK
+        self.data_watermark = MIN_WATERMARK
+        self.records_in = 0
+        self.results_out = 0
+        self.open_windows = 0
+
+    # -- state -----------------------------------------------------------------------------------
+
+    def _skey(self, key: str, name: str) -> bytes:
+        kg = key_group(key, self._max_par)
+        return layout.state_key(kg, self._sid, key.encode(), state_namespace(name))
+
+    def cell(self, key: str, name: str, kind: str) -> list[Any]:
+        found = self._cells.get((key, name))
+        if found is None:
+            raw = self._state.get(self._skey(key, name))
+            data = None if raw is None else decode_state(raw)[2]
+            found = self._cells[(key, name)] = [name, kind, data, False]
+        elif found[1] != kind:
+            raise TypeError(f"state {name!r} is a {found[1]} state, not a {kind} state")
+        return found
+
+    def add_timer(self, kind: int, at: int, key: str) -> None:
+        keys = self._timers[kind].setdefault(at, set())
+        if not keys:
+            heapq.heappush(self._heaps[kind], at)
+        if key not in keys:
+            keys.add(key)
+            self._dirty_timers.add((kind, at, key_group(key, self._max_par)))
+
+    def delete_timer(self, kind: int, at: int, key: str) -> None:
+        keys = self._timers[kind].get(at)
+        if keys and key in keys:
+            keys.discard(key)
+            self._dirty_timers.add((kind, at, key_group(key, self._max_par)))
+
+    # -- input and time --------------------------------------------------------------------------
+
+    def process(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        ctx = self._ctx
+        event_heap = self._heaps[EVENT]
+        for key, rec, t, w in zip(keys, recs, ts, wms, strict=True):
+            if event_heap and event_heap[0] <= w:
+                self._fire(EVENT, w)
+            self.records_in += 1
+            ctx.key, ctx.timestamp, ctx.watermark = key, t, w
+            try:
+                self._process(rec, ctx)
+            except Exception as exc:  # noqa: BLE001 - a bad record never stops the job
+                self._dead.add(f"process:{self.op.name}", f"{type(exc).__name__}: {exc}", rec)
+
+    def _fire(self, kind: int, upto: int) -> None:
+        heap = self._heaps[kind]
+        ctx = self._ctx
+        while heap and heap[0] <= upto:
+            at = heapq.heappop(heap)
+            keys = self._timers[kind].pop(at, set())
+            for key in sorted(keys):
+                self._dirty_timers.add((kind, at, key_group(key, self._max_par)))
+                if self._on_timer is None:
+                    continue
+                ctx.key, ctx.timestamp = key, at
+                ctx.watermark = self.watermark if kind == PROCESSING else upto
+                try:
+                    self._on_timer(at, ctx)
+                except Exception as exc:  # noqa: BLE001
+                    self._dead.add(
+                        f"timer:{self.op.name}",
+                        f"{type(exc).__name__}: {exc}",
+                        {"key": key, "timer": at},
+                    )
+
+    def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+        if data_watermark > self.data_watermark:
+            self.data_watermark = data_watermark
+        if watermark > self.watermark:
+            self.watermark = watermark
+        self._fire(EVENT, self.watermark)
+        now = MAX_WATERMARK if watermark == MAX_WATERMARK else int(time.time() * 1000)
+        self._fire(PROCESSING, now)
+
+    def drain(self) -> list[Any]:
+        out, self.results = self.results, []
+        return out
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        puts: dict[bytes, bytes] = {}
+        deletes: list[bytes] = []
+        for (key, name), cell in self._cells.items():
+            if cell[3]:
+                skey = self._skey(key, name)
+                if cell[2] is None:
+                    deletes.append(skey)
+                else:
+                    puts[skey] = _packer.pack([name, cell[1], cell[2]])
+                cell[3] = False
+        for kind, at, kg in self._dirty_timers:
+            tkey = layout.timer_key(kg, self._tsid, at, kind)
+            keys = sorted(
+                k for k in self._timers[kind].get(at, ()) if key_group(k, self._max_par) == kg
+            )
+            if keys:
+                puts[tkey] = _packer.pack(keys)
+            else:
+                deletes.append(tkey)
+        self._dirty_timers.clear()
+        if len(self._cells) > 100_000:  # bound the cache: every cell is persisted by now
+            self._cells.clear()
+        self._state.write(puts, deletes)
+
+    def purge(self, force: bool = False) -> int:
+        return 0  # a process function manages its own state (clear() it, or use timers)
