@@ -35,6 +35,12 @@ TimestampSelector = str | Callable[[Record], int]
 StatelessKind = Literal["map", "filter", "flat_map"]
 
 
+def operator_state_id(name: str) -> int:
+    """An operator's state id, from its name: 14 bits (1..0x3FFE), so its derived ids
+    (``| 0x4000`` panes, ``| 0x8000`` timers) never meet another operator's."""
+    return zlib.crc32(name.encode()) % 0x3FFE + 1
+
+
 def _check_name(kind: str, name: str) -> str:
     if not isinstance(name, str) or not NAME_PATTERN.match(name):
         raise JobDefinitionError(
@@ -76,11 +82,16 @@ class WindowOperator:
     @property
     def state_id(self) -> int:
         """Stable id of this operator's window state, derived from its name (never 0)."""
-        return zlib.crc32(self.name.encode()) % 0x7FFE + 1
+        return operator_state_id(self.name)
 
     @property
     def timer_state_id(self) -> int:
         return self.state_id | 0x8000
+
+    @property
+    def pane_state_id(self) -> int:
+        """Sliding windows keep pre-aggregated panes under this id."""
+        return self.state_id | 0x4000
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -107,7 +118,7 @@ class ProcessOperator:
 
     @property
     def state_id(self) -> int:
-        return zlib.crc32(self.name.encode()) % 0x7FFE + 1
+        return operator_state_id(self.name)
 
     @property
     def timer_state_id(self) -> int:

@@ -11,11 +11,13 @@ from api.deps import job_handle, operator, public_watermark, registry
 from api.errors import ApiError, ErrorBody, not_found
 from api.models import StateAnswer
 from api.registry import Registry
-from engine.job import ProcessOperator
+from engine.job import ProcessOperator, WindowOperator
+from engine.runtime.fold import FoldPlan
 from engine.runtime.process_op import decode_state
 from engine.runtime.session_op import decode_session
+from engine.runtime.sliding_op import compose_stored, pane_size, uses_panes
 from engine.runtime.window_op import decode_window
-from engine.windows import SessionWindows
+from engine.windows import SessionWindows, SlidingWindows
 from state import layout
 from state.keygroups import key_group
 
@@ -57,8 +59,13 @@ def get_state(
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
     prefix = layout.key_prefix(kg, operator_def.state_id, raw_key)
-    rows = handle.reader_for(kg).scan(prefix, layout.prefix_upper_bound(prefix))
-    if not rows:
+    reader = handle.reader_for(kg)
+    rows = reader.scan(prefix, layout.prefix_upper_bound(prefix))
+    pane_rows: list[tuple[bytes, bytes]] = []
+    if isinstance(operator_def, WindowOperator) and uses_panes(operator_def.assigner):
+        pane_prefix = layout.key_prefix(kg, operator_def.pane_state_id, raw_key)
+        pane_rows = reader.scan(pane_prefix, layout.prefix_upper_bound(pane_prefix))
+    if not rows and not pane_rows:
         raise not_found(
             "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
         )
@@ -79,12 +86,7 @@ def get_state(
     plan = handle.plan(operator_def)
     lateness = operator_def.allowed_lateness_ms
     windows: list[dict[str, Any]] = []
-    for skey, value in rows:
-        end = layout.decode_namespace(skey[-layout.NAMESPACE_BYTES :])
-        if isinstance(operator_def.assigner, SessionWindows):
-            start, slots = decode_session(value)
-        else:
-            start, slots = operator_def.assigner.start_of(end), decode_window(value)
+    for start, end, slots in _entries(operator_def, plan, rows, pane_rows):
         if (from_ is not None and start < from_) or (to is not None and start > to):
             continue
         window = plan.result("", start, end, slots, end - 1 + lateness <= wm)
@@ -93,3 +95,31 @@ def get_state(
     answer["windows"] = windows[-limit:]
     # serialized here: keeps DESIGN's field order and skips re-validating every answer
     return Response(orjson.dumps(answer), media_type="application/json")
+
+
+def _namespace(skey: bytes) -> int:
+    return layout.decode_namespace(skey[-layout.NAMESPACE_BYTES :])
+
+
+def _entries(
+    op: WindowOperator,
+    plan: FoldPlan,
+    rows: list[tuple[bytes, bytes]],
+    pane_rows: list[tuple[bytes, bytes]],
+) -> list[tuple[int, int, list[Any]]]:
+    """A key's windows as ``(start, end, slots)``, by end: sessions store their start, sliding
+    windows that are still open are composed from their panes."""
+    assigner = op.assigner
+    if isinstance(assigner, SessionWindows):
+        sessions = []
+        for k, v in rows:
+            start, slots = decode_session(v)
+            sessions.append((start, _namespace(k), slots))
+        return sessions
+    stored = {_namespace(k): decode_window(v) for k, v in rows}
+    if pane_rows and isinstance(assigner, SlidingWindows):
+        panes = {_namespace(k): decode_window(v) for k, v in pane_rows}
+        stored = compose_stored(
+            assigner.size_ms, assigner.slide_ms, pane_size(assigner), plan.merge, stored, panes
+        )
+    return [(assigner.start_of(end), end, slots) for end, slots in sorted(stored.items())]

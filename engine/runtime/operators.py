@@ -8,6 +8,7 @@ from typing import Any
 from engine.job import ProcessOperator, WindowOperator
 from engine.runtime.process_op import ProcessRuntime
 from engine.runtime.session_op import SessionRuntime
+from engine.runtime.sliding_op import SlidingRuntime, uses_panes
 from engine.runtime.window_op import WindowRuntime
 from engine.windows import SessionWindows
 
@@ -19,4 +20,6 @@ def runtime_for(op: WindowOperator | ProcessOperator, *args: Any, **kwargs: Any)
         return ProcessRuntime(op, *args, **kwargs)
     if isinstance(op.assigner, SessionWindows):
         return SessionRuntime(op, *args, **kwargs)
+    if uses_panes(op.assigner):
+        return SlidingRuntime(op, *args, **kwargs)
     return WindowRuntime(op, *args, **kwargs)

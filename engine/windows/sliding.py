@@ -32,6 +32,10 @@ class SlidingWindows:
         """Every window holding ``timestamp``, latest first."""
         return [Window(end - self.size_ms, end) for end in self._ends(timestamp)]
 
+    def window_ends_of(self, t: int) -> list[int]:
+        """Ends of every window holding ``t``, latest first."""
+        return self._ends(t)
+
     def _ends(self, t: int) -> list[int]:
         s, d = self.size_ms, self.slide_ms
         start = t - t % d

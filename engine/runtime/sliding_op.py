@@ -1,0 +1,222 @@
+"""Sliding windows on panes: each record is folded once, into its pane (a tumbling window of
+``gcd(size, slide)``); a window is composed from its ``size / pane`` panes when it fires, then
+materialised like any fired window (RocksDB, upserts within lateness). A pane leaves memory and
+RocksDB once the last window holding it has fired.
+
+Lateness is still judged per window: a record joins its pane when any of its windows is still
+open (only open windows read panes); a window that has fired but is within lateness is updated
+on its own, as with tumbling windows; a record is late only when all its windows are. The API
+composes open windows from the stored panes, so live partial aggregates stay queryable.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from math import gcd
+from typing import Any
+
+from engine.runtime.window_op import WindowRuntime, encode_window, take_columns
+from engine.windows import SlidingWindows
+from state import layout
+
+
+def pane_size(assigner: SlidingWindows) -> int:
+    return gcd(assigner.size_ms, assigner.slide_ms)
+
+
+def uses_panes(assigner: object) -> bool:
+    """Sliding windows run on panes unless they slide by their whole size (tumbling)."""
+    return isinstance(assigner, SlidingWindows) and assigner.slide_ms < assigner.size_ms
+
+
+def _first_end_at_or_after(x: int, size: int, slide: int) -> int:
+    """The smallest window end ``k*slide + size`` that is >= ``x``."""
+    k = -(-(x - size) // slide)
+    return k * slide + size
+
+
+class SlidingRuntime(WindowRuntime):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        assigner = self.op.assigner
+        assert isinstance(assigner, SlidingWindows)
+        self._sliding = assigner
+        self._size = assigner.size_ms
+        self._slide = assigner.slide_ms
+        self._pane = pane_size(assigner)
+        self._psid = self.op.pane_state_id
+        self._fired_upto: int | None = None  # every window ending at or before this is done
+        self._pane_deletes: list[tuple[str, int]] = []
+        self._trace: list[int] = []
+
+    # ``self.buckets`` holds panes: {pane end: {key: slots}}; ``self._dirty`` their changes
+
+    def process(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        if not keys:
+            return
+        cols, keep = self._columns(recs)
+        if keep is not None:
+            keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
+            if not keys:
+                return
+            cols, _ = self._columns(recs)
+        self.records_in += len(keys)
+        if self.processing_time:
+            ts, wms = self.clock(len(keys))
+        g, size, slide = self._pane, self._size, self._slide
+        panes = [t - t % g + g for t in ts]
+        first = [_first_end_at_or_after(t + 1, size, slide) for t in ts]
+        if min(first) - 1 > max(wms):  # every window of every record is open
+            self.plan.fold(self.buckets, self._dirty, keys, panes, *cols, recs)
+            return
+        self._trace = trace or []
+        lateness = self._lateness
+        fold = self.plan.fold
+        for i, (k, t, w, rec) in enumerate(zip(keys, ts, wms, recs, strict=True)):
+            if self._fired_upto is None or w + 1 > self._fired_upto:
+                self._fire_upto(w)  # windows this record's watermark has passed fire first
+            taken = joined = False
+            vals = [c[i] for c in cols]
+            for e in self._sliding.window_ends_of(t):
+                if e - 1 > w:
+                    joined = True
+                elif e - 1 + lateness > w:
+                    self._allowed.append((k, e, rec, vals))
+                    taken = True
+            if joined:
+                fold(self.buckets, self._dirty, [k], [panes[i]], *[[v] for v in vals], [rec])
+            elif not taken:  # late only when all its windows are
+                self._late.add(self.op.name, k, t, w, rec)
+
+    def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+        if self.processing_time:
+            watermark, data_watermark, trace = self.processing_watermark(watermark)
+        if data_watermark > self.data_watermark:
+            self.data_watermark = data_watermark
+        if watermark > self.watermark:
+            self.watermark = watermark
+        wm = self.watermark
+        self._trace = trace or []
+        self._fire_upto(wm)
+        if self._allowed:
+            self._apply_allowed()
+        if self.awaiting_final:
+            self._finalize(wm)
+
+    def _fire_upto(self, wm: int) -> None:
+        """Fire, in order, every window the watermark ``wm`` has passed that holds a pane; each
+        is final if its lateness had passed at the first watermark that reached it."""
+        due: set[int] = set()
+        size, slide, g = self._size, self._slide, self._pane
+        for p in self.buckets:  # windows holding pane [p - g, p): end >= p, start <= p - g
+            e = _first_end_at_or_after(p, size, slide)
+            while e - size <= p - g and e - 1 <= wm:
+                if self._fired_upto is None or e > self._fired_upto:
+                    due.add(e)
+                e += slide
+        trace = self._trace
+        for end in sorted(due):
+            fired_at = wm
+            i = bisect_left(trace, end - 1)
+            if i < len(trace) and trace[i] <= wm:
+                fired_at = trace[i]
+            self._fire(end, self._compose(end), fired_at)
+        # every window ending at or before wm + 1 has had its turn, empty or not
+        if self._fired_upto is None or wm + 1 > self._fired_upto:
+            self._fired_upto = wm + 1
+        self._evict(wm)
+
+    def _compose(self, end: int) -> dict[str, list[Any]]:
+        """The window ending at ``end``: its panes merged, per key."""
+        merged: dict[str, list[Any]] = {}
+        merge = self.plan.merge
+        for p in range(end - self._size + self._pane, end + 1, self._pane):
+            for k, slots in self.buckets.get(p, {}).items():
+                have = merged.get(k)
+                merged[k] = list(slots) if have is None else merge(have, slots)
+        return merged
+
+    def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
+        """Emit a composed window and materialise it (``_dirty`` here tracks panes)."""
+        start = end - self._size
+        final = end - 1 + self._lateness <= wm
+        result = self.plan.result
+        for k, slots in bucket.items():
+            self._put(k, end, slots)
+            self.results.append(result(k, start, end, slots, final))
+        self.results_out += len(bucket)
+        self._add_timers(end, bucket)
+        if not final:
+            self.awaiting_final[end] = bucket
+
+    def _evict(self, wm: int) -> None:
+        """Panes whose last window has fired are no longer needed."""
+        size, slide = self._size, self._slide
+        for p in [p for p in self.buckets if self._last_end(p, size, slide) - 1 <= wm]:
+            for k in self.buckets.pop(p):
+                self._pane_deletes.append((k, p))
+            self._dirty.pop(p, None)
+
+    def _last_end(self, pane_end: int, size: int, slide: int) -> int:
+        """The end of the last window holding pane ``[pane_end - pane, pane_end)``."""
+        e = _first_end_at_or_after(pane_end, size, slide)
+        while e + slide - size <= pane_end - self._pane:
+            e += slide
+        return e
+
+    @property
+    def open_windows(self) -> int:
+        return sum(len(b) for b in self.buckets.values())
+
+    def flush(self) -> None:
+        """Dirty panes (under the pane state id), fired windows, timers, evicted panes."""
+        pane_rows: dict[bytes, bytes] = {}
+        for p, keys in self._dirty.items():
+            bucket = self.buckets.get(p)
+            if bucket is None:
+                continue
+            ns = self._namespace(p)
+            for k in keys:
+                if k in bucket:
+                    pane_rows[self._pane_prefix(k) + ns] = bytes(encode_window(bucket[k]))
+        self._dirty.clear()
+        deletes = [self._pane_prefix(k) + self._namespace(p) for k, p in self._pane_deletes]
+        self._pane_deletes = []
+        self._writes.update(pane_rows)
+        if self._writes or deletes:
+            self._state.write(self._writes, deletes)
+            self._writes = {}
+
+    def _pane_prefix(self, key: str) -> bytes:
+        kg = self._prefix(key)[0]
+        return layout.key_prefix(kg, self._psid, key.encode())
+
+
+def compose_stored(
+    op_size: int,
+    slide: int,
+    pane: int,
+    merge: Any,
+    windows: dict[int, list[Any]],
+    panes: dict[int, list[Any]],
+) -> dict[int, list[Any]]:
+    """What a key's sliding windows hold, from what RocksDB stores: fired windows as they were
+    materialised (``windows``, by end), open ones composed from the stored panes."""
+    out = dict(windows)
+    composed: dict[int, list[Any]] = {}
+    for p, slots in sorted(panes.items()):
+        e = _first_end_at_or_after(p, op_size, slide)
+        while e - op_size <= p - pane:
+            if e not in windows:
+                have = composed.get(e)
+                composed[e] = list(slots) if have is None else merge(have, slots)
+            e += slide
+    out.update(composed)
+    return out
