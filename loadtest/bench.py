@@ -66,10 +66,12 @@ job = Job("bench")
                watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=1_000))
     .filter(lambda e: e["event"] == "impression")
     .key_by("id")
-    .window(windows.tumbling(ms=10_000))
+    .window({window})
     .aggregate("stats", count=agg.count(), total=agg.sum("value"))
 )
 """
+TUMBLING = "windows.tumbling(ms=10_000)"
+SLIDING = "windows.sliding(size_ms=10_000, slide_ms=2_000)"
 
 
 def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
@@ -101,10 +103,17 @@ def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
 def throughput(workdir: Path, events: int, keys: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     # dense: 10k keys x 10 events per 10 s window -> 10k events/s of event time
-    for name, step in (("dense", 10_000 / (keys * 10)), ("sparse", 10_000 / keys)):
-        data = write_ads(workdir / f"{name}.jsonl", events, keys, step_ms=step)
+    scenarios = (
+        ("dense", 10_000 / (keys * 10), TUMBLING),
+        ("sparse", 10_000 / keys, TUMBLING),
+        ("sliding_dense", 10_000 / (keys * 10), SLIDING),  # 10 s windows every 2 s: 5 each
+    )
+    for name, step, window in scenarios:
+        data = workdir / f"events-{step:g}.jsonl"  # scenarios with the same step share it
+        if not data.exists():
+            write_ads(data, events, keys, step_ms=step)
         job_file = workdir / f"{name}_job.py"
-        job_file.write_text(JOB.format(path=str(data)))
+        job_file.write_text(JOB.format(path=str(data), window=window))
         out[name] = run_worker(job_file, workdir / f"state-{name}")
         out[name]["events_per_key_window"] = round(10_000 / (step * keys), 2)
     return out
@@ -116,7 +125,7 @@ def parallel(workdir: Path, events: int, keys: int) -> dict[str, Any]:
     for i in range(2):
         write_ads(workdir / f"part-{i}.jsonl", events // 2, keys, step_ms=step * 2, seed=100 + i)
     job_file = workdir / "parallel_job.py"
-    job_file.write_text(JOB.format(path=str(workdir / "part-*.jsonl")))
+    job_file.write_text(JOB.format(path=str(workdir / "part-*.jsonl"), window=TUMBLING))
     capacity_before = parallel_capacity()
     runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
     for round_ in range(2):  # interleaved, best of two: the host is shared and noisy

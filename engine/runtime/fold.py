@@ -56,6 +56,7 @@ class FoldPlan:
         self.width = pos
         self.fold: FoldFn = self._generate()
         self.result: ResultFn = self._generate_result()
+        self.merge_into: Callable[[list[Any], list[Any]], None] = self._generate_merge()
 
     def _generate(self) -> FoldFn:
         cols = [f"c{i}" for i in range(len(self.fields))]
@@ -100,6 +101,25 @@ class FoldPlan:
         exec(compile(body, f"<fold {list(self.aggregates)}>", "exec"), env)  # noqa: S102
         fold: FoldFn = env["fold"]
         return fold
+
+    def _generate_merge(self) -> Callable[[list[Any], list[Any]], None]:
+        """``merge_into(a, b)``: accumulator ``b`` merged into ``a``, in place, one call."""
+        env: dict[str, Any] = {}
+        lines = ["def merge_into(a, b):"]
+        for j, (name, agg) in enumerate(self.aggregates.items()):
+            lo, hi = self.slices[name]
+            if isinstance(agg, UserDefined):
+                env[f"u{j}"] = agg.function
+                lines.append(f"    a[{lo}] = u{j}.merge(a[{lo}], b[{lo}])")
+            elif agg.kind == "min":
+                lines.append(f"    if b[{lo}] < a[{lo}]: a[{lo}] = b[{lo}]")
+            elif agg.kind == "max":
+                lines.append(f"    if b[{lo}] > a[{lo}]: a[{lo}] = b[{lo}]")
+            else:  # count, sum, mean: every slot adds
+                lines.extend(f"    a[{i}] += b[{i}]" for i in range(lo, hi))
+        exec(compile("\n".join(lines) + "\n", "<merge>", "exec"), env)  # noqa: S102
+        fn: Callable[[list[Any], list[Any]], None] = env["merge_into"]
+        return fn
 
     def _generate_result(self) -> ResultFn:
         """``result(key, start, end, slots, final)`` -> the result record, in one call."""

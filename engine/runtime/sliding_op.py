@@ -16,6 +16,7 @@ from math import gcd
 from typing import Any
 
 from engine.runtime.window_op import WindowRuntime, encode_window, take_columns
+from engine.watermarks import MIN_WATERMARK
 from engine.windows import SlidingWindows
 from state import layout
 
@@ -48,6 +49,7 @@ class SlidingRuntime(WindowRuntime):
         self._fired_upto: int | None = None  # every window ending at or before this is done
         self._pane_deletes: list[tuple[str, int]] = []
         self._trace: list[int] = []
+        self._pane_prefixes: dict[str, bytes] = {}
 
     # ``self.buckets`` holds panes: {pane end: {key: slots}}; ``self._dirty`` their changes
 
@@ -79,9 +81,25 @@ class SlidingRuntime(WindowRuntime):
         self._trace = trace or []
         lateness = self._lateness
         fold = self.plan.fold
+        pk: list[str] = []
+        pp: list[int] = []
+        pc: list[list[Any]] = [[] for _ in cols]
+        pr: list[Any] = []
+        next_due = self._next_due()
         for i, (k, t, w, rec) in enumerate(zip(keys, ts, wms, recs, strict=True)):
-            if self._fired_upto is None or w + 1 > self._fired_upto:
-                self._fire_upto(w)  # windows this record's watermark has passed fire first
+            if w >= next_due - 1:  # the watermark passed a window end: fire before going on
+                if pk:
+                    fold(self.buckets, self._dirty, pk, pp, *pc, pr)
+                    pk, pp, pc, pr = [], [], [[] for _ in cols], []
+                self._fire_upto(w)
+                next_due = self._next_due()
+            if first[i] - 1 > w:  # every window of this record is open: it joins its pane
+                pk.append(k)
+                pp.append(panes[i])
+                for c, col in zip(pc, cols, strict=True):
+                    c.append(col[i])
+                pr.append(rec)
+                continue
             taken = joined = False
             vals = [c[i] for c in cols]
             for e in self._sliding.window_ends_of(t):
@@ -91,9 +109,21 @@ class SlidingRuntime(WindowRuntime):
                     self._allowed.append((k, e, rec, vals))
                     taken = True
             if joined:
-                fold(self.buckets, self._dirty, [k], [panes[i]], *[[v] for v in vals], [rec])
+                pk.append(k)
+                pp.append(panes[i])
+                for c, v in zip(pc, vals, strict=True):
+                    c.append(v)
+                pr.append(rec)
             elif not taken:  # late only when all its windows are
                 self._late.add(self.op.name, k, t, w, rec)
+        if pk:
+            fold(self.buckets, self._dirty, pk, pp, *pc, pr)
+
+    def _next_due(self) -> int:
+        """The end of the next window the watermark can pass (ends are aligned to the slide)."""
+        if self._fired_upto is None:
+            return MIN_WATERMARK
+        return _first_end_at_or_after(self._fired_upto + 1, self._size, self._slide)
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         if self.processing_time:
@@ -136,11 +166,15 @@ class SlidingRuntime(WindowRuntime):
     def _compose(self, end: int) -> dict[str, list[Any]]:
         """The window ending at ``end``: its panes merged, per key."""
         merged: dict[str, list[Any]] = {}
-        merge = self.plan.merge
+        merge_into = self.plan.merge_into
+        get = merged.get
         for p in range(end - self._size + self._pane, end + 1, self._pane):
             for k, slots in self.buckets.get(p, {}).items():
-                have = merged.get(k)
-                merged[k] = list(slots) if have is None else merge(have, slots)
+                have = get(k)
+                if have is None:
+                    merged[k] = slots.copy()
+                else:
+                    merge_into(have, slots)
         return merged
 
     def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
@@ -195,8 +229,13 @@ class SlidingRuntime(WindowRuntime):
             self._writes = {}
 
     def _pane_prefix(self, key: str) -> bytes:
-        kg = self._prefix(key)[0]
-        return layout.key_prefix(kg, self._psid, key.encode())
+        found = self._pane_prefixes.get(key)
+        if found is None:
+            if len(self._pane_prefixes) >= 1 << 20:
+                self._pane_prefixes.clear()
+            kg = self._prefix(key)[0]
+            found = self._pane_prefixes[key] = layout.key_prefix(kg, self._psid, key.encode())
+        return found
 
 
 def compose_stored(
