@@ -68,8 +68,23 @@ class KeyByNode:
     children: list[WindowOperator | ProcessOperator] = field(default_factory=list)
 
 
+class _StateIds:
+    """An operator's state ids, derived from its name."""
+
+    name: str
+
+    @property
+    def state_id(self) -> int:
+        """Stable id of this operator's state (never 0)."""
+        return operator_state_id(self.name)
+
+    @property
+    def timer_state_id(self) -> int:
+        return self.state_id | 0x8000
+
+
 @dataclass(eq=False)
-class WindowOperator:
+class WindowOperator(_StateIds):
     """A keyed window aggregation: the unit of queryable state (``/{job}/{op}/state/{key}``)."""
 
     name: str
@@ -78,15 +93,6 @@ class WindowOperator:
     allowed_lateness_ms: int
     aggregates: dict[str, _agg.Aggregate]
     sinks: list[Sink] = field(default_factory=list)
-
-    @property
-    def state_id(self) -> int:
-        """Stable id of this operator's window state, derived from its name (never 0)."""
-        return operator_state_id(self.name)
-
-    @property
-    def timer_state_id(self) -> int:
-        return self.state_id | 0x8000
 
     @property
     def pane_state_id(self) -> int:
@@ -107,7 +113,7 @@ class WindowOperator:
 
 
 @dataclass(eq=False)
-class ProcessOperator:
+class ProcessOperator(_StateIds):
     """A keyed process function: per-record code with keyed state and timers, queryable as
     ``/{job}/{name}/state/{key}`` (its states by name)."""
 
@@ -115,14 +121,6 @@ class ProcessOperator:
     key: KeySelector
     function: Any
     sinks: list[Sink] = field(default_factory=list)
-
-    @property
-    def state_id(self) -> int:
-        return operator_state_id(self.name)
-
-    @property
-    def timer_state_id(self) -> int:
-        return self.state_id | 0x8000
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "type": "process", "function": _qualname(self.function)}

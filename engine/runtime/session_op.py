@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-from engine.runtime.window_op import WindowRuntime, encode_window, take_columns
+from engine.runtime.window_op import WindowRuntime, encode_window
 from engine.windows.session import SessionWindows
 
 
@@ -74,17 +74,11 @@ class SessionRuntime(WindowRuntime):
         wms: list[int],
         trace: list[int] | None = None,
     ) -> None:
-        if not keys:
+        admitted = self._admit(keys, recs, ts, wms)
+        if admitted is None:
             return
-        cols, keep = self._columns(recs)
-        if keep is not None:
-            keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
-            if not keys:
-                return
-            cols, _ = self._columns(recs)
-        self.records_in += len(keys)
+        keys, recs, ts, wms, cols = admitted
         if self.processing_time:
-            ts, wms = self.clock(len(keys))
             trace = None
         self._trace = trace or []
         for i, (k, t, w, rec) in enumerate(zip(keys, ts, wms, recs, strict=True)):
@@ -146,12 +140,7 @@ class SessionRuntime(WindowRuntime):
         return self._trace[i] if i < len(self._trace) and self._trace[i] <= wm else wm
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
-        if self.processing_time:
-            watermark, data_watermark, trace = self.processing_watermark(watermark)
-        if data_watermark > self.data_watermark:
-            self.data_watermark = data_watermark
-        if watermark > self.watermark:
-            self.watermark = watermark
+        trace = self._move_time(watermark, data_watermark, trace)
         self._trace = trace or [self.watermark]
         wm = self.watermark
         for key in list(self.sessions):

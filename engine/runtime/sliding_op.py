@@ -15,7 +15,7 @@ from bisect import bisect_left
 from math import gcd
 from typing import Any
 
-from engine.runtime.window_op import WindowRuntime, encode_window, take_columns
+from engine.runtime.window_op import WindowRuntime, encode_window
 from engine.watermarks import MIN_WATERMARK
 from engine.windows import SlidingWindows
 from state import layout
@@ -61,17 +61,10 @@ class SlidingRuntime(WindowRuntime):
         wms: list[int],
         trace: list[int] | None = None,
     ) -> None:
-        if not keys:
+        admitted = self._admit(keys, recs, ts, wms)
+        if admitted is None:
             return
-        cols, keep = self._columns(recs)
-        if keep is not None:
-            keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
-            if not keys:
-                return
-            cols, _ = self._columns(recs)
-        self.records_in += len(keys)
-        if self.processing_time:
-            ts, wms = self.clock(len(keys))
+        keys, recs, ts, wms, cols = admitted
         g, size, slide = self._pane, self._size, self._slide
         panes = [t - t % g + g for t in ts]
         first = [_first_end_at_or_after(t + 1, size, slide) for t in ts]
@@ -126,14 +119,8 @@ class SlidingRuntime(WindowRuntime):
         return _first_end_at_or_after(self._fired_upto + 1, self._size, self._slide)
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
-        if self.processing_time:
-            watermark, data_watermark, trace = self.processing_watermark(watermark)
-        if data_watermark > self.data_watermark:
-            self.data_watermark = data_watermark
-        if watermark > self.watermark:
-            self.watermark = watermark
+        self._trace = self._move_time(watermark, data_watermark, trace) or []
         wm = self.watermark
-        self._trace = trace or []
         self._fire_upto(wm)
         if self._allowed:
             self._apply_allowed()

@@ -107,17 +107,10 @@ class WindowRuntime:
     ) -> None:
         """Fold one batch; ``wms[i]`` is the watermark record ``i`` arrived under (``trace``, the
         watermark after each record, only matters to merging windows)."""
-        if not keys:
+        admitted = self._admit(keys, recs, ts, wms)
+        if admitted is None:
             return
-        cols, keep = self._columns(recs)
-        if keep is not None:
-            keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
-            if not keys:
-                return
-            cols, _ = self._columns(recs)
-        self.records_in += len(keys)
-        if self.processing_time:
-            ts, wms = self.clock(len(keys))
+        keys, recs, ts, wms, cols = admitted
         ends, origin = self._assigner.expand(ts)
         if origin is not None:  # several windows per record: one (record, window) pair each
             keys, recs, ts, wms = take_columns(origin, keys, recs, ts, wms)
@@ -178,6 +171,37 @@ class WindowRuntime:
             reported.add(record)
             self._late.add(self.op.name, keys[i], ts[i], wms[i], recs[i])
 
+    def _admit(
+        self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]
+    ) -> tuple[list[str], list[Any], list[int], list[int], list[list[Any]]] | None:
+        """The start every window runtime shares: records whose aggregated fields are missing
+        or not numbers go to the dead letters; processing time replaces the records' times.
+        Returns the columns to go on with (``None``: nothing left)."""
+        if not keys:
+            return None
+        cols, keep = self._columns(recs)
+        if keep is not None:
+            keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
+            if not keys:
+                return None
+            cols, _ = self._columns(recs)
+        self.records_in += len(keys)
+        if self.processing_time:
+            ts, wms = self.clock(len(keys))
+        return keys, recs, ts, wms, cols
+
+    def _move_time(
+        self, watermark: int, data_watermark: int, trace: list[int] | None
+    ) -> list[int] | None:
+        """Advance the operator's watermarks (never backwards); returns the trace to fire by."""
+        if self.processing_time:
+            watermark, data_watermark, trace = self.processing_watermark(watermark)
+        if data_watermark > self.data_watermark:
+            self.data_watermark = data_watermark
+        if watermark > self.watermark:
+            self.watermark = watermark
+        return trace
+
     def _columns(self, recs: list[Any]) -> tuple[list[list[Any]], list[int] | None]:
         """Field columns for the fold; records with a missing or non-numeric field go to the
         dead-letter output (then the indices to keep are returned instead)."""
@@ -219,12 +243,7 @@ class WindowRuntime:
         ``watermark``): a window fires at the first of those that reaches its end, and whether
         that first emission is already final depends on that value, not on the batch's last.
         """
-        if self.processing_time:
-            watermark, data_watermark, trace = self.processing_watermark(watermark)
-        if data_watermark > self.data_watermark:
-            self.data_watermark = data_watermark
-        if watermark > self.watermark:
-            self.watermark = watermark
+        trace = self._move_time(watermark, data_watermark, trace)
         wm = self.watermark
         for end in sorted(e for e in self.buckets if e - 1 <= wm):
             fired_at = wm
