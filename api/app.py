@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import hmac
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
 
 from api import errors
 from api.registry import Registry
 from api.routes import dashboard, jobs, state
+from api.settings import ApiSettings
+
+OPEN_PATHS = frozenset({"/health"})
 
 
-def create_app(registry: Registry) -> FastAPI:
+def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastAPI:
+    settings = settings or ApiSettings()
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
@@ -26,7 +34,38 @@ def create_app(registry: Registry) -> FastAPI:
     )
     app.state.registry = registry
     errors.install(app)
+    if settings.token:
+        _require_token(app, settings.token)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "If-None-Match", "Content-Type"],
+            expose_headers=["ETag"],
+        )
     app.include_router(jobs.router)
     app.include_router(dashboard.router)
     app.include_router(state.router)  # last: its path pattern is the most general
     return app
+
+
+def _require_token(app: FastAPI, token: str) -> None:
+    expected = f"Bearer {token}".encode()
+
+    @app.middleware("http")
+    async def _auth(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        if request.url.path in OPEN_PATHS or request.method == "OPTIONS":
+            return await call_next(request)
+        given = request.headers.get("authorization", "").encode()
+        if hmac.compare_digest(given, expected):
+            return await call_next(request)
+        return JSONResponse(
+            {"error": {"code": "unauthorized",
+                       "message": "this API needs 'Authorization: Bearer <token>' "
+                                  "(the token weir was started with, WEIR_API_TOKEN)"}},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )  # fmt: skip

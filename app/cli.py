@@ -126,6 +126,17 @@ def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     )
     env.add("--api-host", "address the HTTP API binds", "127.0.0.1", metavar="H")
     env.add(
+        "--api-token",
+        "bearer token every route but /health then requires (prefer the environment "
+        "variable: a flag shows in the process list)",
+        metavar="TOKEN",
+    )
+    env.add(
+        "--cors-origins",
+        "comma-separated origins allowed to call the API from a browser",
+        metavar="ORIGINS",
+    )
+    env.add(
         "--api-port",
         "port of the HTTP API (0: any free port)",
         8000,
@@ -183,11 +194,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         logs.configure(args.log_level)
-        from app import supervise  # imported late: keeps --help fast
+        from api.settings import ApiSettings  # imported late: keeps --help fast
+        from app import supervise
 
         job_file = DEMO_JOB if args.command == "demo" else Path(args.job_file)
         cfg = config_from_args(args, job_file)
-        return supervise.run(cfg, args.api_host, args.api_port)
+        api = ApiSettings(
+            token=args.api_token or None,
+            cors_origins=tuple(
+                o.strip() for o in (args.cors_origins or "").split(",") if o.strip()
+            ),
+        )
+        return supervise.run(cfg, args.api_host, args.api_port, api)
     except WeirError as exc:
         print(f"weir: error: {exc}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ import threading
 
 import uvicorn
 
-from api import Registry, create_app, handle_for
+from api import ApiSettings, Registry, create_app, handle_for
 from engine.errors import ConfigError
 from engine.runtime.config import RunConfig
 from engine.runtime.jobmanager import JobManager
@@ -33,7 +33,7 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def run(cfg: RunConfig, api_host: str, api_port: int) -> int:
+def run(cfg: RunConfig, api_host: str, api_port: int, api: ApiSettings | None = None) -> int:
     """Run until stopped (or, with ``exit_at_end``, until the bounded input is processed)."""
     job = load_configured_job(cfg)
     check_port_free(api_host, api_port)
@@ -41,7 +41,7 @@ def run(cfg: RunConfig, api_host: str, api_port: int) -> int:
     registry = Registry()
     registry.add(handle_for(job, manager, cfg))
     server = uvicorn.Server(
-        uvicorn.Config(create_app(registry), host=api_host, port=api_port, log_level="warning")
+        uvicorn.Config(create_app(registry, api), host=api_host, port=api_port, log_level="warning")
     )
 
     def watch() -> None:

@@ -112,7 +112,12 @@ class _Servers:
         self.started: list[WeirServer] = []
 
     def start(
-        self, job_file: Path, *flags: str, state_dir: Path | None = None, timeout: float = 30.0
+        self,
+        job_file: Path,
+        *flags: str,
+        state_dir: Path | None = None,
+        timeout: float = 30.0,
+        env: dict[str, str] | None = None,
     ) -> WeirServer:
         n = len(self.started)
         state = state_dir or self.root / f"state-{n}"
@@ -121,7 +126,7 @@ class _Servers:
             proc = subprocess.Popen(
                 [*WEIR, "run", str(job_file), "--api-port", "0", "--state-dir", str(state), *flags],
                 cwd=self.root,
-                env=_env(None),
+                env=_env(env),
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 start_new_session=True,

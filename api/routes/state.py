@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import orjson
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
+from pydantic import BaseModel, Field
 
 from api.deps import job_handle, operator, public_watermark, registry
 from api.errors import ApiError, ErrorBody, not_found
 from api.models import StateAnswer
-from api.registry import Registry
+from api.registry import JobHandle, Registry
 from engine.job import ProcessOperator, WindowOperator
 from engine.runtime.fold import FoldPlan
 from engine.runtime.process_op import decode_state
@@ -24,27 +27,25 @@ from state.keygroups import key_group
 router = APIRouter(tags=["state"])
 
 MAX_LIMIT = 10_000
+MAX_LOOKUP_KEYS = 1_000
 
 
-@router.get(
-    "/{job}/{op}/state/{key:path}",
-    response_model=StateAnswer,
-    responses={404: {"model": ErrorBody}, 400: {"model": ErrorBody}, 422: {"model": ErrorBody}},
-)
-def get_state(
-    job: str,
-    op: str,
-    key: str,
-    reg: Annotated[Registry, Depends(registry)],
-    from_: Annotated[
-        int | None, Query(alias="from", description="earliest window start, ms")
-    ] = None,
-    to: Annotated[int | None, Query(description="latest window start (inclusive), ms")] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="most recent N windows")] = 1000,
-    consistency: Literal["live", "committed"] = "live",
-) -> Response:
-    handle = job_handle(reg, job)
-    operator_def = operator(handle, op)
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Which windows an answer holds: starts within ``[from_, to]``, the newest ``limit``."""
+
+    from_: int | None = None
+    to: int | None = None
+    limit: int = 1000
+
+    def check(self) -> None:
+        if self.from_ is not None and self.to is not None and self.to < self.from_:
+            raise ApiError(
+                400, "invalid_range", f"to={self.to} is before from={self.from_}; swap them"
+            )
+
+
+def _check_consistency(consistency: str) -> None:
     if consistency == "committed":
         raise ApiError(
             400,
@@ -52,18 +53,28 @@ def get_state(
             "consistency=committed reads the latest checkpoint, and this job has none yet; "
             "use consistency=live",
         )
-    if from_ is not None and to is not None and to < from_:
-        raise ApiError(400, "invalid_range", f"to={to} is before from={from_}; swap them")
+
+
+def key_answer(
+    handle: JobHandle,
+    op_def: WindowOperator | ProcessOperator,
+    key: str,
+    bounds: Bounds,
+    consistency: str = "live",
+) -> dict[str, Any]:
+    """One key's state in one operator, as ``GET /{job}/{op}/state/{key}`` answers it; raises
+    a 404 ``ApiError`` when the key has none."""
+    job, op = handle.job.name, op_def.name
     raw_key = key.encode()
     if len(raw_key) > layout.MAX_KEY_BYTES:
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
-    prefix = layout.key_prefix(kg, operator_def.state_id, raw_key)
+    prefix = layout.key_prefix(kg, op_def.state_id, raw_key)
     reader = handle.reader_for(kg)
     rows = reader.scan(prefix, layout.prefix_upper_bound(prefix))
     pane_rows: list[tuple[bytes, bytes]] = []
-    if isinstance(operator_def, WindowOperator) and uses_panes(operator_def.assigner):
-        pane_prefix = layout.key_prefix(kg, operator_def.pane_state_id, raw_key)
+    if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
+        pane_prefix = layout.key_prefix(kg, op_def.pane_state_id, raw_key)
         pane_rows = reader.scan(pane_prefix, layout.prefix_upper_bound(pane_prefix))
     if not rows and not pane_rows:
         raise not_found(
@@ -79,22 +90,96 @@ def get_state(
         "checkpoint": None,
         "consistency": consistency,
     }
-    if isinstance(operator_def, ProcessOperator):
-        states = dict(decode_state(value)[0::2] for _, value in rows)
-        answer.update(windows=[], state=states)
-        return Response(orjson.dumps(answer), media_type="application/json")
-    plan = handle.plan(operator_def)
-    lateness = operator_def.allowed_lateness_ms
+    if isinstance(op_def, ProcessOperator):
+        answer.update(windows=[], state=dict(decode_state(value)[0::2] for _, value in rows))
+        return answer
+    plan = handle.plan(op_def)
+    lateness = op_def.allowed_lateness_ms
     windows: list[dict[str, Any]] = []
-    for start, end, slots in _entries(operator_def, plan, rows, pane_rows):
-        if (from_ is not None and start < from_) or (to is not None and start > to):
+    for start, end, slots in _entries(op_def, plan, rows, pane_rows):
+        if (bounds.from_ is not None and start < bounds.from_) or (
+            bounds.to is not None and start > bounds.to
+        ):
             continue
         window = plan.result("", start, end, slots, end - 1 + lateness <= wm)
         del window["key"]
         windows.append(window)
-    answer["windows"] = windows[-limit:]
-    # serialized here: keeps DESIGN's field order and skips re-validating every answer
-    return Response(orjson.dumps(answer), media_type="application/json")
+    answer["windows"] = windows[-bounds.limit :]
+    return answer
+
+
+def json_response(body: Any, request: Request, status: int = 200) -> Response:
+    """Serialized here (DESIGN's field order, no re-validation), with an ``ETag``: a poll whose
+    ``If-None-Match`` names the current answer gets an empty 304."""
+    raw = orjson.dumps(body)
+    etag = '"' + hashlib.blake2b(raw, digest_size=12).hexdigest() + '"'
+    if etag in request.headers.get("if-none-match", ""):
+        return Response(status_code=304, headers={"ETag": etag})
+    return Response(raw, status_code=status, media_type="application/json", headers={"ETag": etag})
+
+
+@router.get(
+    "/{job}/{op}/state/{key:path}",
+    response_model=StateAnswer,
+    responses={
+        304: {"description": "unchanged since the ETag in If-None-Match"},
+        404: {"model": ErrorBody},
+        400: {"model": ErrorBody},
+        422: {"model": ErrorBody},
+    },
+)
+def get_state(
+    job: str,
+    op: str,
+    key: str,
+    request: Request,
+    reg: Annotated[Registry, Depends(registry)],
+    from_: Annotated[
+        int | None, Query(alias="from", description="earliest window start, ms")
+    ] = None,
+    to: Annotated[int | None, Query(description="latest window start (inclusive), ms")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="most recent N windows")] = 1000,
+    consistency: Literal["live", "committed"] = "live",
+) -> Response:
+    handle = job_handle(reg, job)
+    op_def = operator(handle, op)
+    _check_consistency(consistency)
+    bounds = Bounds(from_, to, limit)
+    bounds.check()
+    return json_response(key_answer(handle, op_def, key, bounds, consistency), request)
+
+
+class LookupRequest(BaseModel):
+    keys: list[str] = Field(min_length=1, max_length=MAX_LOOKUP_KEYS)
+    from_: int | None = Field(default=None, alias="from")
+    to: int | None = None
+    limit: int = Field(default=1000, ge=1, le=MAX_LIMIT)
+
+
+@router.post(
+    "/{job}/{op}/lookup",
+    responses={404: {"model": ErrorBody}, 400: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
+def lookup(
+    job: str,
+    op: str,
+    body: LookupRequest,
+    request: Request,
+    reg: Annotated[Registry, Depends(registry)],
+) -> Response:
+    """Many keys in one call: ``{"results": [<point answer> | {"key", "error"}]}``, in the order
+    asked, each equal to what ``GET /{job}/{op}/state/{key}`` answers for that key."""
+    handle = job_handle(reg, job)
+    op_def = operator(handle, op)
+    bounds = Bounds(body.from_, body.to, body.limit)
+    bounds.check()
+    results: list[dict[str, Any]] = []
+    for key in body.keys:
+        try:
+            results.append(key_answer(handle, op_def, key, bounds))
+        except ApiError as exc:
+            results.append({"key": key, "error": {"code": exc.code, "message": exc.message}})
+    return json_response({"job": job, "op": op, "results": results}, request)
 
 
 def _namespace(skey: bytes) -> int:

@@ -1,0 +1,102 @@
+"""The query API beyond the point lookup, against a real ``weir run``: batch lookup, ETag
+polling, the bearer token, and CORS."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from tests.reference import Spec, simulate
+from tests.support import WeirServer, event_lines, job_text, make_events, write_lines
+
+SPEC = Spec(bound=200, size=1_000, lateness=0)
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture
+def finished_server(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> tuple[WeirServer, list[str]]:
+    lines = event_lines(make_events(1_200, seed=8))
+    src = write_lines(tmp_path / "in.jsonl", lines)
+    job = tmp_path / "job.py"
+    job.write_text(job_text(src, bound=SPEC.bound, size=SPEC.size, lateness=SPEC.lateness))
+    server = weir_server(job, "--parallelism", "2", "--cors-origins", "http://dash.example")
+    server.wait_finished()
+    return server, lines
+
+
+def test_batch_lookup_equals_point_lookups(finished_server: tuple[WeirServer, list[str]]) -> None:
+    server, lines = finished_server
+    client = server.client()
+    keys = [*simulate(lines, SPEC).state_by_key(), "no-such-key"]
+    r = client.post("/t1/imps/lookup", json={"keys": keys, "limit": 50})
+    assert r.status_code == 200, r.text
+    results = r.json()["results"]
+    assert [x["key"] for x in results] == keys
+    for key, got in zip(keys, results, strict=True):
+        point = client.get(f"/t1/imps/state/{quote(key, safe='')}", params={"limit": 50})
+        if point.status_code == 404:
+            assert got["error"] == point.json()["error"]
+        else:
+            assert got == point.json()
+    assert results[-1]["error"]["code"] == "key_not_found"
+
+
+def test_batch_lookup_validates_its_body(finished_server: tuple[WeirServer, list[str]]) -> None:
+    client = finished_server[0].client()
+    r = client.post("/t1/imps/lookup", json={"keys": []})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    r = client.post("/t1/imps/lookup", json={"keys": ["a"], "from": 10, "to": 5})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_range"
+
+
+def test_unchanged_polls_get_304(finished_server: tuple[WeirServer, list[str]]) -> None:
+    client = finished_server[0].client()
+    first = client.get("/t1/imps/state/ad-0")
+    assert first.status_code == 200 and first.headers["etag"]
+    again = client.get("/t1/imps/state/ad-0", headers={"If-None-Match": first.headers["etag"]})
+    assert again.status_code == 304 and again.content == b""
+    assert again.headers["etag"] == first.headers["etag"]
+    other = client.get("/t1/imps/state/ad-0", params={"limit": 1},
+                       headers={"If-None-Match": first.headers["etag"]})  # fmt: skip
+    assert other.status_code == 200  # a different answer: a different ETag
+
+
+def test_cors_preflight_names_the_allowed_origin(
+    finished_server: tuple[WeirServer, list[str]],
+) -> None:
+    client = finished_server[0].client()
+    r = client.options(
+        "/t1/imps/state/ad-0",
+        headers={"Origin": "http://dash.example", "Access-Control-Request-Method": "GET"},
+    )
+    assert r.headers.get("access-control-allow-origin") == "http://dash.example"
+    r = client.get("/jobs", headers={"Origin": "http://elsewhere.example"})
+    assert "access-control-allow-origin" not in r.headers
+
+
+def test_token_protects_every_route_but_health(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    src = write_lines(tmp_path / "in.jsonl", event_lines(make_events(200, seed=3)))
+    job = tmp_path / "job.py"
+    job.write_text(job_text(src, bound=0, size=1_000, lateness=0))
+    server = weir_server(job, "--parallelism", "1", env={"WEIR_API_TOKEN": TOKEN})
+    with httpx.Client(base_url=server.base_url, timeout=10, trust_env=False) as anon:
+        assert anon.get("/health").status_code == 200
+        for path in ("/jobs", "/jobs/t1", "/t1/imps/state/ad-0", "/", "/openapi.json"):
+            r = anon.get(path)
+            assert r.status_code == 401, path
+            assert r.json()["error"]["code"] == "unauthorized"
+            assert r.headers["www-authenticate"] == "Bearer"
+        wrong = anon.get("/jobs", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+    with httpx.Client(base_url=server.base_url, timeout=10, trust_env=False,
+                      headers={"Authorization": f"Bearer {TOKEN}"}) as auth:  # fmt: skip
+        assert auth.get("/jobs").status_code == 200
+    assert TOKEN not in server.stderr()
