@@ -56,3 +56,10 @@ class JobDetail(BaseModel):
 class Health(BaseModel):
     status: str
     jobs: dict[str, str]
+
+
+class KeyList(BaseModel):
+    job: str
+    op: str
+    keys: list[str]
+    next_cursor: str | None

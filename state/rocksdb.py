@@ -27,6 +27,7 @@ from rocksdict import (
 )
 
 from engine.errors import StateError
+from state.layout import prefix_upper_bound
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +182,23 @@ class SecondaryReader:
             if limit is not None and len(out) >= limit:
                 break
         return out
+
+    def keys(self, lo: bytes, hi: bytes, limit: int) -> list[bytes]:
+        """Distinct state-key prefixes ``kg | state id | length | key`` in ``[lo, hi)``, each
+        once: after a key's first row the iterator seeks past all its other rows."""
+        db = self._fresh()
+        opts = ReadOptions()
+        opts.set_iterate_upper_bound(hi)
+        it = db.iter(opts)
+        it.seek(lo)
+        found: list[bytes] = []
+        while it.valid() and len(found) < limit:
+            raw = it.key()
+            n = int.from_bytes(raw[4:6], "big")
+            prefix = raw[: 6 + n]
+            found.append(prefix)
+            it.seek(prefix_upper_bound(prefix))
+        return found
 
     def close(self) -> None:
         with self._lock:

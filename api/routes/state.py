@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -12,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from api.deps import job_handle, operator, public_watermark, registry
 from api.errors import ApiError, ErrorBody, not_found
-from api.models import StateAnswer
+from api.models import KeyList, StateAnswer
 from api.registry import JobHandle, Registry
 from engine.job import ProcessOperator, WindowOperator
 from engine.runtime.fold import FoldPlan
@@ -28,6 +29,7 @@ router = APIRouter(tags=["state"])
 
 MAX_LIMIT = 10_000
 MAX_LOOKUP_KEYS = 1_000
+MAX_KEYS_PAGE = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,65 @@ def json_response(body: Any, request: Request, status: int = 200) -> Response:
     if etag in request.headers.get("if-none-match", ""):
         return Response(status_code=304, headers={"ETag": etag})
     return Response(raw, status_code=status, media_type="application/json", headers={"ETag": etag})
+
+
+def _encode_cursor(kg: int, key: bytes) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps([kg, key.decode()])).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str, max_parallelism: int) -> tuple[int, bytes]:
+    try:
+        kg, key = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not (isinstance(kg, int) and 0 <= kg < max_parallelism and isinstance(key, str)):
+            raise ValueError
+        return kg, key.encode()
+    except ValueError:
+        raise ApiError(
+            400,
+            "invalid_cursor",
+            f"cursor {cursor[:40]!r} is not one this API gave out; start again without a cursor",
+        ) from None
+
+
+@router.get(
+    "/{job}/{op}/state",
+    response_model=KeyList,
+    responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}},
+)
+def list_keys(
+    job: str,
+    op: str,
+    reg: Annotated[Registry, Depends(registry)],
+    prefix: Annotated[str, Query(description="only keys starting with this")] = "",
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_KEYS_PAGE)] = 100,
+) -> dict[str, Any]:
+    """The keys an operator holds state for, in a stable order (key group, then the state
+    layout's order), a page at a time; every key appears once across the pages."""
+    handle = job_handle(reg, job)
+    op_def = operator(handle, op)
+    m = handle.job.max_parallelism
+    first_kg, after = _decode_cursor(cursor, m) if cursor else (0, None)
+    ids = [op_def.state_id]
+    if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
+        ids.append(op_def.pane_state_id)
+    keys: list[str] = []
+    want = prefix.encode()
+    for kg in range(first_kg, m):
+        reader = handle.reader_for(kg)
+        found: set[bytes] = set()
+        for sid in ids:
+            lo = layout.state_prefix(kg, sid)
+            found.update(p[6:] for p in reader.keys(lo, layout.prefix_upper_bound(lo), 1 << 30))
+        for key in sorted(found, key=lambda b: (len(b), b)):
+            if kg == first_kg and after is not None and (len(key), key) <= (len(after), after):
+                continue
+            if not key.startswith(want):
+                continue
+            keys.append(key.decode())
+            if len(keys) == limit:
+                return {"job": job, "op": op, "keys": keys, "next_cursor": _encode_cursor(kg, key)}
+    return {"job": job, "op": op, "keys": keys, "next_cursor": None}
 
 
 @router.get(

@@ -100,3 +100,35 @@ def test_token_protects_every_route_but_health(
                       headers={"Authorization": f"Bearer {TOKEN}"}) as auth:  # fmt: skip
         assert auth.get("/jobs").status_code == 200
     assert TOKEN not in server.stderr()
+
+
+@pytest.mark.parametrize("page", [1, 3, 100])
+def test_key_listing_pages_visit_every_key_once(
+    finished_server: tuple[WeirServer, list[str]], page: int
+) -> None:
+    server, lines = finished_server
+    client = server.client()
+    expected = set(simulate(lines, SPEC).state_by_key())
+    seen: list[str] = []
+    cursor: str | None = None
+    for _ in range(100):
+        params: dict[str, str | int] = {"limit": page}
+        if cursor:
+            params["cursor"] = cursor
+        body = client.get("/t1/imps/state", params=params).json()
+        assert len(body["keys"]) <= page
+        seen.extend(body["keys"])
+        cursor = body["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == len(set(seen)), "a key was listed twice"
+    assert set(seen) == expected
+
+
+def test_key_listing_prefix_and_bad_cursor(finished_server: tuple[WeirServer, list[str]]) -> None:
+    client = finished_server[0].client()
+    keys = client.get("/t1/imps/state", params={"prefix": "ad-", "limit": 1000}).json()["keys"]
+    assert keys and all(k.startswith("ad-") for k in keys)
+    assert len(keys) == 5  # ad-0 .. ad-4 in the generated input
+    r = client.get("/t1/imps/state", params={"cursor": "not-a-cursor"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_cursor"
