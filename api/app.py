@@ -10,7 +10,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
-from api import errors
+from api import errors, metrics
 from api.registry import Registry
 from api.routes import dashboard, jobs, state
 from api.settings import ApiSettings
@@ -34,6 +34,7 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     )
     app.state.registry = registry
     errors.install(app)
+    metrics.install(app, registry)
     if settings.token:
         _require_token(app, settings.token)
     if settings.cors_origins:

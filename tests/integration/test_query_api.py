@@ -132,3 +132,29 @@ def test_key_listing_prefix_and_bad_cursor(finished_server: tuple[WeirServer, li
     assert len(keys) == 5  # ad-0 .. ad-4 in the generated input
     r = client.get("/t1/imps/state", params={"cursor": "not-a-cursor"})
     assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_cursor"
+
+
+def test_metrics_expose_pipeline_counters_and_query_latency(
+    finished_server: tuple[WeirServer, list[str]],
+) -> None:
+    server, lines = finished_server
+    client = server.client()
+    for key in ("ad-0", "ad-1", "missing"):
+        client.get(f"/t1/imps/state/{key}")
+    r = client.get("/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+    samples = {}
+    for line in r.text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    ref = simulate(lines, SPEC)
+    assert samples['weir_operator_records_in_total{job="t1",op="imps"}'] == ref.records_to_op
+    assert samples['weir_late_records_total{job="t1",op="imps"}'] == len(ref.late)
+    route = 'route="/{job}/{op}/state/{key:path}"'
+    assert samples[f'weir_http_responses_total{{method="GET",{route},status="200"}}'] >= 2
+    assert samples[f'weir_http_responses_total{{method="GET",{route},status="404"}}'] >= 1
+    count = samples[f'weir_http_request_duration_seconds_count{{method="GET",{route}}}']
+    inf = samples[f'weir_http_request_duration_seconds_bucket{{method="GET",{route},le="+Inf"}}']
+    assert count == inf >= 3
+    assert sum(v for k, v in samples.items() if k.startswith("weir_records_in_total")) == len(lines)
