@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
+import anyio
 import orjson
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from api.deps import job_handle, operator, public_watermark, registry
@@ -177,6 +181,49 @@ def list_keys(
             if len(keys) == limit:
                 return {"job": job, "op": op, "keys": keys, "next_cursor": _encode_cursor(kg, key)}
     return {"job": job, "op": op, "keys": keys, "next_cursor": None}
+
+
+@router.get(
+    "/{job}/{op}/state/{key:path}/stream",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}, 404: {"model": ErrorBody}},
+)
+async def stream_state(
+    job: str,
+    op: str,
+    key: str,
+    request: Request,
+    reg: Annotated[Registry, Depends(registry)],
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
+    interval_ms: Annotated[int, Query(ge=50, le=60_000)] = 250,
+) -> StreamingResponse:
+    """Server-Sent Events: the key's answer (as the point lookup gives it) each time it
+    changes, checked every ``interval_ms``; a comment line every 15 s keeps proxies open. (A
+    key that itself ends in ``/stream`` is read with the point lookup.)"""
+    handle = job_handle(reg, job)
+    op_def = operator(handle, op)
+    bounds = Bounds(limit=limit)
+
+    async def events() -> AsyncIterator[bytes]:
+        last: bytes | None = None
+        quiet_since = time.monotonic()
+        while not await request.is_disconnected():
+            try:
+                answer = await anyio.to_thread.run_sync(key_answer, handle, op_def, key, bounds)
+                raw = orjson.dumps(answer)
+            except ApiError as exc:  # not there (yet): say so once, keep watching
+                raw = orjson.dumps({"error": {"code": exc.code, "message": exc.message}})
+            if raw != last:
+                last = raw
+                quiet_since = time.monotonic()
+                yield b"data: " + raw + b"\n\n"
+            elif time.monotonic() - quiet_since > 15:
+                quiet_since = time.monotonic()
+                yield b": still here\n\n"
+            await anyio.sleep(interval_ms / 1000)
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache"})  # fmt: skip
 
 
 @router.get(

@@ -8,6 +8,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import httpx
+import orjson
 import pytest
 
 from tests.reference import Spec, simulate
@@ -158,3 +159,41 @@ def test_metrics_expose_pipeline_counters_and_query_latency(
     inf = samples[f'weir_http_request_duration_seconds_bucket{{method="GET",{route},le="+Inf"}}']
     assert count == inf >= 3
     assert sum(v for k, v in samples.items() if k.startswith("weir_records_in_total")) == len(lines)
+
+
+LIVE_JOB = """
+from engine import Job, WatermarkStrategy, agg, sources, windows
+job = Job("live")
+(
+    job.source(sources.generator("ads", rate=500, ids=3, skew=0), timestamp="ts",
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=100))
+    .key_by("id")
+    .window(windows.tumbling(ms=60_000))
+    .aggregate("counts", n=agg.count())
+)
+"""
+
+
+def test_sse_stream_delivers_successive_updates(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    job = tmp_path / "live.py"
+    job.write_text(LIVE_JOB)
+    server = weir_server(job, "--parallelism", "2")
+    counts: list[int] = []
+    with httpx.Client(base_url=server.base_url, timeout=20, trust_env=False) as client:
+        with client.stream(
+            "GET", "/live/counts/state/ad-1/stream", params={"interval_ms": 100}
+        ) as r:
+            assert r.status_code == 200
+            assert r.headers["content-type"].startswith("text/event-stream")
+            for line in r.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                body = orjson.loads(line[len("data: ") :])
+                if "windows" in body:
+                    counts.append(sum(w["n"] for w in body["windows"]))
+                if len(counts) >= 3:
+                    break
+    assert len(counts) >= 3
+    assert counts == sorted(counts) and counts[-1] > counts[0]  # successive, growing updates
