@@ -19,6 +19,7 @@ from api.deps import job_handle, operator, public_watermark, registry
 from api.errors import ApiError, ErrorBody, not_found
 from api.models import KeyList, StateAnswer
 from api.registry import JobHandle, Registry
+from engine.errors import StateError
 from engine.job import ProcessOperator, WindowOperator
 from engine.runtime.fold import FoldPlan
 from engine.runtime.process_op import decode_state
@@ -213,6 +214,8 @@ async def stream_state(
                 raw = orjson.dumps(answer)
             except ApiError as exc:  # not there (yet): say so once, keep watching
                 raw = orjson.dumps({"error": {"code": exc.code, "message": exc.message}})
+            except StateError as exc:  # the worker is still creating its state
+                raw = orjson.dumps({"error": {"code": "state_unavailable", "message": str(exc)}})
             if raw != last:
                 last = raw
                 quiet_since = time.monotonic()
