@@ -84,6 +84,30 @@ def specs(draw: st.DrawFn, *, lateness: st.SearchStrategy[int] | None = None) ->
 
 
 @st.composite
+def sliding_specs(draw: st.DrawFn) -> Spec:
+    size, slide = draw(st.sampled_from([(10, 5), (12, 5), (30, 10), (100, 25), (7, 7), (25, 1)]))
+    return Spec(
+        bound=draw(st.sampled_from([0, 1, 10, 40])),
+        size=size,
+        slide=slide,
+        lateness=draw(st.sampled_from([0, 5, 30, 150])),
+    )
+
+
+@st.composite
+def session_specs(draw: st.DrawFn) -> Spec:
+    return Spec(
+        bound=draw(st.sampled_from([0, 1, 10, 40])),
+        size=1,
+        gap=draw(st.sampled_from([1, 5, 20, 60])),
+        lateness=draw(st.sampled_from([0, 5, 30, 150])),
+    )
+
+
+WINDOW_KINDS = {"sliding": sliding_specs, "session": session_specs}
+
+
+@st.composite
 def cuts(draw: st.DrawFn, n: int) -> tuple[list[int], list[bool]]:
     """Random batch sizes for ``n`` items, and after which batches to flush state."""
     sizes = draw(st.lists(st.integers(1, 12), max_size=n))
@@ -131,6 +155,33 @@ def test_any_batching_matches_reference_without_lateness(
     evs = data.draw(events())
     sizes, flushes = data.draw(cuts(len(evs)))
     run = run_batches(evs, spec, sizes, _tmp(tmp_path_factory), flush_after=flushes)
+    _assert_matches(run, simulate_decoded(evs, spec))
+
+
+@pytest.mark.parametrize("kind", sorted(WINDOW_KINDS))
+@BATCHING
+@given(data=st.data())
+def test_sliding_and_session_windows_any_batching_match_reference(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, data: st.DataObject
+) -> None:
+    """Every window holding a record (sliding, on panes) and merged sessions, against the
+    model, under any batching and flushes, with bad records and lateness."""
+    spec = data.draw(WINDOW_KINDS[kind]())
+    evs = data.draw(events())
+    sizes, flushes = data.draw(cuts(len(evs)))
+    run = run_batches(evs, spec, sizes, _tmp(tmp_path_factory), flush_after=flushes)
+    _assert_matches(run, simulate_decoded(evs, spec))
+
+
+@pytest.mark.parametrize("kind", sorted(WINDOW_KINDS))
+@settings(BATCHING, max_examples=40)
+@given(data=st.data())
+def test_sliding_and_session_windows_one_record_per_batch_match_reference(
+    tmp_path_factory: pytest.TempPathFactory, kind: str, data: st.DataObject
+) -> None:
+    spec = data.draw(WINDOW_KINDS[kind]())
+    evs = data.draw(events())
+    run = run_batches(evs, spec, [1] * len(evs), _tmp(tmp_path_factory))
     _assert_matches(run, simulate_decoded(evs, spec))
 
 

@@ -1,49 +1,13 @@
-"""Session windows against the brute-force model (one record at a time, every session fired and
-finalized after every record): merging, bridging records (late ones too), lateness judged on the
-merged session, the emission sequence of every session, and the late output; any batching."""
+"""A named session case against the brute-force model: a late record that bridges two fired
+sessions merges them (the batching properties are in test_batching.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from tests.inprocess import run_batches
-from tests.property.test_batching import BATCHING, _assert_matches, _tmp, cuts, events
+from tests.property.test_batching import _assert_matches
 from tests.reference import Spec, simulate_decoded
-
-
-@st.composite
-def session_specs(draw: st.DrawFn, *, lateness: st.SearchStrategy[int] | None = None) -> Spec:
-    return Spec(
-        bound=draw(st.sampled_from([0, 1, 10, 40])),
-        size=1,
-        gap=draw(st.sampled_from([1, 5, 20, 60])),
-        lateness=draw(lateness if lateness is not None else st.sampled_from([0, 5, 30, 150])),
-    )
-
-
-@BATCHING
-@given(data=st.data(), spec=session_specs())
-def test_sessions_any_batching_match_reference(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
-    evs = data.draw(events())
-    sizes, flushes = data.draw(cuts(len(evs)))
-    run = run_batches(evs, spec, sizes, _tmp(tmp_path_factory), flush_after=flushes)
-    _assert_matches(run, simulate_decoded(evs, spec))
-
-
-@settings(BATCHING, max_examples=40)
-@given(data=st.data(), spec=session_specs())
-def test_sessions_one_record_per_batch_match_reference(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
-    evs = data.draw(events())
-    run = run_batches(evs, spec, [1] * len(evs), _tmp(tmp_path_factory))
-    _assert_matches(run, simulate_decoded(evs, spec))
 
 
 def test_a_late_record_that_bridges_two_sessions_merges_them(tmp_path: Path) -> None:

@@ -1,7 +1,5 @@
-"""Sliding windows against the brute-force model: every record counts in every window holding it
-(windows by definition, not the engine's arithmetic), lateness is judged per window, and a
-record reaches the late output only when all its windows are late. Any batching, with bad
-records, with and without allowed lateness."""
+"""Sliding-window assignment by definition (the batching properties against the model are in
+test_batching.py, parametrised over window kinds)."""
 
 from __future__ import annotations
 
@@ -10,43 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engine import windows
-from tests.inprocess import run_batches
-from tests.property.test_batching import BATCHING, _assert_matches, _tmp, cuts, events
-from tests.reference import Spec, simulate_decoded, windows_of
-
-SIZES_SLIDES = st.sampled_from([(10, 5), (12, 5), (30, 10), (100, 25), (7, 7), (25, 1)])
-
-
-@st.composite
-def sliding_specs(draw: st.DrawFn, *, lateness: st.SearchStrategy[int] | None = None) -> Spec:
-    size, slide = draw(SIZES_SLIDES)
-    return Spec(
-        bound=draw(st.sampled_from([0, 1, 10, 40])),
-        size=size,
-        slide=slide,
-        lateness=draw(lateness if lateness is not None else st.sampled_from([0, 5, 30, 150])),
-    )
-
-
-@BATCHING
-@given(data=st.data(), spec=sliding_specs())
-def test_sliding_any_batching_matches_reference(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
-    evs = data.draw(events())
-    sizes, flushes = data.draw(cuts(len(evs)))
-    run = run_batches(evs, spec, sizes, _tmp(tmp_path_factory), flush_after=flushes)
-    _assert_matches(run, simulate_decoded(evs, spec))
-
-
-@settings(BATCHING, max_examples=40)
-@given(data=st.data(), spec=sliding_specs())
-def test_sliding_one_record_per_batch_matches_reference(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
-    evs = data.draw(events())
-    run = run_batches(evs, spec, [1] * len(evs), _tmp(tmp_path_factory))
-    _assert_matches(run, simulate_decoded(evs, spec))
+from tests.reference import windows_of
 
 
 @settings(max_examples=300)
