@@ -24,10 +24,6 @@ def canonical_key(key: object) -> str:
     raise TypeError(f"key {key!r} has type {type(key).__name__}; keys must be str or int")
 
 
-def key_group_for_bytes(key: bytes, max_parallelism: int) -> int:
-    return zlib.crc32(key) % max_parallelism
-
-
 def key_group(key: str, max_parallelism: int) -> int:
     """Key group of a canonical key."""
     return zlib.crc32(key.encode()) % max_parallelism

@@ -23,7 +23,6 @@ from engine.job import (
     SinkNode,
     SourceNode,
     StatelessNode,
-    WindowOperator,
 )
 from engine.runtime.outputs import DeadLetters
 from engine.sinks import SinkWriter
@@ -294,11 +293,6 @@ def json_exact_keyby(source: SourceNode) -> list[bool]:
     """Per key_by node (in ``keyby_nodes`` order): do its records reach it exactly as decoded
     from JSON? Then they can cross the exchange as JSON, losslessly."""
     return [exact for n, exact in _walk(source) if isinstance(n, KeyByNode)]
-
-
-def window_operators(source: SourceNode) -> list[WindowOperator]:
-    """Every window operator reachable from the source, in definition order."""
-    return [n for n, _ in _walk(source) if isinstance(n, WindowOperator)]
 
 
 def sink_nodes(source: SourceNode) -> list[SinkNode]:

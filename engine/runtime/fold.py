@@ -141,15 +141,6 @@ class FoldPlan:
         fn: ResultFn = env["result"]
         return fn
 
-    def results(self, slots: list[Any]) -> dict[str, Any]:
-        """The aggregate fields of a result record, from accumulator slots."""
-        return {
-            name: agg.result(slots[lo:hi])
-            for (name, agg), (lo, hi) in zip(
-                self.aggregates.items(), self.slices.values(), strict=True
-            )
-        }
-
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
         out: list[Any] = []
         for agg, (lo, hi) in zip(self.aggregates.values(), self.slices.values(), strict=True):

@@ -45,11 +45,6 @@ class SlidingWindows:
             start -= d
         return ends
 
-    def window_ends(self, timestamps: list[int]) -> list[int]:
-        """The end of the *latest* window of each timestamp (the one that fires last)."""
-        s, d = self.size_ms, self.slide_ms
-        return [t - t % d + s for t in timestamps]
-
     def expand(self, timestamps: list[int]) -> tuple[list[int], list[int]]:
         """``(ends, origin)``: one entry per (record, window) pair; ``origin[i]`` is the index of
         the record the pair comes from."""
