@@ -51,6 +51,8 @@ class JobDetail(BaseModel):
     operators: list[dict[str, Any]]
     workers: list[dict[str, Any]]
     checkpoints: list[dict[str, Any]]
+    last_checkpoint: int | None = None
+    restarts: int = 0
 
 
 class Health(BaseModel):
@@ -63,3 +65,33 @@ class KeyList(BaseModel):
     op: str
     keys: list[str]
     next_cursor: str | None
+
+
+class CheckpointSummary(BaseModel):
+    id: int
+    job: str
+    time: int
+    savepoint: bool
+    parallelism: int
+    max_parallelism: int
+    key_group_ranges: list[list[int]]
+    size: int
+    incremental_size: int
+    duration_ms: float
+    sync_ms: float
+    async_ms: float
+    watermark: int | None
+
+
+class CheckpointList(BaseModel):
+    job: str
+    storage: str
+    latest: int | None
+    restored_from: str | None
+    restarts: int
+    checkpoints: list[CheckpointSummary]
+
+
+class SavepointAnswer(BaseModel):
+    id: int
+    path: str

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -124,6 +126,51 @@ def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         type=_int_type("--flush-interval-ms", 0),
         metavar="MS",
     )
+    env.add(
+        "--checkpoint-dir",
+        "checkpoint storage (default: <state-dir>/checkpoints)",
+        metavar="DIR",
+    )
+    env.add(
+        "--checkpoint-interval-ms",
+        "how often a checkpoint is taken (0: never)",
+        5000 if demo else 0,
+        type=_int_type("--checkpoint-interval-ms", 0),
+        metavar="MS",
+    )
+    env.add(
+        "--checkpoint-timeout-ms",
+        "a checkpoint not complete by then is abandoned",
+        60_000,
+        type=_int_type("--checkpoint-timeout-ms", 1),
+        metavar="MS",
+    )
+    env.add(
+        "--checkpoints-retained",
+        "how many complete checkpoints to keep (savepoints are never deleted)",
+        3,
+        type=_int_type("--checkpoints-retained", 1),
+        metavar="K",
+    )
+    env.add(
+        "--restore",
+        "start from a checkpoint: 'latest' or a chk-<n> directory (any parallelism)",
+        metavar="latest|PATH",
+    )
+    env.add(
+        "--restart-attempts",
+        "restarts from the latest checkpoint after a worker fails "
+        "(default: 3 with checkpoints, else 0)",
+        type=_int_type("--restart-attempts", 0),
+        metavar="N",
+    )
+    env.add(
+        "--restart-delay-ms",
+        "wait before a restart",
+        1000,
+        type=_int_type("--restart-delay-ms", 0),
+        metavar="MS",
+    )
     env.add("--api-host", "address the HTTP API binds", "127.0.0.1", metavar="H")
     env.add(
         "--api-token",
@@ -168,6 +215,28 @@ def build_parser() -> argparse.ArgumentParser:
     _run_flags(run)
     demo = sub.add_parser("demo", help="run the ad-stats demo job on generated events")
     _run_flags(demo, demo=True)
+    chks = sub.add_parser("checkpoints", help="list a job's complete checkpoints and savepoints")
+    chks.add_argument("job", metavar="JOB", help="the job's name")
+    env = _Env(chks)
+    env.add("--state-dir", "the job's state directory", ".weir", metavar="DIR")
+    env.add(
+        "--checkpoint-dir",
+        "checkpoint storage (default: <state-dir>/checkpoints)",
+        metavar="DIR",
+    )
+    chks.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    save = sub.add_parser("savepoint", help="take a savepoint of a running job")
+    save.add_argument("job", metavar="JOB", help="the job's name")
+    env = _Env(save)
+    env.add("--api-url", "the running job's API", "http://127.0.0.1:8000", metavar="URL")
+    env.add("--api-token", "bearer token, if the API requires one", metavar="TOKEN")
+    env.add(
+        "--timeout-ms",
+        "how long to wait for the savepoint",
+        120_000,
+        type=_int_type("--timeout-ms", 1),
+        metavar="MS",
+    )
     return parser
 
 
@@ -187,12 +256,80 @@ def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
         buffer_timeout_ms=args.buffer_timeout_ms,
         idle_timeout_ms=args.idle_timeout_ms,
         log_level=args.log_level,
+        checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else None,
+        checkpoint_interval_ms=args.checkpoint_interval_ms,
+        checkpoint_timeout_ms=args.checkpoint_timeout_ms,
+        checkpoints_retained=args.checkpoints_retained,
+        restore=args.restore,
+        restart_attempts=args.restart_attempts,
+        restart_delay_ms=args.restart_delay_ms,
     )
+
+
+def list_checkpoints(args: argparse.Namespace) -> int:
+    from state.checkpoints import CheckpointStorage
+
+    root = (
+        Path(args.checkpoint_dir) if args.checkpoint_dir else Path(args.state_dir) / "checkpoints"
+    )
+    storage = CheckpointStorage(root, args.job)
+    found = storage.summaries()
+    if args.json:
+        print(json.dumps(found, indent=1))
+        return 0
+    if not found:
+        print(f"no complete checkpoint of job {args.job!r} under {storage.base}", file=sys.stderr)
+        return 1
+    print(
+        f"{'id':>6}  {'time (UTC)':19}  {'kind':10}  {'size':>12}  {'incremental':>12}  "
+        f"{'sync ms':>8}  {'async ms':>8}  {'total ms':>8}"
+    )
+    for c in found:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c["time"] / 1000))
+        kind = "savepoint" if c.get("savepoint") else "checkpoint"
+        print(
+            f"{c['id']:>6}  {when:19}  {kind:10}  {c['size']:>12}  {c['incremental_size']:>12}  "
+            f"{c['sync_ms']:>8.1f}  {c['async_ms']:>8.1f}  {c['duration_ms']:>8.0f}"
+        )
+    print(f"storage: {storage.base}")
+    return 0
+
+
+def take_savepoint(args: argparse.Namespace) -> int:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {args.api_token}"} if args.api_token else {}
+    url = f"{args.api_url.rstrip('/')}/jobs/{args.job}/savepoints"
+    try:
+        resp = httpx.post(
+            url,
+            headers=headers,
+            params={"timeout_ms": args.timeout_ms},
+            timeout=args.timeout_ms / 1000 + 5,
+        )
+    except httpx.HTTPError as exc:
+        raise ConfigError(
+            f"cannot reach the job's API at {args.api_url} ({exc}); pass --api-url of the "
+            "running `weir run`"
+        ) from None
+    body = (
+        resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+    )
+    if resp.status_code != 200:
+        message = body.get("error", {}).get("message", resp.text)
+        print(f"weir: error: savepoint failed ({resp.status_code}): {message}", file=sys.stderr)
+        return 1
+    print(f"savepoint {body['id']} of job {args.job}: {body['path']}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.command == "checkpoints":
+            return list_checkpoints(args)
+        if args.command == "savepoint":
+            return take_savepoint(args)
         logs.configure(args.log_level)
         from api.settings import ApiSettings  # imported late: keeps --help fast
         from app import supervise

@@ -19,6 +19,7 @@ from typing import Any
 
 from rocksdict import (
     AccessType,
+    Checkpoint,
     Options,
     Rdict,
     ReadOptions,
@@ -107,6 +108,16 @@ class RocksState:
 
     def flush(self) -> None:
         self._db.flush()
+
+    def checkpoint(self, target: Path) -> None:
+        """A consistent copy of the database at ``target`` (which must not exist): RocksDB
+        flushes the memtable and hard-links the SST files; only the small files are copied."""
+        try:
+            Checkpoint(self._db).create_checkpoint(str(target))
+        except Exception as exc:
+            raise StateError(
+                f"RocksDB checkpoint of {self.path} into {target} failed: {exc}"
+            ) from exc
 
     def close(self) -> None:
         self._db.close()

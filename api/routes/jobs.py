@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+import anyio
+from fastapi import APIRouter, Depends, Query
 
 from api.deps import job_handle, public_watermark, registry
-from api.errors import ErrorBody
-from api.models import Health, JobDetail, JobsAnswer
+from api.errors import ApiError, ErrorBody
+from api.models import CheckpointList, Health, JobDetail, JobsAnswer, SavepointAnswer
 from api.registry import Registry
+from engine.errors import WeirError
 
 router = APIRouter(tags=["jobs"])
 
@@ -83,5 +85,54 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
             }
             for i, w in enumerate(workers)
         ],
-        "checkpoints": [],
+        "checkpoints": [
+            {**c, "watermark": public_watermark(c["watermark"])}
+            for c in reversed(h.runtime.checkpoints[-10:])
+        ],
+        "last_checkpoint": h.runtime.last_checkpoint,
+        "restarts": getattr(h.runtime, "restarts", 0),
     }
+
+
+@router.get(
+    "/jobs/{job}/checkpoints",
+    response_model=CheckpointList,
+    responses={404: {"model": ErrorBody}},
+)
+def list_checkpoints(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
+    """The job's complete checkpoints and savepoints in its storage, newest first."""
+    h = job_handle(reg, job)
+    storage = h.runtime.storage
+    found = [
+        {**c, "watermark": public_watermark(c.get("watermark", 0))} for c in storage.summaries()
+    ]
+    restored = getattr(h.runtime, "restored_from", None)
+    return {
+        "job": job,
+        "storage": str(storage.base.resolve()),
+        "latest": h.runtime.last_checkpoint,
+        "restored_from": str(restored) if restored else None,
+        "restarts": getattr(h.runtime, "restarts", 0),
+        "checkpoints": found,
+    }
+
+
+@router.post(
+    "/jobs/{job}/savepoints",
+    response_model=SavepointAnswer,
+    responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}},
+)
+async def take_savepoint(
+    job: str,
+    reg: Annotated[Registry, Depends(registry)],
+    timeout_ms: Annotated[int, Query(ge=1, le=3_600_000)] = 120_000,
+) -> dict[str, Any]:
+    """Take a savepoint (a checkpoint that is never deleted) and answer when it is complete."""
+    h = job_handle(reg, job)
+    try:
+        result: dict[str, Any] = await anyio.to_thread.run_sync(
+            h.runtime.trigger_savepoint, timeout_ms / 1000
+        )
+    except WeirError as exc:
+        raise ApiError(409, "savepoint_failed", str(exc)) from None
+    return result

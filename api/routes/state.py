@@ -52,14 +52,29 @@ class Bounds:
             )
 
 
-def _check_consistency(consistency: str) -> None:
-    if consistency == "committed":
-        raise ApiError(
-            400,
-            "committed_unavailable",
-            "consistency=committed reads the latest checkpoint, and this job has none yet; "
-            "use consistency=live",
-        )
+class _Source:
+    """Where an answer's rows come from: the live secondary of the owning worker, or the
+    committed view of the latest checkpoint."""
+
+    def __init__(self, handle: JobHandle, consistency: str) -> None:
+        self.view = None
+        if consistency == "committed":
+            self.view = handle.committed_view()
+            if self.view is None:
+                raise ApiError(
+                    400,
+                    "committed_unavailable",
+                    f"consistency=committed reads the latest checkpoint, and job "
+                    f"{handle.job.name!r} has none yet; run it with --checkpoint-interval-ms, or "
+                    "use consistency=live",
+                )
+        self.handle = handle
+
+    def scan(self, kg: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        hi = layout.prefix_upper_bound(prefix)
+        if self.view is not None:
+            return self.view.scan(kg, prefix, hi)
+        return self.handle.reader_for(kg).scan(prefix, hi)
 
 
 def key_answer(
@@ -77,24 +92,27 @@ def key_answer(
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
     prefix = layout.key_prefix(kg, op_def.state_id, raw_key)
-    reader = handle.reader_for(kg)
-    rows = reader.scan(prefix, layout.prefix_upper_bound(prefix))
+    source = _Source(handle, consistency)
+    rows = source.scan(kg, prefix)
     pane_rows: list[tuple[bytes, bytes]] = []
     if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
-        pane_prefix = layout.key_prefix(kg, op_def.pane_state_id, raw_key)
-        pane_rows = reader.scan(pane_prefix, layout.prefix_upper_bound(pane_prefix))
+        pane_rows = source.scan(kg, layout.key_prefix(kg, op_def.pane_state_id, raw_key))
     if not rows and not pane_rows:
         raise not_found(
             "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
         )
-    wm = handle.runtime.operator_watermark(op)
+    checkpoint: int | None
+    if source.view is not None:
+        wm, checkpoint = source.view.watermark, source.view.id
+    else:
+        wm, checkpoint = handle.runtime.operator_watermark(op), handle.runtime.last_checkpoint
     answer: dict[str, Any] = {
         "job": job,
         "op": op,
         "key": key,
         "key_group": kg,
         "watermark": public_watermark(wm),
-        "checkpoint": None,
+        "checkpoint": checkpoint,
         "consistency": consistency,
     }
     if isinstance(op_def, ProcessOperator):
@@ -254,7 +272,6 @@ def get_state(
 ) -> Response:
     handle = job_handle(reg, job)
     op_def = operator(handle, op)
-    _check_consistency(consistency)
     bounds = Bounds(from_, to, limit)
     bounds.check()
     return json_response(key_answer(handle, op_def, key, bounds, consistency), request)
@@ -265,6 +282,7 @@ class LookupRequest(BaseModel):
     from_: int | None = Field(default=None, alias="from")
     to: int | None = None
     limit: int = Field(default=1000, ge=1, le=MAX_LIMIT)
+    consistency: Literal["live", "committed"] = "live"
 
 
 @router.post(
@@ -287,7 +305,7 @@ def lookup(
     results: list[dict[str, Any]] = []
     for key in body.keys:
         try:
-            results.append(key_answer(handle, op_def, key, bounds))
+            results.append(key_answer(handle, op_def, key, bounds, body.consistency))
         except ApiError as exc:
             results.append({"key": key, "error": {"code": exc.code, "message": exc.message}})
     return json_response({"job": job, "op": op, "results": results}, request)

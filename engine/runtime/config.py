@@ -27,6 +27,14 @@ class RunConfig:
     buffer_timeout_ms: int = 10
     idle_timeout_ms: int | None = None
     log_level: str = "INFO"
+    checkpoint_dir: Path | None = None  # default: <state-dir>/checkpoints
+    checkpoint_interval_ms: int = 0  # 0: no periodic checkpoints
+    checkpoint_timeout_ms: int = 60_000
+    checkpoints_retained: int = 3
+    restore: str | None = None  # "latest" or a chk-<n> directory, from --restore
+    restore_from: Path | None = None  # the resolved checkpoint directory the workers restore
+    restart_attempts: int | None = None  # default: 3 with checkpoints, else 0
+    restart_delay_ms: int = 1000
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns() % 10**12}")
 
     def __post_init__(self) -> None:
@@ -46,6 +54,36 @@ class RunConfig:
             ),
             ("--batch-size", self.batch_size, self.batch_size >= 1, "use 1 or more records"),
             (
+                "--checkpoint-interval-ms",
+                self.checkpoint_interval_ms,
+                self.checkpoint_interval_ms >= 0,
+                "use 0 (no checkpoints) or more milliseconds",
+            ),
+            (
+                "--checkpoint-timeout-ms",
+                self.checkpoint_timeout_ms,
+                self.checkpoint_timeout_ms > 0,
+                "use 1 or more milliseconds",
+            ),
+            (
+                "--checkpoints-retained",
+                self.checkpoints_retained,
+                self.checkpoints_retained >= 1,
+                "keep 1 or more checkpoints",
+            ),
+            (
+                "--restart-attempts",
+                self.restart_attempts,
+                self.restart_attempts is None or self.restart_attempts >= 0,
+                "use 0 (never restart) or more",
+            ),
+            (
+                "--restart-delay-ms",
+                self.restart_delay_ms,
+                self.restart_delay_ms >= 0,
+                "use 0 or more milliseconds",
+            ),
+            (
                 "--buffer-timeout-ms",
                 self.buffer_timeout_ms,
                 self.buffer_timeout_ms >= 0,
@@ -55,6 +93,20 @@ class RunConfig:
         for flag, value, ok, fix in checks:
             if not ok:
                 raise ConfigError(f"{flag}={value} is not valid; {fix}")
+
+    @property
+    def checkpoints_root(self) -> Path:
+        return (
+            self.checkpoint_dir
+            if self.checkpoint_dir is not None
+            else self.state_dir / "checkpoints"
+        )
+
+    @property
+    def max_restarts(self) -> int:
+        if self.restart_attempts is not None:
+            return self.restart_attempts
+        return 3 if self.checkpoint_interval_ms > 0 else 0
 
     def job_dir(self, job: str) -> Path:
         return self.state_dir / job

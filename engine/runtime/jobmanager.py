@@ -11,8 +11,10 @@ import multiprocessing as mp
 import shutil
 import threading
 import time
+from dataclasses import replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import Any
 
 from engine.errors import ConfigError, WorkerFailed
@@ -22,6 +24,7 @@ from engine.runtime.config import RunConfig
 from engine.runtime.worker import default_side_sink, worker_main
 from engine.sinks import Sink
 from engine.watermarks import MIN_WATERMARK
+from state.checkpoints import CheckpointStorage, now_ms
 from state.keygroups import range_for_operator
 
 log = logging.getLogger(__name__)
@@ -51,23 +54,83 @@ class JobManager:
         self.failure: WorkerFailed | None = None
         self.started_at = time.time()
         self._monitor: threading.Thread | None = None
+        # checkpoints
+        self.storage = CheckpointStorage(cfg.checkpoints_root, job.name)
+        self.checkpoints: list[dict[str, Any]] = []  # completed in this run, newest last
+        self.last_checkpoint: int | None = None
+        self.restored_from: Path | None = None
+        self.generation = 0  # bumped by every restart: readers of worker state reopen
+        self.restarts = 0
+        self._pending: dict[str, Any] | None = None
+        self._next_id = 1
+        self._next_trigger = 0.0
+        self._savepoints: list[threading.Event] = []
+        self._savepoint_done: dict[int, str] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start from empty state (no restore yet): earlier local state of this job is removed."""
+        """Start the workers: from empty state, or from the checkpoint ``--restore`` names.
+        Earlier local state of this job is removed either way (a restore rebuilds it)."""
+        restore = self._resolve_restore()
+        if self.cfg.checkpoint_interval_ms > 0:
+            self.storage.ensure()
+        self._next_id = self.storage.next_id()
         job_dir = self.cfg.job_dir(self.job.name)
         for old in job_dir.glob("worker-*"):
             shutil.rmtree(old)
         job_dir.mkdir(parents=True, exist_ok=True)
-        for sink in self._sinks():
-            sink.prepare()
+        if restore is None:
+            for sink in self._sinks():
+                sink.prepare()  # a restored job appends: its sinks are at-least-once
+        self._spawn(restore)
+        self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
+        self._monitor.start()
+        log.info(
+            "job=%s started workers=%d%s",
+            self.job.name,
+            self.parallelism,
+            f" restored from {restore}" if restore else "",
+        )
+
+    def _resolve_restore(self) -> Path | None:
+        wanted = self.cfg.restore
+        if not wanted:
+            return None
+        if wanted == "latest":
+            n = self.storage.latest_valid()
+            if n is None:
+                raise ConfigError(
+                    f"--restore latest: job {self.job.name!r} has no complete checkpoint under "
+                    f"{self.storage.base}; run it with --checkpoint-interval-ms first, or drop "
+                    "--restore"
+                )
+            return self.storage.chk_dir(n).resolve()
+        path = Path(wanted).resolve()
+        if path.name == "_metadata":
+            path = path.parent
+        if not path.name.startswith("chk-") or not path.name[4:].isdigit():
+            raise ConfigError(
+                f"--restore {wanted}: not a checkpoint directory; pass 'latest' or a chk-<n> "
+                "directory holding a _metadata file"
+            )
+        problem = CheckpointStorage(path.parent.parent, path.parent.name).problem(
+            int(path.name[4:])
+        )
+        if problem is not None:
+            raise ConfigError(f"--restore {wanted}: cannot restore this checkpoint: {problem}")
+        return path
+
+    def _spawn(self, restore: Path | None) -> None:
+        self.restored_from = restore
+        cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
         ctx = mp.get_context("spawn")
+        self._procs, self._conns = [], []
         for i in range(self.parallelism):
             parent, child = ctx.Pipe()
             proc = ctx.Process(
                 target=worker_main,
-                args=(self.cfg, i, child),
+                args=(cfg, i, child),
                 name=f"weir-{self.job.name}-worker-{i}",
                 daemon=True,
             )
@@ -75,9 +138,6 @@ class JobManager:
             child.close()
             self._procs.append(proc)
             self._conns.append(parent)
-        self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
-        self._monitor.start()
-        log.info("job=%s started workers=%d", self.job.name, self.parallelism)
 
     def _sinks(self) -> list[Sink]:
         """Every sink the workers will open: results, stream sinks and side outputs."""
@@ -114,13 +174,16 @@ class JobManager:
 
     def _follow(self) -> None:
         while not self._stopping.is_set():
+            generation = self.generation
             for i, (proc, conn) in enumerate(zip(self._procs, self._conns, strict=True)):
                 try:
-                    while conn.poll(0):
+                    while generation == self.generation and conn.poll(0):
                         self._on_message(i, conn.recv())
                 except (EOFError, OSError):
                     pass
-                if not proc.is_alive() and not self._stopping.is_set():
+                if generation != self.generation or self._stopping.is_set():
+                    break  # restarted (new processes) or stopping
+                if not proc.is_alive():
                     reason = self._failure_reason(i, proc)
                     if proc.exitcode == 0 and reason.startswith("process"):
                         log.info(
@@ -132,13 +195,15 @@ class JobManager:
                         self.done.set()
                     else:
                         self._fail(WorkerFailed(i, reason))
-                    return
+                    break
+            else:
+                self._coordinate()
             if len(self._finished) == self.parallelism and self.cfg.exit_at_end:
                 self.done.set()
             time.sleep(0.02)
 
-    def _on_message(self, index: int, msg: tuple[str, Any]) -> None:
-        kind, payload = msg
+    def _on_message(self, index: int, msg: tuple[Any, ...]) -> None:
+        kind, payload = msg[0], msg[1]
         if kind == "status":
             with self._lock:
                 self._status[index] = payload
@@ -147,6 +212,8 @@ class JobManager:
             log.info("job=%s worker=%d reached the end of its input", self.job.name, index)
         elif kind == "failed":
             self._fail(WorkerFailed(index, str(payload)))
+        elif kind in ("ack", "decline"):
+            self._on_checkpoint_reply(kind, index, msg[1], msg[2])
 
     def _root_cause(self, failure: WorkerFailed, wait_s: float = 1.0) -> WorkerFailed:
         """A survivor that lost a peer reports first; the peer that died is the cause. Its
@@ -172,13 +239,183 @@ class JobManager:
         return f"process {proc.pid} exited with code {proc.exitcode}"
 
     def _fail(self, failure: WorkerFailed) -> None:
+        if self._stopping.is_set():
+            return
         if failure.reason.startswith("lost workers"):
             failure = self._root_cause(failure)
+        if self.restarts < self.cfg.max_restarts:
+            self._restart(failure)
+            return
         if self.failure is None:
             self.failure = failure
             log.error("job=%s stopped: %s", self.job.name, failure)
         self._stopping.set()
         self.done.set()
+
+    def _restart(self, failure: WorkerFailed) -> None:
+        """The fixed-delay restart strategy: stop every worker, wait, start them all again from
+        the latest complete checkpoint (or from the start when there is none)."""
+        self.restarts += 1
+        log.error(
+            "job=%s %s; restarting (attempt %d of %d) in %d ms",
+            self.job.name,
+            failure,
+            self.restarts,
+            self.cfg.max_restarts,
+            self.cfg.restart_delay_ms,
+        )
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in self._procs:
+            proc.join(5.0)
+        for conn in self._conns:
+            conn.close()
+        self._pending = None
+        if self._stopping.wait(self.cfg.restart_delay_ms / 1000.0):
+            return
+        n = self.storage.latest_valid() if self.cfg.checkpoint_interval_ms > 0 else None
+        restore = self.storage.chk_dir(n).resolve() if n is not None else self.restored_from
+        with self._lock:
+            self._status = {}
+        self._finished = set()
+        self.generation += 1
+        for old in self.cfg.job_dir(self.job.name).glob("worker-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        if restore is None:
+            for sink in self._sinks():
+                sink.prepare()
+        self._spawn(restore)
+        self._next_trigger = time.monotonic() + self.cfg.checkpoint_interval_ms / 1000.0
+        log.info("job=%s restarted from %s", self.job.name, restore or "the start")
+
+    # -- checkpoint coordinator ----------------------------------------------------------------
+
+    def trigger_savepoint(self, timeout_s: float = 60.0) -> dict[str, Any]:
+        """Take a savepoint (a checkpoint never deleted) and wait for it to complete."""
+        if self.failure is not None or self._stopping.is_set():
+            raise ConfigError(f"job {self.job.name!r} is not running; no savepoint taken")
+        done = threading.Event()
+        with self._lock:
+            self._savepoints.append(done)
+        if not done.wait(timeout_s):
+            raise ConfigError(
+                f"savepoint of job {self.job.name!r} did not complete in {timeout_s} s"
+            )
+        with self._lock:
+            result = self._savepoint_done.pop(id(done), None)
+        if result is None:
+            raise ConfigError(f"savepoint of job {self.job.name!r} failed; see the job's log")
+        n = int(result)
+        return {"id": n, "path": str(self.storage.chk_dir(n).resolve())}
+
+    def _coordinate(self) -> None:
+        """Trigger the next checkpoint when it is due (one at a time), time out a stuck one."""
+        now = time.monotonic()
+        pending = self._pending
+        if pending is not None:
+            if now - pending["started"] > self.cfg.checkpoint_timeout_ms / 1000.0:
+                self._abort(f"timed out after {self.cfg.checkpoint_timeout_ms} ms")
+            return
+        with self._lock:
+            ready = len(self._status) == self.parallelism
+            savepoint = bool(self._savepoints)
+        periodic = self.cfg.checkpoint_interval_ms > 0 and now >= self._next_trigger
+        if not ready or self.finished or not (periodic or savepoint):
+            return
+        n = self._next_id
+        self._next_id += 1
+        waiters: list[threading.Event] = []
+        if savepoint:
+            with self._lock:
+                waiters, self._savepoints = self._savepoints, []
+        self._pending = {
+            "id": n,
+            "started": now,
+            "time": now_ms(),
+            "savepoint": savepoint,
+            "acks": {},
+            "waiters": waiters,
+        }
+        self.storage.ensure()
+        for conn in self._conns:
+            try:
+                conn.send(("checkpoint", n))
+            except OSError:
+                pass
+
+    def _on_checkpoint_reply(self, kind: str, index: int, n: int, info: Any) -> None:
+        pending = self._pending
+        if pending is None or pending["id"] != n:
+            return
+        if kind == "decline":
+            self._abort(f"worker {index} declined: {info}")
+            return
+        pending["acks"][index] = info
+        if len(pending["acks"]) == self.parallelism:
+            self._complete(pending)
+
+    def _complete(self, pending: dict[str, Any]) -> None:
+        n = pending["id"]
+        workers = [pending["acks"][i] for i in range(self.parallelism)]
+        duration = round((time.monotonic() - pending["started"]) * 1000, 3)
+        meta = {
+            "id": n,
+            "job": self.job.name,
+            "time": pending["time"],
+            "savepoint": pending["savepoint"],
+            "parallelism": self.parallelism,
+            "max_parallelism": self.job.max_parallelism,
+            "key_group_ranges": [r.to_json() for r in self.ranges],
+            "size": sum(w["size"] for w in workers),
+            "incremental_size": sum(w["incremental_size"] for w in workers),
+            "duration_ms": duration,
+            "sync_ms": max(w["sync_ms"] for w in workers),
+            "async_ms": max(w["async_ms"] for w in workers),
+            "watermark": min(
+                (op["watermark"] for w in workers for op in w["operators"].values()),
+                default=MIN_WATERMARK,
+            ),
+            "workers": workers,
+        }
+        try:
+            self.storage.write_metadata(n, meta)
+            self.storage.retain(self.cfg.checkpoints_retained)
+        except OSError as exc:
+            self._abort(f"cannot write its metadata: {exc}")
+            return
+        self._pending = None
+        self.last_checkpoint = n
+        summary = {k: v for k, v in meta.items() if k != "workers"}
+        self.checkpoints = [*self.checkpoints[-99:], summary]
+        for conn in self._conns:
+            try:
+                conn.send(("completed", n))
+            except OSError:
+                pass
+        for waiter in pending["waiters"]:
+            with self._lock:
+                self._savepoint_done[id(waiter)] = str(n)
+            waiter.set()
+        self._next_trigger = time.monotonic() + self.cfg.checkpoint_interval_ms / 1000.0
+        log.info(
+            "job=%s checkpoint=%d complete size=%d incremental=%d sync_ms=%.1f duration_ms=%.0f",
+            self.job.name,
+            n,
+            meta["size"],
+            meta["incremental_size"],
+            meta["sync_ms"],
+            duration,
+        )
+
+    def _abort(self, why: str) -> None:
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        log.error("job=%s checkpoint=%d failed: %s", self.job.name, pending["id"], why)
+        for waiter in pending["waiters"]:
+            waiter.set()
+        self._next_trigger = time.monotonic() + self.cfg.checkpoint_interval_ms / 1000.0
 
     # -- what the API reads --------------------------------------------------------------------
 

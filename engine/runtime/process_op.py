@@ -272,5 +272,17 @@ class ProcessRuntime:
             self._cells.clear()
         self._state.write(puts, deletes)
 
+    def restore(self, watermark: int, data_watermark: int) -> None:
+        """Timers come back from RocksDB (keyed state is read from it on first use anyway)."""
+        self.watermark, self.data_watermark = watermark, data_watermark
+        for kg in self._range:
+            prefix = layout.state_prefix(kg, self._tsid)
+            for tkey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
+                _, _, at, kind = layout.decode_timer_key(tkey)
+                keys = self._timers[kind].setdefault(at, set())
+                if not keys:
+                    heapq.heappush(self._heaps[kind], at)
+                keys.update(msgpack.unpackb(raw))
+
     def purge(self, force: bool = False) -> int:
         return 0  # a process function manages its own state (clear() it, or use timers)

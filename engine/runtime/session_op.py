@@ -148,6 +148,18 @@ class SessionRuntime(WindowRuntime):
             if any(s.end - 1 <= wm for s in live):
                 self._settle(key, live, wm)
 
+    def _restore_windows(self, wm: int) -> None:
+        """Sessions within their lateness go back to memory, fired or not."""
+        for key, end, raw in self.stored_rows(self._sid):
+            if end - 1 + self._lateness > wm:
+                start, slots = decode_session(raw)
+                s = Session(start, end, slots)
+                s.fired = end - 1 <= wm
+                s.stored = end
+                self.sessions.setdefault(key, []).append(s)
+        for live in self.sessions.values():
+            live.sort(key=lambda s: s.start)
+
     def _store(self, key: str, s: Session) -> None:
         if s.stored is not None and s.stored != s.end:
             self._deletes.append((key, s.stored))

@@ -15,7 +15,7 @@ from bisect import bisect_left
 from math import gcd
 from typing import Any
 
-from engine.runtime.window_op import WindowRuntime, encode_window
+from engine.runtime.window_op import WindowRuntime, decode_window, encode_window
 from engine.watermarks import MIN_WATERMARK
 from engine.windows import SlidingWindows
 from state import layout
@@ -214,6 +214,15 @@ class SlidingRuntime(WindowRuntime):
         if self._writes or deletes:
             self._state.write(self._writes, deletes)
             self._writes = {}
+
+    def _restore_windows(self, wm: int) -> None:
+        """Stored panes are those some open window still needs; stored windows have fired."""
+        for key, pane, raw in self.stored_rows(self._psid):
+            self.buckets.setdefault(pane, {})[key] = decode_window(raw)
+        for key, end, raw in self.stored_rows(self._sid):
+            if end - 1 + self._lateness > wm:
+                self.awaiting_final.setdefault(end, {})[key] = decode_window(raw)
+        self._fired_upto = None if wm == MIN_WATERMARK else wm + 1
 
     def _pane_prefix(self, key: str) -> bytes:
         found = self._pane_prefixes.get(key)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections.abc import Iterator
 from operator import itemgetter
 from typing import Any, cast
 
@@ -358,6 +359,38 @@ class WindowRuntime:
         self._dirty.clear()
         self._writes = {}
         self._state.commit(batch)
+
+    # -- restore -------------------------------------------------------------------------------
+
+    def restore(self, watermark: int, data_watermark: int) -> None:
+        """Rebuild what memory holds from restored RocksDB state, as of the checkpoint's
+        watermarks: windows still open go back to ``buckets``, fired ones within allowed
+        lateness to ``awaiting_final``; the cleanup timers' window ends are listed again."""
+        self.watermark, self.data_watermark = watermark, data_watermark
+        self._restore_windows(watermark)
+        self._restore_timer_ends()
+
+    def _restore_windows(self, wm: int) -> None:
+        for key, end, raw in self.stored_rows(self._sid):
+            slots = decode_window(raw)
+            if end - 1 > wm:
+                self.buckets.setdefault(end, {})[key] = slots
+            elif end - 1 + self._lateness > wm:
+                self.awaiting_final.setdefault(end, {})[key] = slots
+
+    def _restore_timer_ends(self) -> None:
+        for kg in self._range:
+            prefix = layout.state_prefix(kg, self._tsid)
+            for tkey, _ in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
+                self._timer_ends.add(layout.decode_timer_key(tkey)[2])
+
+    def stored_rows(self, sid: int) -> Iterator[tuple[str, int, bytes]]:
+        """Every ``(key, namespace, value)`` of state ``sid`` in this runtime's key groups."""
+        for kg in self._range:
+            prefix = layout.state_prefix(kg, sid)
+            for skey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
+                _, _, key, ns = layout.decode_state_key(skey)
+                yield key.decode(), ns, raw
 
     def purge(self, force: bool = False) -> int:
         """Delete windows whose query retention has passed (counted from the data watermark).

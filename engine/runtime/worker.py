@@ -16,6 +16,7 @@ import cProfile
 import logging
 import os
 import pickle
+import shutil
 import signal
 import threading
 import time
@@ -24,6 +25,7 @@ from array import array
 from dataclasses import dataclass, field
 from itertools import compress
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -40,8 +42,10 @@ from engine.runtime.outputs import DeadLetters, LateRecords
 from engine.sinks import Sink, SinkWriter
 from engine.sinks import from_url as sink_from_url
 from engine.sources import SplitReader
-from engine.watermarks import MAX_WATERMARK
+from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from state.checkpoints import CheckpointStorage, FileRef
 from state.keygroups import key_groups, range_for_operator
+from state.restore import restore_worker_db
 from state.rocksdb import RocksState
 
 log = logging.getLogger(__name__)
@@ -53,6 +57,7 @@ TICK_S = 0.01  # how often processing-time windows check the clock
 # of its records, its data watermark, and the sender's input status
 Entry = tuple[list[KeyedBatch], Any, int, int]
 ACTIVE, IDLE, ENDED = 0, 1, 2
+BARRIER = "barrier"  # an exchange frame ("barrier", n): everything before it belongs to chk n
 
 
 def _pack_ints(values: list[int]) -> bytes:
@@ -103,6 +108,12 @@ class Worker:
         source_node = job.sources[0]
         self.source = source_node.source
         self.range = range_for_operator(job.max_parallelism, self.p, index)
+        self.storage = CheckpointStorage(cfg.checkpoints_root, job.name)
+        self.restored: dict[str, Any] | None = None
+        # SST files (by local name) a completed checkpoint holds: the next one references them
+        self._confirmed: dict[str, FileRef] = {}
+        if cfg.restore_from is not None:
+            self._restore_db(cfg.restore_from)
         self.state = RocksState(cfg.worker_state_path(job.name, index))
         self.dead = DeadLetters(
             default_side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl")
@@ -133,9 +144,13 @@ class Worker:
         self.chain = Chain(source_node, self.stream_sinks, self.dead)
         every = self.source.splits(self.p)
         mine = every[index :: self.p]
-        self.readers: dict[str, SplitReader] = {s: self.source.open(s) for s in mine}
         self.splits = Inputs(mine)
         self.channels = Inputs([str(i) for i in range(self.p)])
+        self._ended_offsets: dict[str, Any] = {}
+        offsets: dict[str, Any] = self._restore_sources(every) if self.restored is not None else {}
+        self.readers: dict[str, SplitReader] = {
+            s: self.source.open(s, offsets.get(s)) for s in mine if s not in self._ended_offsets
+        }
         for j in range(self.p):
             if not every[j :: self.p]:  # a worker without splits never holds time back
                 self.channels.inputs[str(j)].ended = True
@@ -148,6 +163,18 @@ class Worker:
         idle_ms = source_node.watermarks.idle_timeout_ms or cfg.idle_timeout_ms
         self._idle_s = idle_ms / 1000.0 if idle_ms else None
         self._last_data = {s: time.monotonic() for s in mine}
+        # checkpoints: the one being aligned, the channels whose barrier arrived, frames held
+        # back from those channels until the snapshot, and uploads not yet confirmed
+        self._send_lock = threading.Lock()
+        self._barrier: int | None = None
+        self._last_barrier = 0
+        self._aligned: set[str] = set()
+        self._held: list[tuple[int, bytes]] = []
+        self._sources_at_barrier: dict[str, Any] = {}
+        self._uploaded: dict[int, list[FileRef]] = {}
+        self._upload: threading.Thread | None = None
+        if self.restored is not None:
+            self._restore_operators(self.restored)
         self.finished = False
         self.run_started_at = 0.0
         self.finished_at = 0.0
@@ -174,6 +201,7 @@ class Worker:
             "dead_letters": self.dead.count,
             "dead_letters_by_stage": dict(self.dead.by_reason),
             "finished": self.finished,
+            "restored_from": self.cfg.restore_from.name if self.cfg.restore_from else None,
             "run_started_at": self.run_started_at,
             "finished_at": self.finished_at,
             "operators": {
@@ -211,13 +239,13 @@ class Worker:
         while not self._stop_requested():
             busy = False
             if self.exchange is not None:
-                reading = bool(self.readers) and not self._backpressured()
+                reading = bool(self.readers) and self._barrier is None and not self._backpressured()
                 for peer, payload in self.exchange.poll(0 if reading else 0.002):
                     self._on_frame(peer, payload)
                     busy = True
                 if self.exchange.closed_peers() and not self.finished:
                     raise WorkerFailed(self.index, f"lost workers {self.exchange.closed_peers()}")
-            if self.readers:
+            if self.readers and self._barrier is None:
                 if self._backpressured():
                     t0 = time.monotonic()
                     if self.exchange is not None:
@@ -239,7 +267,7 @@ class Worker:
                 done = time.monotonic()
                 next_flush = done + max(flush_s, FLUSH_BACKOFF * (done - now))
             if now - last_status >= status_s:
-                self.conn.send(("status", self.status()))
+                self._send(("status", self.status()))
                 last_status = now
             if not self.finished and self.channels.all_ended() and self._outputs_empty():
                 self._finish()
@@ -258,14 +286,26 @@ class Worker:
                     w.write(results)
 
     def _stop_requested(self) -> bool:
+        """Handle the job manager's messages; True when told to stop (or it is gone)."""
         if _terminated.is_set():
             return True
-        if self.conn.poll():
+        while self.conn.poll():
             try:
-                return bool(self.conn.recv() == "stop")
-            except EOFError:
+                msg = self.conn.recv()
+            except (EOFError, OSError):
                 return True
+            if msg == "stop":
+                return True
+            kind, n = msg[0], msg[1]
+            if kind == "checkpoint":
+                self._begin_barrier(int(n))
+            elif kind == "completed":
+                self._completed(int(n))
         return False
+
+    def _send(self, msg: Any) -> None:
+        with self._send_lock:
+            self.conn.send(msg)
 
     def _backpressured(self) -> bool:
         return self.exchange is not None and self.exchange.pending_bytes > MAX_PENDING_BYTES
@@ -298,6 +338,7 @@ class Worker:
             mark.idle = True  # a quiet split stops holding the watermark back
         if batch.end:
             mark.watermark, mark.ended = MAX_WATERMARK, True
+            self._ended_offsets[split] = reader.offset()
             reader.close()
             del self.readers[split]
         out_wm = self.splits.watermark()
@@ -358,15 +399,25 @@ class Worker:
                 or now - box.since >= timeout_s
                 or box.entries[-1][3] != ACTIVE
             ):
-                payload = pickle.dumps(box.entries, protocol=pickle.HIGHEST_PROTOCOL)
-                self.exchange.send(j, payload)
-                self.records_sent += box.records
-                box.entries, box.records = [], 0
+                self._ship_box(j, box)
+
+    def _ship_box(self, j: int, box: Outbox) -> None:
+        assert self.exchange is not None
+        payload = pickle.dumps(box.entries, protocol=pickle.HIGHEST_PROTOCOL)
+        self.exchange.send(j, payload)
+        self.records_sent += box.records
+        box.entries, box.records = [], 0
 
     # -- keyed side ------------------------------------------------------------------------------
 
     def _on_frame(self, peer: int, payload: bytes) -> None:
-        entries: list[Entry] = pickle.loads(payload)
+        if self._barrier is not None and str(peer) in self._aligned:
+            self._held.append((peer, payload))  # after its barrier: waits for the snapshot
+            return
+        entries: list[Entry] | tuple[str, int] = pickle.loads(payload)
+        if isinstance(entries, tuple):
+            self._on_barrier(peer, entries[1])
+            return
         for keyed, trace, data_wm, status in entries:
             self.records_received += sum(len(k[1]) for k in keyed)
             unpacked = [
@@ -407,6 +458,176 @@ class Worker:
                 for w in self.result_sinks[name]:
                     w.write(results)
 
+    # -- checkpoints (aligned barriers) ----------------------------------------------------------
+
+    def _begin_barrier(self, n: int) -> None:
+        """Checkpoint ``n`` starts here: on the job manager's trigger, or on the first barrier
+        from a peer that got it first. The source side records its offsets and sends the
+        barrier after everything it routed so far; it reads nothing more until the snapshot."""
+        if n <= self._last_barrier:
+            return
+        self._last_barrier = self._barrier = n
+        bound = self.chain.max_ts
+        sources: dict[str, Any] = {
+            s: {"offset": r.offset(), "max_ts": bound.get(s, MIN_WATERMARK), "ended": False}
+            for s, r in self.readers.items()
+        }
+        for s, offset in self._ended_offsets.items():
+            sources[s] = {"offset": offset, "max_ts": bound.get(s, MIN_WATERMARK), "ended": True}
+        self._sources_at_barrier = sources
+        self._aligned = {str(self.index)}
+        if self.exchange is not None:
+            frame = pickle.dumps((BARRIER, n))
+            for j, box in self.outboxes.items():
+                if box.entries:
+                    self._ship_box(j, box)
+                self.exchange.send(j, frame)
+        self._check_aligned()
+
+    def _on_barrier(self, peer: int, n: int) -> None:
+        if n > self._last_barrier:
+            self._begin_barrier(n)
+        if n == self._barrier:
+            self._aligned.add(str(peer))
+            self._check_aligned()
+
+    def _check_aligned(self) -> None:
+        if self._barrier is not None and len(self._aligned) == self.p:
+            self._snapshot(self._barrier)
+
+    def _snapshot(self, n: int) -> None:
+        """Every input is at barrier ``n``: flush, take the RocksDB checkpoint (synchronous),
+        start the upload (asynchronous), then let held input and the source go on."""
+        t0 = time.perf_counter()
+        self._flush()
+        local = self.cfg.job_dir(self.job.name) / f"worker-{self.index}" / f"chk-{n}"
+        shutil.rmtree(local, ignore_errors=True)
+        meta: dict[str, Any] = {
+            "index": self.index,
+            "key_groups": self.range.to_json(),
+            "sources": self._sources_at_barrier,
+            "operators": {
+                name: {"watermark": rt.watermark, "data_watermark": rt.data_watermark}
+                for name, rt in self.ops.items()
+            },
+            "records_in": self.chain.records_in,
+        }
+        try:
+            self.state.checkpoint(local)
+        except WeirError as exc:
+            log.error("worker=%d checkpoint=%d failed: %s", self.index, n, exc)
+            self._send(("decline", n, str(exc)))
+        else:
+            meta["sync_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+            if self._upload is not None:
+                self._upload.join()
+            self._upload = threading.Thread(
+                target=self._upload_snapshot,
+                args=(n, local, meta),
+                name=f"weir-upload-{n}",
+                daemon=True,
+            )
+            self._upload.start()
+        self._barrier = None
+        self._aligned = set()
+        held, self._held = self._held, []
+        for peer, payload in held:
+            self._on_frame(peer, payload)
+
+    def _upload_snapshot(self, n: int, local: Path, meta: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        try:
+            files, copied = self.storage.upload(
+                local, n, self.index, f"{self.cfg.run_id}-w{self.index}", dict(self._confirmed)
+            )
+        except Exception as exc:  # noqa: BLE001 - a failed upload fails this checkpoint only
+            log.error("worker=%d checkpoint=%d upload failed: %s", self.index, n, exc)
+            self._send(("decline", n, f"upload failed: {exc}"))
+            return
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
+        self._uploaded[n] = files
+        meta["files"] = [f.to_json() for f in files]
+        meta["size"] = sum(f.size for f in files)
+        meta["incremental_size"] = copied
+        meta["async_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        self._send(("ack", n, meta))
+
+    def _completed(self, n: int) -> None:
+        """The job manager wrote checkpoint ``n``'s metadata: its files are what the next
+        checkpoint can reference instead of uploading."""
+        files = self._uploaded.pop(n, None)
+        if files is not None:
+            self._confirmed = {f.name: f for f in files if f.shared is not None}
+        for old in [k for k in self._uploaded if k < n]:
+            del self._uploaded[old]
+
+    # -- restore ---------------------------------------------------------------------------------
+
+    def _restore_db(self, chk: Path) -> None:
+        """Rebuild this worker's RocksDB, for its key-group range, from checkpoint ``chk``."""
+        storage = CheckpointStorage(chk.parent.parent, chk.parent.name)
+        n = int(chk.name.removeprefix("chk-"))
+        meta = storage.metadata(n)
+        if int(meta["max_parallelism"]) != self.job.max_parallelism:
+            raise WeirError(
+                f"checkpoint {chk} has max_parallelism={meta['max_parallelism']} but the job has "
+                f"{self.job.max_parallelism}; key groups cannot change, restore with the same"
+            )
+        target = self.cfg.worker_state_path(self.job.name, self.index)
+        known = restore_worker_db(storage, n, meta, self.range, target)
+        if storage.base == self.storage.base:
+            self._confirmed = known
+        self.restored = meta
+        log.info("worker=%d restored key groups %s from %s", self.index, self.range.to_json(), chk)
+
+    def _restore_sources(self, every: list[str]) -> dict[str, Any]:
+        """Split offsets and watermarks as of the checkpoint; every sender's channel starts at
+        the watermark its splits had (the same rule at any parallelism)."""
+        assert self.restored is not None
+        saved: dict[str, Any] = {}
+        for w in self.restored["workers"]:
+            saved.update(w.get("sources", {}))
+        strategy = self.job.sources[0].watermarks
+        offsets: dict[str, Any] = {}
+        for split, mark in self.splits.inputs.items():
+            st = saved.get(split)
+            if st is None:
+                continue  # a split the checkpoint did not have (a new file): from its start
+            self.chain.max_ts[split] = int(st["max_ts"])
+            mark.watermark = mark.data_watermark = strategy.watermark_for(int(st["max_ts"]))
+            offsets[split] = st["offset"]
+            if st["ended"]:
+                mark.watermark, mark.ended = MAX_WATERMARK, True
+                self._ended_offsets[split] = st["offset"]
+        for j in range(self.p):
+            theirs = every[j :: self.p]
+            if not theirs:
+                continue
+            marks, data_marks, ended = [], [], True
+            for split in theirs:
+                st = saved.get(split)
+                max_ts = int(st["max_ts"]) if st else MIN_WATERMARK
+                done = bool(st and st["ended"])
+                marks.append(MAX_WATERMARK if done else strategy.watermark_for(max_ts))
+                if not (done and max_ts == MIN_WATERMARK):
+                    data_marks.append(strategy.watermark_for(max_ts))
+                ended = ended and done
+            channel = self.channels.inputs[str(j)]
+            channel.watermark = min(marks)
+            channel.data_watermark = min(data_marks, default=MIN_WATERMARK)
+            channel.ended = ended
+        return offsets
+
+    def _restore_operators(self, meta: dict[str, Any]) -> None:
+        for name, rt in self.ops.items():
+            marks = [w["operators"][name] for w in meta["workers"] if name in w["operators"]]
+            if marks:
+                rt.restore(
+                    min(int(m["watermark"]) for m in marks),
+                    min(int(m["data_watermark"]) for m in marks),
+                )
+
     # -- state and shutdown ----------------------------------------------------------------------
 
     def _flush(self) -> None:
@@ -427,8 +648,8 @@ class Worker:
         self._flush()
         self.finished = True
         self.finished_at = time.time()
-        self.conn.send(("status", self.status()))
-        self.conn.send(("finished", self.index))
+        self._send(("status", self.status()))
+        self._send(("finished", self.index))
         log.info(
             "worker=%d finished records_in=%d sent=%d received=%d dead_letters=%d",
             self.index,
@@ -439,6 +660,8 @@ class Worker:
         )
 
     def close(self) -> None:
+        if self._upload is not None:
+            self._upload.join(10.0)
         self._flush()
         for reader in self.readers.values():
             reader.close()
@@ -474,7 +697,7 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
     try:
         job = load_configured_job(cfg)
         worker = Worker(cfg, index, conn, job)
-        conn.send(("ready", index))
+        worker._send(("ready", index))
         profile_dir = os.environ.get("WEIR_PROFILE_DIR")
         if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
             cProfile.runctx(

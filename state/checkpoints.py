@@ -1,0 +1,293 @@
+"""Checkpoint storage (DESIGN.md, "Checkpoints"): incremental RocksDB snapshots on a file system.
+
+Layout under ``<checkpoint-dir>/<job>/``:
+
+- ``shared/<name>.sst``: SST files, uploaded once and referenced by every checkpoint that holds
+  them (an SST file never changes, so a file live in two checkpoints is stored once);
+- ``chk-<n>/w<i>/``: the small per-worker files of checkpoint ``n`` (MANIFEST, CURRENT, OPTIONS);
+- ``chk-<n>/_metadata``: JSON written last, through a rename: a checkpoint without it does not
+  exist. It lists every file with its size and CRC-32, the key-group ranges, source offsets and
+  watermarks. Savepoints are checkpoints marked ``"savepoint": true``, never deleted.
+
+A worker takes a RocksDB checkpoint (hard links, after a flush) while its loop waits, then a
+background thread uploads the SST files new since the last *completed* checkpoint: the
+synchronous part is the hard-linking, the copying is asynchronous.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.errors import StateError
+
+log = logging.getLogger(__name__)
+
+METADATA = "_metadata"
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class FileRef:
+    """A file of a worker's RocksDB checkpoint: its local name, where it is stored (``shared``
+    names a file under ``shared/``; otherwise it is private to the checkpoint), size and CRC."""
+
+    name: str
+    size: int
+    crc32: int
+    shared: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": self.name, "size": self.size, "crc32": self.crc32}
+        if self.shared is not None:
+            out["shared"] = self.shared
+        return out
+
+    @staticmethod
+    def from_json(raw: dict[str, Any]) -> FileRef:
+        return FileRef(str(raw["name"]), int(raw["size"]), int(raw["crc32"]), raw.get("shared"))
+
+
+def copy_with_crc(src: Path, dst: Path) -> tuple[int, int]:
+    """Copy ``src`` to ``dst`` (through a temporary name) and return ``(size, crc32)``."""
+    tmp = dst.with_name(dst.name + ".tmp")
+    crc = 0
+    size = 0
+    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        while chunk := fin.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+            fout.write(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    os.replace(tmp, dst)
+    return size, crc
+
+
+def file_crc(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+class CheckpointStorage:
+    """One job's checkpoints under ``<root>/<job>``."""
+
+    def __init__(self, root: Path, job: str) -> None:
+        self.root = root
+        self.job = job
+        self.base = root / job
+        self.shared = self.base / "shared"
+
+    def chk_dir(self, n: int) -> Path:
+        return self.base / f"chk-{n}"
+
+    def worker_dir(self, n: int, worker: int) -> Path:
+        return self.chk_dir(n) / f"w{worker}"
+
+    def ensure(self) -> None:
+        try:
+            self.shared.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(
+                f"cannot create checkpoint storage {self.base}: {exc.strerror}; pass a writable "
+                "--checkpoint-dir"
+            ) from exc
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def upload(
+        self,
+        local: Path,
+        n: int,
+        worker: int,
+        name_prefix: str,
+        known: dict[str, FileRef],
+    ) -> tuple[list[FileRef], int]:
+        """Store the RocksDB checkpoint directory ``local`` as worker ``worker``'s part of
+        checkpoint ``n``. SST files already in ``known`` (uploaded by a completed checkpoint) are
+        referenced, not copied. Returns the file list and the bytes copied."""
+        files: list[FileRef] = []
+        copied = 0
+        wdir = self.worker_dir(n, worker)
+        wdir.mkdir(parents=True, exist_ok=True)
+        for entry in sorted(os.listdir(local)):
+            src = local / entry
+            if entry.endswith(".sst"):
+                ref = known.get(entry)
+                if ref is None or not (self.shared / (ref.shared or "")).exists():
+                    shared = f"{name_prefix}-{entry}"
+                    size, crc = copy_with_crc(src, self.shared / shared)
+                    ref = FileRef(entry, size, crc, shared)
+                    copied += size
+                files.append(ref)
+            elif entry.endswith(".log"):
+                continue  # the checkpoint flushed the memtable: the WAL holds nothing needed
+            else:
+                size, crc = copy_with_crc(src, wdir / entry)
+                copied += size
+                files.append(FileRef(entry, size, crc))
+        return files, copied
+
+    def write_metadata(self, n: int, meta: dict[str, Any]) -> None:
+        """Make checkpoint ``n`` exist: ``_metadata`` is written to a temporary name, synced,
+        and renamed into place."""
+        target = self.chk_dir(n) / METADATA
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(METADATA + ".tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(json.dumps(meta, indent=1).encode())
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def ids(self) -> list[int]:
+        """Ids of checkpoint directories that have a ``_metadata`` file, oldest first."""
+        if not self.base.is_dir():
+            return []
+        found = []
+        for d in self.base.iterdir():
+            if d.name.startswith("chk-") and d.name[4:].isdigit() and (d / METADATA).exists():
+                found.append(int(d.name[4:]))
+        return sorted(found)
+
+    def next_id(self) -> int:
+        """The id after every checkpoint directory (complete or not) ever made here."""
+        if not self.base.is_dir():
+            return 1
+        nums = [
+            int(d.name[4:])
+            for d in self.base.iterdir()
+            if d.name.startswith("chk-") and d.name[4:].isdigit()
+        ]
+        return max(nums, default=0) + 1
+
+    def metadata(self, n: int) -> dict[str, Any]:
+        path = self.chk_dir(n) / METADATA
+        try:
+            meta: dict[str, Any] = json.loads(path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise StateError(
+                f"checkpoint {path.parent} has an unreadable _metadata: {exc}"
+            ) from exc
+        return meta
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Summaries of the complete checkpoints, newest first (no file is read but metadata)."""
+        out = []
+        for n in reversed(self.ids()):
+            try:
+                meta = self.metadata(n)
+            except StateError as exc:
+                log.warning("%s", exc)
+                continue
+            out.append({k: v for k, v in meta.items() if k not in ("workers", "sources")})
+        return out
+
+    def problem(self, n: int, verify_checksums: bool = True) -> str | None:
+        """Why checkpoint ``n`` cannot be restored (None when it can): metadata unreadable, a
+        file missing, of the wrong size, or with the wrong checksum."""
+        try:
+            meta = self.metadata(n)
+        except StateError as exc:
+            return str(exc)
+        for w in meta.get("workers", []):
+            for raw in w.get("files", []):
+                ref = FileRef.from_json(raw)
+                path = self.path_of(n, int(w["index"]), ref)
+                if not path.exists():
+                    return f"file {path} is missing"
+                if path.stat().st_size != ref.size:
+                    return f"file {path} has {path.stat().st_size} bytes, expected {ref.size}"
+                if verify_checksums and file_crc(path) != ref.crc32:
+                    return f"file {path} fails its CRC-32 check"
+        return None
+
+    def path_of(self, n: int, worker: int, ref: FileRef) -> Path:
+        if ref.shared is not None:
+            return self.shared / ref.shared
+        return self.worker_dir(n, worker) / ref.name
+
+    def latest_valid(self) -> int | None:
+        """The newest checkpoint that can be restored; broken ones are skipped with a log line."""
+        for n in reversed(self.ids()):
+            problem = self.problem(n)
+            if problem is None:
+                return n
+            log.error("checkpoint chk-%d of job %s is skipped: %s", n, self.job, problem)
+        return None
+
+    # -- restoring -------------------------------------------------------------------------------
+
+    def materialize(self, n: int, worker: int, files: Iterable[FileRef], target: Path) -> None:
+        """Rebuild worker ``worker``'s RocksDB directory of checkpoint ``n`` at ``target``: SST
+        files are hard-linked from storage when it is on the same file system (they never
+        change), copied otherwise."""
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        for ref in files:
+            src = self.path_of(n, worker, ref)
+            dst = target / ref.name
+            if ref.shared is not None:
+                try:
+                    os.link(src, dst)
+                    continue
+                except OSError:
+                    pass
+            shutil.copyfile(src, dst)
+
+    # -- retention -------------------------------------------------------------------------------
+
+    def retain(self, keep: int) -> list[int]:
+        """Delete complete checkpoints beyond the newest ``keep`` (savepoints stay), incomplete
+        ones older than the newest complete one, and shared files no remaining checkpoint
+        references. Returns the deleted ids. Call it only while no checkpoint is in flight."""
+        ids = self.ids()
+        metas: dict[int, dict[str, Any]] = {}
+        for n in ids:
+            try:
+                metas[n] = self.metadata(n)
+            except StateError:
+                continue
+        regular = [n for n in ids if not metas.get(n, {}).get("savepoint")]
+        doomed = set(regular[:-keep] if keep > 0 else regular)
+        newest = ids[-1] if ids else 0
+        for d in self.base.iterdir() if self.base.is_dir() else []:
+            if d.name.startswith("chk-") and d.name[4:].isdigit():
+                n = int(d.name[4:])
+                if n not in metas and n < newest:
+                    doomed.add(n)  # an aborted checkpoint
+        for n in sorted(doomed):
+            shutil.rmtree(self.chk_dir(n), ignore_errors=True)
+            metas.pop(n, None)
+        used = {
+            raw["shared"]
+            for meta in metas.values()
+            for w in meta.get("workers", [])
+            for raw in w.get("files", [])
+            if raw.get("shared")
+        }
+        if self.shared.is_dir():
+            for f in self.shared.iterdir():
+                if f.name not in used:
+                    f.unlink(missing_ok=True)
+        return sorted(doomed)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+__all__ = ["METADATA", "CheckpointStorage", "FileRef", "copy_with_crc", "file_crc", "now_ms"]
