@@ -50,13 +50,16 @@ def timed_run(job_file: Path, state_dir: Path, parallelism: int, **settings: Any
     finished = max(s["finished_at"] for s in status)
     events = sum(s["records_in"] for s in status)
     seconds = finished - started
-    return {
+    result: dict[str, Any] = {
         "parallelism": parallelism,
         "events": events,
         "seconds": round(seconds, 3),
         "events_per_s": round(events / seconds),
         "backpressure": [s.get("backpressure", 0.0) for s in status],
     }
+    if manager.checkpoints:
+        result["checkpoints"] = manager.checkpoints
+    return result
 
 
 @contextmanager

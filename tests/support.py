@@ -210,6 +210,20 @@ def children(pid: int) -> set[int]:
     return found
 
 
+def worker_pids(pid: int) -> list[int]:
+    """A ``weir run``'s worker processes (its children other than multiprocessing's resource
+    tracker), in start order."""
+    found = []
+    for child in children(pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"spawn_main" in cmd:
+            found.append(child)
+    return sorted(found)
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

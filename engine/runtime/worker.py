@@ -177,6 +177,7 @@ class Worker:
             self._restore_operators(self.restored)
         self.finished = False
         self.run_started_at = 0.0
+        self.first_record_at = 0.0
         self.finished_at = 0.0
         # counters
         self.records_sent = 0
@@ -203,6 +204,7 @@ class Worker:
             "finished": self.finished,
             "restored_from": self.cfg.restore_from.name if self.cfg.restore_from else None,
             "run_started_at": self.run_started_at,
+            "first_record_at": self.first_record_at,
             "finished_at": self.finished_at,
             "operators": {
                 name: {
@@ -334,6 +336,8 @@ class Worker:
         if batch.items:
             self._last_data[split] = now
             mark.idle = False
+            if not self.first_record_at:
+                self.first_record_at = time.time()
         elif self._idle_s is not None and now - self._last_data[split] >= self._idle_s:
             mark.idle = True  # a quiet split stops holding the watermark back
         if batch.end:

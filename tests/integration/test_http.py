@@ -146,11 +146,12 @@ def test_error_bodies(
     assert names in body["error"]["message"]
 
 
-def test_committed_consistency_is_refused_for_now(finished: Finished) -> None:
+def test_committed_reads_without_checkpoints_are_a_400_naming_the_fix(finished: Finished) -> None:
     r = finished.client.get(state_url("ad-0"), params={"consistency": "committed"})
     assert r.status_code == 400
     err = r.json()["error"]
-    assert err["code"] and "committed" in err["message"]
+    assert err["code"] == "committed_unavailable"
+    assert "--checkpoint-interval-ms" in err["message"]
 
 
 def test_jobs_list(finished: Finished) -> None:

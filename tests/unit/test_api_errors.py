@@ -19,6 +19,9 @@ from state.rocksdb import SecondaryReader
 class StubRuntime:
     parallelism = 1
     ranges = [KeyGroupRange(0, 127)]
+    generation = 0
+    last_checkpoint = None
+    checkpoints: list[dict[str, Any]] = []
 
     def worker_status(self) -> list[dict[str, Any]]:
         return [{"worker": 0}]
