@@ -106,8 +106,9 @@ class RocksState:
     def scan(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
         yield from _scan(self._db, lo, hi)
 
-    def flush(self) -> None:
-        self._db.flush()
+    def flush(self, wait: bool = True) -> None:
+        """Flush the memtable to an SST file (``wait=False``: in RocksDB's background threads)."""
+        self._db.flush(wait)
 
     def checkpoint(self, target: Path) -> None:
         """A consistent copy of the database at ``target`` (which must not exist): RocksDB

@@ -81,6 +81,8 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
                 "dead_letters_by_stage": w.get("dead_letters_by_stage", {}),
                 "finished": w.get("finished", False),
                 "run_started_at": w.get("run_started_at"),
+                "first_record_at": w.get("first_record_at") or None,
+                "restored_from": w.get("restored_from"),
                 "finished_at": w.get("finished_at") or None,
             }
             for i, w in enumerate(workers)

@@ -480,6 +480,7 @@ class Worker:
             sources[s] = {"offset": offset, "max_ts": bound.get(s, MIN_WATERMARK), "ended": True}
         self._sources_at_barrier = sources
         self._aligned = {str(self.index)}
+        self.state.flush(wait=False)  # RocksDB's own threads flush the memtable while we align
         if self.exchange is not None:
             frame = pickle.dumps((BARRIER, n))
             for j, box in self.outboxes.items():
@@ -500,10 +501,21 @@ class Worker:
             self._snapshot(self._barrier)
 
     def _snapshot(self, n: int) -> None:
-        """Every input is at barrier ``n``: flush, take the RocksDB checkpoint (synchronous),
-        start the upload (asynchronous), then let held input and the source go on."""
+        """Every input is at barrier ``n``. Synchronous part (the loop waits): write the state
+        memory holds and RocksDB does not yet (at most a flush interval of changes), then the
+        RocksDB checkpoint (a memtable flush, mostly done already by the one started at the
+        barrier, and hard links). Asynchronous part, in a thread: the upload of new files."""
+        if self._upload is not None:
+            self._upload.join()
         t0 = time.perf_counter()
-        self._flush()
+        for rt in self.ops.values():
+            rt.flush()
+        self.dead.flush()
+        self.late.flush()
+        for writers in self.result_sinks.values():
+            for w in writers:
+                w.flush()
+        t1 = time.perf_counter()
         local = self.cfg.job_dir(self.job.name) / f"worker-{self.index}" / f"chk-{n}"
         shutil.rmtree(local, ignore_errors=True)
         meta: dict[str, Any] = {
@@ -522,9 +534,10 @@ class Worker:
             log.error("worker=%d checkpoint=%d failed: %s", self.index, n, exc)
             self._send(("decline", n, str(exc)))
         else:
-            meta["sync_ms"] = round((time.perf_counter() - t0) * 1000, 3)
-            if self._upload is not None:
-                self._upload.join()
+            t2 = time.perf_counter()
+            meta["flush_ms"] = round((t1 - t0) * 1000, 3)
+            meta["rocksdb_ms"] = round((t2 - t1) * 1000, 3)
+            meta["sync_ms"] = round((t2 - t0) * 1000, 3)
             self._upload = threading.Thread(
                 target=self._upload_snapshot,
                 args=(n, local, meta),
@@ -539,6 +552,7 @@ class Worker:
             self._on_frame(peer, payload)
 
     def _upload_snapshot(self, n: int, local: Path, meta: dict[str, Any]) -> None:
+        """Copy the checkpoint's new files to storage (file I/O and CRCs release the GIL)."""
         t0 = time.perf_counter()
         try:
             files, copied = self.storage.upload(
@@ -546,7 +560,7 @@ class Worker:
             )
         except Exception as exc:  # noqa: BLE001 - a failed upload fails this checkpoint only
             log.error("worker=%d checkpoint=%d upload failed: %s", self.index, n, exc)
-            self._send(("decline", n, f"upload failed: {exc}"))
+            self._send(("decline", n, f"upload failed: {type(exc).__name__}: {exc}"))
             return
         finally:
             shutil.rmtree(local, ignore_errors=True)
