@@ -1,7 +1,8 @@
 """Sources: ``sources.jsonl(path)``, ``sources.generator("ads", ...)``, or a URL.
 
 URLs (``weir run --source URL``): ``file:///path/events.jsonl``,
-``generator://ads?rate=N&ids=N&skew=S&disorder=MS&seed=N&count=N&clock=wall|synthetic``.
+``generator://ads?rate=N&ids=N&skew=S&disorder=MS&seed=N&count=N&clock=wall|synthetic``,
+``kafka://host:port/topic?group=NAME&start=earliest|latest|committed|<ms>&end=latest``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from engine.errors import ConfigError
+from engine.errors import ConfigError, SourceError
 from engine.sources.base import Source, SourceBatch, SplitReader
 from engine.sources.file import JsonlSource
 from engine.sources.generator import GeneratorSource
+from engine.sources.kafka import KafkaSource
 
-SCHEMES = ("file", "generator")
+SCHEMES = ("file", "generator", "kafka")
 
 
 def jsonl(path: str | Path) -> JsonlSource:
@@ -31,6 +33,46 @@ def generator(workload: str = "ads", **options: Any) -> GeneratorSource:
         return GeneratorSource(workload=workload, **options)
     except TypeError as exc:
         raise ConfigError(f"generator://{workload}: {exc}") from None
+
+
+def kafka(
+    bootstrap: str,
+    topic: str,
+    *,
+    group: str | None = None,
+    start: str | int = "earliest",
+    end: str | None = None,
+    metadata: bool = False,
+) -> KafkaSource:
+    """A Kafka topic, one split per partition (see ``engine.sources.kafka``)."""
+    return KafkaSource(bootstrap, topic, group, str(start), end, metadata)
+
+
+_KAFKA_OPTIONS = ("group", "start", "end", "metadata")
+
+
+def _kafka_from_url(url: str) -> KafkaSource:
+    parts = urlsplit(url)
+    topic = unquote(parts.path.lstrip("/"))
+    if not parts.netloc or not topic or "/" in topic:
+        raise ConfigError(f"source {url!r}: use kafka://host:port/topic?group=NAME")
+    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    unknown = sorted(set(options) - set(_KAFKA_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"source {url!r}: unknown option {unknown[0]!r}; use {', '.join(_KAFKA_OPTIONS)}"
+        )
+    try:
+        return kafka(
+            parts.netloc,
+            topic,
+            group=options.get("group") or None,
+            start=options.get("start", "earliest"),
+            end=options.get("end") or None,
+            metadata=options.get("metadata", "false").lower() in ("1", "true", "yes"),
+        )
+    except SourceError as exc:
+        raise ConfigError(f"source {url!r}: {exc}") from None
 
 
 _GEN_TYPES: dict[str, type] = {
@@ -56,6 +98,8 @@ def from_url(url: str) -> Source:
         if not path:
             raise ConfigError(f"source {url!r} has no path; use file:///absolute/path.jsonl")
         return jsonl(path)
+    if parts.scheme == "kafka":
+        return _kafka_from_url(url)
     if parts.scheme == "generator":
         options: dict[str, Any] = {}
         for name, raw in parse_qsl(parts.query, keep_blank_values=True):
@@ -80,10 +124,12 @@ def from_url(url: str) -> Source:
 __all__ = [
     "GeneratorSource",
     "JsonlSource",
+    "KafkaSource",
     "Source",
     "SourceBatch",
     "SplitReader",
     "from_url",
     "generator",
     "jsonl",
+    "kafka",
 ]

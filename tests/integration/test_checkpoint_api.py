@@ -64,7 +64,8 @@ def test_checkpoints_savepoints_and_committed_reads(
     assert body["consistency"] == "committed" and isinstance(body["checkpoint"], int)
     live_after = client.get("/live/counts/state/ad-0").json()
     assert body["checkpoint"] <= live_after["checkpoint"]
-    assert body["watermark"] <= live_after["watermark"]
+    assert isinstance(body["watermark"], int)  # the checkpoint's (the live one is reported
+    # by workers every 100 ms, so it may trail a checkpoint taken since)
     for start, n in _counts(body).items():
         assert n <= _counts(live_after).get(start, n), start
     batch = client.post(
