@@ -80,6 +80,21 @@ def _pipeline(registry: Registry) -> list[str]:
         "weir_late_records_total": ("counter", "Records past allowed lateness.", []),
         "weir_watermark_ms": ("gauge", "An operator's event-time watermark.", []),
         "weir_watermark_lag_ms": ("gauge", "Wall clock minus an operator's watermark.", []),
+        "weir_source_lag_records": (
+            "gauge",
+            "Records of a source split not read yet (Kafka: high watermark minus position).",
+            [],
+        ),
+        "weir_checkpoints_completed_total": ("counter", "Checkpoints completed in this run.", []),
+        "weir_checkpoint_duration_ms": ("gauge", "The last checkpoint's total duration.", []),
+        "weir_checkpoint_sync_ms": ("gauge", "The last checkpoint's synchronous part.", []),
+        "weir_checkpoint_size_bytes": ("gauge", "The last checkpoint's full size.", []),
+        "weir_checkpoint_incremental_bytes": (
+            "gauge",
+            "Bytes the last checkpoint uploaded.",
+            [],
+        ),
+        "weir_restarts_total": ("counter", "Restarts from a checkpoint after a failure.", []),
     }
     now_ms = time.time() * 1000
     for name, handle in sorted(registry.jobs.items()):
@@ -90,6 +105,23 @@ def _pipeline(registry: Registry) -> list[str]:
             series["weir_dead_letters_total"][2].append(f"{lab} {w.get('dead_letters', 0)}")
             series["weir_backpressure_ratio"][2].append(f"{lab} {w.get('backpressure', 0.0)}")
             series["weir_exchange_pending_bytes"][2].append(f"{lab} {w.get('pending_bytes', 0)}")
+            for split, lag in sorted(w.get("source_lag", {}).items()):
+                slab = _labels(job=name, split=split)
+                series["weir_source_lag_records"][2].append(f"{slab} {lag}")
+        jlab = _labels(job=name)
+        taken = handle.runtime.checkpoints
+        completed = getattr(handle.runtime, "completed_checkpoints", len(taken))
+        series["weir_checkpoints_completed_total"][2].append(f"{jlab} {completed}")
+        series["weir_restarts_total"][2].append(f"{jlab} {getattr(handle.runtime, 'restarts', 0)}")
+        if taken:
+            last = taken[-1]
+            for metric, field in (
+                ("weir_checkpoint_duration_ms", "duration_ms"),
+                ("weir_checkpoint_sync_ms", "sync_ms"),
+                ("weir_checkpoint_size_bytes", "size"),
+                ("weir_checkpoint_incremental_bytes", "incremental_size"),
+            ):
+                series[metric][2].append(f"{jlab} {last[field]}")
         for op in handle.job.operators:
             per = [w.get("operators", {}).get(op, {}) for w in workers]
             lab = _labels(job=name, op=op)

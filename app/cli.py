@@ -237,6 +237,47 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int_type("--timeout-ms", 1),
         metavar="MS",
     )
+    prod = sub.add_parser("produce", help="write a generated workload into a Kafka topic")
+    env = _Env(prod)
+    env.add("--bootstrap", "the Kafka broker, host:port", "127.0.0.1:9092", metavar="HOST:PORT")
+    env.add("--topic", "topic to write (created when missing)", "events", metavar="TOPIC")
+    env.add(
+        "--workload",
+        "ads ({id,event,ts,value}) or sensors ({id,ts,temperature,humidity})",
+        "ads",
+        choices=["ads", "sensors"],
+    )
+    env.add("--rate", "events per second (0: as fast as possible)", 0.0, type=float, metavar="N")
+    env.add("--keys", "distinct ids", 1000, type=_int_type("--keys", 1), metavar="N")
+    env.add("--skew", "Zipf exponent of the ids (0: uniform)", 1.1, type=float, metavar="S")
+    env.add(
+        "--disorder",
+        "an event's time lags the clock by up to this many ms",
+        0,
+        type=_int_type("--disorder", 0),
+        metavar="MS",
+    )
+    env.add(
+        "--count",
+        "events to write in all (0: until stopped)",
+        100_000,
+        type=_int_type("--count", 0),
+        metavar="N",
+    )
+    env.add(
+        "--partitions",
+        "partitions of a topic this creates",
+        4,
+        type=_int_type("--partitions", 1),
+        metavar="N",
+    )
+    env.add("--seed", "generator seed", 7, type=_int_type("--seed", 0), metavar="N")
+    env.add(
+        "--clock",
+        "wall (event time is now) or synthetic (reproducible times)",
+        "wall",
+        choices=["wall", "synthetic"],
+    )
     return parser
 
 
@@ -330,6 +371,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return list_checkpoints(args)
         if args.command == "savepoint":
             return take_savepoint(args)
+        if args.command == "produce":
+            from app import produce
+
+            logs.configure("WARNING")
+            return produce.main(args)
         logs.configure(args.log_level)
         from api.settings import ApiSettings  # imported late: keeps --help fast
         from app import supervise

@@ -166,3 +166,12 @@ def module_weir_server(
     servers = _Servers(tmp_path_factory.mktemp("servers"))
     yield servers.start
     servers.stop_all()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Tansu broker (Kafka protocol) on a free loopback port for the whole session."""
+    from tests.kafka_broker import tansu
+
+    with tansu(tmp_path_factory.mktemp("kafka")) as bootstrap:
+        yield bootstrap

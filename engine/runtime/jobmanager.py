@@ -58,6 +58,7 @@ class JobManager:
         self.storage = CheckpointStorage(cfg.checkpoints_root, job.name)
         self.checkpoints: list[dict[str, Any]] = []  # completed in this run, newest last
         self.last_checkpoint: int | None = None
+        self.completed_checkpoints = 0
         self.restored_from: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
         self.restarts = 0
@@ -386,6 +387,7 @@ class JobManager:
             return
         self._pending = None
         self.last_checkpoint = n
+        self.completed_checkpoints += 1
         summary = {k: v for k, v in meta.items() if k != "workers"}
         self.checkpoints = [*self.checkpoints[-99:], summary]
         for conn in self._conns:

@@ -172,6 +172,7 @@ class Worker:
         self._held: list[tuple[int, bytes]] = []
         self._sources_at_barrier: dict[str, Any] = {}
         self._uploaded: dict[int, list[FileRef]] = {}
+        self._barrier_sources: dict[int, dict[str, Any]] = {}
         self._upload: threading.Thread | None = None
         if self.restored is not None:
             self._restore_operators(self.restored)
@@ -193,6 +194,7 @@ class Worker:
             "worker": self.index,
             "key_groups": self.range.to_json(),
             "splits": list(self.splits.inputs),
+            "source_lag": self._source_lag(),
             "watermark": self.channels.watermark(),
             "records_in": self.chain.records_in,
             "records_sent": self.records_sent,
@@ -219,6 +221,16 @@ class Worker:
             },
             "time": time.time(),
         }
+
+    def _source_lag(self) -> dict[str, int]:
+        """Records each split has not read yet, for sources that know (Kafka partitions)."""
+        out: dict[str, int] = {}
+        for split, reader in self.readers.items():
+            lag = getattr(reader, "lag", None)
+            value = lag() if lag is not None else None
+            if value is not None:
+                out[split] = value
+        return out
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -479,6 +491,7 @@ class Worker:
         for s, offset in self._ended_offsets.items():
             sources[s] = {"offset": offset, "max_ts": bound.get(s, MIN_WATERMARK), "ended": True}
         self._sources_at_barrier = sources
+        self._barrier_sources[n] = sources
         self._aligned = {str(self.index)}
         self.state.flush(wait=False)  # RocksDB's own threads flush the memtable while we align
         if self.exchange is not None:
@@ -579,6 +592,14 @@ class Worker:
             self._confirmed = {f.name: f for f in files if f.shared is not None}
         for old in [k for k in self._uploaded if k < n]:
             del self._uploaded[old]
+        sources = self._barrier_sources.pop(n, {})
+        for old in [k for k in self._barrier_sources if k < n]:
+            del self._barrier_sources[old]
+        for split, st in sources.items():  # e.g. Kafka: offsets to the group, for monitoring
+            reader = self.readers.get(split)
+            commit = getattr(reader, "commit", None)
+            if commit is not None:
+                commit(st["offset"])
 
     # -- restore ---------------------------------------------------------------------------------
 
@@ -712,6 +733,7 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
     logging.basicConfig(
         level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("kafka").setLevel(logging.ERROR)
     try:
         job = load_configured_job(cfg)
         worker = Worker(cfg, index, conn, job)

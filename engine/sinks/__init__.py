@@ -17,7 +17,7 @@ import orjson
 
 from engine.errors import ConfigError, SinkError
 
-SCHEMES = ("file", "stdout")
+SCHEMES = ("file", "stdout", "kafka")
 
 
 class SinkWriter(Protocol):
@@ -115,6 +115,13 @@ def stdout() -> StdoutSink:
     return StdoutSink()
 
 
+def kafka(bootstrap: str, topic: str) -> Sink:
+    """Window results (or side outputs) as JSON messages in a Kafka topic."""
+    from engine.sinks.kafka import KafkaSink
+
+    return KafkaSink(bootstrap, topic)
+
+
 def from_url(url: str) -> Sink:
     parts = urlsplit(url)
     if parts.scheme == "file":
@@ -124,10 +131,26 @@ def from_url(url: str) -> Sink:
         return jsonl(path)
     if parts.scheme == "stdout" or url == "-":
         return stdout()
+    if parts.scheme == "kafka":
+        from engine.sinks.kafka import from_url_parts
+
+        try:
+            return from_url_parts(parts.netloc, unquote(parts.path), url)
+        except SinkError as exc:
+            raise ConfigError(str(exc)) from None
     raise ConfigError(
         f"unknown sink scheme {parts.scheme or '(none)'!r} in {url!r}; "
         f"use one of {', '.join(s + '://' for s in SCHEMES)}"
     )
 
 
-__all__ = ["JsonlSink", "Sink", "SinkWriter", "StdoutSink", "from_url", "jsonl", "stdout"]
+__all__ = [
+    "JsonlSink",
+    "Sink",
+    "SinkWriter",
+    "StdoutSink",
+    "from_url",
+    "jsonl",
+    "kafka",
+    "stdout",
+]

@@ -1,4 +1,5 @@
-"""Synthetic workloads. ``ads``: ``{"id", "event", "ts", "value"}`` with Zipf-skewed ids.
+"""Synthetic workloads. ``ads``: ``{"id", "event", "ts", "value"}`` with Zipf-skewed ids
+``ad-<i>``; ``sensors``: ``{"id", "ts", "temperature", "humidity"}`` with ids ``sensor-<i>``.
 
 Options: ``rate`` (events/s, 0 = as fast as possible), ``ids`` (number of distinct ids),
 ``skew`` (Zipf exponent; ``ad-0`` is the most frequent), ``disorder`` (max ms an event's time
@@ -19,7 +20,8 @@ from typing import Any
 from engine.errors import ConfigError
 from engine.sources.base import SourceBatch
 
-WORKLOADS = ("ads",)
+WORKLOADS = ("ads", "sensors")
+_ID_PREFIX = {"ads": "ad", "sensors": "sensor"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +100,7 @@ class AdsReader:
     def __init__(self, spec: GeneratorSource, emitted: int, split: str = "0/1") -> None:
         self._split = split
         self._spec = spec
-        self._ids = [f"ad-{i}" for i in range(spec.ids)]
+        self._ids = [f"{_ID_PREFIX[spec.workload]}-{i}" for i in range(spec.ids)]
         self._cum = list(accumulate(1.0 / (i + 1) ** spec.skew for i in range(spec.ids)))
         self._block_index = -1
         self._block: list[Draw] = []
@@ -164,9 +166,15 @@ class AdsReader:
         else:
             step, start = spec.step, spec.start
             base = [start + int((i0 + i) * step) for i in range(n)]
+        draws = self._draws(i0, n)
+        if spec.workload == "sensors":
+            return [
+                {"id": i, "ts": b - lag, "temperature": round(15 + v * 0.2, 1), "humidity": v}
+                for (i, _, v, lag), b in zip(draws, base, strict=True)
+            ]
         return [
             {"id": i, "event": e, "ts": b - lag, "value": v}
-            for (i, e, v, lag), b in zip(self._draws(i0, n), base, strict=True)
+            for (i, e, v, lag), b in zip(draws, base, strict=True)
         ]
 
     def offset(self) -> int:

@@ -21,6 +21,7 @@ a broker lost mid-run makes the split wait (kafka-python reconnects) and resume.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ from engine.sources.base import SourceBatch
 
 log = logging.getLogger(__name__)
 
-CONNECT_ATTEMPTS = 8
+CONNECT_TIMEOUT_S = 60.0
 CONNECT_BACKOFF_S = 0.5
 
 
@@ -46,33 +47,37 @@ def _client_kwargs(bootstrap: str) -> dict[str, Any]:
 
 
 def connect(factory: Any, what: str, bootstrap: str, **kwargs: Any) -> Any:
-    """Build a kafka-python client, retrying with exponential backoff while no broker answers."""
+    """Build a kafka-python client, retrying with exponential backoff while no broker answers,
+    for up to ``WEIR_KAFKA_CONNECT_TIMEOUT_S`` seconds (default 60)."""
     from kafka.errors import KafkaConfigurationError, KafkaError
 
+    budget = float(os.environ.get("WEIR_KAFKA_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
+    deadline = time.monotonic() + budget
     delay = CONNECT_BACKOFF_S
-    for attempt in range(1, CONNECT_ATTEMPTS + 1):
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             return factory(**_client_kwargs(bootstrap), **kwargs)
         except KafkaConfigurationError:
             raise
         except KafkaError as exc:
-            if attempt == CONNECT_ATTEMPTS:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise SourceError(
-                    f"cannot reach the Kafka broker at {bootstrap} for {what} after "
-                    f"{attempt} attempts ({type(exc).__name__}); check the host:port in the URL "
-                    "and that the broker is up"
+                    f"cannot reach the Kafka broker at {bootstrap} for {what} "
+                    f"({type(exc).__name__} after {attempt} attempts in {budget:g} s); check the "
+                    "host:port in the URL and that the broker is up"
                 ) from None
             log.warning(
-                "kafka broker %s unreachable for %s (attempt %d of %d); retrying in %.1f s",
+                "kafka broker %s unreachable for %s (attempt %d); retrying in %.1f s",
                 bootstrap,
                 what,
                 attempt,
-                CONNECT_ATTEMPTS,
-                delay,
+                min(delay, left),
             )
-            time.sleep(delay)
+            time.sleep(min(delay, left))
             delay = min(delay * 2, 8.0)
-    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +114,9 @@ class KafkaSource:
     def partitions(self) -> list[int]:
         from kafka import KafkaConsumer
 
-        consumer = connect(KafkaConsumer, f"topic {self.topic}", self.bootstrap)
+        consumer = connect(
+            KafkaConsumer, f"topic {self.topic}", self.bootstrap, enable_auto_commit=False
+        )
         try:
             found = consumer.partitions_for_topic(self.topic)
         finally:

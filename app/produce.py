@@ -1,0 +1,133 @@
+"""``weir produce``: write a generated workload into a Kafka topic (the load generator).
+
+The events are the generator source's (``engine/sources/generator.py``): the same seed gives the
+same events, so a produced topic and a ``generator://`` run can be compared. Each event is keyed
+by its id (so one id stays in one partition); the topic is created with ``--partitions`` when it
+does not exist. The summary printed at the end is JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+import orjson
+
+from engine.errors import ConfigError, SourceError
+from engine.sources.generator import GeneratorSource
+from engine.sources.kafka import connect
+
+
+def ensure_topic(bootstrap: str, topic: str, partitions: int) -> int:
+    """Create ``topic`` with ``partitions`` partitions unless it exists; its partition count."""
+    from kafka import KafkaAdminClient, KafkaConsumer
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    consumer = connect(KafkaConsumer, f"topic {topic}", bootstrap, enable_auto_commit=False)
+    try:
+        found = consumer.partitions_for_topic(topic)
+        if found:
+            return len(found)
+        admin = connect(KafkaAdminClient, f"creating topic {topic}", bootstrap)
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
+        except TopicAlreadyExistsError:
+            pass
+        finally:
+            admin.close()
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            found = consumer.partitions_for_topic(topic)
+            if found:
+                return len(found)
+            time.sleep(0.1)
+    finally:
+        consumer.close()
+    raise SourceError(f"topic {topic} was not visible on {bootstrap} 15 s after creating it")
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    *,
+    workload: str = "ads",
+    rate: float = 0.0,
+    keys: int = 1000,
+    skew: float = 1.1,
+    disorder: int = 0,
+    count: int | None = 100_000,
+    partitions: int = 4,
+    seed: int = 7,
+    clock: str = "wall",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Send ``count`` events (forever when None) at ``rate`` events/s (0: as fast as possible)."""
+    from kafka import KafkaProducer
+
+    if count is not None and count < 0:
+        raise ConfigError(f"--count={count} is negative; use 0 or more events")
+    spec = GeneratorSource(
+        workload=workload, rate=rate, ids=keys, skew=skew, disorder=disorder, seed=seed,
+        count=count, clock=clock, split_count=1,
+    )  # fmt: skip
+    have = ensure_topic(bootstrap, topic, partitions)
+    producer = connect(
+        KafkaProducer,
+        f"topic {topic}",
+        bootstrap,
+        linger_ms=10,
+        batch_size=512 * 1024,
+        acks=1,
+        enable_idempotence=False,
+        max_in_flight_requests_per_connection=5,
+    )
+    reader = spec.open("0/1")
+    sent = 0
+    t0 = last = time.monotonic()
+    try:
+        while True:
+            batch = reader.read_batch(4096)
+            for rec in batch.items:
+                producer.send(topic, key=rec["id"].encode(), value=orjson.dumps(rec))
+            sent += len(batch.items)
+            now = time.monotonic()
+            if progress and now - last >= 2:
+                print(f"weir produce: {sent} events to {topic}", file=sys.stderr, flush=True)
+                last = now
+            if batch.end:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        producer.flush(timeout=60)
+        producer.close(timeout=10)
+    seconds = max(1e-9, time.monotonic() - t0)
+    return {
+        "topic": topic,
+        "partitions": have,
+        "workload": workload,
+        "events": sent,
+        "seconds": round(seconds, 3),
+        "events_per_s": round(sent / seconds),
+    }
+
+
+def main(args: Any) -> int:
+    summary = produce(
+        args.bootstrap,
+        args.topic,
+        workload=args.workload,
+        rate=args.rate,
+        keys=args.keys,
+        skew=args.skew,
+        disorder=args.disorder,
+        count=None if args.count == 0 else args.count,
+        partitions=args.partitions,
+        seed=args.seed,
+        clock=args.clock,
+    )
+    print(json.dumps(summary))
+    return 0
