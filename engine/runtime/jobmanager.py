@@ -66,6 +66,7 @@ class JobManager:
         self._next_id = 1
         self._next_trigger = 0.0
         self._savepoints: list[threading.Event] = []
+        self._final_triggered = False
         self._savepoint_done: dict[int, str] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -199,7 +200,7 @@ class JobManager:
                     break
             else:
                 self._coordinate()
-            if len(self._finished) == self.parallelism and self.cfg.exit_at_end:
+            if self.finished and self.cfg.exit_at_end and self._final_checkpoint_settled():
                 self.done.set()
             time.sleep(0.02)
 
@@ -280,6 +281,7 @@ class JobManager:
         with self._lock:
             self._status = {}
         self._finished = set()
+        self._final_triggered = False
         self.generation += 1
         for old in self.cfg.job_dir(self.job.name).glob("worker-*"):
             shutil.rmtree(old, ignore_errors=True)
@@ -322,7 +324,12 @@ class JobManager:
             ready = len(self._status) == self.parallelism
             savepoint = bool(self._savepoints)
         periodic = self.cfg.checkpoint_interval_ms > 0 and now >= self._next_trigger
-        if not ready or self.finished or not (periodic or savepoint):
+        if self.finished and self.cfg.checkpoint_interval_ms > 0 and not self._final_triggered:
+            # the input is fully processed: one final checkpoint holds the end state and offsets
+            self._final_triggered = periodic = True
+        elif self.finished:
+            periodic = False
+        if not ready or not (periodic or savepoint):
             return
         n = self._next_id
         self._next_id += 1
@@ -344,6 +351,12 @@ class JobManager:
                 conn.send(("checkpoint", n))
             except OSError:
                 pass
+
+    def _final_checkpoint_settled(self) -> bool:
+        """With checkpoints on, a finished job ends after its final checkpoint (done or failed)."""
+        if self.cfg.checkpoint_interval_ms <= 0:
+            return True
+        return self._final_triggered and self._pending is None
 
     def _on_checkpoint_reply(self, kind: str, index: int, n: int, info: Any) -> None:
         pending = self._pending

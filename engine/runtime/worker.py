@@ -147,6 +147,7 @@ class Worker:
         self.splits = Inputs(mine)
         self.channels = Inputs([str(i) for i in range(self.p)])
         self._ended_offsets: dict[str, Any] = {}
+        self._ended_readers: dict[str, SplitReader] = {}
         offsets: dict[str, Any] = self._restore_sources(every) if self.restored is not None else {}
         self.readers: dict[str, SplitReader] = {
             s: self.source.open(s, offsets.get(s)) for s in mine if s not in self._ended_offsets
@@ -355,7 +356,7 @@ class Worker:
         if batch.end:
             mark.watermark, mark.ended = MAX_WATERMARK, True
             self._ended_offsets[split] = reader.offset()
-            reader.close()
+            self._ended_readers[split] = reader  # closed at the end: a final checkpoint commits
             del self.readers[split]
         out_wm = self.splits.watermark()
         if not trace or trace[-1] != out_wm:
@@ -596,7 +597,7 @@ class Worker:
         for old in [k for k in self._barrier_sources if k < n]:
             del self._barrier_sources[old]
         for split, st in sources.items():  # e.g. Kafka: offsets to the group, for monitoring
-            reader = self.readers.get(split)
+            reader = self.readers.get(split) or self._ended_readers.get(split)
             commit = getattr(reader, "commit", None)
             if commit is not None:
                 commit(st["offset"])
@@ -702,7 +703,7 @@ class Worker:
         if self._upload is not None:
             self._upload.join(10.0)
         self._flush()
-        for reader in self.readers.values():
+        for reader in [*self.readers.values(), *self._ended_readers.values()]:
             reader.close()
         for writers in self.result_sinks.values():
             for w in writers:

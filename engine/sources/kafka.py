@@ -57,8 +57,11 @@ def connect(factory: Any, what: str, bootstrap: str, **kwargs: Any) -> Any:
     attempt = 0
     while True:
         attempt += 1
+        # each attempt waits at most half the budget left, so there is time to retry
+        left_ms = (deadline - time.monotonic()) * 1000
+        per_attempt = int(max(500, min(5_000, left_ms / 2)))
         try:
-            return factory(**_client_kwargs(bootstrap), **kwargs)
+            return factory(**_client_kwargs(bootstrap), bootstrap_timeout_ms=per_attempt, **kwargs)
         except KafkaConfigurationError:
             raise
         except KafkaError as exc:
