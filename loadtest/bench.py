@@ -31,7 +31,7 @@ from typing import Any
 from engine.runtime.config import RunConfig
 from engine.runtime.loader import load_configured_job
 from engine.runtime.worker import Worker
-from loadtest import checkpoint_bench, freshness, serving_cost
+from loadtest import checkpoint_bench, freshness, kafka_bench, serving_cost
 from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
 
@@ -207,6 +207,7 @@ def main() -> None:
                 workdir, args.events // 2, args.keys, args.rate, args.out
             ),
             "checkpoints": checkpoint_bench.measure(workdir / "parallel_job.py", workdir),
+            "kafka": kafka_bench.measure(workdir),
         }
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

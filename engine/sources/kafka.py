@@ -5,8 +5,8 @@ so that checkpoints own the offsets, as in Flink's KafkaSource.
 
 - ``start`` (used when no checkpoint holds an offset): the beginning, the end, the group's
   committed offset (the beginning when there is none), or the first offset at or after a time;
-- ``end=latest`` makes the source bounded: it stops at the end offsets it finds when a split
-  opens (for tests and re-runs over a fixed range);
+- ``end=latest`` makes the source bounded: it stops at each partition's end offset as its first
+  fetch reports it (for tests and re-runs over a fixed range);
 - ``group`` names the consumer group offsets are committed to after each completed checkpoint,
   for lag monitoring only: restores use the checkpoint's offsets;
 - ``metadata=true`` adds ``"_kafka": {"key", "headers", "timestamp", "partition", "offset"}`` to
@@ -165,24 +165,7 @@ class KafkaReader:
         self._stop_at: int | None = None
         self._empty_polls = 0
         self._highwater: int | None = None
-        self._primed: list[Any] = []
-        if spec.end == "latest":
-            self._stop_at = self._end_offset()
-
-    def _end_offset(self) -> int:
-        """The partition's end as the broker's fetch responses state it (its high watermark:
-        some brokers, Tansu among them, answer ListOffsets(latest) wrongly). Records fetched
-        meanwhile are kept for the first batches."""
-        deadline = time.monotonic() + 15.0
-        while self._highwater is None and time.monotonic() < deadline:
-            polled = self._consumer.poll(timeout_ms=100, max_records=self._spec.max_poll_records)
-            self._primed.extend(polled.get(self._tp, []))
-            self._highwater = self._consumer.highwater(self._tp)
-        if self._highwater is None:
-            raise SourceError(
-                f"Kafka partition {self._split} did not report its end offset within 15 s"
-            )
-        return int(self._highwater)
+        self._opened = time.monotonic()
 
     def _position(self, offset: Any) -> int:
         c, tp, start = self._consumer, self._tp, self._spec.start
@@ -207,24 +190,31 @@ class KafkaReader:
         return int(c.position(tp))
 
     def read_batch(self, max_records: int) -> SourceBatch:
-        if self._stop_at is not None and self._next >= self._stop_at:
+        stop = self._stop_at
+        if stop is not None and self._next >= stop:
             return SourceBatch([], decoded=False, end=True, offsets={self._split: self._next})
         limit = min(max_records, self._spec.max_poll_records)
-        if self._stop_at is not None:
-            limit = min(limit, self._stop_at - self._next)
-        if self._primed:
-            msgs, self._primed = self._primed[:limit], self._primed[limit:]
-        else:
-            wait = 0 if self._empty_polls == 0 else 20
-            polled = self._consumer.poll(timeout_ms=wait, max_records=limit)
-            msgs = polled.get(self._tp, [])
-            self._highwater = self._consumer.highwater(self._tp)
+        if stop is not None:
+            limit = min(limit, stop - self._next)
+        wait = 0 if self._empty_polls == 0 else 20
+        msgs = self._consumer.poll(timeout_ms=wait, max_records=limit).get(self._tp, [])
+        self._highwater = self._consumer.highwater(self._tp)
+        if self._spec.end == "latest" and stop is None:
+            # the end is the high watermark of the first fetch response: some brokers (Tansu
+            # among them) answer ListOffsets(latest) wrongly
+            if self._highwater is None:
+                if time.monotonic() - self._opened > 15.0:
+                    raise SourceError(
+                        f"Kafka partition {self._split} did not report its end offset in 15 s"
+                    )
+            else:
+                self._stop_at = stop = int(self._highwater)
+        if stop is not None and msgs and msgs[-1].offset >= stop:
+            msgs = [m for m in msgs if m.offset < stop]
         if not msgs:
             self._empty_polls += 1
             return SourceBatch([], decoded=False, offsets={self._split: self._next})
         self._empty_polls = 0
-        if self._stop_at is not None and msgs[-1].offset >= self._stop_at:
-            msgs = [m for m in msgs if m.offset < self._stop_at]
         self._next = msgs[-1].offset + 1
         if self._spec.metadata:
             return SourceBatch(self._with_metadata(msgs), decoded=True, offsets=self._offsets())

@@ -1,0 +1,90 @@
+"""Kafka consume rates, side by side in one run on one topic (issue 5): the bare kafka-python
+consumer (one consumer, every partition; with and without JSON decoding) against weir reading
+the same topic into a tumbling count+sum per key at parallelism 1 and 2. Goal: weir >= 80% of
+the bare client. The broker is Tansu (loadtest/broker.py) on loopback."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from app.produce import produce
+from loadtest.broker import tansu
+from loadtest.runs import timed_run
+
+JOB = """
+from engine import Job, WatermarkStrategy, agg, sources, windows
+job = Job("kbench")
+(
+    job.source(sources.kafka({bootstrap!r}, {topic!r}, end="latest"), timestamp="ts",
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=1_000))
+    .key_by("id")
+    .window(windows.tumbling(ms=10_000))
+    .aggregate("stats", n=agg.count(), total=agg.sum("value"))
+)
+"""
+
+
+def bare_consumer(bootstrap: str, topic: str, decode: bool) -> dict[str, Any]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        fetch_max_bytes=64 * 1024 * 1024,
+        max_partition_fetch_bytes=16 * 1024 * 1024,
+    )
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    n = 0
+    t0 = time.perf_counter()
+    done: set[int] = set()
+    while len(done) < len(parts):
+        for tp, msgs in consumer.poll(timeout_ms=100, max_records=8192).items():
+            n += len(msgs)
+            if decode:
+                for m in msgs:
+                    orjson.loads(m.value)
+            if msgs and msgs[-1].offset + 1 >= (consumer.highwater(tp) or 0):
+                done.add(tp.partition)
+    seconds = time.perf_counter() - t0
+    consumer.close()
+    return {"events": n, "seconds": round(seconds, 3), "events_per_s": round(n / seconds)}
+
+
+def measure(workdir: Path, events: int = 200_000, keys: int = 10_000) -> dict[str, Any]:
+    with tansu(workdir) as bootstrap:
+        topic = "kbench"
+        produced = produce(
+            bootstrap, topic, count=events, keys=keys, partitions=4, clock="synthetic",
+            progress=False,
+        )  # fmt: skip
+        job = workdir / "kafka_job.py"
+        job.write_text(JOB.format(bootstrap=bootstrap, topic=topic))
+        bare = bare_consumer(bootstrap, topic, decode=False)
+        bare_json = bare_consumer(bootstrap, topic, decode=True)
+        p1 = timed_run(job, workdir / "k-p1", 1)
+        p2 = timed_run(job, workdir / "k-p2", 2)
+    best = max(p1["events_per_s"], p2["events_per_s"])
+    return {
+        "events": produced["events"],
+        "partitions": produced["partitions"],
+        "produce_events_per_s": produced["events_per_s"],
+        "bare_kafka_python_events_per_s": bare["events_per_s"],
+        "bare_kafka_python_json_events_per_s": bare_json["events_per_s"],
+        "weir_p1_events_per_s": p1["events_per_s"],
+        "weir_p2_events_per_s": p2["events_per_s"],
+        "weir_p1_over_bare": round(p1["events_per_s"] / bare["events_per_s"], 2),
+        "weir_best_over_bare": round(best / bare["events_per_s"], 2),
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(measure(Path(tempfile.mkdtemp(prefix="weir-kafka-bench-"))), indent=2))
