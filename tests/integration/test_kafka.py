@@ -318,3 +318,45 @@ def test_unknown_topic_and_unreachable_broker_are_clear_errors(
     r, _, _ = _run(run_weir, tmp_path, f"kafka://{kafka_broker}/t?start=yesterday",
                    tag="mode")  # fmt: skip
     assert r.rc == 2 and "start='yesterday'" in r.stderr, r.stderr
+
+
+def test_record_key_headers_and_timestamp_are_available_to_the_job(
+    tmp_path: Path, run_weir: Callable[..., WeirResult], kafka_broker: str
+) -> None:
+    """``metadata=true``: key by the Kafka record key, take the Kafka timestamp as event time."""
+    from kafka import KafkaProducer
+
+    topic = _topic("meta", 2, kafka_broker)
+    producer = KafkaProducer(bootstrap_servers=kafka_broker, enable_idempotence=False)
+    base = 1_700_000_000_000
+    for i in range(200):
+        producer.send(
+            topic, key=f"k{i % 3}".encode(), value=b'{"v": 1}', partition=i % 2,
+            timestamp_ms=base + i * 10, headers=[("origin", b"test")],
+        )  # fmt: skip
+    producer.flush(30)
+    producer.close(10)
+    job = tmp_path / "job.py"
+    job.write_text(f"""
+from engine import Job, WatermarkStrategy, agg, sources, windows
+job = Job("meta")
+(
+    job.source(sources.kafka({kafka_broker!r}, {topic!r}, end="latest", metadata=True),
+               timestamp=lambda r: r["_kafka"]["timestamp"],
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=0))
+    .filter(lambda r: r["_kafka"]["headers"] == {{"origin": "test"}})
+    .key_by(lambda r: r["_kafka"]["key"])
+    .window(windows.tumbling(ms=1_000))
+    .aggregate("n", n=agg.count(), v=agg.sum("v"))
+)
+""")
+    out = tmp_path / "out.jsonl"
+    r = run_weir("run", str(job), "--sink", f"file://{out}", "--exit-at-end", "--api-port", "0",
+                 "--state-dir", str(tmp_path / "state"), "--parallelism", "2")  # fmt: skip
+    assert r.rc == 0, r.stderr
+    got = {(e["key"], e["start"]): e["n"] for e in read_jsonl(out)}
+    want: dict[tuple[str, int], int] = {}
+    for i in range(200):
+        start = (base + i * 10) // 1_000 * 1_000
+        want[(f"k{i % 3}", start)] = want.get((f"k{i % 3}", start), 0) + 1
+    assert got == want
