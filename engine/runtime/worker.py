@@ -522,13 +522,7 @@ class Worker:
         if self._upload is not None:
             self._upload.join()
         t0 = time.perf_counter()
-        for rt in self.ops.values():
-            rt.flush()
-        self.dead.flush()
-        self.late.flush()
-        for writers in self.result_sinks.values():
-            for w in writers:
-                w.flush()
+        self._flush(purge=False)
         t1 = time.perf_counter()
         local = self.cfg.job_dir(self.job.name) / f"worker-{self.index}" / f"chk-{n}"
         shutil.rmtree(local, ignore_errors=True)
@@ -670,10 +664,13 @@ class Worker:
 
     # -- state and shutdown ----------------------------------------------------------------------
 
-    def _flush(self) -> None:
+    def _flush(self, purge: bool = True) -> None:
+        """State to RocksDB (retention purges too, unless a snapshot is waiting), side outputs
+        and sinks."""
         for rt in self.ops.values():
             rt.flush()
-            rt.purge()
+            if purge:
+                rt.purge()
         self.dead.flush()
         self.late.flush()
         for writers in self.result_sinks.values():
