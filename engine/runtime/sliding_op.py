@@ -173,6 +173,7 @@ class SlidingRuntime(WindowRuntime):
             self._put(k, end, slots)
             self.results.append(result(k, start, end, slots, final))
         self.results_out += len(bucket)
+        self._rank_fired(start, end, len(bucket))
         self._add_timers(end, bucket)
         if not final:
             self.awaiting_final[end] = bucket

@@ -27,6 +27,7 @@ import msgpack
 from engine.job import WindowOperator
 from engine.runtime.fold import FoldPlan
 from engine.runtime.outputs import DeadLetters, LateRecords
+from engine.runtime.topn import TOP_K, CurrentTop, ranked_results
 from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from engine.windows import SlidingWindows, TumblingWindows
 from state import layout
@@ -86,6 +87,12 @@ class WindowRuntime:
         self._namespaces: dict[int, bytes] = {}
         self._last_purge = 0.0
         self.results: list[dict[str, Any]] = []
+        # top-N: the newest open window's (tumbling windows), and the last fired window's
+        self.top_k = TOP_K
+        self.current_top: CurrentTop | None = (
+            CurrentTop(self.plan.result) if type(self) is WindowRuntime else None
+        )
+        self.latest_top: dict[str, Any] | None = None
         # progress
         self.watermark = MIN_WATERMARK
         self.data_watermark = MIN_WATERMARK
@@ -269,9 +276,35 @@ class WindowRuntime:
                 self._put(k, end, slots)
             out.append(result(k, start, end, slots, final))
         self.results_out += len(bucket)
+        self._rank_fired(start, end, len(bucket))
         self._add_timers(end, bucket)
         if not final:
             self.awaiting_final[end] = bucket
+
+    def _rank_fired(self, start: int, end: int, n: int) -> None:
+        """Rank the window that just fired (its ``n`` results are the last ones built)."""
+        if not self.top_k or not n:
+            return
+        if self.latest_top is not None and self.latest_top["end"] > end:
+            return
+        self.latest_top = {
+            "start": start,
+            "end": end,
+            "by": ranked_results(self.results[-n:], self.plan.aggregates, self.top_k),
+        }
+
+    def top_status(self) -> dict[str, Any]:
+        """What the worker reports of its top-N: ``{"current": ..., "latest": ...}``."""
+        out: dict[str, Any] = {"latest": self.latest_top, "current": None}
+        tracker = self.current_top
+        if self.top_k and tracker is not None and tracker.end in self.buckets:
+            end = tracker.end
+            out["current"] = {
+                "start": self._assigner.start_of(end),
+                "end": end,
+                "by": tracker.top(self.buckets[end]),
+            }
+        return out
 
     def _apply_allowed(self) -> None:
         """Late-but-allowed records, in arrival order: each updates its (fired) window, which is
@@ -341,6 +374,11 @@ class WindowRuntime:
         """Write dirty open windows, fired windows and new cleanup timers in one batch."""
         if not self._dirty and not self._writes:
             return
+        if self.current_top is not None and self.top_k and self.buckets:
+            newest = max(self.buckets)
+            changed = self._dirty.get(newest)
+            if changed:
+                self.current_top.observe(newest, self.buckets[newest], changed)
         batch = self._state.batch()
         put = batch.put
         prefixes = self._prefixes

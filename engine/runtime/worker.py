@@ -217,6 +217,7 @@ class Worker:
                     "results_out": rt.results_out,
                     "late": self.late.count[name],
                     "open_windows": rt.open_windows,
+                    "top": rt.top_status() if hasattr(rt, "top_status") else None,
                 }
                 for name, rt in self.ops.items()
             },

@@ -1,0 +1,128 @@
+"""Top-N keys of a window, kept by the engine (per worker) so that a query never scans keys.
+
+Ranking is by an aggregate's value, highest first, ties by key: the sort key of an entry is
+``(-value, key)``, a total order, so the global top N is exactly the best N of the union of every
+worker's own top N (keys are partitioned across workers).
+
+- ``latest``: the most recently fired window, ranked once when it fires (its results are built
+  then anyway).
+- ``current``: the newest open window, kept incrementally from the keys that changed since the
+  last state flush. Each aggregate keeps up to ``2 * K`` candidates and ``bound``, the best sort key
+  it ever turned away or evicted: every key outside the candidates ranks after ``bound``. The top
+  K of the candidates is exact while its K-th entry ranks before ``bound``; when a value that
+  can shrink (a min, a mean, a sum of negatives) breaks that, the window is ranked again from
+  memory, at most once a second.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+TOP_K = 100
+RESCAN_S = 1.0
+Rank = tuple[float, str]
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v)
+
+
+def best(entries: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
+    """The ``k`` best ``(key, value)`` pairs: highest value first, ties by key."""
+    return heapq.nsmallest(k, entries, key=lambda kv: (-kv[1], kv[0]))
+
+
+class CurrentTop:
+    """The incremental top-K of one operator's newest open window, for every numeric aggregate."""
+
+    def __init__(self, result: Callable[..., dict[str, Any]], k: int = TOP_K) -> None:
+        self._result = result
+        self.k = k
+        self.end: int | None = None
+        self._cands: dict[str, dict[str, Rank]] = {}
+        self._worst: dict[str, Rank | None] = {}
+        self._bound: dict[str, Rank | None] = {}
+        self._last_rescan = 0.0
+
+    def observe(self, end: int, bucket: dict[str, list[Any]], keys: Iterable[str]) -> None:
+        """``keys`` of the window ending at ``end`` changed (``bucket`` holds its slots)."""
+        if end != self.end:
+            self.end = end
+            self._rescan(bucket)
+            return
+        result = self._result
+        for k in keys:
+            slots = bucket.get(k)
+            if slots is None:
+                continue
+            for name, v in result(k, 0, end, slots, False).items():
+                if _numeric(v):
+                    self._offer(name, k, (-v, k))
+
+    def _offer(self, name: str, key: str, rank: Rank) -> None:
+        cands = self._cands.setdefault(name, {})
+        if key in cands or len(cands) < 2 * self.k:
+            cands[key] = rank
+            self._worst[name] = None  # recomputed when needed
+            return
+        worst = self._worst.get(name)
+        if worst is None:
+            worst = self._worst[name] = max(cands.values())
+        if rank < worst:
+            cands[key] = rank
+            evicted = max(cands, key=cands.__getitem__)
+            self._turn_away(name, cands.pop(evicted))
+            self._worst[name] = max(cands.values())
+        else:
+            self._turn_away(name, rank)
+
+    def _turn_away(self, name: str, rank: Rank) -> None:
+        bound = self._bound.get(name)
+        if bound is None or rank < bound:
+            self._bound[name] = rank
+
+    def _rescan(self, bucket: dict[str, list[Any]]) -> None:
+        self._last_rescan = time.monotonic()
+        values: dict[str, list[tuple[str, float]]] = {}
+        end = self.end or 0
+        for k, slots in bucket.items():
+            for name, v in self._result(k, 0, end, slots, False).items():
+                if _numeric(v):
+                    values.setdefault(name, []).append((k, v))
+        self._cands, self._worst, self._bound = {}, {}, {}
+        for name, pairs in values.items():
+            ranked = heapq.nsmallest(2 * self.k + 1, ((-v, k) for k, v in pairs))
+            self._cands[name] = {r[1]: r for r in ranked[: 2 * self.k]}
+            self._bound[name] = ranked[2 * self.k] if len(ranked) > 2 * self.k else None
+
+    def top(self, bucket: dict[str, list[Any]] | None) -> dict[str, list[list[Any]]]:
+        """Every numeric aggregate's best K ``[key, value]``; ranks again when it must."""
+        if self.end is None:
+            return {}
+        out: dict[str, list[list[Any]]] = {}
+        for name, cands in self._cands.items():
+            ranked = sorted(cands.values())[: self.k]
+            bound = self._bound.get(name)
+            exact = bound is None or len(ranked) < self.k or ranked[-1] < bound
+            if not exact and bucket is not None:
+                if time.monotonic() - self._last_rescan >= RESCAN_S:
+                    self._rescan(bucket)
+                    return self.top(None)
+            out[name] = [[k, -v] for v, k in ranked]
+        return out
+
+
+def ranked_results(
+    results: list[dict[str, Any]], names: Iterable[str], k: int = TOP_K
+) -> dict[str, list[list[Any]]]:
+    """The best ``k`` keys of a fired window by every numeric aggregate in ``names``."""
+    out: dict[str, list[list[Any]]] = {}
+    for name in names:
+        pairs = [(r["key"], r[name]) for r in results if _numeric(r.get(name))]
+        if pairs:
+            out[name] = [[key, v] for key, v in best(pairs, k)]
+    return out

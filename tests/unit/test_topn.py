@@ -1,0 +1,51 @@
+"""The engine's incremental top-K against brute force: random updates that raise and lower
+values (so candidates fall behind keys outside them), ties, and window switches."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from engine.runtime.topn import CurrentTop, best, ranked_results
+
+
+def _result(k: str, s: int, e: int, slots: list[Any], f: bool) -> dict[str, Any]:
+    return {"up": slots[0], "any": slots[1], "text": "x"}
+
+
+def _brute(bucket: dict[str, list[Any]], i: int, k: int) -> list[list[Any]]:
+    return [[key, v] for key, v in best(((key, s[i]) for key, s in bucket.items()), k)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_current_top_equals_brute_force(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("engine.runtime.topn.RESCAN_S", 0.0)  # rank again whenever it must
+    rng = random.Random(seed)
+    k = 5
+    tracker = CurrentTop(_result, k=k)
+    bucket: dict[str, list[Any]] = {}
+    end = 1000
+    for step in range(300):
+        if step == 150:  # the next window opens
+            end, bucket = 2000, {}
+        changed = set()
+        for _ in range(rng.randint(1, 20)):
+            key = f"k{rng.randint(0, 60)}"
+            slots = bucket.setdefault(key, [0, 0])
+            slots[0] += rng.randint(0, 3)  # only grows
+            slots[1] += rng.randint(-5, 5)  # grows and shrinks; many ties
+            changed.add(key)
+        tracker.observe(end, bucket, changed)
+        got = tracker.top(bucket)
+        assert tracker.end == end
+        assert got["up"] == _brute(bucket, 0, k), step
+        assert got["any"] == _brute(bucket, 1, k), step
+        assert "text" not in got
+
+
+def test_ranked_results_orders_by_value_then_key() -> None:
+    results = [{"key": f"k{i}", "n": i % 3, "label": "a"} for i in range(10)]
+    top = ranked_results(results, ["n", "label"], k=4)
+    assert top == {"n": [["k2", 2], ["k5", 2], ["k8", 2], ["k1", 1]]}
