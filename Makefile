@@ -38,6 +38,8 @@ types: $(STAMP)
 check: lint types test
 
 bench: $(STAMP)
+	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m loadtest.bench
 
 clean:

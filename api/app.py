@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api import errors, metrics
 from api.registry import Registry
@@ -53,21 +54,29 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
 
 
 def _require_token(app: FastAPI, token: str) -> None:
-    expected = f"Bearer {token}".encode()
+    app.add_middleware(RequireToken, expected=f"Bearer {token}".encode())
 
-    @app.middleware("http")
-    async def _auth(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        if request.url.path in OPEN_PATHS or request.method == "OPTIONS":
-            return await call_next(request)
-        given = request.headers.get("authorization", "").encode()
-        if hmac.compare_digest(given, expected):
-            return await call_next(request)
-        return JSONResponse(
+
+class RequireToken:
+    """Every route but ``OPEN_PATHS`` (and CORS preflights) needs the bearer token."""
+
+    def __init__(self, app: ASGIApp, expected: bytes) -> None:
+        self.app = app
+        self.expected = expected
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":
+            await self.app(scope, receive, send)
+            return
+        given = dict(scope["headers"]).get(b"authorization", b"")
+        if hmac.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        response = JSONResponse(
             {"error": {"code": "unauthorized",
                        "message": "this API needs 'Authorization: Bearer <token>' "
                                   "(the token weir was started with, WEIR_API_TOKEN)"}},
             status_code=401,
             headers={"WWW-Authenticate": "Bearer"},
         )  # fmt: skip
+        await response(scope, receive, send)

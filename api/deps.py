@@ -10,7 +10,7 @@ from engine.job import ProcessOperator, WindowOperator
 from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 
-def registry(request: Request) -> Registry:
+async def registry(request: Request) -> Registry:
     reg: Registry = request.app.state.registry
     return reg
 

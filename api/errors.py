@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from engine.errors import StateError
 
@@ -67,18 +67,37 @@ def install(app: FastAPI) -> None:
             headers={"Retry-After": "1"},
         )
 
-    @app.middleware("http")
-    async def _unexpected(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        """Anything else is logged once and answered as a JSON 500. (An exception handler for
-        ``Exception`` would re-raise after answering, and the server would drop the
-        connection.)"""
+    app.add_middleware(CatchAll)
+
+
+class CatchAll:
+    """Anything else is logged once and answered as a JSON 500 (an exception handler for
+    ``Exception`` would re-raise after answering, and the server would drop the connection).
+    Pure ASGI: a ``BaseHTTPMiddleware`` costs a task and a stream per request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
         try:
-            return await call_next(request)
+            await self.app(scope, receive, tracked)
         except Exception as exc:
-            log.exception("unhandled error path=%s", request.url.path)
-            return JSONResponse(
+            log.exception("unhandled error path=%s", scope.get("path"))
+            if started:
+                raise
+            response = JSONResponse(
                 _body("internal", f"{type(exc).__name__}: the server failed to answer"),
                 status_code=500,
             )
+            await response(scope, receive, send)

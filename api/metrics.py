@@ -8,10 +8,10 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable
 from typing import Any
 
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.registry import Registry
 from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
@@ -145,17 +145,34 @@ def _pipeline(registry: Registry) -> list[str]:
 def install(app: FastAPI, registry: Registry) -> None:
     http = HttpMetrics()
 
-    @app.middleware("http")
-    async def _observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        route = getattr(request.scope.get("route"), "path", None) or "unmatched"
-        http.observe(request.method, route, response.status_code, time.perf_counter() - t0)
-        return response
+    app.add_middleware(Observe, http=http)
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
         text = "\n".join(_pipeline(registry) + http.render()) + "\n"
         return Response(text, media_type="text/plain; version=0.0.4")
+
+
+class Observe:
+    """Request latency and status by route template (pure ASGI, so it costs little)."""
+
+    def __init__(self, app: ASGIApp, http: HttpMetrics) -> None:
+        self.app = app
+        self.http = http
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500
+
+        async def tracked(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                route = getattr(scope.get("route"), "path", None) or "unmatched"
+                self.http.observe(scope["method"], route, status, time.perf_counter() - t0)
+            await send(message)
+
+        await self.app(scope, receive, tracked)

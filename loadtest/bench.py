@@ -31,7 +31,7 @@ from typing import Any
 from engine.runtime.config import RunConfig
 from engine.runtime.loader import load_configured_job
 from engine.runtime.worker import Worker
-from loadtest import checkpoint_bench, freshness, kafka_bench, serving_cost
+from loadtest import checkpoint_bench, freshness, kafka_bench, query_bench, serving_cost
 from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
 
@@ -208,6 +208,7 @@ def main() -> None:
             ),
             "checkpoints": checkpoint_bench.measure(workdir / "parallel_job.py", workdir),
             "kafka": kafka_bench.measure(workdir),
+            "queries": query_bench.measure(workdir),
         }
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

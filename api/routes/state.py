@@ -257,7 +257,7 @@ async def stream_state(
         422: {"model": ErrorBody},
     },
 )
-def get_state(
+async def get_state(
     job: str,
     op: str,
     key: str,

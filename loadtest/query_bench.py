@@ -1,0 +1,134 @@
+"""Point lookups under load (issue 7): weir's ``GET /{job}/{op}/state/{key}`` while a job
+ingests, beside a bare FastAPI + rocksdict endpoint, measured in the same run on the same
+machine with the same client: ``wrk`` (Debian's; ``make bench`` installs it), 50 connections,
+random keys, a fixed duration each, interleaved rounds. Goal: weir >= 80% of the bare
+endpoint's requests/s, p99 <= 20 ms."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from loadtest.runs import serving
+
+JOB = """
+from engine import Job, WatermarkStrategy, agg, sources, windows
+job = Job("qbench")
+(
+    job.source(sources.generator("ads", rate=2000, ids=2_000, skew=0), timestamp="ts",
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=500))
+    .key_by("id")
+    .window(windows.tumbling(ms=10_000))
+    .aggregate("stats", n=agg.count(), total=agg.sum("value"), avg=agg.mean("value"))
+)
+"""
+
+
+LUA = """
+math.randomseed(7)
+request = function()
+  return wrk.format("GET", string.format("{path}", math.random(0, {keys} - 1)))
+end
+"""
+
+
+def _ms(raw: str) -> float:
+    value, unit = float(re.sub(r"[a-z]+$", "", raw)), re.sub(r"^[0-9.]+", "", raw)
+    return round(value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit], 2)
+
+
+def _wrk(url: str, path: str, workdir: Path, seconds: float, connections: int) -> dict[str, Any]:
+    """``path`` has one ``%d`` for the key number."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise RuntimeError("the query benchmark needs wrk (Debian's package): run `make bench`")
+    script = workdir / "keys.lua"
+    script.write_text(LUA.replace("{path}", path).replace("{keys}", "2000"))
+    out = subprocess.run(
+        [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=True,
+    ).stdout
+    rate = re.search(r"Requests/sec:\s+([0-9.]+)", out)
+    p50 = re.search(r"^\s+50%\s+([0-9.]+[mu]?s)$", out, re.M)
+    p99 = re.search(r"^\s+99%\s+([0-9.]+[mu]?s)$", out, re.M)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    if not (rate and p50 and p99):
+        raise RuntimeError(f"unexpected wrk output:\n{out}")
+    return {
+        "requests_per_s": round(float(rate.group(1))),
+        "p50_ms": _ms(p50.group(1)),
+        "p99_ms": _ms(p99.group(1)),
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def measure(
+    workdir: Path, seconds: float = 8.0, connections: int = 50, rounds: int = 2
+) -> dict[str, Any]:
+    job = workdir / "qbench_job.py"
+    job.write_text(JOB)
+    port = _free_port()
+    bare = subprocess.Popen(
+        [sys.executable, "-m", "loadtest.bare_kv", str(workdir / "bare-db"), str(port)]
+    )
+    bare_url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{bare_url}/kv/ad-0", timeout=1, trust_env=False)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the bare endpoint did not start") from None
+                time.sleep(0.1)
+        runs: dict[str, list[dict[str, Any]]] = {"weir": [], "bare": []}
+        with serving(job, workdir / "qbench-state", "--parallelism", "1") as url:
+            deadline = time.monotonic() + 30
+            while httpx.get(f"{url}/qbench/stats/state/ad-1", trust_env=False).status_code != 200:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("weir did not answer")
+                time.sleep(0.1)
+            time.sleep(2)  # every key has windows by now
+            for _ in range(rounds):  # interleaved: the host is shared and noisy
+                runs["weir"].append(
+                    _wrk(url, "/qbench/stats/state/ad-%d?limit=5", workdir, seconds, connections)
+                )
+                runs["bare"].append(_wrk(bare_url, "/kv/ad-%d", workdir, seconds, connections))
+            ingest = httpx.get(f"{url}/jobs/qbench", trust_env=False).json()["records_in"]
+    finally:
+        bare.terminate()
+        bare.wait(10)
+    best = {k: max(v, key=lambda x: x["requests_per_s"]) for k, v in runs.items()}
+    return {
+        "connections": connections,
+        "seconds_per_run": seconds,
+        "weir": best["weir"],
+        "bare_fastapi_rocksdict": best["bare"],
+        "weir_over_bare": round(best["weir"]["requests_per_s"] / best["bare"]["requests_per_s"], 2),
+        "job_records_in_meanwhile": ingest,
+    }
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(measure(Path(tempfile.mkdtemp(prefix="weir-query-bench-"))), indent=2))
