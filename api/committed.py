@@ -26,6 +26,7 @@ class CommittedView:
         self.id = n
         meta = storage.metadata(n)
         self.watermark: int = int(meta.get("watermark", 0))
+        self.time: int = int(meta.get("time", 0))
         self._dbs: list[tuple[int, int, Rdict]] = []
         self._dir = workdir / f"chk-{n}"
         shutil.rmtree(self._dir, ignore_errors=True)

@@ -95,3 +95,22 @@ class CheckpointList(BaseModel):
 class SavepointAnswer(BaseModel):
     id: int
     path: str
+
+
+class TopEntry(BaseModel):
+    key: str
+    value: float
+
+
+class TopWindow(BaseModel):
+    start: int
+    end: int
+
+
+class TopAnswer(BaseModel):
+    job: str
+    op: str
+    by: str
+    window: TopWindow
+    watermark: int | None
+    keys: list[TopEntry]

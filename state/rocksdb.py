@@ -150,6 +150,7 @@ class SecondaryReader:
         self._catch_up_s = catch_up_ms / 1000.0
         self._db: Rdict | None = None
         self._last = 0.0
+        self.caught_up_at = 0.0  # wall time of the last catch-up: how fresh answers are
         self._lock = threading.Lock()
 
     def _open(self) -> Rdict:
@@ -168,6 +169,7 @@ class SecondaryReader:
         except Exception as exc:
             raise StateError(f"cannot open {self.primary} as a secondary: {exc}") from exc
         self._last = time.monotonic()
+        self.caught_up_at = time.time()
         return self._db
 
     def _fresh(self) -> Rdict:
@@ -180,6 +182,7 @@ class SecondaryReader:
                 except Exception as exc:
                     log.warning("secondary catch-up failed path=%s error=%s", self.primary, exc)
                 self._last = now
+                self.caught_up_at = time.time()
             return db
 
     def get(self, key: bytes) -> bytes | None:

@@ -133,14 +133,30 @@ def key_answer(
     return answer
 
 
-def json_response(body: Any, request: Request, status: int = 200) -> Response:
+def json_response(
+    body: Any, request: Request, status: int = 200, as_of: float | None = None
+) -> Response:
     """Serialized here (DESIGN's field order, no re-validation), with an ``ETag``: a poll whose
-    ``If-None-Match`` names the current answer gets an empty 304."""
+    ``If-None-Match`` names the current answer gets an empty 304. ``as_of`` (wall time the
+    state was read as of) goes in ``X-Weir-As-Of`` (epoch ms) and ``Age``, outside the ETag."""
     raw = orjson.dumps(body)
     etag = '"' + hashlib.blake2b(raw, digest_size=12).hexdigest() + '"'
+    headers = {"ETag": etag}
+    if as_of:
+        headers["X-Weir-As-Of"] = str(int(as_of * 1000))
+        headers["Age"] = str(max(0, int(time.time() - as_of)))
     if etag in request.headers.get("if-none-match", ""):
-        return Response(status_code=304, headers={"ETag": etag})
-    return Response(raw, status_code=status, media_type="application/json", headers={"ETag": etag})
+        return Response(status_code=304, headers=headers)
+    return Response(raw, status_code=status, media_type="application/json", headers=headers)
+
+
+def answer_as_of(handle: JobHandle, body: dict[str, Any]) -> float | None:
+    """When the state behind a key answer was read: the owning reader's last catch-up with
+    its worker (live), or the checkpoint's time (committed)."""
+    if body.get("consistency") == "committed":
+        view = handle.committed_view()
+        return view.time / 1000 if view is not None else None
+    return handle.reader_for(int(body["key_group"])).caught_up_at or None
 
 
 def _encode_cursor(kg: int, key: bytes) -> str:
@@ -274,7 +290,8 @@ async def get_state(
     op_def = operator(handle, op)
     bounds = Bounds(from_, to, limit)
     bounds.check()
-    return json_response(key_answer(handle, op_def, key, bounds, consistency), request)
+    body = key_answer(handle, op_def, key, bounds, consistency)
+    return json_response(body, request, as_of=answer_as_of(handle, body))
 
 
 class LookupRequest(BaseModel):

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from api.deps import job_handle, operator, public_watermark, registry
 from api.errors import ApiError, ErrorBody
+from api.models import TopAnswer
 from api.registry import Registry
 from api.routes.state import json_response
 from engine.job import ProcessOperator
@@ -25,6 +26,7 @@ router = APIRouter(tags=["state"])
 
 @router.get(
     "/{job}/{op}/top",
+    response_model=TopAnswer,
     responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}},
 )
 def top(

@@ -3,6 +3,7 @@ polling, the bearer token, and CORS."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
@@ -66,6 +67,10 @@ def test_unchanged_polls_get_304(finished_server: tuple[WeirServer, list[str]]) 
     other = client.get("/t1/imps/state/ad-0", params={"limit": 1},
                        headers={"If-None-Match": first.headers["etag"]})  # fmt: skip
     assert other.status_code == 200  # a different answer: a different ETag
+    # freshness: when the state was read, outside the ETag (so it never breaks a 304)
+    as_of = int(first.headers["x-weir-as-of"])
+    assert abs(as_of - time.time() * 1000) < 60_000 and int(first.headers["age"]) >= 0
+    assert int(again.headers["x-weir-as-of"]) >= as_of
 
 
 def test_cors_preflight_names_the_allowed_origin(
