@@ -53,6 +53,7 @@ class JobDetail(BaseModel):
     checkpoints: list[dict[str, Any]]
     last_checkpoint: int | None = None
     restarts: int = 0
+    backfills: list[dict[str, Any]] = []
 
 
 class Health(BaseModel):

@@ -34,6 +34,8 @@ class JobRuntime(Protocol):
 
     def trigger_savepoint(self, timeout_s: float = 60.0) -> dict[str, Any]: ...
 
+    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]: ...
+
 
 @dataclass
 class JobHandle:

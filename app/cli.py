@@ -237,6 +237,39 @@ def build_parser() -> argparse.ArgumentParser:
         type=_int_type("--timeout-ms", 1),
         metavar="MS",
     )
+    back = sub.add_parser(
+        "backfill", help="compute a job's windows over historical input on Spark and load them"
+    )
+    back.add_argument("job_file", metavar="JOB.py", help="the job file `weir run` runs")
+    back.add_argument(
+        "--input", nargs="+", required=True, metavar="PATH", help="JSONL files or globs"
+    )
+    env = _Env(back)
+    env.add("--format", "input format", "jsonl", choices=["jsonl"])
+    env.add("--op", "the window operator (when the job has several)", metavar="NAME")
+    env.add("--from", "first event time to include (epoch ms)", type=int, metavar="T")
+    env.add("--to", "event times before this (epoch ms)", type=int, metavar="T")
+    env.add("--master", "Spark master", "local[*]", metavar="URL")
+    env.add(
+        "--into-savepoint",
+        "write a savepoint of the job under DIR (DIR/<job>/chk-<n>); start the job from it with "
+        "weir run --restore",
+        metavar="DIR",
+    )
+    env.add(
+        "--live",
+        "load into the running job whose API is at URL (e.g. http://127.0.0.1:8000)",
+        metavar="URL",
+    )
+    env.add("--api-token", "bearer token of the running job's API", metavar="TOKEN")
+    env.add(
+        "--parallelism",
+        "workers of the savepoint (a restore re-cuts them anyway)",
+        1,
+        type=_int_type("--parallelism", 1),
+        metavar="N",
+    )
+    env.add("--work-dir", "where Spark writes the SST files", ".weir/backfill", metavar="DIR")
     prod = sub.add_parser("produce", help="write a generated workload into a Kafka topic")
     env = _Env(prod)
     env.add("--bootstrap", "the Kafka broker, host:port", "127.0.0.1:9092", metavar="HOST:PORT")
@@ -371,6 +404,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return list_checkpoints(args)
         if args.command == "savepoint":
             return take_savepoint(args)
+        if args.command == "backfill":
+            from app import backfill
+
+            logs.configure("WARNING")
+            return backfill.main(args)
         if args.command == "produce":
             from app import produce
 

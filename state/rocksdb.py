@@ -20,6 +20,7 @@ from typing import Any
 from rocksdict import (
     AccessType,
     Checkpoint,
+    IngestExternalFileOptions,
     Options,
     Rdict,
     ReadOptions,
@@ -109,6 +110,18 @@ class RocksState:
     def flush(self, wait: bool = True) -> None:
         """Flush the memtable to an SST file (``wait=False``: in RocksDB's background threads)."""
         self._db.flush(wait)
+
+    def ingest(self, files: list[Path]) -> None:
+        """Bulk-load SST files written with ``SstFileWriter`` (their keys are new to this DB or
+        replace what it holds)."""
+        opts = IngestExternalFileOptions()
+        opts.set_move_files(False)
+        try:
+            self._db.ingest_external_file([str(f) for f in files], opts)
+        except Exception as exc:
+            raise StateError(
+                f"ingesting {len(files)} SST files into {self.path} failed: {exc}"
+            ) from exc
 
     def checkpoint(self, target: Path) -> None:
         """A consistent copy of the database at ``target`` (which must not exist): RocksDB

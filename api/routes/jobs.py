@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel, Field
 
 from api.deps import job_handle, public_watermark, registry
 from api.errors import ApiError, ErrorBody
@@ -93,6 +94,7 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
             for c in reversed(h.runtime.checkpoints[-10:])
         ],
         "last_checkpoint": h.runtime.last_checkpoint,
+        "backfills": getattr(h.runtime, "backfills", []),
         "restarts": getattr(h.runtime, "restarts", 0),
     }
 
@@ -118,6 +120,34 @@ def list_checkpoints(job: str, reg: Annotated[Registry, Depends(registry)]) -> d
         "restarts": getattr(h.runtime, "restarts", 0),
         "checkpoints": found,
     }
+
+
+class BackfillRequest(BaseModel):
+    op: str = Field(description="the window operator the backfill computed")
+    path: str = Field(description="absolute path of the backfill's SST directory")
+    min_end: int
+    max_end: int
+    windows: int | None = None
+
+
+@router.post(
+    "/jobs/{job}/backfills",
+    responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}},
+)
+async def load_backfill(
+    job: str, body: BackfillRequest, reg: Annotated[Registry, Depends(registry)]
+) -> dict[str, Any]:
+    """Load ``weir backfill``'s SST files into the running job (what ``weir backfill --live``
+    calls). Refused, with nothing loaded, when any worker already holds a window in the
+    backfill's range."""
+    h = job_handle(reg, job)
+    try:
+        result: dict[str, Any] = await anyio.to_thread.run_sync(
+            h.runtime.ingest_backfill, body.model_dump()
+        )
+    except WeirError as exc:
+        raise ApiError(409, "backfill_refused", str(exc)) from None
+    return result
 
 
 @router.post(

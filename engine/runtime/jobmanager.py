@@ -67,6 +67,9 @@ class JobManager:
         self._next_trigger = 0.0
         self._savepoints: list[threading.Event] = []
         self._final_triggered = False
+        self._ingests: dict[int, dict[int, Any]] = {}
+        self._ingest_ids = 0
+        self.backfills: list[dict[str, Any]] = []
         self._savepoint_done: dict[int, str] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -216,6 +219,11 @@ class JobManager:
             self._fail(WorkerFailed(index, str(payload)))
         elif kind in ("ack", "decline"):
             self._on_checkpoint_reply(kind, index, msg[1], msg[2])
+        elif kind in ("ingest_check_done", "ingest_done"):
+            with self._lock:
+                waiting = self._ingests.get(msg[1])
+            if waiting is not None:
+                waiting[index] = msg[2]
 
     def _root_cause(self, failure: WorkerFailed, wait_s: float = 1.0) -> WorkerFailed:
         """A survivor that lost a peer reports first; the peer that died is the cause. Its
@@ -311,6 +319,49 @@ class JobManager:
             raise ConfigError(f"savepoint of job {self.job.name!r} failed; see the job's log")
         n = int(result)
         return {"id": n, "path": str(self.storage.chk_dir(n).resolve())}
+
+    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
+        """Load a backfill's SST files into the running workers: every worker checks first that
+        it holds no window in the backfill's range; only then do all of them ingest."""
+        if self.failure is not None or self._stopping.is_set() or not self._status:
+            raise ConfigError(f"job {self.job.name!r} is not running; nothing was loaded")
+        path = Path(str(req["path"]))
+        if not path.is_absolute() or not path.is_dir() or not any(path.glob("kg-*.sst")):
+            raise ConfigError(f"{path} is not a directory of backfill SST files (kg-*.sst)")
+        for phase in ("ingest_check", "ingest"):
+            replies = self._ask_workers(phase, req, timeout_s)
+            refused = [r["error"] for r in replies.values() if "error" in r]
+            if refused:
+                raise ConfigError(f"backfill refused: {refused[0]}")
+        entry = {
+            "op": req["op"],
+            "min_end": req["min_end"],
+            "max_end": req["max_end"],
+            "windows": req.get("windows"),
+            "time": now_ms(),
+        }
+        self.backfills.append(entry)
+        log.info("job=%s loaded backfill %s", self.job.name, entry)
+        return entry
+
+    def _ask_workers(self, kind: str, req: dict[str, Any], timeout_s: float) -> dict[int, Any]:
+        with self._lock:
+            self._ingest_ids += 1
+            n = self._ingest_ids
+            replies: dict[int, Any] = {}
+            self._ingests[n] = replies
+        try:
+            for conn in self._conns:
+                conn.send((kind, n, req))
+            deadline = time.monotonic() + timeout_s
+            while len(replies) < self.parallelism:
+                if time.monotonic() > deadline or self._stopping.is_set():
+                    raise ConfigError(f"workers did not answer the backfill's {kind} in time")
+                time.sleep(0.02)
+            return dict(replies)
+        finally:
+            with self._lock:
+                self._ingests.pop(n, None)
 
     def _coordinate(self) -> None:
         """Trigger the next checkpoint when it is due (one at a time), time out a stuck one."""

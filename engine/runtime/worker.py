@@ -39,6 +39,7 @@ from engine.runtime.exchange import Exchange, Stopped
 from engine.runtime.loader import load_configured_job
 from engine.runtime.operators import OperatorRuntime, runtime_for
 from engine.runtime.outputs import DeadLetters, LateRecords
+from engine.runtime.window_op import WindowRuntime
 from engine.sinks import Sink, SinkWriter
 from engine.sinks import from_url as sink_from_url
 from engine.sources import SplitReader
@@ -317,6 +318,8 @@ class Worker:
                 self._begin_barrier(int(n))
             elif kind == "completed":
                 self._completed(int(n))
+            elif kind in ("ingest_check", "ingest"):
+                self._send((kind + "_done", n, self._ingest(kind == "ingest", msg[2])))
         return False
 
     def _send(self, msg: Any) -> None:
@@ -596,6 +599,40 @@ class Worker:
             commit = getattr(reader, "commit", None)
             if commit is not None:
                 commit(st["offset"])
+
+    # -- backfill into the running job -------------------------------------------------------
+
+    def _ingest(self, apply: bool, req: dict[str, Any]) -> dict[str, Any]:
+        """A backfill's SST files for this worker's key groups: checked for overlap with the
+        windows this worker holds (``apply=False``), or ingested into its RocksDB. The rule:
+        a backfill never touches a window the live job has, so nothing is counted twice."""
+        from engine.spark.load import sst_files
+
+        rt = self.ops.get(req["op"])
+        if not isinstance(rt, WindowRuntime):
+            return {"error": f"operator {req['op']!r} is not a window operator of this job"}
+        lo, hi = int(req["min_end"]), int(req["max_end"])
+        try:
+            if not apply:
+                rt.flush()
+                for key, end, _ in rt.stored_rows(rt.op.state_id):
+                    if lo <= end <= hi:
+                        return {
+                            "error": f"key {key!r} already has the window ending at {end} in the "
+                            f"live state; backfill windows ending before the live job's first "
+                            f"(use --to)"
+                        }
+                open_ends = [e for e in rt.buckets if lo <= e <= hi]
+                if open_ends:
+                    return {"error": f"the live job has open windows ending at {open_ends[0]}"}
+                return {"ok": True}
+            files = sst_files(Path(req["path"]), self.range)
+            if files:
+                self.state.ingest(files)
+                rt._restore_timer_ends()
+            return {"ok": True, "files": len(files)}
+        except WeirError as exc:
+            return {"error": str(exc)}
 
     # -- restore ---------------------------------------------------------------------------------
 

@@ -1,0 +1,74 @@
+"""``weir backfill``: run a job's window operator over historical files on Spark, then load the
+windows into a savepoint (``--into-savepoint``) or a running job (``--live``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from engine.errors import ConfigError
+
+
+def main(args: Any) -> int:
+    from engine.runtime.loader import load_job
+    from engine.spark.backfill import backfill_operator, run_backfill
+    from engine.spark.load import make_savepoint
+
+    if bool(args.into_savepoint) == bool(args.live):
+        raise ConfigError("weir backfill needs exactly one of --into-savepoint DIR or --live URL")
+    if (
+        args.__dict__["from"] is not None
+        and args.to is not None
+        and args.to <= args.__dict__["from"]
+    ):
+        raise ConfigError(f"--to={args.to} is not after --from={args.__dict__['from']}")
+    job_file = Path(args.job_file)
+    job = load_job(job_file)
+    op = backfill_operator(job, args.op)
+    print(
+        f"weir backfill: {op.name} of job {job.name} on Spark {args.master}…",
+        file=sys.stderr,
+        flush=True,
+    )
+    result = run_backfill(
+        job_file,
+        args.input,
+        Path(args.work_dir) / job.name,
+        op_name=op.name,
+        from_ms=args.__dict__["from"],
+        to_ms=args.to,
+        master=args.master,
+    )
+    summary: dict[str, Any] = {"backfill": result.to_json()}
+    if args.into_savepoint:
+        path = make_savepoint(job, op, result, Path(args.into_savepoint), args.parallelism)
+        summary["savepoint"] = str(path)
+    else:
+        summary["live"] = _load_live(args, job.name, op.name, result.to_json())
+    print(json.dumps(summary))
+    return 0
+
+
+def _load_live(args: Any, job: str, op: str, result: dict[str, Any]) -> dict[str, Any]:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {args.api_token}"} if args.api_token else {}
+    url = f"{args.live.rstrip('/')}/jobs/{job}/backfills"
+    body = {
+        "op": op,
+        "path": str(Path(result["sst_dir"]).resolve()),
+        "min_end": result["min_end"],
+        "max_end": result["max_end"],
+        "windows": result["windows"],
+    }
+    try:
+        r = httpx.post(url, json=body, headers=headers, timeout=600, trust_env=False)
+    except httpx.HTTPError as exc:
+        raise ConfigError(f"cannot reach the job's API at {args.live} ({exc})") from None
+    answer: dict[str, Any] = r.json()
+    if r.status_code != 200:
+        message = answer.get("error", {}).get("message", r.text)
+        raise ConfigError(f"the running job refused the backfill ({r.status_code}): {message}")
+    return answer
