@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv browser demo test check lint types bench clean
+.PHONY: venv browser demo test check lint types bench bench-backfill clean
 
 venv: $(STAMP)
 
@@ -41,6 +41,9 @@ bench: $(STAMP)
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m loadtest.bench
+
+bench-backfill: $(STAMP)
+	$(BIN)/python -m loadtest.backfill_bench
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .weir

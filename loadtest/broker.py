@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port free on loopback right now."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -32,7 +33,7 @@ def tansu_binary() -> str:
 @contextmanager
 def tansu(log_dir: Path) -> Iterator[str]:
     """Start Tansu on a free loopback port; yields ``host:port`` once it accepts connections."""
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     log = open(log_dir / "tansu.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(

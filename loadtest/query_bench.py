@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,7 @@ from typing import Any
 
 import httpx
 
+from loadtest.broker import free_port
 from loadtest.runs import serving
 
 JOB = """
@@ -74,18 +74,12 @@ def _wrk(url: str, path: str, workdir: Path, seconds: float, connections: int) -
     }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def measure(
     workdir: Path, seconds: float = 8.0, connections: int = 50, rounds: int = 2
 ) -> dict[str, Any]:
     job = workdir / "qbench_job.py"
     job.write_text(JOB)
-    port = _free_port()
+    port = free_port()
     bare = subprocess.Popen(
         [sys.executable, "-m", "loadtest.bare_kv", str(workdir / "bare-db"), str(port)]
     )

@@ -27,6 +27,8 @@ timestamp or an aggregated field are counted as dead letters and left out, as in
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -132,8 +134,8 @@ def _field_columns(op: WindowOperator) -> list[str]:
 
 
 def pairs_of_file(plan: Plan, path: str) -> Iterator[dict[str, list[Any]]]:
-    """The kept ``(record, window)`` pairs of one input file, in column batches; the last batch
-    also carries the file's counts (``_late``, ``_dead``) and final watermark."""
+    """The kept ``(record, window)`` pairs of one input file, in column batches; the file's
+    counts (late, dead) and max event time go to ``<out_dir>/stats/``."""
     from engine.runtime.chain import Chain, keyby_nodes
     from engine.runtime.outputs import DeadLetters
     from engine.sinks import from_url as sink_from_url
@@ -172,28 +174,24 @@ def pairs_of_file(plan: Plan, path: str) -> Iterator[dict[str, list[Any]]]:
                 ends, origin = assigner.expand(ts)
                 idx = origin if origin is not None else range(len(ends))
                 kgs = key_groups(keys, m)
-                for j, i in enumerate(idx):
-                    end = ends[j]
-                    if end - 1 + lateness <= wms[i]:
-                        late += 1
-                        continue
-                    if not lo <= ts[i] < hi:
-                        continue
-                    rec = recs[i]
-                    try:
-                        vals = [rec[f] for f in fields]
-                    except (KeyError, TypeError, IndexError):
-                        dead_fields += 1
-                        continue
-                    if not all(type(v) in (int, float) for v in vals):
-                        dead_fields += 1
-                        continue
-                    out["kg"].append(kgs[i])
-                    out["key"].append(keys[i])
-                    out["end"].append(end)
-                    for f, v in zip(fields, vals, strict=True):
-                        out[f].append(float(v))
-                        out[f + "__int"].append(type(v) is int)
+                # the streaming rule, per (record, window): kept while the window can change
+                on_time = [j for j, i in enumerate(idx) if ends[j] - 1 + lateness > wms[i]]
+                late += len(ends) - len(on_time)
+                sel = [j for j in on_time if lo <= ts[idx[j]] < hi]
+                rows = [idx[j] for j in sel]
+                try:
+                    cols = [[recs[i][f] for i in rows] for f in fields]
+                    if not all(set(map(type, c)) <= {int, float} for c in cols):
+                        raise TypeError
+                except (KeyError, TypeError, IndexError):
+                    sel, rows, cols, bad = _good_fields(sel, rows, recs, fields)
+                    dead_fields += bad
+                out["kg"] += [kgs[i] for i in rows]
+                out["key"] += [keys[i] for i in rows]
+                out["end"] += [ends[j] for j in sel]
+                for f, col in zip(fields, cols, strict=True):
+                    out[f] += list(map(float, col))
+                    out[f + "__int"] += [type(v) is int for v in col]
             if batch.items:
                 t = chain.max_ts.get(path)
                 max_ts = t if t is not None else max_ts
@@ -204,7 +202,29 @@ def pairs_of_file(plan: Plan, path: str) -> Iterator[dict[str, list[Any]]]:
     finally:
         reader.close()
         dead.close()
-    yield {"_late": [late], "_dead": [dead.count + dead_fields], "_max_ts": [max_ts]}
+    stats = {"path": path, "late": late, "dead": dead.count + dead_fields, "max_ts": max_ts}
+    name = hashlib.sha1(path.encode()).hexdigest()  # noqa: S324 - a file name, not security
+    Path(plan.out_dir, "stats", f"{name}.json").write_text(json.dumps(stats))
+
+
+def _good_fields(
+    sel: list[int], rows: list[int], recs: list[Any], fields: list[str]
+) -> tuple[list[int], list[int], list[list[Any]], int]:
+    """The slow path: drop records whose aggregated fields are missing or not numbers."""
+    keep_sel: list[int] = []
+    keep_rows: list[int] = []
+    cols: list[list[Any]] = [[] for _ in fields]
+    for j, i in zip(sel, rows, strict=True):
+        try:
+            vals = [recs[i][f] for f in fields]
+        except (KeyError, TypeError, IndexError):
+            continue
+        if all(type(v) in (int, float) for v in vals):
+            keep_sel.append(j)
+            keep_rows.append(i)
+            for c, v in zip(cols, vals, strict=True):
+                c.append(v)
+    return keep_sel, keep_rows, cols, len(sel) - len(keep_sel)
 
 
 # -- stage 3: per key group, SST files ----------------------------------------------------------
@@ -290,6 +310,7 @@ class BackfillResult:
     max_end: int | None
     sst_dir: str
     seconds: float
+    compute_seconds: float = 0.0  # without Spark's start-up
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -335,8 +356,9 @@ def run_backfill(
     job = load_job_file(job_file)
     op = backfill_operator(job, op_name)
     files = expand_inputs(inputs)
-    shutil.rmtree(out_dir / "sst", ignore_errors=True)
-    (out_dir / "sst").mkdir(parents=True)
+    for sub in ("sst", "stats"):
+        shutil.rmtree(out_dir / sub, ignore_errors=True)
+        (out_dir / sub).mkdir(parents=True)
     plan = Plan(
         str(job_file.resolve()), job.name, op.name, job.max_parallelism, from_ms, to_ms,
         str(out_dir.resolve()),
@@ -346,10 +368,8 @@ def run_backfill(
         [("kg", pa.int32()), ("key", pa.string()), ("end", pa.int64())]
         + [c for f in fields for c in ((f, pa.float64()), (f + "__int", pa.bool_()))]
     )
-    stats_schema = pa.schema(
-        [("_late", pa.int64()), ("_dead", pa.int64()), ("_max_ts", pa.int64())]
-    )
     spark = spark_session(master)
+    t_started = time.monotonic()
     if not progress:
         spark.sparkContext.setLogLevel("ERROR")
     try:
@@ -359,33 +379,13 @@ def run_backfill(
             for b in batches:
                 for path in b.column("path").to_pylist():
                     for cols in pairs_of_file(plan, path):
-                        if "_late" in cols:
-                            empty: dict[str, list[Any]] = {f.name: [None] for f in pair_schema}
-                            yield pa.RecordBatch.from_pydict(
-                                {**empty, "_late": cols["_late"], "_dead": cols["_dead"],
-                                 "_max_ts": cols["_max_ts"]},
-                                schema=pair_schema_with_stats,
-                            )  # fmt: skip
-                        else:
-                            yield pa.RecordBatch.from_pydict(
-                                {**cols, "_late": [None] * len(cols["key"]),
-                                 "_dead": [None] * len(cols["key"]),
-                                 "_max_ts": [None] * len(cols["key"])},
-                                schema=pair_schema_with_stats,
-                            )  # fmt: skip
+                        yield pa.RecordBatch.from_pydict(cols, schema=pair_schema)
 
-        pair_schema_with_stats = pa.schema(list(pair_schema) + list(stats_schema))
         ddl = ", ".join(
             ["kg int", "key string", "end long"]
             + [c for f in fields for c in (f"`{f}` double", f"`{f}__int` boolean")]
-            + ["_late long", "_dead long", "_max_ts long"]
         )
-        raw = paths.mapInArrow(pairs, ddl).cache()
-        stats = raw.where(F.col("_late").isNotNull()).agg(
-            F.sum("_late").alias("late"), F.sum("_dead").alias("dead"),
-            F.min("_max_ts").alias("min_max_ts"),
-        ).collect()[0]  # fmt: skip
-        data = raw.where(F.col("_late").isNull())
+        data = paths.mapInArrow(pairs, ddl)
         aggs = [F.count(F.lit(1)).alias("n")]
         for f in fields:
             aggs += [
@@ -414,19 +414,25 @@ def run_backfill(
                 yield pa.RecordBatch.from_pylist(write_ssts(plan, rows), schema=written_schema)
 
         written = windows.mapInArrow(ssts, out_schema).collect()
+        compute_s = time.monotonic() - t_started
     finally:
         spark.stop()
     bound = job.sources[0].watermarks
-    max_ts = stats["min_max_ts"]
+    stats = [json.loads(p.read_text()) for p in sorted((out_dir / "stats").glob("*.json"))]
+    if len(stats) != len(files):
+        raise ConfigError(f"the backfill read {len(stats)} of {len(files)} input files")
+    ends = [s["max_ts"] for s in stats if s["max_ts"] is not None]
+    max_ts = min(ends) if ends else None  # the stream's watermark: the minimum over splits
     return BackfillResult(
         op=op.name,
         files=len(files),
         windows=sum(int(w["windows"]) for w in written),
-        late=int(stats["late"] or 0),
-        dead=int(stats["dead"] or 0),
+        late=sum(int(s["late"]) for s in stats),
+        dead=sum(int(s["dead"]) for s in stats),
         watermark=None if max_ts is None else bound.watermark_for(int(max_ts)),
         min_end=min((int(w["min_end"]) for w in written), default=None),
         max_end=max((int(w["max_end"]) for w in written), default=None),
         sst_dir=str(out_dir / "sst"),
         seconds=round(time.monotonic() - t0, 3),
+        compute_seconds=round(compute_s, 3),
     )
