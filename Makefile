@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv browser demo test check lint types bench bench-backfill clean
+.PHONY: venv system-deps demo test check lint types bench bench-backfill compose-check clean
 
 venv: $(STAMP)
 
@@ -17,15 +17,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# Debian's Chromium, for the dashboard's browser test
-browser:
-	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium; }
+# Debian's packages the tests use: Chromium (the dashboard's browser test) and docker-compose
+# (validating docker-compose.yml; no Docker engine is needed for that)
+system-deps:
+	@{ command -v chromium && command -v docker-compose; } >/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install \
+	  -y -qq --no-install-recommends chromium docker-compose; }
 
 demo: $(STAMP)
 	$(BIN)/weir demo
 
-test: $(STAMP) browser
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -44,6 +46,9 @@ bench: $(STAMP)
 
 bench-backfill: $(STAMP)
 	$(BIN)/python -m loadtest.backfill_bench
+
+compose-check: system-deps
+	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .weir

@@ -306,6 +306,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     env.add("--seed", "generator seed", 7, type=_int_type("--seed", 0), metavar="N")
     env.add(
+        "--file",
+        "write the events to this JSONL file instead of Kafka (history for weir backfill)",
+        metavar="PATH",
+    )
+    env.add(
         "--clock",
         "wall (event time is now) or synthetic (reproducible times)",
         "wall",

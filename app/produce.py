@@ -115,7 +115,44 @@ def produce(
     }
 
 
+def write_file(
+    path: str,
+    *,
+    workload: str,
+    keys: int,
+    skew: float,
+    disorder: int,
+    count: int,
+    seed: int,
+    clock: str,
+) -> dict[str, Any]:
+    """The same events into a JSONL file (history for ``weir backfill``)."""
+    spec = GeneratorSource(
+        workload=workload, rate=0, ids=keys, skew=skew, disorder=disorder, seed=seed,
+        count=count, clock=clock, split_count=1,
+    )  # fmt: skip
+    reader = spec.open("0/1")
+    written = 0
+    with open(path, "wb") as fh:
+        while True:
+            batch = reader.read_batch(8192)
+            fh.write(b"".join(orjson.dumps(r) + b"\n" for r in batch.items))
+            written += len(batch.items)
+            if batch.end:
+                break
+    return {"file": path, "workload": workload, "events": written}
+
+
 def main(args: Any) -> int:
+    if args.file:
+        if not args.count:
+            raise ConfigError("--file needs a --count of events (a file cannot be endless)")
+        summary = write_file(
+            args.file, workload=args.workload, keys=args.keys, skew=args.skew,
+            disorder=args.disorder, count=args.count, seed=args.seed, clock=args.clock,
+        )  # fmt: skip
+        print(json.dumps(summary))
+        return 0
     summary = produce(
         args.bootstrap,
         args.topic,

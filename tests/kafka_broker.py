@@ -58,7 +58,11 @@ def read_topic(bootstrap: str, topic: str, timeout: float = 10.0) -> list[Any]:
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
     out: list[Any] = []
     try:
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+        parts = [
+            TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())
+        ]
+        if not parts:
+            return out  # no such topic (yet)
         consumer.assign(parts)
         consumer.seek_to_beginning(*parts)
         deadline = time.monotonic() + timeout

@@ -1,0 +1,16 @@
+# weir: the engine, the API and the Spark backfill in one image (Python 3.11, Java 17 for Spark).
+FROM python:3.11-slim-bookworm
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY app app
+COPY engine engine
+COPY state state
+COPY api api
+COPY loadtest loadtest
+RUN pip install --no-cache-dir .
+ENV PYTHONUNBUFFERED=1 SPARK_LOCAL_IP=127.0.0.1
+EXPOSE 8000
+CMD ["weir", "demo", "--api-host", "0.0.0.0"]

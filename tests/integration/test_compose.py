@@ -1,0 +1,133 @@
+"""The docker-compose stack without Docker (no engine runs here): the file is validated with
+Debian's ``docker-compose config``, and every service's own command runs as a local process,
+the test broker standing in for the ``kafka`` service and temporary directories for the
+volumes. Host names and the published port are the only substitutions."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from loadtest.broker import free_port
+from tests.kafka_broker import read_topic
+from tests.support import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+
+
+def _services() -> dict[str, Any]:
+    services: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())["services"]
+    return services
+
+
+def test_the_compose_file_is_valid() -> None:
+    r = subprocess.run(
+        ["docker-compose", "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr
+    services = _services()
+    assert set(services) == {"kafka", "produce", "job", "backfill"}
+    assert services["kafka"]["image"].startswith("apache/kafka")
+    assert services["job"]["ports"] == ["127.0.0.1:8000:8000"]
+    assert services["backfill"]["depends_on"]["job"]["condition"] == "service_healthy"
+
+
+@pytest.fixture
+def local_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WEIR_")}
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _localize(command: str, subs: dict[str, str]) -> str:
+    for old, new in subs.items():
+        command = command.replace(old, new)
+    return command
+
+
+@pytest.fixture
+def processes() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(15)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def test_every_service_command_runs_as_a_local_process(
+    tmp_path: Path,
+    kafka_broker: str,
+    local_env: dict[str, str],
+    processes: list[subprocess.Popen[bytes]],
+) -> None:
+    services = _services()
+    port = free_port()
+    subs = {
+        "kafka:9092": kafka_broker,
+        "http://job:8000": f"http://127.0.0.1:{port}",
+        "--api-host 0.0.0.0": "--api-host 127.0.0.1",
+        "--api-port 8000": f"--api-port {port}",
+        "/state": str(tmp_path / "state"),
+        "/checkpoints": str(tmp_path / "checkpoints"),
+        "/backfill": str(tmp_path / "backfill"),
+        "--count 200000": "--count 20000",  # a smaller history: the same command otherwise
+    }
+    (tmp_path / "backfill").mkdir()
+    logs = {name: open(tmp_path / f"{name}.log", "wb") for name in ("produce", "job", "backfill")}  # noqa: SIM115
+
+    def start(name: str) -> subprocess.Popen[bytes]:
+        command = _localize(services[name]["command"], subs)
+        argv = shlex.split(command)
+        proc = subprocess.Popen(argv, cwd=ROOT, env=local_env, stdout=logs[name],
+                                stderr=subprocess.STDOUT)  # fmt: skip
+        processes.append(proc)
+        return proc
+
+    def log(name: str) -> str:
+        return (tmp_path / f"{name}.log").read_text(errors="replace")[-3000:]
+
+    produce = start("produce")
+    wait_until(
+        lambda: produce.poll() is None and len(read_topic(kafka_broker, "ads", 2.0)) >= 2000,
+        60.0,
+        what=f"the produce service to write events; its log:\n{log('produce')}",
+    )
+    job = start("job")
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10, trust_env=False)
+
+    def serving() -> bool:
+        assert job.poll() is None, log("job")
+        try:
+            return client.get("/ad-stats/impressions/state/ad-0").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_until(serving, 60.0, what="the job service to serve windows read from Kafka")
+    live = client.get("/ad-stats/impressions/state/ad-0", params={"limit": 10_000}).json()
+    assert all(w["start"] > 1_750_000_000_000 for w in live["windows"])  # wall-clock windows
+
+    backfill = start("backfill")
+    assert backfill.wait(300) == 0, log("backfill")
+    after = client.get("/ad-stats/impressions/state/ad-0", params={"limit": 10_000}).json()
+    history = [w for w in after["windows"] if w["start"] < 1_750_000_000_000]
+    assert history, "the backfilled history is served beside the live windows"
+    assert client.get("/jobs/ad-stats").json()["backfills"], "the job lists the backfill"
+    assert job.poll() is None and produce.poll() is None
+    for f in logs.values():
+        f.close()
