@@ -171,6 +171,14 @@ def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         type=_int_type("--restart-delay-ms", 0),
         metavar="MS",
     )
+    env.add(
+        "--max-future-ms",
+        "records whose event time is further ahead of the wall clock go to the dead letters, "
+        "so one bad timestamp cannot close every window (0: no limit)",
+        86_400_000,
+        type=_int_type("--max-future-ms", 0),
+        metavar="MS",
+    )
     env.add("--api-host", "address the HTTP API binds", "127.0.0.1", metavar="H")
     env.add(
         "--api-token",
@@ -342,6 +350,7 @@ def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
         restore=args.restore,
         restart_attempts=args.restart_attempts,
         restart_delay_ms=args.restart_delay_ms,
+        max_future_ms=args.max_future_ms,
     )
 
 

@@ -9,6 +9,7 @@ watermark the record arrived under (``wms``), through map, filter and flat_map.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from itertools import compress
 from operator import itemgetter
@@ -53,8 +54,12 @@ class Chain:
         source: SourceNode,
         sink_writers: dict[int, SinkWriter],
         dead: DeadLetters,
+        max_future_ms: int | None = None,
     ) -> None:
         self._source = source
+        # event times this far past the wall clock are refused: one such record would move the
+        # watermark past every open window and close them all
+        self._max_future = max_future_ms or None
         self._sinks = sink_writers  # keyed by id() of the SinkNode
         self._keyby_index = {id(n): i for i, n in enumerate(keyby_nodes(source))}
         self.keyed: list[KeyedBatch] = []
@@ -65,6 +70,10 @@ class Chain:
         self.trace: list[int] = []  # the watermark after each record of the last batch
         self._ts_field = source.timestamp if isinstance(source.timestamp, str) else None
         self._ts_fn = None if isinstance(source.timestamp, str) else source.timestamp
+
+    def _future_limit(self) -> int:
+        assert self._max_future is not None
+        return int(time.time() * 1000) + self._max_future
 
     def watermark(self, split: str) -> int:
         """A split's current watermark."""
@@ -128,7 +137,8 @@ class Chain:
                 assert self._ts_fn is not None
                 fn = self._ts_fn
                 ts = [fn(r) for r in recs]
-            if set(map(type, ts)) == {int} and TS_MIN <= min(ts) and max(ts) <= TS_MAX:
+            hi = TS_MAX if self._max_future is None else min(TS_MAX, self._future_limit())
+            if set(map(type, ts)) == {int} and TS_MIN <= min(ts) and max(ts) <= hi:
                 return recs, ts
         except Exception:  # noqa: BLE001 - any user-function error sends the record aside
             pass
@@ -160,6 +170,12 @@ class Chain:
             return 0, f"timestamp {t!r} is not an integer epoch-milliseconds value"
         if not TS_MIN <= t <= TS_MAX:
             return 0, f"timestamp {t} is outside the supported range [{TS_MIN}, {TS_MAX}]"
+        if self._max_future is not None and t > self._future_limit():
+            ahead = t - int(time.time() * 1000)
+            return 0, (
+                f"timestamp {t} is {ahead} ms ahead of the wall clock, past the "
+                f"--max-future-ms limit of {self._max_future} ms"
+            )
         return t, None
 
     # -- the graph -----------------------------------------------------------------------------

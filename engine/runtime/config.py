@@ -35,6 +35,7 @@ class RunConfig:
     restore_from: Path | None = None  # the resolved checkpoint directory the workers restore
     restart_attempts: int | None = None  # default: 3 with checkpoints, else 0
     restart_delay_ms: int = 1000
+    max_future_ms: int = 86_400_000  # event times further ahead of the wall clock are refused
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns() % 10**12}")
 
     def __post_init__(self) -> None:
@@ -76,6 +77,12 @@ class RunConfig:
                 self.restart_attempts,
                 self.restart_attempts is None or self.restart_attempts >= 0,
                 "use 0 (never restart) or more",
+            ),
+            (
+                "--max-future-ms",
+                self.max_future_ms,
+                self.max_future_ms >= 0,
+                "use 0 (no limit) or more milliseconds",
             ),
             (
                 "--restart-delay-ms",

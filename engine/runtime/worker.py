@@ -142,7 +142,7 @@ class Worker:
             name: [s.open() for s in rt.op.sinks] for name, rt in self.ops.items()
         }
         self.stream_sinks = {id(n): n.sink.open() for n in sink_nodes(source_node)}
-        self.chain = Chain(source_node, self.stream_sinks, self.dead)
+        self.chain = Chain(source_node, self.stream_sinks, self.dead, cfg.max_future_ms)
         every = self.source.splits(self.p)
         mine = every[index :: self.p]
         self.splits = Inputs(mine)

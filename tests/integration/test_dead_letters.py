@@ -167,3 +167,39 @@ def test_timestamp_beyond_the_int64_window_range_does_not_kill_the_job(
     assert [d["input"] for d in dead] == [huge]
     ref = simulate(event_lines(good), spec)
     assert group_emissions(read_jsonl(out)) == ref.emissions
+
+
+def test_a_far_future_timestamp_goes_to_the_dead_letters_and_closes_no_window(
+    tmp_path: Path, write_job: Callable[..., Path], run_weir: Callable[..., WeirResult]
+) -> None:
+    """One event a year ahead of the wall clock would drag the watermark past every open window
+    (then every later record would be late). Past ``--max-future-ms`` (default: a day) it is a
+    dead letter instead, and the windows are the model's without it."""
+    import time
+
+    spec = Spec(bound=500, size=1_000, lateness=0)
+    now = int(time.time() * 1000)
+    good = [{"id": "a", "event": "impression", "ts": now - 5_000 + i * 100, "value": 1}
+            for i in range(40)]  # fmt: skip
+    future = {"id": "a", "event": "impression", "ts": now + 365 * 86_400_000, "value": 1}
+    lines = [*event_lines(good[:20]), json.dumps(future), *event_lines(good[20:])]
+    src = write_lines(tmp_path / "in.jsonl", lines)
+    out = tmp_path / "out.jsonl"
+    job = write_job(src, bound=spec.bound, size=spec.size, lateness=spec.lateness)
+    result = run_weir(
+        "run", str(job), "--exit-at-end", "--api-port", "0", "--state-dir", str(tmp_path / "st"),
+        "--sink", f"file://{out}",
+    )  # fmt: skip
+    assert result.rc == 0, result.stderr
+    dead = read_jsonl(tmp_path / "st" / "t1" / "dead-letter.jsonl")
+    assert [d["input"] for d in dead] == [future]
+    assert "ahead of the wall clock" in dead[0]["reason"] and "--max-future-ms" in dead[0]["reason"]
+    assert read_jsonl(tmp_path / "st" / "t1" / "late.jsonl") == []
+    assert group_emissions(read_jsonl(out)) == simulate(event_lines(good), spec).emissions
+    # with the limit off, the same input closes the windows early: later records are late
+    result = run_weir(
+        "run", str(job), "--exit-at-end", "--api-port", "0", "--state-dir", str(tmp_path / "st2"),
+        "--sink", f"file://{tmp_path / 'out2.jsonl'}", "--max-future-ms", "0",
+    )  # fmt: skip
+    assert result.rc == 0, result.stderr
+    assert len(read_jsonl(tmp_path / "st2" / "t1" / "late.jsonl")) == 20
