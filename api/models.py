@@ -57,8 +57,9 @@ class JobDetail(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
+    status: str  # ok, degraded (the last checkpoint failed; processing goes on) or failed
     jobs: dict[str, str]
+    problems: dict[str, str] = {}
 
 
 class KeyList(BaseModel):

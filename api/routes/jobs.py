@@ -20,8 +20,18 @@ router = APIRouter(tags=["jobs"])
 @router.get("/health", response_model=Health)
 def health(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
     states = {name: h.runtime.state() for name, h in reg.jobs.items()}
-    status = "failed" if any(s == "failed" for s in states.values()) else "ok"
-    return {"status": status, "jobs": states}
+    problems = {
+        name: str(problem)
+        for name, h in reg.jobs.items()
+        if (problem := getattr(h.runtime, "checkpoint_problem", None))
+    }
+    if any(s == "failed" for s in states.values()):
+        status = "failed"
+    elif problems:
+        status = "degraded"  # processing goes on; the last checkpoint could not be taken
+    else:
+        status = "ok"
+    return {"status": status, "jobs": states, "problems": problems}
 
 
 @router.get("/jobs", response_model=JobsAnswer)

@@ -17,7 +17,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError, WorkerFailed
+from engine.errors import ConfigError, StateError, WorkerFailed
 from engine.job import Job
 from engine.runtime.chain import sink_nodes
 from engine.runtime.config import RunConfig
@@ -59,6 +59,7 @@ class JobManager:
         self.checkpoints: list[dict[str, Any]] = []  # completed in this run, newest last
         self.last_checkpoint: int | None = None
         self.completed_checkpoints = 0
+        self.checkpoint_problem: str | None = None  # why the last checkpoint failed, if it did
         self.restored_from: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
         self.restarts = 0
@@ -202,7 +203,11 @@ class JobManager:
                         self._fail(WorkerFailed(i, reason))
                     break
             else:
-                self._coordinate()
+                try:
+                    self._coordinate()
+                except Exception:  # noqa: BLE001 - the monitor must outlive a coordinator bug
+                    log.exception("job=%s checkpoint coordinator error", self.job.name)
+                    self._abort("coordinator error (see the log)")
             if self.finished and self.cfg.exit_at_end and self._final_checkpoint_settled():
                 self.done.set()
             time.sleep(0.02)
@@ -396,7 +401,11 @@ class JobManager:
             "acks": {},
             "waiters": waiters,
         }
-        self.storage.ensure()
+        try:
+            self.storage.ensure()
+        except StateError as exc:  # storage unusable: this checkpoint fails, processing goes on
+            self._abort(str(exc))
+            return
         for conn in self._conns:
             try:
                 conn.send(("checkpoint", n))
@@ -452,6 +461,7 @@ class JobManager:
         self._pending = None
         self.last_checkpoint = n
         self.completed_checkpoints += 1
+        self.checkpoint_problem = None
         summary = {k: v for k, v in meta.items() if k != "workers"}
         self.checkpoints = [*self.checkpoints[-99:], summary]
         for conn in self._conns:
@@ -479,6 +489,7 @@ class JobManager:
         if pending is None:
             return
         log.error("job=%s checkpoint=%d failed: %s", self.job.name, pending["id"], why)
+        self.checkpoint_problem = f"checkpoint {pending['id']} failed: {why}"
         for waiter in pending["waiters"]:
             waiter.set()
         self._next_trigger = time.monotonic() + self.cfg.checkpoint_interval_ms / 1000.0

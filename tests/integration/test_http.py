@@ -196,7 +196,11 @@ def test_job_detail_counters(finished: Finished) -> None:
 
 
 def test_health(finished: Finished) -> None:
-    assert finished.client.get("/health").json() == {"status": "ok", "jobs": {"t1": "finished"}}
+    assert finished.client.get("/health").json() == {
+        "status": "ok",
+        "jobs": {"t1": "finished"},
+        "problems": {},
+    }
 
 
 def test_unknown_route_has_an_error_body(finished: Finished) -> None:

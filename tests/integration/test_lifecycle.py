@@ -34,7 +34,11 @@ def test_live_queries_while_running(tmp_path: Path, weir_server: Callable[..., W
         10.0,
         what="records_in to grow",
     )
-    assert client.get("/health").json() == {"status": "ok", "jobs": {"t1": "running"}}
+    assert client.get("/health").json() == {
+        "status": "ok",
+        "jobs": {"t1": "running"},
+        "problems": {},
+    }
 
     def open_and_fired() -> dict[str, Any] | None:
         r = client.get("/t1/imps/state/ad-0")
