@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test check lint types bench bench-backfill compose-check clean
+.PHONY: venv system-deps demo test check lint types bench bench-backfill soak compose-check clean
 
 venv: $(STAMP)
 
@@ -46,6 +46,9 @@ bench: $(STAMP)
 
 bench-backfill: $(STAMP)
 	$(BIN)/python -m loadtest.backfill_bench
+
+soak: $(STAMP)
+	$(BIN)/python -m loadtest.soak --minutes 30
 
 compose-check: system-deps
 	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid"

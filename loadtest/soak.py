@@ -1,0 +1,211 @@
+"""``make soak``: a long run at 70% of the measured maximum rate with query load, watching every
+process for growth (issue 9).
+
+1. The maximum: the soak job's generator unthrottled for a bounded count, at parallelism 2.
+2. The soak: ``weir run`` of the same job at 70% of that rate (1 s windows, a checkpoint every
+   2 s, 20 s of retention so the state stays bounded), with ``loadtest.query_load`` (point,
+   batch, top-N and SSE) running beside it for the whole time.
+3. After the warm-up, every ``--sample-s``: the RSS and open file descriptors of ``weir run``
+   and of every worker, and the size of the latest checkpoint.
+
+Pass: every process's RSS stays within +-10% of its value at the end of the warm-up, its open
+descriptors within a few of it, checkpoint sizes within +-50% (the state is steady, so they are
+too), and the job never fails or falls behind. ``python -m loadtest.soak --minutes 30`` (the make
+target) prints the JSON report; the test suite runs a 3-minute version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from loadtest.runs import serving
+
+JOB = """
+from engine import Job, WatermarkStrategy, agg, sources, windows
+job = Job("soak")
+(
+    job.source(sources.generator("ads", rate={rate}, ids=10_000{count}), timestamp="ts",
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=500))
+    .key_by("id")
+    .window(windows.tumbling(ms=1_000))
+    .aggregate("stats", count=agg.count(), total=agg.sum("value"))
+)
+"""
+
+
+def _proc_rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def _fds(pid: int) -> int:
+    return len(list(Path(f"/proc/{pid}/fd").iterdir()))
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its worker processes (children running multiprocessing's spawn_main)."""
+    found = [pid]
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:  # threads come and go
+            children = (task / "children").read_text().split()
+            for child in children:
+                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                    found.append(int(child))
+        except OSError:
+            continue
+    return sorted(set(found))
+
+
+def _start_load(url: str, seconds: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "loadtest.query_load", "--url", url, "--job", "soak",
+         "--op", "stats", "--keys", "10000", "--seconds", str(seconds),
+         "--connections", "2", "--mix", "point=70,batch=10,top=15,sse=5"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+
+
+FLAGS = ("--parallelism", "2", "--checkpoint-interval-ms", "2000", "--state-retention-ms", "20000")
+
+
+def max_rate(workdir: Path, seconds: float = 25.0) -> float:
+    """The job's rate unthrottled, under the same checkpoints and query load as the soak."""
+    job = workdir / "soak_max_job.py"
+    job.write_text(JOB.format(rate=0, count=""))
+    with serving(job, workdir / "soak-max", *FLAGS) as url:
+        load = _start_load(url, seconds)
+        client = httpx.Client(base_url=url, timeout=10, trust_env=False)
+        time.sleep(5)  # warm-up
+        first = client.get("/jobs/soak").json()["records_in"]
+        t0 = time.monotonic()
+        time.sleep(seconds - 5)
+        rate = (client.get("/jobs/soak").json()["records_in"] - first) / (time.monotonic() - t0)
+        load.wait(30)
+    return float(rate)
+
+
+def soak(workdir: Path, minutes: float, warmup_s: float, sample_s: float) -> dict[str, Any]:
+    top = max_rate(workdir)
+    rate = int(top * 0.7)
+    job = workdir / "soak_job.py"
+    job.write_text(JOB.format(rate=rate, count=""))
+    duration = minutes * 60
+    samples: list[dict[str, Any]] = []
+    with serving(job, workdir / "soak-state", *FLAGS) as url:
+        api_pid = _api_pid(url)
+        load = _start_load(url, duration)
+        client = httpx.Client(base_url=url, timeout=10, trust_env=False)
+        t0 = time.monotonic()
+        try:
+            while (elapsed := time.monotonic() - t0) < duration:
+                time.sleep(sample_s)
+                if time.monotonic() - t0 < warmup_s:
+                    continue
+                job_state = client.get("/jobs/soak").json()
+                cps = job_state.get("checkpoints") or [{}]
+                tree = _tree(api_pid)
+                samples.append(
+                    {
+                        "t": round(time.monotonic() - t0, 1),
+                        "rss": {p: _proc_rss(p) for p in tree},
+                        "fds": {p: _fds(p) for p in tree},
+                        "checkpoint_bytes": cps[0].get("size"),
+                        "records_in": job_state["records_in"],
+                        "state": job_state["state"],
+                        "watermark_lag_s": (time.time() * 1000 - (job_state["watermark"] or 0))
+                        / 1000,
+                    }
+                )
+            del elapsed
+        finally:
+            try:
+                out, _ = load.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                load.kill()
+                out, _ = load.communicate()
+    return _verdict(top, rate, samples, out)
+
+
+def _api_pid(url: str) -> int:
+    port = url.rsplit(":", 1)[1]
+    out = subprocess.run(["pgrep", "-f", "app.cli run .*soak_job.py"], capture_output=True,
+                         text=True).stdout.split()  # fmt: skip
+    if not out:
+        raise RuntimeError(f"no weir run process for the soak job on port {port}")
+    return int(out[0])
+
+
+def _verdict(top: float, rate: int, samples: list[dict[str, Any]], load_out: str) -> dict[str, Any]:
+    if len(samples) < 3:
+        raise RuntimeError("too few samples after the warm-up: lengthen the soak")
+    base = samples[0]
+    procs = sorted(base["rss"])
+    rss = {
+        str(p): {
+            "base_mib": round(base["rss"][p] / 2**20, 1),
+            "min_ratio": round(min(s["rss"].get(p, 0) for s in samples) / base["rss"][p], 3),
+            "max_ratio": round(max(s["rss"].get(p, 0) for s in samples) / base["rss"][p], 3),
+        }
+        for p in procs
+    }
+    fds = {
+        str(p): [min(s["fds"].get(p, 0) for s in samples), max(s["fds"].get(p, 0) for s in samples)]
+        for p in procs
+    }
+    sizes = [s["checkpoint_bytes"] for s in samples if s["checkpoint_bytes"]]
+    rates = [
+        (b["records_in"] - a["records_in"]) / (b["t"] - a["t"])
+        for a, b in zip(samples, samples[1:], strict=False)
+    ]
+    checks = {
+        "rss_within_10pct": all(
+            0.9 <= v["min_ratio"] and v["max_ratio"] <= 1.1 for v in rss.values()
+        ),
+        "fds_flat": all(hi - lo <= 8 for lo, hi in fds.values()),
+        "checkpoints_steady": bool(sizes) and max(sizes) <= 1.5 * min(sizes),
+        "kept_up": min(rates) >= 0.8 * rate and max(s["watermark_lag_s"] for s in samples) < 30,
+        "running": all(s["state"] == "running" for s in samples),
+    }
+    try:
+        load = json.loads(load_out)
+    except ValueError:
+        load = {"error": "the query load printed no report"}
+    return {
+        "max_events_per_s": round(top),
+        "soak_rate": rate,
+        "samples": len(samples),
+        "rss": rss,
+        "open_fds": fds,
+        "checkpoint_bytes": [min(sizes, default=0), max(sizes, default=0)],
+        "events_per_s": [round(min(rates)), round(max(rates))],
+        "query_load": load,
+        "checks": checks,
+        "ok": all(checks.values()),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--minutes", type=float, default=30.0)
+    p.add_argument("--warmup-s", type=float, default=300.0)
+    p.add_argument("--sample-s", type=float, default=10.0)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="weir-soak-") as work:
+        report = soak(Path(work), args.minutes, args.warmup_s, args.sample_s)
+    print(json.dumps(report, indent=2))
+    return 0 if report["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
