@@ -172,7 +172,6 @@ class Worker:
         self._last_barrier = 0
         self._aligned: set[str] = set()
         self._held: list[tuple[int, bytes]] = []
-        self._sources_at_barrier: dict[str, Any] = {}
         self._uploaded: dict[int, list[FileRef]] = {}
         self._barrier_sources: dict[int, dict[str, Any]] = {}
         self._upload: threading.Thread | None = None
@@ -495,7 +494,6 @@ class Worker:
         }
         for s, offset in self._ended_offsets.items():
             sources[s] = {"offset": offset, "max_ts": bound.get(s, MIN_WATERMARK), "ended": True}
-        self._sources_at_barrier = sources
         self._barrier_sources[n] = sources
         self._aligned = {str(self.index)}
         self.state.flush(wait=False)  # RocksDB's own threads flush the memtable while we align
@@ -533,7 +531,7 @@ class Worker:
         meta: dict[str, Any] = {
             "index": self.index,
             "key_groups": self.range.to_json(),
-            "sources": self._sources_at_barrier,
+            "sources": self._barrier_sources[n],
             "operators": {
                 name: {"watermark": rt.watermark, "data_watermark": rt.data_watermark}
                 for name, rt in self.ops.items()
