@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from loadtest.procs import weir_run_pid, worker_pids
 from loadtest.runs import serving, timed_run
 
 BIG_STATE_JOB = """
@@ -119,7 +120,7 @@ def recovery(workdir: Path) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 raise RuntimeError("no checkpoint within 60 s")
             time.sleep(0.1)
-        pids = _workers()
+        pids = worker_pids(weir_run_pid(job_file))
         killed_at = time.time()
         os.kill(pids[-1], signal.SIGKILL)
         while True:
@@ -135,21 +136,6 @@ def recovery(workdir: Path) -> dict[str, Any]:
         "kill_to_first_record_ms": round((min(firsts) - killed_at) * 1000),
         "kill_to_all_workers_processing_ms": round((max(firsts) - killed_at) * 1000),
     }
-
-
-def _workers() -> list[int]:
-    """The newest ``weir run``'s worker processes (children running spawn_main)."""
-    found = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            cmd = (d / "cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"spawn_main" in cmd and b"resource_tracker" not in cmd:
-            found.append(int(d.name))
-    return sorted(found)
 
 
 def measure(parallel_job: Path, workdir: Path) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from loadtest.procs import weir_run_pid, worker_pids
 from loadtest.runs import serving
 
 JOB = """
@@ -54,17 +55,8 @@ def _fds(pid: int) -> int:
 
 
 def _tree(pid: int) -> list[int]:
-    """``pid`` and its worker processes (children running multiprocessing's spawn_main)."""
-    found = [pid]
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:  # threads come and go
-            children = (task / "children").read_text().split()
-            for child in children:
-                if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                    found.append(int(child))
-        except OSError:
-            continue
-    return sorted(set(found))
+    """``pid`` and its worker processes."""
+    return [pid, *worker_pids(pid)]
 
 
 def _start_load(url: str, seconds: float) -> subprocess.Popen[str]:
@@ -103,7 +95,7 @@ def soak(workdir: Path, minutes: float, warmup_s: float, sample_s: float) -> dic
     duration = minutes * 60
     samples: list[dict[str, Any]] = []
     with serving(job, workdir / "soak-state", *FLAGS) as url:
-        api_pid = _api_pid(url)
+        api_pid = weir_run_pid(job)
         load = _start_load(url, duration)
         client = httpx.Client(base_url=url, timeout=10, trust_env=False)
         t0 = time.monotonic()
@@ -135,15 +127,6 @@ def soak(workdir: Path, minutes: float, warmup_s: float, sample_s: float) -> dic
                 load.kill()
                 out, _ = load.communicate()
     return _verdict(top, rate, samples, out)
-
-
-def _api_pid(url: str) -> int:
-    port = url.rsplit(":", 1)[1]
-    out = subprocess.run(["pgrep", "-f", "app.cli run .*soak_job.py"], capture_output=True,
-                         text=True).stdout.split()  # fmt: skip
-    if not out:
-        raise RuntimeError(f"no weir run process for the soak job on port {port}")
-    return int(out[0])
 
 
 def _verdict(top: float, rate: int, samples: list[dict[str, Any]], load_out: str) -> dict[str, Any]:

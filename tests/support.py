@@ -20,6 +20,8 @@ from typing import Any, TypeVar
 
 import httpx
 
+from loadtest.procs import children as children
+from loadtest.procs import worker_pids as worker_pids
 from tests.reference import AGGREGATES_SRC, IMPRESSIONS_ONLY, Step
 
 T = TypeVar("T")
@@ -199,29 +201,6 @@ job = Job({name!r}, max_parallelism={max_parallelism})
     .aggregate({op!r}, {AGGREGATES_SRC})
 )
 """
-
-
-def children(pid: int) -> set[int]:
-    """Process ids of ``pid``'s children (a ``weir run``'s workers)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        text = (task / "children").read_text().split()
-        found.update(int(x) for x in text)
-    return found
-
-
-def worker_pids(pid: int) -> list[int]:
-    """A ``weir run``'s worker processes (its children other than multiprocessing's resource
-    tracker), in start order."""
-    found = []
-    for child in children(pid):
-        try:
-            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
-        except FileNotFoundError:
-            continue
-        if b"spawn_main" in cmd:
-            found.append(child)
-    return sorted(found)
 
 
 def alive(pid: int) -> bool:
