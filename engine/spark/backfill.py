@@ -42,6 +42,7 @@ from typing import Any
 from engine.agg import Builtin
 from engine.errors import ConfigError, JobDefinitionError
 from engine.job import Job, WindowOperator
+from engine.runtime.fold import FoldPlan
 from engine.windows import SessionWindows
 
 log = logging.getLogger(__name__)
@@ -125,14 +126,6 @@ def _load(job_file: str) -> Job:
     return job
 
 
-def _field_columns(op: WindowOperator) -> list[str]:
-    fields: list[str] = []
-    for a in op.aggregates.values():
-        if isinstance(a, Builtin) and a.field and a.field not in fields:
-            fields.append(a.field)
-    return fields
-
-
 def pairs_of_file(plan: Plan, path: str) -> Iterator[dict[str, list[Any]]]:
     """The kept ``(record, window)`` pairs of one input file, in column batches; the file's
     counts (late, dead) and max event time go to ``<out_dir>/stats/``."""
@@ -150,7 +143,7 @@ def pairs_of_file(plan: Plan, path: str) -> Iterator[dict[str, list[Any]]]:
     )
     dead = DeadLetters(sink_from_url(f"file://{plan.out_dir}/dead-{os.getpid()}.jsonl"))
     chain = Chain(source, {}, dead)
-    fields = _field_columns(op)
+    fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
     assigner = op.assigner
     assert not isinstance(assigner, SessionWindows)  # refused by backfill_operator
     lateness = op.allowed_lateness_ms
@@ -363,7 +356,7 @@ def run_backfill(
         str(job_file.resolve()), job.name, op.name, job.max_parallelism, from_ms, to_ms,
         str(out_dir.resolve()),
     )  # fmt: skip
-    fields = _field_columns(op)
+    fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
     pair_schema = pa.schema(
         [("kg", pa.int32()), ("key", pa.string()), ("end", pa.int64())]
         + [c for f in fields for c in ((f, pa.float64()), (f + "__int", pa.bool_()))]
