@@ -44,7 +44,10 @@ class _Env:
         raw = os.environ.get(env)
         kind = kw.get("type")
         if raw is not None:
-            if kw.get("action") == "store_true":
+            if kw.get("nargs") == "+":  # several values: separated by spaces
+                default = raw.split()
+                kw["required"] = kw.get("required", False) and not default
+            elif kw.get("action") == "store_true":
                 default = raw.strip().lower() in ("1", "true", "yes", "on")
             elif kind is not None:
                 try:
@@ -53,7 +56,10 @@ class _Env:
                     raise ConfigError(f"environment variable {env}: {exc}") from None
             else:
                 default = raw
-        shown = f" (env {env}" + (f", default {default})" if default not in (None, False) else ")")
+        shown_default = " ".join(default) if isinstance(default, list) else default
+        shown = f" (env {env}" + (
+            f", default {shown_default})" if default not in (None, False) else ")"
+        )
         self.parser.add_argument(flag, default=default, help=help + shown, **kw)
 
 
@@ -249,13 +255,29 @@ def build_parser() -> argparse.ArgumentParser:
         "backfill", help="compute a job's windows over historical input on Spark and load them"
     )
     back.add_argument("job_file", metavar="JOB.py", help="the job file `weir run` runs")
-    back.add_argument(
-        "--input", nargs="+", required=True, metavar="PATH", help="JSONL files or globs"
-    )
     env = _Env(back)
-    env.add("--format", "input format", "jsonl", choices=["jsonl"])
+    env.add(
+        "--input",
+        "files or globs (JSONL, Parquet, CSV; one file is one split) or Kafka offset ranges, "
+        "kafka://host:port/topic?from=earliest|N|P:N,…&to=latest|N|P:N,…&metadata=true "
+        "(one partition is one split); the env variable separates them with spaces",
+        nargs="+",
+        required=True,
+        metavar="PATH|URL",
+    )
+    env.add(
+        "--format",
+        "format of the input files; without it, each file's extension tells: "
+        ".jsonl/.json/.ndjson, .parquet, .csv",
+        choices=["jsonl", "parquet", "csv"],
+    )
     env.add("--op", "the window operator (when the job has several)", metavar="NAME")
-    env.add("--from", "first event time to include (epoch ms)", type=int, metavar="T")
+    env.add(
+        "--from",
+        "first event time to include (epoch ms; Kafka offsets go in the URL)",
+        type=int,
+        metavar="T",
+    )
     env.add("--to", "event times before this (epoch ms)", type=int, metavar="T")
     env.add("--master", "Spark master", "local[*]", metavar="URL")
     env.add(
