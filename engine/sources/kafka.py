@@ -139,6 +139,14 @@ class KafkaSource:
         return KafkaReader(self, topic, int(part), offset)
 
 
+def _first(record: tuple[int, bytes | None]) -> int:
+    return record[0]
+
+
+def _offset(record: Any) -> int:
+    return int(record.offset)
+
+
 class KafkaReader:
     """One partition: a consumer assigned to it alone, positioned at the checkpoint's offset or
     by the ``start`` mode."""
@@ -160,6 +168,12 @@ class KafkaReader:
             fetch_max_wait_ms=50,
             session_timeout_ms=6_000,
         )
+        # without metadata only values are read: the lean record path (kafka_records.py)
+        self._lean = not spec.metadata
+        if self._lean:
+            from engine.sources.kafka_records import lean
+
+            lean(self._consumer)
         self._consumer.assign([self._tp])
         self._next = self._position(offset)
         self._stop_at: int | None = None
@@ -209,16 +223,20 @@ class KafkaReader:
                     )
             else:
                 self._stop_at = stop = int(self._highwater)
-        if stop is not None and msgs and msgs[-1].offset >= stop:
-            msgs = [m for m in msgs if m.offset < stop]
         if not msgs:
             self._empty_polls += 1
             return SourceBatch([], decoded=False, offsets={self._split: self._next})
         self._empty_polls = 0
-        self._next = msgs[-1].offset + 1
-        if self._spec.metadata:
-            return SourceBatch(self._with_metadata(msgs), decoded=True, offsets=self._offsets())
-        return SourceBatch([m.value for m in msgs], decoded=False, offsets=self._offsets())
+        offset_of = _first if self._lean else _offset  # lean records are (offset, value) pairs
+        if stop is not None and offset_of(msgs[-1]) >= stop:
+            msgs = [m for m in msgs if offset_of(m) < stop]
+            if not msgs:  # only records past the end (a compacted gap): the split is done
+                self._next = stop
+                return SourceBatch([], decoded=False, offsets=self._offsets())
+        self._next = offset_of(msgs[-1]) + 1
+        if self._lean:
+            return SourceBatch([m[1] for m in msgs], decoded=False, offsets=self._offsets())
+        return SourceBatch(self._with_metadata(msgs), decoded=True, offsets=self._offsets())
 
     def _offsets(self) -> dict[str, Any]:
         return {self._split: self._next}
