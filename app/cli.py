@@ -18,19 +18,30 @@ from engine.runtime.config import RunConfig
 DEMO_JOB = Path(__file__).with_name("demo_job.py")
 
 
-def _int_type(flag: str, minimum: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
+def _number_type(
+    flag: str, minimum: float, kind: Callable[[str], Any] = int
+) -> Callable[[str], Any]:
+    def parse(raw: str) -> Any:
         try:
-            value = int(raw)
+            value = kind(raw)
         except ValueError:
+            what = "a whole number" if kind is int else "a number"
             raise argparse.ArgumentTypeError(
-                f"{flag}={raw!r} is not a whole number; e.g. {flag} {max(minimum, 1)}"
+                f"{flag}={raw!r} is not {what}; e.g. {flag} {max(minimum, 1)}"
             ) from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{flag}={value} is too small; use {minimum} or more")
         return value
 
     return parse
+
+
+def _int_type(flag: str, minimum: int) -> Callable[[str], int]:
+    return _number_type(flag, minimum, int)
+
+
+def _float_type(flag: str, minimum: float) -> Callable[[str], float]:
+    return _number_type(flag, minimum, float)
 
 
 class _Env:
@@ -345,6 +356,14 @@ def build_parser() -> argparse.ArgumentParser:
         "wall (event time is now) or synthetic (reproducible times)",
         "wall",
         choices=["wall", "synthetic"],
+    )
+    env.add(
+        "--step-ms",
+        "with --clock synthetic, event i is at start + i * STEP ms (0.1: 10,000 events a second "
+        "of event time)",
+        1.0,
+        type=_float_type("--step-ms", 0.0),
+        metavar="STEP",
     )
     return parser
 

@@ -167,11 +167,14 @@ class KafkaSource:
     def splits(self, parallelism: int = 1) -> list[str]:
         return [f"{self.topic}/{p}" for p in self.partitions()]
 
-    def open(self, split: str, offset: Any = None, stop: int | None = None) -> KafkaReader:
+    def open(
+        self, split: str, offset: Any = None, stop: int | None = None, lean: bool = True
+    ) -> KafkaReader:
         """A reader of ``split`` from ``offset`` (else by ``start``); with ``stop``, it ends
-        before that offset (the backfill's fixed ranges)."""
+        before that offset (the backfill's fixed ranges). ``lean=False`` keeps kafka-python's
+        whole records (key, headers, timestamp) even without ``metadata``."""
         topic, _, part = split.rpartition("/")
-        return KafkaReader(self, topic, int(part), offset, stop)
+        return KafkaReader(self, topic, int(part), offset, stop, lean)
 
 
 def records_with_metadata(msgs: list[Any]) -> list[Any]:
@@ -197,12 +200,26 @@ def records_with_metadata(msgs: list[Any]) -> list[Any]:
     return out
 
 
+def _first(record: tuple[int, bytes | None]) -> int:
+    return record[0]
+
+
+def _offset(record: Any) -> int:
+    return int(record.offset)
+
+
 class KafkaReader:
     """One partition: a consumer assigned to it alone, positioned at the checkpoint's offset or
     by the ``start`` mode, and bounded by ``stop`` or by ``end=latest``."""
 
     def __init__(
-        self, spec: KafkaSource, topic: str, partition: int, offset: Any, stop: int | None = None
+        self,
+        spec: KafkaSource,
+        topic: str,
+        partition: int,
+        offset: Any,
+        stop: int | None = None,
+        lean: bool = True,
     ) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
@@ -220,6 +237,13 @@ class KafkaReader:
             fetch_max_wait_ms=50,
             session_timeout_ms=6_000,
         )
+        # without metadata only values are read: the lean record path (kafka_records.py)
+        self._lean = lean and not spec.metadata
+        self._offset_of = _first if self._lean else _offset
+        if self._lean:
+            from engine.sources import kafka_records
+
+            kafka_records.lean(self._consumer)
         self._consumer.assign([self._tp])
         self._next = self._position(offset)
         self._stop_at: int | None = stop
@@ -255,13 +279,16 @@ class KafkaReader:
             return SourceBatch([], decoded=False, end=True, offsets=self._offsets())
         if not msgs:
             return SourceBatch([], decoded=False, offsets=self._offsets())
+        if self._lean:
+            return SourceBatch([m[1] for m in msgs], decoded=False, offsets=self._offsets())
         if self._spec.metadata:
             return SourceBatch(records_with_metadata(msgs), decoded=True, offsets=self._offsets())
         return SourceBatch([m.value for m in msgs], decoded=False, offsets=self._offsets())
 
     def read_messages(self, max_records: int) -> list[Any] | None:
-        """The next kafka-python records, in offset order: ``[]`` when none arrived in this
-        poll, ``None`` once a bounded reader reached its end."""
+        """The next records, in offset order: kafka-python's, or ``(offset, value)`` pairs from
+        a lean reader; ``[]`` when none arrived in this poll, ``None`` once a bounded reader
+        reached its end."""
         stop = self._stop_at
         if stop is not None and self._next >= stop:
             return None
@@ -281,8 +308,8 @@ class KafkaReader:
                     )
             else:
                 self._stop_at = stop = int(self._highwater)
-        if stop is not None and msgs and msgs[-1].offset >= stop:
-            msgs = [m for m in msgs if m.offset < stop]
+        if stop is not None and msgs and self._offset_of(msgs[-1]) >= stop:
+            msgs = [m for m in msgs if self._offset_of(m) < stop]
         if not msgs:
             self._empty_polls += 1
             if stop is not None:
@@ -291,7 +318,7 @@ class KafkaReader:
                 self._next = max(self._next, min(stop, int(self._consumer.position(self._tp))))
             return []
         self._empty_polls = 0
-        self._next = msgs[-1].offset + 1
+        self._next = self._offset_of(msgs[-1]) + 1
         return msgs
 
     def _offsets(self) -> dict[str, Any]:

@@ -68,7 +68,7 @@ class KafkaRangeReader(DataSourceReader):
         assert isinstance(partition, KafkaRange)
         split = f"{self.topic}/{partition.partition}"
         reader = KafkaSource(self.bootstrap, self.topic).open(
-            split, offset=partition.start, stop=partition.stop
+            split, offset=partition.start, stop=partition.stop, lean=False
         )
         progress = time.monotonic()
         try:
