@@ -9,18 +9,25 @@ The plan (this module drives it):
    ``engine/spark/kafka_source.py``). The engine's own chain runs the job's steps and gives each
    record its split's watermark, and the streaming lateness rule keeps the ``(record, window)``
    pairs. They leave as Arrow columns: key group, key, window end, the aggregated fields.
-2. **Native Spark**: ``groupBy(key group, key, end)`` with ``count``/``sum``/``min``/``max``, and
-   ``repartition`` by key group.
-3. **Per key group, in Python** (``engine/spark/sst.py``): state keys and accumulator slots as
-   the streaming fold builds them, written with rocksdict's ``SstFileWriter``: one SST file per
-   key group.
+2. **Native Spark** (built-in aggregates on tumbling and sliding windows):
+   ``groupBy(key group, key, end)`` with ``count``/``sum``/``min``/``max``, and ``repartition``
+   by key group. **Python path** (sessions, user-defined aggregates): the pairs carry their
+   record, event time, watermark and position in the split; ``repartition`` by key group and
+   ``sortWithinPartitions`` by ``(key group, key, end, watermark, split, position)``:
+   streaming's order.
+3. **Per key group, in Python** (``engine/spark/sst.py``): state keys and values as streaming
+   stores them, written with rocksdict's ``SstFileWriter``: one SST file per key group. On the
+   Python path the same task folds each window with the streaming fold (``folds.py``), or
+   merges each key's sessions with the streaming session operator (``sessions.py``), which also
+   decides which session records are late.
 
 Lateness over history: one input file is one split, as in ``weir run``, and so is one Kafka
 partition, so a record is late when its window's end - 1 + allowed lateness is at or before the
-watermark that the records *before it in the same split* produced. ``--from``/``--to`` select
-events by event time *after* that decision, so the watermarks are those of the whole split.
-Records that are malformed, lack a timestamp or an aggregated field are counted as dead letters
-and left out, as in streaming.
+watermark that the records *before it in the same split* produced (for sessions: the end of the
+session it would join). ``--from``/``--to`` select events by event time *after* that decision,
+so the watermarks are those of the whole split; for sessions they keep the sessions whose
+records all lie in the range. Records that are malformed, lack a timestamp or an aggregated
+field are counted as dead letters and left out, as in streaming.
 """
 
 from __future__ import annotations
@@ -40,8 +47,8 @@ from engine.job import WindowOperator
 from engine.runtime.fold import FoldPlan
 from engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
 from engine.spark.pairs import pairs_of_file, pairs_of_kafka
-from engine.spark.plan import Plan, backfill_operator
-from engine.spark.sst import write_ssts
+from engine.spark.plan import Plan, backfill_operator, python_path
+from engine.spark.sst import python_ssts, write_ssts
 
 __all__ = ["BackfillResult", "backfill_operator", "run_backfill", "spark_session"]
 
@@ -122,7 +129,7 @@ def run_backfill(
         spark.sparkContext.setLogLevel("ERROR")
     try:
         windows = _aggregated(spark, plan, op, files, kafka)
-        written = _write_ssts(plan, windows)
+        written = _write_ssts(plan, op, windows)
         compute_s = time.monotonic() - t_started
     except Exception:
         reported = sorted((out_dir / "errors").glob("*.txt"))
@@ -143,11 +150,11 @@ def run_backfill(
         op=op.name,
         files=len(files),
         windows=sum(int(w["windows"]) for w in written),
-        late=sum(int(s["late"]) for s in stats),
+        late=sum(int(s["late"]) for s in stats) + sum(int(w["late"]) for w in written),
         dead=sum(int(s["dead"]) for s in stats),
         watermark=None if max_ts is None else bound.watermark_for(int(max_ts)),
-        min_end=min((int(w["min_end"]) for w in written), default=None),
-        max_end=max((int(w["max_end"]) for w in written), default=None),
+        min_end=min((int(w["min_end"]) for w in written if w["windows"]), default=None),
+        max_end=max((int(w["max_end"]) for w in written if w["windows"]), default=None),
         sst_dir=str(out_dir / "sst"),
         seconds=round(time.monotonic() - t0, 3),
         compute_seconds=round(compute_s, 3),
@@ -160,19 +167,37 @@ def _aggregated(
     spark: Any, plan: Plan, op: WindowOperator, files: list[FileInput], kafka: list[KafkaInput]
 ) -> Any:
     """Stages 1 and 2: every split's pairs (one task per file, one per Kafka partition), then
-    Spark's own aggregation by ``(key group, key, window end)``."""
+    Spark's own aggregation by ``(key group, key, window end)``, or, on the Python path, the
+    pairs of each key group sorted into streaming's order for the Python fold."""
     import pyarrow as pa  # type: ignore[import-untyped]
-    from pyspark.sql import functions as F
 
-    fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
-    pair_schema = pa.schema(
-        [("kg", pa.int32()), ("key", pa.string()), ("end", pa.int64())]
-        + [c for f in fields for c in ((f, pa.float64()), (f + "__int", pa.bool_()))]
-    )
-    ddl = ", ".join(
-        ["kg int", "key string", "end long"]
-        + [c for f in fields for c in (f"`{f}` double", f"`{f}__int` boolean")]
-    )
+    if python_path(op):
+        schema = [("kg", pa.int32()), ("key", pa.string()), ("end", pa.int64()),
+                  ("ts", pa.int64()), ("wm", pa.int64()), ("split", pa.string()),
+                  ("seq", pa.int64()), ("rec", pa.binary())]  # fmt: skip
+        ddl = "kg int, key string, end long, ts long, wm long, split string, seq long, rec binary"
+    else:
+        fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
+        schema = [("kg", pa.int32()), ("key", pa.string()), ("end", pa.int64())]
+        schema += [c for f in fields for c in ((f, pa.float64()), (f + "__int", pa.bool_()))]
+        ddl = ", ".join(
+            ["kg int", "key string", "end long"]
+            + [c for f in fields for c in (f"`{f}` double", f"`{f}__int` boolean")]
+        )
+    data = _pairs(spark, plan, files, kafka, pa.schema(schema), ddl)
+    if python_path(op):  # streaming's order: by watermark, then split and position in it
+        order = ("kg", "key", "end", "wm", "split", "seq")
+        return data.repartition("kg").sortWithinPartitions(*order)
+    return _native_aggregates(data, FoldPlan(op.aggregates).fields)
+
+
+def _pairs(
+    spark: Any, plan: Plan, files: list[FileInput], kafka: list[KafkaInput], pair_schema: Any,
+    ddl: str,
+) -> Any:  # fmt: skip
+    """Stage 1: one Python task per file and per Kafka partition, their pairs in one frame."""
+    import pyarrow as pa
+
     frames = []
     if files:
 
@@ -195,6 +220,13 @@ def _aggregated(
     data = frames[0] if frames else spark.createDataFrame([], ddl)
     for other in frames[1:]:
         data = data.union(other)
+    return data
+
+
+def _native_aggregates(data: Any, fields: list[str]) -> Any:
+    """Stage 2, native: Spark's aggregates per ``(key group, key, window end)``."""
+    from pyspark.sql import functions as F
+
     aggs = [F.count(F.lit(1)).alias("n")]
     for f in fields:
         aggs += [
@@ -231,11 +263,12 @@ def _kafka_pairs(plan: Plan, k: KafkaInput, pair_schema: Any) -> Any:
     return pairs
 
 
-def _write_ssts(plan: Plan, windows: Any) -> list[Any]:
-    """Stage 3: one SST file per key group, written by the task that holds the key group."""
+def _write_ssts(plan: Plan, op: WindowOperator, windows: Any) -> list[Any]:
+    """Stage 3: one SST file per key group, written by the task that holds the key group (on
+    the Python path, that task folds its windows first)."""
     import pyarrow as pa
 
-    out_schema = "kg int, path string, windows long, min_end long, max_end long"
+    out_schema = "kg int, path string, windows long, min_end long, max_end long, late long"
     written_schema = pa.schema(
         [
             ("kg", pa.int32()),
@@ -243,6 +276,7 @@ def _write_ssts(plan: Plan, windows: Any) -> list[Any]:
             ("windows", pa.int64()),
             ("min_end", pa.int64()),
             ("max_end", pa.int64()),
+            ("late", pa.int64()),
         ]
     )
 
@@ -253,5 +287,11 @@ def _write_ssts(plan: Plan, windows: Any) -> list[Any]:
         if rows:
             yield pa.RecordBatch.from_pylist(write_ssts(plan, rows), schema=written_schema)
 
-    written: list[Any] = windows.mapInArrow(ssts, out_schema).collect()
-    return written
+    def python(batches: Iterator[Any]) -> Iterator[Any]:
+        written = list(python_ssts(plan, batches))
+        if written:
+            yield pa.RecordBatch.from_pylist(written, schema=written_schema)
+
+    fn = python if python_path(op) else ssts
+    done: list[Any] = windows.mapInArrow(fn, out_schema).collect()
+    return done

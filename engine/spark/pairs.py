@@ -4,8 +4,10 @@ the engine's own chain, to the ``(record, window)`` pairs the streaming rule kee
 The chain decodes, takes timestamps, runs the job's map/filter/flat_map steps and key selector,
 and gives each record the watermark its split had before it (max event time so far in the
 split, minus the bound, minus 1), as a streaming split does. A pair is kept when
-``end - 1 + allowed_lateness > watermark``, so late data is dropped (and counted) the same way.
-Malformed records, records without a timestamp or an aggregated field, are counted as dead.
+``end - 1 + allowed_lateness > watermark``, so late data is dropped (and counted) the same way;
+a record is late when all its windows are. Malformed records, records without a timestamp or
+an aggregated field, are counted as dead. Session windows keep every record here: whether one
+is late depends on the session it joins, which the next stage (``sessions.py``) decides.
 """
 
 from __future__ import annotations
@@ -14,15 +16,21 @@ import hashlib
 import itertools
 import json
 import os
+import pickle
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from engine.errors import SourceError, WeirError
+from engine.job import WindowOperator
 from engine.runtime.fold import FoldPlan
 from engine.sources.base import SourceBatch
-from engine.spark.plan import Plan, backfill_operator, load
+from engine.spark.plan import Plan, backfill_operator, load, python_path
 from engine.windows import SessionWindows
+
+# what the Python path adds to (kg, key, end): ts, the watermark the record arrived under, its
+# split and position there (streaming's order), and the pickled record
+PYTHON_COLUMNS = ["ts", "wm", "split", "seq", "rec"]
 
 
 def pairs_of_file(plan: Plan, path: str, fmt: str) -> Iterator[dict[str, list[Any]]]:
@@ -63,7 +71,6 @@ def pairs_of_split(
     from engine.runtime.chain import Chain, keyby_nodes
     from engine.runtime.outputs import DeadLetters
     from engine.sinks import from_url as sink_from_url
-    from state.keygroups import key_groups
 
     job = load(plan.job_file)
     op = backfill_operator(job, plan.op)
@@ -73,46 +80,15 @@ def pairs_of_split(
     )
     dead = DeadLetters(sink_from_url(f"file://{plan.out_dir}/dead-{os.getpid()}.jsonl"))
     chain = Chain(source, {}, dead)
-    fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
-    assigner = op.assigner
-    assert not isinstance(assigner, SessionWindows)  # refused by backfill_operator
-    lateness = op.allowed_lateness_ms
-    m = plan.max_parallelism
-    lo = plan.from_ms if plan.from_ms is not None else -(1 << 62)
-    hi = plan.to_ms if plan.to_ms is not None else 1 << 62
-    late = dead_fields = 0
+    select = _Selector(plan, op, split)
     max_ts = None
     try:
         for batch in batches:
             chain.process(batch, split)
-            out: dict[str, list[Any]] = {"kg": [], "key": [], "end": []}
-            for f in fields:
-                out[f] = []
-                out[f + "__int"] = []
+            out = select.empty()
             for node, keys, recs, ts, wms in chain.keyed:
-                if node != node_index:
-                    continue
-                ends, origin = assigner.expand(ts)
-                idx = origin if origin is not None else range(len(ends))
-                kgs = key_groups(keys, m)
-                # the streaming rule, per (record, window): kept while the window can change
-                on_time = [j for j, i in enumerate(idx) if ends[j] - 1 + lateness > wms[i]]
-                late += len(ends) - len(on_time)
-                sel = [j for j in on_time if lo <= ts[idx[j]] < hi]
-                rows = [idx[j] for j in sel]
-                try:
-                    cols = [[recs[i][f] for i in rows] for f in fields]
-                    if not all(set(map(type, c)) <= {int, float} for c in cols):
-                        raise TypeError
-                except (KeyError, TypeError, IndexError):
-                    sel, rows, cols, bad = _good_fields(sel, rows, recs, fields)
-                    dead_fields += bad
-                out["kg"] += [kgs[i] for i in rows]
-                out["key"] += [keys[i] for i in rows]
-                out["end"] += [ends[j] for j in sel]
-                for f, col in zip(fields, cols, strict=True):
-                    out[f] += list(map(float, col))
-                    out[f + "__int"] += [type(v) is int for v in col]
+                if node == node_index:
+                    select.add(out, keys, recs, ts, wms)
             if batch.items:
                 t = chain.max_ts.get(split)
                 max_ts = t if t is not None else max_ts
@@ -126,8 +102,82 @@ def pairs_of_split(
         close = getattr(batches, "close", None)
         if close is not None:
             close()  # the reader of a split left early
-    stats = {"split": split, "late": late, "dead": dead.count + dead_fields, "max_ts": max_ts}
+    stats = {"split": split, "late": select.late, "dead": dead.count + select.dead,
+             "max_ts": max_ts}  # fmt: skip
     Path(plan.out_dir, "stats", f"{_file_name(split)}.json").write_text(json.dumps(stats))
+
+
+class _Selector:
+    """Keyed records of one split to output columns. Native path: the kept pairs' aggregated
+    fields as doubles (and whether each was an int). Python path: the kept pairs with the
+    record itself (pickled, as records that a ``map`` reshaped travel between workers), its
+    event time, the watermark it arrived under and its position in the split, so the next stage
+    folds each window's records in streaming's order. Sessions keep every record (lateness
+    depends on the session a record joins: the next stage decides it); their ``end`` is 0."""
+
+    def __init__(self, plan: Plan, op: WindowOperator, split: str) -> None:
+        self.fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
+        self.python = python_path(op)
+        self.assigner = op.assigner
+        self.lateness = op.allowed_lateness_ms
+        self.m = plan.max_parallelism
+        self.lo = plan.from_ms if plan.from_ms is not None else -(1 << 62)
+        self.hi = plan.to_ms if plan.to_ms is not None else 1 << 62
+        self.split = split
+        self.seq = 0  # records of the split so far
+        self.late = self.dead = 0
+
+    def empty(self) -> dict[str, list[Any]]:
+        names = ["kg", "key", "end"]
+        if self.python:
+            names += PYTHON_COLUMNS
+        else:
+            names += [c for f in self.fields for c in (f, f + "__int")]
+        return {n: [] for n in names}
+
+    def add(
+        self, out: dict[str, list[Any]], keys: list[str], recs: list[Any], ts: list[int],
+        wms: list[int],
+    ) -> None:  # fmt: skip
+        from state.keygroups import key_groups
+
+        sel, rows, ends = self._kept(ts, wms)
+        try:
+            cols = [[recs[i][f] for i in rows] for f in self.fields]
+            if not all(set(map(type, c)) <= {int, float} for c in cols):
+                raise TypeError
+        except (KeyError, TypeError, IndexError):
+            sel, rows, cols, bad = _good_fields(sel, rows, recs, self.fields)
+            self.dead += bad
+        kgs = key_groups(keys, self.m)
+        out["kg"] += [kgs[i] for i in rows]
+        out["key"] += [keys[i] for i in rows]
+        out["end"] += [ends[j] for j in sel]
+        if self.python:
+            out["ts"] += [ts[i] for i in rows]
+            out["wm"] += [wms[i] for i in rows]
+            out["split"] += [self.split] * len(rows)
+            out["seq"] += [self.seq + i for i in rows]
+            out["rec"] += [pickle.dumps(recs[i], protocol=pickle.HIGHEST_PROTOCOL) for i in rows]
+        else:
+            for f, col in zip(self.fields, cols, strict=True):
+                out[f] += list(map(float, col))
+                out[f + "__int"] += [type(v) is int for v in col]
+        self.seq += len(keys)
+
+    def _kept(self, ts: list[int], wms: list[int]) -> tuple[list[int], list[int], list[int]]:
+        """``(pair indices, their records, window ends)`` of the pairs to keep."""
+        if isinstance(self.assigner, SessionWindows):
+            return list(range(len(ts))), list(range(len(ts))), [0] * len(ts)
+        ends, origin = self.assigner.expand(ts)
+        idx = origin if origin is not None else range(len(ends))
+        lateness = self.lateness
+        # the streaming rule, per (record, window): kept while the window can change; a record
+        # is late when all its windows are
+        on_time = [j for j, i in enumerate(idx) if ends[j] - 1 + lateness > wms[i]]
+        self.late += len(set(idx)) - len({idx[j] for j in on_time})
+        sel = [j for j in on_time if self.lo <= ts[idx[j]] < self.hi]
+        return sel, [idx[j] for j in sel], ends
 
 
 def _file_name(split: str) -> str:

@@ -1,12 +1,13 @@
 """What every stage of a backfill shares: the plan the Spark tasks receive, the checks on the
-operator, and the job file loaded once per Python worker."""
+operator, which path it takes (native Spark or Python), and the job file loaded once per Python
+worker."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.agg import Builtin
+from engine.agg import UserDefined
 from engine.errors import ConfigError, JobDefinitionError
 from engine.job import Job, WindowOperator
 from engine.windows import SessionWindows
@@ -42,22 +43,20 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
             "pick one with --op"
         )
     op = ops[0]
-    if isinstance(op.assigner, SessionWindows):
-        raise JobDefinitionError(
-            f"operator {op.name!r} uses session windows; the backfill runs tumbling and sliding "
-            "windows"
-        )
     if op.assigner.time == "processing":
         raise JobDefinitionError(
             f"operator {op.name!r} uses processing time; a backfill needs event time"
         )
-    custom = [n for n, a in op.aggregates.items() if not isinstance(a, Builtin)]
-    if custom:
-        raise JobDefinitionError(
-            f"operator {op.name!r} has user-defined aggregates ({', '.join(custom)}); the "
-            "backfill runs the built-in ones (count, sum, min, max, mean) natively on Spark"
-        )
     return op
+
+
+def python_path(op: WindowOperator) -> bool:
+    """Whether the windows are folded in Python tasks (the streaming fold itself) rather than by
+    Spark's native aggregates: sessions (merging needs each record's predecessor) and
+    user-defined aggregates (their objects run in Python)."""
+    return isinstance(op.assigner, SessionWindows) or any(
+        isinstance(a, UserDefined) for a in op.aggregates.values()
+    )
 
 
 _JOBS: dict[str, Job] = {}

@@ -1,17 +1,27 @@
-"""Stage 3 of a backfill, in the Spark tasks: the aggregated windows of a key group as state
-keys (``kg | state id | len | key | end``) and accumulator slots exactly as the streaming fold
-builds them, plus their cleanup timers, sorted and written with rocksdict's ``SstFileWriter``:
-one SST file per key group."""
+"""Stage 3 of a backfill, in the Spark tasks: the windows of a key group as state keys
+(``kg | state id | len | key | end``) and values exactly as streaming stores them, plus their
+cleanup timers, sorted and written with rocksdict's ``SstFileWriter``: one SST file per key
+group.
+
+Native path: accumulator slots built from Spark's aggregates (``slots_for``). Python path
+(sessions, user-defined aggregates): rows sorted by ``(kg, key, end, watermark, split,
+position)``, folded per window by ``folds.py`` or merged per key by ``sessions.py``.
+"""
 
 from __future__ import annotations
 
 import os
+import pickle
 import time
+from collections.abc import Iterator
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 from engine.agg import Builtin
 from engine.job import WindowOperator
 from engine.spark.plan import Plan, backfill_operator, load
+from engine.windows import SessionWindows
 
 
 def slots_for(op: WindowOperator, row: dict[str, Any]) -> list[Any]:
@@ -36,44 +46,126 @@ def _number(v: Any, all_int: bool) -> Any:
 
 
 def write_ssts(plan: Plan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One SST file per key group in ``rows``: window values and their cleanup timers."""
+    """Native path: one SST file per key group in ``rows`` (Spark's aggregates per window)."""
     import msgpack
-    from rocksdict import Options, SstFileWriter
 
     from state import layout
 
-    job = load(plan.job_file)
-    op = backfill_operator(job, plan.op)
-    sid, tsid = op.state_id, op.timer_state_id
+    op = backfill_operator(load(plan.job_file), plan.op)
     pack = msgpack.Packer().pack
     by_kg: dict[int, list[dict[str, Any]]] = {}
     for r in rows:
         by_kg.setdefault(int(r["kg"]), []).append(r)
     written = []
-    seq = time.time_ns()
     for kg, group in sorted(by_kg.items()):
-        entries: dict[bytes, bytes] = {}
-        timers: dict[int, list[str]] = {}
-        for r in group:
-            key, end = str(r["key"]), int(r["end"])
-            entries[layout.state_key(kg, sid, key.encode(), end)] = pack(slots_for(op, r))
-            timers.setdefault(end, []).append(key)
-        for end, keys in timers.items():
-            entries[layout.timer_key(kg, tsid, end, seq)] = pack(sorted(keys))
-        path = os.path.join(plan.out_dir, "sst", f"kg-{kg:05d}.sst")
-        writer = SstFileWriter(Options(raw_mode=True))
-        writer.open(path)
-        for k in sorted(entries):
-            writer[k] = entries[k]
-        writer.finish()
-        ends = list(timers)
-        written.append(
-            {
-                "kg": kg,
-                "path": path,
-                "windows": len(group),
-                "min_end": min(ends),
-                "max_end": max(ends),
-            }
-        )
+        windows = {
+            layout.state_key(kg, op.state_id, str(r["key"]).encode(), int(r["end"])): pack(
+                slots_for(op, r)
+            )
+            for r in group
+        }
+        written.append(_write_key_group(plan, op, kg, windows, 0))
     return written
+
+
+def python_ssts(plan: Plan, batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
+    """Python path: one SST file per key group of a task's sorted pair batches."""
+    import msgpack
+
+    from engine.spark.folds import WindowFolder
+    from engine.spark.sessions import SessionReplay
+    from state import layout
+
+    op = backfill_operator(load(plan.job_file), plan.op)
+    pack = msgpack.Packer().pack
+    sessions = isinstance(op.assigner, SessionWindows)
+    replay = SessionReplay(op, plan.max_parallelism) if sessions else None
+    fold = None if sessions else WindowFolder(op)
+    for kg, rows in groupby(_rows(batches), key=itemgetter(0)):
+        windows: dict[bytes, bytes] = {}
+        late = 0
+        if replay is not None:
+            before = replay.late
+            for key, key_rows in groupby(rows, key=itemgetter(1)):
+                replay.add_key(key, *_columns(list(key_rows)))
+            windows = _within(plan, replay.finish())
+            late = replay.late - before
+        else:
+            assert fold is not None
+            for (key, end), window_rows in groupby(rows, key=itemgetter(1, 2)):
+                slots = fold.slots(key, end, *_columns(list(window_rows)))
+                windows[layout.state_key(kg, op.state_id, key.encode(), end)] = pack(slots)
+        if windows:
+            yield _write_key_group(plan, op, kg, windows, late)
+        elif late:
+            yield {"kg": kg, "path": None, "windows": 0, "min_end": None, "max_end": None,
+                   "late": late}  # fmt: skip
+
+
+Row = tuple[int, str, int, int, int, bytes]  # kg, key, end, ts, watermark, pickled record
+
+
+def _rows(batches: Iterator[Any]) -> Iterator[Row]:
+    """The rows of sorted Arrow batches."""
+    names = ("kg", "key", "end", "ts", "wm", "rec")
+    for b in batches:
+        yield from zip(*(b.column(c).to_pylist() for c in names), strict=True)
+
+
+def _columns(rows: list[Row]) -> tuple[list[int], list[int], list[Any]]:
+    """Event times, watermarks and records of rows."""
+    return [r[3] for r in rows], [r[4] for r in rows], [pickle.loads(r[5]) for r in rows]
+
+
+def _within(plan: Plan, sessions: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    """With ``--from``/``--to``: the sessions whose records all lie in ``[from, to)``, computed
+    from every record (a session cut at the boundary is left out, never loaded partially)."""
+    if plan.from_ms is None and plan.to_ms is None:
+        return sessions
+    from engine.runtime.session_op import decode_session
+    from state import layout
+
+    assigner = backfill_operator(load(plan.job_file), plan.op).assigner
+    assert isinstance(assigner, SessionWindows)
+    lo = plan.from_ms if plan.from_ms is not None else -(1 << 62)
+    hi = plan.to_ms if plan.to_ms is not None else 1 << 62
+    kept = {}
+    for k, v in sessions.items():
+        end = layout.decode_state_key(k)[3]
+        if lo <= decode_session(v)[0] and end - assigner.gap_ms < hi:
+            kept[k] = v
+    return kept
+
+
+def _write_key_group(
+    plan: Plan, op: WindowOperator, kg: int, windows: dict[bytes, bytes], late: int
+) -> dict[str, Any]:
+    """The key group's SST file: its windows and a cleanup timer per window end listing the
+    keys (as ``WindowRuntime._add_timers`` writes them), sorted."""
+    import msgpack
+    from rocksdict import Options, SstFileWriter
+
+    from state import layout
+
+    keys_by_end: dict[int, list[str]] = {}
+    for k in windows:
+        _, _, key, end = layout.decode_state_key(k)
+        keys_by_end.setdefault(end, []).append(key.decode())
+    entries = dict(windows)
+    seq = time.time_ns()
+    for end, keys in keys_by_end.items():
+        entries[layout.timer_key(kg, op.timer_state_id, end, seq)] = msgpack.packb(sorted(keys))
+    path = os.path.join(plan.out_dir, "sst", f"kg-{kg:05d}.sst")
+    writer = SstFileWriter(Options(raw_mode=True))
+    writer.open(path)
+    for k in sorted(entries):
+        writer[k] = entries[k]
+    writer.finish()
+    return {
+        "kg": kg,
+        "path": path,
+        "windows": len(windows),
+        "min_end": min(keys_by_end),
+        "max_end": max(keys_by_end),
+        "late": late,
+    }
