@@ -203,6 +203,54 @@ job = Job({name!r}, max_parallelism={max_parallelism})
 """
 
 
+UDA_JOB_BOUND = 200
+# an order-sensitive user-defined aggregate: the first and last values in the order they were
+# added, and how many merges built the accumulator (a fold in another order, or a merge that
+# streaming does not do, changes it)
+_TRAIL = """
+class Trail:
+    def create(self):
+        return [0, [], [], 0]
+
+    def add(self, acc, r):
+        n, head, tail, m = acc
+        v = r["value"]
+        return [n + 1, head if len(head) >= 3 else head + [v], (tail + [v])[-3:], m]
+
+    def merge(self, a, b):
+        return [a[0] + b[0], (a[1] + b[1])[:3], (a[2] + b[2])[-3:], a[3] + b[3] + 1]
+
+    def result(self, acc):
+        return {"n": acc[0], "head": acc[1], "tail": acc[2], "merges": acc[3]}
+"""
+_UDA_JOB = (
+    "from engine import Job, WatermarkStrategy, agg, sources, windows\n"
+    + _TRAIL
+    + """
+job = Job("t1", max_parallelism=128)
+(
+    job.source(sources.jsonl("unused.jsonl"), timestamp="ts",
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=BOUND))
+    .filter(lambda e: e["event"] == "impression")
+    .map(lambda e: dict(e, x=e["value"] * 0.1))
+    .key_by("id")
+    .window(ASSIGNER, allowed_lateness_ms=LATENESS)
+    .aggregate("imps", AGGREGATES)
+)
+"""
+)
+# the Trail UDA beside built-ins, one of them a float sum (its value depends on the fold order)
+WITH_UDA = 'trail=Trail(), n=agg.count(), total=agg.sum("x"), avg=agg.mean("value")'
+BUILTINS = 'n=agg.count(), total=agg.sum("value"), lo=agg.min("value")'
+
+
+def uda_job_text(assigner: str, lateness: int, aggregates: str) -> str:
+    """Job ``t1``, operator ``imps``: impressions keyed by ``id`` with ``x = value * 0.1``, the
+    ``windows.…`` ``assigner`` and ``agg.…`` ``aggregates`` (``Trail()`` is defined)."""
+    text = _UDA_JOB.replace("BOUND", str(UDA_JOB_BOUND)).replace("ASSIGNER", assigner)
+    return text.replace("LATENESS", str(lateness)).replace("AGGREGATES", aggregates)
+
+
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

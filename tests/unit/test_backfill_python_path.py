@@ -27,46 +27,9 @@ from state.layout import decode_state_key
 from state.rocksdb import RocksState
 from tests.inprocess import run_batches
 from tests.reference import Spec
-from tests.support import make_events, write_events
+from tests.support import BUILTINS, UDA_JOB_BOUND, WITH_UDA, make_events, uda_job_text, write_events
 
-BOUND = 200
-# an order-sensitive aggregate: the first and last values in the order they were added, and how
-# many merges built the accumulator (a fold in another order, or a merge streaming does not
-# do, changes it)
-TRAIL = """
-class Trail:
-    def create(self):
-        return [0, [], [], 0]
-
-    def add(self, acc, r):
-        n, head, tail, m = acc
-        v = r["value"]
-        return [n + 1, head if len(head) >= 3 else head + [v], (tail + [v])[-3:], m]
-
-    def merge(self, a, b):
-        return [a[0] + b[0], (a[1] + b[1])[:3], (a[2] + b[2])[-3:], a[3] + b[3] + 1]
-
-    def result(self, acc):
-        return {"n": acc[0], "head": acc[1], "tail": acc[2], "merges": acc[3]}
-"""
-JOB = (
-    "from engine import Job, WatermarkStrategy, agg, sources, windows\n"
-    + TRAIL
-    + """
-job = Job("t1", max_parallelism=128)
-(
-    job.source(sources.jsonl("unused.jsonl"), timestamp="ts",
-               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=BOUND))
-    .filter(lambda e: e["event"] == "impression")
-    .map(lambda e: dict(e, x=e["value"] * 0.1))
-    .key_by("id")
-    .window(ASSIGNER, allowed_lateness_ms=LATENESS)
-    .aggregate("imps", AGGREGATES)
-)
-"""
-)
-WITH_UDA = 'trail=Trail(), n=agg.count(), total=agg.sum("x"), avg=agg.mean("value")'
-BUILTINS = 'n=agg.count(), total=agg.sum("value"), lo=agg.min("value")'
+BOUND = UDA_JOB_BOUND
 CASES = {
     "tumbling-uda": ("windows.tumbling(ms=700)", 300, WITH_UDA),
     "sliding-uda-panes": ("windows.sliding(size_ms=1000, slide_ms=300)", 800, WITH_UDA),
@@ -75,15 +38,9 @@ CASES = {
 }
 
 
-def job_text(assigner: str, lateness: int, aggregates: str) -> str:
-    """The job, with ``windows.…`` ``assigner`` and ``agg.…`` ``aggregates``."""
-    text = JOB.replace("BOUND", str(BOUND)).replace("ASSIGNER", assigner)
-    return text.replace("LATENESS", str(lateness)).replace("AGGREGATES", aggregates)
-
-
 def _job(tmp: Path, case: str) -> Path:
     path = tmp / f"{case}.py"
-    path.write_text(job_text(*CASES[case]))
+    path.write_text(uda_job_text(*CASES[case]))
     return path
 
 
@@ -190,7 +147,7 @@ def test_sessions_and_udas_take_the_python_path_builtins_stay_native(tmp_path: P
             for case in CASES}  # fmt: skip
     assert all(path.values())
     native = tmp_path / "native.py"
-    native.write_text(job_text("windows.sliding(size_ms=1000, slide_ms=300)", 0, BUILTINS))
+    native.write_text(uda_job_text("windows.sliding(size_ms=1000, slide_ms=300)", 0, BUILTINS))
     op = backfill_operator(load_job(native), None)
     assert not any(isinstance(a, UserDefined) for a in op.aggregates.values())
     assert python_path(op) is False
@@ -198,6 +155,6 @@ def test_sessions_and_udas_take_the_python_path_builtins_stay_native(tmp_path: P
 
 def test_processing_time_is_refused_naming_the_operator(tmp_path: Path) -> None:
     job = tmp_path / "pt.py"
-    job.write_text(job_text("windows.session(gap_ms=10, time='processing')", 0, BUILTINS))
+    job.write_text(uda_job_text("windows.session(gap_ms=10, time='processing')", 0, BUILTINS))
     with pytest.raises(JobDefinitionError, match="operator 'imps' uses processing time"):
         backfill_operator(load_job(job), None)
