@@ -285,7 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
     env.add("--op", "the window operator (when the job has several)", metavar="NAME")
     env.add(
         "--from",
-        "first event time to include (epoch ms; Kafka offsets go in the URL)",
+        "first event time to include (epoch ms; Kafka offsets go in the URL); session windows "
+        "keep the sessions whose events all lie in [--from, --to)",
         type=int,
         metavar="T",
     )
