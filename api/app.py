@@ -13,7 +13,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api import errors, metrics
 from api.registry import Registry
-from api.routes import dashboard, jobs, state, top
+from api.routes import admin, dashboard, jobs, state, top
 from api.settings import ApiSettings
 
 OPEN_PATHS = frozenset({"/health"})
@@ -47,6 +47,7 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
             expose_headers=["ETag"],
         )
     app.include_router(jobs.router)
+    app.include_router(admin.router)
     app.include_router(dashboard.router)
     app.include_router(top.router)
     app.include_router(state.router)  # last: its path pattern is the most general
