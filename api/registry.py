@@ -4,6 +4,7 @@ worker. Routes get it through a FastAPI dependency."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,7 @@ class JobHandle:
     committed: CommittedReader | None = None
     generation: int = 0
     make_reader: Callable[[int], SecondaryReader] | None = None  # to follow a new parallelism
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def plan(self, op: WindowOperator) -> FoldPlan:
         plan = self.plans.get(op.name)
@@ -71,18 +73,23 @@ class JobHandle:
     def reader_for(self, key_group: int) -> SecondaryReader:
         generation = self.runtime.generation
         parallelism = self.runtime.parallelism
-        if generation != self.generation:  # the job restarted: its RocksDB files were rebuilt
-            self.generation = generation
-            for r in self.readers:
-                r.close()
-        if self.make_reader is not None and len(self.readers) != parallelism:
-            for r in self.readers:  # a new run at another parallelism (weir api follows it)
-                r.close()
-            self.readers = [self.make_reader(i) for i in range(parallelism)]
+        if generation != self.generation or len(self.readers) != parallelism:
+            self._follow(generation, parallelism)
         if parallelism < 1:
             raise StateError(f"job {self.job.name!r} has not reported its workers yet")
         index = operator_for_key_group(self.job.max_parallelism, parallelism, key_group)
         return self.readers[index]
+
+    def _follow(self, generation: int, parallelism: int) -> None:
+        with self._lock:
+            if generation != self.generation:  # the job restarted: its files were rebuilt
+                self.generation = generation
+                for r in self.readers:
+                    r.close()
+            if self.make_reader is not None and len(self.readers) != parallelism:
+                for r in self.readers:  # a new run at another parallelism (weir api follows)
+                    r.close()
+                self.readers = [self.make_reader(i) for i in range(parallelism)]
 
     def committed_view(self) -> CommittedView | None:
         if self.committed is None:
