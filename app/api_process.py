@@ -18,7 +18,7 @@ from pathlib import Path
 
 from api import ApiSettings, Registry, create_app, handle_for
 from api.remote import RemoteRuntime
-from app.supervise import check_port_free, serve_http
+from app.supervise import check_port_free, serve_http, warn_if_admin_closed
 from engine.runtime.config import RunConfig
 from engine.runtime.loader import load_job
 from state.checkpoints import CheckpointStorage
@@ -32,11 +32,11 @@ def run(
     checkpoint_dir: Path | None,
     port: int,
     settings: ApiSettings,
-    host: str,
 ) -> int:
     job = load_job(job_file)
     cfg = RunConfig(job_file=job_file, state_dir=state_dir, checkpoint_dir=checkpoint_dir)
-    check_port_free(host, port)
+    check_port_free(settings.host, port)
+    warn_if_admin_closed(settings)
     job_dir = cfg.job_dir(job.name)
     _remove_stale_api_dirs(job_dir)
     api_dir = job_dir / f"api-{os.getpid()}"
@@ -46,7 +46,7 @@ def run(
     if runtime.status_problem:
         log.warning("job=%s %s", job.name, runtime.status_problem)
     try:
-        serve_http(create_app(registry, settings), host, port, job.name, threading.Event())
+        serve_http(create_app(registry, settings), settings.host, port, job.name, threading.Event())
     finally:
         shutil.rmtree(api_dir, ignore_errors=True)
     return 0

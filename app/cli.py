@@ -200,7 +200,7 @@ def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
 def _api_flags(env: _Env) -> None:
     env.add(
         "--api-host",
-        "address the HTTP API binds",
+        "address the HTTP API binds (without a token, admin routes answer only on loopback)",
         "127.0.0.1",
         metavar="H",
     )
@@ -412,6 +412,7 @@ def _api_settings(args: argparse.Namespace) -> ApiSettings:
     return ApiSettings(
         token=args.api_token or None,
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
+        host=args.api_host,
     )
 
 
@@ -499,7 +500,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 Path(args.checkpoint_dir) if args.checkpoint_dir else None,
                 args.api_port,
                 _api_settings(args),
-                args.api_host,
             )
         from app import supervise
 

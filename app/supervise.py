@@ -8,6 +8,7 @@ import signal
 import socket
 import sys
 import threading
+from dataclasses import replace
 
 import uvicorn
 from fastapi import FastAPI
@@ -34,6 +35,15 @@ def check_port_free(host: str, port: int) -> None:
                 f"--api-port {port} on {host} is not available ({exc.strerror}); pass another "
                 "port, or 0 for any free one"
             ) from None
+
+
+def warn_if_admin_closed(api: ApiSettings) -> None:
+    if not api.admin_open:
+        log.warning(
+            "the API binds %s without a token: admin routes (savepoints, backfills) are "
+            "refused; set WEIR_API_TOKEN to allow them",
+            api.host,
+        )
 
 
 def serve_http(app: FastAPI, host: str, port: int, job: str, until: threading.Event) -> None:
@@ -73,8 +83,9 @@ def run(
     job = load_configured_job(cfg)
     if not serve_api:
         return _run_headless(cfg, job)
-    api = api or ApiSettings()
+    api = replace(api or ApiSettings(), host=api_host)  # the access rule follows the bind
     check_port_free(api_host, api_port)
+    warn_if_admin_closed(api)
     manager = JobManager(cfg, job)
     registry = Registry()
     registry.add(handle_for(job, manager, cfg))
