@@ -39,7 +39,14 @@ types: $(STAMP)
 
 check: lint types test
 
-bench: $(STAMP)
+# the peer in make bench's comparison, in its own venv so its pins never meet weir's
+QUIX := .bench-venvs/quix
+$(QUIX)/.installed:
+	test -x $(QUIX)/bin/python || $(PYTHON) -m venv $(QUIX)
+	$(QUIX)/bin/python -m pip install --quiet quixstreams==3.28.0
+	touch $@
+
+bench: $(STAMP) $(QUIX)/.installed
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m loadtest.bench
@@ -54,4 +61,4 @@ compose-check: system-deps
 	docker-compose -f docker-compose.yml config -q && echo "docker-compose.yml is valid"
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .weir
+	rm -rf $(VENV) .bench-venvs .pytest_cache .mypy_cache .ruff_cache .weir

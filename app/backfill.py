@@ -1,5 +1,6 @@
-"""``weir backfill``: run a job's window operator over historical files on Spark, then load the
-windows into a savepoint (``--into-savepoint``) or a running job (``--live``)."""
+"""``weir backfill``: run a job's window operator over historical input (files or Kafka offset
+ranges) on Spark, then load the windows into a savepoint (``--into-savepoint``) or a running job
+(``--live``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from engine.errors import ConfigError
 def main(args: Any) -> int:
     from engine.runtime.loader import load_job
     from engine.spark.backfill import backfill_operator, run_backfill
+    from engine.spark.inputs import resolve_inputs
     from engine.spark.load import make_savepoint
 
     if bool(args.into_savepoint) == bool(args.live):
@@ -27,6 +29,7 @@ def main(args: Any) -> int:
     job_file = Path(args.job_file)
     job = load_job(job_file)
     op = backfill_operator(job, args.op)
+    inputs = resolve_inputs(args.input, args.format, job)  # Kafka offset ranges are fixed here
     print(
         f"weir backfill: {op.name} of job {job.name} on Spark {args.master}…",
         file=sys.stderr,
@@ -34,7 +37,7 @@ def main(args: Any) -> int:
     )
     result = run_backfill(
         job_file,
-        args.input,
+        inputs,
         Path(args.work_dir) / job.name,
         op_name=op.name,
         from_ms=args.__dict__["from"],

@@ -21,19 +21,30 @@ if TYPE_CHECKING:
 DEMO_JOB = Path(__file__).with_name("demo_job.py")
 
 
-def _int_type(flag: str, minimum: int) -> Callable[[str], int]:
-    def parse(raw: str) -> int:
+def _number_type(
+    flag: str, minimum: float, kind: Callable[[str], Any] = int
+) -> Callable[[str], Any]:
+    def parse(raw: str) -> Any:
         try:
-            value = int(raw)
+            value = kind(raw)
         except ValueError:
+            what = "a whole number" if kind is int else "a number"
             raise argparse.ArgumentTypeError(
-                f"{flag}={raw!r} is not a whole number; e.g. {flag} {max(minimum, 1)}"
+                f"{flag}={raw!r} is not {what}; e.g. {flag} {max(minimum, 1)}"
             ) from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{flag}={value} is too small; use {minimum} or more")
         return value
 
     return parse
+
+
+def _int_type(flag: str, minimum: int) -> Callable[[str], int]:
+    return _number_type(flag, minimum, int)
+
+
+def _float_type(flag: str, minimum: float) -> Callable[[str], float]:
+    return _number_type(flag, minimum, float)
 
 
 class _Env:
@@ -47,7 +58,10 @@ class _Env:
         raw = os.environ.get(env)
         kind = kw.get("type")
         if raw is not None:
-            if kw.get("action") == "store_true":
+            if kw.get("nargs") == "+":  # several values: separated by spaces
+                default = raw.split()
+                kw["required"] = kw.get("required", False) and not default
+            elif kw.get("action") == "store_true":
                 default = raw.strip().lower() in ("1", "true", "yes", "on")
             elif kind is not None:
                 try:
@@ -56,7 +70,10 @@ class _Env:
                     raise ConfigError(f"environment variable {env}: {exc}") from None
             else:
                 default = raw
-        shown = f" (env {env}" + (f", default {default})" if default not in (None, False) else ")")
+        shown_default = " ".join(default) if isinstance(default, list) else default
+        shown = f" (env {env}" + (
+            f", default {shown_default})" if default not in (None, False) else ")"
+        )
         self.parser.add_argument(flag, default=default, help=help + shown, **kw)
 
 
@@ -288,13 +305,29 @@ def build_parser() -> argparse.ArgumentParser:
         "backfill", help="compute a job's windows over historical input on Spark and load them"
     )
     back.add_argument("job_file", metavar="JOB.py", help="the job file `weir run` runs")
-    back.add_argument(
-        "--input", nargs="+", required=True, metavar="PATH", help="JSONL files or globs"
-    )
     env = _Env(back)
-    env.add("--format", "input format", "jsonl", choices=["jsonl"])
+    env.add(
+        "--input",
+        "files or globs (JSONL, Parquet, CSV; one file is one split) or Kafka offset ranges, "
+        "kafka://host:port/topic?from=earliest|N|P:N,…&to=latest|N|P:N,…&metadata=true "
+        "(one partition is one split); the env variable separates them with spaces",
+        nargs="+",
+        required=True,
+        metavar="PATH|URL",
+    )
+    env.add(
+        "--format",
+        "format of the input files; without it, each file's extension tells: "
+        ".jsonl/.json/.ndjson, .parquet, .csv",
+        choices=["jsonl", "parquet", "csv"],
+    )
     env.add("--op", "the window operator (when the job has several)", metavar="NAME")
-    env.add("--from", "first event time to include (epoch ms)", type=int, metavar="T")
+    env.add(
+        "--from",
+        "first event time to include (epoch ms; Kafka offsets go in the URL)",
+        type=int,
+        metavar="T",
+    )
     env.add("--to", "event times before this (epoch ms)", type=int, metavar="T")
     env.add("--master", "Spark master", "local[*]", metavar="URL")
     env.add(
@@ -362,6 +395,14 @@ def build_parser() -> argparse.ArgumentParser:
         "wall (event time is now) or synthetic (reproducible times)",
         "wall",
         choices=["wall", "synthetic"],
+    )
+    env.add(
+        "--step-ms",
+        "with --clock synthetic, event i is at start + i * STEP ms (0.1: 10,000 events a second "
+        "of event time)",
+        1.0,
+        type=_float_type("--step-ms", 0.0),
+        metavar="STEP",
     )
     return parser
 

@@ -62,6 +62,7 @@ def produce(
     partitions: int = 4,
     seed: int = 7,
     clock: str = "wall",
+    step: float = 1.0,
     progress: bool = True,
 ) -> dict[str, Any]:
     """Send ``count`` events (forever when None) at ``rate`` events/s (0: as fast as possible)."""
@@ -71,7 +72,7 @@ def produce(
         raise ConfigError(f"--count={count} is negative; use 0 or more events")
     spec = GeneratorSource(
         workload=workload, rate=rate, ids=keys, skew=skew, disorder=disorder, seed=seed,
-        count=count, clock=clock, split_count=1,
+        count=count, clock=clock, step=step, split_count=1,
     )  # fmt: skip
     have = ensure_topic(bootstrap, topic, partitions)
     producer = connect(
@@ -125,11 +126,12 @@ def write_file(
     count: int,
     seed: int,
     clock: str,
+    step: float = 1.0,
 ) -> dict[str, Any]:
     """The same events into a JSONL file (history for ``weir backfill``)."""
     spec = GeneratorSource(
         workload=workload, rate=0, ids=keys, skew=skew, disorder=disorder, seed=seed,
-        count=count, clock=clock, split_count=1,
+        count=count, clock=clock, step=step, split_count=1,
     )  # fmt: skip
     reader = spec.open("0/1")
     written = 0
@@ -150,6 +152,7 @@ def main(args: Any) -> int:
         summary = write_file(
             args.file, workload=args.workload, keys=args.keys, skew=args.skew,
             disorder=args.disorder, count=args.count, seed=args.seed, clock=args.clock,
+            step=args.step_ms,
         )  # fmt: skip
         print(json.dumps(summary))
         return 0
@@ -165,6 +168,7 @@ def main(args: Any) -> int:
         partitions=args.partitions,
         seed=args.seed,
         clock=args.clock,
+        step=args.step_ms,
     )
     print(json.dumps(summary))
     return 0

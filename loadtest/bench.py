@@ -12,7 +12,17 @@
 4. ``freshness``: event handed to the source -> visible in an HTTP query, p50/p99, at the
    default buffer timeout.
 5. ``buffer_timeout``: throughput and freshness p99 against exchange buffer timeouts of
-   0, 1, 5, 10, 50 and 100 ms (Flink's latency/throughput figure), plotted to a PNG.
+   0, 1, 5, 10, 50 and 100 ms (Flink's latency/throughput figure).
+6. ``checkpoints``: throughput with checkpoints every 1 s against none, the synchronous part
+   with state growing to 1M keys, recovery time (``loadtest/checkpoint_bench.py``).
+7. ``kafka``: the Kafka source against the bare kafka-python consumer (``kafka_bench.py``).
+8. ``queries``: point lookups with wrk beside a bare FastAPI + rocksdict endpoint, then the
+   mixed query load (``query_bench.py``).
+9. ``peers``: weir beside Quix Streams on the same Kafka topics, 10k and 1M keys
+   (``peer_bench.py``).
+
+``--only`` runs some sections. The figures (``loadtest/plots.py``) and ``bench.json`` go to
+``--out``; ``seconds`` in the JSON times each section.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ import json
 import multiprocessing as mp
 import platform
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -31,7 +42,15 @@ from typing import Any
 from engine.runtime.config import RunConfig
 from engine.runtime.loader import load_configured_job
 from engine.runtime.worker import Worker
-from loadtest import checkpoint_bench, freshness, kafka_bench, query_bench, serving_cost
+from loadtest import (
+    checkpoint_bench,
+    freshness,
+    kafka_bench,
+    peer_bench,
+    plots,
+    query_bench,
+    serving_cost,
+)
 from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
 
@@ -119,13 +138,19 @@ def throughput(workdir: Path, events: int, keys: int) -> dict[str, Any]:
     return out
 
 
-def parallel(workdir: Path, events: int, keys: int) -> dict[str, Any]:
-    """Parallelism 1 and 2 on the same two files, measured one after the other in this run."""
+def write_parallel_inputs(workdir: Path, events: int, keys: int) -> Path:
+    """Two JSONL files (two splits) and the job reading them, shared by several sections."""
     step = 10_000 / (keys * 10)
     for i in range(2):
         write_ads(workdir / f"part-{i}.jsonl", events // 2, keys, step_ms=step * 2, seed=100 + i)
     job_file = workdir / "parallel_job.py"
     job_file.write_text(JOB.format(path=str(workdir / "part-*.jsonl"), window=TUMBLING))
+    return job_file
+
+
+def parallel(workdir: Path, events: int, keys: int) -> dict[str, Any]:
+    """Parallelism 1 and 2 on the same two files, measured one after the other in this run."""
+    job_file = write_parallel_inputs(workdir, events, keys)
     capacity_before = parallel_capacity()
     runs: dict[int, list[dict[str, Any]]] = {1: [], 2: []}
     for round_ in range(2):  # interleaved, best of two: the host is shared and noisy
@@ -144,9 +169,7 @@ def parallel(workdir: Path, events: int, keys: int) -> dict[str, Any]:
     }
 
 
-def buffer_sweep(
-    workdir: Path, events: int, keys: int, rate: int, out: Path
-) -> list[dict[str, Any]]:
+def buffer_sweep(workdir: Path, events: int, keys: int, rate: int) -> list[dict[str, Any]]:
     job_file = workdir / "parallel_job.py"  # written by parallel()
     rows = []
     for timeout in BUFFER_TIMEOUTS:
@@ -160,29 +183,13 @@ def buffer_sweep(
                 "freshness_p99_ms": fresh["p99_ms"],
             }
         )
-    plot_buffer_sweep(rows, out / "buffer_timeout.png")
     return rows
 
 
-def plot_buffer_sweep(rows: list[dict[str, Any]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    xs = [r["buffer_timeout_ms"] for r in rows]
-    fig, left = plt.subplots(figsize=(7, 4))
-    left.plot(xs, [r["events_per_s"] / 1000 for r in rows], "o-", color="tab:blue")
-    left.set_xscale("symlog", linthresh=1)
-    left.set_xlabel("buffer timeout (ms)")
-    left.set_ylabel("throughput, parallelism 2 (k events/s)", color="tab:blue")
-    right = left.twinx()
-    right.plot(xs, [r["freshness_p99_ms"] for r in rows], "s--", color="tab:red")
-    right.set_ylabel("freshness p99 (ms)", color="tab:red")
-    left.set_title("weir: throughput and latency against the exchange buffer timeout")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+SECTIONS = (
+    "single_worker", "parallel", "serving_cost", "freshness", "buffer_timeout", "checkpoints",
+    "kafka", "queries", "peers",
+)  # fmt: skip
 
 
 def main() -> None:
@@ -190,28 +197,52 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--rate", type=int, default=5_000, help="events/s for freshness runs")
+    parser.add_argument("--peer-events", type=int, default=300_000, help="per peer workload")
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}"
+    )
     args = parser.parse_args()
+    only = [s for s in args.only.split(",") if s]
+    unknown = sorted(set(only) - set(SECTIONS))
+    if unknown:
+        raise SystemExit(f"--only: unknown sections {unknown}; use some of {', '.join(SECTIONS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="weir-bench-"))
+    parallel_job = workdir / "parallel_job.py"
+    runs: dict[str, Any] = {
+        "single_worker": lambda: throughput(workdir, args.events, args.keys),
+        "parallel": lambda: parallel(workdir, args.events, args.keys),
+        "serving_cost": lambda: serving_cost.measure(parallel_job, workdir, args.keys),
+        "freshness": lambda: freshness.measure(
+            workdir, rate=args.rate, parallelism=2, buffer_timeout_ms=DEFAULT_BUFFER_TIMEOUT_MS
+        ),
+        "buffer_timeout": lambda: buffer_sweep(workdir, args.events // 2, args.keys, args.rate),
+        "checkpoints": lambda: checkpoint_bench.measure(parallel_job, workdir),
+        "kafka": lambda: kafka_bench.measure(workdir),
+        "queries": lambda: query_bench.measure(workdir),
+        "peers": lambda: peer_bench.measure(workdir, args.peer_events),
+    }
+    result: dict[str, Any] = {
+        "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
+        "seconds": {},
+    }
+    started = time.monotonic()
     try:
-        result = {
-            "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
-            "single_worker": throughput(workdir, args.events, args.keys),
-            "parallel": parallel(workdir, args.events, args.keys),
-            "serving_cost": serving_cost.measure(workdir / "parallel_job.py", workdir, args.keys),
-            "freshness": freshness.measure(
-                workdir, rate=args.rate, parallelism=2, buffer_timeout_ms=DEFAULT_BUFFER_TIMEOUT_MS
-            ),
-            "buffer_timeout": buffer_sweep(
-                workdir, args.events // 2, args.keys, args.rate, args.out
-            ),
-            "checkpoints": checkpoint_bench.measure(workdir / "parallel_job.py", workdir),
-            "kafka": kafka_bench.measure(workdir),
-            "queries": query_bench.measure(workdir),
-        }
+        for name in SECTIONS:
+            if name not in only:
+                continue
+            if not parallel_job.exists() and name in ("serving_cost", "buffer_timeout",
+                                                      "checkpoints"):  # fmt: skip
+                write_parallel_inputs(workdir, args.events, args.keys)
+            print(f"bench: {name}…", file=sys.stderr, flush=True)
+            t0 = time.monotonic()
+            result[name] = runs[name]()
+            result["seconds"][name] = round(time.monotonic() - t0, 1)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    result["seconds"]["total"] = round(time.monotonic() - started, 1)
+    result["plots"] = plots.write_all(result, args.out)
     text = json.dumps(result, indent=2)
     print(text)
     (args.out / "bench.json").write_text(text + "\n")

@@ -104,6 +104,10 @@ def sync_phase(workdir: Path, keys: int = 1_000_000, count: int = 2_000_000) -> 
         "async_p50_ms": _pct([c["async_ms"] for c in taken], 0.5),
         "largest_checkpoint_bytes": max(c["size"] for c in taken),
         "median_incremental_bytes": int(statistics.median(c["incremental_size"] for c in taken)),
+        "each": [
+            {k: c[k] for k in ("id", "sync_ms", "async_ms", "size", "incremental_size")}
+            for c in taken
+        ],
     }
 
 

@@ -2,10 +2,13 @@
 ingests, beside a bare FastAPI + rocksdict endpoint, measured in the same run on the same
 machine with the same client: ``wrk`` (Debian's; ``make bench`` installs it), 50 connections,
 random keys, a fixed duration each, interleaved rounds. Goal: weir >= 80% of the bare
-endpoint's requests/s, p99 <= 20 ms."""
+endpoint's requests/s, p99 <= 20 ms. Then the mixed load of ``loadtest/query_load.py`` (point,
+batch, top-N, SSE) for the latency CDF plot."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import re
 import shutil
 import subprocess
@@ -17,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from loadtest import query_load
 from loadtest.broker import free_port
 from loadtest.runs import serving
 
@@ -107,6 +111,7 @@ def measure(
                     _wrk(url, "/qbench/stats/state/ad-%d?limit=5", workdir, seconds, connections)
                 )
                 runs["bare"].append(_wrk(bare_url, "/kv/ad-%d", workdir, seconds, connections))
+            mixed = asyncio.run(query_load.run(_mix_args(url, seconds)))
             ingest = httpx.get(f"{url}/jobs/qbench", trust_env=False).json()["records_in"]
     finally:
         bare.terminate()
@@ -119,7 +124,18 @@ def measure(
         "bare_fastapi_rocksdict": best["bare"],
         "weir_over_bare": round(best["weir"]["requests_per_s"] / best["bare"]["requests_per_s"], 2),
         "job_records_in_meanwhile": ingest,
+        "mixed_load": mixed,
     }
+
+
+def _mix_args(url: str, seconds: float) -> argparse.Namespace:
+    """query_load's default mix (point 70, batch 10, top 15, SSE 5) from 20 async clients,
+    keeping each kind's latency quantiles for the CDF plot."""
+    return argparse.Namespace(
+        url=url, job="qbench", op="stats", by="n", keys=2_000, key_prefix="ad-", batch=20,
+        mix="point=70,batch=10,top=15,sse=5", connections=20, seconds=seconds,
+        requests=1_000_000, timeout=10.0, quantiles=True,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

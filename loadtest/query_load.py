@@ -123,6 +123,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 entry[f"p{int(q * 100)}_ms"] = round(
                     lat[min(len(lat) - 1, int(q * len(lat)))] * 1000, 2
                 )
+        if getattr(args, "quantiles", False) and lat:  # 101 points: the latency CDF
+            entry["quantiles_ms"] = [
+                round(lat[min(len(lat) - 1, int(q / 100 * len(lat)))] * 1000, 3) for q in range(101)
+            ]
         out["kinds"][kind] = entry
     return out
 

@@ -110,7 +110,7 @@ class Chain:
         except orjson.JSONDecodeError:  # a malformed or blank line: find it line by line
             recs = []
             for line in lines:
-                if line.isspace():
+                if line is not None and line.isspace():  # None: a Kafka record without value
                     continue
                 try:
                     recs.append(loads(line))

@@ -131,19 +131,96 @@ class KafkaSource:
             )
         return sorted(found)
 
+    def offset_bounds(self, timeout_s: float = 15.0) -> dict[int, tuple[int, int]]:
+        """Each partition's first offset and its end: the high watermark a first fetch reports
+        (some brokers, Tansu among them, answer ListOffsets(latest) wrongly)."""
+        from kafka import KafkaConsumer, TopicPartition
+        from kafka.errors import KafkaError
+
+        tps = [TopicPartition(self.topic, p) for p in self.partitions()]
+        consumer = connect(
+            KafkaConsumer, f"topic {self.topic}", self.bootstrap, enable_auto_commit=False,
+            fetch_max_wait_ms=50, max_partition_fetch_bytes=1024,
+        )  # fmt: skip
+        try:
+            consumer.assign(tps)
+            first = consumer.beginning_offsets(tps)
+            for tp in tps:
+                consumer.seek(tp, first[tp])
+            deadline = time.monotonic() + timeout_s
+            while any(consumer.highwater(tp) is None for tp in tps):
+                if time.monotonic() > deadline:
+                    raise SourceError(
+                        f"Kafka topic {self.topic!r} on {self.bootstrap}: partitions did not "
+                        f"report their end offsets in {timeout_s:g} s"
+                    )
+                consumer.poll(timeout_ms=50, max_records=1)
+            return {tp.partition: (int(first[tp]), int(consumer.highwater(tp))) for tp in tps}
+        except KafkaError as exc:
+            raise SourceError(
+                f"Kafka topic {self.topic!r} on {self.bootstrap}: cannot read its offsets "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+        finally:
+            consumer.close()
+
     def splits(self, parallelism: int = 1) -> list[str]:
         return [f"{self.topic}/{p}" for p in self.partitions()]
 
-    def open(self, split: str, offset: Any = None) -> KafkaReader:
+    def open(
+        self, split: str, offset: Any = None, stop: int | None = None, lean: bool = True
+    ) -> KafkaReader:
+        """A reader of ``split`` from ``offset`` (else by ``start``); with ``stop``, it ends
+        before that offset (the backfill's fixed ranges). ``lean=False`` keeps kafka-python's
+        whole records (key, headers, timestamp) even without ``metadata``."""
         topic, _, part = split.rpartition("/")
-        return KafkaReader(self, topic, int(part), offset)
+        return KafkaReader(self, topic, int(part), offset, stop, lean)
+
+
+def records_with_metadata(msgs: list[Any]) -> list[Any]:
+    """Records (``metadata=true``): each value decoded as a JSON object (else
+    ``{"_value": text}``), with ``"_kafka": {"key", "headers", "timestamp", "partition",
+    "offset"}``. ``msgs`` are kafka-python records or anything with their attributes."""
+    out: list[Any] = []
+    for m in msgs:
+        try:
+            rec = orjson.loads(m.value)
+        except orjson.JSONDecodeError:
+            rec = None
+        if not isinstance(rec, dict):
+            rec = {"_value": m.value.decode("utf-8", "replace") if m.value else None}
+        rec["_kafka"] = {
+            "key": m.key.decode("utf-8", "replace") if m.key is not None else None,
+            "headers": {k: v.decode("utf-8", "replace") for k, v in m.headers or []},
+            "timestamp": m.timestamp,
+            "partition": m.partition,
+            "offset": m.offset,
+        }
+        out.append(rec)
+    return out
+
+
+def _first(record: tuple[int, bytes | None]) -> int:
+    return record[0]
+
+
+def _offset(record: Any) -> int:
+    return int(record.offset)
 
 
 class KafkaReader:
     """One partition: a consumer assigned to it alone, positioned at the checkpoint's offset or
-    by the ``start`` mode."""
+    by the ``start`` mode, and bounded by ``stop`` or by ``end=latest``."""
 
-    def __init__(self, spec: KafkaSource, topic: str, partition: int, offset: Any) -> None:
+    def __init__(
+        self,
+        spec: KafkaSource,
+        topic: str,
+        partition: int,
+        offset: Any,
+        stop: int | None = None,
+        lean: bool = True,
+    ) -> None:
         from kafka import KafkaConsumer, TopicPartition
 
         self._spec = spec
@@ -160,9 +237,16 @@ class KafkaReader:
             fetch_max_wait_ms=50,
             session_timeout_ms=6_000,
         )
+        # without metadata only values are read: the lean record path (kafka_records.py)
+        self._lean = lean and not spec.metadata
+        self._offset_of = _first if self._lean else _offset
+        if self._lean:
+            from engine.sources import kafka_records
+
+            kafka_records.lean(self._consumer)
         self._consumer.assign([self._tp])
         self._next = self._position(offset)
-        self._stop_at: int | None = None
+        self._stop_at: int | None = stop
         self._empty_polls = 0
         self._highwater: int | None = None
         self._opened = time.monotonic()
@@ -190,14 +274,29 @@ class KafkaReader:
         return int(c.position(tp))
 
     def read_batch(self, max_records: int) -> SourceBatch:
+        msgs = self.read_messages(max_records)
+        if msgs is None:
+            return SourceBatch([], decoded=False, end=True, offsets=self._offsets())
+        if not msgs:
+            return SourceBatch([], decoded=False, offsets=self._offsets())
+        if self._lean:
+            return SourceBatch([m[1] for m in msgs], decoded=False, offsets=self._offsets())
+        if self._spec.metadata:
+            return SourceBatch(records_with_metadata(msgs), decoded=True, offsets=self._offsets())
+        return SourceBatch([m.value for m in msgs], decoded=False, offsets=self._offsets())
+
+    def read_messages(self, max_records: int) -> list[Any] | None:
+        """The next records, in offset order: kafka-python's, or ``(offset, value)`` pairs from
+        a lean reader; ``[]`` when none arrived in this poll, ``None`` once a bounded reader
+        reached its end."""
         stop = self._stop_at
         if stop is not None and self._next >= stop:
-            return SourceBatch([], decoded=False, end=True, offsets={self._split: self._next})
+            return None
         limit = min(max_records, self._spec.max_poll_records)
         if stop is not None:
             limit = min(limit, stop - self._next)
         wait = 0 if self._empty_polls == 0 else 20
-        msgs = self._consumer.poll(timeout_ms=wait, max_records=limit).get(self._tp, [])
+        msgs: list[Any] = self._consumer.poll(timeout_ms=wait, max_records=limit).get(self._tp, [])
         self._highwater = self._consumer.highwater(self._tp)
         if self._spec.end == "latest" and stop is None:
             # the end is the high watermark of the first fetch response: some brokers (Tansu
@@ -209,38 +308,21 @@ class KafkaReader:
                     )
             else:
                 self._stop_at = stop = int(self._highwater)
-        if stop is not None and msgs and msgs[-1].offset >= stop:
-            msgs = [m for m in msgs if m.offset < stop]
+        if stop is not None and msgs and self._offset_of(msgs[-1]) >= stop:
+            msgs = [m for m in msgs if self._offset_of(m) < stop]
         if not msgs:
             self._empty_polls += 1
-            return SourceBatch([], decoded=False, offsets={self._split: self._next})
+            if stop is not None:
+                # transaction markers take offsets that no record has: the consumer's position
+                # moves past them, so a range that ends with one still ends
+                self._next = max(self._next, min(stop, int(self._consumer.position(self._tp))))
+            return []
         self._empty_polls = 0
-        self._next = msgs[-1].offset + 1
-        if self._spec.metadata:
-            return SourceBatch(self._with_metadata(msgs), decoded=True, offsets=self._offsets())
-        return SourceBatch([m.value for m in msgs], decoded=False, offsets=self._offsets())
+        self._next = self._offset_of(msgs[-1]) + 1
+        return msgs
 
     def _offsets(self) -> dict[str, Any]:
         return {self._split: self._next}
-
-    def _with_metadata(self, msgs: list[Any]) -> list[Any]:
-        out: list[Any] = []
-        for m in msgs:
-            try:
-                rec = orjson.loads(m.value)
-            except orjson.JSONDecodeError:
-                rec = None
-            if not isinstance(rec, dict):
-                rec = {"_value": m.value.decode("utf-8", "replace") if m.value else None}
-            rec["_kafka"] = {
-                "key": m.key.decode("utf-8", "replace") if m.key is not None else None,
-                "headers": {k: v.decode("utf-8", "replace") for k, v in m.headers or []},
-                "timestamp": m.timestamp,
-                "partition": m.partition,
-                "offset": m.offset,
-            }
-            out.append(rec)
-        return out
 
     def offset(self) -> int:
         return self._next

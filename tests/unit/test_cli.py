@@ -140,3 +140,42 @@ def test_api_help_shows_its_flags_and_environment_variables(run_weir: Run) -> No
         assert env in text
     run_help = " ".join(run_weir("run", "--help").stdout.split())
     assert "WEIR_NO_API" in run_help and "WEIR_BACKFILL_DIR" in run_help
+
+
+def test_backfill_input_errors_name_the_input_and_the_fix(
+    run_weir: Run, job_file: Path, tmp_path: Path
+) -> None:
+    """Before Spark starts: an unknown extension, an unreadable Parquet file, a glob matching
+    nothing, a bad Kafka offset; ``WEIR_INPUT`` and ``WEIR_FORMAT`` stand for the flags."""
+    (tmp_path / "events.txt").write_text("{}\n")
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 but not really")
+    sp = ("--into-savepoint", str(tmp_path / "sp"))
+    backfill = ("backfill", str(job_file), *sp)
+    _one_error_line(
+        run_weir(*backfill, "--input", str(tmp_path / "events.txt")),
+        "events.txt: cannot tell its format from the extension '.txt'",
+        "pass --format jsonl|parquet|csv",
+    )
+    _one_error_line(
+        run_weir(
+            *backfill, env={"WEIR_INPUT": f"{tmp_path / 'in.jsonl'} {tmp_path / 'bad.parquet'}"}
+        ),
+        "bad.parquet: not a readable Parquet file",
+    )
+    _one_error_line(
+        run_weir(*backfill, "--input", str(tmp_path / "in.jsonl"), env={"WEIR_FORMAT": "parquet"}),
+        "in.jsonl: not a readable Parquet file",
+        "pass --format",
+    )
+    _one_error_line(
+        run_weir(*backfill, "--input", str(tmp_path / "none-*.csv")), "none-*.csv matches no file"
+    )
+    _one_error_line(
+        run_weir(*backfill, "--input", "kafka://127.0.0.1:9/ads?from=yesterday"),
+        "from='yesterday' is not an offset",
+        "from=earliest, from=N (offset N in every partition) or from=P:N,P:N",
+    )
+    _one_error_line(
+        run_weir(*backfill, "--input", "kafka://127.0.0.1:9/ads?start=earliest"),
+        "unknown option 'start'",
+    )

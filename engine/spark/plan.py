@@ -1,0 +1,72 @@
+"""What every stage of a backfill shares: the plan the Spark tasks receive, the checks on the
+operator, and the job file loaded once per Python worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.agg import Builtin
+from engine.errors import ConfigError, JobDefinitionError
+from engine.job import Job, WindowOperator
+from engine.windows import SessionWindows
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the Spark tasks need, picklable: the job file is loaded again in each task."""
+
+    job_file: str
+    job_name: str
+    op: str
+    max_parallelism: int
+    from_ms: int | None
+    to_ms: int | None
+    out_dir: str
+
+
+def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
+    """The window operator a backfill computes, checked for what Spark can run."""
+    ops = [o for o in job.operators.values() if isinstance(o, WindowOperator)]
+    if op_name is not None:
+        ops = [o for o in ops if o.name == op_name]
+    if not ops:
+        known = ", ".join(job.operators) or "none"
+        raise JobDefinitionError(
+            f"job {job.name!r} has no window operator {op_name or ''!r} to backfill; "
+            f"operators: {known}"
+        )
+    if len(ops) > 1:
+        raise ConfigError(
+            f"job {job.name!r} has several window operators ({', '.join(o.name for o in ops)}); "
+            "pick one with --op"
+        )
+    op = ops[0]
+    if isinstance(op.assigner, SessionWindows):
+        raise JobDefinitionError(
+            f"operator {op.name!r} uses session windows; the backfill runs tumbling and sliding "
+            "windows"
+        )
+    if op.assigner.time == "processing":
+        raise JobDefinitionError(
+            f"operator {op.name!r} uses processing time; a backfill needs event time"
+        )
+    custom = [n for n, a in op.aggregates.items() if not isinstance(a, Builtin)]
+    if custom:
+        raise JobDefinitionError(
+            f"operator {op.name!r} has user-defined aggregates ({', '.join(custom)}); the "
+            "backfill runs the built-in ones (count, sum, min, max, mean) natively on Spark"
+        )
+    return op
+
+
+_JOBS: dict[str, Job] = {}
+
+
+def load(job_file: str) -> Job:
+    job = _JOBS.get(job_file)
+    if job is None:
+        from engine.runtime.loader import load_job as load_job_file
+
+        job = _JOBS[job_file] = load_job_file(Path(job_file))
+    return job
