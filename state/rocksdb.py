@@ -112,7 +112,10 @@ class RocksState:
             raise StateError(f"RocksDB write to {self.path} failed: {exc}") from exc
 
     def scan(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        yield from _scan(self._db, lo, hi)
+        """Keys in ``[lo, hi)``. A worker scans once (restore, the retention purge's timers), so
+        the blocks read do not enter the block cache: filling it with them grew a worker's RSS
+        by the cache's size over its first minutes for nothing (make soak)."""
+        yield from _scan(self._db, lo, hi, fill_cache=False)
 
     def flush(self, wait: bool = True) -> None:
         """Flush the memtable to an SST file (``wait=False``: in RocksDB's background threads)."""
@@ -144,9 +147,12 @@ class RocksState:
         self._db.close()
 
 
-def _scan(db: Rdict, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+def _scan(
+    db: Rdict, lo: bytes, hi: bytes, fill_cache: bool = True
+) -> Iterator[tuple[bytes, bytes]]:
     opts = ReadOptions()
     opts.set_iterate_upper_bound(hi)
+    opts.fill_cache(fill_cache)
     it = db.iter(opts)
     it.seek(lo)
     while it.valid():
