@@ -1,12 +1,17 @@
-"""What the API knows about running jobs: their definition, their job manager, and a secondary
-RocksDB reader per worker. Routes get it through a FastAPI dependency."""
+"""What the API knows about running jobs: their definition, their job manager (in this process,
+or ``api.remote.RemoteRuntime`` for one that runs apart), and a secondary RocksDB reader per
+worker. Routes get it through a FastAPI dependency."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from api.committed import CommittedReader, CommittedView
+from engine.errors import StateError
 from engine.job import Job, WindowOperator
 from engine.runtime.config import RunConfig
 from engine.runtime.fold import FoldPlan
@@ -16,10 +21,13 @@ from state.rocksdb import SecondaryReader
 
 
 class JobRuntime(Protocol):
-    """The part of a job manager the API reads."""
+    """The part of a job manager the API reads (read-only), and the two admin operations."""
 
-    parallelism: int
-    ranges: list[KeyGroupRange]
+    @property
+    def parallelism(self) -> int: ...
+
+    @property
+    def ranges(self) -> list[KeyGroupRange]: ...
 
     def worker_status(self) -> list[dict[str, Any]]: ...
 
@@ -27,10 +35,17 @@ class JobRuntime(Protocol):
 
     def state(self) -> str: ...
 
-    generation: int
-    last_checkpoint: int | None
-    checkpoints: list[dict[str, Any]]
-    storage: CheckpointStorage
+    @property
+    def generation(self) -> int: ...
+
+    @property
+    def last_checkpoint(self) -> int | None: ...
+
+    @property
+    def checkpoints(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def storage(self) -> CheckpointStorage: ...
 
     def trigger_savepoint(self, timeout_s: float = 60.0) -> dict[str, Any]: ...
 
@@ -46,6 +61,8 @@ class JobHandle:
     plans: dict[str, FoldPlan] = field(default_factory=dict)
     committed: CommittedReader | None = None
     generation: int = 0
+    make_reader: Callable[[int], SecondaryReader] | None = None  # to follow a new parallelism
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def plan(self, op: WindowOperator) -> FoldPlan:
         plan = self.plans.get(op.name)
@@ -55,14 +72,24 @@ class JobHandle:
 
     def reader_for(self, key_group: int) -> SecondaryReader:
         generation = self.runtime.generation
-        if generation != self.generation:  # the job restarted: its RocksDB files were rebuilt
-            self.generation = generation
-            for r in self.readers:
-                r.close()
-        index = operator_for_key_group(
-            self.job.max_parallelism, self.runtime.parallelism, key_group
-        )
+        parallelism = self.runtime.parallelism
+        if generation != self.generation or len(self.readers) != parallelism:
+            self._follow(generation, parallelism)
+        if parallelism < 1:
+            raise StateError(f"job {self.job.name!r} has not reported its workers yet")
+        index = operator_for_key_group(self.job.max_parallelism, parallelism, key_group)
         return self.readers[index]
+
+    def _follow(self, generation: int, parallelism: int) -> None:
+        with self._lock:
+            if generation != self.generation:  # the job restarted: its files were rebuilt
+                self.generation = generation
+                for r in self.readers:
+                    r.close()
+            if self.make_reader is not None and len(self.readers) != parallelism:
+                for r in self.readers:  # a new run at another parallelism (weir api follows)
+                    r.close()
+                self.readers = [self.make_reader(i) for i in range(parallelism)]
 
     def committed_view(self) -> CommittedView | None:
         if self.committed is None:
@@ -76,17 +103,26 @@ class JobHandle:
             self.committed.close()
 
 
-def handle_for(job: Job, runtime: JobRuntime, cfg: RunConfig) -> JobHandle:
-    readers = [
-        SecondaryReader(
-            cfg.worker_state_path(job.name, i),
-            cfg.job_dir(job.name) / "api-secondary" / f"worker-{i}",
+def handle_for(
+    job: Job, runtime: JobRuntime, cfg: RunConfig, api_dir: Path | None = None
+) -> JobHandle:
+    """``api_dir`` (default: the job's state directory) holds this API's own files: the
+    secondary instances' and the committed views' (one directory per API process)."""
+    api_dir = api_dir or cfg.job_dir(job.name)
+
+    def make_reader(i: int) -> SecondaryReader:
+        return SecondaryReader(
+            cfg.worker_state_path(job.name, i), api_dir / "api-secondary" / f"worker-{i}"
         )
-        for i in range(runtime.parallelism)
-    ]
-    committed = CommittedReader(runtime.storage, cfg.job_dir(job.name) / "api-committed")
+
+    committed = CommittedReader(runtime.storage, api_dir / "api-committed")
     return JobHandle(
-        job, runtime, readers, source=job.sources[0].source.describe(), committed=committed
+        job,
+        runtime,
+        [make_reader(i) for i in range(runtime.parallelism)],
+        source=job.sources[0].source.describe(),
+        committed=committed,
+        make_reader=make_reader,
     )
 
 

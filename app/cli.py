@@ -9,11 +9,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from app import logs
 from engine.errors import ConfigError, WeirError
 from engine.runtime.config import RunConfig
+
+if TYPE_CHECKING:
+    from api.settings import ApiSettings
 
 DEMO_JOB = Path(__file__).with_name("demo_job.py")
 
@@ -196,7 +199,28 @@ def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         type=_int_type("--max-future-ms", 0),
         metavar="MS",
     )
-    env.add("--api-host", "address the HTTP API binds", "127.0.0.1", metavar="H")
+    env.add(
+        "--backfill-dir",
+        "live backfills (POST /jobs/{job}/backfills, weir backfill --live) load SST files only "
+        "from under this directory (weir backfill --work-dir)",
+        ".weir/backfill",
+        metavar="DIR",
+    )
+    env.add(
+        "--no-api",
+        "run the job without the HTTP API; serve it from another process with weir api",
+        action="store_true",
+    )
+    _api_flags(env)
+
+
+def _api_flags(env: _Env) -> None:
+    env.add(
+        "--api-host",
+        "address the HTTP API binds (without a token, admin routes answer only on loopback)",
+        "127.0.0.1",
+        metavar="H",
+    )
     env.add(
         "--api-token",
         "bearer token every route but /health then requires (prefer the environment "
@@ -240,6 +264,21 @@ def build_parser() -> argparse.ArgumentParser:
     _run_flags(run)
     demo = sub.add_parser("demo", help="run the ad-stats demo job on generated events")
     _run_flags(demo, demo=True)
+    api = sub.add_parser(
+        "api",
+        help="serve the state of a job that weir run runs, from a process of its own "
+        "(killable and restartable while the job runs)",
+    )
+    api.add_argument("job_file", metavar="JOB.py", help="the job file weir run runs")
+    env = _Env(api)
+    env.add("--state-dir", "the job's state directory (as given to weir run)", ".weir",
+            metavar="DIR")  # fmt: skip
+    env.add(
+        "--checkpoint-dir",
+        "checkpoint storage (default: <state-dir>/checkpoints)",
+        metavar="DIR",
+    )
+    _api_flags(env)
     chks = sub.add_parser("checkpoints", help="list a job's complete checkpoints and savepoints")
     chks.add_argument("job", metavar="JOB", help="the job's name")
     env = _Env(chks)
@@ -393,6 +432,29 @@ def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
         restart_attempts=args.restart_attempts,
         restart_delay_ms=args.restart_delay_ms,
         max_future_ms=args.max_future_ms,
+        backfill_dir=Path(args.backfill_dir).absolute(),
+    )
+
+
+def _job_name(raw: str) -> str:
+    """A job name from the command line: it names directories, so the job API's rule holds."""
+    from engine.job import NAME_PATTERN
+
+    if not NAME_PATTERN.match(raw):
+        raise ConfigError(
+            f"job name {raw!r} is not allowed; use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return raw
+
+
+def _api_settings(args: argparse.Namespace) -> ApiSettings:
+    from api.settings import ApiSettings
+
+    return ApiSettings(
+        token=args.api_token or None,
+        cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
+        host=args.api_host,
     )
 
 
@@ -402,7 +464,7 @@ def list_checkpoints(args: argparse.Namespace) -> int:
     root = (
         Path(args.checkpoint_dir) if args.checkpoint_dir else Path(args.state_dir) / "checkpoints"
     )
-    storage = CheckpointStorage(root, args.job)
+    storage = CheckpointStorage(root, _job_name(args.job))
     found = storage.summaries()
     if args.json:
         print(json.dumps(found, indent=1))
@@ -429,7 +491,7 @@ def take_savepoint(args: argparse.Namespace) -> int:
     import httpx
 
     headers = {"Authorization": f"Bearer {args.api_token}"} if args.api_token else {}
-    url = f"{args.api_url.rstrip('/')}/jobs/{args.job}/savepoints"
+    url = f"{args.api_url.rstrip('/')}/jobs/{_job_name(args.job)}/savepoints"
     try:
         resp = httpx.post(
             url,
@@ -471,18 +533,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             logs.configure("WARNING")
             return produce.main(args)
         logs.configure(args.log_level)
-        from api.settings import ApiSettings  # imported late: keeps --help fast
+        if args.command == "api":
+            from app import api_process  # imported late: keeps --help fast
+
+            return api_process.run(
+                Path(args.job_file),
+                Path(args.state_dir),
+                Path(args.checkpoint_dir) if args.checkpoint_dir else None,
+                args.api_port,
+                _api_settings(args),
+            )
         from app import supervise
 
         job_file = DEMO_JOB if args.command == "demo" else Path(args.job_file)
         cfg = config_from_args(args, job_file)
-        api = ApiSettings(
-            token=args.api_token or None,
-            cors_origins=tuple(
-                o.strip() for o in (args.cors_origins or "").split(",") if o.strip()
-            ),
-        )
-        return supervise.run(cfg, args.api_host, args.api_port, api)
+        api = _api_settings(args)
+        return supervise.run(cfg, args.api_host, args.api_port, api, serve_api=not args.no_api)
     except WeirError as exc:
         print(f"weir: error: {exc}", file=sys.stderr)
         return 2

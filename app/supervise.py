@@ -1,4 +1,5 @@
-"""Run a job: the job manager (workers) and the API server in one supervised process."""
+"""Run a job: the job manager (workers) and, unless ``--no-api``, the API server in one
+supervised process. ``app/api_process.py`` serves the API from a process of its own."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import signal
 import socket
 import sys
 import threading
+from dataclasses import replace
 
 import uvicorn
+from fastapi import FastAPI
 
 from api import ApiSettings, Registry, create_app, handle_for
 from engine.errors import ConfigError
+from engine.job import Job
 from engine.runtime.config import RunConfig
 from engine.runtime.jobmanager import JobManager
 from engine.runtime.loader import load_configured_job
@@ -33,39 +37,90 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def run(cfg: RunConfig, api_host: str, api_port: int, api: ApiSettings | None = None) -> int:
-    """Run until stopped (or, with ``exit_at_end``, until the bounded input is processed)."""
-    job = load_configured_job(cfg)
-    check_port_free(api_host, api_port)
-    manager = JobManager(cfg, job)
-    registry = Registry()
-    registry.add(handle_for(job, manager, cfg))
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(registry, api), host=api_host, port=api_port, log_level="warning")
-    )
+def warn_if_admin_closed(api: ApiSettings) -> None:
+    if not api.admin_open:
+        log.warning(
+            "the API binds %s without a token: admin routes (savepoints, backfills) are "
+            "refused; set WEIR_API_TOKEN to allow them",
+            api.host,
+        )
+
+
+def serve_http(app: FastAPI, host: str, port: int, job: str, until: threading.Event) -> None:
+    """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
+    ``weir: job <name> serving on <url>`` line once listening."""
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
 
     def watch() -> None:
-        while not server.started and not manager.done.is_set():
-            manager.done.wait(0.05)
+        while not server.started and not until.is_set():
+            until.wait(0.05)
         if server.started:
             host, port = server.servers[0].sockets[0].getsockname()[:2]
-            print(
-                f"weir: job {job.name} serving on http://{host}:{port}", file=sys.stderr, flush=True
-            )
-        manager.done.wait()
+            print(f"weir: job {job} serving on http://{host}:{port}", file=sys.stderr, flush=True)
+        until.wait()
         server.should_exit = True
 
-    manager.start()
     threading.Thread(target=watch, name="weir-watch", daemon=True).start()
     # uvicorn re-raises the signal that stopped it once it has shut down; SIGTERM's default
-    # action would then kill this process before the workers are stopped. Ours does nothing,
-    # so the stop below runs and a SIGTERM ends the job gracefully (exit 0).
+    # action would then kill this process before the caller cleans up. Ours does nothing, so
+    # a SIGTERM ends the process gracefully (exit 0).
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
         server.run()
     finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run(
+    cfg: RunConfig,
+    api_host: str,
+    api_port: int,
+    api: ApiSettings | None = None,
+    *,
+    serve_api: bool = True,
+) -> int:
+    """Run until stopped (or, with ``exit_at_end``, until the bounded input is processed)."""
+    job = load_configured_job(cfg)
+    if not serve_api:
+        return _run_headless(cfg, job)
+    api = replace(api or ApiSettings(), host=api_host)  # the access rule follows the bind
+    check_port_free(api_host, api_port)
+    warn_if_admin_closed(api)
+    manager = JobManager(cfg, job)
+    registry = Registry()
+    registry.add(handle_for(job, manager, cfg))
+    manager.start()
+    try:
+        serve_http(create_app(registry, api), api_host, api_port, job.name, manager.done)
+    finally:
+        manager.stop()
+    return _outcome(manager, job)
+
+
+def _run_headless(cfg: RunConfig, job: Job) -> int:
+    """The job manager alone: ``weir api`` serves the state from another process."""
+    manager = JobManager(cfg, job)
+    manager.start()
+    print(
+        f"weir: job {job.name} running without an API (serve it with: weir api JOB.py "
+        f"--state-dir {cfg.state_dir})",
+        file=sys.stderr,
+        flush=True,
+    )
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        while not stop.is_set() and not manager.done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
         manager.stop()
         signal.signal(signal.SIGTERM, previous)
+    return _outcome(manager, job)
+
+
+def _outcome(manager: JobManager, job: Job) -> int:
     if manager.failure is not None:
         print(f"weir: error: job {job.name} failed: {manager.failure}", file=sys.stderr)
         return 1

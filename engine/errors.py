@@ -3,6 +3,7 @@
     WeirError
     ├── JobDefinitionError     a job file or job graph that cannot run (names the fix)
     ├── ConfigError            a bad flag, URL or setting value
+    │   └── PathRefused        a path (flag or request) that leaves the directory it must stay in
     ├── SourceError            a source that cannot be opened or read
     ├── SinkError              a sink that cannot be opened or written
     ├── StateError             RocksDB state that cannot be opened, read or written
@@ -24,6 +25,11 @@ class JobDefinitionError(WeirError):
 
 class ConfigError(WeirError):
     """A flag, URL or setting has a value weir cannot use."""
+
+
+class PathRefused(ConfigError):
+    """A path from a flag, a request or a checkpoint's metadata points outside the directory it
+    must stay in (``..``, a symlink out, an absolute path elsewhere)."""
 
 
 class SourceError(WeirError):

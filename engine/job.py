@@ -307,6 +307,7 @@ class Job:
         self.operators[op.name] = op
 
     def validate(self) -> None:
+        _check_name("job", self.name)  # again: a job file may have reassigned it (state paths)
         if not self.sources:
             raise JobDefinitionError(
                 f"job {self.name!r} has no source; call job.source(...) in the job file"

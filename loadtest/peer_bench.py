@@ -7,7 +7,7 @@ from ``ts``, 1 s of allowed disorder, state in RocksDB, fault tolerance on (weir
 every 5 s; Quix: its changelog topics and a commit every 5 s, its default). Quix runs with
 ``closing_strategy="partition"``, its fastest. Two topics of 4 partitions written by ``weir
 produce`` (uniform ids, 10,000 events a second of event time): 10k ids (10 events per id and
-window) and 1M ids (about one event per id in the whole run, so state grows to the key count).
+window) and 1M ids (300,000 events, so nearly every event is a key not seen before).
 Each rate is events over the time from the first record processed to the last; start-up and
 group joins are not counted on either side.
 """
@@ -51,7 +51,7 @@ def quix(python: Path, bootstrap: str, topic: str, events: int) -> dict[str, Any
 
 
 def measure(
-    workdir: Path, events: int = 500_000, quix_python: Path = QUIX_PYTHON
+    workdir: Path, events: int = 300_000, quix_python: Path = QUIX_PYTHON
 ) -> dict[str, Any]:
     out: dict[str, Any] = {"events_per_workload": events, "partitions": 4}
     with tansu(workdir) as bootstrap:
@@ -90,7 +90,7 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--events", type=int, default=500_000)
+    parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--quix-python", type=Path, default=QUIX_PYTHON)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="weir-peer-bench-"))

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import StateError
+from engine.errors import PathRefused, StateError
+from engine.paths import plain_name
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,15 @@ class FileRef:
 
     @staticmethod
     def from_json(raw: dict[str, Any]) -> FileRef:
-        return FileRef(str(raw["name"]), int(raw["size"]), int(raw["crc32"]), raw.get("shared"))
+        """Names from a ``_metadata`` file are plain file names (``PathRefused`` otherwise), so
+        a crafted checkpoint cannot make a restore read or write outside its directories."""
+        shared = raw.get("shared")
+        return FileRef(
+            plain_name(str(raw["name"]), "checkpoint file name"),
+            int(raw["size"]),
+            int(raw["crc32"]),
+            None if shared is None else plain_name(str(shared), "shared checkpoint file name"),
+        )
 
 
 def copy_with_crc(src: Path, dst: Path) -> tuple[int, int]:
@@ -198,17 +207,24 @@ class CheckpointStorage:
 
     def problem(self, n: int, verify_checksums: bool = True) -> str | None:
         """Why checkpoint ``n`` cannot be restored (None when it can): metadata unreadable, a
-        file missing, of the wrong size, or with the wrong checksum."""
+        file name that is not a plain name, a file that is a symlink out of the job's storage,
+        missing, of the wrong size, or with the wrong checksum."""
         try:
             meta = self.metadata(n)
         except StateError as exc:
             return str(exc)
+        base = self.base.resolve()
         for w in meta.get("workers", []):
             for raw in w.get("files", []):
-                ref = FileRef.from_json(raw)
+                try:
+                    ref = FileRef.from_json(raw)
+                except PathRefused as exc:
+                    return str(exc)
                 path = self.path_of(n, int(w["index"]), ref)
                 if not path.exists():
                     return f"file {path} is missing"
+                if not path.resolve().is_relative_to(base):
+                    return f"file {path} is a symlink to {path.resolve()}, outside {base}"
                 if path.stat().st_size != ref.size:
                     return f"file {path} has {path.stat().st_size} bytes, expected {ref.size}"
                 if verify_checksums and file_crc(path) != ref.crc32:

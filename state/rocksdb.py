@@ -9,6 +9,7 @@ serving queries never runs on a worker's event loop. rocksdict errors are wrappe
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import time
@@ -111,7 +112,10 @@ class RocksState:
             raise StateError(f"RocksDB write to {self.path} failed: {exc}") from exc
 
     def scan(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        yield from _scan(self._db, lo, hi)
+        """Keys in ``[lo, hi)``. A worker scans once (restore, the retention purge's timers), so
+        the blocks read do not enter the block cache: filling it with them grew a worker's RSS
+        by the cache's size over its first minutes for nothing (make soak)."""
+        yield from _scan(self._db, lo, hi, fill_cache=False)
 
     def flush(self, wait: bool = True) -> None:
         """Flush the memtable to an SST file (``wait=False``: in RocksDB's background threads)."""
@@ -143,9 +147,12 @@ class RocksState:
         self._db.close()
 
 
-def _scan(db: Rdict, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
+def _scan(
+    db: Rdict, lo: bytes, hi: bytes, fill_cache: bool = True
+) -> Iterator[tuple[bytes, bytes]]:
     opts = ReadOptions()
     opts.set_iterate_upper_bound(hi)
+    opts.fill_cache(fill_cache)  # type: ignore[call-arg]  # the stub omits its flag
     it = db.iter(opts)
     it.seek(lo)
     while it.valid():
@@ -161,6 +168,15 @@ class SecondaryReader:
 
     Opened lazily (the worker creates the primary), it calls ``try_catch_up_with_primary`` at
     most once per ``catch_up_ms``; reads are thread-safe.
+
+    RocksDB's secondary keeps the entries it replayed from a WAL in its memtable, and reads look
+    there first: once the primary flushes newer values of those keys and deletes that WAL, the
+    secondary goes on answering the old ones until new writes arrive, for ever on a finished job
+    (facebook/rocksdb#15051, fixed upstream after the RocksDB that rocksdict 0.3.29 bundles; a
+    reader that catches up rarely, e.g. one key polled every few seconds while checkpoints
+    flush, saw it). So each catch-up first lists the primary's WAL files, and when one it may
+    have replayed is gone, it reopens instead (a few ms, once per flush at most). The instance
+    it replaces is closed at the next reopen, not at once: a request may still be reading it.
     """
 
     def __init__(self, primary: Path, secondary: Path, catch_up_ms: float = 20.0) -> None:
@@ -168,25 +184,40 @@ class SecondaryReader:
         self.secondary = secondary
         self._catch_up_s = catch_up_ms / 1000.0
         self._db: Rdict | None = None
+        self._dir: Path | None = None
+        self._retired: tuple[Rdict, Path] | None = None
+        self._opened = 0
+        self._wals: frozenset[str] = frozenset()  # the primary's WAL files before the last catch-up
         self._last = 0.0
         self.caught_up_at = 0.0  # wall time of the last catch-up: how fresh answers are
+        self.reopened = 0  # reopens because a replayed WAL was flushed away
         self._lock = threading.Lock()
+
+    def _wal_files(self) -> frozenset[str]:
+        try:
+            return frozenset(e for e in os.listdir(self.primary) if e.endswith(".log"))
+        except OSError:
+            return frozenset()
 
     def _open(self) -> Rdict:
         if self._db is not None:
             return self._db
         if not (self.primary / "CURRENT").exists():
             raise StateError(f"state at {self.primary} is not created yet; the worker is starting")
-        shutil.rmtree(self.secondary, ignore_errors=True)
-        self.secondary.mkdir(parents=True, exist_ok=True)
+        if self._opened == 0:
+            shutil.rmtree(self.secondary, ignore_errors=True)
+        self._opened += 1
+        where = self.secondary / f"s{self._opened}"
+        shutil.rmtree(where, ignore_errors=True)
+        where.mkdir(parents=True, exist_ok=True)
+        wals = self._wal_files()  # listed before: one created meanwhile is caught next time
         opts = Options(raw_mode=True)
         opts.set_max_open_files(-1)
         try:
-            self._db = Rdict(
-                str(self.primary), opts, access_type=AccessType.secondary(str(self.secondary))
-            )
+            self._db = Rdict(str(self.primary), opts, access_type=AccessType.secondary(str(where)))
         except Exception as exc:
             raise StateError(f"cannot open {self.primary} as a secondary: {exc}") from exc
+        self._dir, self._wals = where, wals
         self._last = time.monotonic()
         self.caught_up_at = time.time()
         return self._db
@@ -196,13 +227,26 @@ class SecondaryReader:
             db = self._open()
             now = time.monotonic()
             if now - self._last >= self._catch_up_s:
+                wals = self._wal_files()
+                if self._wals - wals:  # a WAL it may have replayed was flushed and deleted
+                    self._retire()
+                    self.reopened += 1
+                    return self._open()
                 try:
                     db.try_catch_up_with_primary()
                 except Exception as exc:
                     log.warning("secondary catch-up failed path=%s error=%s", self.primary, exc)
+                self._wals = wals
                 self._last = now
                 self.caught_up_at = time.time()
             return db
+
+    def _retire(self) -> None:
+        if self._retired is not None:
+            _close_secondary(*self._retired)
+        if self._db is not None and self._dir is not None:
+            self._retired = (self._db, self._dir)
+        self._db = self._dir = None
 
     def get(self, key: bytes) -> bytes | None:
         value = self._fresh().get(key)
@@ -236,6 +280,12 @@ class SecondaryReader:
 
     def close(self) -> None:
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            self._retire()
+            if self._retired is not None:
+                _close_secondary(*self._retired)
+                self._retired = None
+
+
+def _close_secondary(db: Rdict, where: Path) -> None:
+    db.close()
+    shutil.rmtree(where, ignore_errors=True)

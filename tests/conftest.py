@@ -33,6 +33,8 @@ settings.register_profile(
 settings.load_profile("weir")
 
 SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:(\d+))")
+# `weir run --no-api` says this instead
+HEADLESS = re.compile(r"weir: job (\S+) running without an API")
 RUN_TIMEOUT_S = 60.0
 
 __all__ = ["WeirResult", "WeirServer"]
@@ -118,13 +120,17 @@ class _Servers:
         state_dir: Path | None = None,
         timeout: float = 30.0,
         env: dict[str, str] | None = None,
+        command: str = "run",
     ) -> WeirServer:
+        """``command`` is ``run`` or ``api``; a ``run`` with ``--no-api`` has no base URL."""
         n = len(self.started)
         state = state_dir or self.root / f"state-{n}"
         stderr_path = self.root / f"server-{n}.stderr"
+        ready = HEADLESS if "--no-api" in flags else SERVING
+        argv = [*WEIR, command, str(job_file), "--api-port", "0", "--state-dir", str(state)]
         with open(stderr_path, "wb") as err:
             proc = subprocess.Popen(
-                [*WEIR, "run", str(job_file), "--api-port", "0", "--state-dir", str(state), *flags],
+                [*argv, *flags],
                 cwd=self.root,
                 env=_env(env),
                 stdout=subprocess.DEVNULL,
@@ -137,11 +143,11 @@ class _Servers:
         def serving() -> re.Match[str] | None:
             text = server.stderr()
             assert proc.poll() is None, f"weir exited with {proc.returncode}:\n{text}"
-            return SERVING.search(text)
+            return ready.search(text)
 
-        m = support.wait_until(serving, timeout, what="the 'serving on' line")
+        m = support.wait_until(serving, timeout, what=f"the {ready.pattern!r} line")
         server.job = m.group(1)
-        server.base_url = m.group(2)
+        server.base_url = m.group(2) if ready is SERVING else ""
         return server
 
     def stop_all(self) -> None:

@@ -1,18 +1,16 @@
-"""``GET /jobs``, ``GET /jobs/{job}``, ``GET /health``."""
+"""``GET /jobs``, ``GET /jobs/{job}``, ``GET /jobs/{job}/checkpoints``, ``GET /health``: read
+only (the admin routes, which change things, are in ``admin.py``)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-import anyio
-from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Depends
 
 from api.deps import job_handle, public_watermark, registry
-from api.errors import ApiError, ErrorBody
-from api.models import CheckpointList, Health, JobDetail, JobsAnswer, SavepointAnswer
+from api.errors import ErrorBody
+from api.models import CheckpointList, Health, JobDetail, JobsAnswer
 from api.registry import Registry
-from engine.errors import WeirError
 
 router = APIRouter(tags=["jobs"])
 
@@ -23,12 +21,15 @@ def health(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
     problems = {
         name: str(problem)
         for name, h in reg.jobs.items()
-        if (problem := getattr(h.runtime, "checkpoint_problem", None))
+        if (
+            problem := getattr(h.runtime, "status_problem", None)  # weir api: job manager gone
+            or getattr(h.runtime, "checkpoint_problem", None)
+        )
     }
     if any(s == "failed" for s in states.values()):
         status = "failed"
     elif problems:
-        status = "degraded"  # processing goes on; the last checkpoint could not be taken
+        status = "degraded"  # the last checkpoint failed, or (weir api) the job is not seen
     else:
         status = "ok"
     return {"status": status, "jobs": states, "problems": problems}
@@ -70,10 +71,10 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
     return {
         "name": job,
         "state": h.runtime.state(),
-        "source": h.source,
+        "source": getattr(h.runtime, "source", None) or h.source,
         "parallelism": h.runtime.parallelism,
         "max_parallelism": h.job.max_parallelism,
-        "watermark": public_watermark(min(marks)) if len(marks) == len(workers) else None,
+        "watermark": public_watermark(min(marks)) if marks and len(marks) == len(workers) else None,
         "records_in": sum(w.get("records_in", 0) for w in workers),
         "dead_letters": sum(w.get("dead_letters", 0) for w in workers),
         "operators": operators,
@@ -130,52 +131,3 @@ def list_checkpoints(job: str, reg: Annotated[Registry, Depends(registry)]) -> d
         "restarts": getattr(h.runtime, "restarts", 0),
         "checkpoints": found,
     }
-
-
-class BackfillRequest(BaseModel):
-    op: str = Field(description="the window operator the backfill computed")
-    path: str = Field(description="absolute path of the backfill's SST directory")
-    min_end: int
-    max_end: int
-    windows: int | None = None
-
-
-@router.post(
-    "/jobs/{job}/backfills",
-    responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}},
-)
-async def load_backfill(
-    job: str, body: BackfillRequest, reg: Annotated[Registry, Depends(registry)]
-) -> dict[str, Any]:
-    """Load ``weir backfill``'s SST files into the running job (what ``weir backfill --live``
-    calls). Refused, with nothing loaded, when any worker already holds a window in the
-    backfill's range."""
-    h = job_handle(reg, job)
-    try:
-        result: dict[str, Any] = await anyio.to_thread.run_sync(
-            h.runtime.ingest_backfill, body.model_dump()
-        )
-    except WeirError as exc:
-        raise ApiError(409, "backfill_refused", str(exc)) from None
-    return result
-
-
-@router.post(
-    "/jobs/{job}/savepoints",
-    response_model=SavepointAnswer,
-    responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}},
-)
-async def take_savepoint(
-    job: str,
-    reg: Annotated[Registry, Depends(registry)],
-    timeout_ms: Annotated[int, Query(ge=1, le=3_600_000)] = 120_000,
-) -> dict[str, Any]:
-    """Take a savepoint (a checkpoint that is never deleted) and answer when it is complete."""
-    h = job_handle(reg, job)
-    try:
-        result: dict[str, Any] = await anyio.to_thread.run_sync(
-            h.runtime.trigger_savepoint, timeout_ms / 1000
-        )
-    except WeirError as exc:
-        raise ApiError(409, "savepoint_failed", str(exc)) from None
-    return result

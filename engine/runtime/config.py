@@ -36,6 +36,7 @@ class RunConfig:
     restart_attempts: int | None = None  # default: 3 with checkpoints, else 0
     restart_delay_ms: int = 1000
     max_future_ms: int = 86_400_000  # event times further ahead of the wall clock are refused
+    backfill_dir: Path = Path(".weir/backfill")  # live backfills load SST files only from here
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns() % 10**12}")
 
     def __post_init__(self) -> None:

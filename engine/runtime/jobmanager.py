@@ -1,7 +1,9 @@
 """The job manager: starts the workers, follows their status, notices when one dies.
 
-It runs in the ``weir run`` process beside the API. Workers are spawned (not forked), each loads
-the job file itself, so user functions never need to be pickled.
+It runs in the ``weir run`` process, beside the API unless ``--no-api``. Workers are spawned (not
+forked), each loads the job file itself, so user functions never need to be pickled. For API
+processes that run apart (``weir api``) it publishes its status to a file (``status.py``) and
+serves the admin operations on a loopback control channel (``control.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import Any
 
 from engine.errors import ConfigError, StateError, WorkerFailed
 from engine.job import Job
+from engine.paths import confined
+from engine.runtime import control, status
 from engine.runtime.chain import sink_nodes
 from engine.runtime.config import RunConfig
 from engine.runtime.worker import default_side_sink, worker_main
@@ -72,6 +76,8 @@ class JobManager:
         self._ingest_ids = 0
         self.backfills: list[dict[str, Any]] = []
         self._savepoint_done: dict[int, str] = {}
+        self._control: control.ControlServer | None = None
+        self._publisher: status.StatusPublisher | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -92,6 +98,7 @@ class JobManager:
         self._spawn(restore)
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
+        self._serve_api_processes(job_dir)
         log.info(
             "job=%s started workers=%d%s",
             self.job.name,
@@ -126,6 +133,28 @@ class JobManager:
         if problem is not None:
             raise ConfigError(f"--restore {wanted}: cannot restore this checkpoint: {problem}")
         return path
+
+    def _serve_api_processes(self, job_dir: Path) -> None:
+        """The status file and the control channel that ``weir api`` processes use."""
+        self._control = control.ControlServer(
+            control.write_key(job_dir),
+            {
+                "savepoint": lambda a: self.trigger_savepoint(float(a.get("timeout_s", 60.0))),
+                "backfill": lambda a: self.ingest_backfill(
+                    dict(a.get("req", {})), float(a.get("timeout_s", 600.0))
+                ),
+            },
+        )
+        self._control.start()
+        port = self._control.port
+        self._publisher = status.StatusPublisher(
+            status.status_path(job_dir), lambda: status.snapshot(self, port)
+        )
+        self._publisher.start()
+
+    def _publish(self) -> None:
+        if self._publisher is not None:
+            self._publisher.publish()
 
     def _spawn(self, restore: Path | None) -> None:
         self.restored_from = restore
@@ -176,6 +205,11 @@ class JobManager:
                 proc.join(2.0)
         if self._monitor is not None:
             self._monitor.join(2.0)
+        if self._control is not None:
+            self._control.stop()
+        if self._publisher is not None:
+            state = self.state()
+            self._publisher.stop(state="stopped" if state in ("running", "starting") else state)
         self.done.set()
 
     def _follow(self) -> None:
@@ -303,6 +337,7 @@ class JobManager:
                 sink.prepare()
         self._spawn(restore)
         self._next_trigger = time.monotonic() + self.cfg.checkpoint_interval_ms / 1000.0
+        self._publish()
         log.info("job=%s restarted from %s", self.job.name, restore or "the start")
 
     # -- checkpoint coordinator ----------------------------------------------------------------
@@ -327,12 +362,19 @@ class JobManager:
 
     def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
         """Load a backfill's SST files into the running workers: every worker checks first that
-        it holds no window in the backfill's range; only then do all of them ingest."""
+        it holds no window in the backfill's range; only then do all of them ingest. The files
+        must lie under ``--backfill-dir`` (``PathRefused`` otherwise: no ``..``, no symlink out),
+        since the request names them."""
+        fix = "write backfills under the job's --backfill-dir (weir backfill --work-dir)"
+        path = confined(Path(str(req["path"])), self.cfg.backfill_dir, "backfill path", fix)
+        files = sorted(path.glob("kg-*.sst")) if path.is_dir() else []
+        for f in files:
+            confined(f, self.cfg.backfill_dir, "backfill file", fix)
+        if not files:
+            raise ConfigError(f"{path} is not a directory of backfill SST files (kg-*.sst)")
         if self.failure is not None or self._stopping.is_set() or not self._status:
             raise ConfigError(f"job {self.job.name!r} is not running; nothing was loaded")
-        path = Path(str(req["path"]))
-        if not path.is_absolute() or not path.is_dir() or not any(path.glob("kg-*.sst")):
-            raise ConfigError(f"{path} is not a directory of backfill SST files (kg-*.sst)")
+        req = {**req, "path": str(path)}
         for phase in ("ingest_check", "ingest"):
             replies = self._ask_workers(phase, req, timeout_s)
             refused = [r["error"] for r in replies.values() if "error" in r]
@@ -346,6 +388,7 @@ class JobManager:
             "time": now_ms(),
         }
         self.backfills.append(entry)
+        self._publish()
         log.info("job=%s loaded backfill %s", self.job.name, entry)
         return entry
 
@@ -464,6 +507,7 @@ class JobManager:
         self.checkpoint_problem = None
         summary = {k: v for k, v in meta.items() if k != "workers"}
         self.checkpoints = [*self.checkpoints[-99:], summary]
+        self._publish()  # before the savepoint's waiters return: API processes see it as done
         for conn in self._conns:
             try:
                 conn.send(("completed", n))
@@ -505,14 +549,7 @@ class JobManager:
             return [dict(self._status.get(i, {"worker": i})) for i in range(self.parallelism)]
 
     def operator_watermark(self, op: str) -> int:
-        """An operator's watermark: the minimum over its workers (MIN until all reported)."""
-        marks = []
-        for st in self.worker_status():
-            ops = st.get("operators", {})
-            if op not in ops:
-                return MIN_WATERMARK
-            marks.append(ops[op]["watermark"])
-        return min(marks) if marks else MIN_WATERMARK
+        return status.operator_watermark(self.worker_status(), op)
 
     def state(self) -> str:
         if self.failure is not None:

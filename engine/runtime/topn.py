@@ -17,7 +17,6 @@ worker's own top N (keys are partitioned across workers).
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -27,8 +26,13 @@ RESCAN_S = 1.0
 Rank = tuple[float, str]
 
 
+_NUMBERS = (int, float)
+
+
 def _numeric(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and not math.isnan(v)
+    """An int or a float that is not NaN (bools are not numbers here). Exact type checks: this
+    runs for every changed key and aggregate at each flush."""
+    return type(v) in _NUMBERS and v == v
 
 
 def best(entries: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
@@ -54,14 +58,14 @@ class CurrentTop:
             self.end = end
             self._rescan(bucket)
             return
-        result = self._result
+        result, numbers, offer = self._result, _NUMBERS, self._offer
         for k in keys:
             slots = bucket.get(k)
             if slots is None:
                 continue
             for name, v in result(k, 0, end, slots, False).items():
-                if _numeric(v):
-                    self._offer(name, k, (-v, k))
+                if type(v) in numbers and v == v:
+                    offer(name, k, (-v, k))
 
     def _offer(self, name: str, key: str, rank: Rank) -> None:
         cands = self._cands.setdefault(name, {})
@@ -121,8 +125,13 @@ def ranked_results(
 ) -> dict[str, list[list[Any]]]:
     """The best ``k`` keys of a fired window by every numeric aggregate in ``names``."""
     out: dict[str, list[list[Any]]] = {}
+    numbers = _NUMBERS
     for name in names:
-        pairs = [(r["key"], r[name]) for r in results if _numeric(r.get(name))]
-        if pairs:
-            out[name] = [[key, v] for key, v in best(pairs, k)]
+        ranks: list[Rank] = []
+        for r in results:
+            v: Any = r.get(name)
+            if type(v) in numbers and v == v:
+                ranks.append((-v, r["key"]))
+        if ranks:
+            out[name] = [[key, -v] for v, key in heapq.nsmallest(k, ranks)]
     return out

@@ -1,11 +1,13 @@
 """The docker-compose stack without Docker (no engine runs here): the file is validated with
-Debian's ``docker-compose config``, and every service's own command runs as a local process,
-the test broker standing in for the ``kafka`` service and temporary directories for the
-volumes. Host names and the published port are the only substitutions."""
+Debian's ``docker-compose config``, and every service's own command runs as a local process
+with the service's environment, the test broker standing in for the ``kafka`` service and
+temporary directories for the volumes. Host names and the published port are the only
+substitutions."""
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -28,6 +30,15 @@ COMPOSE = ROOT / "docker-compose.yml"
 def _services() -> dict[str, Any]:
     services: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())["services"]
     return services
+
+
+def _environment(service: dict[str, Any]) -> dict[str, str]:
+    """A service's ``environment``, with ``${VAR:-default}`` as docker-compose resolves it when
+    ``VAR`` is unset."""
+    return {
+        name: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
+        for name, value in (service.get("environment") or {}).items()
+    }
 
 
 def test_the_compose_file_is_valid() -> None:
@@ -94,7 +105,8 @@ def test_every_service_command_runs_as_a_local_process(
     def start(name: str) -> subprocess.Popen[bytes]:
         command = _localize(services[name]["command"], subs)
         argv = shlex.split(command)
-        proc = subprocess.Popen(argv, cwd=ROOT, env=local_env, stdout=logs[name],
+        env = {**local_env, **_environment(services[name])}
+        proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=logs[name],
                                 stderr=subprocess.STDOUT)  # fmt: skip
         processes.append(proc)
         return proc
@@ -109,7 +121,10 @@ def test_every_service_command_runs_as_a_local_process(
         what=f"the produce service to write events; its log:\n{log('produce')}",
     )
     job = start("job")
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10, trust_env=False)
+    token = _environment(services["job"])["WEIR_API_TOKEN"]
+    assert token and _environment(services["backfill"])["WEIR_API_TOKEN"] == token
+    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10, trust_env=False,
+                          headers={"Authorization": f"Bearer {token}"})  # fmt: skip
 
     def serving() -> bool:
         assert job.poll() is None, log("job")
@@ -119,6 +134,7 @@ def test_every_service_command_runs_as_a_local_process(
             return False
 
     wait_until(serving, 60.0, what="the job service to serve windows read from Kafka")
+    assert httpx.get(f"http://127.0.0.1:{port}/jobs", trust_env=False).status_code == 401
     live = client.get("/ad-stats/impressions/state/ad-0", params={"limit": 10_000}).json()
     assert all(w["start"] > 1_750_000_000_000 for w in live["windows"])  # wall-clock windows
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -100,6 +101,45 @@ def test_job_file_that_raises(run_weir: Run, tmp_path: Path) -> None:
     path = tmp_path / "broken.py"
     path.write_text("raise ValueError('no such thing')\n")
     _one_error_line(run_weir("run", str(path)), "failed to load", "no such thing")
+
+
+def test_job_names_on_the_command_line_cannot_name_other_directories(
+    run_weir: Run, tmp_path: Path
+) -> None:
+    _one_error_line(run_weir("checkpoints", "../x", "--state-dir", str(tmp_path)), "'../x'")
+    _one_error_line(run_weir("savepoint", "a/b", "--api-url", "http://127.0.0.1:9"), "'a/b'")
+
+
+def test_a_job_file_renaming_its_job_out_of_its_directory_is_refused(
+    run_weir: Run, job_file: Path
+) -> None:
+    job_file.write_text(job_file.read_text() + 'job.name = "../x"\n')
+    _one_error_line(run_weir("run", str(job_file)), "job name '../x' is not allowed")
+    _one_error_line(run_weir("api", str(job_file)), "job name '../x' is not allowed")
+
+
+def test_a_restore_whose_metadata_points_outside_its_storage_is_refused(
+    run_weir: Run, job_file: Path, tmp_path: Path
+) -> None:
+    chk = tmp_path / "sp" / "t1" / "chk-1"
+    chk.mkdir(parents=True)
+    escape = {"name": "000001.sst", "size": 1, "crc32": 0, "shared": "../../../../etc/passwd"}
+    meta = {"id": 1, "workers": [{"index": 0, "key_groups": [0, 127], "files": [escape]}]}
+    (chk / "_metadata").write_text(json.dumps(meta))
+    _one_error_line(
+        run_weir("run", str(job_file), "--restore", str(chk), "--api-port", "0"),
+        "cannot restore this checkpoint",
+        "'../../../../etc/passwd' is not a plain file name",
+    )
+
+
+def test_api_help_shows_its_flags_and_environment_variables(run_weir: Run) -> None:
+    text = " ".join(run_weir("api", "--help").stdout.split())
+    for env in ("WEIR_STATE_DIR", "WEIR_CHECKPOINT_DIR", "WEIR_API_HOST", "WEIR_API_PORT",
+                "WEIR_API_TOKEN"):  # fmt: skip
+        assert env in text
+    run_help = " ".join(run_weir("run", "--help").stdout.split())
+    assert "WEIR_NO_API" in run_help and "WEIR_BACKFILL_DIR" in run_help
 
 
 def test_backfill_input_errors_name_the_input_and_the_fix(

@@ -75,3 +75,26 @@ def test_secondary_reader_follows_the_primary(tmp_path: Path) -> None:
     finally:
         reader.close()
         db.close()
+
+
+def test_secondary_reader_never_keeps_a_value_the_primary_flushed_over(tmp_path: Path) -> None:
+    """RocksDB's secondary answers from the entries it replayed from a WAL even after the
+    primary flushed newer values and deleted that WAL (facebook/rocksdb#15051); the reader
+    reopens then, and the instance it replaces goes once the next one is replaced."""
+    db = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=0)
+    try:
+        db.write({b"k": b"v1", b"cold": b"c1"})
+        assert reader.get(b"k") == b"v1" and reader.get(b"cold") == b"c1"  # from the WAL
+        db.write({b"k": b"v2", b"cold": b"c2"})
+        db.flush()  # v2 and c2 go to an SST file; the WAL holding v1 and c1 is deleted
+        assert reader.get(b"cold") == b"c2"  # RocksDB alone would answer c1 until new writes
+        assert reader.get(b"k") == b"v2" and reader.reopened == 1
+        db.write({b"k": b"v3"})
+        db.flush()
+        assert reader.get(b"k") == b"v3" and reader.reopened == 2
+        assert sorted(p.name for p in (tmp_path / "secondary").iterdir()) == ["s2", "s3"]
+    finally:
+        reader.close()
+        db.close()
+    assert list((tmp_path / "secondary").iterdir()) == []

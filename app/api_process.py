@@ -1,0 +1,70 @@
+"""``weir api``: the HTTP API of a job that ``weir run`` runs, from a process of its own.
+
+It reads the workers' RocksDB as secondary instances and the checkpoints from storage, like the
+API inside ``weir run``, and the job manager's status from the file it publishes; savepoints and
+live backfills go to the job manager over its control channel (``api.remote``). Killing it
+(even ``kill -9``) costs the job nothing, and a new one picks up where it was. Its own files (the
+secondary instances' and committed views') are in ``<state-dir>/<job>/api-<pid>``; those of
+processes that are gone are removed at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from api import ApiSettings, Registry, create_app, handle_for
+from api.remote import RemoteRuntime
+from app.supervise import check_port_free, serve_http, warn_if_admin_closed
+from engine.runtime.config import RunConfig
+from engine.runtime.loader import load_job
+from state.checkpoints import CheckpointStorage
+
+log = logging.getLogger(__name__)
+
+
+def run(
+    job_file: Path,
+    state_dir: Path,
+    checkpoint_dir: Path | None,
+    port: int,
+    settings: ApiSettings,
+) -> int:
+    job = load_job(job_file)
+    cfg = RunConfig(job_file=job_file, state_dir=state_dir, checkpoint_dir=checkpoint_dir)
+    check_port_free(settings.host, port)
+    warn_if_admin_closed(settings)
+    job_dir = cfg.job_dir(job.name)
+    _remove_stale_api_dirs(job_dir)
+    api_dir = job_dir / f"api-{os.getpid()}"
+    runtime = RemoteRuntime(job, job_dir, CheckpointStorage(cfg.checkpoints_root, job.name))
+    registry = Registry()
+    registry.add(handle_for(job, runtime, cfg, api_dir))
+    if runtime.status_problem:
+        log.warning("job=%s %s", job.name, runtime.status_problem)
+    try:
+        serve_http(create_app(registry, settings), settings.host, port, job.name, threading.Event())
+    finally:
+        shutil.rmtree(api_dir, ignore_errors=True)
+    return 0
+
+
+def _remove_stale_api_dirs(job_dir: Path) -> None:
+    """``api-<pid>`` directories of API processes that are gone (a kill -9 leaves them)."""
+    for d in job_dir.glob("api-*"):
+        pid = d.name.removeprefix("api-")
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True

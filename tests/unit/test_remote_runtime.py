@@ -1,0 +1,189 @@
+"""``weir api``'s view of a job manager in another process: the status file (missing, fresh,
+stale, a new run) and the control channel (round trip, errors keep their type, a wrong key or a
+silent client gets nothing and blocks nobody)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api import ApiSettings, Registry, create_app, handle_for
+from api.remote import RemoteRuntime
+from engine import Job, agg, sources, windows
+from engine.errors import ConfigError, PathRefused
+from engine.runtime import control, status
+from engine.runtime.config import RunConfig
+from state.checkpoints import CheckpointStorage, now_ms
+
+
+def _job(tmp_path: Path) -> Job:
+    job = Job("j")
+    (
+        job.source(sources.jsonl(tmp_path / "in.jsonl"))
+        .key_by("id")
+        .window(windows.tumbling(ms=1000))
+        .aggregate("op", n=agg.count())
+    )
+    return job
+
+
+def _publish(job_dir: Path, **fields: Any) -> None:
+    job_dir.mkdir(parents=True, exist_ok=True)
+    body = {
+        "format": status.FORMAT,
+        "job": "j",
+        "run_id": "r1",
+        "generation": 0,
+        "written_at": now_ms(),
+        "state": "running",
+        "operators": ["op"],
+        "parallelism": 2,
+        "ranges": [[0, 63], [64, 127]],
+        "workers": [{"worker": 0, "records_in": 5}, {"worker": 1, "records_in": 7}],
+        "checkpoints": [],
+        "backfills": [],
+        "last_checkpoint": None,
+        "control_port": None,
+        **fields,
+    }
+    status.write_status(status.status_path(job_dir), body)
+
+
+def _api(tmp_path: Path) -> tuple[TestClient, RemoteRuntime]:
+    job = _job(tmp_path)
+    cfg = RunConfig(job_file=tmp_path / "job.py", state_dir=tmp_path / "state")
+    runtime = RemoteRuntime(
+        job, cfg.job_dir("j"), CheckpointStorage(cfg.checkpoints_root, "j"), stale_after_s=1.0
+    )
+    registry = Registry()
+    registry.add(handle_for(job, runtime, cfg, cfg.job_dir("j") / "api-test"))
+    app = create_app(registry, ApiSettings())
+    return TestClient(app, raise_server_exceptions=False), runtime
+
+
+def _wait_refresh() -> None:
+    time.sleep(0.06)  # past RemoteRuntime's re-read interval (50 ms): a cache, not a condition
+
+
+def test_before_the_job_manager_publishes_the_api_answers_without_5xx(tmp_path: Path) -> None:
+    client, runtime = _api(tmp_path)
+    health = client.get("/health").json()
+    assert health["status"] == "degraded" and health["jobs"] == {"j": "unknown"}
+    assert "jobmanager.json is missing" in health["problems"]["j"]
+    assert client.get("/jobs/j").json()["state"] == "unknown"
+    r = client.get("/j/op/state/k")
+    assert r.status_code == 503 and r.json()["error"]["code"] == "state_unavailable"
+    r = client.post("/jobs/j/savepoints")
+    assert r.status_code == 409 and "is not running" in r.json()["error"]["message"]
+    assert runtime.parallelism == 0
+
+
+def test_a_fresh_status_is_the_job_and_a_stale_one_is_unknown(tmp_path: Path) -> None:
+    client, runtime = _api(tmp_path)
+    job_dir = tmp_path / "state" / "j"
+    _publish(job_dir)
+    _wait_refresh()
+    assert client.get("/health").json() == {"status": "ok", "jobs": {"j": "running"},
+                                            "problems": {}}  # fmt: skip
+    detail = client.get("/jobs/j").json()
+    assert detail["parallelism"] == 2 and detail["records_in"] == 12
+    assert [w["key_groups"] for w in detail["workers"]] == [[0, 63], [64, 127]]
+
+    _publish(job_dir, written_at=now_ms() - 5_000)  # the job manager stopped publishing
+    _wait_refresh()
+    health = client.get("/health").json()
+    assert health["status"] == "degraded" and health["jobs"] == {"j": "unknown"}
+    assert "s old; is weir run still running" in health["problems"]["j"]
+    assert client.get("/jobs/j").json()["records_in"] == 12  # the last known figures
+    assert runtime.state() == "unknown"
+
+
+def test_a_new_run_or_a_restart_makes_readers_reopen(tmp_path: Path) -> None:
+    _, runtime = _api(tmp_path)
+    job_dir = tmp_path / "state" / "j"
+    _publish(job_dir)
+    _wait_refresh()
+    first = runtime.generation
+    _publish(job_dir, records=1)  # same run, same generation
+    _wait_refresh()
+    assert runtime.generation == first
+    _publish(job_dir, generation=1)
+    _wait_refresh()
+    assert runtime.generation == first + 1
+    _publish(job_dir, run_id="r2", generation=0, parallelism=1, ranges=[[0, 127]])
+    _wait_refresh()
+    assert runtime.generation == first + 2 and runtime.parallelism == 1
+
+
+def test_a_job_file_with_other_operators_is_named(tmp_path: Path) -> None:
+    client, _ = _api(tmp_path)
+    _publish(tmp_path / "state" / "j", operators=["other"])
+    _wait_refresh()
+    assert (
+        "the running job has operators ['other']" in client.get("/health").json()["problems"]["j"]
+    )
+
+
+# -- the control channel --------------------------------------------------------------------
+
+
+def _server(tmp_path: Path) -> tuple[control.ControlServer, bytes]:
+    def refuse(args: dict[str, Any]) -> dict[str, Any]:
+        raise PathRefused(f"backfill path {args['path']!r} is not under /allowed")
+
+    key = control.write_key(tmp_path)
+    server = control.ControlServer(key, {"echo": lambda args: {"got": args}, "backfill": refuse})
+    server.start()
+    return server, key
+
+
+def test_the_key_file_is_its_owners_only(tmp_path: Path) -> None:
+    key = control.write_key(tmp_path)
+    mode = stat.S_IMODE(os.stat(control.key_path(tmp_path)).st_mode)
+    assert mode == 0o600 and control.read_key(tmp_path) == key and len(key) == 32
+
+
+def test_a_call_round_trips_and_errors_keep_their_type(tmp_path: Path) -> None:
+    server, key = _server(tmp_path)
+    try:
+        assert control.call(server.port, key, "echo", {"a": [1, "x"]}, 5.0) == {
+            "got": {"a": [1, "x"]}
+        }
+        with pytest.raises(PathRefused, match="'/etc' is not under /allowed"):
+            control.call(server.port, key, "backfill", {"path": "/etc"}, 5.0)
+        with pytest.raises(ConfigError, match="unknown op 'rm'"):
+            control.call(server.port, key, "rm", {}, 5.0)
+    finally:
+        server.stop()
+
+
+def test_a_wrong_key_gets_nothing_done(tmp_path: Path) -> None:
+    server, key = _server(tmp_path)
+    try:
+        with pytest.raises(ConfigError, match="closed the control channel"):
+            control.call(server.port, b"x" * 32, "echo", {}, 5.0)
+    finally:
+        server.stop()
+
+
+def test_a_silent_client_blocks_nobody(tmp_path: Path) -> None:
+    server, key = _server(tmp_path)
+    try:
+        with socket.create_connection((control.HOST, server.port)):  # connects, says nothing
+            assert control.call(server.port, key, "echo", {}, 5.0) == {"got": {}}
+    finally:
+        server.stop()
+
+
+def test_nothing_listening_is_a_clear_error(tmp_path: Path) -> None:
+    server, key = _server(tmp_path)
+    server.stop()
+    with pytest.raises(ConfigError, match="nothing listens at 127.0.0.1"):
+        control.call(server.port, key, "echo", {}, 5.0)
