@@ -57,6 +57,23 @@ class FoldPlan:
         self.fold: FoldFn = self._generate()
         self.result: ResultFn = self._generate_result()
         self.merge_into: Callable[[list[Any], list[Any]], None] = self._generate_merge()
+        self._udas = [
+            (lo, agg.function)
+            for name, agg in aggregates.items()
+            if isinstance(agg, UserDefined)
+            for lo in (self.slices[name][0],)
+        ]
+        # ``copy(slots)``: slots that share no accumulator object with ``slots``. A user-defined
+        # aggregate's ``add`` or ``merge`` may change its accumulator in place, so a window
+        # composed from panes must not hold a pane's own object (a later merge would change the
+        # pane). Built-in slots are numbers: a list copy is enough.
+        self.copy: Callable[[list[Any]], list[Any]] = self._copy_udas if self._udas else list.copy
+
+    def _copy_udas(self, slots: list[Any]) -> list[Any]:
+        out = slots.copy()
+        for lo, uda in self._udas:
+            out[lo] = uda.merge(uda.create(), slots[lo])
+        return out
 
     def _generate(self) -> FoldFn:
         cols = [f"c{i}" for i in range(len(self.fields))]

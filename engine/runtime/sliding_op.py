@@ -153,13 +153,13 @@ class SlidingRuntime(WindowRuntime):
     def _compose(self, end: int) -> dict[str, list[Any]]:
         """The window ending at ``end``: its panes merged, per key."""
         merged: dict[str, list[Any]] = {}
-        merge_into = self.plan.merge_into
+        merge_into, copy = self.plan.merge_into, self.plan.copy
         get = merged.get
         for p in range(end - self._size + self._pane, end + 1, self._pane):
             for k, slots in self.buckets.get(p, {}).items():
                 have = get(k)
                 if have is None:
-                    merged[k] = slots.copy()
+                    merged[k] = copy(slots)
                 else:
                     merge_into(have, slots)
         return merged

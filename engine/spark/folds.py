@@ -51,7 +51,7 @@ class WindowFolder:
         for p in sorted(panes):  # SlidingRuntime._compose
             have = bucket.get(key)
             if have is None:
-                bucket[key] = panes[p][key].copy()
+                bucket[key] = self.plan.copy(panes[p][key])
             else:
                 self.plan.merge_into(have, panes[p][key])
         allowed = [recs[i] for i, w in enumerate(wms) if end - 1 <= w]

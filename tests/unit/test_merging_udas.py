@@ -21,7 +21,23 @@ from tests.support import Distinct, wait_until
 EVENTS = [(0, 1), (4, 2), (9, 1), (30, 3), (33, 3), (37, 4), (70, 5), (12, 2), (16, 6)]
 
 
-def _job(assigner: Any) -> Job:
+class DistinctInPlace(Distinct):
+    """The same aggregate written the other common way: ``add`` and ``merge`` change their
+    first argument and return it. Windows composed from panes must not share a pane's list."""
+
+    def add(self, acc: list[int], record: dict[str, Any]) -> list[int]:
+        if record["value"] not in acc:
+            acc.append(record["value"])
+            acc.sort()
+        return acc
+
+    def merge(self, a: list[int], b: list[int]) -> list[int]:
+        a.extend(v for v in b if v not in a)
+        a.sort()
+        return a
+
+
+def _job(assigner: Any, uda: Any = None) -> Job:
     job = Job("uda")
     (
         job.source(
@@ -29,11 +45,12 @@ def _job(assigner: Any) -> Job:
         )
         .key_by("id")
         .window(assigner, allowed_lateness_ms=100)
-        .aggregate("imps", distinct=agg.custom(Distinct()), n=agg.count())
+        .aggregate("imps", distinct=agg.custom(uda or Distinct()), n=agg.count())
     )
     return job
 
 
+@pytest.mark.parametrize("uda", [Distinct(), DistinctInPlace()], ids=["pure", "in-place"])
 @pytest.mark.parametrize(
     ("assigner", "windows_of"),
     [
@@ -46,11 +63,11 @@ def _job(assigner: Any) -> Job:
     ids=["sliding-panes", "session"],
 )
 def test_distinct_values_merge_across_panes_and_sessions(
-    tmp_path: Path, assigner: Any, windows_of: Any
+    tmp_path: Path, assigner: Any, windows_of: Any, uda: Any
 ) -> None:
     evs = [{"id": "k", "event": "impression", "ts": t, "value": v} for t, v in EVENTS]
     run = run_batches(evs, Spec(bound=5, size=1, lateness=100), [2, 3, 4], tmp_path,
-                      job=_job(assigner))  # fmt: skip
+                      job=_job(assigner, uda))  # fmt: skip
     finals = {(r["start"], r["end"]): r for r in run.results if r["final"]}
     if windows_of is not None:
         expected: dict[tuple[int, int], set[int]] = {}
