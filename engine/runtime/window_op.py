@@ -83,6 +83,7 @@ class WindowRuntime:
         self._writes: dict[bytes, bytes] = {}
         self._allowed: list[tuple[str, int, Any, list[Any]]] = []
         self._timer_ends: set[int] = set()
+        self._timer_seq = 0  # strictly increasing: two flushes never share a timer entry
         self._prefixes: dict[str, tuple[int, bytes]] = {}
         self._namespaces: dict[int, bytes] = {}
         self._last_purge = 0.0
@@ -365,7 +366,9 @@ class WindowRuntime:
         prefix = self._prefix
         for k in keys:
             by_group.setdefault(prefix(k)[0], []).append(k)
-        seq = time.time_ns()
+        # nanoseconds keep entries apart across restarts; +1 keeps two flushes in the same
+        # nanosecond from overwriting each other's cleanup timers
+        seq = self._timer_seq = max(time.time_ns(), self._timer_seq + 1)
         for kg, group in by_group.items():
             self._writes[layout.timer_key(kg, self._tsid, end, seq)] = _packer.pack(group)
         self._timer_ends.add(end)
