@@ -9,9 +9,11 @@ process for growth (issue 9).
    and of every worker, and the size of the latest checkpoint.
 
 Pass: every process's RSS stays within +-10% of its value at the end of the warm-up, its open
-descriptors within a few of it, checkpoint sizes within +-50% (the state is steady, so they are
-too), and the job never fails or falls behind. ``python -m loadtest.soak --minutes 30`` (the make
-target) prints the JSON report; the test suite runs a 3-minute version.
+descriptors do not climb (the least-squares line through them rises by at most 6 over the
+run, and they stay within 16 overall: RocksDB's live files come and go), checkpoint sizes within
++-50% (the state is steady, so they are too), and the job never fails or falls behind.
+``python -m loadtest.soak --minutes 30`` (the make target) prints the JSON report; the test
+suite runs a 3-minute version (``tests/integration/test_soak.py``).
 """
 
 from __future__ import annotations
@@ -129,6 +131,17 @@ def soak(workdir: Path, minutes: float, warmup_s: float, sample_s: float) -> dic
     return _verdict(top, rate, samples, out)
 
 
+def _climb(samples: list[dict[str, Any]], pid: int) -> float:
+    """How much ``pid``'s open descriptors rose over the samples, by the least-squares line
+    through them (single counts move by a few as RocksDB's live files come and go)."""
+    ts = [float(s["t"]) for s in samples]
+    ys = [float(s["fds"].get(pid, 0)) for s in samples]
+    tm, ym = sum(ts) / len(ts), sum(ys) / len(ys)
+    var = sum((t - tm) ** 2 for t in ts)
+    slope = sum((t - tm) * (y - ym) for t, y in zip(ts, ys, strict=True)) / var if var else 0.0
+    return slope * (ts[-1] - ts[0])
+
+
 def _verdict(top: float, rate: int, samples: list[dict[str, Any]], load_out: str) -> dict[str, Any]:
     if len(samples) < 3:
         raise RuntimeError("too few samples after the warm-up: lengthen the soak")
@@ -139,6 +152,8 @@ def _verdict(top: float, rate: int, samples: list[dict[str, Any]], load_out: str
             "base_mib": round(base["rss"][p] / 2**20, 1),
             "min_ratio": round(min(s["rss"].get(p, 0) for s in samples) / base["rss"][p], 3),
             "max_ratio": round(max(s["rss"].get(p, 0) for s in samples) / base["rss"][p], 3),
+            "series_mib": [round(s["rss"].get(p, 0) / 2**20, 1) for s in samples],
+            "fds": [s["fds"].get(p, 0) for s in samples],
         }
         for p in procs
     }
@@ -155,7 +170,10 @@ def _verdict(top: float, rate: int, samples: list[dict[str, Any]], load_out: str
         "rss_within_10pct": all(
             0.9 <= v["min_ratio"] and v["max_ratio"] <= 1.1 for v in rss.values()
         ),
-        "fds_flat": all(hi - lo <= 8 for lo, hi in fds.values()),
+        # RocksDB's live SST files (workers and the API's readers hold them open) and query
+        # connections come and go, so a process's count moves by a few; a leak climbs
+        "fds_flat": all(hi - lo <= 16 for lo, hi in fds.values())
+        and all(_climb(samples, p) <= 6 for p in procs),
         "checkpoints_steady": bool(sizes) and max(sizes) <= 1.5 * min(sizes),
         "kept_up": min(rates) >= 0.8 * rate and max(s["watermark_lag_s"] for s in samples) < 30,
         "running": all(s["state"] == "running" for s in samples),
