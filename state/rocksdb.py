@@ -221,6 +221,9 @@ class SecondaryReader:
         opts.set_max_open_files(-1)
         table = BlockBasedOptions()
         table.set_block_cache(self._cache)
+        # index and filter blocks in that cache too, not on the heap of each instance: an
+        # instance opens every table (max_open_files=-1), and a reopen briefly keeps two
+        table.set_cache_index_and_filter_blocks(True)
         opts.set_block_based_table_factory(table)
         try:
             self._db = Rdict(str(self.primary), opts, access_type=AccessType.secondary(str(where)))
