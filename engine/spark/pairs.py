@@ -175,7 +175,10 @@ class _Selector:
         # the streaming rule, per (record, window): kept while the window can change; a record
         # is late when all its windows are
         on_time = [j for j, i in enumerate(idx) if ends[j] - 1 + lateness > wms[i]]
-        self.late += len(set(idx)) - len({idx[j] for j in on_time})
+        if origin is None:  # one window a record (tumbling): a late pair is a late record
+            self.late += len(ends) - len(on_time)
+        else:
+            self.late += len(set(idx)) - len({idx[j] for j in on_time})
         sel = [j for j in on_time if self.lo <= ts[idx[j]] < self.hi]
         return sel, [idx[j] for j in sel], ends
 
