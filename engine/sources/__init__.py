@@ -15,7 +15,7 @@ from engine.errors import ConfigError, SourceError
 from engine.sources.base import Source, SourceBatch, SplitReader
 from engine.sources.file import JsonlSource
 from engine.sources.generator import GeneratorSource
-from engine.sources.kafka import KafkaSource
+from engine.sources.kafka import KafkaSource, url_parts
 
 SCHEMES = ("file", "generator", "kafka")
 
@@ -52,11 +52,10 @@ _KAFKA_OPTIONS = ("group", "start", "end", "metadata")
 
 
 def _kafka_from_url(url: str) -> KafkaSource:
-    parts = urlsplit(url)
-    topic = unquote(parts.path.lstrip("/"))
-    if not parts.netloc or not topic or "/" in topic:
+    found = url_parts(url)
+    if found is None:
         raise ConfigError(f"source {url!r}: use kafka://host:port/topic?group=NAME")
-    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    bootstrap, topic, options = found
     unknown = sorted(set(options) - set(_KAFKA_OPTIONS))
     if unknown:
         raise ConfigError(
@@ -64,7 +63,7 @@ def _kafka_from_url(url: str) -> KafkaSource:
         )
     try:
         return kafka(
-            parts.netloc,
+            bootstrap,
             topic,
             group=options.get("group") or None,
             start=options.get("start", "earliest"),

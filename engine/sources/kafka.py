@@ -83,6 +83,18 @@ def connect(factory: Any, what: str, bootstrap: str, **kwargs: Any) -> Any:
             delay = min(delay * 2, 8.0)
 
 
+def url_parts(url: str) -> tuple[str, str, dict[str, str]] | None:
+    """``kafka://host:port/topic?name=value…`` -> ``(host:port, topic, options)``; None when the
+    URL does not name one broker and one topic. Streaming sources and backfill inputs share it."""
+    from urllib.parse import parse_qsl, unquote, urlsplit
+
+    parts = urlsplit(url)
+    topic = unquote(parts.path.lstrip("/"))
+    if not parts.netloc or not topic or "/" in topic:
+        return None
+    return parts.netloc, topic, dict(parse_qsl(parts.query, keep_blank_values=True))
+
+
 @dataclass(frozen=True, slots=True)
 class KafkaSource:
     bootstrap: str

@@ -32,12 +32,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
 
 from engine.errors import ConfigError, SourceError
 from engine.job import Job
 from engine.sources.base import SourceBatch
-from engine.sources.kafka import KafkaSource
+from engine.sources.kafka import KafkaSource, url_parts
 
 READ_BATCH = 8192
 FORMATS = ("jsonl", "parquet", "csv")
@@ -237,11 +236,10 @@ Offsets = tuple[str | int, dict[int, int]]  # the default (a word or a number), 
 def parse_kafka_url(url: str) -> tuple[str, str, Offsets, Offsets, bool | None]:
     """``kafka://host:port/topic?from=&to=&metadata=`` -> bootstrap, topic, from, to, metadata
     (None: not given)."""
-    parts = urlsplit(url)
-    topic = unquote(parts.path.lstrip("/"))
-    if not parts.netloc or not topic or "/" in topic:
+    found = url_parts(url)
+    if found is None:
         raise ConfigError(f"--input {url}: use kafka://host:port/topic?from=earliest&to=latest")
-    options = dict(parse_qsl(parts.query, keep_blank_values=True))
+    bootstrap, topic, options = found
     unknown = sorted(set(options) - set(_KAFKA_OPTIONS))
     if unknown:
         raise ConfigError(
@@ -252,7 +250,7 @@ def parse_kafka_url(url: str) -> tuple[str, str, Offsets, Offsets, bool | None]:
     if metadata is not None and metadata.lower() not in ("true", "false", "1", "0"):
         raise ConfigError(f"--input {url}: metadata={metadata!r}; use metadata=true or false")
     return (
-        parts.netloc,
+        bootstrap,
         topic,
         _offsets(url, "from", options.get("from", "earliest"), "earliest"),
         _offsets(url, "to", options.get("to", "latest"), "latest"),
