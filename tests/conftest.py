@@ -181,3 +181,14 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     with tansu(tmp_path_factory.mktemp("kafka")) as bootstrap:
         yield bootstrap
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """A real local SparkSession (``local[2]``) for a test module's backfills."""
+    from engine.spark.backfill import spark_session
+
+    session = spark_session("local[2]")
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

@@ -6,7 +6,7 @@ source, give the windows ``weir run`` computes when it streams them; offset rang
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ import pytest
 from engine.errors import SourceError
 from engine.runtime.fold import FoldPlan
 from engine.runtime.loader import load_job
-from engine.spark.backfill import BackfillResult, backfill_operator, run_backfill, spark_session
+from engine.spark.backfill import BackfillResult, backfill_operator, run_backfill
 from state.layout import decode_state_key
 from state.rocksdb import RocksState
 from tests.kafka_broker import create_topic, send
@@ -29,14 +29,6 @@ from tests.support import WeirResult, job_text, make_events, read_jsonl, write_e
 SIZE, BOUND, LATENESS = 1_000, 200, 1_500
 AGGS = ("count", "total", "lo", "hi", "avg")
 Windows = dict[tuple[str, int, int], dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def _backfill(spark: Any, job: Path, inputs: list[str], out: Path) -> BackfillResult:

@@ -6,15 +6,13 @@ restored by ``weir run --restore`` at another parallelism, serves over HTTP exac
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import pytest
-
 from engine.runtime.loader import load_job
-from engine.spark.backfill import backfill_operator, run_backfill, spark_session
+from engine.spark.backfill import backfill_operator, run_backfill
 from engine.spark.load import make_savepoint
 from tests.support import (
     KEYS,
@@ -30,14 +28,6 @@ from tests.support import (
 
 GAP, SESSION_LATENESS = 150, 500
 Windows = dict[tuple[str, int, int], dict[str, Any]]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    session = spark_session("local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def _served(server: WeirServer) -> Windows:
