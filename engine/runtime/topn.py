@@ -36,8 +36,9 @@ def _numeric(v: Any) -> bool:
 
 
 def best(entries: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
-    """The ``k`` best ``(key, value)`` pairs: highest value first, ties by key."""
-    return heapq.nsmallest(k, entries, key=lambda kv: (-kv[1], kv[0]))
+    """The ``k`` best ``(key, value)`` pairs: highest value first, ties by key (ranked as
+    ``(-value, key)`` tuples: no key function call per entry)."""
+    return [(key, -v) for v, key in heapq.nsmallest(k, ((-v, key) for key, v in entries))]
 
 
 class CurrentTop:
@@ -127,11 +128,11 @@ def ranked_results(
     out: dict[str, list[list[Any]]] = {}
     numbers = _NUMBERS
     for name in names:
-        ranks: list[Rank] = []
+        pairs: list[tuple[str, float]] = []
         for r in results:
             v: Any = r.get(name)
             if type(v) in numbers and v == v:
-                ranks.append((-v, r["key"]))
-        if ranks:
-            out[name] = [[key, -v] for v, key in heapq.nsmallest(k, ranks)]
+                pairs.append((r["key"], v))
+        if pairs:
+            out[name] = [[key, v] for key, v in best(pairs, k)]
     return out
