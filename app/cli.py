@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from app import logs
 from engine.errors import ConfigError, WeirError
+from engine.runtime import heap
 from engine.runtime.config import RunConfig
 
 if TYPE_CHECKING:
@@ -533,6 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             logs.configure("WARNING")
             return produce.main(args)
         logs.configure(args.log_level)
+        heap.trim_in_background()  # a long-running process: give freed heap back to the OS
         if args.command == "api":
             from app import api_process  # imported late: keeps --help fast
 

@@ -32,6 +32,7 @@ import orjson
 
 from engine.errors import WeirError, WorkerFailed
 from engine.job import Job
+from engine.runtime import heap
 from engine.runtime.chain import Chain, KeyedBatch, json_exact_keyby, keyby_nodes, sink_nodes
 from engine.runtime.channels import Inputs, combine
 from engine.runtime.config import RunConfig
@@ -768,6 +769,7 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
         level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("kafka").setLevel(logging.ERROR)
+    heap.trim_in_background()
     try:
         job = load_configured_job(cfg)
         worker = Worker(cfg, index, conn, job)
