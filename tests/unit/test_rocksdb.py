@@ -8,7 +8,7 @@ import pytest
 
 from engine.errors import StateError
 from state import layout
-from state.rocksdb import RocksState, SecondaryReader
+from state.rocksdb import RocksOptions, RocksState, SecondaryReader
 from tests.support import wait_until
 
 
@@ -41,6 +41,29 @@ def test_state_survives_reopen(tmp_path: Path) -> None:
         assert again.get(b"a") == b"1"
     finally:
         again.close()
+
+
+def test_rocksdbs_own_files_stay_bounded_over_many_flushes(tmp_path: Path) -> None:
+    """A checkpoint flushes every couple of seconds for months: the info LOG rolls and keeps a
+    bounded number of old files, and the MANIFEST (copied into every checkpoint) starts again
+    past its bound instead of gaining an edit per flush for ever."""
+    opts = RocksOptions(log_file_kb=16, log_files_kept=2, manifest_kb=8)
+    db = RocksState(tmp_path / "db", opts)
+    try:
+        for i in range(200):
+            db.write({layout.state_key(1, 1, b"k%d" % (i % 50), 0): b"v%d" % i})
+            db.flush()
+        assert db.get(layout.state_key(1, 1, b"k49", 0)) == b"v199"
+    finally:
+        db.close()
+    files = list((tmp_path / "db").iterdir())
+    logs = [f for f in files if f.name == "LOG" or f.name.startswith("LOG.old")]
+    manifests = [f for f in files if f.name.startswith("MANIFEST-")]
+    assert len([f for f in logs if f.name != "LOG"]) <= 2, sorted(f.name for f in logs)
+    assert sum(f.stat().st_size for f in logs) < 4 * 16 * 1024 + 64 * 1024
+    assert len(manifests) == 1
+    # one snapshot of the live files plus the edits since (without the bound: 55 KiB)
+    assert manifests[0].stat().st_size < 16 * 1024, manifests[0].stat().st_size
 
 
 def test_open_failure_names_the_path(tmp_path: Path) -> None:
