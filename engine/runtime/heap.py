@@ -42,6 +42,29 @@ def _load_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 
 
 _TRIM = _load_trim()
+_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
+MMAP_THRESHOLD = 1 << 20
+
+
+def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
+    """Serve allocations of ``size`` bytes and more with their own mappings, for good.
+
+    glibc raises its mmap threshold each time a mapped block is freed (up to 32 MiB), so after
+    RocksDB frees its first memtable block (8 MiB) every large buffer after it (write batches,
+    memtable blocks, record batches) comes from the heap and leaves holes there that neither
+    ``free`` nor ``malloc_trim`` can give back while a small block sits on the same pages.
+    Setting the threshold turns that adjustment off (``mallopt(3)``): blocks of a MiB or more
+    are unmapped when freed. False where the C library has no ``mallopt``."""
+    name = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(name).mallopt if name else None
+    except (OSError, AttributeError):
+        mallopt = None
+    if mallopt is None:
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, size))
 
 
 def trim() -> bool:
@@ -89,8 +112,9 @@ def trim_in_background() -> HeapTrimmer:
     """This process's trimmer, started on first call (``weir run``, ``weir api``, workers)."""
     global _PROCESS
     if _PROCESS is None:
+        fix_mmap_threshold()
         _PROCESS = HeapTrimmer().start()
     return _PROCESS
 
 
-__all__ = ["TRIM_INTERVAL_S", "HeapTrimmer", "trim", "trim_in_background"]
+__all__ = ["TRIM_INTERVAL_S", "HeapTrimmer", "fix_mmap_threshold", "trim", "trim_in_background"]

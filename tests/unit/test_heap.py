@@ -50,3 +50,32 @@ def test_the_trimmer_trims_until_stopped() -> None:
     done = trimmer.trims
     time.sleep(0.05)
     assert trimmer.trims == done, "the trimmer went on after stop()"
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def test_large_blocks_stay_mapped_after_a_larger_one_was_freed() -> None:
+    """Without a fixed threshold, freeing a 16 MiB block would raise glibc's threshold to 16
+    MiB and the 2 MiB block would come from the heap."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.mallinfo2.restype = _MallInfo2
+    assert heap.fix_mmap_threshold(), "this is glibc: mallopt must be found"
+    libc.free(libc.malloc(16 * 2**20))
+    before = libc.mallinfo2().hblkhd
+    block = libc.malloc(2 * 2**20)
+    try:
+        assert libc.mallinfo2().hblkhd - before >= 2 * 2**20, "the 2 MiB block is not mapped"
+    finally:
+        libc.free(block)
+    assert libc.mallinfo2().hblkhd == before, "freeing it did not unmap it"
