@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from app import logs
+from app.flags import Env, api_flags, float_type, int_type, run_flags
 from engine.errors import ConfigError, WeirError
 from engine.runtime import heap
 from engine.runtime.config import RunConfig
@@ -20,233 +20,6 @@ if TYPE_CHECKING:
     from api.settings import ApiSettings
 
 DEMO_JOB = Path(__file__).with_name("demo_job.py")
-
-
-def _number_type(
-    flag: str, minimum: float, kind: Callable[[str], Any] = int
-) -> Callable[[str], Any]:
-    def parse(raw: str) -> Any:
-        try:
-            value = kind(raw)
-        except ValueError:
-            what = "a whole number" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(
-                f"{flag}={raw!r} is not {what}; e.g. {flag} {max(minimum, 1)}"
-            ) from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{flag}={value} is too small; use {minimum} or more")
-        return value
-
-    return parse
-
-
-def _int_type(flag: str, minimum: int) -> Callable[[str], int]:
-    return _number_type(flag, minimum, int)
-
-
-def _float_type(flag: str, minimum: float) -> Callable[[str], float]:
-    return _number_type(flag, minimum, float)
-
-
-class _Env:
-    """Adds flags whose default comes from ``WEIR_<FLAG>``, shown in ``--help``."""
-
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        self.parser = parser
-
-    def add(self, flag: str, help: str, default: Any = None, **kw: Any) -> None:
-        env = "WEIR_" + flag.lstrip("-").replace("-", "_").upper()
-        raw = os.environ.get(env)
-        kind = kw.get("type")
-        if raw is not None:
-            if kw.get("nargs") == "+":  # several values: separated by spaces
-                default = raw.split()
-                kw["required"] = kw.get("required", False) and not default
-            elif kw.get("action") == "store_true":
-                default = raw.strip().lower() in ("1", "true", "yes", "on")
-            elif kind is not None:
-                try:
-                    default = kind(raw)
-                except argparse.ArgumentTypeError as exc:
-                    raise ConfigError(f"environment variable {env}: {exc}") from None
-            else:
-                default = raw
-        shown_default = " ".join(default) if isinstance(default, list) else default
-        shown = f" (env {env}" + (
-            f", default {shown_default})" if default not in (None, False) else ")"
-        )
-        self.parser.add_argument(flag, default=default, help=help + shown, **kw)
-
-
-def _run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
-    env = _Env(p)
-    if not demo:
-        env.add(
-            "--source",
-            "source URL replacing the job's source: file:///x.jsonl, generator://ads?rate=N",
-            metavar="URL",
-        )
-        env.add(
-            "--sink", "sink URL for window results: file:///out.jsonl, stdout://", metavar="URL"
-        )
-        env.add(
-            "--exit-at-end", "stop once a bounded source is fully processed", action="store_true"
-        )
-    env.add(
-        "--parallelism",
-        "number of worker processes",
-        os.cpu_count() or 1,
-        type=_int_type("--parallelism", 1),
-        metavar="N",
-    )
-    env.add(
-        "--idle-timeout-ms",
-        "a source split without records for this long stops holding the watermark back "
-        "(default: the job's WatermarkStrategy.with_idleness, else never)",
-        type=_int_type("--idle-timeout-ms", 1),
-        metavar="MS",
-    )
-    env.add(
-        "--buffer-timeout-ms",
-        "longest a record waits in an exchange buffer before it is shipped",
-        10,
-        type=_int_type("--buffer-timeout-ms", 0),
-        metavar="MS",
-    )
-    env.add(
-        "--state-dir", "where workers keep RocksDB state and side outputs", ".weir", metavar="DIR"
-    )
-    env.add(
-        "--state-retention-ms",
-        "how long fired windows stay queryable (event time)",
-        3_600_000,
-        type=_int_type("--state-retention-ms", 0),
-        metavar="MS",
-    )
-    env.add(
-        "--dead-letter",
-        "sink URL for malformed input (default: <state-dir>/<job>/dead-letter.jsonl)",
-        metavar="URL",
-    )
-    env.add(
-        "--late-sink",
-        "sink URL for records past allowed lateness (default: <state-dir>/<job>/late.jsonl)",
-        metavar="URL",
-    )
-    env.add(
-        "--batch-size",
-        "records per source batch",
-        8192,
-        type=_int_type("--batch-size", 1),
-        metavar="N",
-    )
-    env.add(
-        "--flush-interval-ms",
-        "how often open windows are written to RocksDB (query freshness)",
-        50,
-        type=_int_type("--flush-interval-ms", 0),
-        metavar="MS",
-    )
-    env.add(
-        "--checkpoint-dir",
-        "checkpoint storage (default: <state-dir>/checkpoints)",
-        metavar="DIR",
-    )
-    env.add(
-        "--checkpoint-interval-ms",
-        "how often a checkpoint is taken (0: never)",
-        5000 if demo else 0,
-        type=_int_type("--checkpoint-interval-ms", 0),
-        metavar="MS",
-    )
-    env.add(
-        "--checkpoint-timeout-ms",
-        "a checkpoint not complete by then is abandoned",
-        60_000,
-        type=_int_type("--checkpoint-timeout-ms", 1),
-        metavar="MS",
-    )
-    env.add(
-        "--checkpoints-retained",
-        "how many complete checkpoints to keep (savepoints are never deleted)",
-        3,
-        type=_int_type("--checkpoints-retained", 1),
-        metavar="K",
-    )
-    env.add(
-        "--restore",
-        "start from a checkpoint: 'latest' or a chk-<n> directory (any parallelism)",
-        metavar="latest|PATH",
-    )
-    env.add(
-        "--restart-attempts",
-        "restarts from the latest checkpoint after a worker fails "
-        "(default: 3 with checkpoints, else 0)",
-        type=_int_type("--restart-attempts", 0),
-        metavar="N",
-    )
-    env.add(
-        "--restart-delay-ms",
-        "wait before a restart",
-        1000,
-        type=_int_type("--restart-delay-ms", 0),
-        metavar="MS",
-    )
-    env.add(
-        "--max-future-ms",
-        "records whose event time is further ahead of the wall clock go to the dead letters, "
-        "so one bad timestamp cannot close every window (0: no limit)",
-        86_400_000,
-        type=_int_type("--max-future-ms", 0),
-        metavar="MS",
-    )
-    env.add(
-        "--backfill-dir",
-        "live backfills (POST /jobs/{job}/backfills, weir backfill --live) load SST files only "
-        "from under this directory (weir backfill --work-dir)",
-        ".weir/backfill",
-        metavar="DIR",
-    )
-    env.add(
-        "--no-api",
-        "run the job without the HTTP API; serve it from another process with weir api",
-        action="store_true",
-    )
-    _api_flags(env)
-
-
-def _api_flags(env: _Env) -> None:
-    env.add(
-        "--api-host",
-        "address the HTTP API binds (without a token, admin routes answer only on loopback)",
-        "127.0.0.1",
-        metavar="H",
-    )
-    env.add(
-        "--api-token",
-        "bearer token every route but /health then requires (prefer the environment "
-        "variable: a flag shows in the process list)",
-        metavar="TOKEN",
-    )
-    env.add(
-        "--cors-origins",
-        "comma-separated origins allowed to call the API from a browser",
-        metavar="ORIGINS",
-    )
-    env.add(
-        "--api-port",
-        "port of the HTTP API (0: any free port)",
-        8000,
-        type=_int_type("--api-port", 0),
-        metavar="P",
-    )
-    env.add(
-        "--log-level",
-        "DEBUG, INFO, WARNING or ERROR",
-        "INFO",
-        metavar="LEVEL",
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -262,16 +35,16 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run a job file and serve its state over HTTP")
     run.add_argument("job_file", metavar="JOB.py", help="a Python file that defines `job`")
-    _run_flags(run)
+    run_flags(run)
     demo = sub.add_parser("demo", help="run the ad-stats demo job on generated events")
-    _run_flags(demo, demo=True)
+    run_flags(demo, demo=True)
     api = sub.add_parser(
         "api",
         help="serve the state of a job that weir run runs, from a process of its own "
         "(killable and restartable while the job runs)",
     )
     api.add_argument("job_file", metavar="JOB.py", help="the job file weir run runs")
-    env = _Env(api)
+    env = Env(api)
     env.add("--state-dir", "the job's state directory (as given to weir run)", ".weir",
             metavar="DIR")  # fmt: skip
     env.add(
@@ -279,10 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
         "checkpoint storage (default: <state-dir>/checkpoints)",
         metavar="DIR",
     )
-    _api_flags(env)
+    api_flags(env)
     chks = sub.add_parser("checkpoints", help="list a job's complete checkpoints and savepoints")
     chks.add_argument("job", metavar="JOB", help="the job's name")
-    env = _Env(chks)
+    env = Env(chks)
     env.add("--state-dir", "the job's state directory", ".weir", metavar="DIR")
     env.add(
         "--checkpoint-dir",
@@ -292,21 +65,21 @@ def build_parser() -> argparse.ArgumentParser:
     chks.add_argument("--json", action="store_true", help="print JSON instead of a table")
     save = sub.add_parser("savepoint", help="take a savepoint of a running job")
     save.add_argument("job", metavar="JOB", help="the job's name")
-    env = _Env(save)
+    env = Env(save)
     env.add("--api-url", "the running job's API", "http://127.0.0.1:8000", metavar="URL")
     env.add("--api-token", "bearer token, if the API requires one", metavar="TOKEN")
     env.add(
         "--timeout-ms",
         "how long to wait for the savepoint",
         120_000,
-        type=_int_type("--timeout-ms", 1),
+        type=int_type("--timeout-ms", 1),
         metavar="MS",
     )
     back = sub.add_parser(
         "backfill", help="compute a job's windows over historical input on Spark and load them"
     )
     back.add_argument("job_file", metavar="JOB.py", help="the job file `weir run` runs")
-    env = _Env(back)
+    env = Env(back)
     env.add(
         "--input",
         "files or globs (JSONL, Parquet, CSV; one file is one split) or Kafka offset ranges, "
@@ -348,12 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--parallelism",
         "workers of the savepoint (a restore re-cuts them anyway)",
         1,
-        type=_int_type("--parallelism", 1),
+        type=int_type("--parallelism", 1),
         metavar="N",
     )
     env.add("--work-dir", "where Spark writes the SST files", ".weir/backfill", metavar="DIR")
     prod = sub.add_parser("produce", help="write a generated workload into a Kafka topic")
-    env = _Env(prod)
+    env = Env(prod)
     env.add("--bootstrap", "the Kafka broker, host:port", "127.0.0.1:9092", metavar="HOST:PORT")
     env.add("--topic", "topic to write (created when missing)", "events", metavar="TOPIC")
     env.add(
@@ -363,30 +136,30 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["ads", "sensors"],
     )
     env.add("--rate", "events per second (0: as fast as possible)", 0.0, type=float, metavar="N")
-    env.add("--keys", "distinct ids", 1000, type=_int_type("--keys", 1), metavar="N")
+    env.add("--keys", "distinct ids", 1000, type=int_type("--keys", 1), metavar="N")
     env.add("--skew", "Zipf exponent of the ids (0: uniform)", 1.1, type=float, metavar="S")
     env.add(
         "--disorder",
         "an event's time lags the clock by up to this many ms",
         0,
-        type=_int_type("--disorder", 0),
+        type=int_type("--disorder", 0),
         metavar="MS",
     )
     env.add(
         "--count",
         "events to write in all (0: until stopped)",
         100_000,
-        type=_int_type("--count", 0),
+        type=int_type("--count", 0),
         metavar="N",
     )
     env.add(
         "--partitions",
         "partitions of a topic this creates",
         4,
-        type=_int_type("--partitions", 1),
+        type=int_type("--partitions", 1),
         metavar="N",
     )
-    env.add("--seed", "generator seed", 7, type=_int_type("--seed", 0), metavar="N")
+    env.add("--seed", "generator seed", 7, type=int_type("--seed", 0), metavar="N")
     env.add(
         "--file",
         "write the events to this JSONL file instead of Kafka (history for weir backfill)",
@@ -403,7 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with --clock synthetic, event i is at start + i * STEP ms (0.1: 10,000 events a second "
         "of event time)",
         1.0,
-        type=_float_type("--step-ms", 0.0),
+        type=float_type("--step-ms", 0.0),
         metavar="STEP",
     )
     return parser
