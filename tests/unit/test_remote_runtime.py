@@ -59,8 +59,9 @@ def _publish(job_dir: Path, **fields: Any) -> None:
 def _api(tmp_path: Path) -> tuple[TestClient, RemoteRuntime]:
     job = _job(tmp_path)
     cfg = RunConfig(job_file=tmp_path / "job.py", state_dir=tmp_path / "state")
+    # stale after 4 s: the stale case is 5 s old, and a loaded machine can take a second to ask
     runtime = RemoteRuntime(
-        job, cfg.job_dir("j"), CheckpointStorage(cfg.checkpoints_root, "j"), stale_after_s=4.0  # a loaded machine can take a second to ask
+        job, cfg.job_dir("j"), CheckpointStorage(cfg.checkpoints_root, "j"), stale_after_s=4.0
     )
     registry = Registry()
     registry.add(handle_for(job, runtime, cfg, cfg.job_dir("j") / "api-test"))
