@@ -14,8 +14,8 @@ checkpoint flushes), its open descriptors do not climb (the least-squares line t
 rises by at most 6 over the run, and they stay within 16 overall: RocksDB's live files come and
 go), checkpoint sizes stay within 2x of the smallest and do not climb (the state is steady; an
 LSM's size is a saw-tooth), the job never fails or falls behind, and the query load runs the
-whole time. The report has each
-process's series and the least-squares climb of RSS and checkpoint sizes.
+whole time. The report has each process's series and the least-squares climb of RSS and
+checkpoint sizes.
 ``python -m loadtest.soak --minutes 30`` (the make target) prints the JSON report; the test
 suite runs a 3-minute version (``tests/integration/test_soak.py``).
 """
