@@ -18,32 +18,31 @@ while it is trimmed). Elsewhere than glibc it does nothing.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import logging
+import functools
 import threading
-import time
-
-log = logging.getLogger(__name__)
+from typing import Any
 
 TRIM_INTERVAL_S = 5.0
+_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
+MMAP_THRESHOLD = 1 << 20
 
 
-def _load_trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
+@functools.cache
+def _libc_function(name: str, *argtypes: Any) -> Any | None:
+    """The C library's ``name`` (looked up among the process's symbols once, when first
+    needed: no ``find_library`` subprocess at import), or None where it has none (musl,
+    macOS)."""
     try:
-        fn = ctypes.CDLL(name).malloc_trim
-    except (OSError, AttributeError):  # not glibc (musl, macOS)
+        fn = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
         return None
-    fn.argtypes = [ctypes.c_size_t]
+    fn.argtypes = list(argtypes)
     fn.restype = ctypes.c_int
     return fn
 
 
-_TRIM = _load_trim()
-_M_MMAP_THRESHOLD = -3  # mallopt parameter (malloc.h)
-MMAP_THRESHOLD = 1 << 20
+def _malloc_trim() -> Any | None:
+    return _libc_function("malloc_trim", ctypes.c_size_t)
 
 
 def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
@@ -55,23 +54,16 @@ def fix_mmap_threshold(size: int = MMAP_THRESHOLD) -> bool:
     ``free`` nor ``malloc_trim`` can give back while a small block sits on the same pages.
     Setting the threshold turns that adjustment off (``mallopt(3)``): blocks of a MiB or more
     are unmapped when freed. False where the C library has no ``mallopt``."""
-    name = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(name).mallopt if name else None
-    except (OSError, AttributeError):
-        mallopt = None
-    if mallopt is None:
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, size))
+    mallopt = _libc_function("mallopt", ctypes.c_int, ctypes.c_int)
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, size))
 
 
 def trim() -> bool:
     """Return free heap pages to the OS now; False where the C library cannot."""
-    if _TRIM is None:
+    malloc_trim = _malloc_trim()
+    if malloc_trim is None:
         return False
-    _TRIM(0)
+    malloc_trim(0)
     return True
 
 
@@ -81,21 +73,18 @@ class HeapTrimmer:
     def __init__(self, interval_s: float = TRIM_INTERVAL_S) -> None:
         self.interval_s = interval_s
         self.trims = 0
-        self.seconds = 0.0  # time spent trimming, for the soak's report
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> HeapTrimmer:
-        if _TRIM is not None and self._thread is None:
+        if self._thread is None and _malloc_trim() is not None:
             self._thread = threading.Thread(target=self._run, name="weir-heap-trim", daemon=True)
             self._thread.start()
         return self
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            t0 = time.perf_counter()
             trim()
-            self.seconds += time.perf_counter() - t0
             self.trims += 1
 
     def stop(self) -> None:

@@ -18,11 +18,28 @@ def _rss() -> int:
     raise AssertionError("no VmRSS in /proc/self/status")
 
 
-def test_trim_returns_memory_freed_below_a_live_block() -> None:
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+            "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _libc() -> ctypes.CDLL:
+    """glibc's malloc, free and mallinfo2, called directly (Python's allocator keeps its own)."""
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
     libc.free.argtypes = [ctypes.c_void_p]
+    libc.mallinfo2.restype = _MallInfo2
+    return libc
+
+
+def test_trim_returns_memory_freed_below_a_live_block() -> None:
+    libc = _libc()
     blocks = []
     for _ in range(16_384):  # 64 MiB in 4 KiB blocks: below the mmap threshold, so in the heap
         b = libc.malloc(4096)
@@ -52,24 +69,10 @@ def test_the_trimmer_trims_until_stopped() -> None:
     assert trimmer.trims == done, "the trimmer went on after stop()"
 
 
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [
-        (name, ctypes.c_size_t)
-        for name in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-            "fordblks", "keepcost",
-        )
-    ]  # fmt: skip
-
-
 def test_large_blocks_stay_mapped_after_a_larger_one_was_freed() -> None:
     """Without a fixed threshold, freeing a 16 MiB block would raise glibc's threshold to 16
     MiB and the 2 MiB block would come from the heap."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    libc.malloc.restype = ctypes.c_void_p
-    libc.malloc.argtypes = [ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    libc.mallinfo2.restype = _MallInfo2
+    libc = _libc()
     assert heap.fix_mmap_threshold(), "this is glibc: mallopt must be found"
     libc.free(libc.malloc(16 * 2**20))
     before = libc.mallinfo2().hblkhd
