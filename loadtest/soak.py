@@ -182,6 +182,7 @@ def _verdict(
         (float(s["t"]), float(s["checkpoint_bytes"])) for s in samples if s["checkpoint_bytes"]
     ]
     sizes = [b for _, b in sized]
+    size_climb = _climb([t for t, _ in sized], sizes) if sized else 0.0
     # the rate over each minute: a throttled source that fell behind for a few seconds (a
     # compaction, a burst of queries on two shared cores) catches up within its minute, and the
     # watermark lag bounds how far behind it ever was
@@ -206,7 +207,7 @@ def _verdict(
         # at four files), a saw-tooth within 2x of the smallest, and they do not climb
         "checkpoints_steady": bool(sizes)
         and max(sizes) <= 2 * min(sizes)
-        and _climb([t for t, _ in sized], sizes) <= 0.2 * statistics.median(sizes),
+        and size_climb <= 0.2 * statistics.median(sizes),
         "kept_up": min(rates) >= 0.8 * rate and lag < 30,
         "running": all(s["state"] == "running" for s in samples),
         "queried_throughout": load.get("seconds", 0) >= 0.95 * duration_s,
@@ -218,7 +219,7 @@ def _verdict(
         "rss": rss,
         "open_fds": fds,
         "checkpoint_bytes": [min(sizes, default=0), max(sizes, default=0)],
-        "checkpoint_climb_bytes": round(_climb([t for t, _ in sized], sizes)) if sized else 0,
+        "checkpoint_climb_bytes": round(size_climb),
         "checkpoint_series": [int(b) for b in sizes],
         "events_per_s": [round(min(rates)), round(max(rates))],
         "max_watermark_lag_s": round(lag, 1),
