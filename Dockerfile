@@ -9,7 +9,7 @@ COPY app app
 COPY engine engine
 COPY state state
 COPY api api
-COPY loadtest loadtest
+COPY weir weir
 RUN pip install --no-cache-dir .
 ENV PYTHONUNBUFFERED=1 SPARK_LOCAL_IP=127.0.0.1
 EXPOSE 8000

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from api.app import create_app
-from api.registry import JobHandle, Registry, handle_for
-from api.settings import ApiSettings
+from weir.api.app import create_app
+from weir.api.registry import JobHandle, Registry, handle_for
+from weir.api.settings import ApiSettings
 
 __all__ = ["ApiSettings", "JobHandle", "Registry", "create_app", "handle_for"]

@@ -20,10 +20,10 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from api import errors, metrics
-from api.registry import Registry
-from api.routes import admin, dashboard, jobs, state, top
-from api.settings import ApiSettings
+from weir.api import errors, metrics
+from weir.api.registry import Registry
+from weir.api.routes import admin, dashboard, jobs, state, top
+from weir.api.settings import ApiSettings
 
 OPEN_PATHS = frozenset({"/health"})
 

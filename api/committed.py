@@ -14,9 +14,9 @@ from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict
 
-from engine.errors import StateError
-from state.checkpoints import CheckpointStorage, FileRef
-from state.rocksdb import _scan
+from weir.engine.errors import StateError
+from weir.state.checkpoints import CheckpointStorage, FileRef
+from weir.state.rocksdb import _scan
 
 
 class CommittedView:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from api.errors import not_found
-from api.registry import JobHandle, Registry
-from engine.job import ProcessOperator, WindowOperator
-from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.api.errors import not_found
+from weir.api.registry import JobHandle, Registry
+from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 
 async def registry(request: Request) -> Registry:

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from engine.errors import StateError
+from weir.engine.errors import StateError
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Any
 from fastapi import FastAPI, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from api.registry import Registry
-from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.api.registry import Registry
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 

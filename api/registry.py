@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from api.committed import CommittedReader, CommittedView
-from engine.errors import StateError
-from engine.job import Job, WindowOperator
-from engine.runtime.config import RunConfig
-from engine.runtime.fold import FoldPlan
-from state.checkpoints import CheckpointStorage
-from state.keygroups import KeyGroupRange, operator_for_key_group
-from state.rocksdb import SecondaryReader
+from weir.api.committed import CommittedReader, CommittedView
+from weir.engine.errors import StateError
+from weir.engine.job import Job, WindowOperator
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.fold import FoldPlan
+from weir.state.checkpoints import CheckpointStorage
+from weir.state.keygroups import KeyGroupRange, operator_for_key_group
+from weir.state.rocksdb import SecondaryReader
 
 
 class JobRuntime(Protocol):

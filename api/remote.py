@@ -16,11 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
-from engine.job import Job
-from engine.runtime import control, status
-from state.checkpoints import CheckpointStorage, now_ms
-from state.keygroups import KeyGroupRange
+from weir.engine.errors import ConfigError
+from weir.engine.job import Job
+from weir.engine.runtime import control, status
+from weir.state.checkpoints import CheckpointStorage, now_ms
+from weir.state.keygroups import KeyGroupRange
 
 STALE_AFTER_S = 3.0
 REFRESH_S = 0.05

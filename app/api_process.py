@@ -16,12 +16,12 @@ import shutil
 import threading
 from pathlib import Path
 
-from api import ApiSettings, Registry, create_app, handle_for
-from api.remote import RemoteRuntime
-from app.supervise import check_port_free, serve_http, warn_if_admin_closed
-from engine.runtime.config import RunConfig
-from engine.runtime.loader import load_job
-from state.checkpoints import CheckpointStorage
+from weir.api import ApiSettings, Registry, create_app, handle_for
+from weir.api.remote import RemoteRuntime
+from weir.app.supervise import check_port_free, serve_http, warn_if_admin_closed
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.loader import load_job
+from weir.state.checkpoints import CheckpointStorage
 
 log = logging.getLogger(__name__)
 

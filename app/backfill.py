@@ -9,14 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError
+from weir.engine.errors import ConfigError
 
 
 def main(args: Any) -> int:
-    from engine.runtime.loader import load_job
-    from engine.spark.backfill import backfill_operator, run_backfill
-    from engine.spark.inputs import resolve_inputs
-    from engine.spark.load import make_savepoint
+    from weir.engine.runtime.loader import load_job
+    from weir.engine.spark.backfill import backfill_operator, run_backfill
+    from weir.engine.spark.inputs import resolve_inputs
+    from weir.engine.spark.load import make_savepoint
 
     if bool(args.into_savepoint) == bool(args.live):
         raise ConfigError("weir backfill needs exactly one of --into-savepoint DIR or --live URL")

@@ -10,14 +10,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from app import logs
-from app.flags import Env, api_flags, float_type, int_type, run_flags
-from engine.errors import ConfigError, WeirError
-from engine.runtime import heap
-from engine.runtime.config import RunConfig
+from weir.app import logs
+from weir.app.flags import Env, api_flags, float_type, int_type, run_flags
+from weir.engine.errors import ConfigError, WeirError
+from weir.engine.runtime import heap
+from weir.engine.runtime.config import RunConfig
 
 if TYPE_CHECKING:
-    from api.settings import ApiSettings
+    from weir.api.settings import ApiSettings
 
 DEMO_JOB = Path(__file__).with_name("demo_job.py")
 
@@ -212,7 +212,7 @@ def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
 
 def _job_name(raw: str) -> str:
     """A job name from the command line: it names directories, so the job API's rule holds."""
-    from engine.job import NAME_PATTERN
+    from weir.engine.job import NAME_PATTERN
 
     if not NAME_PATTERN.match(raw):
         raise ConfigError(
@@ -223,7 +223,7 @@ def _job_name(raw: str) -> str:
 
 
 def _api_settings(args: argparse.Namespace) -> ApiSettings:
-    from api.settings import ApiSettings
+    from weir.api.settings import ApiSettings
 
     return ApiSettings(
         token=args.api_token or None,
@@ -233,7 +233,7 @@ def _api_settings(args: argparse.Namespace) -> ApiSettings:
 
 
 def list_checkpoints(args: argparse.Namespace) -> int:
-    from state.checkpoints import CheckpointStorage
+    from weir.state.checkpoints import CheckpointStorage
 
     root = (
         Path(args.checkpoint_dir) if args.checkpoint_dir else Path(args.state_dir) / "checkpoints"
@@ -297,19 +297,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "savepoint":
             return take_savepoint(args)
         if args.command == "backfill":
-            from app import backfill
+            from weir.app import backfill
 
             logs.configure("WARNING")
             return backfill.main(args)
         if args.command == "produce":
-            from app import produce
+            from weir.app import produce
 
             logs.configure("WARNING")
             return produce.main(args)
         logs.configure(args.log_level)
         heap.trim_in_background()  # a long-running process: give freed heap back to the OS
         if args.command == "api":
-            from app import api_process  # imported late: keeps --help fast
+            from weir.app import api_process  # imported late: keeps --help fast
 
             return api_process.run(
                 Path(args.job_file),
@@ -318,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.api_port,
                 _api_settings(args),
             )
-        from app import supervise
+        from weir.app import supervise
 
         job_file = DEMO_JOB if args.command == "demo" else Path(args.job_file)
         cfg = config_from_args(args, job_file)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 
 job = Job("ad-stats", max_parallelism=128)
 (

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from engine.errors import ConfigError
+from weir.engine.errors import ConfigError
 
 
 def number_type(

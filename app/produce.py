@@ -15,9 +15,9 @@ from typing import Any
 
 import orjson
 
-from engine.errors import ConfigError, SourceError
-from engine.sources.generator import GeneratorSource
-from engine.sources.kafka import connect
+from weir.engine.errors import ConfigError, SourceError
+from weir.engine.sources.generator import GeneratorSource
+from weir.engine.sources.kafka import connect
 
 
 def ensure_topic(bootstrap: str, topic: str, partitions: int) -> int:

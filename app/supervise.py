@@ -13,12 +13,12 @@ from dataclasses import replace
 import uvicorn
 from fastapi import FastAPI
 
-from api import ApiSettings, Registry, create_app, handle_for
-from engine.errors import ConfigError
-from engine.job import Job
-from engine.runtime.config import RunConfig
-from engine.runtime.jobmanager import JobManager
-from engine.runtime.loader import load_configured_job
+from weir.api import ApiSettings, Registry, create_app, handle_for
+from weir.engine.errors import ConfigError
+from weir.engine.job import Job
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.jobmanager import JobManager
+from weir.engine.runtime.loader import load_configured_job
 
 log = logging.getLogger(__name__)
 

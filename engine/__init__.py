@@ -1,12 +1,12 @@
 """weir's public job API.
 
-from engine import Job, WatermarkStrategy, agg, sinks, sources, windows
+from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
 """
 
 from __future__ import annotations
 
-from engine import agg, sinks, sources, windows
-from engine.errors import (
+from weir.engine import agg, sinks, sources, windows
+from weir.engine.errors import (
     ConfigError,
     JobDefinitionError,
     SinkError,
@@ -15,8 +15,8 @@ from engine.errors import (
     WeirError,
     WorkerFailed,
 )
-from engine.job import DataStream, Job, KeyedStream, ResultStream, WindowedStream
-from engine.watermarks import WatermarkStrategy
+from weir.engine.job import DataStream, Job, KeyedStream, ResultStream, WindowedStream
+from weir.engine.watermarks import WatermarkStrategy
 
 __all__ = [
     "ConfigError",

@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from engine import agg as _agg
-from engine.errors import JobDefinitionError
-from engine.sinks import Sink
-from engine.sources import Source
-from engine.watermarks import WatermarkStrategy
-from engine.windows import SessionWindows, SlidingWindows, TumblingWindows, WindowAssigner
+from weir.engine import agg as _agg
+from weir.engine.errors import JobDefinitionError
+from weir.engine.sinks import Sink
+from weir.engine.sources import Source
+from weir.engine.watermarks import WatermarkStrategy
+from weir.engine.windows import SessionWindows, SlidingWindows, TumblingWindows, WindowAssigner
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 RESERVED_FIELDS = frozenset({"key", "start", "end", "final"})

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.spark.backfill import run_backfill, spark_session
 from loadtest.workloads import write_ads
+from weir.engine.spark.backfill import run_backfill, spark_session
 
 JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("bfbench")
 (
     job.source(sources.jsonl("unused.jsonl"), timestamp="ts",

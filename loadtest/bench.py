@@ -39,9 +39,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.runtime.config import RunConfig
-from engine.runtime.loader import load_configured_job
-from engine.runtime.worker import Worker
 from loadtest import (
     checkpoint_bench,
     freshness,
@@ -53,6 +50,9 @@ from loadtest import (
 )
 from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.loader import load_configured_job
+from weir.engine.runtime.worker import Worker
 
 BUFFER_TIMEOUTS = (0, 1, 5, 10, 50, 100)
 DEFAULT_BUFFER_TIMEOUT_MS = RunConfig(job_file=Path("-")).buffer_timeout_ms
@@ -78,7 +78,7 @@ def parallel_capacity(n: int = 5_000_000) -> float:
 
 
 JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("bench")
 (
     job.source(sources.jsonl({path!r}), timestamp="ts",

@@ -23,7 +23,7 @@ from loadtest.procs import weir_run_pid, worker_pids
 from loadtest.runs import serving, timed_run
 
 BIG_STATE_JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("bigstate")
 (
     job.source(sources.generator("ads", rate=0, ids={keys}, skew=0, count={count},
@@ -36,7 +36,7 @@ job = Job("bigstate")
 """
 
 LIVE_JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("recover")
 (
     job.source(sources.generator("ads", rate=20_000, ids=10_000), timestamp="ts",

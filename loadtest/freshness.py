@@ -17,10 +17,10 @@ from typing import Any
 import httpx
 
 from loadtest.runs import serving
-from state.keygroups import key_group, operator_for_key_group
+from weir.state.keygroups import key_group, operator_for_key_group
 
 JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("fresh")
 (
     job.source(sources.generator("ads", rate={rate}, ids=1000, skew=1.2, splits=1),

@@ -12,12 +12,12 @@ from typing import Any
 
 import orjson
 
-from app.produce import produce
 from loadtest.broker import tansu
 from loadtest.runs import timed_run
+from weir.app.produce import produce
 
 JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("kbench")
 (
     job.source(sources.kafka({bootstrap!r}, {topic!r}, end="latest"), timestamp="ts",

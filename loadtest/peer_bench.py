@@ -21,10 +21,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from app.produce import produce
 from loadtest.broker import tansu
 from loadtest.kafka_bench import JOB, bare_consumer
 from loadtest.runs import timed_run
+from weir.app.produce import produce
 
 QUIX_PYTHON = Path(".bench-venvs/quix/bin/python")
 QUIX_JOB = Path(__file__).with_name("quix_job.py")

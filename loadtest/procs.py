@@ -34,8 +34,8 @@ def worker_pids(pid: int) -> list[int]:
 
 
 def weir_run_pid(job_file: Path) -> int:
-    """The ``weir run`` process (started as ``python -m app.cli run``) of ``job_file``."""
-    pattern = "app.cli run " + re.escape(str(job_file))
+    """The ``weir run`` process (started as ``python -m weir run``) of ``job_file``."""
+    pattern = "weir run " + re.escape(str(job_file))
     out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
     if not out:
         raise RuntimeError(f"no weir run process for {job_file}")

@@ -25,7 +25,7 @@ from loadtest.broker import free_port
 from loadtest.runs import serving
 
 JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("qbench")
 (
     job.source(sources.generator("ads", rate=2000, ids=2_000, skew=0), timestamp="ts",

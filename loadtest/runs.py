@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from engine.runtime.config import RunConfig
-from engine.runtime.jobmanager import JobManager
-from engine.runtime.loader import load_configured_job
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.jobmanager import JobManager
+from weir.engine.runtime.loader import load_configured_job
 
 
 def timed_run(job_file: Path, state_dir: Path, parallelism: int, **settings: Any) -> dict[str, Any]:
@@ -68,7 +68,7 @@ def serving(job_file: Path, state_dir: Path, *args: str) -> Iterator[str]:
     cmd = [
         sys.executable,
         "-m",
-        "app.cli",
+        "weir",
         "run",
         str(job_file),
         "--api-port",

@@ -38,7 +38,7 @@ from loadtest.procs import weir_run_pid, worker_pids
 from loadtest.runs import serving
 
 JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("soak")
 (
     job.source(sources.generator("ads", rate={rate}, ids=10_000{count}), timestamp="ts",

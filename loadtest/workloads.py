@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from engine.sources import generator
+from weir.engine.sources import generator
 
 
 def write_ads(

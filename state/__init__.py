@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from state.keygroups import (
+from weir.state.keygroups import (
     KeyGroupRange,
     canonical_key,
     key_group,
@@ -10,7 +10,7 @@ from state.keygroups import (
     operator_for_key_group,
     range_for_operator,
 )
-from state.rocksdb import RocksOptions, RocksState, SecondaryReader
+from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
 
 __all__ = [
     "KeyGroupRange",

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import PathRefused, StateError
-from engine.paths import plain_name
+from weir.engine.errors import PathRefused, StateError
+from weir.engine.paths import plain_name
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from engine.errors import StateError
+from weir.engine.errors import StateError
 
 MAX_KEY_BYTES = 0xFFFF
 _SIGN = 1 << 63

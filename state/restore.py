@@ -16,11 +16,11 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch
 
-from engine.errors import StateError
-from state.checkpoints import CheckpointStorage, FileRef
-from state.keygroups import KeyGroupRange
-from state.layout import key_group_bounds
-from state.rocksdb import RocksOptions, _scan
+from weir.engine.errors import StateError
+from weir.state.checkpoints import CheckpointStorage, FileRef
+from weir.state.keygroups import KeyGroupRange
+from weir.state.layout import key_group_bounds
+from weir.state.rocksdb import RocksOptions, _scan
 
 log = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from rocksdict import (
     WriteOptions,
 )
 
-from engine.errors import StateError
-from state.layout import prefix_upper_bound
+from weir.engine.errors import StateError
+from weir.state.layout import prefix_upper_bound
 
 log = logging.getLogger(__name__)
 

@@ -186,7 +186,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """A real local SparkSession (``local[2]``) for a test module's backfills."""
-    from engine.spark.backfill import spark_session
+    from weir.engine.spark.backfill import spark_session
 
     session = spark_session("local[2]")
     session.sparkContext.setLogLevel("ERROR")

@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine import Job, WatermarkStrategy, agg, sinks, sources, windows
-from engine.runtime.chain import Chain, keyby_nodes
-from engine.runtime.operators import runtime_for
-from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.sources import SourceBatch
-from engine.watermarks import MAX_WATERMARK
-from state.keygroups import range_for_operator
-from state.rocksdb import RocksState
 from tests.reference import Spec
 from tests.support import read_jsonl
+from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
+from weir.engine.runtime.chain import Chain, keyby_nodes
+from weir.engine.runtime.operators import runtime_for
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.sources import SourceBatch
+from weir.engine.watermarks import MAX_WATERMARK
+from weir.state.keygroups import range_for_operator
+from weir.state.rocksdb import RocksState
 
 SPLIT = "0"
 

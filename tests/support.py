@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 _CONSOLE_SCRIPT = Path(sys.executable).with_name("weir")
 WEIR: list[str] = (
-    [str(_CONSOLE_SCRIPT)] if _CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "app.cli"]
+    [str(_CONSOLE_SCRIPT)] if _CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "weir"]
 )
 
 # Keys the generated inputs use: plain ones, one with a slash, a unicode one, and an int
@@ -187,7 +187,7 @@ def job_text(
         assigner = f"windows.sliding(size_ms={size}, slide_ms={slide})"
     else:
         assigner = f"windows.tumbling(ms={size})"
-    return f"""from engine import Job, WatermarkStrategy, agg, sources, windows
+    return f"""from weir import Job, WatermarkStrategy, agg, sources, windows
 
 job = Job({name!r}, max_parallelism={max_parallelism})
 (
@@ -224,7 +224,7 @@ class Trail:
         return {"n": acc[0], "head": acc[1], "tail": acc[2], "merges": acc[3]}
 """
 _UDA_JOB = (
-    "from engine import Job, WatermarkStrategy, agg, sources, windows\n"
+    "from weir import Job, WatermarkStrategy, agg, sources, windows\n"
     + _TRAIL
     + """
 job = Job("t1", max_parallelism=128)

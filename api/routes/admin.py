@@ -10,11 +10,11 @@ import anyio
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 
-from api.deps import job_handle, registry
-from api.errors import ApiError, ErrorBody
-from api.models import SavepointAnswer
-from api.registry import Registry
-from engine.errors import PathRefused, WeirError
+from weir.api.deps import job_handle, registry
+from weir.api.errors import ApiError, ErrorBody
+from weir.api.models import SavepointAnswer
+from weir.api.registry import Registry
+from weir.engine.errors import PathRefused, WeirError
 
 ADMIN_TAG = "admin"
 

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
-from api.deps import job_handle, public_watermark, registry
-from api.errors import ErrorBody
-from api.models import CheckpointList, Health, JobDetail, JobsAnswer
-from api.registry import Registry
+from weir.api.deps import job_handle, public_watermark, registry
+from weir.api.errors import ErrorBody
+from weir.api.models import CheckpointList, Health, JobDetail, JobsAnswer
+from weir.api.registry import Registry
 
 router = APIRouter(tags=["jobs"])
 

@@ -15,20 +15,20 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from api.deps import job_handle, operator, public_watermark, registry
-from api.errors import ApiError, ErrorBody, not_found
-from api.models import KeyList, StateAnswer
-from api.registry import JobHandle, Registry
-from engine.errors import StateError
-from engine.job import ProcessOperator, WindowOperator
-from engine.runtime.fold import FoldPlan
-from engine.runtime.process_op import decode_state
-from engine.runtime.session_op import decode_session
-from engine.runtime.sliding_op import compose_stored, pane_size, uses_panes
-from engine.runtime.window_op import decode_window
-from engine.windows import SessionWindows, SlidingWindows
-from state import layout
-from state.keygroups import key_group
+from weir.api.deps import job_handle, operator, public_watermark, registry
+from weir.api.errors import ApiError, ErrorBody, not_found
+from weir.api.models import KeyList, StateAnswer
+from weir.api.registry import JobHandle, Registry
+from weir.engine.errors import StateError
+from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.runtime.fold import FoldPlan
+from weir.engine.runtime.process_op import decode_state
+from weir.engine.runtime.session_op import decode_session
+from weir.engine.runtime.sliding_op import compose_stored, pane_size, uses_panes
+from weir.engine.runtime.window_op import decode_window
+from weir.engine.windows import SessionWindows, SlidingWindows
+from weir.state import layout
+from weir.state.keygroups import key_group
 
 router = APIRouter(tags=["state"])
 

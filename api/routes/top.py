@@ -11,15 +11,15 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from api.deps import job_handle, operator, public_watermark, registry
-from api.errors import ApiError, ErrorBody
-from api.models import TopAnswer
-from api.registry import Registry
-from api.routes.state import json_response
-from engine.job import ProcessOperator
-from engine.runtime.sliding_op import uses_panes
-from engine.runtime.topn import TOP_K, best
-from engine.windows import SessionWindows
+from weir.api.deps import job_handle, operator, public_watermark, registry
+from weir.api.errors import ApiError, ErrorBody
+from weir.api.models import TopAnswer
+from weir.api.registry import Registry
+from weir.api.routes.state import json_response
+from weir.engine.job import ProcessOperator
+from weir.engine.runtime.sliding_op import uses_panes
+from weir.engine.runtime.topn import TOP_K, best
+from weir.engine.windows import SessionWindows
 
 router = APIRouter(tags=["state"])
 

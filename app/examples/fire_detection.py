@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine import Job, WatermarkStrategy, sources
+from weir import Job, WatermarkStrategy, sources
 
 THRESHOLD = 60.0
 SPAN_MS = 10_000

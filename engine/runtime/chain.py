@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from engine.job import (
+from weir.engine.job import (
     KeyByNode,
     Node,
     Operator,
@@ -25,12 +25,12 @@ from engine.job import (
     SourceNode,
     StatelessNode,
 )
-from engine.runtime.outputs import DeadLetters
-from engine.sinks import SinkWriter
-from engine.sources import SourceBatch
-from engine.watermarks import MIN_WATERMARK, per_record_watermarks
-from state.keygroups import canonical_key
-from state.layout import MAX_KEY_BYTES
+from weir.engine.runtime.outputs import DeadLetters
+from weir.engine.sinks import SinkWriter
+from weir.engine.sources import SourceBatch
+from weir.engine.watermarks import MIN_WATERMARK, per_record_watermarks
+from weir.state.keygroups import canonical_key
+from weir.state.layout import MAX_KEY_BYTES
 
 _DICT_ONLY = frozenset({dict})
 TS_MAX = 1 << 62  # event times stay far from int64's edges, with room for window arithmetic

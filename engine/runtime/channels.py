@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 
 def combine(values: list[int], others: int) -> list[int]:

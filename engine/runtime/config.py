@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.errors import ConfigError
+from weir.engine.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

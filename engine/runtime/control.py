@@ -31,7 +31,7 @@ from typing import Any
 
 import orjson
 
-from engine.errors import ConfigError, PathRefused, StateError, WeirError
+from weir.engine.errors import ConfigError, PathRefused, StateError, WeirError
 
 log = logging.getLogger(__name__)
 

@@ -17,13 +17,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError, StateError, WorkerFailed
-from engine.job import Job
-from engine.paths import confined
-from engine.runtime.config import RunConfig
-from engine.watermarks import MIN_WATERMARK
-from state.checkpoints import CheckpointStorage, now_ms
-from state.keygroups import KeyGroupRange
+from weir.engine.errors import ConfigError, StateError, WorkerFailed
+from weir.engine.job import Job
+from weir.engine.paths import confined
+from weir.engine.runtime.config import RunConfig
+from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.checkpoints import CheckpointStorage, now_ms
+from weir.state.keygroups import KeyGroupRange
 
 log = logging.getLogger(__name__)
 

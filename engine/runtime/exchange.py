@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.errors import WorkerFailed
+from weir.engine.errors import WorkerFailed
 
 _LEN = struct.Struct(">I")
 _SOCKET_BUFFER = 4 * 1024 * 1024

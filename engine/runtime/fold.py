@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.agg import Aggregate, Builtin, UserDefined
+from weir.engine.agg import Aggregate, Builtin, UserDefined
 
 FoldFn = Callable[..., None]
 ResultFn = Callable[[str, int, int, list[Any], bool], dict[str, Any]]

@@ -19,16 +19,16 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError, WorkerFailed
-from engine.job import Job
-from engine.runtime import control, status
-from engine.runtime.chain import sink_nodes
-from engine.runtime.config import RunConfig
-from engine.runtime.coordinator import Coordination
-from engine.runtime.worker import default_side_sink, worker_main
-from engine.sinks import Sink
-from state.checkpoints import CheckpointStorage
-from state.keygroups import range_for_operator
+from weir.engine.errors import ConfigError, WorkerFailed
+from weir.engine.job import Job
+from weir.engine.runtime import control, status
+from weir.engine.runtime.chain import sink_nodes
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.coordinator import Coordination
+from weir.engine.runtime.worker import default_side_sink, worker_main
+from weir.engine.sinks import Sink
+from weir.state.checkpoints import CheckpointStorage
+from weir.state.keygroups import range_for_operator
 
 log = logging.getLogger(__name__)
 

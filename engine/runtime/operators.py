@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.job import ProcessOperator, WindowOperator
-from engine.runtime.process_op import ProcessRuntime
-from engine.runtime.session_op import SessionRuntime
-from engine.runtime.sliding_op import SlidingRuntime, uses_panes
-from engine.runtime.window_op import WindowRuntime
-from engine.windows import SessionWindows
+from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.runtime.process_op import ProcessRuntime
+from weir.engine.runtime.session_op import SessionRuntime
+from weir.engine.runtime.sliding_op import SlidingRuntime, uses_panes
+from weir.engine.runtime.window_op import WindowRuntime
+from weir.engine.windows import SessionWindows
 
 OperatorRuntime = WindowRuntime | ProcessRuntime
 

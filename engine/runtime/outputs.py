@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from engine.sinks import Sink, SinkWriter
+from weir.engine.sinks import Sink, SinkWriter
 
 
 def _printable(item: Any) -> Any:

@@ -21,12 +21,12 @@ from typing import Any
 
 import msgpack
 
-from engine.job import ProcessOperator
-from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from state import layout
-from state.keygroups import KeyGroupRange, key_group
-from state.rocksdb import RocksState
+from weir.engine.job import ProcessOperator
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.state import layout
+from weir.state.keygroups import KeyGroupRange, key_group
+from weir.state.rocksdb import RocksState
 
 EVENT, PROCESSING = 0, 1
 _packer = msgpack.Packer()

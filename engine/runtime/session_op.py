@@ -23,8 +23,8 @@ from typing import Any
 
 import msgpack
 
-from engine.runtime.window_op import WindowRuntime, encode_window
-from engine.windows.session import SessionWindows
+from weir.engine.runtime.window_op import WindowRuntime, encode_window
+from weir.engine.windows.session import SessionWindows
 
 
 class Session:

@@ -15,10 +15,10 @@ from bisect import bisect_left
 from math import gcd
 from typing import Any
 
-from engine.runtime.window_op import WindowRuntime, decode_window, encode_window
-from engine.watermarks import MIN_WATERMARK
-from engine.windows import SlidingWindows
-from state import layout
+from weir.engine.runtime.window_op import WindowRuntime, decode_window, encode_window
+from weir.engine.watermarks import MIN_WATERMARK
+from weir.engine.windows import SlidingWindows
+from weir.state import layout
 
 
 def pane_size(assigner: SlidingWindows) -> int:

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from engine.watermarks import MIN_WATERMARK
-from state.checkpoints import now_ms
+from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.checkpoints import now_ms
 
 if TYPE_CHECKING:
-    from engine.runtime.jobmanager import JobManager
+    from weir.engine.runtime.jobmanager import JobManager
 
 log = logging.getLogger(__name__)
 

@@ -24,15 +24,15 @@ from typing import Any, cast
 
 import msgpack
 
-from engine.job import WindowOperator
-from engine.runtime.fold import FoldPlan
-from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.runtime.topn import TOP_K, CurrentTop, ranked_results
-from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from engine.windows import SlidingWindows, TumblingWindows
-from state import layout
-from state.keygroups import KeyGroupRange, key_group
-from state.rocksdb import RocksState
+from weir.engine.job import WindowOperator
+from weir.engine.runtime.fold import FoldPlan
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.topn import TOP_K, CurrentTop, ranked_results
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.windows import SlidingWindows, TumblingWindows
+from weir.state import layout
+from weir.state.keygroups import KeyGroupRange, key_group
+from weir.state.rocksdb import RocksState
 
 _NUMBER_TYPES = frozenset({int, float})
 _PREFIX_CACHE_SIZE = 1 << 20

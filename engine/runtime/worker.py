@@ -30,25 +30,25 @@ from typing import Any
 
 import orjson
 
-from engine.errors import WeirError, WorkerFailed
-from engine.job import Job
-from engine.runtime import heap
-from engine.runtime.chain import Chain, KeyedBatch, json_exact_keyby, keyby_nodes, sink_nodes
-from engine.runtime.channels import Inputs, combine
-from engine.runtime.config import RunConfig
-from engine.runtime.exchange import Exchange, Stopped
-from engine.runtime.loader import load_configured_job
-from engine.runtime.operators import OperatorRuntime, runtime_for
-from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.runtime.window_op import WindowRuntime
-from engine.sinks import Sink, SinkWriter
-from engine.sinks import from_url as sink_from_url
-from engine.sources import SplitReader
-from engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from state.checkpoints import CheckpointStorage, FileRef
-from state.keygroups import key_groups, range_for_operator
-from state.restore import restore_worker_db
-from state.rocksdb import RocksState
+from weir.engine.errors import WeirError, WorkerFailed
+from weir.engine.job import Job
+from weir.engine.runtime import heap
+from weir.engine.runtime.chain import Chain, KeyedBatch, json_exact_keyby, keyby_nodes, sink_nodes
+from weir.engine.runtime.channels import Inputs, combine
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.exchange import Exchange, Stopped
+from weir.engine.runtime.loader import load_configured_job
+from weir.engine.runtime.operators import OperatorRuntime, runtime_for
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.window_op import WindowRuntime
+from weir.engine.sinks import Sink, SinkWriter
+from weir.engine.sinks import from_url as sink_from_url
+from weir.engine.sources import SplitReader
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.state.checkpoints import CheckpointStorage, FileRef
+from weir.state.keygroups import key_groups, range_for_operator
+from weir.state.restore import restore_worker_db
+from weir.state.rocksdb import RocksState
 
 log = logging.getLogger(__name__)
 
@@ -605,7 +605,7 @@ class Worker:
         """A backfill's SST files for this worker's key groups: checked for overlap with the
         windows this worker holds (``apply=False``), or ingested into its RocksDB. The rule:
         a backfill never touches a window the live job has, so nothing is counted twice."""
-        from engine.spark.load import sst_files
+        from weir.engine.spark.load import sst_files
 
         rt = self.ops.get(req["op"])
         if not isinstance(rt, WindowRuntime):

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 import orjson
 
-from engine.errors import ConfigError, SinkError
+from weir.engine.errors import ConfigError, SinkError
 
 SCHEMES = ("file", "stdout", "kafka")
 
@@ -117,7 +117,7 @@ def stdout() -> StdoutSink:
 
 def kafka(bootstrap: str, topic: str) -> Sink:
     """Window results (or side outputs) as JSON messages in a Kafka topic."""
-    from engine.sinks.kafka import KafkaSink
+    from weir.engine.sinks.kafka import KafkaSink
 
     return KafkaSink(bootstrap, topic)
 
@@ -132,7 +132,7 @@ def from_url(url: str) -> Sink:
     if parts.scheme == "stdout" or url == "-":
         return stdout()
     if parts.scheme == "kafka":
-        from engine.sinks.kafka import from_url_parts
+        from weir.engine.sinks.kafka import from_url_parts
 
         try:
             return from_url_parts(parts.netloc, unquote(parts.path), url)

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from engine.errors import SinkError, SourceError
-from engine.sources.kafka import connect
+from weir.engine.errors import SinkError, SourceError
+from weir.engine.sources.kafka import connect
 
 
 @dataclass(frozen=True, slots=True)

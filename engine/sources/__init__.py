@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from engine.errors import ConfigError, SourceError
-from engine.sources.base import Source, SourceBatch, SplitReader
-from engine.sources.file import JsonlSource
-from engine.sources.generator import GeneratorSource
-from engine.sources.kafka import KafkaSource, url_parts
+from weir.engine.errors import ConfigError, SourceError
+from weir.engine.sources.base import Source, SourceBatch, SplitReader
+from weir.engine.sources.file import JsonlSource
+from weir.engine.sources.generator import GeneratorSource
+from weir.engine.sources.kafka import KafkaSource, url_parts
 
 SCHEMES = ("file", "generator", "kafka")
 

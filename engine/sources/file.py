@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from engine.errors import SourceError
-from engine.sources.base import SourceBatch
+from weir.engine.errors import SourceError
+from weir.engine.sources.base import SourceBatch
 
 _BYTES_PER_RECORD_HINT = 96
 

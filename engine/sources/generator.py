@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Any
 
-from engine.errors import ConfigError
-from engine.sources.base import SourceBatch
+from weir.engine.errors import ConfigError
+from weir.engine.sources.base import SourceBatch
 
 WORKLOADS = ("ads", "sensors")
 _ID_PREFIX = {"ads": "ad", "sensors": "sensor"}

@@ -28,8 +28,8 @@ from typing import Any
 
 import orjson
 
-from engine.errors import SourceError
-from engine.sources.base import SourceBatch
+from weir.engine.errors import SourceError
+from weir.engine.sources.base import SourceBatch
 
 log = logging.getLogger(__name__)
 
@@ -253,7 +253,7 @@ class KafkaReader:
         self._lean = lean and not spec.metadata
         self._offset_of = _first if self._lean else _offset
         if self._lean:
-            from engine.sources import kafka_records
+            from weir.engine.sources import kafka_records
 
             kafka_records.lean(self._consumer)
         self._consumer.assign([self._tp])

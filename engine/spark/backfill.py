@@ -42,13 +42,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import SourceError
-from engine.job import WindowOperator
-from engine.runtime.fold import FoldPlan
-from engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
-from engine.spark.pairs import pairs_of_file, pairs_of_kafka
-from engine.spark.plan import Plan, backfill_operator, python_path
-from engine.spark.sst import python_ssts, write_ssts
+from weir.engine.errors import SourceError
+from weir.engine.job import WindowOperator
+from weir.engine.runtime.fold import FoldPlan
+from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
+from weir.engine.spark.pairs import pairs_of_file, pairs_of_kafka
+from weir.engine.spark.plan import Plan, backfill_operator, python_path
+from weir.engine.spark.sst import python_ssts, write_ssts
 
 __all__ = ["BackfillResult", "backfill_operator", "run_backfill", "spark_session"]
 
@@ -108,7 +108,7 @@ def run_backfill(
     ``resolve_inputs``'s answer; see ``engine.spark.inputs``) and write them as SST files under
     ``out_dir/sst`` (one per key group). ``session``: a SparkSession to use and leave running
     (else one is started and stopped)."""
-    from engine.runtime.loader import load_job as load_job_file
+    from weir.engine.runtime.loader import load_job as load_job_file
 
     t0 = time.monotonic()
     job = load_job_file(job_file)
@@ -240,7 +240,7 @@ def _native_aggregates(data: Any, fields: list[str]) -> Any:
 
 def _kafka_frame(spark: Any, k: KafkaInput) -> Any:
     """The ``weir-kafka`` data source over ``k``'s fixed ranges: one Spark partition each."""
-    from engine.spark.kafka_source import KafkaRangeSource
+    from weir.engine.spark.kafka_source import KafkaRangeSource
 
     spark.dataSource.register(KafkaRangeSource)
     ranges = {str(p): list(r) for p, r in k.ranges.items()}

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.job import WindowOperator
-from engine.runtime.fold import FoldPlan
-from engine.runtime.sliding_op import pane_size, uses_panes
-from engine.windows import SlidingWindows
+from weir.engine.job import WindowOperator
+from weir.engine.runtime.fold import FoldPlan
+from weir.engine.runtime.sliding_op import pane_size, uses_panes
+from weir.engine.windows import SlidingWindows
 
 
 class WindowFolder:

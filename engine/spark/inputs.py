@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.errors import ConfigError, SourceError
-from engine.job import Job
-from engine.sources.base import SourceBatch
-from engine.sources.kafka import KafkaSource, url_parts
+from weir.engine.errors import ConfigError, SourceError
+from weir.engine.job import Job
+from weir.engine.sources.base import SourceBatch
+from weir.engine.sources.kafka import KafkaSource, url_parts
 
 READ_BATCH = 8192
 FORMATS = ("jsonl", "parquet", "csv")
@@ -161,7 +161,7 @@ def file_batches(path: str, fmt: str, size: int = READ_BATCH) -> Iterator[Source
 
 
 def _jsonl_batches(path: str, size: int) -> Iterator[SourceBatch]:
-    from engine.sources.file import JsonlSource
+    from weir.engine.sources.file import JsonlSource
 
     reader = JsonlSource(Path(path)).open(path)
     try:

@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.errors import SourceError
-from engine.sources.base import SourceBatch
-from engine.sources.kafka import KafkaSource, records_with_metadata
+from weir.engine.errors import SourceError
+from weir.engine.sources.base import SourceBatch
+from weir.engine.sources.kafka import KafkaSource, records_with_metadata
 
 SCHEMA = (
     "partition int, offset long, timestamp long, key binary, value binary, "

@@ -13,12 +13,12 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from engine.job import Job, WindowOperator
-from engine.spark.backfill import BackfillResult
-from engine.watermarks import MIN_WATERMARK
-from state.checkpoints import CheckpointStorage, now_ms
-from state.keygroups import KeyGroupRange, range_for_operator
-from state.rocksdb import RocksState
+from weir.engine.job import Job, WindowOperator
+from weir.engine.spark.backfill import BackfillResult
+from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.checkpoints import CheckpointStorage, now_ms
+from weir.state.keygroups import KeyGroupRange, range_for_operator
+from weir.state.rocksdb import RocksState
 
 _KG = re.compile(r"kg-(\d+)\.sst$")
 

@@ -21,12 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.errors import SourceError, WeirError
-from engine.job import WindowOperator
-from engine.runtime.fold import FoldPlan
-from engine.sources.base import SourceBatch
-from engine.spark.plan import Plan, backfill_operator, load, python_path
-from engine.windows import SessionWindows
+from weir.engine.errors import SourceError, WeirError
+from weir.engine.job import WindowOperator
+from weir.engine.runtime.fold import FoldPlan
+from weir.engine.sources.base import SourceBatch
+from weir.engine.spark.plan import Plan, backfill_operator, load, python_path
+from weir.engine.windows import SessionWindows
 
 # what the Python path adds to (kg, key, end): ts, the watermark the record arrived under, its
 # split and position there (streaming's order), and the pickled record
@@ -35,7 +35,7 @@ PYTHON_COLUMNS = ["ts", "wm", "split", "seq", "rec"]
 
 def pairs_of_file(plan: Plan, path: str, fmt: str) -> Iterator[dict[str, list[Any]]]:
     """One input file's pairs: the file is one split."""
-    from engine.spark.inputs import file_batches
+    from weir.engine.spark.inputs import file_batches
 
     yield from pairs_of_split(plan, path, file_batches(path, fmt))
 
@@ -45,7 +45,7 @@ def pairs_of_kafka(
 ) -> Iterator[dict[str, list[Any]]]:
     """One Kafka partition's pairs, from the Arrow batches of the ``weir-kafka`` data source's
     Spark partition that read it, in offset order: the partition is one split."""
-    from engine.spark.kafka_source import source_batch
+    from weir.engine.spark.kafka_source import source_batch
 
     rows = (b for b in batches if b.num_rows)
     first = next(rows, None)
@@ -68,9 +68,9 @@ def pairs_of_split(
     """The kept ``(record, window)`` pairs of one split, in column batches; the split's counts
     (late, dead) and max event time go to ``<out_dir>/stats/``. A ``WeirError`` (an unreadable
     input) goes to ``<out_dir>/errors/`` for the driver to report."""
-    from engine.runtime.chain import Chain, keyby_nodes
-    from engine.runtime.outputs import DeadLetters
-    from engine.sinks import from_url as sink_from_url
+    from weir.engine.runtime.chain import Chain, keyby_nodes
+    from weir.engine.runtime.outputs import DeadLetters
+    from weir.engine.sinks import from_url as sink_from_url
 
     job = load(plan.job_file)
     op = backfill_operator(job, plan.op)
@@ -139,7 +139,7 @@ class _Selector:
         self, out: dict[str, list[Any]], keys: list[str], recs: list[Any], ts: list[int],
         wms: list[int],
     ) -> None:  # fmt: skip
-        from state.keygroups import key_groups
+        from weir.state.keygroups import key_groups
 
         sel, rows, ends = self._kept(ts, wms)
         try:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.agg import UserDefined
-from engine.errors import ConfigError, JobDefinitionError
-from engine.job import Job, WindowOperator
-from engine.windows import SessionWindows
+from weir.engine.agg import UserDefined
+from weir.engine.errors import ConfigError, JobDefinitionError
+from weir.engine.job import Job, WindowOperator
+from weir.engine.windows import SessionWindows
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ _JOBS: dict[str, Job] = {}
 def load(job_file: str) -> Job:
     job = _JOBS.get(job_file)
     if job is None:
-        from engine.runtime.loader import load_job as load_job_file
+        from weir.engine.runtime.loader import load_job as load_job_file
 
         job = _JOBS[job_file] = load_job_file(Path(job_file))
     return job

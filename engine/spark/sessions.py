@@ -26,12 +26,12 @@ import struct
 from collections.abc import Mapping
 from typing import Any, cast
 
-from engine.job import WindowOperator
-from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.runtime.session_op import SessionRuntime
-from engine.watermarks import MAX_WATERMARK
-from state.keygroups import KeyGroupRange
-from state.rocksdb import RocksState
+from weir.engine.job import WindowOperator
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.session_op import SessionRuntime
+from weir.engine.watermarks import MAX_WATERMARK
+from weir.state.keygroups import KeyGroupRange
+from weir.state.rocksdb import RocksState
 
 
 class _Writes:

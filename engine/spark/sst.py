@@ -18,10 +18,10 @@ from itertools import groupby
 from operator import itemgetter
 from typing import Any
 
-from engine.agg import Builtin
-from engine.job import WindowOperator
-from engine.spark.plan import Plan, backfill_operator, load
-from engine.windows import SessionWindows
+from weir.engine.agg import Builtin
+from weir.engine.job import WindowOperator
+from weir.engine.spark.plan import Plan, backfill_operator, load
+from weir.engine.windows import SessionWindows
 
 
 def slots_for(op: WindowOperator, row: dict[str, Any]) -> list[Any]:
@@ -49,7 +49,7 @@ def write_ssts(plan: Plan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Native path: one SST file per key group in ``rows`` (Spark's aggregates per window)."""
     import msgpack
 
-    from state import layout
+    from weir.state import layout
 
     op = backfill_operator(load(plan.job_file), plan.op)
     pack = msgpack.Packer().pack
@@ -72,9 +72,9 @@ def python_ssts(plan: Plan, batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
     """Python path: one SST file per key group of a task's sorted pair batches."""
     import msgpack
 
-    from engine.spark.folds import WindowFolder
-    from engine.spark.sessions import SessionReplay
-    from state import layout
+    from weir.engine.spark.folds import WindowFolder
+    from weir.engine.spark.sessions import SessionReplay
+    from weir.state import layout
 
     op = backfill_operator(load(plan.job_file), plan.op)
     pack = msgpack.Packer().pack
@@ -122,8 +122,8 @@ def _within(plan: Plan, sessions: dict[bytes, bytes]) -> dict[bytes, bytes]:
     from every record (a session cut at the boundary is left out, never loaded partially)."""
     if plan.from_ms is None and plan.to_ms is None:
         return sessions
-    from engine.runtime.session_op import decode_session
-    from state import layout
+    from weir.engine.runtime.session_op import decode_session
+    from weir.state import layout
 
     assigner = backfill_operator(load(plan.job_file), plan.op).assigner
     assert isinstance(assigner, SessionWindows)
@@ -145,7 +145,7 @@ def _write_key_group(
     import msgpack
     from rocksdict import Options, SstFileWriter
 
-    from state import layout
+    from weir.state import layout
 
     keys_by_end: dict[int, list[str]] = {}
     for k in windows:

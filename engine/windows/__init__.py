@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from engine.windows.base import TimeDomain, Window
-from engine.windows.session import SessionWindows
-from engine.windows.sliding import SlidingWindows
-from engine.windows.tumbling import TumblingWindows
+from weir.engine.windows.base import TimeDomain, Window
+from weir.engine.windows.session import SessionWindows
+from weir.engine.windows.sliding import SlidingWindows
+from weir.engine.windows.tumbling import TumblingWindows
 
 WindowAssigner = TumblingWindows | SlidingWindows | SessionWindows
 

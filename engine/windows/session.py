@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.windows.base import TimeDomain
+from weir.engine.windows.base import TimeDomain
 
 
 @dataclass(frozen=True, slots=True)

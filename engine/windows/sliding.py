@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.windows.base import TimeDomain, Window
+from weir.engine.windows.base import TimeDomain, Window
 
 
 @dataclass(frozen=True, slots=True)

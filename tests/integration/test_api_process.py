@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from engine.sources.generator import GeneratorSource
 from tests.reference import Spec, simulate
 from tests.support import WeirServer, job_text, wait_until
+from weir.engine.sources.generator import GeneratorSource
 
 COUNT, RATE = 40_000, 2_500  # 16 s of input: the job runs through the whole kill and restart
 GEN: dict[str, Any] = dict(ids=20, seed=5, clock="synthetic", disorder=50)

@@ -16,15 +16,15 @@ import pyarrow.csv as pcsv  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
-from engine.errors import SourceError
-from engine.runtime.fold import FoldPlan
-from engine.runtime.loader import load_job
-from engine.spark.backfill import BackfillResult, backfill_operator, run_backfill
-from state.layout import decode_state_key
-from state.rocksdb import RocksState
 from tests.kafka_broker import create_topic, send
 from tests.reference import group_emissions
 from tests.support import WeirResult, job_text, make_events, read_jsonl, write_events
+from weir.engine.errors import SourceError
+from weir.engine.runtime.fold import FoldPlan
+from weir.engine.runtime.loader import load_job
+from weir.engine.spark.backfill import BackfillResult, backfill_operator, run_backfill
+from weir.state.layout import decode_state_key
+from weir.state.rocksdb import RocksState
 
 SIZE, BOUND, LATENESS = 1_000, 200, 1_500
 AGGS = ("count", "total", "lo", "hi", "avg")
@@ -145,7 +145,7 @@ def test_a_kafka_backfill_equals_streaming_the_topics(
     assert _sst_windows(r, job, tmp_path / "db") == expected
 
 
-META_JOB = """from engine import Job, WatermarkStrategy, agg, sources, windows
+META_JOB = """from weir import Job, WatermarkStrategy, agg, sources, windows
 
 job = Job("t1", max_parallelism=128)
 (

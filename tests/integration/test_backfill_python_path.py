@@ -11,9 +11,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from engine.runtime.loader import load_job
-from engine.spark.backfill import backfill_operator, run_backfill
-from engine.spark.load import make_savepoint
 from tests.support import (
     KEYS,
     UDA_JOB_BOUND,
@@ -25,6 +22,9 @@ from tests.support import (
     write_events,
     write_lines,
 )
+from weir.engine.runtime.loader import load_job
+from weir.engine.spark.backfill import backfill_operator, run_backfill
+from weir.engine.spark.load import make_savepoint
 
 GAP, SESSION_LATENESS = 150, 500
 Windows = dict[tuple[str, int, int], dict[str, Any]]

@@ -11,7 +11,7 @@ from typing import Any
 from tests.support import WeirResult, WeirServer, wait_until
 
 LIVE_JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("live")
 (
     job.source(sources.generator("ads", rate=4000, ids=50), timestamp="ts",

@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.support import WeirServer, wait_until
 
 JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("dash")
 (
     job.source(sources.generator("ads", rate=3000, ids=100), timestamp="ts",

@@ -18,7 +18,7 @@ from tests.kafka_broker import create_topic, send
 from tests.support import WeirServer, job_text, make_events, wait_until
 
 LIVE = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("faults")
 (
     job.source(sources.generator("ads", rate=2000, ids=100), timestamp="ts",

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from engine.sources.generator import GeneratorSource
 from tests.kafka_broker import create_topic, read_topic, send
 from tests.reference import Spec, canonical, group_emissions, simulate, window_of
 from tests.support import (
@@ -29,6 +28,7 @@ from tests.support import (
     wait_until,
     worker_pids,
 )
+from weir.engine.sources.generator import GeneratorSource
 
 BOUND, SIZE = 300, 1_000
 _topics = count()
@@ -338,7 +338,7 @@ def test_record_key_headers_and_timestamp_are_available_to_the_job(
     producer.close(10)
     job = tmp_path / "job.py"
     job.write_text(f"""
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("meta")
 (
     job.source(sources.kafka({kafka_broker!r}, {topic!r}, end="latest", metadata=True),

@@ -8,8 +8,8 @@ import os
 import time
 from typing import Any
 
-from engine.sources.kafka_records import lean
 from tests.kafka_broker import create_topic
+from weir.engine.sources.kafka_records import lean
 
 
 def _fill(bootstrap: str, topic: str) -> int:

@@ -86,7 +86,7 @@ def test_bounded_job_keeps_serving_after_its_input(
 
 
 PROCESSING_TIME_JOB = """
-from engine import Job, agg, sources, windows
+from weir import Job, agg, sources, windows
 job = Job("pt")
 (
     job.source(sources.generator("ads", rate=1000, ids=5, skew=0), timestamp="ts")

@@ -13,7 +13,7 @@ from tests.support import WeirServer, alive, children, rss_bytes, wait_until
 
 SLOW_JOB = """
 import time
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 
 class SlowForAd0:
     '''Counts, but takes ~0.3 ms per record of ad-0: the worker owning ad-0 falls behind.'''
@@ -39,7 +39,7 @@ job = Job("bp")
 """
 
 LIVE_JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("live")
 (
     job.source(sources.generator("ads", rate=2000, ids=100), timestamp="ts",

@@ -167,7 +167,7 @@ def test_metrics_expose_pipeline_counters_and_query_latency(
 
 
 LIVE_JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("live")
 (
     job.source(sources.generator("ads", rate=500, ids=3, skew=0), timestamp="ts",

@@ -14,7 +14,7 @@ import pytest
 from tests.support import WeirServer, wait_until
 
 JOB = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("ql")
 (
     job.source(sources.generator("ads", rate=2000, ids=50), timestamp="ts",

@@ -234,7 +234,7 @@ def test_generator_source_url_matches_reference(
     """``--source generator://ads?...`` replaces the job's source; the synthetic clock makes the
     events reproducible, so the model can be run on the same events read in-process (one
     worker: one generator split)."""
-    from engine import sources
+    from weir import sources
 
     url = "generator://ads?rate=0&count=3000&ids=12&seed=21&disorder=400&clock=synthetic&step=2"
     src = sources.from_url(url)

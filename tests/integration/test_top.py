@@ -11,7 +11,7 @@ from tests.reference import group_emissions
 from tests.support import WeirServer, read_jsonl, wait_until
 
 BOUNDED = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("top")
 (
     job.source(sources.generator("ads", rate=0, ids=400, skew=0.6, count=60_000,
@@ -24,7 +24,7 @@ job = Job("top")
 """
 
 LIVE = """
-from engine import Job, WatermarkStrategy, agg, sources, windows
+from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("toplive")
 (
     job.source(sources.generator("ads", rate=3000, ids=300), timestamp="ts",

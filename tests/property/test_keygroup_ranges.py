@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.keygroups import key_group, operator_for_key_group, range_for_operator
+from weir.state.keygroups import key_group, operator_for_key_group, range_for_operator
 
 
 @st.composite

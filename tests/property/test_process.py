@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Job, WatermarkStrategy, sources
 from tests.inprocess import run_batches
 from tests.property.test_batching import BATCHING, _tmp, cuts, events
 from tests.reference import Spec
+from weir import Job, WatermarkStrategy, sources
 
 
 class Journal:

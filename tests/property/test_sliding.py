@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import windows
 from tests.reference import windows_of
+from weir import windows
 
 
 @settings(max_examples=300)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state import layout
+from weir.state import layout
 
 KG = st.integers(0, 32767)
 SID = st.integers(0, 0xFFFF)

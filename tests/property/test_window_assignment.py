@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import windows
+from weir import windows
 
 TS = st.integers(-(2**53), 2**53)
 SIZE = st.one_of(st.integers(1, 10_000), st.sampled_from([1, 1_000, 60_000, 86_400_000]))

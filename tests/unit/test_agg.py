@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from engine import agg
-from engine.agg import Builtin, UserDefined
 from tests.support import Distinct
+from weir import agg
+from weir.engine.agg import Builtin, UserDefined
 
 
 def test_builtin_kinds_and_fields() -> None:

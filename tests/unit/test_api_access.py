@@ -15,13 +15,13 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 
-from api import ApiSettings, JobHandle, Registry, create_app
-from api.app import admin_routes
-from api.routes.admin import ADMIN_TAG
-from engine import Job, agg, sources, windows
-from engine.watermarks import MIN_WATERMARK
-from state.keygroups import KeyGroupRange
-from state.rocksdb import SecondaryReader
+from weir import Job, agg, sources, windows
+from weir.api import ApiSettings, JobHandle, Registry, create_app
+from weir.api.app import admin_routes
+from weir.api.routes.admin import ADMIN_TAG
+from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.keygroups import KeyGroupRange
+from weir.state.rocksdb import SecondaryReader
 
 READ, ADMIN = "read", "admin"
 ROUTES = {
@@ -64,7 +64,7 @@ class RecordingRuntime:
     checkpoints: list[dict[str, Any]] = []
 
     def __init__(self, storage_root: Path) -> None:
-        from state.checkpoints import CheckpointStorage
+        from weir.state.checkpoints import CheckpointStorage
 
         self.storage = CheckpointStorage(storage_root, "j")
         self.calls: list[str] = []

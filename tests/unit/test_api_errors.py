@@ -9,11 +9,11 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from api import JobHandle, Registry, create_app
-from engine import Job, agg, sources, windows
-from engine.watermarks import MIN_WATERMARK
-from state.keygroups import KeyGroupRange
-from state.rocksdb import SecondaryReader
+from weir import Job, agg, sources, windows
+from weir.api import JobHandle, Registry, create_app
+from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.keygroups import KeyGroupRange
+from weir.state.rocksdb import SecondaryReader
 
 
 class StubRuntime:

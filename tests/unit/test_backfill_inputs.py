@@ -12,12 +12,12 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
-from engine import Job, agg, sources, windows
-from engine.errors import ConfigError, SourceError
-from engine.runtime.chain import Chain
-from engine.runtime.outputs import DeadLetters
-from engine.sources import SourceBatch
-from engine.spark.inputs import file_batches, format_of, parse_kafka_url, resolve_inputs
+from weir import Job, agg, sources, windows
+from weir.engine.errors import ConfigError, SourceError
+from weir.engine.runtime.chain import Chain
+from weir.engine.runtime.outputs import DeadLetters
+from weir.engine.sources import SourceBatch
+from weir.engine.spark.inputs import file_batches, format_of, parse_kafka_url, resolve_inputs
 
 
 def _records(path: Path, fmt: str, size: int = 8192) -> list[Any]:

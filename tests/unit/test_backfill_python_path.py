@@ -15,19 +15,19 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
-from engine.agg import UserDefined
-from engine.errors import JobDefinitionError
-from engine.runtime.loader import load_job
-from engine.runtime.session_op import decode_session
-from engine.spark.inputs import file_batches
-from engine.spark.pairs import pairs_of_split
-from engine.spark.plan import Plan, backfill_operator, python_path
-from engine.spark.sst import python_ssts
-from state.layout import decode_state_key
-from state.rocksdb import RocksState
 from tests.inprocess import run_batches
 from tests.reference import Spec
 from tests.support import BUILTINS, UDA_JOB_BOUND, WITH_UDA, make_events, uda_job_text, write_events
+from weir.engine.agg import UserDefined
+from weir.engine.errors import JobDefinitionError
+from weir.engine.runtime.loader import load_job
+from weir.engine.runtime.session_op import decode_session
+from weir.engine.spark.inputs import file_batches
+from weir.engine.spark.pairs import pairs_of_split
+from weir.engine.spark.plan import Plan, backfill_operator, python_path
+from weir.engine.spark.sst import python_ssts
+from weir.state.layout import decode_state_key
+from weir.state.rocksdb import RocksState
 
 BOUND = UDA_JOB_BOUND
 CASES = {

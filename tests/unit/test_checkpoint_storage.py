@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from state.checkpoints import CheckpointStorage, FileRef
-from state.keygroups import KeyGroupRange, range_for_operator
-from state.layout import key_group_bounds
-from state.restore import restore_worker_db
-from state.rocksdb import RocksState
+from weir.state.checkpoints import CheckpointStorage, FileRef
+from weir.state.keygroups import KeyGroupRange, range_for_operator
+from weir.state.layout import key_group_bounds
+from weir.state.restore import restore_worker_db
+from weir.state.rocksdb import RocksState
 
 
 def _key(kg: int, i: int) -> bytes:

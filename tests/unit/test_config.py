@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import ConfigError
-from engine.runtime.config import RunConfig
+from weir.engine.errors import ConfigError
+from weir.engine.runtime.config import RunConfig
 
 
 def test_defaults_and_paths() -> None:

@@ -8,7 +8,7 @@ import ctypes.util
 import time
 from pathlib import Path
 
-from engine.runtime import heap
+from weir.engine.runtime import heap
 
 
 def _rss() -> int:

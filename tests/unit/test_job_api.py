@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import Job, JobDefinitionError, WatermarkStrategy, agg, sinks, sources, windows
+from weir import Job, JobDefinitionError, WatermarkStrategy, agg, sinks, sources, windows
 
 
 def _keyed(job: Job):  # noqa: ANN202 - a KeyedStream

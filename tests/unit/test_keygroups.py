@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from state.keygroups import (
+from weir.state.keygroups import (
     MAX_KEY_GROUPS,
     KeyGroupRange,
     canonical_key,
@@ -44,7 +44,7 @@ def test_key_groups_batch_form_matches_single() -> None:
 
 
 def test_key_group_does_not_depend_on_python_hash_seed() -> None:
-    code = "from state.keygroups import key_group; print(key_group('ad-42', 128))"
+    code = "from weir.state.keygroups import key_group; print(key_group('ad-42', 128))"
     seen = set()
     for seed in ("1", "2", "random"):
         out = subprocess.run(

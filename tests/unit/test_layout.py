@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from engine.errors import StateError
-from state import layout
+from weir.engine.errors import StateError
+from weir.state import layout
 
 
 def test_state_key_bytes_are_exactly_the_documented_layout() -> None:

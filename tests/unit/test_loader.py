@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import sinks, sources
-from engine.errors import ConfigError, JobDefinitionError
-from engine.runtime.config import RunConfig
-from engine.runtime.loader import load_configured_job, load_job
 from tests.support import job_text
+from weir import sinks, sources
+from weir.engine.errors import ConfigError, JobDefinitionError
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.loader import load_configured_job, load_job
 
 
 def _job_file(tmp_path: Path) -> Path:
@@ -49,7 +49,7 @@ def test_job_file_without_job(tmp_path: Path) -> None:
 def test_job_that_is_not_a_job(tmp_path: Path) -> None:
     path = tmp_path / "j.py"
     path.write_text("job = 'hello'\n")
-    with pytest.raises(JobDefinitionError, match="`job` in .* is a str, not an engine.Job"):
+    with pytest.raises(JobDefinitionError, match="`job` in .* is a str, not a weir.Job"):
         load_job(path)
 
 
@@ -62,14 +62,14 @@ def test_job_file_that_raises_names_the_error(tmp_path: Path) -> None:
 
 def test_job_definition_errors_in_the_file_pass_through(tmp_path: Path) -> None:
     path = tmp_path / "j.py"
-    path.write_text("from engine import Job\njob = Job('bad name')\n")
+    path.write_text("from weir import Job\njob = Job('bad name')\n")
     with pytest.raises(JobDefinitionError, match="job name 'bad name' is not allowed"):
         load_job(path)
 
 
 def test_job_without_source(tmp_path: Path) -> None:
     path = tmp_path / "j.py"
-    path.write_text("from engine import Job\njob = Job('nosrc')\n")
+    path.write_text("from weir import Job\njob = Job('nosrc')\n")
     with pytest.raises(JobDefinitionError, match="job 'nosrc' has no source"):
         load_job(path)
 
@@ -89,3 +89,29 @@ def test_bad_override_url(tmp_path: Path) -> None:
     cfg = RunConfig(job_file=_job_file(tmp_path), source_url="nope://x")
     with pytest.raises(ConfigError, match="unknown source scheme 'nope'"):
         load_configured_job(cfg)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "from engine import Job, agg",
+        "import engine.windows",
+        "from state.keygroups import key_group",
+    ],
+)
+def test_old_imports_name_the_new_one(tmp_path: Path, line: str) -> None:
+    path = tmp_path / "old.py"
+    path.write_text(f"{line}\njob = None\n")
+    top = line.split()[1].split(".")[0]
+    with pytest.raises(
+        JobDefinitionError, match=f"imports `{top}`, weir's old module name; import from `weir"
+    ):
+        load_job(path)
+
+
+def test_a_users_own_module_named_like_an_old_one_is_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "state.py").write_text("LIMIT = 3\n")
+    path = tmp_path / "j.py"
+    path.write_text("import state\njob = state.LIMIT\n")  # the job's directory is on sys.path
+    with pytest.raises(JobDefinitionError, match="`job` in .* is a int, not a weir.Job"):
+        load_job(path)

@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from engine import Job, WatermarkStrategy, agg, sources, windows
-from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.runtime.process_op import ProcessRuntime
-from state.keygroups import range_for_operator
-from state.rocksdb import RocksState
 from tests.inprocess import run_batches
 from tests.reference import Spec
 from tests.support import Distinct, wait_until
+from weir import Job, WatermarkStrategy, agg, sources, windows
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.process_op import ProcessRuntime
+from weir.state.keygroups import range_for_operator
+from weir.state.rocksdb import RocksState
 
 EVENTS = [(0, 1), (4, 2), (9, 1), (30, 3), (33, 3), (37, 4), (70, 5), (12, 2), (16, 6)]
 

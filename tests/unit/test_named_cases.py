@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from state.layout import state_prefix
-from state.rocksdb import RocksState
 from tests.inprocess import build_job, run_batches
 from tests.reference import Spec, group_emissions, simulate_decoded
+from weir.state.layout import state_prefix
+from weir.state.rocksdb import RocksState
 
 
 def _ev(key: str, t: int, value: int = 1) -> dict[str, object]:

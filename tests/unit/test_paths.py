@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from engine import Job
-from engine.errors import JobDefinitionError, PathRefused
-from engine.paths import confined, plain_name
-from engine.runtime.loader import load_job
-from state.checkpoints import CheckpointStorage, FileRef
 from tests.support import job_text
+from weir import Job
+from weir.engine.errors import JobDefinitionError, PathRefused
+from weir.engine.paths import confined, plain_name
+from weir.engine.runtime.loader import load_job
+from weir.state.checkpoints import CheckpointStorage, FileRef
 
 
 def test_a_path_under_the_root_is_accepted_resolved(tmp_path: Path) -> None:

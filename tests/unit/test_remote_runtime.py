@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api import ApiSettings, Registry, create_app, handle_for
-from api.remote import RemoteRuntime
-from engine import Job, agg, sources, windows
-from engine.errors import ConfigError, PathRefused
-from engine.runtime import control, status
-from engine.runtime.config import RunConfig
-from state.checkpoints import CheckpointStorage, now_ms
+from weir import Job, agg, sources, windows
+from weir.api import ApiSettings, Registry, create_app, handle_for
+from weir.api.remote import RemoteRuntime
+from weir.engine.errors import ConfigError, PathRefused
+from weir.engine.runtime import control, status
+from weir.engine.runtime.config import RunConfig
+from weir.state.checkpoints import CheckpointStorage, now_ms
 
 
 def _job(tmp_path: Path) -> Job:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import StateError
-from state import layout
-from state.rocksdb import RocksOptions, RocksState, SecondaryReader
 from tests.support import wait_until
+from weir.engine.errors import StateError
+from weir.state import layout
+from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
 
 
 def test_put_get_delete_scan(tmp_path: Path) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import sinks
-from engine.errors import ConfigError, SinkError
+from weir import sinks
+from weir.engine.errors import ConfigError, SinkError
 
 
 def test_file_url() -> None:

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine import Job, WatermarkStrategy, agg, sources, windows
-from engine.runtime.outputs import DeadLetters, LateRecords
-from engine.runtime.sliding_op import SlidingRuntime, compose_stored, pane_size
-from engine.runtime.window_op import decode_window
-from state import layout
-from state.keygroups import key_group, range_for_operator
-from state.rocksdb import RocksState
+from weir import Job, WatermarkStrategy, agg, sources, windows
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.sliding_op import SlidingRuntime, compose_stored, pane_size
+from weir.engine.runtime.window_op import decode_window
+from weir.state import layout
+from weir.state.keygroups import key_group, range_for_operator
+from weir.state.rocksdb import RocksState
 
 SIZE, SLIDE = 100, 30  # panes of gcd = 10 ms
 

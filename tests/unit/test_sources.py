@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import sources
-from engine.errors import ConfigError, SourceError
-from engine.sources import GeneratorSource, JsonlSource
+from weir import sources
+from weir.engine.errors import ConfigError, SourceError
+from weir.engine.sources import GeneratorSource, JsonlSource
 
 
 def test_file_url_gives_a_jsonl_source_with_decoded_path() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import windows
-from engine.windows import TumblingWindows, Window
+from weir import windows
+from weir.engine.windows import TumblingWindows, Window
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.watermarks import (
+from weir.engine.watermarks import (
     MAX_WATERMARK,
     MIN_WATERMARK,
     WatermarkStrategy,

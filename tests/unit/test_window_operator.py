@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from engine import Job, WatermarkStrategy, agg, sources, windows
 from tests.inprocess import run_batches
 from tests.reference import Spec, canonical, group_emissions, simulate_decoded
 from tests.support import Distinct
+from weir import Job, WatermarkStrategy, agg, sources, windows
 
 
 def _events(trace: list[tuple[int, str]]) -> list[dict[str, Any]]:
