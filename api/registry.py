@@ -14,7 +14,7 @@ from weir.api.committed import CommittedReader, CommittedView
 from weir.engine.errors import StateError
 from weir.engine.job import Job, WindowOperator
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.fold import FoldPlan
+from weir.engine.runtime.operators.fold import FoldPlan
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import KeyGroupRange, operator_for_key_group
 from weir.state.rocksdb import SecondaryReader

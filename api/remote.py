@@ -18,7 +18,7 @@ from typing import Any
 
 from weir.engine.errors import ConfigError
 from weir.engine.job import Job
-from weir.engine.runtime import control, status
+from weir.engine.runtime.control import admin, status
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.keygroups import KeyGroupRange
 
@@ -175,7 +175,7 @@ class RemoteRuntime:
                 f"job {self.job.name!r} is not running "
                 f"({self.status_problem or 'it publishes no control channel'}); nothing was done"
             )
-        return control.call(int(port), control.read_key(self.job_dir), op, args, timeout_s + 10)
+        return admin.call(int(port), admin.read_key(self.job_dir), op, args, timeout_s + 10)
 
     def trigger_savepoint(self, timeout_s: float = 60.0) -> dict[str, Any]:
         return self._call("savepoint", {"timeout_s": timeout_s}, timeout_s)

@@ -17,7 +17,7 @@ from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.engine.errors import ConfigError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.jobmanager import JobManager
+from weir.engine.runtime.control.jobmanager import JobManager
 from weir.engine.runtime.loader import load_configured_job
 
 log = logging.getLogger(__name__)

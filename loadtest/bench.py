@@ -52,7 +52,7 @@ from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job
-from weir.engine.runtime.worker import Worker
+from weir.engine.runtime.task.worker import Worker
 
 BUFFER_TIMEOUTS = (0, 1, 5, 10, 50, 100)
 DEFAULT_BUFFER_TIMEOUT_MS = RunConfig(job_file=Path("-")).buffer_timeout_ms

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.jobmanager import JobManager
+from weir.engine.runtime.control.jobmanager import JobManager
 from weir.engine.runtime.loader import load_configured_job
 
 

@@ -16,9 +16,9 @@ from typing import Any
 from tests.reference import Spec
 from tests.support import read_jsonl
 from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
-from weir.engine.runtime.chain import Chain, keyby_nodes
-from weir.engine.runtime.operators import runtime_for
+from weir.engine.runtime.operators.factory import runtime_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.task.chain import Chain, keyby_nodes
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.keygroups import range_for_operator

@@ -21,11 +21,11 @@ from weir.api.models import KeyList, StateAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.engine.errors import StateError
 from weir.engine.job import ProcessOperator, WindowOperator
-from weir.engine.runtime.fold import FoldPlan
-from weir.engine.runtime.process_op import decode_state
-from weir.engine.runtime.session_op import decode_session
-from weir.engine.runtime.sliding_op import compose_stored, pane_size, uses_panes
-from weir.engine.runtime.window_op import decode_window
+from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.operators.process import decode_state
+from weir.engine.runtime.operators.session import decode_session
+from weir.engine.runtime.operators.sliding import compose_stored, pane_size, uses_panes
+from weir.engine.runtime.operators.window import decode_window
 from weir.engine.windows import SessionWindows, SlidingWindows
 from weir.state import layout
 from weir.state.keygroups import key_group

@@ -17,8 +17,8 @@ from weir.api.models import TopAnswer
 from weir.api.registry import Registry
 from weir.api.routes.state import json_response
 from weir.engine.job import ProcessOperator
-from weir.engine.runtime.sliding_op import uses_panes
-from weir.engine.runtime.topn import TOP_K, best
+from weir.engine.runtime.operators.sliding import uses_panes
+from weir.engine.runtime.operators.topn import TOP_K, best
 from weir.engine.windows import SessionWindows
 
 router = APIRouter(tags=["state"])

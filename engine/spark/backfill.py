@@ -44,7 +44,7 @@ from typing import Any
 
 from weir.engine.errors import SourceError
 from weir.engine.job import WindowOperator
-from weir.engine.runtime.fold import FoldPlan
+from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
 from weir.engine.spark.pairs import pairs_of_file, pairs_of_kafka
 from weir.engine.spark.plan import Plan, backfill_operator, python_path

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine.job import WindowOperator
-from weir.engine.runtime.fold import FoldPlan
-from weir.engine.runtime.sliding_op import pane_size, uses_panes
+from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.operators.sliding import pane_size, uses_panes
 from weir.engine.windows import SlidingWindows
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from weir.engine.errors import SourceError, WeirError
 from weir.engine.job import WindowOperator
-from weir.engine.runtime.fold import FoldPlan
+from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.sources.base import SourceBatch
 from weir.engine.spark.plan import Plan, backfill_operator, load, python_path
 from weir.engine.windows import SessionWindows
@@ -68,8 +68,8 @@ def pairs_of_split(
     """The kept ``(record, window)`` pairs of one split, in column batches; the split's counts
     (late, dead) and max event time go to ``<out_dir>/stats/``. A ``WeirError`` (an unreadable
     input) goes to ``<out_dir>/errors/`` for the driver to report."""
-    from weir.engine.runtime.chain import Chain, keyby_nodes
     from weir.engine.runtime.outputs import DeadLetters
+    from weir.engine.runtime.task.chain import Chain, keyby_nodes
     from weir.engine.sinks import from_url as sink_from_url
 
     job = load(plan.job_file)

@@ -27,8 +27,8 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from weir.engine.job import WindowOperator
+from weir.engine.runtime.operators.session import SessionRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.session_op import SessionRuntime
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.keygroups import KeyGroupRange
 from weir.state.rocksdb import RocksState

@@ -14,8 +14,8 @@ import pytest
 
 from weir import Job, agg, sources, windows
 from weir.engine.errors import ConfigError, SourceError
-from weir.engine.runtime.chain import Chain
 from weir.engine.runtime.outputs import DeadLetters
+from weir.engine.runtime.task.chain import Chain
 from weir.engine.sources import SourceBatch
 from weir.engine.spark.inputs import file_batches, format_of, parse_kafka_url, resolve_inputs
 

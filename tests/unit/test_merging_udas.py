@@ -13,8 +13,8 @@ from tests.inprocess import run_batches
 from tests.reference import Spec
 from tests.support import Distinct, wait_until
 from weir import Job, WatermarkStrategy, agg, sources, windows
+from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.process_op import ProcessRuntime
 from weir.state.keygroups import range_for_operator
 from weir.state.rocksdb import RocksState
 

@@ -18,8 +18,8 @@ from weir import Job, agg, sources, windows
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
 from weir.engine.errors import ConfigError, PathRefused
-from weir.engine.runtime import control, status
 from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.control import admin, status
 from weir.state.checkpoints import CheckpointStorage, now_ms
 
 
@@ -135,32 +135,32 @@ def test_a_job_file_with_other_operators_is_named(tmp_path: Path) -> None:
 # -- the control channel --------------------------------------------------------------------
 
 
-def _server(tmp_path: Path) -> tuple[control.ControlServer, bytes]:
+def _server(tmp_path: Path) -> tuple[admin.ControlServer, bytes]:
     def refuse(args: dict[str, Any]) -> dict[str, Any]:
         raise PathRefused(f"backfill path {args['path']!r} is not under /allowed")
 
-    key = control.write_key(tmp_path)
-    server = control.ControlServer(key, {"echo": lambda args: {"got": args}, "backfill": refuse})
+    key = admin.write_key(tmp_path)
+    server = admin.ControlServer(key, {"echo": lambda args: {"got": args}, "backfill": refuse})
     server.start()
     return server, key
 
 
 def test_the_key_file_is_its_owners_only(tmp_path: Path) -> None:
-    key = control.write_key(tmp_path)
-    mode = stat.S_IMODE(os.stat(control.key_path(tmp_path)).st_mode)
-    assert mode == 0o600 and control.read_key(tmp_path) == key and len(key) == 32
+    key = admin.write_key(tmp_path)
+    mode = stat.S_IMODE(os.stat(admin.key_path(tmp_path)).st_mode)
+    assert mode == 0o600 and admin.read_key(tmp_path) == key and len(key) == 32
 
 
 def test_a_call_round_trips_and_errors_keep_their_type(tmp_path: Path) -> None:
     server, key = _server(tmp_path)
     try:
-        assert control.call(server.port, key, "echo", {"a": [1, "x"]}, 5.0) == {
+        assert admin.call(server.port, key, "echo", {"a": [1, "x"]}, 5.0) == {
             "got": {"a": [1, "x"]}
         }
         with pytest.raises(PathRefused, match="'/etc' is not under /allowed"):
-            control.call(server.port, key, "backfill", {"path": "/etc"}, 5.0)
+            admin.call(server.port, key, "backfill", {"path": "/etc"}, 5.0)
         with pytest.raises(ConfigError, match="unknown op 'rm'"):
-            control.call(server.port, key, "rm", {}, 5.0)
+            admin.call(server.port, key, "rm", {}, 5.0)
     finally:
         server.stop()
 
@@ -169,7 +169,7 @@ def test_a_wrong_key_gets_nothing_done(tmp_path: Path) -> None:
     server, key = _server(tmp_path)
     try:
         with pytest.raises(ConfigError, match="closed the control channel"):
-            control.call(server.port, b"x" * 32, "echo", {}, 5.0)
+            admin.call(server.port, b"x" * 32, "echo", {}, 5.0)
     finally:
         server.stop()
 
@@ -177,8 +177,8 @@ def test_a_wrong_key_gets_nothing_done(tmp_path: Path) -> None:
 def test_a_silent_client_blocks_nobody(tmp_path: Path) -> None:
     server, key = _server(tmp_path)
     try:
-        with socket.create_connection((control.HOST, server.port)):  # connects, says nothing
-            assert control.call(server.port, key, "echo", {}, 5.0) == {"got": {}}
+        with socket.create_connection((admin.HOST, server.port)):  # connects, says nothing
+            assert admin.call(server.port, key, "echo", {}, 5.0) == {"got": {}}
     finally:
         server.stop()
 
@@ -187,4 +187,4 @@ def test_nothing_listening_is_a_clear_error(tmp_path: Path) -> None:
     server, key = _server(tmp_path)
     server.stop()
     with pytest.raises(ConfigError, match="nothing listens at 127.0.0.1"):
-        control.call(server.port, key, "echo", {}, 5.0)
+        admin.call(server.port, key, "echo", {}, 5.0)

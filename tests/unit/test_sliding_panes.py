@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from weir import Job, WatermarkStrategy, agg, sources, windows
+from weir.engine.runtime.operators.sliding import SlidingRuntime, compose_stored, pane_size
+from weir.engine.runtime.operators.window import decode_window
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.sliding_op import SlidingRuntime, compose_stored, pane_size
-from weir.engine.runtime.window_op import decode_window
 from weir.state import layout
 from weir.state.keygroups import key_group, range_for_operator
 from weir.state.rocksdb import RocksState

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from weir.engine.runtime.topn import CurrentTop, best, ranked_results
+from weir.engine.runtime.operators.topn import CurrentTop, best, ranked_results
 
 
 def _result(k: str, s: int, e: int, slots: list[Any], f: bool) -> dict[str, Any]:
@@ -21,7 +21,9 @@ def _brute(bucket: dict[str, list[Any]], i: int, k: int) -> list[list[Any]]:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_current_top_equals_brute_force(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("weir.engine.runtime.topn.RESCAN_S", 0.0)  # rank again whenever it must
+    monkeypatch.setattr(
+        "weir.engine.runtime.operators.topn.RESCAN_S", 0.0
+    )  # rank again whenever it must
     rng = random.Random(seed)
     k = 5
     tracker = CurrentTop(_result, k=k)

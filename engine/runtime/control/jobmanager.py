@@ -21,11 +21,11 @@ from typing import Any
 
 from weir.engine.errors import ConfigError, WorkerFailed
 from weir.engine.job import Job
-from weir.engine.runtime import control, status
-from weir.engine.runtime.chain import sink_nodes
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.coordinator import Coordination
-from weir.engine.runtime.worker import default_side_sink, worker_main
+from weir.engine.runtime.control import admin, status
+from weir.engine.runtime.control.coordinator import Coordination
+from weir.engine.runtime.task.chain import sink_nodes
+from weir.engine.runtime.task.worker import default_side_sink, worker_main
 from weir.engine.sinks import Sink
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import range_for_operator
@@ -61,7 +61,7 @@ class JobManager(Coordination):
         self.restored_from: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
         self.restarts = 0
-        self._control: control.ControlServer | None = None
+        self._control: admin.ControlServer | None = None
         self._publisher: status.StatusPublisher | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -121,8 +121,8 @@ class JobManager(Coordination):
 
     def _serve_api_processes(self, job_dir: Path) -> None:
         """The status file and the control channel that ``weir api`` processes use."""
-        self._control = control.ControlServer(
-            control.write_key(job_dir),
+        self._control = admin.ControlServer(
+            admin.write_key(job_dir),
             {
                 "savepoint": lambda a: self.trigger_savepoint(float(a.get("timeout_s", 60.0))),
                 "backfill": lambda a: self.ingest_backfill(

@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine.job import ProcessOperator, WindowOperator
-from weir.engine.runtime.process_op import ProcessRuntime
-from weir.engine.runtime.session_op import SessionRuntime
-from weir.engine.runtime.sliding_op import SlidingRuntime, uses_panes
-from weir.engine.runtime.window_op import WindowRuntime
+from weir.engine.runtime.operators.process import ProcessRuntime
+from weir.engine.runtime.operators.session import SessionRuntime
+from weir.engine.runtime.operators.sliding import SlidingRuntime, uses_panes
+from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.windows import SessionWindows
 
 OperatorRuntime = WindowRuntime | ProcessRuntime

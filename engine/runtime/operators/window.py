@@ -25,9 +25,9 @@ from typing import Any, cast
 import msgpack
 
 from weir.engine.job import WindowOperator
-from weir.engine.runtime.fold import FoldPlan
+from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.operators.topn import TOP_K, CurrentTop, ranked_results
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.topn import TOP_K, CurrentTop, ranked_results
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import SlidingWindows, TumblingWindows
 from weir.state import layout

@@ -24,7 +24,7 @@ from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import now_ms
 
 if TYPE_CHECKING:
-    from weir.engine.runtime.jobmanager import JobManager
+    from weir.engine.runtime.control.jobmanager import JobManager
 
 log = logging.getLogger(__name__)
 

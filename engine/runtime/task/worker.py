@@ -33,14 +33,20 @@ import orjson
 from weir.engine.errors import WeirError, WorkerFailed
 from weir.engine.job import Job
 from weir.engine.runtime import heap
-from weir.engine.runtime.chain import Chain, KeyedBatch, json_exact_keyby, keyby_nodes, sink_nodes
-from weir.engine.runtime.channels import Inputs, combine
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.exchange import Exchange, Stopped
 from weir.engine.runtime.loader import load_configured_job
-from weir.engine.runtime.operators import OperatorRuntime, runtime_for
+from weir.engine.runtime.operators.factory import OperatorRuntime, runtime_for
+from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.window_op import WindowRuntime
+from weir.engine.runtime.task.chain import (
+    Chain,
+    KeyedBatch,
+    json_exact_keyby,
+    keyby_nodes,
+    sink_nodes,
+)
+from weir.engine.runtime.task.channels import Inputs, combine
+from weir.engine.runtime.task.exchange import Exchange, Stopped
 from weir.engine.sinks import Sink, SinkWriter
 from weir.engine.sinks import from_url as sink_from_url
 from weir.engine.sources import SplitReader

@@ -15,7 +15,7 @@ from bisect import bisect_left
 from math import gcd
 from typing import Any
 
-from weir.engine.runtime.window_op import WindowRuntime, decode_window, encode_window
+from weir.engine.runtime.operators.window import WindowRuntime, decode_window, encode_window
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.engine.windows import SlidingWindows
 from weir.state import layout

@@ -23,7 +23,7 @@ from typing import Any
 
 import msgpack
 
-from weir.engine.runtime.window_op import WindowRuntime, encode_window
+from weir.engine.runtime.operators.window import WindowRuntime, encode_window
 from weir.engine.windows.session import SessionWindows
 
 
