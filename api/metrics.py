@@ -110,9 +110,9 @@ def _pipeline(registry: Registry) -> list[str]:
                 series["weir_source_lag_records"][2].append(f"{slab} {lag}")
         jlab = _labels(job=name)
         taken = handle.runtime.checkpoints
-        completed = getattr(handle.runtime, "completed_checkpoints", len(taken))
+        completed = handle.runtime.completed_checkpoints
         series["weir_checkpoints_completed_total"][2].append(f"{jlab} {completed}")
-        series["weir_restarts_total"][2].append(f"{jlab} {getattr(handle.runtime, 'restarts', 0)}")
+        series["weir_restarts_total"][2].append(f"{jlab} {handle.runtime.restarts}")
         if taken:
             last = taken[-1]
             for metric, field in (
@@ -123,7 +123,7 @@ def _pipeline(registry: Registry) -> list[str]:
             ):
                 series[metric][2].append(f"{jlab} {last[field]}")
         for op in handle.job.operators:
-            per = [w.get("operators", {}).get(op, {}) for w in workers]
+            per: list[Any] = [w.get("operators", {}).get(op, {}) for w in workers]
             lab = _labels(job=name, op=op)
             for metric, field in (
                 ("weir_operator_records_in_total", "records_in"),

@@ -1,6 +1,7 @@
-"""What the API knows about running jobs: their definition, their job manager (in this process,
-or ``api.remote.RemoteRuntime`` for one that runs apart), and a secondary RocksDB reader per
-worker. Routes get it through a FastAPI dependency."""
+"""What the API knows about running jobs: their definition, their job manager (a
+``view.JobRuntime``: the job manager in this process, or ``api.remote.RemoteRuntime`` for one
+that runs apart), and a secondary RocksDB reader per worker. Routes get it through a FastAPI
+dependency."""
 
 from __future__ import annotations
 
@@ -8,48 +9,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
 
 from weir.api.committed import CommittedReader, CommittedView
 from weir.engine.errors import StateError
 from weir.engine.job import Job, WindowOperator
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.operators.fold import FoldPlan
-from weir.state.checkpoints import CheckpointStorage
-from weir.state.keygroups import KeyGroupRange, operator_for_key_group
+from weir.engine.runtime.view import JobRuntime
+from weir.state.keygroups import operator_for_key_group
 from weir.state.rocksdb import SecondaryReader
-
-
-class JobRuntime(Protocol):
-    """The part of a job manager the API reads (read-only), and the two admin operations."""
-
-    @property
-    def parallelism(self) -> int: ...
-
-    @property
-    def ranges(self) -> list[KeyGroupRange]: ...
-
-    def worker_status(self) -> list[dict[str, Any]]: ...
-
-    def operator_watermark(self, op: str) -> int: ...
-
-    def state(self) -> str: ...
-
-    @property
-    def generation(self) -> int: ...
-
-    @property
-    def last_checkpoint(self) -> int | None: ...
-
-    @property
-    def checkpoints(self) -> list[dict[str, Any]]: ...
-
-    @property
-    def storage(self) -> CheckpointStorage: ...
-
-    def trigger_savepoint(self, timeout_s: float = 60.0) -> dict[str, Any]: ...
-
-    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]: ...
 
 
 @dataclass

@@ -1,11 +1,12 @@
-"""A job manager in another process, seen by ``weir api``: ``JobRuntime`` read from the status
-file it publishes (``engine/runtime/status.py``), the admin operations asked over its control
-channel (``engine/runtime/control.py``).
+"""A job manager in another process, seen by ``weir api``: ``view.JobRuntime`` read from the
+status file it publishes (``engine/runtime/control/status.py``, a ``view.JobStatus``), the
+admin operations asked over its control channel (``engine/runtime/control/admin.py``).
 
 A status file older than ``stale_after_s`` (12 missed publications by default) means the job
 manager is gone or stuck: the job is then reported as ``unknown`` and ``/health`` as degraded,
 while queries go on answering from the state files as they are. A new ``weir run`` of the job
-(a new run id) or a restart (a new generation) makes the readers reopen.
+(a new run id) or a restart (a new generation) makes the readers reopen. A file this weir
+cannot read (another version's) is a status problem that names the mismatch.
 """
 
 from __future__ import annotations
@@ -16,9 +17,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError
+from weir.engine.errors import ConfigError, MessageError
 from weir.engine.job import Job
 from weir.engine.runtime.control import admin, status
+from weir.engine.runtime.messages import WorkerStatus
+from weir.engine.runtime.view import (
+    BackfillEntry,
+    CheckpointSummary,
+    JobStatus,
+    SavepointResult,
+    operator_watermark,
+)
+from weir.engine.runtime.wire import from_plain, to_plain
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.keygroups import KeyGroupRange
 
@@ -42,14 +52,15 @@ class RemoteRuntime:
         self.storage = storage
         self.stale_after_s = stale_after_s
         self._path = status.status_path(job_dir)
-        self._body: dict[str, Any] = {}
+        self._body: JobStatus | None = None
+        self._unreadable: str | None = None  # why the file on disk cannot be read
         self._file: tuple[int, int, int] | None = None
         self._read_at = float("-inf")
-        self._run: tuple[Any, Any] | None = None
+        self._run: tuple[str, int] | None = None
         self._generation = 0
         self._lock = threading.Lock()
 
-    def _status(self) -> dict[str, Any]:
+    def _status(self) -> JobStatus | None:
         if time.monotonic() - self._read_at < REFRESH_S:
             return self._body
         with self._lock:
@@ -60,24 +71,30 @@ class RemoteRuntime:
                 return self._body
             seen = (st.st_mtime_ns, st.st_size, st.st_ino)
             if seen != self._file:
-                body = status.read_status(self._path)
+                try:
+                    body = status.read_status(self._path)
+                except MessageError as exc:
+                    self._file, self._unreadable = seen, str(exc)
+                    return self._body
                 if body is not None:
-                    self._file, self._body = seen, body
-                    run = (body.get("run_id"), body.get("generation"))
+                    self._file, self._body, self._unreadable = seen, body, None
+                    run = (body.run_id, body.generation)
                     if run != self._run:  # a new run or a restart: the state files were rebuilt
                         self._run = run
                         self._generation += 1
             return self._body
 
-    # -- JobRuntime ----------------------------------------------------------------------------
+    # -- view.JobRuntime -----------------------------------------------------------------------
 
     @property
     def parallelism(self) -> int:
-        return int(self._status().get("parallelism", 0))
+        body = self._status()
+        return 0 if body is None else body.parallelism
 
     @property
     def ranges(self) -> list[KeyGroupRange]:
-        return [KeyGroupRange(int(lo), int(hi)) for lo, hi in self._status().get("ranges", [])]
+        body = self._status()
+        return [] if body is None else [KeyGroupRange(lo, hi) for lo, hi in body.ranges]
 
     @property
     def generation(self) -> int:
@@ -85,35 +102,65 @@ class RemoteRuntime:
         return self._generation
 
     @property
-    def last_checkpoint(self) -> int | None:
-        n = self._status().get("last_checkpoint")
-        return None if n is None else int(n)
+    def source(self) -> str:
+        body = self._status()
+        return self.job.sources[0].source.describe() if body is None else body.source
 
     @property
-    def checkpoints(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._status().get("checkpoints", [])
-        return found
+    def last_checkpoint(self) -> int | None:
+        body = self._status()
+        return None if body is None else body.last_checkpoint
 
-    def worker_status(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._status().get("workers", [])
-        return found
+    @property
+    def completed_checkpoints(self) -> int:
+        body = self._status()
+        return 0 if body is None else body.completed_checkpoints
+
+    @property
+    def checkpoints(self) -> list[CheckpointSummary]:
+        body = self._status()
+        return [] if body is None else body.checkpoints
+
+    @property
+    def checkpoint_problem(self) -> str | None:
+        body = self._status()
+        return None if body is None else body.checkpoint_problem
+
+    @property
+    def restarts(self) -> int:
+        body = self._status()
+        return 0 if body is None else body.restarts
+
+    @property
+    def restored_from(self) -> str | None:
+        body = self._status()
+        return None if body is None else body.restored_from
+
+    @property
+    def backfills(self) -> list[BackfillEntry]:
+        body = self._status()
+        return [] if body is None else body.backfills
+
+    def worker_status(self) -> list[WorkerStatus]:
+        body = self._status()
+        return [] if body is None else body.workers
 
     def operator_watermark(self, op: str) -> int:
-        return status.operator_watermark(self.worker_status(), op)
+        return operator_watermark(self.worker_status(), op)
 
     def state(self) -> str:
         body = self._status()
-        if not body or self._age_s(body) > self.stale_after_s:
+        if body is None or self._age_s(body) > self.stale_after_s:
             return "unknown"
-        return str(body.get("state", "unknown"))
-
-    # -- what /health, /jobs/{job} and /metrics read when present -------------------------------
+        return body.state
 
     @property
     def status_problem(self) -> str | None:
         """Why this API cannot vouch for the job (None when it can)."""
         body = self._status()
-        if not body:
+        if self._unreadable is not None:
+            return f"cannot read the job manager's status {self._path}: {self._unreadable}"
+        if body is None:
             return (
                 f"no status from the job manager yet ({self._path} is missing); start the job "
                 "with weir run and the same --state-dir"
@@ -124,64 +171,39 @@ class RemoteRuntime:
                 f"the job manager's status ({self._path}) is {age:.1f} s old; is weir run "
                 "still running?"
             )
-        if body.get("state") == "stopped":
+        if body.state == "stopped":
             return "the job was stopped"
-        running = body.get("operators")
-        if running is not None and running != sorted(self.job.operators):
+        if body.operators != sorted(self.job.operators):
             return (
-                f"the running job has operators {running}, this job file "
+                f"the running job has operators {body.operators}, this job file "
                 f"{sorted(self.job.operators)}; serve the file weir run runs"
             )
         return None
 
-    @property
-    def checkpoint_problem(self) -> str | None:
-        problem = self._status().get("checkpoint_problem")
-        return None if problem is None else str(problem)
-
-    @property
-    def completed_checkpoints(self) -> int:
-        return int(self._status().get("completed_checkpoints", 0))
-
-    @property
-    def restarts(self) -> int:
-        return int(self._status().get("restarts", 0))
-
-    @property
-    def backfills(self) -> list[dict[str, Any]]:
-        found: list[dict[str, Any]] = self._status().get("backfills", [])
-        return found
-
-    @property
-    def restored_from(self) -> str | None:
-        found = self._status().get("restored_from")
-        return None if found is None else str(found)
-
-    @property
-    def source(self) -> str | None:
-        found = self._status().get("source")
-        return None if found is None else str(found)
-
     @staticmethod
-    def _age_s(body: dict[str, Any]) -> float:
-        return (now_ms() - int(body.get("written_at", 0))) / 1000.0
+    def _age_s(body: JobStatus) -> float:
+        return (now_ms() - body.written_at) / 1000.0
 
     # -- admin operations, over the control channel ---------------------------------------------
 
-    def _call(self, op: str, args: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        port = self._status().get("control_port")
+    def _call(self, op: str, args: object, timeout_s: float) -> dict[str, Any]:
+        body = self._status()
+        port = None if body is None else body.control_port
         if port is None or self.state() in ("unknown", "stopped"):
             raise ConfigError(
                 f"job {self.job.name!r} is not running "
                 f"({self.status_problem or 'it publishes no control channel'}); nothing was done"
             )
-        return admin.call(int(port), admin.read_key(self.job_dir), op, args, timeout_s + 10)
+        key = admin.read_key(self.job_dir)
+        return admin.call(port, key, op, to_plain(args), timeout_s + 10)
 
-    def trigger_savepoint(self, timeout_s: float = 60.0) -> dict[str, Any]:
-        return self._call("savepoint", {"timeout_s": timeout_s}, timeout_s)
+    def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult:
+        answer = self._call("savepoint", admin.SavepointArgs(timeout_s), timeout_s)
+        return from_plain(SavepointResult, answer, "savepoint answer")
 
-    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
-        return self._call("backfill", {"req": req, "timeout_s": timeout_s}, timeout_s)
+    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:
+        answer = self._call("backfill", admin.BackfillArgs(req, timeout_s), timeout_s)
+        return from_plain(BackfillEntry, answer, "backfill answer")
 
 
 __all__ = ["RemoteRuntime"]

@@ -7,6 +7,7 @@
     ├── SourceError            a source that cannot be opened or read
     ├── SinkError              a sink that cannot be opened or written
     ├── StateError             RocksDB state that cannot be opened, read or written
+    ├── MessageError           bytes from another process that are not a message weir sent
     └── WorkerFailed           a worker process died or reported a fatal error
 
 Every message names the offending value and what to do about it.
@@ -42,6 +43,11 @@ class SinkError(WeirError):
 
 class StateError(WeirError):
     """RocksDB state cannot be opened, read or written."""
+
+
+class MessageError(WeirError):
+    """Bytes from another process that do not decode to a message this version of weir knows:
+    an unknown message type, a missing or unknown field, or a value of the wrong type."""
 
 
 class WorkerFailed(WeirError):

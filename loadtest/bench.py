@@ -52,6 +52,7 @@ from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job
+from weir.engine.runtime.messages import FROM_WORKER, TO_WORKER, Finished, ManagerLink, Stop
 from weir.engine.runtime.task.worker import Worker
 
 BUFFER_TIMEOUTS = (0, 1, 5, 10, 50, 100)
@@ -97,20 +98,19 @@ def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
     cfg = RunConfig(job_file=job_file, state_dir=state_dir)
     job = load_configured_job(cfg)
     parent, child = mp.Pipe()
-    worker = Worker(cfg, 0, child, job)
+    worker = Worker(cfg, 0, ManagerLink(child), job)
 
     def stop_when_finished() -> None:
         while True:
-            kind, _ = parent.recv()
-            if kind == "finished":
-                parent.send("stop")
+            if isinstance(FROM_WORKER.decode(parent.recv_bytes()), Finished):
+                parent.send_bytes(TO_WORKER.encode(Stop()))
                 return
 
     threading.Thread(target=stop_when_finished, daemon=True).start()
     t0 = time.perf_counter()
     worker.run()
     seconds = time.perf_counter() - t0
-    op = worker.ops["stats"]
+    op = worker.keyed.ops["stats"]
     return {
         "events": worker.chain.records_in,
         "seconds": round(seconds, 3),

@@ -41,7 +41,7 @@ def timed_run(job_file: Path, state_dir: Path, parallelism: int, **settings: Any
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
             status = manager.worker_status()
-            if all(s.get("finished_at") for s in status):
+            if all(s["finished_at"] for s in status):
                 break
             time.sleep(0.02)
     finally:
@@ -55,7 +55,7 @@ def timed_run(job_file: Path, state_dir: Path, parallelism: int, **settings: Any
         "events": events,
         "seconds": round(seconds, 3),
         "events_per_s": round(events / seconds),
-        "backpressure": [s.get("backpressure", 0.0) for s in status],
+        "backpressure": [s["backpressure"] for s in status],
     }
     if manager.checkpoints:
         result["checkpoints"] = manager.checkpoints

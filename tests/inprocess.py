@@ -1,5 +1,5 @@
 """Run a job's chain and window operator in-process, batch by batch, the way a single worker
-with one split does (``engine/runtime/worker.py``): ``chain.process(batch, split)``, the keyed
+with one split does (``engine/runtime/task/worker.py``): ``chain.process(batch, split)``, the keyed
 sub-batches to their operators, then ``advance(watermark, data watermark, trace)`` with the
 watermark after each record; at the end ``advance(MAX_WATERMARK, ..., [MAX_WATERMARK])``. State
 is a real RocksDB under the given directory; late records and dead letters go to real JSONL

@@ -23,6 +23,12 @@ import httpx
 from loadtest.procs import children as children
 from loadtest.procs import worker_pids as worker_pids
 from tests.reference import AGGREGATES_SRC, IMPRESSIONS_ONLY, Step
+from weir.engine.errors import ConfigError
+from weir.engine.runtime.messages import WorkerStatus
+from weir.engine.runtime.view import BackfillEntry, SavepointResult, unreported
+from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.checkpoints import CheckpointStorage
+from weir.state.keygroups import KeyGroupRange
 
 T = TypeVar("T")
 
@@ -281,3 +287,39 @@ class Distinct:
 
     def result(self, acc: list[int]) -> int:
         return len(acc)
+
+
+class FixedRuntime:
+    """A ``view.JobRuntime`` with fixed answers: one worker that has not reported, no
+    checkpoint, no problem. Tests of the API alone subclass it."""
+
+    parallelism = 1
+    ranges = [KeyGroupRange(0, 127)]
+    generation = 0
+    source = "file:///in.jsonl"
+    last_checkpoint: int | None = None
+    completed_checkpoints = 0
+    checkpoints: list[dict[str, Any]] = []
+    checkpoint_problem: str | None = None
+    status_problem: str | None = None
+    restarts = 0
+    restored_from: str | None = None
+    backfills: list[BackfillEntry] = []
+
+    def __init__(self, storage_root: Path) -> None:
+        self.storage = CheckpointStorage(storage_root, "j")
+
+    def worker_status(self) -> list[WorkerStatus]:
+        return [unreported(0, self.ranges[0])]
+
+    def operator_watermark(self, op: str) -> int:
+        return MIN_WATERMARK
+
+    def state(self) -> str:
+        return "running"
+
+    def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult:
+        raise ConfigError("this test's job takes no savepoint")
+
+    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:
+        raise ConfigError("this test's job takes no backfill")

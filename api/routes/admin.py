@@ -49,14 +49,12 @@ async def load_backfill(
     backfill's range (409), or when the path leaves the job's ``--backfill-dir`` (400)."""
     h = job_handle(reg, job)
     try:
-        result: dict[str, Any] = await anyio.to_thread.run_sync(
-            h.runtime.ingest_backfill, body.model_dump()
-        )
+        result = await anyio.to_thread.run_sync(h.runtime.ingest_backfill, body.model_dump())
     except PathRefused as exc:
         raise ApiError(400, "path_refused", str(exc)) from None
     except WeirError as exc:
         raise ApiError(409, "backfill_refused", str(exc)) from None
-    return result
+    return {**result}
 
 
 @router.post(
@@ -73,9 +71,7 @@ async def take_savepoint(
     is written under the job's checkpoint storage; no request chooses where."""
     h = job_handle(reg, job)
     try:
-        result: dict[str, Any] = await anyio.to_thread.run_sync(
-            h.runtime.trigger_savepoint, timeout_ms / 1000
-        )
+        result = await anyio.to_thread.run_sync(h.runtime.trigger_savepoint, timeout_ms / 1000)
     except WeirError as exc:
         raise ApiError(409, "savepoint_failed", str(exc)) from None
-    return result
+    return {**result}

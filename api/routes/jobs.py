@@ -22,8 +22,8 @@ def health(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
         name: str(problem)
         for name, h in reg.jobs.items()
         if (
-            problem := getattr(h.runtime, "status_problem", None)  # weir api: job manager gone
-            or getattr(h.runtime, "checkpoint_problem", None)
+            problem := h.runtime.status_problem  # weir api: job manager gone
+            or h.runtime.checkpoint_problem
         )
     }
     if any(s == "failed" for s in states.values()):
@@ -56,47 +56,47 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
     workers = h.runtime.worker_status()
     operators = []
     for name, op in h.job.operators.items():
-        per_worker = [w.get("operators", {}).get(name, {}) for w in workers]
+        per_worker = [w["operators"][name] for w in workers if name in w["operators"]]
         operators.append(
             {
                 **op.describe(),
                 "watermark": public_watermark(h.runtime.operator_watermark(name)),
-                "records_in": sum(s.get("records_in", 0) for s in per_worker),
-                "results_out": sum(s.get("results_out", 0) for s in per_worker),
-                "late_records": sum(s.get("late", 0) for s in per_worker),
-                "open_windows": sum(s.get("open_windows", 0) for s in per_worker),
+                "records_in": sum(s["records_in"] for s in per_worker),
+                "results_out": sum(s["results_out"] for s in per_worker),
+                "late_records": sum(s["late"] for s in per_worker),
+                "open_windows": sum(s["open_windows"] for s in per_worker),
             }
         )
-    marks = [w["watermark"] for w in workers if "watermark" in w]
+    marks = [w["watermark"] for w in workers]
     return {
         "name": job,
         "state": h.runtime.state(),
-        "source": getattr(h.runtime, "source", None) or h.source,
+        "source": h.runtime.source,
         "parallelism": h.runtime.parallelism,
         "max_parallelism": h.job.max_parallelism,
-        "watermark": public_watermark(min(marks)) if marks and len(marks) == len(workers) else None,
-        "records_in": sum(w.get("records_in", 0) for w in workers),
-        "dead_letters": sum(w.get("dead_letters", 0) for w in workers),
+        "watermark": public_watermark(min(marks)) if marks else None,
+        "records_in": sum(w["records_in"] for w in workers),
+        "dead_letters": sum(w["dead_letters"] for w in workers),
         "operators": operators,
         "workers": [
             {
                 "index": i,
                 "key_groups": h.runtime.ranges[i].to_json(),
-                "watermark": public_watermark(w["watermark"]) if "watermark" in w else None,
-                "splits": w.get("splits", []),
-                "source_lag": w.get("source_lag", {}),
-                "records_in": w.get("records_in", 0),
-                "records_sent": w.get("records_sent", 0),
-                "records_received": w.get("records_received", 0),
-                "backpressure": w.get("backpressure", 0.0),
-                "pending_bytes": w.get("pending_bytes", 0),
-                "dead_letters": w.get("dead_letters", 0),
-                "dead_letters_by_stage": w.get("dead_letters_by_stage", {}),
-                "finished": w.get("finished", False),
-                "run_started_at": w.get("run_started_at"),
-                "first_record_at": w.get("first_record_at") or None,
-                "restored_from": w.get("restored_from"),
-                "finished_at": w.get("finished_at") or None,
+                "watermark": public_watermark(w["watermark"]),
+                "splits": w["splits"],
+                "source_lag": w["source_lag"],
+                "records_in": w["records_in"],
+                "records_sent": w["records_sent"],
+                "records_received": w["records_received"],
+                "backpressure": w["backpressure"],
+                "pending_bytes": w["pending_bytes"],
+                "dead_letters": w["dead_letters"],
+                "dead_letters_by_stage": w["dead_letters_by_stage"],
+                "finished": w["finished"],
+                "run_started_at": w["run_started_at"] or None,
+                "first_record_at": w["first_record_at"] or None,
+                "restored_from": w["restored_from"],
+                "finished_at": w["finished_at"] or None,
             }
             for i, w in enumerate(workers)
         ],
@@ -105,8 +105,8 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
             for c in reversed(h.runtime.checkpoints[-10:])
         ],
         "last_checkpoint": h.runtime.last_checkpoint,
-        "backfills": getattr(h.runtime, "backfills", []),
-        "restarts": getattr(h.runtime, "restarts", 0),
+        "backfills": h.runtime.backfills,
+        "restarts": h.runtime.restarts,
     }
 
 
@@ -122,12 +122,11 @@ def list_checkpoints(job: str, reg: Annotated[Registry, Depends(registry)]) -> d
     found = [
         {**c, "watermark": public_watermark(c.get("watermark", 0))} for c in storage.summaries()
     ]
-    restored = getattr(h.runtime, "restored_from", None)
     return {
         "job": job,
         "storage": str(storage.base.resolve()),
         "latest": h.runtime.last_checkpoint,
-        "restored_from": str(restored) if restored else None,
-        "restarts": getattr(h.runtime, "restarts", 0),
+        "restored_from": h.runtime.restored_from,
+        "restarts": h.runtime.restarts,
         "checkpoints": found,
     }

@@ -21,12 +21,16 @@ from weir.api.models import KeyList, StateAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.engine.errors import StateError
 from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.runtime.operators.codec import (
+    compose_stored,
+    decode_session,
+    decode_state,
+    decode_window,
+    pane_size,
+    uses_panes,
+)
 from weir.engine.runtime.operators.fold import FoldPlan
-from weir.engine.runtime.operators.process import decode_state
-from weir.engine.runtime.operators.session import decode_session
-from weir.engine.runtime.operators.sliding import compose_stored, pane_size, uses_panes
-from weir.engine.runtime.operators.window import decode_window
-from weir.engine.windows import SessionWindows, SlidingWindows
+from weir.engine.windows import SessionWindows, SlidingWindows, is_late
 from weir.state import layout
 from weir.state.keygroups import key_group
 
@@ -126,7 +130,7 @@ def key_answer(
             bounds.to is not None and start > bounds.to
         ):
             continue
-        window = plan.result("", start, end, slots, end - 1 + lateness <= wm)
+        window = plan.result("", start, end, slots, is_late(end, lateness, wm))
         del window["key"]
         windows.append(window)
     answer["windows"] = windows[-bounds.limit :]

@@ -1,8 +1,9 @@
 """``GET /{job}/{op}/top``: the top-N keys of a window by an aggregate.
 
-Each worker keeps its own top keys (engine/runtime/topn.py) and reports them with its status;
-this route merges them. Keys are partitioned across workers and ranked by ``(-value, key)``,
-so the merge is exact for ``n`` up to the engine's ``TOP_K``. No request scans keys.
+Each worker keeps its own top keys (``engine/runtime/operators/topn.py``) and reports them with
+its status; this route merges them. Keys are partitioned across workers and ranked by
+``(-value, key)``, so the merge is exact for ``n`` up to the engine's ``TOP_K``. No request
+scans keys.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from weir.api.models import TopAnswer
 from weir.api.registry import Registry
 from weir.api.routes.state import json_response
 from weir.engine.job import ProcessOperator
-from weir.engine.runtime.operators.sliding import uses_panes
+from weir.engine.runtime.messages import RankedWindow
+from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.topn import TOP_K, best
 from weir.engine.windows import SessionWindows
 
@@ -64,10 +66,12 @@ def top(
             "top_unsupported",
             "window=current is kept for tumbling windows; use window=latest for sliding ones",
         )
-    reports: list[dict[str, Any]] = []
+    reports: list[RankedWindow] = []
     for w in handle.runtime.worker_status():
-        found = (w.get("operators", {}).get(op, {}).get("top") or {}).get(window)
-        if found:
+        status = w["operators"].get(op)
+        top = status["top"] if status is not None else None
+        found = top[window] if top is not None else None
+        if found is not None:
             reports.append(found)
     if not reports:
         what = "no window has fired yet" if window == "latest" else "no window is open"

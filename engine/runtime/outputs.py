@@ -8,7 +8,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from weir.engine.runtime.config import RunConfig
 from weir.engine.sinks import Sink, SinkWriter
+from weir.engine.sinks import from_url as sink_from_url
+
+
+def side_sink(cfg: RunConfig, job: str, url: str | None, name: str) -> Sink:
+    """A side output's sink: ``url`` when given, else ``<state-dir>/<job>/<name>``."""
+    if url:
+        return sink_from_url(url)
+    return sink_from_url(f"file://{(cfg.job_dir(job) / name).resolve()}")
 
 
 def _printable(item: Any) -> Any:

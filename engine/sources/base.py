@@ -21,7 +21,18 @@ class SourceBatch:
 class SplitReader(Protocol):
     def read_batch(self, max_records: int) -> SourceBatch: ...
 
-    def offset(self) -> Any: ...
+    def offset(self) -> int:
+        """Where the next batch starts: what a checkpoint stores and ``Source.open`` takes."""
+        ...
+
+    def lag(self) -> int | None:
+        """Records not read yet, when the source knows (None: it does not)."""
+        ...
+
+    def commit(self, offset: int) -> None:
+        """A checkpoint that holds ``offset`` completed (a Kafka group's offset, for
+        monitoring; most sources have nothing to do)."""
+        ...
 
     def close(self) -> None: ...
 

@@ -66,5 +66,11 @@ class JsonlReader:
     def offset(self) -> int:
         return self._fh.tell()
 
+    def lag(self) -> int | None:
+        return None
+
+    def commit(self, offset: int) -> None:
+        return None
+
     def close(self) -> None:
         self._fh.close()

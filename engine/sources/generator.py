@@ -180,5 +180,11 @@ class AdsReader:
     def offset(self) -> int:
         return self._emitted
 
+    def lag(self) -> int | None:
+        return None
+
+    def commit(self, offset: int) -> None:
+        return None
+
     def close(self) -> None:
         return None

@@ -7,7 +7,7 @@ Streaming's order: a window's records arrive in their split's order, each under 
 watermark (non-decreasing along the split). The records that came while the window was open
 (``end - 1 > watermark``) are folded first, then the ones behind the watermark but within
 lateness, one by one (``WindowRuntime._apply_allowed``); sorted by ``(watermark, split,
-position)`` that is one fold. Sliding windows run on panes (``sliding_op.py``): a window is
+position)`` that is one fold. Sliding windows run on panes (``operators/sliding.py``): a window is
 composed, when it fires, from its panes' accumulators in pane order (the first copied, the
 others merged into it), and the records within lateness are folded into it after that.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine.job import WindowOperator
+from weir.engine.runtime.operators.codec import pane_size, uses_panes
 from weir.engine.runtime.operators.fold import FoldPlan
-from weir.engine.runtime.operators.sliding import pane_size, uses_panes
 from weir.engine.windows import SlidingWindows
 
 

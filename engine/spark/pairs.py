@@ -26,7 +26,7 @@ from weir.engine.job import WindowOperator
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.sources.base import SourceBatch
 from weir.engine.spark.plan import Plan, backfill_operator, load, python_path
-from weir.engine.windows import SessionWindows
+from weir.engine.windows import SessionWindows, is_late
 
 # what the Python path adds to (kg, key, end): ts, the watermark the record arrived under, its
 # split and position there (streaming's order), and the pickled record
@@ -174,7 +174,7 @@ class _Selector:
         lateness = self.lateness
         # the streaming rule, per (record, window): kept while the window can change; a record
         # is late when all its windows are
-        on_time = [j for j, i in enumerate(idx) if ends[j] - 1 + lateness > wms[i]]
+        on_time = [j for j, i in enumerate(idx) if not is_late(ends[j], lateness, wms[i])]
         if origin is None:  # one window a record (tumbling): a late pair is a late record
             self.late += len(ends) - len(on_time)
         else:

@@ -1,6 +1,6 @@
 """Stage 2 of a backfill on the Python path, for session windows: each key's records, in
 streaming's order and with the watermark each arrived under, go through the streaming session
-operator itself (``engine/runtime/session_op.py``), so sessions merge, and records are late,
+operator itself (``engine/runtime/operators/session.py``), so sessions merge, and records are late,
 exactly as in ``weir run``; its writes are kept in memory and become the key group's SST file.
 
 Why not ``F.session_window``: a record is late when the session it would join (merged with

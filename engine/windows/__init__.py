@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from weir.engine.windows.base import TimeDomain, Window
+from weir.engine.windows.base import TimeDomain, Window, is_late
 from weir.engine.windows.session import SessionWindows
 from weir.engine.windows.sliding import SlidingWindows
 from weir.engine.windows.tumbling import TumblingWindows
@@ -32,6 +32,7 @@ __all__ = [
     "TumblingWindows",
     "Window",
     "WindowAssigner",
+    "is_late",
     "session",
     "sliding",
     "tumbling",

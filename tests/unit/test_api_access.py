@@ -15,12 +15,12 @@ import pytest
 from fastapi.routing import iter_route_contexts
 from fastapi.testclient import TestClient
 
+from tests.support import FixedRuntime
 from weir import Job, agg, sources, windows
 from weir.api import ApiSettings, JobHandle, Registry, create_app
 from weir.api.app import admin_routes
 from weir.api.routes.admin import ADMIN_TAG
-from weir.engine.watermarks import MIN_WATERMARK
-from weir.state.keygroups import KeyGroupRange
+from weir.engine.runtime.view import BackfillEntry, SavepointResult
 from weir.state.rocksdb import SecondaryReader
 
 READ, ADMIN = "read", "admin"
@@ -54,37 +54,20 @@ REQUESTS: dict[tuple[str, str], dict[str, Any]] = {
 TOKEN = "s3cret-token"
 
 
-class RecordingRuntime:
+class RecordingRuntime(FixedRuntime):
     """A job manager that records the two operations that change anything."""
 
-    parallelism = 1
-    ranges = [KeyGroupRange(0, 127)]
-    generation = 0
-    last_checkpoint = None
-    checkpoints: list[dict[str, Any]] = []
-
     def __init__(self, storage_root: Path) -> None:
-        from weir.state.checkpoints import CheckpointStorage
-
-        self.storage = CheckpointStorage(storage_root, "j")
+        super().__init__(storage_root)
         self.calls: list[str] = []
 
-    def worker_status(self) -> list[dict[str, Any]]:
-        return [{"worker": 0}]
-
-    def operator_watermark(self, op: str) -> int:
-        return MIN_WATERMARK
-
-    def state(self) -> str:
-        return "running"
-
-    def trigger_savepoint(self, timeout_s: float = 60.0) -> dict[str, Any]:
+    def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult:
         self.calls.append("savepoint")
         return {"id": 1, "path": "/chk-1"}
 
-    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
+    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:
         self.calls.append("backfill")
-        return {"op": req["op"]}
+        return {"op": req["op"], "min_end": 0, "max_end": 1, "windows": None, "time": 0}
 
 
 def _client(tmp_path: Path, settings: ApiSettings) -> tuple[TestClient, RecordingRuntime]:

@@ -5,30 +5,16 @@ against a real ``weir run``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tests.support import FixedRuntime
 from weir import Job, agg, sources, windows
 from weir.api import JobHandle, Registry, create_app
-from weir.engine.watermarks import MIN_WATERMARK
-from weir.state.keygroups import KeyGroupRange
 from weir.state.rocksdb import SecondaryReader
 
 
-class StubRuntime:
-    parallelism = 1
-    ranges = [KeyGroupRange(0, 127)]
-    generation = 0
-    last_checkpoint = None
-    checkpoints: list[dict[str, Any]] = []
-
-    def worker_status(self) -> list[dict[str, Any]]:
-        return [{"worker": 0}]
-
-    def operator_watermark(self, op: str) -> int:
-        return MIN_WATERMARK
-
+class StubRuntime(FixedRuntime):
     def state(self) -> str:
         return "starting"
 
@@ -47,7 +33,7 @@ def _app(tmp_path: Path, reader: SecondaryReader) -> TestClient:
         .aggregate("op", n=agg.count())
     )
     registry = Registry()
-    registry.add(JobHandle(job, StubRuntime(), [reader]))
+    registry.add(JobHandle(job, StubRuntime(tmp_path / "checkpoints"), [reader]))
     return TestClient(create_app(registry), raise_server_exceptions=False)
 
 

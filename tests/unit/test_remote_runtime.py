@@ -1,16 +1,18 @@
 """``weir api``'s view of a job manager in another process: the status file (missing, fresh,
-stale, a new run) and the control channel (round trip, errors keep their type, a wrong key or a
-silent client gets nothing and blocks nobody)."""
+stale, a new run, one this weir cannot read) and the control channel (round trip, errors keep
+their type, a wrong key or a silent client gets nothing and blocks nobody)."""
 
 from __future__ import annotations
 
 import os
+import re
 import socket
 import stat
 import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
@@ -20,7 +22,10 @@ from weir.api.remote import RemoteRuntime
 from weir.engine.errors import ConfigError, PathRefused
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control import admin, status
+from weir.engine.runtime.view import STATUS_FORMAT, JobStatus, unreported
+from weir.engine.runtime.wire import from_plain
 from weir.state.checkpoints import CheckpointStorage, now_ms
+from weir.state.keygroups import KeyGroupRange
 
 
 def _job(tmp_path: Path) -> Job:
@@ -34,26 +39,40 @@ def _job(tmp_path: Path) -> Job:
     return job
 
 
-def _publish(job_dir: Path, **fields: Any) -> None:
-    job_dir.mkdir(parents=True, exist_ok=True)
-    body = {
-        "format": status.FORMAT,
+def _body(**fields: Any) -> dict[str, Any]:
+    workers = [
+        {**unreported(0, KeyGroupRange(0, 63)), "records_in": 5},
+        {**unreported(1, KeyGroupRange(64, 127)), "records_in": 7},
+    ]
+    return {
+        "format": STATUS_FORMAT,
         "job": "j",
         "run_id": "r1",
+        "pid": 1,
         "generation": 0,
         "written_at": now_ms(),
         "state": "running",
+        "source": "file:///in.jsonl",
         "operators": ["op"],
         "parallelism": 2,
+        "max_parallelism": 128,
         "ranges": [[0, 63], [64, 127]],
-        "workers": [{"worker": 0, "records_in": 5}, {"worker": 1, "records_in": 7}],
+        "restarts": 0,
+        "workers": workers,
         "checkpoints": [],
+        "completed_checkpoints": 0,
+        "checkpoint_problem": None,
+        "restored_from": None,
         "backfills": [],
         "last_checkpoint": None,
         "control_port": None,
         **fields,
     }
-    status.write_status(status.status_path(job_dir), body)
+
+
+def _publish(job_dir: Path, **fields: Any) -> None:
+    job_dir.mkdir(parents=True, exist_ok=True)
+    status.write_status(status.status_path(job_dir), from_plain(JobStatus, _body(**fields)))
 
 
 def _api(tmp_path: Path) -> tuple[TestClient, RemoteRuntime]:
@@ -112,7 +131,7 @@ def test_a_new_run_or_a_restart_makes_readers_reopen(tmp_path: Path) -> None:
     _publish(job_dir)
     _wait_refresh()
     first = runtime.generation
-    _publish(job_dir, records=1)  # same run, same generation
+    _publish(job_dir, completed_checkpoints=1)  # same run, same generation
     _wait_refresh()
     assert runtime.generation == first
     _publish(job_dir, generation=1)
@@ -130,6 +149,32 @@ def test_a_job_file_with_other_operators_is_named(tmp_path: Path) -> None:
     assert (
         "the running job has operators ['other']" in client.get("/health").json()["problems"]["j"]
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        ({"format": 2}, "has format 2, this weir reads 1"),
+        ({"parallelism": "2"}, r"jobmanager.json.parallelism: expected int, got str '2'"),
+        ({"extra": 1}, r"unknown \['extra'\]"),
+    ],
+)
+def test_a_status_this_weir_cannot_read_is_named(
+    tmp_path: Path, change: dict[str, Any], named: str
+) -> None:
+    client, runtime = _api(tmp_path)
+    job_dir = tmp_path / "state" / "j"
+    job_dir.mkdir(parents=True)
+    status.status_path(job_dir).write_bytes(orjson.dumps(_body(**change)))
+    _wait_refresh()
+    health = client.get("/health").json()
+    assert health["status"] == "degraded" and health["jobs"] == {"j": "unknown"}
+    assert re.search(named, health["problems"]["j"]), health["problems"]["j"]
+    assert "cannot read the job manager's status" in health["problems"]["j"]
+    _publish(job_dir)  # the right weir publishes again: the problem goes
+    _wait_refresh()
+    assert client.get("/health").json()["status"] == "ok"
+    assert runtime.worker_status()[1]["records_in"] == 7
 
 
 # -- the control channel --------------------------------------------------------------------

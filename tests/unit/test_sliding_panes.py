@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from weir import Job, WatermarkStrategy, agg, sources, windows
-from weir.engine.runtime.operators.sliding import SlidingRuntime, compose_stored, pane_size
-from weir.engine.runtime.operators.window import decode_window
+from weir.engine.runtime.operators.codec import compose_stored, decode_window, pane_size
+from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.state import layout
 from weir.state.keygroups import key_group, range_for_operator

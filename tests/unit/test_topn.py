@@ -15,15 +15,14 @@ def _result(k: str, s: int, e: int, slots: list[Any], f: bool) -> dict[str, Any]
     return {"up": slots[0], "any": slots[1], "text": "x"}
 
 
-def _brute(bucket: dict[str, list[Any]], i: int, k: int) -> list[list[Any]]:
-    return [[key, v] for key, v in best(((key, s[i]) for key, s in bucket.items()), k)]
+def _brute(bucket: dict[str, list[Any]], i: int, k: int) -> list[tuple[str, float]]:
+    return best(((key, s[i]) for key, s in bucket.items()), k)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_current_top_equals_brute_force(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(
-        "weir.engine.runtime.operators.topn.RESCAN_S", 0.0
-    )  # rank again whenever it must
+    # rank again whenever it must
+    monkeypatch.setattr("weir.engine.runtime.operators.topn.RESCAN_S", 0.0)
     rng = random.Random(seed)
     k = 5
     tracker = CurrentTop(_result, k=k)
@@ -50,4 +49,4 @@ def test_current_top_equals_brute_force(seed: int, monkeypatch: pytest.MonkeyPat
 def test_ranked_results_orders_by_value_then_key() -> None:
     results = [{"key": f"k{i}", "n": i % 3, "label": "a"} for i in range(10)]
     top = ranked_results(results, ["n", "label"], k=4)
-    assert top == {"n": [["k2", 2], ["k5", 2], ["k8", 2], ["k1", 1]]}
+    assert top == {"n": [("k2", 2), ("k5", 2), ("k8", 2), ("k1", 1)]}

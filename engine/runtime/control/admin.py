@@ -6,13 +6,13 @@ process running apart from the job manager (``weir api``) asks for.
   0600). Each side proves it holds it (HMAC-SHA256 over the other side's random nonce, compared
   in constant time) before any request is read, so a stranger can neither ask nor answer.
 - JSON frames (4-byte length + body), never pickles: ``{"op", "args"}`` in, ``{"ok": {...}}`` or
-  ``{"error": {"type", "message"}}`` out; one request per connection.
+  ``{"error": {"type", "message"}}`` out; one request per connection. The arguments of each
+  operation are a dataclass here (``SavepointArgs``, ``BackfillArgs``), checked on arrival.
 - Timeouts on every read, a thread per connection and a bound on connections: a client that
   connects and says nothing holds nothing for long.
 
-``multiprocessing.connection`` was the first idea; on Python 3.11 its handshake is HMAC-MD5
-compared with ``==``, it has no read timeouts and its ``recv`` unpickles, so this is ~100 lines
-of our own instead.
+Not ``multiprocessing.connection``: on Python 3.11 its handshake is HMAC-MD5 compared with
+``==``, it has no read timeouts and its ``recv`` unpickles.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import socket
 import struct
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,18 @@ _ERRORS: dict[str, type[WeirError]] = {
     "StateError": StateError,
 }
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+Handler = Callable[[dict[str, Any]], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class SavepointArgs:
+    timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillArgs:
+    req: dict[str, Any]  # the API's backfill request, checked by the job manager
+    timeout_s: float
 
 
 def key_path(job_dir: Path) -> Path:
@@ -220,4 +232,12 @@ def call(port: int, key: bytes, op: str, args: dict[str, Any], timeout_s: float)
     return result
 
 
-__all__ = ["ControlServer", "call", "key_path", "read_key", "write_key"]
+__all__ = [
+    "BackfillArgs",
+    "ControlServer",
+    "SavepointArgs",
+    "call",
+    "key_path",
+    "read_key",
+    "write_key",
+]

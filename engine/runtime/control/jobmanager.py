@@ -1,39 +1,69 @@
-"""The job manager: starts the workers, follows their status, notices when one dies.
+"""The job manager: starts the workers, follows their messages, notices when one dies, and
+restarts them all from the latest complete checkpoint (a fixed-delay restart strategy).
 
 It runs in the ``weir run`` process, beside the API unless ``--no-api``. Workers are spawned (not
-forked), each loads the job file itself, so user functions never need to be pickled. For API
-processes that run apart (``weir api``) it publishes its status to a file (``status.py``) and
-serves the admin operations on a loopback control channel (``control.py``).
+forked) and each loads the job file itself, so user functions never need to be pickled; what
+travels on their pipes is ``messages``, data only. Its parts: the checkpoint coordinator, live
+backfills, and for API processes that run apart (``weir api``) the status file and the admin
+control channel. It implements ``view.JobRuntime``, what the API reads.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import os
 import shutil
 import threading
 import time
 from dataclasses import replace
-from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, WorkerFailed
+from weir.engine.errors import ConfigError, MessageError, WorkerFailed
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.control import admin, status
-from weir.engine.runtime.control.coordinator import Coordination
+from weir.engine.runtime.control import admin
+from weir.engine.runtime.control.backfill import LiveBackfill
+from weir.engine.runtime.control.coordinator import CheckpointCoordinator
+from weir.engine.runtime.control.status import StatusPublisher, status_path
+from weir.engine.runtime.messages import (
+    BackfillReply,
+    CheckpointAck,
+    CheckpointDecline,
+    Failed,
+    Finished,
+    FromWorker,
+    StatusReport,
+    Stop,
+    ToWorker,
+    WorkerLink,
+    WorkerStatus,
+)
+from weir.engine.runtime.outputs import side_sink
 from weir.engine.runtime.task.chain import sink_nodes
-from weir.engine.runtime.task.worker import default_side_sink, worker_main
+from weir.engine.runtime.task.main import worker_main
+from weir.engine.runtime.view import (
+    STATUS_FORMAT,
+    BackfillEntry,
+    CheckpointSummary,
+    JobStatus,
+    SavepointResult,
+    operator_watermark,
+    unreported,
+)
+from weir.engine.runtime.wire import from_plain
 from weir.engine.sinks import Sink
-from weir.state.checkpoints import CheckpointStorage
+from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.keygroups import range_for_operator
 
 log = logging.getLogger(__name__)
 
+RECENT_CHECKPOINTS = 10  # in the status file
 
-class JobManager(Coordination):
+
+class JobManager:
     def __init__(self, cfg: RunConfig, job: Job) -> None:
         if cfg.parallelism > job.max_parallelism:
             raise ConfigError(
@@ -48,31 +78,33 @@ class JobManager(Coordination):
             for i in range(cfg.parallelism)
         ]
         self._procs: list[BaseProcess] = []
-        self._conns: list[Connection] = []
-        self._status: dict[int, dict[str, Any]] = {}
+        self._links: list[WorkerLink] = []
+        self._status: dict[int, WorkerStatus] = {}
         self._finished: set[int] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.done = threading.Event()  # set when the job finished or failed
         self.failure: WorkerFailed | None = None
-        self.started_at = time.time()
         self._monitor: threading.Thread | None = None
-        self._init_coordination(CheckpointStorage(cfg.checkpoints_root, job.name))
-        self.restored_from: Path | None = None
+        self.coordinator = CheckpointCoordinator(
+            cfg, job, self.ranges, self._broadcast, self._publish
+        )
+        self._backfill = LiveBackfill(
+            job.name, cfg.backfill_dir, cfg.parallelism, self._broadcast, self._publish
+        )
+        self._restored: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
         self.restarts = 0
         self._control: admin.ControlServer | None = None
-        self._publisher: status.StatusPublisher | None = None
+        self._publisher: StatusPublisher | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the workers: from empty state, or from the checkpoint ``--restore`` names.
         Earlier local state of this job is removed either way (a restore rebuilds it)."""
-        restore = self._resolve_restore()
-        if self.cfg.checkpoint_interval_ms > 0:
-            self.storage.ensure()
-        self._next_id = self.storage.next_id()
+        restore = self.coordinator.resolve_restore()
+        self.coordinator.start()
         job_dir = self.cfg.job_dir(self.job.name)
         for old in job_dir.glob("worker-*"):
             shutil.rmtree(old)
@@ -91,50 +123,22 @@ class JobManager(Coordination):
             f" restored from {restore}" if restore else "",
         )
 
-    def _resolve_restore(self) -> Path | None:
-        wanted = self.cfg.restore
-        if not wanted:
-            return None
-        if wanted == "latest":
-            n = self.storage.latest_valid()
-            if n is None:
-                raise ConfigError(
-                    f"--restore latest: job {self.job.name!r} has no complete checkpoint under "
-                    f"{self.storage.base}; run it with --checkpoint-interval-ms first, or drop "
-                    "--restore"
-                )
-            return self.storage.chk_dir(n).resolve()
-        path = Path(wanted).resolve()
-        if path.name == "_metadata":
-            path = path.parent
-        if not path.name.startswith("chk-") or not path.name[4:].isdigit():
-            raise ConfigError(
-                f"--restore {wanted}: not a checkpoint directory; pass 'latest' or a chk-<n> "
-                "directory holding a _metadata file"
-            )
-        problem = CheckpointStorage(path.parent.parent, path.parent.name).problem(
-            int(path.name[4:])
-        )
-        if problem is not None:
-            raise ConfigError(f"--restore {wanted}: cannot restore this checkpoint: {problem}")
-        return path
-
     def _serve_api_processes(self, job_dir: Path) -> None:
         """The status file and the control channel that ``weir api`` processes use."""
-        self._control = admin.ControlServer(
-            admin.write_key(job_dir),
-            {
-                "savepoint": lambda a: self.trigger_savepoint(float(a.get("timeout_s", 60.0))),
-                "backfill": lambda a: self.ingest_backfill(
-                    dict(a.get("req", {})), float(a.get("timeout_s", 600.0))
-                ),
-            },
-        )
+
+        def savepoint(args: dict[str, Any]) -> SavepointResult:
+            a = from_plain(admin.SavepointArgs, args, "savepoint arguments")
+            return self.trigger_savepoint(a.timeout_s)
+
+        def backfill(args: dict[str, Any]) -> BackfillEntry:
+            a = from_plain(admin.BackfillArgs, args, "backfill arguments")
+            return self.ingest_backfill(a.req, a.timeout_s)
+
+        key = admin.write_key(job_dir)
+        self._control = admin.ControlServer(key, {"savepoint": savepoint, "backfill": backfill})
         self._control.start()
         port = self._control.port
-        self._publisher = status.StatusPublisher(
-            status.status_path(job_dir), lambda: status.snapshot(self, port)
-        )
+        self._publisher = StatusPublisher(status_path(job_dir), lambda: self.job_status(port))
         self._publisher.start()
 
     def _publish(self) -> None:
@@ -142,10 +146,10 @@ class JobManager(Coordination):
             self._publisher.publish()
 
     def _spawn(self, restore: Path | None) -> None:
-        self.restored_from = restore
+        self._restored = restore
         cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
         ctx = mp.get_context("spawn")
-        self._procs, self._conns = [], []
+        self._procs, self._links = [], []
         for i in range(self.parallelism):
             parent, child = ctx.Pipe()
             proc = ctx.Process(
@@ -157,30 +161,28 @@ class JobManager(Coordination):
             proc.start()
             child.close()
             self._procs.append(proc)
-            self._conns.append(parent)
+            self._links.append(WorkerLink(parent))
+
+    def _broadcast(self, msg: ToWorker) -> None:
+        for link in self._links:
+            try:
+                link.send(msg)
+            except OSError:
+                pass  # a worker that is gone: the monitor notices its process
 
     def _sinks(self) -> list[Sink]:
         """Every sink the workers will open: results, stream sinks and side outputs."""
-        source = self.job.sources[0]
         found: list[Sink] = [s for op in self.job.operators.values() for s in op.sinks]
-        found += [n.sink for n in sink_nodes(source)]
+        found += [n.sink for n in sink_nodes(self.job.sources[0])]
         found.append(
-            default_side_sink(
-                self.cfg, self.job.name, self.cfg.dead_letter_url, "dead-letter.jsonl"
-            )
+            side_sink(self.cfg, self.job.name, self.cfg.dead_letter_url, "dead-letter.jsonl")
         )
-        found.append(
-            default_side_sink(self.cfg, self.job.name, self.cfg.late_sink_url, "late.jsonl")
-        )
+        found.append(side_sink(self.cfg, self.job.name, self.cfg.late_sink_url, "late.jsonl"))
         return found
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stopping.set()
-        for conn in self._conns:
-            try:
-                conn.send("stop")
-            except OSError:
-                pass
+        self._broadcast(Stop())
         deadline = time.monotonic() + timeout_s
         for proc in self._procs:
             proc.join(max(0.0, deadline - time.monotonic()))
@@ -194,60 +196,69 @@ class JobManager(Coordination):
             self._control.stop()
         if self._publisher is not None:
             state = self.state()
-            self._publisher.stop(state="stopped" if state in ("running", "starting") else state)
+            self._publisher.stop("stopped" if state in ("running", "starting") else state)
         self.done.set()
+
+    # -- following the workers -----------------------------------------------------------------
 
     def _follow(self) -> None:
         while not self._stopping.is_set():
-            generation = self.generation
-            for i, (proc, conn) in enumerate(zip(self._procs, self._conns, strict=True)):
+            if self._poll_workers():
                 try:
-                    while generation == self.generation and conn.poll(0):
-                        self._on_message(i, conn.recv())
-                except (EOFError, OSError):
-                    pass
-                if generation != self.generation or self._stopping.is_set():
-                    break  # restarted (new processes) or stopping
-                if not proc.is_alive():
-                    reason = self._failure_reason(i, proc)
-                    if proc.exitcode == 0 and reason.startswith("process"):
-                        log.info(
-                            "job=%s worker=%d was stopped from outside; stopping the job",
-                            self.job.name,
-                            i,
-                        )
-                        self._stopping.set()
-                        self.done.set()
-                    else:
-                        self._fail(WorkerFailed(i, reason))
-                    break
-            else:
-                try:
-                    self._coordinate()
+                    with self._lock:
+                        ready = len(self._status) == self.parallelism
+                    self.coordinator.tick(ready, self.finished)
                 except Exception:  # noqa: BLE001 - the monitor must outlive a coordinator bug
                     log.exception("job=%s checkpoint coordinator error", self.job.name)
-                    self._abort("coordinator error (see the log)")
-            if self.finished and self.cfg.exit_at_end and self._final_checkpoint_settled():
+                    self.coordinator.abort("coordinator error (see the log)")
+            if self.finished and self.cfg.exit_at_end and self.coordinator.final_settled():
                 self.done.set()
             time.sleep(0.02)
 
-    def _on_message(self, index: int, msg: tuple[Any, ...]) -> None:
-        kind, payload = msg[0], msg[1]
-        if kind == "status":
-            with self._lock:
-                self._status[index] = payload
-        elif kind == "finished":
-            self._finished.add(index)
-            log.info("job=%s worker=%d reached the end of its input", self.job.name, index)
-        elif kind == "failed":
-            self._fail(WorkerFailed(index, str(payload)))
-        elif kind in ("ack", "decline"):
-            self._on_checkpoint_reply(kind, index, msg[1], msg[2])
-        elif kind in ("ingest_check_done", "ingest_done"):
-            with self._lock:
-                waiting = self._ingests.get(msg[1])
-            if waiting is not None:
-                waiting[index] = msg[2]
+    def _poll_workers(self) -> bool:
+        """Handle every worker's messages; False when one failed (or the job is stopping)."""
+        generation = self.generation
+        for i, (proc, link) in enumerate(zip(self._procs, self._links, strict=True)):
+            try:
+                while generation == self.generation and link.poll(0):
+                    self._on_message(i, link.receive())
+            except (EOFError, OSError):
+                pass
+            except MessageError as exc:  # not a weir worker of this version: a failure
+                self._fail(WorkerFailed(i, f"sent what the job manager cannot read: {exc}"))
+            if generation != self.generation or self._stopping.is_set():
+                return False  # restarted (new processes) or stopping
+            if not proc.is_alive():
+                reason = self._failure_reason(i, proc)
+                if proc.exitcode == 0 and reason.startswith("process"):
+                    log.info(
+                        "job=%s worker=%d was stopped from outside; stopping the job",
+                        self.job.name,
+                        i,
+                    )
+                    self._stopping.set()
+                    self.done.set()
+                else:
+                    self._fail(WorkerFailed(i, reason))
+                return False
+        return True
+
+    def _on_message(self, index: int, msg: FromWorker) -> None:
+        match msg:
+            case StatusReport(status=status):
+                with self._lock:
+                    self._status[index] = status
+            case Finished():
+                self._finished.add(index)
+                log.info("job=%s worker=%d reached the end of its input", self.job.name, index)
+            case Failed(reason=reason):
+                self._fail(WorkerFailed(index, reason))
+            case CheckpointAck():
+                self.coordinator.acknowledge(index, msg)
+            case CheckpointDecline():
+                self.coordinator.decline(index, msg)
+            case BackfillReply():
+                self._backfill.reply(index, msg)
 
     def _root_cause(self, failure: WorkerFailed, wait_s: float = 1.0) -> WorkerFailed:
         """A survivor that lost a peer reports first; the peer that died is the cause. Its
@@ -262,13 +273,13 @@ class JobManager(Coordination):
             time.sleep(0.02)
 
     def _failure_reason(self, index: int, proc: BaseProcess) -> str:
-        conn = self._conns[index]
+        link = self._links[index]
         try:
-            while conn.poll(0):
-                kind, payload = conn.recv()
-                if kind == "failed":
-                    return str(payload)
-        except (EOFError, OSError):
+            while link.poll(0):
+                msg = link.receive()
+                if isinstance(msg, Failed):
+                    return msg.reason
+        except (EOFError, OSError, MessageError):
             pass
         return f"process {proc.pid} exited with code {proc.exitcode}"
 
@@ -287,8 +298,8 @@ class JobManager(Coordination):
         self.done.set()
 
     def _restart(self, failure: WorkerFailed) -> None:
-        """The fixed-delay restart strategy: stop every worker, wait, start them all again from
-        the latest complete checkpoint (or from the start when there is none)."""
+        """Stop every worker, wait, start them all again from the latest complete checkpoint
+        (or from where this run started when there is none)."""
         self.restarts += 1
         log.error(
             "job=%s %s; restarting (attempt %d of %d) in %d ms",
@@ -303,17 +314,15 @@ class JobManager(Coordination):
                 proc.kill()
         for proc in self._procs:
             proc.join(5.0)
-        for conn in self._conns:
-            conn.close()
-        self._pending = None
+        for link in self._links:
+            link.close()
+        self.coordinator.restarted()
         if self._stopping.wait(self.cfg.restart_delay_ms / 1000.0):
             return
-        n = self.storage.latest_valid() if self.cfg.checkpoint_interval_ms > 0 else None
-        restore = self.storage.chk_dir(n).resolve() if n is not None else self.restored_from
+        restore = self.coordinator.latest_complete() or self._restored
         with self._lock:
             self._status = {}
         self._finished = set()
-        self._final_triggered = False
         self.generation += 1
         for old in self.cfg.job_dir(self.job.name).glob("worker-*"):
             shutil.rmtree(old, ignore_errors=True)
@@ -321,22 +330,60 @@ class JobManager(Coordination):
             for sink in self._sinks():
                 sink.prepare()
         self._spawn(restore)
-        self._next_trigger = time.monotonic() + self.cfg.checkpoint_interval_ms / 1000.0
+        self.coordinator.restarted()
         self._publish()
         log.info("job=%s restarted from %s", self.job.name, restore or "the start")
 
-    # -- what the API reads --------------------------------------------------------------------
+    # -- what the API reads (view.JobRuntime) --------------------------------------------------
 
     @property
     def finished(self) -> bool:
+        """Every worker has processed its whole input."""
         return len(self._finished) == self.parallelism
 
-    def worker_status(self) -> list[dict[str, Any]]:
+    @property
+    def source(self) -> str:
+        return self.job.sources[0].source.describe()
+
+    @property
+    def storage(self) -> CheckpointStorage:
+        return self.coordinator.storage
+
+    @property
+    def last_checkpoint(self) -> int | None:
+        return self.coordinator.last_checkpoint
+
+    @property
+    def completed_checkpoints(self) -> int:
+        return self.coordinator.completed
+
+    @property
+    def checkpoints(self) -> list[CheckpointSummary]:
+        return self.coordinator.checkpoints
+
+    @property
+    def checkpoint_problem(self) -> str | None:
+        return self.coordinator.problem
+
+    @property
+    def status_problem(self) -> str | None:
+        return None  # in this process: the API sees the job manager itself
+
+    @property
+    def restored_from(self) -> str | None:
+        return None if self._restored is None else str(self._restored)
+
+    @property
+    def backfills(self) -> list[BackfillEntry]:
+        return self._backfill.entries
+
+    def worker_status(self) -> list[WorkerStatus]:
         with self._lock:
-            return [dict(self._status.get(i, {"worker": i})) for i in range(self.parallelism)]
+            found = dict(self._status)
+        return [found.get(i) or unreported(i, self.ranges[i]) for i in range(self.parallelism)]
 
     def operator_watermark(self, op: str) -> int:
-        return status.operator_watermark(self.worker_status(), op)
+        return operator_watermark(self.worker_status(), op)
 
     def state(self) -> str:
         if self.failure is not None:
@@ -344,3 +391,40 @@ class JobManager(Coordination):
         if self.finished:
             return "finished"
         return "running" if self._status else "starting"
+
+    def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult:
+        if self.failure is not None or self._stopping.is_set():
+            raise ConfigError(f"job {self.job.name!r} is not running; no savepoint taken")
+        return self.coordinator.savepoint(timeout_s)
+
+    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:
+        def running() -> bool:
+            return self.failure is None and not self._stopping.is_set() and bool(self._status)
+
+        return self._backfill.ingest(req, timeout_s, running, self._stopping)
+
+    def job_status(self, control_port: int | None) -> JobStatus:
+        """What ``jobmanager.json`` holds, for API processes apart from this one."""
+        return JobStatus(
+            format=STATUS_FORMAT,
+            job=self.job.name,
+            run_id=self.cfg.run_id,
+            pid=os.getpid(),
+            written_at=now_ms(),
+            state=self.state(),
+            source=self.source,
+            operators=sorted(self.job.operators),
+            parallelism=self.parallelism,
+            max_parallelism=self.job.max_parallelism,
+            ranges=[(r.start, r.end) for r in self.ranges],
+            generation=self.generation,
+            restarts=self.restarts,
+            last_checkpoint=self.last_checkpoint,
+            completed_checkpoints=self.completed_checkpoints,
+            checkpoints=self.checkpoints[-RECENT_CHECKPOINTS:],
+            checkpoint_problem=self.checkpoint_problem,
+            restored_from=self.restored_from,
+            backfills=list(self.backfills),
+            workers=self.worker_status(),
+            control_port=control_port,
+        )

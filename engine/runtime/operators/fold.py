@@ -31,12 +31,19 @@ half-applied batch.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from weir.engine.agg import Aggregate, Builtin, UserDefined
 
 FoldFn = Callable[..., None]
 ResultFn = Callable[[str, int, int, list[Any], bool], dict[str, Any]]
+_NUMBER_TYPES = frozenset({int, float})
+
+
+def take_columns(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
+    """The rows ``keep`` of each column."""
+    return tuple([col[i] for i in keep] for col in columns)
 
 
 class FoldPlan:
@@ -157,6 +164,31 @@ class FoldPlan:
         exec(compile(body, f"<result {list(self.aggregates)}>", "exec"), env)  # noqa: S102
         fn: ResultFn = env["result"]
         return fn
+
+    def columns(self, recs: list[Any]) -> list[list[Any]] | None:
+        """The aggregated fields of ``recs``, a column each, to fold; None when a record lacks
+        one or holds something that is not a number there (``bad_field`` says which)."""
+        cols: list[list[Any]] = []
+        try:
+            for f in self.fields:
+                col = list(map(itemgetter(f), recs))
+                if not set(map(type, col)) <= _NUMBER_TYPES:
+                    return None
+                cols.append(col)
+        except (KeyError, TypeError, IndexError):
+            return None
+        return cols
+
+    def bad_field(self, rec: Any) -> str | None:
+        """Why ``rec`` cannot be folded (None: it can)."""
+        for f in self.fields:
+            try:
+                v = rec[f]
+            except (KeyError, TypeError, IndexError):
+                return f"record has no field {f!r} to aggregate"
+            if type(v) not in _NUMBER_TYPES:
+                return f"field {f!r} is {type(v).__name__} {v!r}, not a number"
+        return None
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
         out: list[Any] = []

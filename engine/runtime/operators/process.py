@@ -16,12 +16,17 @@ from __future__ import annotations
 
 import heapq
 import time
-import zlib
 from typing import Any
 
-import msgpack
-
 from weir.engine.job import ProcessOperator
+from weir.engine.runtime.messages import TopStatus
+from weir.engine.runtime.operators.codec import (
+    decode_keys,
+    decode_state,
+    encode_keys,
+    encode_state,
+    state_namespace,
+)
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.state import layout
@@ -29,16 +34,6 @@ from weir.state.keygroups import KeyGroupRange, key_group
 from weir.state.rocksdb import RocksState
 
 EVENT, PROCESSING = 0, 1
-_packer = msgpack.Packer()
-
-
-def state_namespace(name: str) -> int:
-    return zlib.crc32(name.encode())
-
-
-def decode_state(raw: bytes) -> tuple[str, str, Any]:
-    name, kind, data = msgpack.unpackb(raw, strict_map_key=False)
-    return str(name), str(kind), data
 
 
 class _State:
@@ -256,7 +251,7 @@ class ProcessRuntime:
                 if cell[2] is None:
                     deletes.append(skey)
                 else:
-                    puts[skey] = _packer.pack([name, cell[1], cell[2]])
+                    puts[skey] = encode_state(name, cell[1], cell[2])
                 cell[3] = False
         for kind, at, kg in self._dirty_timers:
             tkey = layout.timer_key(kg, self._tsid, at, kind)
@@ -264,7 +259,7 @@ class ProcessRuntime:
                 k for k in self._timers[kind].get(at, ()) if key_group(k, self._max_par) == kg
             )
             if keys:
-                puts[tkey] = _packer.pack(keys)
+                puts[tkey] = encode_keys(keys)
             else:
                 deletes.append(tkey)
         self._dirty_timers.clear()
@@ -282,7 +277,10 @@ class ProcessRuntime:
                 keys = self._timers[kind].setdefault(at, set())
                 if not keys:
                     heapq.heappush(self._heaps[kind], at)
-                keys.update(msgpack.unpackb(raw))
+                keys.update(decode_keys(raw))
 
     def purge(self, force: bool = False) -> int:
         return 0  # a process function manages its own state (clear() it, or use timers)
+
+    def top_status(self) -> TopStatus | None:
+        return None  # keys share no windows to rank

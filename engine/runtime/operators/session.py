@@ -21,10 +21,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-import msgpack
-
-from weir.engine.runtime.operators.window import WindowRuntime, encode_window
-from weir.engine.windows.session import SessionWindows
+from weir.engine.runtime.operators.codec import decode_session, encode_session
+from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.windows import SessionWindows, is_late
 
 
 class Session:
@@ -39,16 +38,6 @@ class Session:
         self.fired = False
         self.final = False
         self.stored: int | None = None
-
-
-def encode_session(start: int, slots: list[Any]) -> bytes:
-    """A session's value: its start (not derivable from the end), then its slots."""
-    return bytes(encode_window([start, *slots]))
-
-
-def decode_session(raw: bytes) -> tuple[int, list[Any]]:
-    values = msgpack.unpackb(raw)
-    return int(values[0]), list(values[1:])
 
 
 class SessionRuntime(WindowRuntime):
@@ -92,7 +81,7 @@ class SessionRuntime(WindowRuntime):
         overlapping = [s for s in live if s.start < hi and lo < s.end]
         start = min([lo, *(s.start for s in overlapping)])
         end = max([hi, *(s.end for s in overlapping)])
-        if end - 1 + self._lateness <= wm:  # even merged, the session is past its lateness
+        if is_late(end, self._lateness, wm):  # even merged, the session is past its lateness
             self._late.add(self.op.name, key, t, wm, rec)
             return
         slots: list[Any] | None = None
@@ -120,9 +109,9 @@ class SessionRuntime(WindowRuntime):
         for s in live:
             if not s.fired and s.end - 1 <= wm:
                 s.fired = True
-                s.final = s.end - 1 + lateness <= self._fired_at(s.end, wm)
+                s.final = is_late(s.end, lateness, self._fired_at(s.end, wm))
                 self._emit(key, s.start, s.end, s.slots, s.final)
-        done = [s for s in live if s.end - 1 + lateness <= wm]
+        done = [s for s in live if is_late(s.end, lateness, wm)]
         if not done:
             return
         for s in done:
@@ -130,7 +119,7 @@ class SessionRuntime(WindowRuntime):
                 self._emit(key, s.start, s.end, s.slots, True)
             self._store(key, s)
             self._add_timers(s.end, [key])
-        live[:] = [s for s in live if s.end - 1 + lateness > wm]
+        live[:] = [s for s in live if not is_late(s.end, lateness, wm)]
         if not live:
             self.sessions.pop(key, None)
 
@@ -151,7 +140,7 @@ class SessionRuntime(WindowRuntime):
     def _restore_windows(self, wm: int) -> None:
         """Sessions within their lateness go back to memory, fired or not."""
         for key, end, raw in self.stored_rows(self._sid):
-            if end - 1 + self._lateness > wm:
+            if not is_late(end, self._lateness, wm):
                 start, slots = decode_session(raw)
                 s = Session(start, end, slots)
                 s.fired = end - 1 <= wm

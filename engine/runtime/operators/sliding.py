@@ -12,28 +12,18 @@ composes open windows from the stored panes, so live partial aggregates stay que
 from __future__ import annotations
 
 from bisect import bisect_left
-from math import gcd
 from typing import Any
 
-from weir.engine.runtime.operators.window import WindowRuntime, decode_window, encode_window
+from weir.engine.runtime.operators.codec import (
+    decode_window,
+    encode_window,
+    first_end_at_or_after,
+    pane_size,
+)
+from weir.engine.runtime.operators.statekeys import KeyPrefixes
+from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.watermarks import MIN_WATERMARK
-from weir.engine.windows import SlidingWindows
-from weir.state import layout
-
-
-def pane_size(assigner: SlidingWindows) -> int:
-    return gcd(assigner.size_ms, assigner.slide_ms)
-
-
-def uses_panes(assigner: object) -> bool:
-    """Sliding windows run on panes unless they slide by their whole size (tumbling)."""
-    return isinstance(assigner, SlidingWindows) and assigner.slide_ms < assigner.size_ms
-
-
-def _first_end_at_or_after(x: int, size: int, slide: int) -> int:
-    """The smallest window end ``k*slide + size`` that is >= ``x``."""
-    k = -(-(x - size) // slide)
-    return k * slide + size
+from weir.engine.windows import SlidingWindows, is_late
 
 
 class SlidingRuntime(WindowRuntime):
@@ -49,7 +39,7 @@ class SlidingRuntime(WindowRuntime):
         self._fired_upto: int | None = None  # every window ending at or before this is done
         self._pane_deletes: list[tuple[str, int]] = []
         self._trace: list[int] = []
-        self._pane_prefixes: dict[str, bytes] = {}
+        self._pane_prefix = KeyPrefixes(self._psid, self._max_par)
 
     # ``self.buckets`` holds panes: {pane end: {key: slots}}; ``self._dirty`` their changes
 
@@ -67,7 +57,7 @@ class SlidingRuntime(WindowRuntime):
         keys, recs, ts, wms, cols = admitted
         g, size, slide = self._pane, self._size, self._slide
         panes = [t - t % g + g for t in ts]
-        first = [_first_end_at_or_after(t + 1, size, slide) for t in ts]
+        first = [first_end_at_or_after(t + 1, size, slide) for t in ts]
         if min(first) - 1 > max(wms):  # every window of every record is open
             self.plan.fold(self.buckets, self._dirty, keys, panes, *cols, recs)
             return
@@ -98,7 +88,7 @@ class SlidingRuntime(WindowRuntime):
             for e in self._sliding.window_ends_of(t):
                 if e - 1 > w:
                     joined = True
-                elif e - 1 + lateness > w:
+                elif not is_late(e, lateness, w):
                     self._allowed.append((k, e, rec, vals))
                     taken = True
             if joined:
@@ -116,7 +106,7 @@ class SlidingRuntime(WindowRuntime):
         """The end of the next window the watermark can pass (ends are aligned to the slide)."""
         if self._fired_upto is None:
             return MIN_WATERMARK
-        return _first_end_at_or_after(self._fired_upto + 1, self._size, self._slide)
+        return first_end_at_or_after(self._fired_upto + 1, self._size, self._slide)
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         self._trace = self._move_time(watermark, data_watermark, trace) or []
@@ -133,7 +123,7 @@ class SlidingRuntime(WindowRuntime):
         due: set[int] = set()
         size, slide, g = self._size, self._slide, self._pane
         for p in self.buckets:  # windows holding pane [p - g, p): end >= p, start <= p - g
-            e = _first_end_at_or_after(p, size, slide)
+            e = first_end_at_or_after(p, size, slide)
             while e - size <= p - g and e - 1 <= wm:
                 if self._fired_upto is None or e > self._fired_upto:
                     due.add(e)
@@ -167,7 +157,7 @@ class SlidingRuntime(WindowRuntime):
     def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
         """Emit a composed window and materialise it (``_dirty`` here tracks panes)."""
         start = end - self._size
-        final = end - 1 + self._lateness <= wm
+        final = is_late(end, self._lateness, wm)
         result = self.plan.result
         for k, slots in bucket.items():
             self._put(k, end, slots)
@@ -188,7 +178,7 @@ class SlidingRuntime(WindowRuntime):
 
     def _last_end(self, pane_end: int, size: int, slide: int) -> int:
         """The end of the last window holding pane ``[pane_end - pane, pane_end)``."""
-        e = _first_end_at_or_after(pane_end, size, slide)
+        e = first_end_at_or_after(pane_end, size, slide)
         while e + slide - size <= pane_end - self._pane:
             e += slide
         return e
@@ -207,9 +197,9 @@ class SlidingRuntime(WindowRuntime):
             ns = self._namespace(p)
             for k in keys:
                 if k in bucket:
-                    pane_rows[self._pane_prefix(k) + ns] = bytes(encode_window(bucket[k]))
+                    pane_rows[self._pane_prefix(k)[1] + ns] = bytes(encode_window(bucket[k]))
         self._dirty.clear()
-        deletes = [self._pane_prefix(k) + self._namespace(p) for k, p in self._pane_deletes]
+        deletes = [self._pane_prefix(k)[1] + self._namespace(p) for k, p in self._pane_deletes]
         self._pane_deletes = []
         self._writes.update(pane_rows)
         if self._writes or deletes:
@@ -221,38 +211,6 @@ class SlidingRuntime(WindowRuntime):
         for key, pane, raw in self.stored_rows(self._psid):
             self.buckets.setdefault(pane, {})[key] = decode_window(raw)
         for key, end, raw in self.stored_rows(self._sid):
-            if end - 1 + self._lateness > wm:
+            if not is_late(end, self._lateness, wm):
                 self.awaiting_final.setdefault(end, {})[key] = decode_window(raw)
         self._fired_upto = None if wm == MIN_WATERMARK else wm + 1
-
-    def _pane_prefix(self, key: str) -> bytes:
-        found = self._pane_prefixes.get(key)
-        if found is None:
-            if len(self._pane_prefixes) >= 1 << 20:
-                self._pane_prefixes.clear()
-            kg = self._prefix(key)[0]
-            found = self._pane_prefixes[key] = layout.key_prefix(kg, self._psid, key.encode())
-        return found
-
-
-def compose_stored(
-    op_size: int,
-    slide: int,
-    pane: int,
-    merge: Any,
-    windows: dict[int, list[Any]],
-    panes: dict[int, list[Any]],
-) -> dict[int, list[Any]]:
-    """What a key's sliding windows hold, from what RocksDB stores: fired windows as they were
-    materialised (``windows``, by end), open ones composed from the stored panes."""
-    out = dict(windows)
-    composed: dict[int, list[Any]] = {}
-    for p, slots in sorted(panes.items()):
-        e = _first_end_at_or_after(p, op_size, slide)
-        while e - op_size <= p - pane:
-            if e not in windows:
-                have = composed.get(e)
-                composed[e] = list(slots) if have is None else merge(have, slots)
-            e += slide
-    out.update(composed)
-    return out

@@ -21,18 +21,22 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from weir.engine.runtime.messages import RankedWindow, TopStatus
+
 TOP_K = 100
 RESCAN_S = 1.0
 Rank = tuple[float, str]
-
+Ranked = dict[str, list[tuple[str, int | float]]]  # aggregate -> best (key, value) pairs
 
 _NUMBERS = (int, float)
+_INF = float("inf")
 
 
 def _numeric(v: Any) -> bool:
-    """An int or a float that is not NaN (bools are not numbers here). Exact type checks: this
-    runs for every changed key and aggregate at each flush."""
-    return type(v) in _NUMBERS and v == v
+    """A finite int or float (bools are not numbers here, nor NaN or infinities, which JSON
+    cannot carry to an API process). Exact type checks: this runs for every changed key and
+    aggregate at each flush."""
+    return type(v) in _NUMBERS and -_INF < v < _INF
 
 
 def best(entries: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
@@ -65,7 +69,7 @@ class CurrentTop:
             if slots is None:
                 continue
             for name, v in result(k, 0, end, slots, False).items():
-                if type(v) in numbers and v == v:
+                if type(v) in numbers and -_INF < v < _INF:
                     offer(name, k, (-v, k))
 
     def _offer(self, name: str, key: str, rank: Rank) -> None:
@@ -104,11 +108,11 @@ class CurrentTop:
             self._cands[name] = {r[1]: r for r in ranked[: 2 * self.k]}
             self._bound[name] = ranked[2 * self.k] if len(ranked) > 2 * self.k else None
 
-    def top(self, bucket: dict[str, list[Any]] | None) -> dict[str, list[list[Any]]]:
-        """Every numeric aggregate's best K ``[key, value]``; ranks again when it must."""
+    def top(self, bucket: dict[str, list[Any]] | None) -> Ranked:
+        """Every numeric aggregate's best K ``(key, value)``; ranks again when it must."""
         if self.end is None:
             return {}
-        out: dict[str, list[list[Any]]] = {}
+        out: Ranked = {}
         for name, cands in self._cands.items():
             ranked = sorted(cands.values())[: self.k]
             bound = self._bound.get(name)
@@ -117,22 +121,60 @@ class CurrentTop:
                 if time.monotonic() - self._last_rescan >= RESCAN_S:
                     self._rescan(bucket)
                     return self.top(None)
-            out[name] = [[k, -v] for v, k in ranked]
+            out[name] = [(k, -v) for v, k in ranked]
         return out
 
 
-def ranked_results(
-    results: list[dict[str, Any]], names: Iterable[str], k: int = TOP_K
-) -> dict[str, list[list[Any]]]:
+def ranked_results(results: list[dict[str, Any]], names: Iterable[str], k: int = TOP_K) -> Ranked:
     """The best ``k`` keys of a fired window by every numeric aggregate in ``names``."""
-    out: dict[str, list[list[Any]]] = {}
+    out: Ranked = {}
     numbers = _NUMBERS
     for name in names:
         pairs: list[tuple[str, float]] = []
         for r in results:
             v: Any = r.get(name)
-            if type(v) in numbers and v == v:
+            if type(v) in numbers and -_INF < v < _INF:
                 pairs.append((r["key"], v))
         if pairs:
-            out[name] = [[key, v] for key, v in best(pairs, k)]
+            out[name] = list(best(pairs, k))
     return out
+
+
+class WindowTops:
+    """What a window operator reports of its top-N keys: the window that fired last, ranked
+    when it fires, and (tumbling windows) the newest open one, kept by ``CurrentTop`` from the
+    keys each state flush wrote."""
+
+    def __init__(
+        self,
+        result: Callable[..., dict[str, Any]],
+        aggregates: Iterable[str],
+        start_of: Callable[[int], int],
+        track_current: bool,
+    ) -> None:
+        self._names = list(aggregates)
+        self._start_of = start_of
+        self.current = CurrentTop(result) if track_current else None
+        self.latest: RankedWindow | None = None
+
+    def fired(self, start: int, end: int, results: list[dict[str, Any]]) -> None:
+        """The window ``[start, end)`` fired with ``results`` (one per key)."""
+        if not results or (self.latest is not None and self.latest["end"] > end):
+            return
+        self.latest = {"start": start, "end": end, "by": ranked_results(results, self._names)}
+
+    def flushed(self, buckets: dict[int, dict[str, list[Any]]], dirty: dict[int, set[str]]) -> None:
+        """State is about to be written: ``dirty`` keys of the open windows in ``buckets``."""
+        if self.current is not None and buckets:
+            newest = max(buckets)
+            changed = dirty.get(newest)
+            if changed:
+                self.current.observe(newest, buckets[newest], changed)
+
+    def status(self, buckets: dict[int, dict[str, list[Any]]]) -> TopStatus:
+        current: RankedWindow | None = None
+        tracker = self.current
+        end = tracker.end if tracker is not None else None
+        if tracker is not None and end is not None and end in buckets:
+            current = {"start": self._start_of(end), "end": end, "by": tracker.top(buckets[end])}
+        return {"latest": self.latest, "current": current}

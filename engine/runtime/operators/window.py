@@ -19,33 +19,27 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
-from operator import itemgetter
 from typing import Any, cast
 
-import msgpack
-
 from weir.engine.job import WindowOperator
-from weir.engine.runtime.operators.fold import FoldPlan
-from weir.engine.runtime.operators.topn import TOP_K, CurrentTop, ranked_results
+from weir.engine.runtime.messages import TopStatus
+from weir.engine.runtime.operators.codec import (
+    decode_keys,
+    decode_window,
+    encode_keys,
+    encode_window,
+)
+from weir.engine.runtime.operators.fold import FoldPlan, take_columns
+from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
+from weir.engine.runtime.operators.topn import WindowTops
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from weir.engine.windows import SlidingWindows, TumblingWindows
+from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
 from weir.state import layout
-from weir.state.keygroups import KeyGroupRange, key_group
+from weir.state.keygroups import KeyGroupRange
 from weir.state.rocksdb import RocksState
 
-_NUMBER_TYPES = frozenset({int, float})
-_PREFIX_CACHE_SIZE = 1 << 20
 Buckets = dict[int, dict[str, list[Any]]]
-
-
-_packer = msgpack.Packer()  # reused: msgpack.packb builds a packer per call
-encode_window = _packer.pack  # a window's value is its accumulator slots; start derives from end
-
-
-def decode_window(raw: bytes) -> list[Any]:
-    slots: list[Any] = msgpack.unpackb(raw)
-    return slots
 
 
 class WindowRuntime:
@@ -63,7 +57,7 @@ class WindowRuntime:
         # configuration
         self.op = op
         self.plan = FoldPlan(op.aggregates)
-        # sessions have their own runtime (session_op.py), which never uses this
+        # sessions have their own runtime (session.py), which never uses this
         self._assigner = cast(TumblingWindows | SlidingWindows, op.assigner)
         self._lateness = op.allowed_lateness_ms
         self._state = state
@@ -84,16 +78,14 @@ class WindowRuntime:
         self._allowed: list[tuple[str, int, Any, list[Any]]] = []
         self._timer_ends: set[int] = set()
         self._timer_seq = 0  # strictly increasing: two flushes never share a timer entry
-        self._prefixes: dict[str, tuple[int, bytes]] = {}
-        self._namespaces: dict[int, bytes] = {}
+        self._prefix = KeyPrefixes(self._sid, max_parallelism)
+        self._namespace = Namespaces()
         self._last_purge = 0.0
         self.results: list[dict[str, Any]] = []
-        # top-N: the newest open window's (tumbling windows), and the last fired window's
-        self.top_k = TOP_K
-        self.current_top: CurrentTop | None = (
-            CurrentTop(self.plan.result) if type(self) is WindowRuntime else None
+        # top-N: the last fired window's, and the newest open one's (tumbling windows only)
+        self.tops = WindowTops(
+            self.plan.result, self.plan.aggregates, self._start_of, type(self) is WindowRuntime
         )
-        self.latest_top: dict[str, Any] | None = None
         # progress
         self.watermark = MIN_WATERMARK
         self.data_watermark = MIN_WATERMARK
@@ -133,7 +125,7 @@ class WindowRuntime:
         for i, (e, w) in enumerate(zip(ends, wms, strict=True)):
             if e - 1 > w:
                 on_time.append(i)
-            elif e - 1 + lateness > w:
+            elif not is_late(e, lateness, w):
                 self._allowed.append((keys[i], e, recs[i], [c[i] for c in cols]))
             else:
                 late.append(i)
@@ -188,12 +180,19 @@ class WindowRuntime:
         Returns the columns to go on with (``None``: nothing left)."""
         if not keys:
             return None
-        cols, keep = self._columns(recs)
-        if keep is not None:
+        cols = self.plan.columns(recs)
+        if cols is None:
+            keep: list[int] = []
+            for i, r in enumerate(recs):
+                reason = self.plan.bad_field(r)
+                if reason is None:
+                    keep.append(i)
+                else:
+                    self._dead.add(f"aggregate:{self.op.name}", reason, r)
             keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
-            if not keys:
+            cols = self.plan.columns(recs)
+            if not keys or cols is None:
                 return None
-            cols, _ = self._columns(recs)
         self.records_in += len(keys)
         if self.processing_time:
             ts, wms = self.clock(len(keys))
@@ -210,38 +209,6 @@ class WindowRuntime:
         if watermark > self.watermark:
             self.watermark = watermark
         return trace
-
-    def _columns(self, recs: list[Any]) -> tuple[list[list[Any]], list[int] | None]:
-        """Field columns for the fold; records with a missing or non-numeric field go to the
-        dead-letter output (then the indices to keep are returned instead)."""
-        cols: list[list[Any]] = []
-        try:
-            for f in self.plan.fields:
-                col = list(map(itemgetter(f), recs))
-                if not set(map(type, col)) <= _NUMBER_TYPES:
-                    raise TypeError
-                cols.append(col)
-            return cols, None
-        except (KeyError, TypeError, IndexError):
-            pass
-        keep: list[int] = []
-        for i, r in enumerate(recs):
-            reason = self._bad_field(r)
-            if reason is None:
-                keep.append(i)
-            else:
-                self._dead.add(f"aggregate:{self.op.name}", reason, r)
-        return [], keep
-
-    def _bad_field(self, rec: Any) -> str | None:
-        for f in self.plan.fields:
-            try:
-                v = rec[f]
-            except (KeyError, TypeError, IndexError):
-                return f"record has no field {f!r} to aggregate"
-            if type(v) not in _NUMBER_TYPES:
-                return f"field {f!r} is {type(v).__name__} {v!r}, not a number"
-        return None
 
     # -- time ----------------------------------------------------------------------------------
 
@@ -266,9 +233,12 @@ class WindowRuntime:
         if self.awaiting_final:
             self._finalize(wm)
 
+    def _start_of(self, end: int) -> int:
+        return self._assigner.start_of(end)
+
     def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
         start = self._assigner.start_of(end)
-        final = end - 1 + self._lateness <= wm
+        final = is_late(end, self._lateness, wm)
         dirty = self._dirty.pop(end, set())
         result = self.plan.result
         out = self.results
@@ -284,28 +254,10 @@ class WindowRuntime:
 
     def _rank_fired(self, start: int, end: int, n: int) -> None:
         """Rank the window that just fired (its ``n`` results are the last ones built)."""
-        if not self.top_k or not n:
-            return
-        if self.latest_top is not None and self.latest_top["end"] > end:
-            return
-        self.latest_top = {
-            "start": start,
-            "end": end,
-            "by": ranked_results(self.results[-n:], self.plan.aggregates, self.top_k),
-        }
+        self.tops.fired(start, end, self.results[len(self.results) - n :])
 
-    def top_status(self) -> dict[str, Any]:
-        """What the worker reports of its top-N: ``{"current": ..., "latest": ...}``."""
-        out: dict[str, Any] = {"latest": self.latest_top, "current": None}
-        tracker = self.current_top
-        if self.top_k and tracker is not None and tracker.end in self.buckets:
-            end = tracker.end
-            out["current"] = {
-                "start": self._assigner.start_of(end),
-                "end": end,
-                "by": tracker.top(self.buckets[end]),
-            }
-        return out
+    def top_status(self) -> TopStatus | None:
+        return self.tops.status(self.buckets)
 
     def _apply_allowed(self) -> None:
         """Late-but-allowed records, in arrival order: each updates its (fired) window, which is
@@ -324,7 +276,7 @@ class WindowRuntime:
 
     def _finalize(self, wm: int) -> None:
         """Windows whose allowed lateness has passed can no longer change: emit them final."""
-        for end in sorted(e for e in self.awaiting_final if e - 1 + self._lateness <= wm):
+        for end in sorted(e for e in self.awaiting_final if is_late(e, self._lateness, wm)):
             start = self._assigner.start_of(end)
             for k, slots in self.awaiting_final.pop(end).items():
                 self._emit(k, start, end, slots, True)
@@ -339,24 +291,6 @@ class WindowRuntime:
 
     # -- state ---------------------------------------------------------------------------------
 
-    def _prefix(self, key: str) -> tuple[int, bytes]:
-        """Key group and state-key prefix of a key (cached; the cache is bounded)."""
-        found = self._prefixes.get(key)
-        if found is None:
-            if len(self._prefixes) >= _PREFIX_CACHE_SIZE:
-                self._prefixes.clear()
-            kg = key_group(key, self._max_par)
-            found = self._prefixes[key] = (kg, layout.key_prefix(kg, self._sid, key.encode()))
-        return found
-
-    def _namespace(self, end: int) -> bytes:
-        ns = self._namespaces.get(end)
-        if ns is None:
-            if len(self._namespaces) >= _PREFIX_CACHE_SIZE:
-                self._namespaces.clear()
-            ns = self._namespaces[end] = layout.encode_namespace(end)
-        return ns
-
     def _put(self, key: str, end: int, slots: list[Any]) -> None:
         self._writes[self._prefix(key)[1] + self._namespace(end)] = encode_window(slots)
 
@@ -370,21 +304,17 @@ class WindowRuntime:
         # nanosecond from overwriting each other's cleanup timers
         seq = self._timer_seq = max(time.time_ns(), self._timer_seq + 1)
         for kg, group in by_group.items():
-            self._writes[layout.timer_key(kg, self._tsid, end, seq)] = _packer.pack(group)
+            self._writes[layout.timer_key(kg, self._tsid, end, seq)] = encode_keys(group)
         self._timer_ends.add(end)
 
     def flush(self) -> None:
         """Write dirty open windows, fired windows and new cleanup timers in one batch."""
         if not self._dirty and not self._writes:
             return
-        if self.current_top is not None and self.top_k and self.buckets:
-            newest = max(self.buckets)
-            changed = self._dirty.get(newest)
-            if changed:
-                self.current_top.observe(newest, self.buckets[newest], changed)
+        self.tops.flushed(self.buckets, self._dirty)
         batch = self._state.batch()
         put = batch.put
-        prefixes = self._prefixes
+        prefixes = self._prefix.cache
         prefix = self._prefix
         pack = encode_window
         for e, keys in self._dirty.items():
@@ -409,17 +339,19 @@ class WindowRuntime:
         lateness to ``awaiting_final``; the cleanup timers' window ends are listed again."""
         self.watermark, self.data_watermark = watermark, data_watermark
         self._restore_windows(watermark)
-        self._restore_timer_ends()
+        self.reload_timers()
 
     def _restore_windows(self, wm: int) -> None:
         for key, end, raw in self.stored_rows(self._sid):
             slots = decode_window(raw)
             if end - 1 > wm:
                 self.buckets.setdefault(end, {})[key] = slots
-            elif end - 1 + self._lateness > wm:
+            elif not is_late(end, self._lateness, wm):
                 self.awaiting_final.setdefault(end, {})[key] = slots
 
-    def _restore_timer_ends(self) -> None:
+    def reload_timers(self) -> None:
+        """List the cleanup timers' window ends again from RocksDB (after a restore, or after
+        a backfill's files were ingested)."""
         for kg in self._range:
             prefix = layout.state_prefix(kg, self._tsid)
             for tkey, _ in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
@@ -432,6 +364,21 @@ class WindowRuntime:
             for skey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
                 _, _, key, ns = layout.decode_state_key(skey)
                 yield key.decode(), ns, raw
+
+    def backfill_conflict(self, min_end: int, max_end: int) -> str | None:
+        """Why a backfill of windows ending in ``[min_end, max_end]`` may not be loaded here:
+        this operator holds such a window, stored or open (None: it holds none)."""
+        self.flush()
+        for key, end, _ in self.stored_rows(self._sid):
+            if min_end <= end <= max_end:
+                return (
+                    f"key {key!r} already has the window ending at {end} in the live state; "
+                    "backfill windows ending before the live job's first (use --to)"
+                )
+        open_ends = [e for e in self.buckets if min_end <= e <= max_end]
+        if open_ends:
+            return f"the live job has open windows ending at {open_ends[0]}"
+        return None
 
     def purge(self, force: bool = False) -> int:
         """Delete windows whose query retention has passed (counted from the data watermark).
@@ -457,14 +404,10 @@ class WindowRuntime:
             for tkey, raw in self._state.scan(tprefix + lo_ns, tprefix + hi_ns):
                 ns = layout.encode_namespace(layout.decode_timer_key(tkey)[2])
                 deletes.append(tkey)
-                for k in msgpack.unpackb(raw):
+                for k in decode_keys(raw):
                     deletes.append(layout.key_prefix(kg, self._sid, k.encode()) + ns)
                     windows += 1
         self._timer_ends.difference_update(due)
         if deletes:
             self._state.write({}, deletes)
         return windows
-
-
-def take_columns(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
-    return tuple([col[i] for i in keep] for col in columns)

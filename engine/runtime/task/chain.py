@@ -305,11 +305,5 @@ def keyby_nodes(source: SourceNode) -> list[KeyByNode]:
     return [n for n, _ in _walk(source) if isinstance(n, KeyByNode)]
 
 
-def json_exact_keyby(source: SourceNode) -> list[bool]:
-    """Per key_by node (in ``keyby_nodes`` order): do its records reach it exactly as decoded
-    from JSON? Then they can cross the exchange as JSON, losslessly."""
-    return [exact for n, exact in _walk(source) if isinstance(n, KeyByNode)]
-
-
 def sink_nodes(source: SourceNode) -> list[SinkNode]:
     return [n for n, _ in _walk(source) if isinstance(n, SinkNode)]

@@ -1,0 +1,266 @@
+"""What the job manager and its workers say to each other: one frozen dataclass per message,
+encoded by ``wire.Codec`` (msgpack with a type tag, data only, never a pickle) and sent with
+``Connection.send_bytes``; each side decodes with the same classes the other encoded with.
+
+    job manager -> worker   TriggerCheckpoint, CheckpointCompleted, BackfillStep, Stop
+    worker -> job manager   StatusReport, Finished, Failed, CheckpointAck, CheckpointDecline,
+                            BackfillReply
+
+A worker's status (``WorkerStatus``) is also what the job manager publishes in
+``jobmanager.json`` and the API reads, so it is a TypedDict: the JSON's own shape, checked
+against the same definition on both reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from enum import Enum
+from multiprocessing.connection import Connection
+from typing import Any, TypedDict
+
+from weir.engine.runtime.wire import Codec, from_plain
+from weir.state.checkpoints import FileRef
+
+# -- a worker's status -------------------------------------------------------------------------
+
+
+class RankedWindow(TypedDict):
+    """A window's best keys by each numeric aggregate: ``by[aggregate] = [(key, value), ...]``."""
+
+    start: int
+    end: int
+    by: dict[str, list[tuple[str, int | float]]]
+
+
+class TopStatus(TypedDict):
+    latest: RankedWindow | None  # the last fired window
+    current: RankedWindow | None  # the newest open one (tumbling windows)
+
+
+class OperatorStatus(TypedDict):
+    watermark: int
+    data_watermark: int
+    records_in: int
+    results_out: int
+    late: int
+    open_windows: int
+    top: TopStatus | None  # None: an operator without shared windows to rank
+
+
+class WorkerStatus(TypedDict):
+    worker: int
+    key_groups: tuple[int, int]
+    splits: list[str]
+    source_lag: dict[str, int]  # records not read yet, per split whose source knows
+    watermark: int
+    records_in: int
+    records_sent: int
+    records_received: int
+    backpressure: float  # share of time the source waited for the outputs
+    pending_bytes: int
+    dead_letters: int
+    dead_letters_by_stage: dict[str, int]
+    finished: bool
+    restored_from: str | None
+    run_started_at: float  # wall-clock seconds; 0.0 until it happens
+    first_record_at: float
+    finished_at: float
+    operators: dict[str, OperatorStatus]
+    time: float
+
+
+# -- job manager -> worker ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerCheckpoint:
+    """Start checkpoint ``checkpoint``: inject its barrier after what was read so far."""
+
+    checkpoint: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointCompleted:
+    """Checkpoint ``checkpoint``'s metadata is written: its files may be referenced."""
+
+    checkpoint: int
+
+
+class BackfillPhase(Enum):
+    CHECK = "check"  # does the worker hold any window in the backfill's range?
+    INGEST = "ingest"  # load the backfill's SST files for the worker's key groups
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillRequest:
+    op: str
+    path: str
+    min_end: int
+    max_end: int
+    windows: int | None = None
+
+    @staticmethod
+    def from_request(req: dict[str, Any]) -> BackfillRequest:
+        """A request from the API (checked: ``MessageError`` names a wrong field)."""
+        return from_plain(BackfillRequest, req, "backfill request")
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillStep:
+    request_id: int
+    phase: BackfillPhase
+    request: BackfillRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Stop now: flush, close, exit."""
+
+
+# -- worker -> job manager ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StatusReport:
+    status: WorkerStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """Every input of the worker ended and the final watermark fired every window."""
+
+    worker: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    worker: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SplitPosition:
+    """Where a split was at a checkpoint's barrier."""
+
+    offset: int
+    max_ts: int
+    ended: bool
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorMarks:
+    watermark: int
+    data_watermark: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSnapshot:
+    """One worker's part of a checkpoint: an entry of ``_metadata``'s ``workers``."""
+
+    index: int
+    key_groups: tuple[int, int]
+    sources: dict[str, SplitPosition]
+    operators: dict[str, OperatorMarks]
+    records_in: int
+    flush_ms: float
+    rocksdb_ms: float
+    sync_ms: float
+    files: tuple[FileRef, ...]
+    size: int
+    incremental_size: int
+    async_ms: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "key_groups": list(self.key_groups),
+            "sources": {
+                s: {"offset": p.offset, "max_ts": p.max_ts, "ended": p.ended}
+                for s, p in self.sources.items()
+            },
+            "operators": {
+                n: {"watermark": m.watermark, "data_watermark": m.data_watermark}
+                for n, m in self.operators.items()
+            },
+            "records_in": self.records_in,
+            "flush_ms": self.flush_ms,
+            "rocksdb_ms": self.rocksdb_ms,
+            "sync_ms": self.sync_ms,
+            "files": [f.to_json() for f in self.files],
+            "size": self.size,
+            "incremental_size": self.incremental_size,
+            "async_ms": self.async_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointAck:
+    checkpoint: int
+    snapshot: WorkerSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointDecline:
+    checkpoint: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillReply:
+    request_id: int
+    phase: BackfillPhase
+    error: str | None  # why the worker refuses (None: it agrees, or it ingested)
+    files: int = 0  # SST files ingested
+
+
+ToWorker = TriggerCheckpoint | CheckpointCompleted | BackfillStep | Stop
+FromWorker = StatusReport | Finished | Failed | CheckpointAck | CheckpointDecline | BackfillReply
+
+TO_WORKER: Codec[ToWorker] = Codec(TriggerCheckpoint, CheckpointCompleted, BackfillStep, Stop)
+FROM_WORKER: Codec[FromWorker] = Codec(
+    StatusReport, Finished, Failed, CheckpointAck, CheckpointDecline, BackfillReply
+)
+
+
+class ManagerLink:
+    """A worker's end of its pipe to the job manager. ``send`` may be called from the worker's
+    loop and its upload thread at once: a lock keeps frames whole."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def send(self, msg: FromWorker) -> None:
+        raw = FROM_WORKER.encode(msg)
+        with self._lock:
+            self._conn.send_bytes(raw)
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self._conn.poll(timeout)
+
+    def receive(self) -> ToWorker:
+        return TO_WORKER.decode(self._conn.recv_bytes())
+
+
+class WorkerLink:
+    """The job manager's end of its pipe to one worker. Its monitor thread reads; it, API
+    threads (a live backfill) and ``stop`` send, under a lock that keeps frames whole."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def send(self, msg: ToWorker) -> None:
+        raw = TO_WORKER.encode(msg)
+        with self._lock:
+            self._conn.send_bytes(raw)
+
+    def poll(self, timeout: float = 0.0) -> bool:
+        return self._conn.poll(timeout)
+
+    def receive(self) -> FromWorker:
+        return FROM_WORKER.decode(self._conn.recv_bytes())
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,106 @@
+"""The values operators store in RocksDB, encoded and decoded in one place: the operators write
+them, the query API and the backfill read (or write) them without importing any operator.
+State keys are ``state/layout.py``'s; these are the values under them, all msgpack.
+
+- A window (tumbling, a fired sliding window, a pane): its accumulator slots. Its start derives
+  from its end, the key's namespace.
+- A session: ``[start, *slots]`` (a session's start does not derive from its end).
+- A process function's state: ``[name, kind, data]``, under a namespace hashed from the name.
+- Cleanup and process timers: the keys of one key group due at one time.
+
+Sliding windows are stored as panes of ``gcd(size, slide)`` while any window holding them is
+open, and as windows once fired; ``compose_stored`` gives what a key's windows hold from both.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from math import gcd
+from typing import Any
+
+import msgpack
+
+from weir.engine.windows import SlidingWindows
+
+_packer = msgpack.Packer()  # reused: msgpack.packb builds a packer per call
+
+encode_window: Callable[[list[Any]], bytes] = _packer.pack
+
+
+def decode_window(raw: bytes) -> list[Any]:
+    slots: list[Any] = msgpack.unpackb(raw)
+    return slots
+
+
+def encode_session(start: int, slots: list[Any]) -> bytes:
+    return bytes(_packer.pack([start, *slots]))
+
+
+def decode_session(raw: bytes) -> tuple[int, list[Any]]:
+    values = msgpack.unpackb(raw)
+    return int(values[0]), list(values[1:])
+
+
+def state_namespace(name: str) -> int:
+    """A process function state's namespace: a stable hash of its name."""
+    return zlib.crc32(name.encode())
+
+
+def encode_state(name: str, kind: str, data: Any) -> bytes:
+    return bytes(_packer.pack([name, kind, data]))
+
+
+def decode_state(raw: bytes) -> tuple[str, str, Any]:
+    name, kind, data = msgpack.unpackb(raw, strict_map_key=False)
+    return str(name), str(kind), data
+
+
+def encode_keys(keys: list[str]) -> bytes:
+    return bytes(_packer.pack(keys))
+
+
+def decode_keys(raw: bytes) -> list[str]:
+    keys: list[str] = msgpack.unpackb(raw)
+    return keys
+
+
+# -- sliding windows' stored form ----------------------------------------------------------------
+
+
+def pane_size(assigner: SlidingWindows) -> int:
+    return gcd(assigner.size_ms, assigner.slide_ms)
+
+
+def uses_panes(assigner: object) -> bool:
+    """Sliding windows run on panes unless they slide by their whole size (tumbling)."""
+    return isinstance(assigner, SlidingWindows) and assigner.slide_ms < assigner.size_ms
+
+
+def first_end_at_or_after(x: int, size: int, slide: int) -> int:
+    """The smallest window end ``k*slide + size`` that is >= ``x``."""
+    k = -(-(x - size) // slide)
+    return k * slide + size
+
+
+def compose_stored(
+    op_size: int,
+    slide: int,
+    pane: int,
+    merge: Callable[[list[Any], list[Any]], list[Any]],
+    windows: dict[int, list[Any]],
+    panes: dict[int, list[Any]],
+) -> dict[int, list[Any]]:
+    """What a key's sliding windows hold, from what RocksDB stores: fired windows as they were
+    materialised (``windows``, by end), open ones composed from the stored panes."""
+    out = dict(windows)
+    composed: dict[int, list[Any]] = {}
+    for p, slots in sorted(panes.items()):
+        e = first_end_at_or_after(p, op_size, slide)
+        while e - op_size <= p - pane:
+            if e not in windows:
+                have = composed.get(e)
+                composed[e] = list(slots) if have is None else merge(have, slots)
+            e += slide
+    out.update(composed)
+    return out

@@ -1,0 +1,43 @@
+"""The state-key parts an operator writes over and over, cached: a key's prefix (key group |
+state id | length-prefixed key) is built once per key and a window's namespace once per end,
+not once per record. Both caches are bounded: cleared when full."""
+
+from __future__ import annotations
+
+from weir.state import layout
+from weir.state.keygroups import key_group
+
+CACHE_SIZE = 1 << 20
+
+
+class KeyPrefixes:
+    """``prefixes(key)`` -> ``(key group, state-key prefix)`` of one operator state."""
+
+    def __init__(self, state_id: int, max_parallelism: int) -> None:
+        self._sid = state_id
+        self._max_par = max_parallelism
+        self.cache: dict[str, tuple[int, bytes]] = {}
+
+    def __call__(self, key: str) -> tuple[int, bytes]:
+        found = self.cache.get(key)
+        if found is None:
+            if len(self.cache) >= CACHE_SIZE:
+                self.cache.clear()
+            kg = key_group(key, self._max_par)
+            found = self.cache[key] = (kg, layout.key_prefix(kg, self._sid, key.encode()))
+        return found
+
+
+class Namespaces:
+    """``namespaces(end)`` -> the namespace bytes of the window ending at ``end``."""
+
+    def __init__(self) -> None:
+        self.cache: dict[int, bytes] = {}
+
+    def __call__(self, end: int) -> bytes:
+        ns = self.cache.get(end)
+        if ns is None:
+            if len(self.cache) >= CACHE_SIZE:
+                self.cache.clear()
+            ns = self.cache[end] = layout.encode_namespace(end)
+        return ns

@@ -1,0 +1,64 @@
+"""A worker process's entry point (spawned by the job manager): signals, logging, the job file,
+the loop, and a ``Failed`` message to the job manager when anything goes wrong.
+
+The job manager owns a worker's lifecycle: Ctrl-C (SIGINT to the whole process group) is
+ignored here, so the job manager can stop workers in order; SIGTERM stops gracefully.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import logging
+import os
+import signal
+import threading
+import traceback
+from multiprocessing.connection import Connection
+
+from weir.engine.errors import WeirError, WorkerFailed
+from weir.engine.runtime import heap
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.loader import load_configured_job
+from weir.engine.runtime.messages import Failed, ManagerLink
+from weir.engine.runtime.task.worker import Worker
+
+
+def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
+    terminated = threading.Event()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
+    logging.basicConfig(
+        level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    logging.getLogger("kafka").setLevel(logging.ERROR)
+    heap.trim_in_background()
+    link = ManagerLink(conn)
+    try:
+        job = load_configured_job(cfg)
+        worker = Worker(cfg, index, link, job, terminated)
+        profile_dir = os.environ.get("WEIR_PROFILE_DIR")
+        if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
+            cProfile.runctx(
+                "worker.run()",
+                {},
+                {"worker": worker},
+                os.path.join(profile_dir, f"worker-{index}.prof"),
+            )
+        else:
+            worker.run()
+    except WorkerFailed as exc:
+        _report_failure(link, index, exc.reason)
+        raise SystemExit(1) from None
+    except WeirError as exc:
+        _report_failure(link, index, str(exc))
+        raise SystemExit(1) from None
+    except Exception:
+        _report_failure(link, index, traceback.format_exc())
+        raise SystemExit(1) from None
+
+
+def _report_failure(link: ManagerLink, index: int, reason: str) -> None:
+    try:
+        link.send(Failed(index, reason))
+    except OSError:
+        pass

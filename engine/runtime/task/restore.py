@@ -1,0 +1,108 @@
+"""A worker's start from a checkpoint: its RocksDB rebuilt for its key-group range (any
+parallelism: ranges are re-cut, ``state/restore.py``), its splits' offsets and watermarks, the
+watermark each input channel starts at, and each operator's watermarks.
+
+The checkpoint's ``_metadata`` is read as the JSON document the job manager wrote (one entry per
+worker of the checkpoint, ``messages.WorkerSnapshot.to_json``).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from weir.engine.errors import WeirError
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.operators.base import OperatorRuntime
+from weir.engine.runtime.task.channels import Inputs
+from weir.engine.runtime.task.sources import SplitStart
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK, WatermarkStrategy
+from weir.state.checkpoints import CheckpointStorage, FileRef
+from weir.state.keygroups import KeyGroupRange
+from weir.state.restore import restore_worker_db
+
+log = logging.getLogger(__name__)
+
+
+def restore_db(
+    cfg: RunConfig,
+    job_name: str,
+    max_parallelism: int,
+    index: int,
+    key_groups: KeyGroupRange,
+    own: CheckpointStorage,
+) -> tuple[dict[str, Any], dict[str, FileRef]]:
+    """Rebuild worker ``index``'s RocksDB from checkpoint ``cfg.restore_from``. Returns the
+    checkpoint's metadata, and the SST files the next checkpoint may reference (those already
+    in this job's own storage)."""
+    assert cfg.restore_from is not None
+    chk: Path = cfg.restore_from
+    storage = CheckpointStorage(chk.parent.parent, chk.parent.name)
+    n = int(chk.name.removeprefix("chk-"))
+    meta = storage.metadata(n)
+    if int(meta["max_parallelism"]) != max_parallelism:
+        raise WeirError(
+            f"checkpoint {chk} has max_parallelism={meta['max_parallelism']} but the job has "
+            f"{max_parallelism}; key groups cannot change, restore with the same"
+        )
+    target = cfg.worker_state_path(job_name, index)
+    known = restore_worker_db(storage, n, meta, key_groups, target)
+    log.info("worker=%d restored key groups %s from %s", index, key_groups.to_json(), chk)
+    return meta, (known if storage.base == own.base else {})
+
+
+def restore_positions(
+    meta: dict[str, Any],
+    strategy: WatermarkStrategy,
+    every: list[str],
+    parallelism: int,
+    splits: Inputs,
+    channels: Inputs,
+) -> SplitStart:
+    """Split offsets and watermarks as of the checkpoint; every sender's channel starts at the
+    watermark its splits had (the same rule at any parallelism). Returns where this worker's
+    splits start."""
+    saved: dict[str, Any] = {}
+    for w in meta["workers"]:
+        saved.update(w["sources"])
+    start = SplitStart()
+    for split, mark in splits.inputs.items():
+        st = saved.get(split)
+        if st is None:
+            continue  # a split the checkpoint did not have (a new file): from its start
+        start.max_ts[split] = int(st["max_ts"])
+        mark.watermark = mark.data_watermark = strategy.watermark_for(int(st["max_ts"]))
+        start.offsets[split] = int(st["offset"])
+        if st["ended"]:
+            mark.watermark, mark.ended = MAX_WATERMARK, True
+            start.ended[split] = int(st["offset"])
+    for j in range(parallelism):
+        theirs = every[j::parallelism]
+        if not theirs:
+            continue
+        marks, data_marks, all_ended = [], [], True
+        for split in theirs:
+            st = saved.get(split)
+            max_ts = int(st["max_ts"]) if st else MIN_WATERMARK
+            done = bool(st and st["ended"])
+            marks.append(MAX_WATERMARK if done else strategy.watermark_for(max_ts))
+            if not (done and max_ts == MIN_WATERMARK):
+                data_marks.append(strategy.watermark_for(max_ts))
+            all_ended = all_ended and done
+        channel = channels.inputs[str(j)]
+        channel.watermark = min(marks)
+        channel.data_watermark = min(data_marks, default=MIN_WATERMARK)
+        channel.ended = all_ended
+    return start
+
+
+def restore_operators(meta: dict[str, Any], ops: dict[str, OperatorRuntime]) -> None:
+    """Each operator resumes at the minimum of its watermarks over the checkpoint's workers."""
+    for name, rt in ops.items():
+        marks = [w["operators"][name] for w in meta["workers"] if name in w["operators"]]
+        if marks:
+            rt.restore(
+                min(int(m["watermark"]) for m in marks),
+                min(int(m["data_watermark"]) for m in marks),
+            )

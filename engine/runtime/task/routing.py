@@ -1,0 +1,153 @@
+"""Keyed records to the workers that own their key groups, and the frames that carry them over
+the exchange. Records for this worker's own key groups never leave the process.
+
+An outbox gathers, per source batch, the keyed sub-batches for one other worker with the
+sender's watermark after each record (an int64 array: a memcpy, not a pickle), its data
+watermark and its input status; it is shipped when full, older than the buffer timeout, or
+carrying an end. A checkpoint barrier travels alone in a frame, after everything routed before
+it.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import compress
+
+from weir.engine.runtime.task.chain import KeyedBatch
+from weir.engine.runtime.task.exchange import Exchange
+from weir.state.keygroups import key_groups
+
+ACTIVE, IDLE, ENDED = 0, 1, 2  # a sender's input status, carried by every entry
+MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the source
+# an entry of a frame: keyed sub-batches of one source batch, the sender's watermark after each
+# of its records (packed), its data watermark, and the sender's input status
+Entry = tuple[list[KeyedBatch], bytes, int, int]
+Deliver = Callable[[str, list[KeyedBatch], list[int], int, int], None]
+_BARRIER = "barrier"
+
+
+def pack_ints(values: list[int]) -> bytes:
+    return array("q", values).tobytes()
+
+
+def unpack_ints(raw: bytes) -> list[int]:
+    values = array("q")
+    values.frombytes(raw)
+    return values.tolist()
+
+
+def decode_frame(payload: bytes) -> list[Entry] | int:
+    """A frame's entries, or the id of the checkpoint barrier it carries."""
+    found: list[Entry] | tuple[str, int] = pickle.loads(payload)
+    return found[1] if isinstance(found, tuple) else found
+
+
+@dataclass
+class Outbox:
+    """What waits to be shipped to one other worker."""
+
+    entries: list[Entry] = field(default_factory=list)
+    records: int = 0
+    since: float = 0.0
+
+    def add(self, entry: Entry, now: float) -> None:
+        parts, _, _, status = entry
+        if not self.entries:
+            self.since = now
+        elif not parts and status == ACTIVE and not self.entries[-1][0] and not self.entries[-1][3]:
+            self.entries[-1] = entry  # only time moved: the last watermark is all that matters
+            return
+        self.entries.append(entry)
+        self.records += sum(len(p[1]) for p in parts)
+
+
+class Router:
+    """Splits keyed batches by owner: this worker's part is delivered at once (``deliver``),
+    the others' wait in outboxes until ``ship`` sends them."""
+
+    def __init__(
+        self,
+        index: int,
+        parallelism: int,
+        max_parallelism: int,
+        exchange: Exchange | None,
+        batch_size: int,
+        deliver: Deliver,
+    ) -> None:
+        self._index = index
+        self._p = parallelism
+        self._m = max_parallelism
+        self.exchange = exchange
+        self._batch_size = batch_size
+        self._deliver = deliver
+        self.outboxes = {j: Outbox() for j in range(parallelism) if j != index}
+        self.records_sent = 0
+
+    @property
+    def backpressured(self) -> bool:
+        return self.exchange is not None and self.exchange.pending_bytes > MAX_PENDING_BYTES
+
+    def empty(self) -> bool:
+        if any(box.entries for box in self.outboxes.values()):
+            return False
+        return self.exchange is None or self.exchange.pending_bytes == 0
+
+    def route(self, keyed: list[KeyedBatch], trace: list[int], data_wm: int, status: int) -> None:
+        if self.exchange is None:
+            self._deliver(str(self._index), keyed, trace, data_wm, status)
+            return
+        parts: dict[int, list[KeyedBatch]] = {j: [] for j in range(self._p)}
+        m, p = self._m, self._p
+        for node, keys, recs, ts, wms in keyed:
+            owners = [kg * p // m for kg in key_groups(keys, m)]
+            for j in range(p):
+                mask = list(map(j.__eq__, owners))
+                if any(mask):
+                    parts[j].append(
+                        (
+                            node,
+                            list(compress(keys, mask)),
+                            list(compress(recs, mask)),
+                            list(compress(ts, mask)),
+                            list(compress(wms, mask)),
+                        )
+                    )
+        now = time.monotonic()
+        packed = pack_ints(trace)
+        for j, box in self.outboxes.items():
+            box.add((parts[j], packed, data_wm, status), now)
+        self._deliver(str(self._index), parts[self._index], trace, data_wm, status)
+
+    def ship(self, now: float, timeout_s: float) -> None:
+        """Send buffers that are full, older than the buffer timeout, or carry an end."""
+        if self.exchange is None:
+            return
+        for j, box in self.outboxes.items():
+            if not box.entries:
+                continue
+            if (
+                box.records >= self._batch_size
+                or now - box.since >= timeout_s
+                or box.entries[-1][3] != ACTIVE
+            ):
+                self._ship_box(j, box)
+
+    def send_barrier(self, n: int) -> None:
+        """Barrier ``n`` to every other worker, after everything routed so far."""
+        if self.exchange is None:
+            return
+        frame = pickle.dumps((_BARRIER, n))
+        for j, box in self.outboxes.items():
+            if box.entries:
+                self._ship_box(j, box)
+            self.exchange.send(j, frame)
+
+    def _ship_box(self, j: int, box: Outbox) -> None:
+        assert self.exchange is not None
+        self.exchange.send(j, pickle.dumps(box.entries, protocol=pickle.HIGHEST_PROTOCOL))
+        self.records_sent += box.records
+        box.entries, box.records = [], 0

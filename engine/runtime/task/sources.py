@@ -1,0 +1,143 @@
+"""A worker's source side: its splits (every ``p``-th of the source's), read one batch at a
+time in turn, through the chain; each split's watermark, idleness and end (``Inputs``), and
+where each split is, for checkpoints.
+
+A split's watermark only moves forward; a split quiet for the idle timeout stops holding the
+watermark back until it has data again; an ended split holds the maximum watermark. The
+worker's outgoing watermark is the minimum over its splits, carried after each record.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from weir.engine.job import SourceNode
+from weir.engine.runtime.messages import SplitPosition
+from weir.engine.runtime.task.chain import Chain, KeyedBatch
+from weir.engine.runtime.task.channels import Inputs, combine
+from weir.engine.runtime.task.routing import ACTIVE, ENDED, IDLE
+from weir.engine.sources import SplitReader
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+
+
+@dataclass(frozen=True, slots=True)
+class Routable:
+    """A batch's output: keyed sub-batches, the watermark after each record, the data
+    watermark and this worker's input status, and whether the batch held records."""
+
+    keyed: list[KeyedBatch]
+    trace: list[int]
+    data_watermark: int
+    status: int
+    had_records: bool
+
+
+@dataclass(slots=True)
+class SplitStart:
+    """Where this worker's splits start: offsets (none: from the start), those that had ended
+    (never reopened), and the max event time each had seen."""
+
+    offsets: dict[str, int] = field(default_factory=dict)
+    ended: dict[str, int] = field(default_factory=dict)
+    max_ts: dict[str, int] = field(default_factory=dict)
+
+
+class SourceSide:
+    def __init__(
+        self, node: SourceNode, chain: Chain, splits: list[str], idle_timeout_ms: int | None
+    ) -> None:
+        self._source = node.source
+        self._chain = chain
+        self.inputs = Inputs(splits)
+        self.readers: dict[str, SplitReader] = {}
+        self.ended_offsets: dict[str, int] = {}
+        self._ended_readers: dict[str, SplitReader] = {}  # closed at the end: a final commit
+        idle_ms = node.watermarks.idle_timeout_ms or idle_timeout_ms
+        self._idle_s = idle_ms / 1000.0 if idle_ms else None
+        self._last_data = {s: time.monotonic() for s in splits}
+        self._order = list(splits)
+        self._turn = 0
+        self.first_record_at = 0.0
+
+    def open(self, start: SplitStart) -> None:
+        """Open every split that has not ended, at its offset."""
+        self._chain.max_ts.update(start.max_ts)
+        self.ended_offsets = dict(start.ended)
+        self.readers = {
+            s: self._source.open(s, start.offsets.get(s))
+            for s in self.inputs.inputs
+            if s not in start.ended
+        }
+        self._order = list(self.readers)
+
+    def read_next(self, batch_size: int) -> Routable:
+        """Read one batch of the next split in turn and run it through the chain."""
+        self._order = [s for s in self._order if s in self.readers]
+        split = self._order[self._turn % len(self._order)]
+        self._turn += 1
+        reader = self.readers[split]
+        batch = reader.read_batch(batch_size)
+        chain = self._chain
+        chain.process(batch, split)
+        mark = self.inputs.inputs[split]
+        others = self.inputs.others(split)
+        keyed = [
+            (node, keys, recs, ts, combine(wms, others))
+            for node, keys, recs, ts, wms in chain.keyed
+        ]
+        trace = combine(chain.trace, others)
+        mark.watermark = mark.data_watermark = chain.watermark(split)
+        now = time.monotonic()
+        if batch.items:
+            self._last_data[split] = now
+            mark.idle = False
+            if not self.first_record_at:
+                self.first_record_at = time.time()
+        elif self._idle_s is not None and now - self._last_data[split] >= self._idle_s:
+            mark.idle = True  # a quiet split stops holding the watermark back
+        if batch.end:
+            mark.watermark, mark.ended = MAX_WATERMARK, True
+            self.ended_offsets[split] = reader.offset()
+            self._ended_readers[split] = reader
+            del self.readers[split]
+        out_wm = self.inputs.watermark()
+        if not trace or trace[-1] != out_wm:
+            trace.append(out_wm)
+        status = self.status()
+        return Routable(keyed, trace, self.inputs.data_watermark(), status, bool(batch.items))
+
+    def status(self) -> int:
+        """This worker's input status, as its channel to every worker carries it."""
+        if self.inputs.all_ended():
+            return ENDED
+        live = [i for i in self.inputs.inputs.values() if not i.ended]
+        return IDLE if all(i.idle for i in live) else ACTIVE
+
+    def positions(self) -> dict[str, SplitPosition]:
+        """Where every split is, for a checkpoint's barrier."""
+        bound = self._chain.max_ts
+        found = {
+            s: SplitPosition(r.offset(), bound.get(s, MIN_WATERMARK), False)
+            for s, r in self.readers.items()
+        }
+        for s, offset in self.ended_offsets.items():
+            found[s] = SplitPosition(offset, bound.get(s, MIN_WATERMARK), True)
+        return found
+
+    def commit(self, positions: dict[str, SplitPosition]) -> None:
+        """A checkpoint completed at ``positions``: tell the splits (Kafka commits the offsets
+        to its group, for monitoring)."""
+        for split, at in positions.items():
+            reader = self.readers.get(split) or self._ended_readers.get(split)
+            if reader is not None:
+                reader.commit(at.offset)
+
+    def lag(self) -> dict[str, int]:
+        """Records each split has not read yet, for sources that know (Kafka partitions)."""
+        found = {split: reader.lag() for split, reader in self.readers.items()}
+        return {split: lag for split, lag in found.items() if lag is not None}
+
+    def close(self) -> None:
+        for reader in [*self.readers.values(), *self._ended_readers.values()]:
+            reader.close()

@@ -1,0 +1,201 @@
+"""What the API reads of a running job, whether its job manager runs in the same process
+(``control.jobmanager.JobManager``) or in another one (``api.remote.RemoteRuntime``, which reads
+the ``jobmanager.json`` it publishes): the ``JobRuntime`` Protocol both implement, and
+``JobStatus``, that file's typed shape. Nothing here imports a runtime, so the API imports it
+freely.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, TypedDict
+
+import orjson
+
+from weir.engine.errors import MessageError
+from weir.engine.runtime.messages import WorkerStatus
+from weir.engine.runtime.wire import from_plain, to_plain
+from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.checkpoints import CheckpointStorage
+from weir.state.keygroups import KeyGroupRange
+
+STATUS_FORMAT = 1  # jobmanager.json's layout; a reader refuses any other
+
+# A completed checkpoint as its ``_metadata`` says, without the per-worker part (the format
+# ``state/checkpoints.py`` writes and ``GET /jobs/{job}/checkpoints`` lists).
+CheckpointSummary = dict[str, Any]
+
+
+class BackfillEntry(TypedDict):
+    """A backfill loaded into the running job."""
+
+    op: str
+    min_end: int
+    max_end: int
+    windows: int | None
+    time: int
+
+
+class SavepointResult(TypedDict):
+    id: int
+    path: str
+
+
+class JobRuntime(Protocol):
+    """What the API reads of a job manager (read-only), and its two admin operations."""
+
+    @property
+    def parallelism(self) -> int: ...
+
+    @property
+    def ranges(self) -> list[KeyGroupRange]: ...
+
+    @property
+    def generation(self) -> int:
+        """Bumped by every restart (and, seen from ``weir api``, every new run): readers of
+        the workers' state reopen."""
+        ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def storage(self) -> CheckpointStorage: ...
+
+    @property
+    def last_checkpoint(self) -> int | None: ...
+
+    @property
+    def completed_checkpoints(self) -> int: ...
+
+    @property
+    def checkpoints(self) -> list[CheckpointSummary]:
+        """Completed in this run, oldest first."""
+        ...
+
+    @property
+    def checkpoint_problem(self) -> str | None:
+        """Why the last checkpoint failed (None when it did not)."""
+        ...
+
+    @property
+    def status_problem(self) -> str | None:
+        """Why the API cannot vouch for the job's status (None when it can)."""
+        ...
+
+    @property
+    def restarts(self) -> int: ...
+
+    @property
+    def restored_from(self) -> str | None: ...
+
+    @property
+    def backfills(self) -> list[BackfillEntry]: ...
+
+    def worker_status(self) -> list[WorkerStatus]:
+        """One entry per worker, by index (``unreported`` until the worker reports)."""
+        ...
+
+    def operator_watermark(self, op: str) -> int: ...
+
+    def state(self) -> str:
+        """starting, running, finished, failed, stopped (or, from ``weir api``, unknown)."""
+        ...
+
+    def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult: ...
+
+    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """``jobmanager.json``: everything ``JobRuntime`` answers, for API processes apart from the
+    job manager. ``written_at`` (epoch ms) tells a reader how old it is."""
+
+    format: int
+    job: str
+    run_id: str
+    pid: int
+    written_at: int
+    state: str
+    source: str
+    operators: list[str]
+    parallelism: int
+    max_parallelism: int
+    ranges: list[tuple[int, int]]
+    generation: int
+    restarts: int
+    last_checkpoint: int | None
+    completed_checkpoints: int
+    checkpoints: list[CheckpointSummary]
+    checkpoint_problem: str | None
+    restored_from: str | None
+    backfills: list[BackfillEntry]
+    workers: list[WorkerStatus]
+    control_port: int | None
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(to_plain(self), option=orjson.OPT_NON_STR_KEYS)
+
+    @staticmethod
+    def from_json(raw: bytes) -> JobStatus:
+        """The status a job manager wrote (``MessageError`` names what does not fit)."""
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise MessageError(f"the job status is not JSON: {exc}") from None
+        found = body.get("format") if isinstance(body, dict) else None
+        if found != STATUS_FORMAT:
+            raise MessageError(
+                f"the job status has format {found!r}, this weir reads {STATUS_FORMAT}; run "
+                "weir api from the same installation as weir run"
+            )
+        return from_plain(JobStatus, body, "jobmanager.json")
+
+
+def unreported(worker: int, key_groups: KeyGroupRange) -> WorkerStatus:
+    """A worker's status before its first report: nothing read, no watermark yet."""
+    return {
+        "worker": worker,
+        "key_groups": (key_groups.start, key_groups.end),
+        "splits": [],
+        "source_lag": {},
+        "watermark": MIN_WATERMARK,
+        "records_in": 0,
+        "records_sent": 0,
+        "records_received": 0,
+        "backpressure": 0.0,
+        "pending_bytes": 0,
+        "dead_letters": 0,
+        "dead_letters_by_stage": {},
+        "finished": False,
+        "restored_from": None,
+        "run_started_at": 0.0,
+        "first_record_at": 0.0,
+        "finished_at": 0.0,
+        "operators": {},
+        "time": 0.0,
+    }
+
+
+def operator_watermark(workers: list[WorkerStatus], op: str) -> int:
+    """An operator's watermark: the minimum over its workers (MIN until all reported it)."""
+    marks = []
+    for st in workers:
+        found = st["operators"].get(op)
+        if found is None:
+            return MIN_WATERMARK
+        marks.append(found["watermark"])
+    return min(marks) if marks else MIN_WATERMARK
+
+
+__all__ = [
+    "STATUS_FORMAT",
+    "BackfillEntry",
+    "CheckpointSummary",
+    "JobRuntime",
+    "JobStatus",
+    "SavepointResult",
+    "operator_watermark",
+    "unreported",
+]
