@@ -64,3 +64,18 @@ def test_size_must_be_positive(size: int) -> None:
 def test_time_domain_is_checked() -> None:
     with pytest.raises(ValueError, match="time='wall'"):
         TumblingWindows(size_ms=5, time="wall")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("end", "lateness", "watermark", "late"),
+    [
+        (10, 0, 8, False),  # not fired yet
+        (10, 0, 9, True),  # fired at end - 1, and no lateness allowed
+        (10, 5, 13, False),  # fired, within lateness: an update, emitted again
+        (10, 5, 14, True),  # end - 1 + lateness reached: late, and final
+        (-(1 << 62), 0, -(1 << 63), False),  # no watermark yet: nothing is late
+        ((1 << 62), 1 << 62, (1 << 63) - 1, True),  # the final watermark: past any lateness
+    ],
+)
+def test_lateness_is_one_rule(end: int, lateness: int, watermark: int, late: bool) -> None:
+    assert windows.is_late(end, lateness, watermark) is late
