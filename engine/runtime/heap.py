@@ -4,15 +4,12 @@ glibc's malloc keeps memory that was freed inside its arenas (one per thread tha
 up to eight per core) and returns it to the OS only from the top of each heap. RocksDB churns
 there: each API reader reopens its secondary instance once per primary flush (every checkpoint),
 allocating table readers and a replayed memtable and freeing the previous ones from whichever
-request thread did it. Sampled with ``mallinfo2`` in ``weir run`` during ``loadtest.soak`` (8
-minutes, tracemalloc on): bytes in use stayed at 67-72 MiB and the Python heap at 28 MiB, while
-free bytes held in the arenas rose from 4 to 89 MiB and RSS from 129 to 230 MiB. (Without
-tracemalloc, ``make soak`` saw 86.8 -> 106.7 MiB in 30 minutes.) Flink's Docker images preload
-jemalloc against the same fragmentation with RocksDB; a Python wheel cannot, so
-``HeapTrimmer`` calls ``malloc_trim(0)`` every few seconds from a daemon thread, which hands the
-free pages of every arena back (``MADV_DONTNEED``). With it, a 12-minute soak kept ``weir run``
-at 0.93-1.06 of its level; a trim took 2-4 ms (ctypes releases the GIL; each arena is locked
-while it is trimmed). Elsewhere than glibc it does nothing.
+request thread did it, so free pages pile up in the arenas while the bytes in use stay flat.
+Flink's Docker images preload jemalloc against the same fragmentation with RocksDB; a Python
+wheel cannot, so ``HeapTrimmer`` calls ``malloc_trim(0)`` every few seconds from a daemon
+thread, which hands the free pages of every arena back (``MADV_DONTNEED``; ctypes releases the
+GIL, and each arena is locked only while it is trimmed). Elsewhere than glibc it does nothing.
+The README ("Guarantees and failure behaviour", the soak) has the measurements.
 """
 
 from __future__ import annotations

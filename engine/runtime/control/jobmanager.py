@@ -11,13 +11,10 @@ control channel. It implements ``view.JobRuntime``, what the API reads.
 from __future__ import annotations
 
 import logging
-import multiprocessing as mp
-import os
 import shutil
 import threading
 import time
 from dataclasses import replace
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +24,8 @@ from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.backfill import LiveBackfill
 from weir.engine.runtime.control.coordinator import CheckpointCoordinator
-from weir.engine.runtime.control.status import StatusPublisher, status_path
+from weir.engine.runtime.control.status import StatusPublisher, job_status, status_path
+from weir.engine.runtime.control.workers import WorkerProcesses
 from weir.engine.runtime.messages import (
     BackfillReply,
     CheckpointAck,
@@ -37,30 +35,23 @@ from weir.engine.runtime.messages import (
     FromWorker,
     StatusReport,
     Stop,
-    ToWorker,
-    WorkerLink,
     WorkerStatus,
 )
 from weir.engine.runtime.outputs import side_sink
 from weir.engine.runtime.task.chain import sink_nodes
-from weir.engine.runtime.task.main import worker_main
 from weir.engine.runtime.view import (
-    STATUS_FORMAT,
     BackfillEntry,
     CheckpointSummary,
-    JobStatus,
     SavepointResult,
     operator_watermark,
     unreported,
 )
 from weir.engine.runtime.wire import from_plain
 from weir.engine.sinks import Sink
-from weir.state.checkpoints import CheckpointStorage, now_ms
+from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import range_for_operator
 
 log = logging.getLogger(__name__)
-
-RECENT_CHECKPOINTS = 10  # in the status file
 
 
 class JobManager:
@@ -77,8 +68,7 @@ class JobManager:
             range_for_operator(job.max_parallelism, cfg.parallelism, i)
             for i in range(cfg.parallelism)
         ]
-        self._procs: list[BaseProcess] = []
-        self._links: list[WorkerLink] = []
+        self._workers = WorkerProcesses()
         self._status: dict[int, WorkerStatus] = {}
         self._finished: set[int] = set()
         self._lock = threading.Lock()
@@ -86,11 +76,10 @@ class JobManager:
         self.done = threading.Event()  # set when the job finished or failed
         self.failure: WorkerFailed | None = None
         self._monitor: threading.Thread | None = None
-        self.coordinator = CheckpointCoordinator(
-            cfg, job, self.ranges, self._broadcast, self._publish
-        )
+        broadcast = self._workers.broadcast
+        self.coordinator = CheckpointCoordinator(cfg, job, self.ranges, broadcast, self._publish)
         self._backfill = LiveBackfill(
-            job.name, cfg.backfill_dir, cfg.parallelism, self._broadcast, self._publish
+            job.name, cfg.backfill_dir, cfg.parallelism, broadcast, self._publish
         )
         self._restored: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
@@ -138,7 +127,9 @@ class JobManager:
         self._control = admin.ControlServer(key, {"savepoint": savepoint, "backfill": backfill})
         self._control.start()
         port = self._control.port
-        self._publisher = StatusPublisher(status_path(job_dir), lambda: self.job_status(port))
+        self._publisher = StatusPublisher(
+            status_path(job_dir), lambda: job_status(self, self.job, self.cfg.run_id, port)
+        )
         self._publisher.start()
 
     def _publish(self) -> None:
@@ -148,27 +139,7 @@ class JobManager:
     def _spawn(self, restore: Path | None) -> None:
         self._restored = restore
         cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
-        ctx = mp.get_context("spawn")
-        self._procs, self._links = [], []
-        for i in range(self.parallelism):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=worker_main,
-                args=(cfg, i, child),
-                name=f"weir-{self.job.name}-worker-{i}",
-                daemon=True,
-            )
-            proc.start()
-            child.close()
-            self._procs.append(proc)
-            self._links.append(WorkerLink(parent))
-
-    def _broadcast(self, msg: ToWorker) -> None:
-        for link in self._links:
-            try:
-                link.send(msg)
-            except OSError:
-                pass  # a worker that is gone: the monitor notices its process
+        self._workers.spawn(cfg, self.job.name)
 
     def _sinks(self) -> list[Sink]:
         """Every sink the workers will open: results, stream sinks and side outputs."""
@@ -182,14 +153,8 @@ class JobManager:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         self._stopping.set()
-        self._broadcast(Stop())
-        deadline = time.monotonic() + timeout_s
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-            if proc.is_alive():
-                log.warning("worker=%s did not stop in time; terminating", proc.name)
-                proc.terminate()
-                proc.join(2.0)
+        self._workers.broadcast(Stop())
+        self._workers.join(timeout_s)
         if self._monitor is not None:
             self._monitor.join(2.0)
         if self._control is not None:
@@ -218,7 +183,8 @@ class JobManager:
     def _poll_workers(self) -> bool:
         """Handle every worker's messages; False when one failed (or the job is stopping)."""
         generation = self.generation
-        for i, (proc, link) in enumerate(zip(self._procs, self._links, strict=True)):
+        workers = self._workers
+        for i, (proc, link) in enumerate(zip(workers.procs, workers.links, strict=True)):
             try:
                 while generation == self.generation and link.poll(0):
                     self._on_message(i, link.receive())
@@ -229,7 +195,7 @@ class JobManager:
             if generation != self.generation or self._stopping.is_set():
                 return False  # restarted (new processes) or stopping
             if not proc.is_alive():
-                reason = self._failure_reason(i, proc)
+                reason = workers.failure_reason(i)
                 if proc.exitcode == 0 and reason.startswith("process"):
                     log.info(
                         "job=%s worker=%d was stopped from outside; stopping the job",
@@ -260,34 +226,11 @@ class JobManager:
             case BackfillReply():
                 self._backfill.reply(index, msg)
 
-    def _root_cause(self, failure: WorkerFailed, wait_s: float = 1.0) -> WorkerFailed:
-        """A survivor that lost a peer reports first; the peer that died is the cause. Its
-        connection closes a moment before its process can be reaped, so wait for it briefly."""
-        deadline = time.monotonic() + wait_s
-        while True:
-            for i, proc in enumerate(self._procs):
-                if i != failure.worker and not proc.is_alive() and proc.exitcode not in (0, None):
-                    return WorkerFailed(i, self._failure_reason(i, proc))
-            if time.monotonic() >= deadline:
-                return failure
-            time.sleep(0.02)
-
-    def _failure_reason(self, index: int, proc: BaseProcess) -> str:
-        link = self._links[index]
-        try:
-            while link.poll(0):
-                msg = link.receive()
-                if isinstance(msg, Failed):
-                    return msg.reason
-        except (EOFError, OSError, MessageError):
-            pass
-        return f"process {proc.pid} exited with code {proc.exitcode}"
-
     def _fail(self, failure: WorkerFailed) -> None:
         if self._stopping.is_set():
             return
         if failure.reason.startswith("lost workers"):
-            failure = self._root_cause(failure)
+            failure = self._workers.root_cause(failure)
         if self.restarts < self.cfg.max_restarts:
             self._restart(failure)
             return
@@ -309,14 +252,7 @@ class JobManager:
             self.cfg.max_restarts,
             self.cfg.restart_delay_ms,
         )
-        for proc in self._procs:
-            if proc.is_alive():
-                proc.kill()
-        for proc in self._procs:
-            proc.join(5.0)
-        for link in self._links:
-            link.close()
-        self.coordinator.restarted()
+        self._workers.kill()
         if self._stopping.wait(self.cfg.restart_delay_ms / 1000.0):
             return
         restore = self.coordinator.latest_complete() or self._restored
@@ -402,29 +338,3 @@ class JobManager:
             return self.failure is None and not self._stopping.is_set() and bool(self._status)
 
         return self._backfill.ingest(req, timeout_s, running, self._stopping)
-
-    def job_status(self, control_port: int | None) -> JobStatus:
-        """What ``jobmanager.json`` holds, for API processes apart from this one."""
-        return JobStatus(
-            format=STATUS_FORMAT,
-            job=self.job.name,
-            run_id=self.cfg.run_id,
-            pid=os.getpid(),
-            written_at=now_ms(),
-            state=self.state(),
-            source=self.source,
-            operators=sorted(self.job.operators),
-            parallelism=self.parallelism,
-            max_parallelism=self.job.max_parallelism,
-            ranges=[(r.start, r.end) for r in self.ranges],
-            generation=self.generation,
-            restarts=self.restarts,
-            last_checkpoint=self.last_checkpoint,
-            completed_checkpoints=self.completed_checkpoints,
-            checkpoints=self.checkpoints[-RECENT_CHECKPOINTS:],
-            checkpoint_problem=self.checkpoint_problem,
-            restored_from=self.restored_from,
-            backfills=list(self.backfills),
-            workers=self.worker_status(),
-            control_port=control_port,
-        )

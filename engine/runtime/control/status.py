@@ -18,13 +18,16 @@ from collections.abc import Callable, Hashable
 from dataclasses import replace
 from pathlib import Path
 
-from weir.engine.runtime.view import JobStatus
+from weir.engine.job import Job
+from weir.engine.runtime.view import STATUS_FORMAT, JobRuntime, JobStatus
+from weir.state.checkpoints import now_ms
 
 log = logging.getLogger(__name__)
 
 STATUS_FILE = "jobmanager.json"
 PERIOD_S = 0.25
 WATCH_S = 0.05
+RECENT_CHECKPOINTS = 10
 
 
 def status_path(job_dir: Path) -> Path:
@@ -45,6 +48,33 @@ def read_status(path: Path) -> JobStatus | None:
     except OSError:
         return None
     return JobStatus.from_json(raw)
+
+
+def job_status(runtime: JobRuntime, job: Job, run_id: str, control_port: int | None) -> JobStatus:
+    """What ``jobmanager.json`` holds: everything ``runtime`` answers, as of now."""
+    return JobStatus(
+        format=STATUS_FORMAT,
+        job=job.name,
+        run_id=run_id,
+        pid=os.getpid(),
+        written_at=now_ms(),
+        state=runtime.state(),
+        source=runtime.source,
+        operators=sorted(job.operators),
+        parallelism=runtime.parallelism,
+        max_parallelism=job.max_parallelism,
+        ranges=[(r.start, r.end) for r in runtime.ranges],
+        generation=runtime.generation,
+        restarts=runtime.restarts,
+        last_checkpoint=runtime.last_checkpoint,
+        completed_checkpoints=runtime.completed_checkpoints,
+        checkpoints=runtime.checkpoints[-RECENT_CHECKPOINTS:],
+        checkpoint_problem=runtime.checkpoint_problem,
+        restored_from=runtime.restored_from,
+        backfills=list(runtime.backfills),
+        workers=runtime.worker_status(),
+        control_port=control_port,
+    )
 
 
 def _watched(status: JobStatus) -> tuple[Hashable, ...]:
@@ -109,4 +139,11 @@ class StatusPublisher:
                 log.exception("status publisher error; retrying")
 
 
-__all__ = ["STATUS_FILE", "StatusPublisher", "read_status", "status_path", "write_status"]
+__all__ = [
+    "STATUS_FILE",
+    "StatusPublisher",
+    "job_status",
+    "read_status",
+    "status_path",
+    "write_status",
+]

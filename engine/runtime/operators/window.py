@@ -365,21 +365,6 @@ class WindowRuntime:
                 _, _, key, ns = layout.decode_state_key(skey)
                 yield key.decode(), ns, raw
 
-    def backfill_conflict(self, min_end: int, max_end: int) -> str | None:
-        """Why a backfill of windows ending in ``[min_end, max_end]`` may not be loaded here:
-        this operator holds such a window, stored or open (None: it holds none)."""
-        self.flush()
-        for key, end, _ in self.stored_rows(self._sid):
-            if min_end <= end <= max_end:
-                return (
-                    f"key {key!r} already has the window ending at {end} in the live state; "
-                    "backfill windows ending before the live job's first (use --to)"
-                )
-        open_ends = [e for e in self.buckets if min_end <= e <= max_end]
-        if open_ends:
-            return f"the live job has open windows ending at {open_ends[0]}"
-        return None
-
     def purge(self, force: bool = False) -> int:
         """Delete windows whose query retention has passed (counted from the data watermark).
 

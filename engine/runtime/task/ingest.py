@@ -27,7 +27,7 @@ def backfill_step(
         return reply(f"operator {req.op!r} is not a window operator of this job")
     try:
         if step.phase is BackfillPhase.CHECK:
-            return reply(rt.backfill_conflict(req.min_end, req.max_end))
+            return reply(_conflict(rt, req.min_end, req.max_end))
         from weir.engine.spark.load import sst_files  # the backfill's layout, loaded when used
 
         files = sst_files(Path(req.path), own)
@@ -37,3 +37,19 @@ def backfill_step(
         return reply(None, len(files))
     except WeirError as exc:
         return reply(str(exc))
+
+
+def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
+    """Why a backfill of windows ending in ``[min_end, max_end]`` may not be loaded here: the
+    operator holds such a window, stored or open (None: it holds none)."""
+    rt.flush()
+    for key, end, _ in rt.stored_rows(rt.op.state_id):
+        if min_end <= end <= max_end:
+            return (
+                f"key {key!r} already has the window ending at {end} in the live state; "
+                "backfill windows ending before the live job's first (use --to)"
+            )
+    open_ends = [e for e in rt.buckets if min_end <= e <= max_end]
+    if open_ends:
+        return f"the live job has open windows ending at {open_ends[0]}"
+    return None

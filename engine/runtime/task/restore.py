@@ -15,7 +15,7 @@ from typing import Any
 from weir.engine.errors import WeirError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.operators.base import OperatorRuntime
-from weir.engine.runtime.task.channels import Inputs
+from weir.engine.runtime.task.channels import Input, Inputs
 from weir.engine.runtime.task.sources import SplitStart
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK, WatermarkStrategy
 from weir.state.checkpoints import CheckpointStorage, FileRef
@@ -79,22 +79,27 @@ def restore_positions(
             start.ended[split] = int(st["offset"])
     for j in range(parallelism):
         theirs = every[j::parallelism]
-        if not theirs:
-            continue
-        marks, data_marks, all_ended = [], [], True
-        for split in theirs:
-            st = saved.get(split)
-            max_ts = int(st["max_ts"]) if st else MIN_WATERMARK
-            done = bool(st and st["ended"])
-            marks.append(MAX_WATERMARK if done else strategy.watermark_for(max_ts))
-            if not (done and max_ts == MIN_WATERMARK):
-                data_marks.append(strategy.watermark_for(max_ts))
-            all_ended = all_ended and done
-        channel = channels.inputs[str(j)]
-        channel.watermark = min(marks)
-        channel.data_watermark = min(data_marks, default=MIN_WATERMARK)
-        channel.ended = all_ended
+        if theirs:
+            _start_channel(channels.inputs[str(j)], [saved.get(s) for s in theirs], strategy)
     return start
+
+
+def _start_channel(
+    channel: Input, positions: list[dict[str, Any] | None], strategy: WatermarkStrategy
+) -> None:
+    """The channel from a worker whose splits were at ``positions`` (None: not in the
+    checkpoint) starts at the minimum of their watermarks, ended once all of them had."""
+    marks, data_marks, all_ended = [], [], True
+    for st in positions:
+        max_ts = int(st["max_ts"]) if st else MIN_WATERMARK
+        done = bool(st and st["ended"])
+        marks.append(MAX_WATERMARK if done else strategy.watermark_for(max_ts))
+        if not (done and max_ts == MIN_WATERMARK):
+            data_marks.append(strategy.watermark_for(max_ts))
+        all_ended = all_ended and done
+    channel.watermark = min(marks)
+    channel.data_watermark = min(data_marks, default=MIN_WATERMARK)
+    channel.ended = all_ended
 
 
 def restore_operators(meta: dict[str, Any], ops: dict[str, OperatorRuntime]) -> None:

@@ -86,12 +86,6 @@ class Worker:
         self.stream_sinks = {id(n): n.sink.open() for n in sink_nodes(node)}
         self.chain = Chain(node, self.stream_sinks, self.dead, cfg.max_future_ms)
         self.sources = SourceSide(node, self.chain, every[index::p], cfg.idle_timeout_ms)
-        start = SplitStart()
-        if restored is not None:
-            start = restore_positions(
-                restored, node.watermarks, every, p, self.sources.inputs, self.keyed.channels
-            )
-        self.sources.open(start)
         self.exchange = Exchange(cfg.exchange_namespace(job.name), index, p) if p > 1 else None
         self.router = Router(
             index, p, job.max_parallelism, self.exchange, cfg.batch_size, self.keyed.deliver
@@ -100,13 +94,23 @@ class Worker:
         self.snapshots = Snapshotter(
             cfg, job.name, index, self.range, self.state, link.send, confirmed
         )
-        if restored is not None:
-            restore_operators(restored, self.keyed.ops)
+        self._open(every, restored)
         self.finished = False
         self.run_started_at = self.finished_at = 0.0
         self.records_received = 0
         self.backpressured_s = 0.0
         self.started = time.monotonic()
+
+    def _open(self, every: list[str], restored: dict[str, Any] | None) -> None:
+        """Open the splits from their start, or resume splits, channels and operators where
+        checkpoint ``restored`` left them."""
+        start = SplitStart()
+        if restored is not None:
+            strategy = self.job.sources[0].watermarks
+            p, splits, channels = self.cfg.parallelism, self.sources.inputs, self.keyed.channels
+            start = restore_positions(restored, strategy, every, p, splits, channels)
+            restore_operators(restored, self.keyed.ops)
+        self.sources.open(start)
 
     def status(self) -> WorkerStatus:
         elapsed = max(1e-9, time.monotonic() - self.started)
@@ -149,21 +153,7 @@ class Worker:
         timeout_s = self.cfg.buffer_timeout_ms / 1000.0
         next_flush = last_status = last_tick = time.monotonic()
         while not self._stop_requested():
-            reading = bool(self.sources.readers) and self.barriers.pending is None
-            busy = False
-            if self.exchange is not None:
-                busy = self._drain(0 if reading and not self.router.backpressured else 0.002)
-                if self.exchange.closed_peers() and not self.finished:
-                    raise WorkerFailed(self.index, f"lost workers {self.exchange.closed_peers()}")
-            if reading:
-                if self.router.backpressured:
-                    t0 = time.monotonic()
-                    self._drain(0.002)
-                    self.backpressured_s += time.monotonic() - t0
-                else:
-                    batch = self.sources.read_next(self.cfg.batch_size)
-                    self.router.route(batch.keyed, batch.trace, batch.data_watermark, batch.status)
-                    busy = batch.had_records or busy
+            busy = self._move_records()
             now = time.monotonic()
             if self.keyed.clocked and now - last_tick >= TICK_S:
                 self.keyed.tick()
@@ -181,6 +171,28 @@ class Worker:
             if self.finished and not busy:
                 self.link.poll(0.05)
         self.close()
+
+    def _move_records(self) -> bool:
+        """Drain the other workers' frames, then read a source batch unless the outputs are
+        backed up or a barrier is being aligned; True when records moved."""
+        busy = False
+        if self.exchange is not None:
+            busy = self._drain(0 if self._reading() and not self.router.backpressured else 0.002)
+            if self.exchange.closed_peers() and not self.finished:
+                raise WorkerFailed(self.index, f"lost workers {self.exchange.closed_peers()}")
+        if self._reading():  # again: a frame may have begun a barrier
+            if self.router.backpressured:
+                t0 = time.monotonic()
+                self._drain(0.002)
+                self.backpressured_s += time.monotonic() - t0
+            else:
+                batch = self.sources.read_next(self.cfg.batch_size)
+                self.router.route(batch.keyed, batch.trace, batch.data_watermark, batch.status)
+                busy = batch.had_records or busy
+        return busy
+
+    def _reading(self) -> bool:
+        return bool(self.sources.readers) and self.barriers.pending is None
 
     def _drain(self, timeout: float) -> bool:
         """Handle the frames other workers sent; True when there were any."""

@@ -1,0 +1,90 @@
+"""The job manager's worker processes: spawned (not forked: each loads the job file itself, so
+user functions never need to be pickled), one pipe each (``messages.WorkerLink``), stopped in
+order or killed all at once for a restart."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import time
+from multiprocessing.process import BaseProcess
+
+from weir.engine.errors import MessageError, WorkerFailed
+from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.messages import Failed, ToWorker, WorkerLink
+from weir.engine.runtime.task.main import worker_main
+
+log = logging.getLogger(__name__)
+
+
+class WorkerProcesses:
+    def __init__(self) -> None:
+        self.procs: list[BaseProcess] = []
+        self.links: list[WorkerLink] = []
+
+    def spawn(self, cfg: RunConfig, job_name: str) -> None:
+        ctx = mp.get_context("spawn")
+        self.procs, self.links = [], []
+        for i in range(cfg.parallelism):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=worker_main,
+                args=(cfg, i, child),
+                name=f"weir-{job_name}-worker-{i}",
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            self.procs.append(proc)
+            self.links.append(WorkerLink(parent))
+
+    def broadcast(self, msg: ToWorker) -> None:
+        for link in self.links:
+            try:
+                link.send(msg)
+            except OSError:
+                pass  # a worker that is gone: the job manager's monitor notices its process
+
+    def join(self, timeout_s: float) -> None:
+        """Wait for every worker to exit; terminate those still running at the deadline."""
+        deadline = time.monotonic() + timeout_s
+        for proc in self.procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                log.warning("worker=%s did not stop in time; terminating", proc.name)
+                proc.terminate()
+                proc.join(2.0)
+
+    def kill(self) -> None:
+        """Kill every worker at once (a restart starts them all again)."""
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.kill()
+        for proc in self.procs:
+            proc.join(5.0)
+        for link in self.links:
+            link.close()
+
+    def failure_reason(self, index: int) -> str:
+        """What worker ``index`` said before it exited, else how it exited."""
+        link, proc = self.links[index], self.procs[index]
+        try:
+            while link.poll(0):
+                msg = link.receive()
+                if isinstance(msg, Failed):
+                    return msg.reason
+        except (EOFError, OSError, MessageError):
+            pass
+        return f"process {proc.pid} exited with code {proc.exitcode}"
+
+    def root_cause(self, failure: WorkerFailed, wait_s: float = 1.0) -> WorkerFailed:
+        """A survivor that lost a peer reports first; the peer that died is the cause. Its
+        connection closes a moment before its process can be reaped, so wait for it briefly."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            for i, proc in enumerate(self.procs):
+                if i != failure.worker and not proc.is_alive() and proc.exitcode not in (0, None):
+                    return WorkerFailed(i, self.failure_reason(i))
+            if time.monotonic() >= deadline:
+                return failure
+            time.sleep(0.02)
