@@ -5,7 +5,7 @@ Only data crosses (integers, floats, strings, bytes, lists, maps, None), so deco
 code the way unpickling can, and the same bytes can travel over a pipe or a TCP connection.
 ``Codec.decode`` rebuilds the class its tag names and checks every field against the class's
 own annotations: an unknown tag, a missing or unknown field, or a value of the wrong type raises
-``MessageError`` naming the message, the field and the value.
+``MessageError`` naming the message, the field's path and the value.
 
 ``to_plain`` / ``from_plain`` are the same mapping without msgpack, for JSON documents read by
 another process (``jobmanager.json``).
@@ -15,6 +15,9 @@ Annotations understood: ``int`` (not bool), ``float`` (an int is taken as a floa
 ints), ``list[X]``, ``tuple[X, ...]``, ``tuple[X, Y]``, ``dict[K, V]``, enums (by value),
 nested dataclasses and TypedDicts (maps by field name), and ``Any``: any data, unchecked, for
 JSON documents carried as they are.
+
+Checks run on every status a worker sends, so the path to a wrong value is only spelled out
+when there is one: containers add their step to the error as it passes them.
 """
 
 from __future__ import annotations
@@ -33,9 +36,36 @@ from weir.engine.errors import MessageError
 
 M = TypeVar("M")
 T = TypeVar("T")
-Check = Callable[[Any, str], Any]  # (plain value, where it is) -> the typed value
+Check = Callable[[Any], Any]  # plain value -> the typed value, or raises _Wrong
 
 _SHOWN = 60  # characters of an offending value quoted in an error
+
+
+class _Wrong(Exception):
+    """A value that does not fit; ``path`` grows (innermost first) on its way out."""
+
+    def __init__(self, expected: str, value: Any, why: str | None = None) -> None:
+        self.expected = expected
+        self.value = value
+        self.why = why  # said instead of "expected ..., got ..."
+        self.path: list[str] = []
+
+    def text(self) -> str:
+        if self.why is not None:
+            return self.why
+        shown = repr(self.value)
+        if len(shown) > _SHOWN:
+            shown = shown[:_SHOWN] + "..."
+        return f"expected {self.expected}, got {type(self.value).__name__} {shown}"
+
+
+def _fields(value: Any) -> Any:
+    """msgpack's hook for what it cannot pack itself: dataclasses and enums."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"{type(value).__name__} is not data a message can carry")
 
 
 def to_plain(value: Any) -> Any:
@@ -54,7 +84,11 @@ def to_plain(value: Any) -> Any:
 def from_plain(tp: type[T], value: Any, where: str = "") -> T:
     """``value`` (as msgpack or JSON decoded it) checked against ``tp`` and built into it."""
     key: Any = tp  # any annotation, not only a class: checked by ``_checker``
-    built: T = _checker(key)(value, where or tp.__name__)
+    try:
+        built: T = _checker(key)(value)
+    except _Wrong as exc:
+        path = (where or tp.__name__) + "".join(reversed(exc.path))
+        raise MessageError(f"{path}: {exc.text()}") from None
     return built
 
 
@@ -73,7 +107,7 @@ class Codec(Generic[M]):
         tag = type(msg).__name__
         if self._by_tag.get(tag) is not type(msg):
             raise MessageError(f"{tag} is not one of this codec's messages ({self._known()})")
-        packed: bytes = msgpack.packb([tag, to_plain(msg)], use_bin_type=True)
+        packed: bytes = msgpack.packb([tag, _fields(msg)], default=_fields, use_bin_type=True)
         return packed
 
     def decode(self, raw: bytes) -> M:
@@ -83,7 +117,7 @@ class Codec(Generic[M]):
             why = str(exc) or type(exc).__name__
             raise MessageError(f"{len(raw)} bytes are not a msgpack message frame: {why}") from None
         if not (isinstance(frame, list) and len(frame) == 2 and isinstance(frame[0], str)):
-            raise MessageError(f"a message frame is [tag, fields], not {_show(frame)}")
+            raise MessageError(f"a message frame is [tag, fields], not {type(frame).__name__}")
         cls = self._by_tag.get(frame[0])
         if cls is None:
             raise MessageError(
@@ -95,31 +129,20 @@ class Codec(Generic[M]):
         return ", ".join(sorted(self._by_tag))
 
 
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text if len(text) <= _SHOWN else text[:_SHOWN] + '...'}"
-
-
-def _fail(where: str, expected: str, value: Any) -> MessageError:
-    return MessageError(f"{where}: expected {expected}, got {_show(value)}")
-
-
 @functools.cache
 def _checker(tp: Any) -> Check:
     """The check for values of type ``tp`` (built once per type)."""
     if tp is Any:
-        return lambda v, where: v
+        return lambda v: v
     if tp is None or tp is type(None):
         return _exact(type(None), "None")
-    if tp in (bool, str, bytes):
-        return _exact(tp, tp.__name__)
-    if tp is int:
-        return _exact(int, "int")  # exact: a bool is not an int here
+    if tp in (bool, int, str, bytes):
+        return _exact(tp, tp.__name__)  # exact: a bool is not an int here
     if tp is float:
         return _float
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin in (Union, types.UnionType):
-        return _union([_checker(a) for a in args], " | ".join(_name(a) for a in args))
+        return _union(args)
     if origin is list:
         return _list(_checker(args[0]))
     if origin is tuple:
@@ -140,77 +163,129 @@ def _name(tp: Any) -> str:
 
 
 def _exact(tp: type, name: str) -> Check:
-    def check(v: Any, where: str) -> Any:
+    def check(v: Any) -> Any:
         if type(v) is not tp:
-            raise _fail(where, name, v)
+            raise _Wrong(name, v)
         return v
 
     return check
 
 
-def _float(v: Any, where: str) -> float:
+def _float(v: Any) -> float:
     if type(v) is float:
         return v
     if type(v) is int:
         return float(v)
-    raise _fail(where, "float", v)
+    raise _Wrong("float", v)
 
 
-def _union(checks: list[Check], name: str) -> Check:
-    def check(v: Any, where: str) -> Any:
+def _union(args: tuple[Any, ...]) -> Check:
+    name = " | ".join(_name(a) for a in args)
+    if set(args) == {int, float}:  # a number kept as it is (ints stay ints)
+
+        def number(v: Any) -> Any:
+            if type(v) is int or type(v) is float:
+                return v
+            raise _Wrong(name, v)
+
+        return number
+    if len(args) == 2 and type(None) in args:  # X | None
+        inner = _checker(args[0] if args[1] is type(None) else args[1])
+
+        def optional(v: Any) -> Any:
+            return None if v is None else inner(v)
+
+        return optional
+    checks = [_checker(a) for a in args]
+
+    def check(v: Any) -> Any:
         for c in checks:
             try:
-                return c(v, where)
-            except MessageError:
+                return c(v)
+            except _Wrong:
                 continue
-        raise _fail(where, name, v)
+        raise _Wrong(name, v)
 
     return check
 
 
+def _first_wrong(item: Check, values: Any) -> str:
+    """Where in ``values`` the first value that fails ``item`` is (the slow path, on error)."""
+    for i, x in enumerate(values):
+        try:
+            item(x)
+        except _Wrong:
+            return f"[{i}]"
+    return ""
+
+
 def _list(item: Check) -> Check:
-    def check(v: Any, where: str) -> list[Any]:
+    def check(v: Any) -> list[Any]:
         if not isinstance(v, list | tuple):
-            raise _fail(where, "a list", v)
-        return [item(x, f"{where}[{i}]") for i, x in enumerate(v)]
+            raise _Wrong("a list", v)
+        try:
+            return [item(x) for x in v]
+        except _Wrong as exc:
+            exc.path.append(_first_wrong(item, v))
+            raise
 
     return check
 
 
 def _tuple_of(item: Check) -> Check:
-    def check(v: Any, where: str) -> tuple[Any, ...]:
-        if not isinstance(v, list | tuple):
-            raise _fail(where, "a list", v)
-        return tuple(item(x, f"{where}[{i}]") for i, x in enumerate(v))
-
-    return check
+    as_list = _list(item)
+    return lambda v: tuple(as_list(v))
 
 
 def _fixed_tuple(items: list[Check]) -> Check:
-    def check(v: Any, where: str) -> tuple[Any, ...]:
+    def check(v: Any) -> tuple[Any, ...]:
         if not isinstance(v, list | tuple) or len(v) != len(items):
-            raise _fail(where, f"a list of {len(items)}", v)
-        return tuple(c(x, f"{where}[{i}]") for i, (c, x) in enumerate(zip(items, v, strict=True)))
+            raise _Wrong(f"a list of {len(items)}", v)
+        try:
+            return tuple([c(x) for c, x in zip(items, v, strict=True)])
+        except _Wrong as exc:
+            for i, (c, x) in enumerate(zip(items, v, strict=True)):
+                try:
+                    c(x)
+                except _Wrong:
+                    exc.path.append(f"[{i}]")
+                    break
+            raise
 
     return check
 
 
 def _dict(key: Check, value: Check) -> Check:
-    def check(v: Any, where: str) -> dict[Any, Any]:
+    def check(v: Any) -> dict[Any, Any]:
         if not isinstance(v, dict):
-            raise _fail(where, "a map", v)
-        return {key(k, f"{where} key"): value(x, f"{where}[{k!r}]") for k, x in v.items()}
+            raise _Wrong("a map", v)
+        try:
+            return {key(k): value(x) for k, x in v.items()}
+        except _Wrong as exc:
+            for k, x in v.items():
+                try:
+                    key(k)
+                except _Wrong:
+                    exc.path.append(" key")
+                    raise exc from None
+                try:
+                    value(x)
+                except _Wrong:
+                    exc.path.append(f"[{k!r}]")
+                    raise exc from None
+            raise
 
     return check
 
 
 def _enum(tp: type[enum.Enum]) -> Check:
-    def check(v: Any, where: str) -> enum.Enum:
+    known = ", ".join(repr(m.value) for m in tp)
+
+    def check(v: Any) -> enum.Enum:
         try:
             return tp(v)
         except ValueError:
-            known = ", ".join(repr(m.value) for m in tp)
-            raise _fail(where, f"one of {known}", v) from None
+            raise _Wrong(f"one of {known}", v) from None
 
     return check
 
@@ -222,18 +297,30 @@ def _record(tp: Any) -> Check:
     names = list(hints) if typed_dict else [f.name for f in dataclasses.fields(tp)]
     build: Callable[..., Any] = dict if typed_dict else tp
     fields = {n: _checker(hints[n]) for n in names}
+    expected = f"a map of {tp.__name__}'s fields {', '.join(fields)}"
 
-    def check(v: Any, where: str) -> Any:
+    def check(v: Any) -> Any:
         if not isinstance(v, dict):
-            raise _fail(where, f"a map of {tp.__name__}'s fields", v)
-        missing = [n for n in fields if n not in v]
-        unknown = [str(k) for k in v if k not in fields]
-        if missing or unknown:
-            raise MessageError(
-                f"{where}: {tp.__name__} has fields {', '.join(fields)}; missing "
-                f"{missing or 'none'}, unknown {unknown or 'none'} (a weir of another version?)"
+            raise _Wrong(expected, v)
+        if v.keys() != fields.keys():
+            missing = [n for n in fields if n not in v]
+            unknown = [str(k) for k in v if k not in fields]
+            raise _Wrong(
+                expected,
+                v,
+                f"{tp.__name__} has fields {', '.join(fields)}; missing {missing or 'none'}, "
+                f"unknown {unknown or 'none'} (a weir of another version?)",
             )
-        return build(**{n: c(v[n], f"{where}.{n}") for n, c in fields.items()})
+        try:
+            return build(**{n: c(v[n]) for n, c in fields.items()})
+        except _Wrong as exc:
+            for n, c in fields.items():
+                try:
+                    c(v[n])
+                except _Wrong:
+                    exc.path.append(f".{n}")
+                    break
+            raise
 
     return check
 

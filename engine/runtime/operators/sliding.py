@@ -39,7 +39,7 @@ class SlidingRuntime(WindowRuntime):
         self._fired_upto: int | None = None  # every window ending at or before this is done
         self._pane_deletes: list[tuple[str, int]] = []
         self._trace: list[int] = []
-        self._pane_prefix = KeyPrefixes(self._psid, self._max_par)
+        self._pane_prefix = KeyPrefixes(self._psid, self._max_par).prefix
 
     # ``self.buckets`` holds panes: {pane end: {key: slots}}; ``self._dirty`` their changes
 

@@ -78,8 +78,9 @@ class WindowRuntime:
         self._allowed: list[tuple[str, int, Any, list[Any]]] = []
         self._timer_ends: set[int] = set()
         self._timer_seq = 0  # strictly increasing: two flushes never share a timer entry
-        self._prefix = KeyPrefixes(self._sid, max_parallelism)
-        self._namespace = Namespaces()
+        self._prefixes = KeyPrefixes(self._sid, max_parallelism)
+        self._prefix = self._prefixes.prefix
+        self._namespace = Namespaces().namespace
         self._last_purge = 0.0
         self.results: list[dict[str, Any]] = []
         # top-N: the last fired window's, and the newest open one's (tumbling windows only)
@@ -314,7 +315,7 @@ class WindowRuntime:
         self.tops.flushed(self.buckets, self._dirty)
         batch = self._state.batch()
         put = batch.put
-        prefixes = self._prefix.cache
+        prefixes = self._prefixes.cache
         prefix = self._prefix
         pack = encode_window
         for e, keys in self._dirty.items():
