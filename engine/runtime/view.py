@@ -14,7 +14,7 @@ import orjson
 
 from weir.engine.errors import MessageError
 from weir.engine.runtime.messages import WorkerStatus
-from weir.engine.runtime.wire import from_plain, to_plain
+from weir.engine.runtime.wire import from_plain
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import KeyGroupRange
@@ -135,7 +135,8 @@ class JobStatus:
     control_port: int | None
 
     def to_json(self) -> bytes:
-        return orjson.dumps(to_plain(self), option=orjson.OPT_NON_STR_KEYS)
+        """orjson writes dataclasses and tuples itself (in C: this runs every publication)."""
+        return orjson.dumps(self, option=orjson.OPT_NON_STR_KEYS)
 
     @staticmethod
     def from_json(raw: bytes) -> JobStatus:
