@@ -4,8 +4,9 @@ channel (``engine/runtime/control.py``).
 
 A status file older than ``stale_after_s`` (12 missed publications by default) means the job
 manager is gone or stuck: the job is then reported as ``unknown`` and ``/health`` as degraded,
-while queries go on answering from the state files as they are. A new ``weir run`` of the job
-(a new run id) or a restart (a new generation) makes the readers reopen.
+while queries go on answering from the state files as they are. A job whose last status says it
+failed stays ``failed`` however old that status is: its job manager stopped for good. A new
+``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers reopen.
 """
 
 from __future__ import annotations
@@ -103,6 +104,8 @@ class RemoteRuntime:
 
     def state(self) -> str:
         body = self._status()
+        if body.get("state") == "failed":  # the job manager's last word: it stays failed
+            return "failed"
         if not body or self._age_s(body) > self.stale_after_s:
             return "unknown"
         return str(body.get("state", "unknown"))
@@ -133,6 +136,11 @@ class RemoteRuntime:
                 f"{sorted(self.job.operators)}; serve the file weir run runs"
             )
         return None
+
+    @property
+    def failure(self) -> str | None:
+        found = self._status().get("failure")
+        return None if found is None else str(found)
 
     @property
     def checkpoint_problem(self) -> str | None:

@@ -5,34 +5,49 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 
 from weir.api.deps import job_handle, public_watermark, registry
 from weir.api.errors import ErrorBody
 from weir.api.models import CheckpointList, Health, JobDetail, JobsAnswer
-from weir.api.registry import Registry
+from weir.api.registry import JobRuntime, Registry
 
 router = APIRouter(tags=["jobs"])
 
 
-@router.get("/health", response_model=Health)
-def health(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
+@router.get(
+    "/health",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "a job has failed (``problems`` says why)"}},
+)
+def health(reg: Annotated[Registry, Depends(registry)], response: Response) -> dict[str, Any]:
+    """200 ``ok``; 200 ``degraded`` while a job goes on but something needs a look (its last
+    checkpoint failed; from ``weir api``, the job manager's status is missing or stale); 503
+    ``failed`` once a job has stopped for good on a failure, so probes and load balancers see it."""
     states = {name: h.runtime.state() for name, h in reg.jobs.items()}
     problems = {
-        name: str(problem)
+        name: problem
         for name, h in reg.jobs.items()
-        if (
-            problem := getattr(h.runtime, "status_problem", None)  # weir api: job manager gone
-            or getattr(h.runtime, "checkpoint_problem", None)
-        )
+        if (problem := _problem(h.runtime, states[name])) is not None
     }
-    if any(s == "failed" for s in states.values()):
+    if "failed" in states.values():
         status = "failed"
+        response.status_code = 503
     elif problems:
-        status = "degraded"  # the last checkpoint failed, or (weir api) the job is not seen
+        status = "degraded"
     else:
         status = "ok"
     return {"status": status, "jobs": states, "problems": problems}
+
+
+def _problem(runtime: JobRuntime, state: str) -> str | None:
+    if state == "failed":
+        failure = getattr(runtime, "failure", None)
+        return str(failure) if failure is not None else "the job failed (see its log)"
+    problem = getattr(runtime, "status_problem", None) or getattr(
+        runtime, "checkpoint_problem", None
+    )
+    return None if problem is None else str(problem)
 
 
 @router.get("/jobs", response_model=JobsAnswer)

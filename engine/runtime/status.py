@@ -75,6 +75,7 @@ def snapshot(manager: JobManager, control_port: int | None) -> dict[str, Any]:
         "pid": os.getpid(),
         "written_at": now_ms(),
         "state": manager.state(),
+        "failure": str(manager.failure) if manager.failure is not None else None,
         "source": manager.job.sources[0].source.describe(),
         "operators": sorted(manager.job.operators),
         "parallelism": manager.parallelism,
