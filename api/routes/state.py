@@ -37,6 +37,7 @@ MAX_LIMIT = 10_000
 MAX_LOOKUP_KEYS = 1_000
 MAX_KEYS_PAGE = 1_000
 RETRY_MS = 2_000  # how long an EventSource waits before it reconnects
+ERROR_BODY_REF = {"$ref": "#/components/schemas/ErrorBody"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,7 +253,8 @@ async def _stream_answer(target: StreamTarget, key: str, bounds: Bounds) -> byte
 @router.get(
     "/{job}/{op}/state/{key:path}/stream",
     response_class=EventSourceResponse,
-    responses={404: {"model": ErrorBody}},
+    # a model here would be documented as the stream's media type; the 404 is JSON
+    responses={404: {"content": {"application/json": {"schema": ERROR_BODY_REF}}}},
 )
 async def stream_state(
     key: str,
@@ -267,15 +269,14 @@ async def stream_state(
     """Server-Sent Events: the key's answer (as the point lookup gives it) each time it
     changes, checked every ``interval_ms``. An event's ``id`` is the answer's ETag, so a client
     that reconnects with ``Last-Event-ID`` gets the next event only once the answer differs from
-    the one it has. The first event of a connection carries ``retry``; FastAPI sends a comment
-    after 15 s without one, which keeps proxies open. When the client goes, FastAPI cancels
-    this generator and its ``finally`` gives the stream's slot back. (A key that itself ends in
-    ``/stream`` is read with the point lookup.)"""
+    the one it has. The first event of a connection carries ``retry``; a comment follows 15 s
+    without an event, which keeps proxies open. (A key that itself ends in ``/stream`` is read
+    with the point lookup.)"""
     bounds = Bounds(limit=limit)
     sent = last_event_id
     retry: int | None = RETRY_MS
     metrics.open_streams.inc()
-    try:
+    try:  # when the client goes, FastAPI cancels this generator wherever it waits
         while True:
             raw = await _stream_answer(target, key, bounds)
             tag = etag_of(raw)
