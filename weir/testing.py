@@ -64,7 +64,8 @@ def run(
     """Run ``job`` over ``events`` (decoded values, normally dicts) and return its output.
 
     ``batch_size`` is how many events go through the chain at once; like ``weir run
-    --batch-size`` it changes no result."""
+    --batch-size`` it changes no window's results nor any late record, only how the results of
+    different windows interleave."""
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} is too small; use 1 or more")
     with Harness(
