@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from weir.app import logs
 from weir.engine.errors import WeirError, WorkerFailed
 from weir.engine.job import Job
 from weir.engine.runtime import heap
@@ -765,10 +766,7 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
     ignored here, so the job manager can stop workers in order; SIGTERM stops gracefully."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
-    logging.basicConfig(
-        level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("kafka").setLevel(logging.ERROR)
+    logs.configure(cfg.log_level, cfg.log_format)  # a spawned process starts unconfigured
     heap.trim_in_background()
     try:
         job = load_configured_job(cfg)
