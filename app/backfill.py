@@ -4,6 +4,7 @@ ranges) on Spark, then load the windows into a savepoint (``--into-savepoint``) 
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -11,8 +12,24 @@ from typing import Any
 
 from weir.engine.errors import ConfigError
 
+# what the Spark extra (weir[spark]: pyspark[sql]) installs and the backfill needs
+SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
+
+
+def require_spark() -> None:
+    """One line naming the extra when Spark is not installed (weir itself does not need it)."""
+    for name in SPARK_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            raise ConfigError(
+                f"weir backfill runs on Spark and {name} is not installed; install weir's Spark "
+                "extra: pip install 'weir[spark]'"
+            ) from None
+
 
 def main(args: Any) -> int:
+    require_spark()
     from weir.engine.runtime.loader import load_job
     from weir.engine.spark.backfill import backfill_operator, run_backfill
     from weir.engine.spark.inputs import resolve_inputs
