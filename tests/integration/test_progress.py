@@ -84,23 +84,23 @@ def test_backfill_off_a_terminal_writes_plain_lines(
 
 
 def test_spark_progress_shows_stages_tasks_and_records(spark: Any) -> None:
-    """Two stages: 4 tasks that write a shuffle, then 4 slow tasks (2 at a time) reading it,
-    whose records Spark reports as each task ends."""
+    """Two stages: 4 tasks that write a shuffle, then 8 slow tasks (2 at a time on local[2],
+    one key each) reading it, whose records Spark reports as each task ends."""
 
     def slow(kv: tuple[int, int]) -> tuple[int, int]:
-        time.sleep(0.4)
+        time.sleep(0.3)
         return kv
 
     out = io.StringIO()
     pairs = spark.sparkContext.parallelize(range(1_000), 4).map(lambda x: (x % 8, x))
     with SparkProgress(spark.sparkContext, StatusLine(out, every_s=0.0), poll_s=0.05):
-        assert len(pairs.reduceByKey(lambda a, b: a + b, 4).map(slow).collect()) == 8
+        assert len(pairs.reduceByKey(lambda a, b: a + b, 8).map(slow).collect()) == 8
     lines = out.getvalue().splitlines()
     assert "\r" not in out.getvalue()
-    stage = re.compile(r"weir backfill: stage (\d+): (\d)/4 tasks done, \d running")
+    stage = re.compile(r"weir backfill: stage (\d+): (\d)/([48]) tasks done, \d running")
     done: dict[str, list[int]] = {}
     for m in filter(None, map(stage.match, lines)):
         done.setdefault(m.group(1), []).append(int(m.group(2)))
     assert done and all(d == sorted(d) for d in done.values()), lines  # tasks done only rise
-    assert any(re.search(r", [\d,]+ records read \(", line) for line in lines), lines
+    assert any(re.search(r", [\d,]+ records read \(", line) for line in lines), "\n".join(lines)
     assert re.fullmatch(r"weir backfill: [2-9] stages done, [\d.]+ s", lines[-1]), lines
