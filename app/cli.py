@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from weir import __version__  # the installed package's version (its metadata)
 from weir.app import logs
 from weir.app.flags import (
     Env,
@@ -46,6 +47,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="weir", description="weir: a queryable-state stream processor")
+    parser.add_argument("--version", action="version", version=f"weir {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run a job file and serve its state over HTTP")
     run.add_argument("job_file", metavar="JOB", help=JOB_HELP)
