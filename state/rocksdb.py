@@ -55,7 +55,7 @@ class RocksOptions:
     manifest_kb: int = 128
     # The memtable stays RocksDB's skiplist: a vector memtable makes puts cheaper, but secondary
     # instances inherit the primary's memtable type and a seek there sorts the whole memtable.
-    # Queries are the product, so writes pay instead (loadtest/ and the README have figures).
+    # Queries are the product, so writes pay instead (the README has the figures).
 
     def to_options(self) -> Options:
         opts = Options(raw_mode=True)
