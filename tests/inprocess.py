@@ -2,8 +2,9 @@
 with one split does (``engine/runtime/worker.py``): ``chain.process(batch, split)``, the keyed
 sub-batches to their operators, then ``advance(watermark, data watermark, trace)`` with the
 watermark after each record; at the end ``advance(MAX_WATERMARK, ..., [MAX_WATERMARK])``. State
-is a real RocksDB under the given directory; late records and dead letters go to real JSONL
-sinks, read back at the end.
+is the in-memory backend unless the caller passes one (the contract suite in ``tests/contract/``
+holds both backends to the same behaviour); late records and dead letters go to real JSONL sinks
+under the given directory, read back at the end.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from weir.engine.runtime.operators import runtime_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MAX_WATERMARK
+from weir.state.backend import StateBackend
 from weir.state.keygroups import range_for_operator
-from weir.state.rocksdb import RocksState
+from weir.state.memory import MemoryState
 
 SPLIT = "0"
 
@@ -69,12 +71,15 @@ def run_batches(
     flush_after: Sequence[bool] = (),
     retention_ms: int = 3_600_000,
     job: Job | None = None,
+    state: StateBackend | None = None,
 ) -> Run:
     """Feed ``items`` in batches of ``batch_sizes`` (the rest in one last batch). ``job``
-    replaces the one built from ``spec`` (whose ``op`` names the operator to run)."""
+    replaces the one built from ``spec`` (whose ``op`` names the operator to run). A ``state``
+    passed in stays open, for the caller to read what the operators stored."""
     job = job or build_job(spec)
     source = job.sources[0]
-    state = RocksState(root / "db")
+    owned = state is None
+    state = MemoryState() if state is None else state
     late = LateRecords(sinks.jsonl(root / "late.jsonl"))
     dead = DeadLetters(sinks.jsonl(root / "dead.jsonl"))
     node_ops = [
@@ -120,7 +125,8 @@ def run_batches(
     finally:
         late.close()
         dead.close()
-        state.close()
+        if owned:
+            state.close()
     return Run(
         results,
         read_jsonl(root / "late.jsonl"),
