@@ -124,9 +124,9 @@ class RocksState:
             raise StateError(f"RocksDB write to {self.path} failed: {exc}") from exc
 
     def scan(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Keys in ``[lo, hi)``. A worker scans once over its state (restore, the retention
-        purge's timers), so the blocks read do not enter the block cache, where they would push
-        out the blocks queries and writes use and grow the worker's memory by the cache's size."""
+        """Keys in ``[lo, hi)``. A worker reads these blocks once (restore, the retention
+        purge's timers), so they do not enter the block cache: they would fill it for nothing
+        and grow the worker's memory by the cache's size."""
         try:
             yield from _scan(self._db, lo, hi, fill_cache=False)
         except Exception as exc:
