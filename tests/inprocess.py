@@ -1,5 +1,6 @@
 """Run a job's chain and operators in-process, batch by batch, the way a single worker with one
-split does: ``weir.testing.Harness`` over a real RocksDB under the given directory, with the
+split does: ``weir.testing.Harness`` over the in-memory state backend unless the caller passes
+one (the contract suite in ``tests/contract/`` holds both backends to the same behaviour), with the
 batch cuts and state flushes the property tests draw. ``build_job`` turns a reference ``Spec``
 into the job the brute-force model in ``tests/reference.py`` describes.
 """
@@ -13,6 +14,8 @@ from typing import Any
 
 from tests.reference import Spec
 from weir import Job, WatermarkStrategy, agg, sources, windows
+from weir.state.backend import StateBackend
+from weir.state.memory import MemoryState
 from weir.testing import Harness
 
 
@@ -58,21 +61,26 @@ def run_batches(
     flush_after: Sequence[bool] = (),
     retention_ms: int = 3_600_000,
     job: Job | None = None,
+    state: StateBackend | None = None,
 ) -> Run:
     """Feed ``items`` in batches of ``batch_sizes`` (the rest in one last batch), flushing
     state to RocksDB after the batches ``flush_after`` marks. ``job`` replaces the one built
-    from ``spec`` (whose ``op`` names the operator to run)."""
+    from ``spec`` (whose ``op`` names the operator to run). A ``state`` passed in stays open,
+    for the caller to read what the operators stored."""
     sizes = list(batch_sizes)
     if sum(sizes) < len(items):
         sizes.append(len(items) - sum(sizes))
     pos = 0
-    with Harness(job or build_job(spec), state_dir=root, state_retention_ms=retention_ms) as h:
+    backend = MemoryState() if state is None else state
+    with Harness(job or build_job(spec), state=backend, state_retention_ms=retention_ms) as h:
         for i, n in enumerate(sizes):
             h.feed(items[pos : pos + n], decoded=decoded)
             pos += n
             if i < len(flush_after) and flush_after[i]:
                 h.flush()
         out = h.finish()
+    if state is None:
+        backend.close()
     return Run(
         out.results,
         out.late,

@@ -35,6 +35,7 @@ from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MAX_WATERMARK
+from weir.state.backend import StateBackend
 from weir.state.keygroups import range_for_operator
 from weir.state.rocksdb import RocksState
 
@@ -82,7 +83,8 @@ def run(
 
 
 class Harness:
-    """One worker's chain and operators over a real RocksDB, driven by hand: ``feed`` a batch,
+    """One worker's chain and operators over a real RocksDB (or the ``state`` backend given,
+    which is left open for the caller to read), driven by hand: ``feed`` a batch,
     ``flush`` (write open windows to RocksDB and purge, as a worker does every flush interval),
     ``finish`` (the final watermark; returns the result and closes). Use it as a context
     manager, or call ``close``."""
@@ -92,17 +94,21 @@ class Harness:
         job: Job,
         *,
         state_dir: Path | None = None,
+        state: StateBackend | None = None,
         state_retention_ms: int = DEFAULT_RETENTION_MS,
         max_future_ms: int = 0,
     ) -> None:
         job.validate()
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        if state_dir is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="weir-testing-")
-            state_dir = Path(self._tmp.name)
+        self._owns_state = state is None
+        if state is None:
+            if state_dir is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="weir-testing-")
+                state_dir = Path(self._tmp.name)
+            state = RocksState(state_dir / "db")
         source = job.sources[0]
         self._late_out, self._dead_out, self._sunk = _Collected(), _Collected(), _Collected()
-        self._state = RocksState(state_dir / "db")
+        self._state = state
         self._late = LateRecords(self._late_out)
         self._dead = DeadLetters(self._dead_out)
         groups = range_for_operator(job.max_parallelism, 1, 0)
@@ -167,7 +173,8 @@ class Harness:
         self._closed = True
         self._late.close()
         self._dead.close()
-        self._state.close()
+        if self._owns_state:
+            self._state.close()
         if self._tmp is not None:
             self._tmp.cleanup()
 

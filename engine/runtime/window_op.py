@@ -31,8 +31,8 @@ from weir.engine.runtime.topn import TOP_K, CurrentTop, ranked_results
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import SlidingWindows, TumblingWindows
 from weir.state import layout
+from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange, key_group
-from weir.state.rocksdb import RocksState
 
 _NUMBER_TYPES = frozenset({int, float})
 _PREFIX_CACHE_SIZE = 1 << 20
@@ -52,7 +52,7 @@ class WindowRuntime:
     def __init__(
         self,
         op: WindowOperator,
-        state: RocksState,
+        state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,
         late: LateRecords,
