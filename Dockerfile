@@ -4,13 +4,14 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE constraints.txt ./
 COPY app app
 COPY engine engine
 COPY state state
 COPY api api
 COPY weir weir
-RUN pip install --no-cache-dir .
+# the Spark extra for the backfill service, at the versions the tests pass with
+RUN pip install --no-cache-dir -c constraints.txt '.[spark]'
 ENV PYTHONUNBUFFERED=1 SPARK_LOCAL_IP=127.0.0.1
 EXPOSE 8000
 CMD ["weir", "demo", "--api-host", "0.0.0.0"]

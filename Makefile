@@ -11,10 +11,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# every install takes its versions from constraints.txt, so a run here is a run in CI
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
 	touch $(STAMP)
 
 # Debian's packages the tests use: Chromium (the dashboard's browser test) and docker-compose
@@ -39,7 +40,8 @@ types: $(STAMP)
 
 check: lint types test
 
-# the peer in make bench's comparison, in its own venv so its pins never meet weir's
+# the peer in make bench's comparison, in its own venv so its pins never meet weir's (with
+# -c constraints.txt, pip finds no versions that satisfy both)
 QUIX := .bench-venvs/quix
 $(QUIX)/.installed:
 	test -x $(QUIX)/bin/python || $(PYTHON) -m venv $(QUIX)

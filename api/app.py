@@ -20,6 +20,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from weir import __version__
 from weir.api import errors, metrics
 from weir.api.registry import Registry
 from weir.api.routes import admin, dashboard, jobs, state, top
@@ -39,7 +40,7 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     app = FastAPI(
         title="weir",
         summary="Queryable state of weir stream jobs",
-        version="0.1.0",
+        version=__version__,
         lifespan=lifespan,
     )
     app.state.registry = registry

@@ -1,10 +1,12 @@
-"""FastAPI dependencies: the registry of running jobs, and job/operator look-ups."""
+"""FastAPI dependencies: the registry of running jobs, the app's metrics, and job/operator
+look-ups."""
 
 from __future__ import annotations
 
 from fastapi import Request
 
 from weir.api.errors import not_found
+from weir.api.metrics import ApiMetrics
 from weir.api.registry import JobHandle, Registry
 from weir.engine.job import ProcessOperator, WindowOperator
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
@@ -13,6 +15,11 @@ from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 async def registry(request: Request) -> Registry:
     reg: Registry = request.app.state.registry
     return reg
+
+
+async def api_metrics(request: Request) -> ApiMetrics:
+    found: ApiMetrics = request.app.state.metrics
+    return found
 
 
 def job_handle(reg: Registry, job: str) -> JobHandle:
@@ -39,4 +46,4 @@ def public_watermark(wm: int) -> int | None:
     return None if wm == MIN_WATERMARK else wm
 
 
-__all__ = ["MAX_WATERMARK", "job_handle", "operator", "public_watermark", "registry"]
+__all__ = ["MAX_WATERMARK", "api_metrics", "job_handle", "operator", "public_watermark", "registry"]

@@ -1,178 +1,230 @@
-"""Prometheus metrics (text exposition format 0.0.4), without a client library: pipeline
-counters and gauges from the workers' status, and per-route request counts and latency
-histograms recorded by a middleware (labelled by route template, so keys never become labels).
+"""Prometheus metrics through ``prometheus_client``, in a registry of the app's own (several
+apps can live in one process, and the library's global registry would mix them).
+
+Two kinds of series: request metrics (responses by route template and status, latency
+histograms, open event streams) that the app updates as requests go, and the series derived from
+each job's status (records, watermarks, checkpoints, restarts, source lag, backpressure, dead
+letters), which ``JobsCollector`` reads from the job runtimes when Prometheus scrapes. Units
+follow Prometheus' conventions: seconds, bytes, ``_timestamp_seconds`` for points in time,
+``_total`` for counters. Routes are labelled by their template, so keys never become labels.
 """
 
 from __future__ import annotations
 
-import threading
 import time
-from bisect import bisect_left
-from typing import Any
+from collections.abc import Iterator
 
-from fastapi import FastAPI, Response
+from fastapi import FastAPI, Request, Response
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from weir.api.registry import Registry
+from weir import __version__
+from weir.api.registry import JobHandle, Registry
+from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+JOB_STATES = ("starting", "running", "finished", "failed", "stopped", "unknown")
+
+W, OP, JOB = ("job", "worker"), ("job", "op"), ("job",)
+# name: (type, help, labels); names end in their unit (seconds, bytes) or _total
+SERIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "weir_records_in_total": ("counter", "Records read from sources.", W),
+    "weir_dead_letters_total": ("counter", "Records sent to the dead-letter output.", W),
+    "weir_backpressure_ratio": ("gauge", "Share of its run a worker's source was paused.", W),
+    "weir_exchange_pending_bytes": ("gauge", "Bytes waiting in a worker's outputs.", W),
+    "weir_source_lag_records": (
+        "gauge",
+        "Records of a source split not read yet (Kafka: high watermark minus position).",
+        ("job", "split"),
+    ),
+    "weir_operator_records_in_total": ("counter", "Records into an operator.", OP),
+    "weir_operator_results_out_total": ("counter", "Results an operator emitted.", OP),
+    "weir_late_records_total": ("counter", "Records past allowed lateness.", OP),
+    "weir_open_windows": ("gauge", "Windows an operator holds open.", OP),
+    "weir_watermark_timestamp_seconds": ("gauge", "An operator's event-time watermark.", OP),
+    "weir_watermark_lag_seconds": ("gauge", "Wall clock minus an operator's watermark.", OP),
+    "weir_job_state": ("gauge", "1 for the job's state, 0 for the others.", ("job", "state")),
+    "weir_checkpoints_completed_total": ("counter", "Checkpoints completed in this run.", JOB),
+    "weir_restarts_total": ("counter", "Restarts after a failure.", JOB),
+    "weir_last_checkpoint_timestamp_seconds": (
+        "gauge",
+        "When the last completed checkpoint was triggered.",
+        JOB,
+    ),
+    "weir_last_checkpoint_duration_seconds": (
+        "gauge",
+        "The last completed checkpoint's duration, trigger to complete.",
+        JOB,
+    ),
+    "weir_last_checkpoint_sync_duration_seconds": (
+        "gauge",
+        "The synchronous part of the last completed checkpoint (its slowest worker).",
+        JOB,
+    ),
+    "weir_last_checkpoint_size_bytes": ("gauge", "The last completed checkpoint's size.", JOB),
+    "weir_last_checkpoint_uploaded_bytes": (
+        "gauge",
+        "Bytes the last completed checkpoint uploaded (its incremental part).",
+        JOB,
+    ),
+}
+Families = dict[str, CounterMetricFamily | GaugeMetricFamily]
 
 
-def _labels(**labels: Any) -> str:
-    inner = ",".join(
-        f'{k}="{str(v).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
-        for k, v in labels.items()
-    )
-    return "{" + inner + "}"
-
-
-class HttpMetrics:
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.responses: dict[tuple[str, str, int], int] = {}
-        self.hist: dict[tuple[str, str], list[float]] = {}  # bucket counts..., sum, count
-
-    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        with self._lock:
-            key = (method, route, status)
-            self.responses[key] = self.responses.get(key, 0) + 1
-            h = self.hist.setdefault((method, route), [0.0] * (len(BUCKETS) + 2))
-            i = bisect_left(BUCKETS, seconds)
-            for j in range(i, len(BUCKETS)):
-                h[j] += 1
-            h[-2] += seconds
-            h[-1] += 1
-
-    def render(self) -> list[str]:
-        with self._lock:
-            out = [
-                "# HELP weir_http_responses_total HTTP responses by route and status.",
-                "# TYPE weir_http_responses_total counter",
-            ]
-            for (method, route, status), n in sorted(self.responses.items()):
-                lab = _labels(method=method, route=route, status=status)
-                out.append(f"weir_http_responses_total{lab} {n}")
-            out += [
-                "# HELP weir_http_request_duration_seconds Request latency by route.",
-                "# TYPE weir_http_request_duration_seconds histogram",
-            ]
-            for (method, route), h in sorted(self.hist.items()):
-                for bound, cumulative in zip(BUCKETS, h, strict=False):
-                    lab = _labels(method=method, route=route, le=bound)
-                    out.append(f"weir_http_request_duration_seconds_bucket{lab} {int(cumulative)}")
-                lab = _labels(method=method, route=route, le="+Inf")
-                out.append(f"weir_http_request_duration_seconds_bucket{lab} {int(h[-1])}")
-                lab = _labels(method=method, route=route)
-                out.append(f"weir_http_request_duration_seconds_sum{lab} {h[-2]:.6f}")
-                out.append(f"weir_http_request_duration_seconds_count{lab} {int(h[-1])}")
-            return out
-
-
-def _pipeline(registry: Registry) -> list[str]:
-    series: dict[str, tuple[str, str, list[str]]] = {
-        "weir_records_in_total": ("counter", "Records read from sources, per worker.", []),
-        "weir_dead_letters_total": ("counter", "Records sent to the dead-letter output.", []),
-        "weir_backpressure_ratio": ("gauge", "Share of time a worker's source was paused.", []),
-        "weir_exchange_pending_bytes": ("gauge", "Bytes waiting in a worker's outputs.", []),
-        "weir_operator_records_in_total": ("counter", "Records into an operator.", []),
-        "weir_operator_results_out_total": ("counter", "Results an operator emitted.", []),
-        "weir_late_records_total": ("counter", "Records past allowed lateness.", []),
-        "weir_watermark_ms": ("gauge", "An operator's event-time watermark.", []),
-        "weir_watermark_lag_ms": ("gauge", "Wall clock minus an operator's watermark.", []),
-        "weir_source_lag_records": (
-            "gauge",
-            "Records of a source split not read yet (Kafka: high watermark minus position).",
-            [],
-        ),
-        "weir_checkpoints_completed_total": ("counter", "Checkpoints completed in this run.", []),
-        "weir_checkpoint_duration_ms": ("gauge", "The last checkpoint's total duration.", []),
-        "weir_checkpoint_sync_ms": ("gauge", "The last checkpoint's synchronous part.", []),
-        "weir_checkpoint_size_bytes": ("gauge", "The last checkpoint's full size.", []),
-        "weir_checkpoint_incremental_bytes": (
-            "gauge",
-            "Bytes the last checkpoint uploaded.",
-            [],
-        ),
-        "weir_restarts_total": ("counter", "Restarts from a checkpoint after a failure.", []),
-    }
-    now_ms = time.time() * 1000
-    for name, handle in sorted(registry.jobs.items()):
-        workers = handle.runtime.worker_status()
-        for w in workers:
-            lab = _labels(job=name, worker=w.get("worker", 0))
-            series["weir_records_in_total"][2].append(f"{lab} {w.get('records_in', 0)}")
-            series["weir_dead_letters_total"][2].append(f"{lab} {w.get('dead_letters', 0)}")
-            series["weir_backpressure_ratio"][2].append(f"{lab} {w.get('backpressure', 0.0)}")
-            series["weir_exchange_pending_bytes"][2].append(f"{lab} {w.get('pending_bytes', 0)}")
-            for split, lag in sorted(w.get("source_lag", {}).items()):
-                slab = _labels(job=name, split=split)
-                series["weir_source_lag_records"][2].append(f"{slab} {lag}")
-        jlab = _labels(job=name)
-        taken = handle.runtime.checkpoints
-        completed = handle.runtime.completed_checkpoints
-        series["weir_checkpoints_completed_total"][2].append(f"{jlab} {completed}")
-        series["weir_restarts_total"][2].append(f"{jlab} {handle.runtime.restarts}")
-        if taken:
-            last = taken[-1]
-            for metric, field in (
-                ("weir_checkpoint_duration_ms", "duration_ms"),
-                ("weir_checkpoint_sync_ms", "sync_ms"),
-                ("weir_checkpoint_size_bytes", "size"),
-                ("weir_checkpoint_incremental_bytes", "incremental_size"),
-            ):
-                series[metric][2].append(f"{jlab} {last[field]}")
-        for op in handle.job.operators:
-            per: list[Any] = [w.get("operators", {}).get(op, {}) for w in workers]
-            lab = _labels(job=name, op=op)
-            for metric, field in (
-                ("weir_operator_records_in_total", "records_in"),
-                ("weir_operator_results_out_total", "results_out"),
-                ("weir_late_records_total", "late"),
-            ):
-                series[metric][2].append(f"{lab} {sum(p.get(field, 0) for p in per)}")
-            wm = handle.runtime.operator_watermark(op)
-            if wm not in (MIN_WATERMARK, MAX_WATERMARK):
-                series["weir_watermark_ms"][2].append(f"{lab} {wm}")
-                series["weir_watermark_lag_ms"][2].append(f"{lab} {now_ms - wm:.0f}")
-    out: list[str] = []
-    for metric, (kind, text, samples) in series.items():
-        out += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}"]
-        out += [f"{metric}{s}" for s in samples]
+def _families() -> Families:
+    out: Families = {}
+    for name, (kind, text, labels) in SERIES.items():
+        unit = next((u for u in ("seconds", "bytes") if name.endswith(f"_{u}")), "")
+        if kind == "counter":
+            out[name] = CounterMetricFamily(name, text, labels=labels)
+        else:
+            out[name] = GaugeMetricFamily(name, text, labels=labels, unit=unit)
     return out
 
 
-def install(app: FastAPI, registry: Registry) -> None:
-    http = HttpMetrics()
+class JobsCollector:
+    """The series derived from each job's status, read from its runtime at scrape time."""
 
-    app.add_middleware(Observe, http=http)
+    def __init__(self, jobs: Registry) -> None:
+        self.jobs = jobs
+
+    def describe(self) -> Iterator[Metric]:
+        """The series' names without samples: the registry refuses a clash at ``register``."""
+        yield from _families().values()
+
+    def collect(self) -> Iterator[Metric]:
+        f = _families()
+        for name, handle in sorted(self.jobs.jobs.items()):
+            workers = handle.runtime.worker_status()
+            _add_workers(f, name, workers)
+            _add_operators(f, name, handle, workers)
+            _add_job(f, name, handle)
+        yield from f.values()
+
+
+def _add_workers(f: Families, job: str, workers: list[WorkerStatus]) -> None:
+    for w in workers:
+        labels = [job, str(w["worker"])]
+        f["weir_records_in_total"].add_metric(labels, w["records_in"])
+        f["weir_dead_letters_total"].add_metric(labels, w["dead_letters"])
+        f["weir_backpressure_ratio"].add_metric(labels, w["backpressure"])
+        f["weir_exchange_pending_bytes"].add_metric(labels, w["pending_bytes"])
+        for split, lag in sorted(w["source_lag"].items()):
+            f["weir_source_lag_records"].add_metric([job, split], lag)
+
+
+def _add_operators(f: Families, job: str, handle: JobHandle, workers: list[WorkerStatus]) -> None:
+    now = time.time()
+    for op in handle.job.operators:
+        per = [w["operators"][op] for w in workers if op in w["operators"]]
+        labels = [job, op]
+        for metric, total in (
+            ("weir_operator_records_in_total", sum(p["records_in"] for p in per)),
+            ("weir_operator_results_out_total", sum(p["results_out"] for p in per)),
+            ("weir_late_records_total", sum(p["late"] for p in per)),
+            ("weir_open_windows", sum(p["open_windows"] for p in per)),
+        ):
+            f[metric].add_metric(labels, total)
+        wm = handle.runtime.operator_watermark(op)
+        if wm not in (MIN_WATERMARK, MAX_WATERMARK):  # none yet, or the end of the input
+            f["weir_watermark_timestamp_seconds"].add_metric(labels, wm / 1000)
+            f["weir_watermark_lag_seconds"].add_metric(labels, now - wm / 1000)
+
+
+def _add_job(f: Families, job: str, handle: JobHandle) -> None:
+    runtime = handle.runtime
+    state = runtime.state()
+    for s in JOB_STATES:
+        f["weir_job_state"].add_metric([job, s], 1.0 if s == state else 0.0)
+    taken = runtime.checkpoints
+    f["weir_checkpoints_completed_total"].add_metric([job], runtime.completed_checkpoints)
+    f["weir_restarts_total"].add_metric([job], runtime.restarts)
+    if not taken:
+        return
+    last = taken[-1]
+    for metric, value in (
+        ("weir_last_checkpoint_timestamp_seconds", last["time"] / 1000),
+        ("weir_last_checkpoint_duration_seconds", last["duration_ms"] / 1000),
+        ("weir_last_checkpoint_sync_duration_seconds", last["sync_ms"] / 1000),
+        ("weir_last_checkpoint_size_bytes", last["size"]),
+        ("weir_last_checkpoint_uploaded_bytes", last["incremental_size"]),
+    ):
+        f[metric].add_metric([job], value)
+
+
+class ApiMetrics:
+    """The app's registry: the build, the request metrics, and a ``JobsCollector``."""
+
+    def __init__(self, jobs: Registry) -> None:
+        self.registry = CollectorRegistry()
+        build = Info("weir_build", "The weir version serving this API.", registry=self.registry)
+        build.info({"version": __version__})
+        self.responses = Counter(
+            "weir_http_responses_total",
+            "HTTP responses by route and status.",
+            ("method", "route", "status"),
+            registry=self.registry,
+        )
+        self.latency = Histogram(
+            "weir_http_request_duration_seconds",
+            "Time from a request to its response's start, by route (an event stream's start).",
+            ("method", "route"),
+            buckets=BUCKETS,
+            registry=self.registry,
+        )
+        self.open_streams = Gauge(
+            "weir_open_sse_streams", "Server-Sent Event streams open now.", registry=self.registry
+        )
+        self.registry.register(JobsCollector(jobs))
+
+    def observe(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.responses.labels(method, route, str(status)).inc()
+        self.latency.labels(method, route).observe(seconds)
+
+    def exposition(self, accept: str) -> tuple[bytes, str]:
+        """The scrape's body and content type: the text format, or OpenMetrics when the
+        ``Accept`` header asks for it (prometheus_client's negotiation)."""
+        encode, content_type = choose_encoder(accept)
+        return encode(self.registry), content_type
+
+
+def install(app: FastAPI, jobs: Registry) -> ApiMetrics:
+    metrics = ApiMetrics(jobs)
+    app.state.metrics = metrics
+    app.add_middleware(Observe, metrics=metrics)
 
     @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
-        text = "\n".join(_pipeline(registry) + http.render()) + "\n"
-        return Response(text, media_type="text/plain; version=0.0.4")
+    def scrape(request: Request) -> Response:
+        body, content_type = metrics.exposition(request.headers.get("accept", ""))
+        return Response(body, media_type=content_type)
+
+    return metrics
 
 
 class Observe:
     """Request latency and status by route template (pure ASGI, so it costs little)."""
 
-    def __init__(self, app: ASGIApp, http: HttpMetrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
         self.app = app
-        self.http = http
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
-        status = 500
 
         async def tracked(message: Message) -> None:
-            nonlocal status
             if message["type"] == "http.response.start":
-                status = int(message["status"])
                 route = getattr(scope.get("route"), "path", None) or "unmatched"
-                self.http.observe(scope["method"], route, status, time.perf_counter() - t0)
+                status = int(message["status"])
+                self.metrics.observe(scope["method"], route, status, time.perf_counter() - t0)
             await send(message)
 
         await self.app(scope, receive, tracked)
+
+
+__all__ = ["ApiMetrics", "JobsCollector", "install"]

@@ -57,7 +57,7 @@ class JobDetail(BaseModel):
 
 
 class Health(BaseModel):
-    status: str  # ok, degraded (the last checkpoint failed; processing goes on) or failed
+    status: str  # ok, degraded (processing goes on; problems say what to look at) or failed
     jobs: dict[str, str]
     problems: dict[str, str] = {}
 

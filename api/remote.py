@@ -4,9 +4,10 @@ admin operations asked over its control channel (``engine/runtime/control/admin.
 
 A status file older than ``stale_after_s`` (12 missed publications by default) means the job
 manager is gone or stuck: the job is then reported as ``unknown`` and ``/health`` as degraded,
-while queries go on answering from the state files as they are. A new ``weir run`` of the job
-(a new run id) or a restart (a new generation) makes the readers reopen. A file this weir
-cannot read (another version's) is a status problem that names the mismatch.
+while queries go on answering from the state files as they are. A job whose last status says it
+failed stays ``failed`` however old that status is: its job manager stopped for good. A new
+``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers reopen.
+A file this weir cannot read (another version's) is a status problem that names the mismatch.
 """
 
 from __future__ import annotations
@@ -150,6 +151,8 @@ class RemoteRuntime:
 
     def state(self) -> str:
         body = self._status()
+        if body is not None and body.state == "failed":  # its last word: it stays failed
+            return "failed"
         if body is None or self._age_s(body) > self.stale_after_s:
             return "unknown"
         return body.state
@@ -179,6 +182,11 @@ class RemoteRuntime:
                 f"{sorted(self.job.operators)}; serve the file weir run runs"
             )
         return None
+
+    @property
+    def failure_reason(self) -> str | None:
+        body = self._status()
+        return None if body is None else body.failure
 
     @staticmethod
     def _age_s(body: JobStatus) -> float:

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 def run(
-    job_file: Path,
+    job_file: Path | str,
     state_dir: Path,
     checkpoint_dir: Path | None,
     port: int,

@@ -4,17 +4,39 @@ ranges) on Spark, then load the windows into a savepoint (``--into-savepoint``) 
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from weir.app.progress import SparkProgress, StatusLine
 from weir.engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from weir.engine.spark.backfill import BackfillResult
+    from weir.engine.spark.inputs import Inputs
+
+# what the Spark extra (weir[spark]: pyspark[sql]) installs and the backfill needs
+SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
+
+
+def require_spark() -> None:
+    """One line naming the extra when Spark is not installed (weir itself does not need it)."""
+    for name in SPARK_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            raise ConfigError(
+                f"weir backfill runs on Spark and {name} is not installed; install weir's Spark "
+                "extra: pip install 'weir[spark]'"
+            ) from None
 
 
 def main(args: Any) -> int:
+    require_spark()
     from weir.engine.runtime.loader import load_job
-    from weir.engine.spark.backfill import backfill_operator, run_backfill
+    from weir.engine.spark.backfill import backfill_operator
     from weir.engine.spark.inputs import resolve_inputs
     from weir.engine.spark.load import make_savepoint
 
@@ -35,15 +57,7 @@ def main(args: Any) -> int:
         file=sys.stderr,
         flush=True,
     )
-    result = run_backfill(
-        job_file,
-        inputs,
-        Path(args.work_dir) / job.name,
-        op_name=op.name,
-        from_ms=args.__dict__["from"],
-        to_ms=args.to,
-        master=args.master,
-    )
+    result = _compute(args, job_file, Path(args.work_dir) / job.name, op.name, inputs)
     summary: dict[str, Any] = {"backfill": result.to_json()}
     if args.into_savepoint:
         path = make_savepoint(job, op, result, Path(args.into_savepoint), args.parallelism)
@@ -52,6 +66,27 @@ def main(args: Any) -> int:
         summary["live"] = _load_live(args, job.name, op.name, result.to_json())
     print(json.dumps(summary))
     return 0
+
+
+def _compute(args: Any, job_file: Path, work_dir: Path, op: str, inputs: Inputs) -> BackfillResult:
+    """The windows on Spark, its stages shown on stderr while they run."""
+    from weir.engine.spark.backfill import run_backfill, spark_session
+
+    spark = spark_session(args.master)
+    try:
+        with SparkProgress(spark.sparkContext, StatusLine()):
+            return run_backfill(
+                job_file,
+                inputs,
+                work_dir,
+                op_name=op,
+                from_ms=args.__dict__["from"],
+                to_ms=args.to,
+                master=args.master,
+                session=spark,
+            )
+    finally:
+        spark.stop()
 
 
 def _load_live(args: Any, job: str, op: str, result: dict[str, Any]) -> dict[str, Any]:

@@ -10,8 +10,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from weir import __version__  # the installed package's version (its metadata)
 from weir.app import logs
-from weir.app.flags import Env, api_flags, float_type, int_type, run_flags
+from weir.app.flags import (
+    Env,
+    api_flags,
+    http_url,
+    number,
+    resolve_env,
+    run_flags,
+    whole_number,
+    without_argument_prefix,
+)
 from weir.engine.errors import ConfigError, WeirError
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
@@ -20,21 +30,27 @@ if TYPE_CHECKING:
     from weir.api.settings import ApiSettings
 
 DEMO_JOB = Path(__file__).with_name("demo_job.py")
+JOB_HELP = (
+    "the job: a Python file that defines `job` (jobs/ads.py), or package.module:attr naming a "
+    "Job or a function returning one (mypkg.jobs:ads)"
+)
 
 
 class _Parser(argparse.ArgumentParser):
     """Bad flags get the same one-line ``weir: error:`` as every other error (exit 2)."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"weir: error: {message}; see '{self.prog} --help'", file=sys.stderr)
+        text = without_argument_prefix(message)
+        print(f"weir: error: {text}; see '{self.prog} --help'", file=sys.stderr)
         raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="weir", description="weir: a queryable-state stream processor")
+    parser.add_argument("--version", action="version", version=f"weir {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     run = sub.add_parser("run", help="run a job file and serve its state over HTTP")
-    run.add_argument("job_file", metavar="JOB.py", help="a Python file that defines `job`")
+    run.add_argument("job_file", metavar="JOB", help=JOB_HELP)
     run_flags(run)
     demo = sub.add_parser("demo", help="run the ad-stats demo job on generated events")
     run_flags(demo, demo=True)
@@ -43,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the state of a job that weir run runs, from a process of its own "
         "(killable and restartable while the job runs)",
     )
-    api.add_argument("job_file", metavar="JOB.py", help="the job file weir run runs")
+    api.add_argument("job_file", metavar="JOB", help="the job weir run runs (as given to it)")
     env = Env(api)
     env.add("--state-dir", "the job's state directory (as given to weir run)", ".weir",
             metavar="DIR")  # fmt: skip
@@ -66,13 +82,15 @@ def build_parser() -> argparse.ArgumentParser:
     save = sub.add_parser("savepoint", help="take a savepoint of a running job")
     save.add_argument("job", metavar="JOB", help="the job's name")
     env = Env(save)
-    env.add("--api-url", "the running job's API", "http://127.0.0.1:8000", metavar="URL")
+    env.add(
+        "--api-url", "the running job's API", "http://127.0.0.1:8000", type=http_url, metavar="URL"
+    )
     env.add("--api-token", "bearer token, if the API requires one", metavar="TOKEN")
     env.add(
         "--timeout-ms",
         "how long to wait for the savepoint",
         120_000,
-        type=int_type("--timeout-ms", 1),
+        type=whole_number(1),
         metavar="MS",
     )
     back = sub.add_parser(
@@ -100,10 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--from",
         "first event time to include (epoch ms; Kafka offsets go in the URL); session windows "
         "keep the sessions whose events all lie in [--from, --to)",
-        type=int,
+        type=whole_number(),
         metavar="T",
     )
-    env.add("--to", "event times before this (epoch ms)", type=int, metavar="T")
+    env.add("--to", "event times before this (epoch ms)", type=whole_number(), metavar="T")
     env.add("--master", "Spark master", "local[*]", metavar="URL")
     env.add(
         "--into-savepoint",
@@ -114,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     env.add(
         "--live",
         "load into the running job whose API is at URL (e.g. http://127.0.0.1:8000)",
+        type=http_url,
         metavar="URL",
     )
     env.add("--api-token", "bearer token of the running job's API", metavar="TOKEN")
@@ -121,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--parallelism",
         "workers of the savepoint (a restore re-cuts them anyway)",
         1,
-        type=int_type("--parallelism", 1),
+        type=whole_number(1),
         metavar="N",
     )
     env.add("--work-dir", "where Spark writes the SST files", ".weir/backfill", metavar="DIR")
@@ -135,31 +154,33 @@ def build_parser() -> argparse.ArgumentParser:
         "ads",
         choices=["ads", "sensors"],
     )
-    env.add("--rate", "events per second (0: as fast as possible)", 0.0, type=float, metavar="N")
-    env.add("--keys", "distinct ids", 1000, type=int_type("--keys", 1), metavar="N")
-    env.add("--skew", "Zipf exponent of the ids (0: uniform)", 1.1, type=float, metavar="S")
+    env.add(
+        "--rate", "events per second (0: as fast as possible)", 0.0, type=number(0.0), metavar="N"
+    )
+    env.add("--keys", "distinct ids", 1000, type=whole_number(1), metavar="N")
+    env.add("--skew", "Zipf exponent of the ids (0: uniform)", 1.1, type=number(), metavar="S")
     env.add(
         "--disorder",
         "an event's time lags the clock by up to this many ms",
         0,
-        type=int_type("--disorder", 0),
+        type=whole_number(0),
         metavar="MS",
     )
     env.add(
         "--count",
         "events to write in all (0: until stopped)",
         100_000,
-        type=int_type("--count", 0),
+        type=whole_number(0),
         metavar="N",
     )
     env.add(
         "--partitions",
         "partitions of a topic this creates",
         4,
-        type=int_type("--partitions", 1),
+        type=whole_number(1),
         metavar="N",
     )
-    env.add("--seed", "generator seed", 7, type=int_type("--seed", 0), metavar="N")
+    env.add("--seed", "generator seed", 7, type=whole_number(0), metavar="N")
     env.add(
         "--file",
         "write the events to this JSONL file instead of Kafka (history for weir backfill)",
@@ -176,13 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
         "with --clock synthetic, event i is at start + i * STEP ms (0.1: 10,000 events a second "
         "of event time)",
         1.0,
-        type=float_type("--step-ms", 0.0),
+        type=number(0.0),
         metavar="STEP",
     )
     return parser
 
 
-def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
+def config_from_args(args: argparse.Namespace, job_file: Path | str) -> RunConfig:
     return RunConfig(
         job_file=job_file,
         state_dir=Path(args.state_dir),
@@ -198,6 +219,7 @@ def config_from_args(args: argparse.Namespace, job_file: Path) -> RunConfig:
         buffer_timeout_ms=args.buffer_timeout_ms,
         idle_timeout_ms=args.idle_timeout_ms,
         log_level=args.log_level,
+        log_format=args.log_format,
         checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else None,
         checkpoint_interval_ms=args.checkpoint_interval_ms,
         checkpoint_timeout_ms=args.checkpoint_timeout_ms,
@@ -283,7 +305,7 @@ def take_savepoint(args: argparse.Namespace) -> int:
     )
     if resp.status_code != 200:
         message = body.get("error", {}).get("message", resp.text)
-        print(f"weir: error: savepoint failed ({resp.status_code}): {message}", file=sys.stderr)
+        logs.error(f"savepoint failed ({resp.status_code}): {message}")
         return 1
     print(f"savepoint {body['id']} of job {args.job}: {body['path']}")
     return 0
@@ -291,44 +313,47 @@ def take_savepoint(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
-        if args.command == "checkpoints":
-            return list_checkpoints(args)
-        if args.command == "savepoint":
-            return take_savepoint(args)
-        if args.command == "backfill":
-            from weir.app import backfill
-
-            logs.configure("WARNING")
-            return backfill.main(args)
-        if args.command == "produce":
-            from weir.app import produce
-
-            logs.configure("WARNING")
-            return produce.main(args)
-        logs.configure(args.log_level)
-        heap.trim_in_background()  # a long-running process: give freed heap back to the OS
-        if args.command == "api":
-            from weir.app import api_process  # imported late: keeps --help fast
-
-            return api_process.run(
-                Path(args.job_file),
-                Path(args.state_dir),
-                Path(args.checkpoint_dir) if args.checkpoint_dir else None,
-                args.api_port,
-                _api_settings(args),
-            )
-        from weir.app import supervise
-
-        job_file = DEMO_JOB if args.command == "demo" else Path(args.job_file)
-        cfg = config_from_args(args, job_file)
-        api = _api_settings(args)
-        return supervise.run(cfg, args.api_host, args.api_port, api, serve_api=not args.no_api)
+        return _run_command(resolve_env(build_parser().parse_args(argv)))
     except WeirError as exc:
-        print(f"weir: error: {exc}", file=sys.stderr)
-        return 2
+        logs.error(str(exc))
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    if args.command == "checkpoints":
+        return list_checkpoints(args)
+    if args.command == "savepoint":
+        return take_savepoint(args)
+    if args.command == "backfill":
+        from weir.app import backfill
+
+        logs.configure("WARNING")
+        return backfill.main(args)
+    if args.command == "produce":
+        from weir.app import produce
+
+        logs.configure("WARNING")
+        return produce.main(args)
+    logs.configure(args.log_level, args.log_format)
+    heap.trim_in_background()  # a long-running process: give freed heap back to the OS
+    if args.command == "api":
+        from weir.app import api_process  # imported late: keeps --help fast
+
+        return api_process.run(
+            args.job_file,
+            Path(args.state_dir),
+            Path(args.checkpoint_dir) if args.checkpoint_dir else None,
+            args.api_port,
+            _api_settings(args),
+        )
+    from weir.app import supervise
+
+    job: Path | str = DEMO_JOB if args.command == "demo" else args.job_file
+    cfg = config_from_args(args, job)
+    api = _api_settings(args)
+    return supervise.run(cfg, args.api_host, args.api_port, api, serve_api=not args.no_api)
 
 
 if __name__ == "__main__":

@@ -1,71 +1,232 @@
-"""The flags of ``weir run``, ``weir demo`` and ``weir api``: each with an environment variable
-(``WEIR_<FLAG>``) for its default, and numbers checked with a message naming the flag, the value
-and the fix."""
+"""The flags of weir's commands. Each reads an environment variable (``WEIR_<FLAG>``) when it is
+not given, and one check judges a value from either place: a bad one gets the same one-line
+error, naming the flag or the variable, the value and the fix."""
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from weir.engine.errors import ConfigError
 
+Check = Callable[[str], Any]
 
-def number_type(
-    flag: str, minimum: float, kind: Callable[[str], Any] = int
-) -> Callable[[str], Any]:
-    def parse(raw: str) -> Any:
+
+class BadValue(ValueError):
+    """A check's verdict on a raw value: what is wrong, and either a fix or an example of a good
+    value. ``names_value``: the problem already quotes the value (a URL parser's message)."""
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        fix: str | None = None,
+        example: str | None = None,
+        names_value: bool = False,
+    ) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.fix = fix
+        self.example = example
+        self.names_value = names_value
+
+
+def message(name: str, raw: str, bad: BadValue, *, example: str | None, env: bool) -> str:
+    """``--flag='x' is not …; e.g. --flag 4`` or ``WEIR_FLAG='x' is not …; e.g. WEIR_FLAG=4``."""
+    text = f"{name}: {bad.problem}" if bad.names_value else f"{name}={raw!r} {bad.problem}"
+    if bad.fix:
+        return f"{text}; {bad.fix}"
+    example = example if example is not None else bad.example
+    if example is None:
+        return text
+    return f"{text}; e.g. {name}={example}" if env else f"{text}; e.g. {name} {example}"
+
+
+def whole_number(minimum: int | None = None, maximum: int | None = None) -> Check:
+    def check(raw: str) -> int:
         try:
-            value = kind(raw)
+            value = int(raw)
         except ValueError:
-            what = "a whole number" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(
-                f"{flag}={raw!r} is not {what}; e.g. {flag} {max(minimum, 1)}"
-            ) from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{flag}={value} is too small; use {minimum} or more")
+            example = str(max(minimum, 1)) if minimum is not None else "0"
+            raise BadValue("is not a whole number", example=example) from None
+        if minimum is not None and value < minimum:
+            raise BadValue("is too small", fix=f"use {minimum} or more")
+        if maximum is not None and value > maximum:
+            raise BadValue("is too large", fix=f"use {maximum} or less")
         return value
 
-    return parse
+    return check
 
 
-def int_type(flag: str, minimum: int) -> Callable[[str], int]:
-    return number_type(flag, minimum, int)
+def number(minimum: float | None = None) -> Check:
+    def check(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            example = f"{max(minimum, 1)}" if minimum is not None else "0"
+            raise BadValue("is not a number", example=example)
+        if minimum is not None and value < minimum:
+            raise BadValue("is too small", fix=f"use {minimum} or more")
+        return value
+
+    return check
 
 
-def float_type(flag: str, minimum: float) -> Callable[[str], float]:
-    return number_type(flag, minimum, float)
+def choice(options: Sequence[str]) -> Check:
+    """One of ``options``, in any case (``info`` is ``INFO``)."""
+    by_folded = {o.casefold(): o for o in options}
+
+    def check(raw: str) -> str:
+        found = by_folded.get(raw.strip().casefold())
+        if found is None:
+            raise BadValue("is not a choice", fix=f"use one of {', '.join(options)}")
+        return found
+
+    return check
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def boolean(raw: str) -> bool:
+    """A switch's variable (``WEIR_EXIT_AT_END=1``); on the command line a switch takes no value."""
+    folded = raw.strip().casefold()
+    if folded in _TRUE or folded in _FALSE:
+        return folded in _TRUE
+    raise BadValue("is not on or off", fix="use 1, true, yes or on; 0, false, no or off")
+
+
+def url(parse: Callable[[str], object]) -> Callable[[str], str]:
+    """A URL that ``parse`` (a source's or sink's ``from_url``) accepts; its error names the fix."""
+
+    def check(raw: str) -> str:
+        try:
+            parse(raw)
+        except ConfigError as exc:
+            raise BadValue(str(exc), names_value=True) from None
+        return raw
+
+    return check
+
+
+def http_url(raw: str) -> str:
+    parts = urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise BadValue("is not an http:// or https:// URL", example="http://127.0.0.1:8000")
+    return raw
+
+
+def source_url(raw: str) -> str:
+    from weir.engine.sources import from_url  # late: keeps --help fast
+
+    return url(from_url)(raw)
+
+
+def sink_url(raw: str) -> str:
+    from weir.engine.sinks import from_url  # late: keeps --help fast
+
+    return url(from_url)(raw)
+
+
+def env_name(flag: str) -> str:
+    return "WEIR_" + flag.lstrip("-").replace("-", "_").upper()
+
+
+class _FlagType:
+    """argparse's ``type`` for a checked flag: a bad value becomes argparse's error."""
+
+    def __init__(self, flag: str, check: Check, example: str | None) -> None:
+        self.flag, self.check, self.example = flag, check, example
+        self.__name__ = flag  # argparse names a type by it
+
+    def __call__(self, raw: str) -> Any:
+        try:
+            return self.check(raw)
+        except BadValue as bad:
+            text = message(self.flag, raw, bad, example=self.example, env=False)
+            raise argparse.ArgumentTypeError(text) from None
+
+
+@dataclass(frozen=True, slots=True)
+class FromEnv:
+    """A flag's value taken from its variable, checked once the command is known: a variable of
+    another command (``WEIR_INPUT`` while running ``weir api``) is never judged."""
+
+    var: str
+    raw: str
+    check: Check | None
+    many: bool
+    example: str | None
+
+    def resolve(self) -> Any:
+        items = self.raw.split() if self.many else [self.raw]
+        values = []
+        for item in items:
+            try:
+                values.append(item if self.check is None else self.check(item))
+            except BadValue as bad:
+                raise ConfigError(
+                    message(self.var, item, bad, example=self.example, env=True)
+                ) from None
+        return values if self.many else values[0]
+
+
+def resolve_env(args: argparse.Namespace) -> argparse.Namespace:
+    """Replace every flag left to its variable by the variable's checked value."""
+    for name, value in vars(args).items():
+        if isinstance(value, FromEnv):
+            setattr(args, name, value.resolve())
+    return args
+
+
+_ARGUMENT_PREFIX = re.compile(r"argument (\S+): (?=\1[=:])")
+
+
+def without_argument_prefix(text: str) -> str:
+    """argparse puts ``argument --flag:`` before a type's error, which names the flag already."""
+    return _ARGUMENT_PREFIX.sub("", text, count=1)
 
 
 class Env:
-    """Adds flags whose default comes from ``WEIR_<FLAG>``, shown in ``--help``."""
+    """Adds flags whose default comes from ``WEIR_<FLAG>``, shown in ``--help``.
+
+    ``type`` is a check (``whole_number(1)``, ``source_url``, …) raising ``BadValue``;
+    ``choices`` become a ``choice`` check; a switch's variable is checked by ``boolean``."""
 
     def __init__(self, parser: argparse.ArgumentParser) -> None:
         self.parser = parser
 
     def add(self, flag: str, help: str, default: Any = None, **kw: Any) -> None:
-        env = "WEIR_" + flag.lstrip("-").replace("-", "_").upper()
-        raw = os.environ.get(env)
-        kind = kw.get("type")
+        var = env_name(flag)
+        check: Check | None = kw.pop("type", None)
+        options = kw.pop("choices", None)
+        if options is not None:
+            check = choice(options)
+            kw.setdefault("metavar", "|".join(options))
+        numeric = isinstance(default, int | float) and not isinstance(default, bool)
+        example = str(default) if numeric else None
+        switch = kw.get("action") == "store_true"
+        if check is not None and not switch:
+            kw["type"] = _FlagType(flag, check, example)
+        raw = os.environ.get(var)
+        value = default
         if raw is not None:
-            if kw.get("nargs") == "+":  # several values: separated by spaces
-                default = raw.split()
-                kw["required"] = kw.get("required", False) and not default
-            elif kw.get("action") == "store_true":
-                default = raw.strip().lower() in ("1", "true", "yes", "on")
-            elif kind is not None:
-                try:
-                    default = kind(raw)
-                except argparse.ArgumentTypeError as exc:
-                    raise ConfigError(f"environment variable {env}: {exc}") from None
-            else:
-                default = raw
-        shown_default = " ".join(default) if isinstance(default, list) else default
-        shown = f" (env {env}" + (
-            f", default {shown_default})" if default not in (None, False) else ")"
-        )
-        self.parser.add_argument(flag, default=default, help=help + shown, **kw)
+            many = kw.get("nargs") == "+"
+            value = FromEnv(var, raw, boolean if switch else check, many, example)
+            if many and raw.split():
+                kw["required"] = False
+        shown = default if raw is None else raw
+        note = f" (env {var}" + (f", default {shown})" if shown not in (None, False) else ")")
+        self.parser.add_argument(flag, default=value, help=help + note, **kw)
 
 
 def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -74,10 +235,14 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         env.add(
             "--source",
             "source URL replacing the job's source: file:///x.jsonl, generator://ads?rate=N",
+            type=source_url,
             metavar="URL",
         )
         env.add(
-            "--sink", "sink URL for window results: file:///out.jsonl, stdout://", metavar="URL"
+            "--sink",
+            "sink URL for window results: file:///out.jsonl, stdout://",
+            type=sink_url,
+            metavar="URL",
         )
         env.add(
             "--exit-at-end", "stop once a bounded source is fully processed", action="store_true"
@@ -86,21 +251,21 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         "--parallelism",
         "number of worker processes",
         os.cpu_count() or 1,
-        type=int_type("--parallelism", 1),
+        type=whole_number(1),
         metavar="N",
     )
     env.add(
         "--idle-timeout-ms",
         "a source split without records for this long stops holding the watermark back "
         "(default: the job's WatermarkStrategy.with_idleness, else never)",
-        type=int_type("--idle-timeout-ms", 1),
+        type=whole_number(1),
         metavar="MS",
     )
     env.add(
         "--buffer-timeout-ms",
         "longest a record waits in an exchange buffer before it is shipped",
         10,
-        type=int_type("--buffer-timeout-ms", 0),
+        type=whole_number(0),
         metavar="MS",
     )
     env.add(
@@ -110,31 +275,33 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         "--state-retention-ms",
         "how long fired windows stay queryable (event time)",
         3_600_000,
-        type=int_type("--state-retention-ms", 0),
+        type=whole_number(0),
         metavar="MS",
     )
     env.add(
         "--dead-letter",
         "sink URL for malformed input (default: <state-dir>/<job>/dead-letter.jsonl)",
+        type=sink_url,
         metavar="URL",
     )
     env.add(
         "--late-sink",
         "sink URL for records past allowed lateness (default: <state-dir>/<job>/late.jsonl)",
+        type=sink_url,
         metavar="URL",
     )
     env.add(
         "--batch-size",
         "records per source batch",
         8192,
-        type=int_type("--batch-size", 1),
+        type=whole_number(1),
         metavar="N",
     )
     env.add(
         "--flush-interval-ms",
         "how often open windows are written to RocksDB (query freshness)",
         50,
-        type=int_type("--flush-interval-ms", 0),
+        type=whole_number(0),
         metavar="MS",
     )
     env.add(
@@ -146,21 +313,21 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         "--checkpoint-interval-ms",
         "how often a checkpoint is taken (0: never)",
         5000 if demo else 0,
-        type=int_type("--checkpoint-interval-ms", 0),
+        type=whole_number(0),
         metavar="MS",
     )
     env.add(
         "--checkpoint-timeout-ms",
         "a checkpoint not complete by then is abandoned",
         60_000,
-        type=int_type("--checkpoint-timeout-ms", 1),
+        type=whole_number(1),
         metavar="MS",
     )
     env.add(
         "--checkpoints-retained",
         "how many complete checkpoints to keep (savepoints are never deleted)",
         3,
-        type=int_type("--checkpoints-retained", 1),
+        type=whole_number(1),
         metavar="K",
     )
     env.add(
@@ -172,14 +339,14 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         "--restart-attempts",
         "restarts from the latest checkpoint after a worker fails "
         "(default: 3 with checkpoints, else 0)",
-        type=int_type("--restart-attempts", 0),
+        type=whole_number(0),
         metavar="N",
     )
     env.add(
         "--restart-delay-ms",
         "wait before a restart",
         1000,
-        type=int_type("--restart-delay-ms", 0),
+        type=whole_number(0),
         metavar="MS",
     )
     env.add(
@@ -187,7 +354,7 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         "records whose event time is further ahead of the wall clock go to the dead letters, "
         "so one bad timestamp cannot close every window (0: no limit)",
         86_400_000,
-        type=int_type("--max-future-ms", 0),
+        type=whole_number(0),
         metavar="MS",
     )
     env.add(
@@ -227,7 +394,7 @@ def api_flags(env: Env) -> None:
         "--api-port",
         "port of the HTTP API (0: any free port)",
         8000,
-        type=int_type("--api-port", 0),
+        type=whole_number(0, maximum=65535),
         metavar="P",
     )
     env.add(
@@ -236,4 +403,11 @@ def api_flags(env: Env) -> None:
         "INFO",
         metavar="LEVEL",
         choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+    )
+    env.add(
+        "--log-format",
+        "text (one readable line per record) or json (one JSON object per line, with the "
+        "record's key=value fields as fields), for this process and its workers",
+        "text",
+        choices=["text", "json"],
     )

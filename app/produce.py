@@ -9,13 +9,14 @@ does not exist. The summary printed at the end is JSON.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from typing import Any
 
 import orjson
 
+from weir.app.progress import StatusLine, rate_text
 from weir.engine.errors import ConfigError, SourceError
+from weir.engine.sources.base import SplitReader
 from weir.engine.sources.generator import GeneratorSource
 from weir.engine.sources.kafka import connect
 
@@ -85,27 +86,16 @@ def produce(
         enable_idempotence=False,
         max_in_flight_requests_per_connection=5,
     )
-    reader = spec.open("0/1")
-    sent = 0
-    t0 = last = time.monotonic()
+    line = StatusLine() if progress else None
+    t0 = time.monotonic()
     try:
-        while True:
-            batch = reader.read_batch(4096)
-            for rec in batch.items:
-                producer.send(topic, key=rec["id"].encode(), value=orjson.dumps(rec))
-            sent += len(batch.items)
-            now = time.monotonic()
-            if progress and now - last >= 2:
-                print(f"weir produce: {sent} events to {topic}", file=sys.stderr, flush=True)
-                last = now
-            if batch.end:
-                break
-    except KeyboardInterrupt:
-        pass
+        sent = _send_all(spec.open("0/1"), producer, topic, line, t0)
     finally:
         producer.flush(timeout=60)
         producer.close(timeout=10)
     seconds = max(1e-9, time.monotonic() - t0)
+    if line is not None:
+        line.close(rate_text(sent, seconds, topic))
     return {
         "topic": topic,
         "partitions": have,
@@ -114,6 +104,25 @@ def produce(
         "seconds": round(seconds, 3),
         "events_per_s": round(sent / seconds),
     }
+
+
+def _send_all(
+    reader: SplitReader, producer: Any, topic: str, line: StatusLine | None, t0: float
+) -> int:
+    """Every event of ``reader`` into ``topic`` (until Ctrl-C); how many were sent."""
+    sent = 0
+    try:
+        while True:
+            batch = reader.read_batch(4096)
+            for rec in batch.items:
+                producer.send(topic, key=rec["id"].encode(), value=orjson.dumps(rec))
+            sent += len(batch.items)
+            if line is not None:
+                line.show(rate_text(sent, time.monotonic() - t0, topic))
+            if batch.end:
+                return sent
+    except KeyboardInterrupt:
+        return sent
 
 
 def write_file(
@@ -127,6 +136,7 @@ def write_file(
     seed: int,
     clock: str,
     step: float = 1.0,
+    progress: bool = True,
 ) -> dict[str, Any]:
     """The same events into a JSONL file (history for ``weir backfill``)."""
     spec = GeneratorSource(
@@ -134,14 +144,19 @@ def write_file(
         count=count, clock=clock, step=step, split_count=1,
     )  # fmt: skip
     reader = spec.open("0/1")
-    written = 0
+    line = StatusLine() if progress else None
+    written, t0 = 0, time.monotonic()
     with open(path, "wb") as fh:
         while True:
             batch = reader.read_batch(8192)
             fh.write(b"".join(orjson.dumps(r) + b"\n" for r in batch.items))
             written += len(batch.items)
+            if line is not None:
+                line.show(rate_text(written, time.monotonic() - t0, path))
             if batch.end:
                 break
+    if line is not None:
+        line.close(rate_text(written, time.monotonic() - t0, path))
     return {"file": path, "workload": workload, "events": written}
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import signal
 import socket
-import sys
 import threading
 from dataclasses import replace
 
@@ -14,6 +13,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from weir.api import ApiSettings, Registry, create_app, handle_for
+from weir.app import logs
 from weir.engine.errors import ConfigError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
@@ -49,14 +49,17 @@ def warn_if_admin_closed(api: ApiSettings) -> None:
 def serve_http(app: FastAPI, host: str, port: int, job: str, until: threading.Event) -> None:
     """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
     ``weir: job <name> serving on <url>`` line once listening."""
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    # log_config=None: uvicorn's records go through weir's handler (and --log-format) too
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", log_config=None)
+    server = uvicorn.Server(config)
 
     def watch() -> None:
         while not server.started and not until.is_set():
             until.wait(0.05)
         if server.started:
             host, port = server.servers[0].sockets[0].getsockname()[:2]
-            print(f"weir: job {job} serving on http://{host}:{port}", file=sys.stderr, flush=True)
+            url = f"http://{host}:{port}"
+            logs.say(f"job {job} serving on {url}", job=job, url=url)
         until.wait()
         server.should_exit = True
 
@@ -101,11 +104,10 @@ def _run_headless(cfg: RunConfig, job: Job) -> int:
     """The job manager alone: ``weir api`` serves the state from another process."""
     manager = JobManager(cfg, job)
     manager.start()
-    print(
-        f"weir: job {job.name} running without an API (serve it with: weir api JOB.py "
+    logs.say(
+        f"job {job.name} running without an API (serve it with: weir api {cfg.job_file} "
         f"--state-dir {cfg.state_dir})",
-        file=sys.stderr,
-        flush=True,
+        job=job.name,
     )
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
@@ -122,6 +124,6 @@ def _run_headless(cfg: RunConfig, job: Job) -> int:
 
 def _outcome(manager: JobManager, job: Job) -> int:
     if manager.failure is not None:
-        print(f"weir: error: job {job.name} failed: {manager.failure}", file=sys.stderr)
-        return 1
+        logs.error(f"job {job.name} failed: {manager.failure}", job=job.name)
+        return manager.failure.exit_code
     return 0

@@ -1,31 +1,46 @@
 """weir's exceptions: one root, one subclass per area.
 
-    WeirError
-    ├── JobDefinitionError     a job file or job graph that cannot run (names the fix)
-    ├── ConfigError            a bad flag, URL or setting value
-    │   └── PathRefused        a path (flag or request) that leaves the directory it must stay in
-    ├── SourceError            a source that cannot be opened or read
-    ├── SinkError              a sink that cannot be opened or written
-    ├── StateError             RocksDB state that cannot be opened, read or written
-    ├── MessageError           bytes from another process that are not a message weir sent
-    └── WorkerFailed           a worker process died or reported a fatal error
+    WeirError                  (exit code of the weir command)
+    ├── JobDefinitionError     a job file or job graph that cannot run (2)
+    ├── ConfigError            a bad flag, URL or setting value (2)
+    │   └── PathRefused        a path (flag or request) that leaves its directory (2)
+    ├── SourceError            a source that cannot be opened or read (1)
+    ├── SinkError              a sink that cannot be opened or written (1)
+    ├── StateError             RocksDB state that cannot be opened, read or written (1)
+    ├── MessageError           bytes from another process that are not a message weir sent (1)
+    └── WorkerFailed           a worker process died or reported a fatal error (1)
 
-Every message names the offending value and what to do about it.
+Every message names the offending value and what to do about it. ``usage`` sorts them for the
+command line: a usage error is fixed by changing what was typed (a flag, a variable, the job
+file) and exits 2; any other error happened while doing the work and exits 1.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class WeirError(Exception):
     """Root of every error weir raises on purpose."""
 
+    usage: ClassVar[bool] = False
+
+    @property
+    def exit_code(self) -> int:
+        """The ``weir`` command's exit status for this error: 2 for usage, 1 otherwise."""
+        return 2 if self.usage else 1
+
 
 class JobDefinitionError(WeirError):
     """The job file or the job graph is not something weir can run."""
 
+    usage = True
+
 
 class ConfigError(WeirError):
     """A flag, URL or setting has a value weir cannot use."""
+
+    usage = True
 
 
 class PathRefused(ConfigError):

@@ -12,7 +12,6 @@ too.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
 
 from weir.engine.errors import StateError
 
@@ -83,15 +82,3 @@ def prefix_upper_bound(prefix: bytes) -> bytes:
     if not stripped:
         raise ValueError("a prefix of only 0xff bytes has no upper bound")
     return stripped[:-1] + bytes([stripped[-1] + 1])
-
-
-def state_keys(
-    key_groups: Iterable[int], state_id: int, keys: Iterable[bytes], namespaces: Iterable[int]
-) -> list[bytes]:
-    """Batch form of ``state_key`` for the hot path."""
-    pack = _HHH.pack
-    q = _Q.pack
-    return [
-        pack(kg, state_id, len(k)) + k + q(ns + _SIGN)
-        for kg, k, ns in zip(key_groups, keys, namespaces, strict=True)
-    ]

@@ -1,7 +1,7 @@
 """RocksDB state over rocksdict in raw mode: one primary instance per worker.
 
-The backend contract is short: ``get_many``, ``write`` (puts and deletes in one atomic batch),
-``scan`` (a byte range), ``close``. The API process reads the same files through
+``RocksState`` is the state backend of ``state/backend.py``, plus what RocksDB's checkpoint and
+bulk-load path needs (``flush``, ``ingest``). The API process reads the same files through
 ``SecondaryReader`` (a RocksDB secondary instance that catches up with the primary in a few ms), so
 serving queries never runs on a worker's event loop. rocksdict errors are wrapped here, once.
 """
@@ -16,13 +16,13 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rocksdict import (
     AccessType,
     BlockBasedOptions,
     Cache,
     Checkpoint,
+    DbClosedError,
     IngestExternalFileOptions,
     Options,
     Rdict,
@@ -32,6 +32,7 @@ from rocksdict import (
 )
 
 from weir.engine.errors import StateError
+from weir.state.backend import Batch, Snapshottable, StateBackend
 from weir.state.layout import prefix_upper_bound
 
 log = logging.getLogger(__name__)
@@ -45,19 +46,16 @@ class RocksOptions:
     max_background_jobs: int = 2
     block_cache_mb: int = 16  # bounded, so a worker's memory plateaus (memory holds open windows)
     disable_wal: bool = False
-    # RocksDB's own files grow for ever unless bounded: its info LOG (about 23 MiB an hour per
-    # worker with a checkpoint, so a flush, every 2 s) and the MANIFEST, which gains an edit
-    # per flush and compaction (about 0.65 MiB an hour) and is copied into every checkpoint,
-    # so checkpoints grew while the state did not (make soak). The LOG rolls as Flink's does
-    # (its defaults: 25 MB, 4 files); a MANIFEST past the bound starts again from a snapshot of
-    # the live files, which is a few KiB.
+    # RocksDB's own files grow for ever unless bounded: its info LOG, written on every flush, and
+    # the MANIFEST, which gains an edit per flush and compaction and is copied into every
+    # checkpoint. The LOG rolls as Flink's does; a MANIFEST past the bound starts again from a
+    # snapshot of the live files, which is a few KiB.
     log_file_kb: int = 8 * 1024
     log_files_kept: int = 4
     manifest_kb: int = 128
-    # The memtable stays RocksDB's skiplist. A vector memtable made puts ~5x cheaper (0.5 vs
-    # 2.5 us, measured with 10k-entry batches), but secondary instances inherit the primary's
-    # memtable type, and a seek there sorts the whole memtable: 537 ms against 0.02 ms. Queries
-    # are the product, so writes pay instead (loadtest/ has the figures).
+    # The memtable stays RocksDB's skiplist: a vector memtable makes puts cheaper, but secondary
+    # instances inherit the primary's memtable type and a seek there sorts the whole memtable.
+    # Queries are the product, so writes pay instead (the README has the figures).
 
     def to_options(self) -> Options:
         opts = Options(raw_mode=True)
@@ -92,14 +90,11 @@ class RocksState:
         self._write_opts.disable_wal = self._options.disable_wal  # type: ignore[method-assign,assignment]
 
     def get(self, key: bytes) -> bytes | None:
-        value = self._db.get(key)
+        try:
+            value = self._db.get(key)
+        except Exception as exc:
+            raise StateError(f"RocksDB read from {self.path} failed: {exc}") from exc
         return value if value is None else bytes(value)
-
-    def get_many(self, keys: list[bytes]) -> list[bytes | None]:
-        if not keys:
-            return []
-        found = self._db.get(list[Any](keys))
-        return list(found or [])
 
     def write(self, puts: Mapping[bytes, bytes], deletes: list[bytes] | None = None) -> None:
         """Apply deletes, then puts, in one atomic write batch."""
@@ -117,21 +112,32 @@ class RocksState:
         """A raw write batch for callers that build one directly (the hot path)."""
         return WriteBatch(raw_mode=True)
 
-    def commit(self, batch: WriteBatch) -> None:
+    def commit(self, batch: Batch) -> None:
+        if not isinstance(batch, WriteBatch):
+            raise StateError(
+                f"RocksState.commit got a {type(batch).__name__}; commit a batch made by this "
+                "backend's batch()"
+            )
         try:
             self._db.write(batch, self._write_opts)
         except Exception as exc:
             raise StateError(f"RocksDB write to {self.path} failed: {exc}") from exc
 
     def scan(self, lo: bytes, hi: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Keys in ``[lo, hi)``. A worker scans once (restore, the retention purge's timers), so
-        the blocks read do not enter the block cache: filling it with them grew a worker's RSS
-        by the cache's size over its first minutes for nothing (make soak)."""
-        yield from _scan(self._db, lo, hi, fill_cache=False)
+        """Keys in ``[lo, hi)``. A worker reads these blocks once (restore, the retention
+        purge's timers), so they do not enter the block cache: they would fill it for nothing
+        and grow the worker's memory by the cache's size."""
+        try:
+            yield from _scan(self._db, lo, hi, fill_cache=False)
+        except Exception as exc:
+            raise StateError(f"RocksDB scan of {self.path} failed: {exc}") from exc
 
     def flush(self, wait: bool = True) -> None:
         """Flush the memtable to an SST file (``wait=False``: in RocksDB's background threads)."""
-        self._db.flush(wait)
+        try:
+            self._db.flush(wait)
+        except Exception as exc:
+            raise StateError(f"RocksDB flush of {self.path} failed: {exc}") from exc
 
     def ingest(self, files: list[Path]) -> None:
         """Bulk-load SST files written with ``SstFileWriter`` (their keys are new to this DB or
@@ -156,7 +162,15 @@ class RocksState:
             ) from exc
 
     def close(self) -> None:
-        self._db.close()
+        try:
+            self._db.close()
+        except DbClosedError:
+            pass  # the contract lets close be called again
+
+
+# mypy checks here that RocksState meets both contracts
+_BACKEND: type[StateBackend] = RocksState
+_SNAPSHOTTABLE: type[Snapshottable] = RocksState
 
 
 def _scan(
@@ -187,11 +201,10 @@ class SecondaryReader:
     RocksDB's secondary keeps the entries it replayed from a WAL in its memtable, and reads look
     there first: once the primary flushes newer values of those keys and deletes that WAL, the
     secondary goes on answering the old ones until new writes arrive, for ever on a finished job
-    (facebook/rocksdb#15051, fixed upstream after the RocksDB that rocksdict 0.3.29 bundles; a
-    reader that catches up rarely, e.g. one key polled every few seconds while checkpoints
-    flush, saw it). So each catch-up first lists the primary's WAL files, and when one it may
-    have replayed is gone, it reopens instead (a few ms, once per flush at most). The instance
-    it replaces is closed at the next reopen, not at once: a request may still be reading it.
+    (facebook/rocksdb#15051, fixed upstream after the RocksDB that rocksdict 0.3.29 bundles).
+    So each catch-up first lists the primary's WAL files, and when one it may have replayed is
+    gone, it reopens instead (a few ms, once per flush at most). The instance it replaces is
+    closed at the next reopen, not at once: a request may still be reading it.
     """
 
     def __init__(self, primary: Path, secondary: Path, catch_up_ms: float = 20.0) -> None:

@@ -1,9 +1,8 @@
-"""Run a job's chain and window operator in-process, batch by batch, the way a single worker
-with one split does (``engine/runtime/task/worker.py``): ``chain.process(batch, split)``, the keyed
-sub-batches to their operators, then ``advance(watermark, data watermark, trace)`` with the
-watermark after each record; at the end ``advance(MAX_WATERMARK, ..., [MAX_WATERMARK])``. State
-is a real RocksDB under the given directory; late records and dead letters go to real JSONL
-sinks, read back at the end.
+"""Run a job's chain and operators in-process, batch by batch, the way a single worker with one
+split does: ``weir.testing.Harness`` over the in-memory state backend unless the caller passes
+one (the contract suite in ``tests/contract/`` holds both backends to the same behaviour), with the
+batch cuts and state flushes the property tests draw. ``build_job`` turns a reference ``Spec``
+into the job the brute-force model in ``tests/reference.py`` describes.
 """
 
 from __future__ import annotations
@@ -14,17 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from tests.reference import Spec
-from tests.support import read_jsonl
-from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
-from weir.engine.runtime.operators.factory import runtime_for
-from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.task.chain import Chain, keyby_nodes
-from weir.engine.sources import SourceBatch
-from weir.engine.watermarks import MAX_WATERMARK
-from weir.state.keygroups import range_for_operator
-from weir.state.rocksdb import RocksState
-
-SPLIT = "0"
+from weir import Job, WatermarkStrategy, agg, sources, windows
+from weir.state.backend import StateBackend
+from weir.state.memory import MemoryState
+from weir.testing import Harness
 
 
 def build_job(spec: Spec, max_parallelism: int = 128) -> Job:
@@ -69,60 +61,28 @@ def run_batches(
     flush_after: Sequence[bool] = (),
     retention_ms: int = 3_600_000,
     job: Job | None = None,
+    state: StateBackend | None = None,
 ) -> Run:
-    """Feed ``items`` in batches of ``batch_sizes`` (the rest in one last batch). ``job``
-    replaces the one built from ``spec`` (whose ``op`` names the operator to run)."""
-    job = job or build_job(spec)
-    source = job.sources[0]
-    state = RocksState(root / "db")
-    late = LateRecords(sinks.jsonl(root / "late.jsonl"))
-    dead = DeadLetters(sinks.jsonl(root / "dead.jsonl"))
-    node_ops = [
-        [
-            runtime_for(op, state, range_for_operator(128, 1, 0), 128, late, dead, retention_ms)
-            for op in node.children
-        ]
-        for node in keyby_nodes(source)
-    ]
-    ops = [rt for rts in node_ops for rt in rts]
-    chain = Chain(source, {}, dead)
-    results: list[dict[str, Any]] = []
+    """Feed ``items`` in batches of ``batch_sizes`` (the rest in one last batch), flushing
+    state to RocksDB after the batches ``flush_after`` marks. ``job`` replaces the one built
+    from ``spec`` (whose ``op`` names the operator to run). A ``state`` passed in stays open,
+    for the caller to read what the operators stored."""
     sizes = list(batch_sizes)
     if sum(sizes) < len(items):
         sizes.append(len(items) - sum(sizes))
     pos = 0
-
-    def advance(wm: int, trace: list[int]) -> None:
-        for rt in ops:
-            rt.advance(wm, chain.watermark(SPLIT), trace)
-            results.extend(rt.drain())
-
-    try:
+    backend = MemoryState() if state is None else state
+    with Harness(job or build_job(spec), state=backend, state_retention_ms=retention_ms) as h:
         for i, n in enumerate(sizes):
-            chain.process(SourceBatch(items=list(items[pos : pos + n]), decoded=decoded), SPLIT)
+            h.feed(items[pos : pos + n], decoded=decoded)
             pos += n
-            wm = chain.watermark(SPLIT)
-            trace = list(chain.trace)
-            if not trace or trace[-1] != wm:
-                trace.append(wm)
-            for node, keys, recs, ts, wms in chain.keyed:
-                for rt in node_ops[node]:
-                    rt.process(keys, recs, ts, wms, trace)
-            advance(wm, trace)
             if i < len(flush_after) and flush_after[i]:
-                for rt in ops:
-                    rt.flush()
-                    rt.purge(force=True)
-        advance(MAX_WATERMARK, [MAX_WATERMARK])
-        for rt in ops:
-            rt.flush()
-            rt.purge(force=True)
-    finally:
-        late.close()
-        dead.close()
-        state.close()
+                h.flush()
+        out = h.finish()
+    if state is None:
+        backend.close()
     return Run(
-        results,
-        read_jsonl(root / "late.jsonl"),
-        [{"stage": d["stage"], "input": d["input"]} for d in read_jsonl(root / "dead.jsonl")],
+        out.results,
+        out.late,
+        [{"stage": d["stage"], "input": d["input"]} for d in out.dead],
     )

@@ -302,6 +302,7 @@ class FixedRuntime:
     checkpoints: list[dict[str, Any]] = []
     checkpoint_problem: str | None = None
     status_problem: str | None = None
+    failure_reason: str | None = None
     restarts = 0
     restored_from: str | None = None
     backfills: list[BackfillEntry] = []

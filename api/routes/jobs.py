@@ -5,34 +5,46 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 
 from weir.api.deps import job_handle, public_watermark, registry
 from weir.api.errors import ErrorBody
 from weir.api.models import CheckpointList, Health, JobDetail, JobsAnswer
 from weir.api.registry import Registry
+from weir.engine.runtime.view import JobRuntime
 
 router = APIRouter(tags=["jobs"])
 
 
-@router.get("/health", response_model=Health)
-def health(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
+@router.get(
+    "/health",
+    response_model=Health,
+    responses={503: {"model": Health, "description": "a job has failed (``problems`` says why)"}},
+)
+def health(reg: Annotated[Registry, Depends(registry)], response: Response) -> dict[str, Any]:
+    """200 ``ok``; 200 ``degraded`` while a job goes on but something needs a look (its last
+    checkpoint failed; from ``weir api``, the job manager's status is missing or stale); 503
+    ``failed`` once a job has stopped for good on a failure, so probes and load balancers see it."""
     states = {name: h.runtime.state() for name, h in reg.jobs.items()}
     problems = {
-        name: str(problem)
+        name: problem
         for name, h in reg.jobs.items()
-        if (
-            problem := h.runtime.status_problem  # weir api: job manager gone
-            or h.runtime.checkpoint_problem
-        )
+        if (problem := _problem(h.runtime, states[name])) is not None
     }
-    if any(s == "failed" for s in states.values()):
+    if "failed" in states.values():
         status = "failed"
+        response.status_code = 503
     elif problems:
-        status = "degraded"  # the last checkpoint failed, or (weir api) the job is not seen
+        status = "degraded"
     else:
         status = "ok"
     return {"status": status, "jobs": states, "problems": problems}
+
+
+def _problem(runtime: JobRuntime, state: str) -> str | None:
+    if state == "failed":
+        return runtime.failure_reason or "the job failed (see its log)"
+    return runtime.status_problem or runtime.checkpoint_problem
 
 
 @router.get("/jobs", response_model=JobsAnswer)

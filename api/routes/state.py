@@ -11,12 +11,13 @@ from typing import Annotated, Any, Literal
 
 import anyio
 import orjson
-from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, Field
 
-from weir.api.deps import job_handle, operator, public_watermark, registry
+from weir.api.deps import api_metrics, job_handle, operator, public_watermark, registry
 from weir.api.errors import ApiError, ErrorBody, not_found
+from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, StateAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.engine.errors import StateError
@@ -39,6 +40,8 @@ router = APIRouter(tags=["state"])
 MAX_LIMIT = 10_000
 MAX_LOOKUP_KEYS = 1_000
 MAX_KEYS_PAGE = 1_000
+RETRY_MS = 2_000  # how long an EventSource waits before it reconnects
+ERROR_BODY_REF = {"$ref": "#/components/schemas/ErrorBody"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +140,11 @@ def key_answer(
     return answer
 
 
+def etag_of(raw: bytes) -> str:
+    """An answer's ETag (without its quotes), and its event id in a stream."""
+    return hashlib.blake2b(raw, digest_size=12).hexdigest()
+
+
 def json_response(
     body: Any, request: Request, status: int = 200, as_of: float | None = None
 ) -> Response:
@@ -144,7 +152,7 @@ def json_response(
     ``If-None-Match`` names the current answer gets an empty 304. ``as_of`` (wall time the
     state was read as of) goes in ``X-Weir-As-Of`` (epoch ms) and ``Age``, outside the ETag."""
     raw = orjson.dumps(body)
-    etag = '"' + hashlib.blake2b(raw, digest_size=12).hexdigest() + '"'
+    etag = f'"{etag_of(raw)}"'
     headers = {"ETag": etag}
     if as_of:
         headers["X-Weir-As-Of"] = str(int(as_of * 1000))
@@ -222,49 +230,70 @@ def list_keys(
     return {"job": job, "op": op, "keys": keys, "next_cursor": None}
 
 
+@dataclass(frozen=True, slots=True)
+class StreamTarget:
+    handle: JobHandle
+    op: WindowOperator | ProcessOperator
+
+
+async def stream_target(
+    job: str, op: str, reg: Annotated[Registry, Depends(registry)]
+) -> StreamTarget:
+    """Resolved before a stream starts, so an unknown job or operator is a 404, not an event."""
+    handle = job_handle(reg, job)
+    return StreamTarget(handle, operator(handle, op))
+
+
+async def _stream_answer(target: StreamTarget, key: str, bounds: Bounds) -> bytes:
+    try:
+        answer = await anyio.to_thread.run_sync(key_answer, target.handle, target.op, key, bounds)
+        return orjson.dumps(answer)
+    except ApiError as exc:  # not there (yet): said once, and the stream keeps watching
+        return orjson.dumps({"error": {"code": exc.code, "message": exc.message}})
+    except StateError as exc:  # the worker is still creating its state
+        return orjson.dumps({"error": {"code": "state_unavailable", "message": str(exc)}})
+
+
 @router.get(
     "/{job}/{op}/state/{key:path}/stream",
-    response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}, 404: {"model": ErrorBody}},
+    response_class=EventSourceResponse,
+    # a model here would be documented as the stream's media type; the 404 is JSON
+    responses={404: {"content": {"application/json": {"schema": ERROR_BODY_REF}}}},
 )
 async def stream_state(
-    job: str,
-    op: str,
     key: str,
-    request: Request,
-    reg: Annotated[Registry, Depends(registry)],
+    target: Annotated[StreamTarget, Depends(stream_target)],
+    metrics: Annotated[ApiMetrics, Depends(api_metrics)],
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 10,
     interval_ms: Annotated[int, Query(ge=50, le=60_000)] = 250,
-) -> StreamingResponse:
+    last_event_id: Annotated[
+        str | None, Header(alias="Last-Event-ID", description="the id of the last event seen")
+    ] = None,
+) -> AsyncIterator[ServerSentEvent]:
     """Server-Sent Events: the key's answer (as the point lookup gives it) each time it
-    changes, checked every ``interval_ms``; a comment line every 15 s keeps proxies open. (A
-    key that itself ends in ``/stream`` is read with the point lookup.)"""
-    handle = job_handle(reg, job)
-    op_def = operator(handle, op)
+    changes, checked every ``interval_ms``. An event's ``id`` is the answer's ETag, so a client
+    that reconnects with ``Last-Event-ID`` gets the next event only once the answer differs from
+    the one it has. The first event of a connection carries ``retry``; a comment follows 15 s
+    without an event, which keeps proxies open. (A key that itself ends in ``/stream`` is read
+    with the point lookup.)"""
     bounds = Bounds(limit=limit)
-
-    async def events() -> AsyncIterator[bytes]:
-        last: bytes | None = None
-        quiet_since = time.monotonic()
-        while not await request.is_disconnected():
-            try:
-                answer = await anyio.to_thread.run_sync(key_answer, handle, op_def, key, bounds)
-                raw = orjson.dumps(answer)
-            except ApiError as exc:  # not there (yet): say so once, keep watching
-                raw = orjson.dumps({"error": {"code": exc.code, "message": exc.message}})
-            except StateError as exc:  # the worker is still creating its state
-                raw = orjson.dumps({"error": {"code": "state_unavailable", "message": str(exc)}})
-            if raw != last:
-                last = raw
-                quiet_since = time.monotonic()
-                yield b"data: " + raw + b"\n\n"
-            elif time.monotonic() - quiet_since > 15:
-                quiet_since = time.monotonic()
-                yield b": still here\n\n"
+    sent = last_event_id
+    retry: int | None = RETRY_MS
+    metrics.open_streams.inc()
+    try:  # when the client goes, FastAPI cancels this generator wherever it waits
+        while True:
+            raw = await _stream_answer(target, key, bounds)
+            tag = etag_of(raw)
+            if tag != sent:
+                sent = tag
+                yield ServerSentEvent(raw_data=raw.decode(), id=tag, retry=retry)
+                retry = None
+            elif retry is not None:  # a resumed stream whose answer has not changed
+                yield ServerSentEvent(comment=f"no change since event {tag}", retry=retry)
+                retry = None
             await anyio.sleep(interval_ms / 1000)
-
-    return StreamingResponse(events(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})  # fmt: skip
+    finally:
+        metrics.open_streams.dec()
 
 
 @router.get(

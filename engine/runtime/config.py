@@ -12,7 +12,9 @@ from weir.engine.errors import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class RunConfig:
-    job_file: Path
+    # the job as given to `weir run`: a .py file, or `package.module:attr` (loader.load_job);
+    # each worker loads it again from this
+    job_file: Path | str
     state_dir: Path = Path(".weir")
     source_url: str | None = None
     sink_url: str | None = None
@@ -27,6 +29,7 @@ class RunConfig:
     buffer_timeout_ms: int = 10
     idle_timeout_ms: int | None = None
     log_level: str = "INFO"
+    log_format: str = "text"  # or "json" (app/logs.py), in the workers too
     checkpoint_dir: Path | None = None  # default: <state-dir>/checkpoints
     checkpoint_interval_ms: int = 0  # 0: no periodic checkpoints
     checkpoint_timeout_ms: int = 60_000

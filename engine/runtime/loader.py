@@ -1,12 +1,20 @@
-"""Loading a job file: a Python file that defines ``job = Job(...)`` at module level."""
+"""Loading a job: a Python file that defines ``job = Job(...)`` at module level, or a module of an
+importable package named as ``package.module:attr``, whose attribute is a ``Job`` or a
+zero-argument function returning one. Every worker loads the same spec again itself."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
+import os
+import re
 import runpy
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import weir
 from weir.engine.errors import JobDefinitionError, WeirError
@@ -15,33 +23,36 @@ from weir.engine.runtime.config import RunConfig
 from weir.engine.sinks import from_url as sink_from_url
 from weir.engine.sources import from_url as source_from_url
 
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+MODULE_SPEC = re.compile(rf"^({_DOTTED}):({_DOTTED})$")
 
-def load_job(path: Path) -> Job:
+
+def load_job(spec: Path | str) -> Job:
+    """The job that ``spec`` names: a path to a .py file, or ``package.module:attr`` (a file of
+    that name wins, so an odd file name still loads as a file)."""
+    found = MODULE_SPEC.match(str(spec))
+    if found and not Path(spec).exists():
+        return _load_attribute(found.group(1), found.group(2))
+    return _load_file(Path(spec))
+
+
+def _load_file(path: Path) -> Job:
     if not path.exists():
         raise JobDefinitionError(
             f"job file {path} does not exist; pass the path of a Python file that defines "
-            "`job = Job(...)`"
+            "`job = Job(...)`, or package.module:attr"
         )
     if path.is_dir() or path.suffix != ".py":
-        raise JobDefinitionError(f"job file {path} is not a .py file; pass a Python job file")
+        raise JobDefinitionError(
+            f"job file {path} is not a .py file; pass a Python job file, or package.module:attr"
+        )
     directory = str(path.resolve().parent)  # the job's own modules import as in `python JOB.py`
     if directory not in sys.path:
         sys.path.insert(0, directory)
     _refuse_legacy_imports(path)
-    try:
-        namespace = runpy.run_path(str(path), run_name="__weir_job__")
-    except WeirError:
-        raise
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] == "engine":
-            raise JobDefinitionError(_legacy_message(path, "engine")) from None
-        raise JobDefinitionError(
-            f"job file {path} failed to load: {type(exc).__name__}: {exc}"
-        ) from exc
-    except Exception as exc:
-        raise JobDefinitionError(
-            f"job file {path} failed to load: {type(exc).__name__}: {exc}"
-        ) from exc
+    namespace = _loading(
+        f"job file {path}", lambda: runpy.run_path(str(path), run_name="__weir_job__")
+    )
     job = namespace.get("job")
     if job is None:
         raise JobDefinitionError(
@@ -53,6 +64,98 @@ def load_job(path: Path) -> Job:
         )
     job.validate()
     return job
+
+
+def _loading(what: str, load: Callable[[], Any]) -> Any:
+    """Run ``load`` (a job file or module's code); whatever it raises names ``what``."""
+    try:
+        return load()
+    except WeirError:
+        raise
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "engine":
+            raise JobDefinitionError(_legacy_message(what, "engine")) from None
+        raise JobDefinitionError(f"{what} failed to load: {type(exc).__name__}: {exc}") from exc
+    except Exception as exc:
+        raise JobDefinitionError(f"{what} failed to load: {type(exc).__name__}: {exc}") from exc
+
+
+def _load_attribute(module_name: str, attr: str) -> Job:
+    spec = f"{module_name}:{attr}"
+    module = _import(module_name, spec)
+    found: Any = module
+    for part in attr.split("."):
+        if not hasattr(found, part):
+            raise JobDefinitionError(
+                f"job {spec}: module {module_name} has no attribute {attr!r}; {_jobs_in(module)}"
+            )
+        found = getattr(found, part)
+    job = found if isinstance(found, Job) else _call_factory(spec, found)
+    job.validate()
+    return job
+
+
+def _call_factory(spec: str, found: Any) -> Job:
+    if not callable(found) or isinstance(found, type):
+        raise JobDefinitionError(
+            f"job {spec} is a {type(found).__name__}, not a weir.Job; name a Job, or a function "
+            "that takes no arguments and returns one"
+        )
+    made = _loading(f"job {spec}", found)
+    if not isinstance(made, Job):
+        raise JobDefinitionError(
+            f"job {spec}() returned a {type(made).__name__}, not a weir.Job; return the Job it "
+            "builds"
+        )
+    return made
+
+
+def _import(module_name: str, spec: str) -> ModuleType:
+    """Import the job's module; the current directory is on the path, as for ``python -m``."""
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    top = module_name.split(".")[0]
+    if top in _LEGACY and _is_weirs_own(top):
+        raise JobDefinitionError(_legacy_message(f"job {spec}", top))
+    origin = _origin(module_name)
+    if origin is not None and origin.suffix == ".py":
+        _refuse_legacy_imports(origin)
+    try:
+        module: ModuleType = _loading(
+            f"job module {module_name}", lambda: importlib.import_module(module_name)
+        )
+    except JobDefinitionError as exc:
+        missing = exc.__cause__
+        if isinstance(missing, ModuleNotFoundError) and _names_a_parent(missing, module_name):
+            raise JobDefinitionError(
+                f"job {spec}: no module named {missing.name!r} (looked in {here} and sys.path); "
+                "run weir from the directory that holds the package, add that directory to "
+                "PYTHONPATH, or install the package"
+            ) from None
+        raise
+    return module
+
+
+def _origin(module_name: str) -> Path | None:
+    """The module's source file, found without running it (its parent packages do run)."""
+    try:
+        found = importlib.util.find_spec(module_name)
+    except Exception:  # noqa: BLE001 - a parent package that fails: importing it reports that
+        return None
+    return Path(found.origin) if found is not None and found.origin else None
+
+
+def _names_a_parent(exc: ModuleNotFoundError, module_name: str) -> bool:
+    """Is the missing module the job's module or one of its packages (not one it imports)?"""
+    return exc.name is not None and (module_name + ".").startswith(exc.name + ".")
+
+
+def _jobs_in(module: ModuleType) -> str:
+    names = [n for n, v in vars(module).items() if isinstance(v, Job)]
+    if names:
+        return f"it defines {', '.join(f'{module.__name__}:{n}' for n in sorted(names))}"
+    return "name a Job defined in it, or a function that takes no arguments and returns one"
 
 
 def load_configured_job(cfg: RunConfig) -> Job:
@@ -71,10 +174,10 @@ _LEGACY = {"engine", "state", "api", "app"}
 _WEIR_DIR = Path(weir.__file__).parent
 
 
-def _legacy_message(path: Path, module: str) -> str:
+def _legacy_message(what: str, module: str) -> str:
     new = "weir" if module == "engine" else f"weir.{module}"
     return (
-        f"job file {path} imports `{module}`, weir's old module name; import from `{new}` "
+        f"{what} imports `{module}`, weir's old module name; import from `{new}` "
         "instead (e.g. `from weir import Job, WatermarkStrategy, agg, sources, windows`)"
     )
 
@@ -99,7 +202,7 @@ def _refuse_legacy_imports(path: Path) -> None:
         for name in names:
             top = name.split(".")[0]
             if top in _LEGACY and _is_weirs_own(top):
-                raise JobDefinitionError(_legacy_message(path, top))
+                raise JobDefinitionError(_legacy_message(f"job file {path}", top))
 
 
 def _is_weirs_own(top: str) -> bool:

@@ -84,6 +84,11 @@ class JobRuntime(Protocol):
         ...
 
     @property
+    def failure_reason(self) -> str | None:
+        """Why the job stopped for good (None unless its state is failed)."""
+        ...
+
+    @property
     def restarts(self) -> int: ...
 
     @property
@@ -118,6 +123,7 @@ class JobStatus:
     pid: int
     written_at: int
     state: str
+    failure: str | None  # why it failed for good (None unless state is failed)
     source: str
     operators: list[str]
     parallelism: int

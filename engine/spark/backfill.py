@@ -84,6 +84,9 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
+        # weir backfill shows its own progress (app/progress.py); Spark's console bar would
+        # write carriage returns even into log files
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")

@@ -27,7 +27,7 @@ def test_missing_input_file_is_a_clear_error(
         "--state-dir", str(tmp_path / "st"), "--parallelism", parallelism,
         timeout=8.0,  # startup takes ~1 s; a run that hangs on a dead worker fails here
     )  # fmt: skip
-    assert result.rc in (1, 2), result.stderr  # a failed job (1) or a refused flag (2)
+    assert result.rc == 1, result.stderr  # the workers find the file missing: a failed job
     errors = [line for line in result.error_lines() if line.startswith("weir: error:")]
     assert len(errors) == 1, result.stderr
     assert str(missing) in errors[0]

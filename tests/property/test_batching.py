@@ -1,8 +1,8 @@
 """Batching invariance (DESIGN.md, "Time"): results must be as if the watermark advanced after
-every record, so how the input is cut into batches (and when state is flushed to RocksDB) never
-changes which records are late nor any result. The engine's chain and window operator run
-in-process over a real RocksDB and are compared with the brute-force model in
-``tests/reference.py``.
+every record, so how the input is cut into batches (and when state is flushed to the state
+backend) never changes which records are late nor any result. The engine's chain and window
+operator run in-process over the in-memory state backend (``tests/contract/`` holds RocksDB to
+the same behaviour) and are compared with the brute-force model in ``tests/reference.py``.
 """
 
 from __future__ import annotations

@@ -26,7 +26,9 @@ from weir.engine.spark.inputs import file_batches
 from weir.engine.spark.pairs import pairs_of_split
 from weir.engine.spark.plan import Plan, backfill_operator, python_path
 from weir.engine.spark.sst import python_ssts
+from weir.state.backend import StateBackend
 from weir.state.layout import decode_state_key
+from weir.state.memory import MemoryState
 from weir.state.rocksdb import RocksState
 
 BOUND = UDA_JOB_BOUND
@@ -71,7 +73,7 @@ def _backfill(tmp: Path, job_file: Path, src: Path, **window: int | None) -> tup
         state.close()
 
 
-def _windows(state: RocksState, job_file: Path) -> dict[bytes, bytes]:
+def _windows(state: StateBackend, job_file: Path) -> dict[bytes, bytes]:
     sid = backfill_operator(load_job(job_file), None).state_id
     scan = state.scan(b"", b"\xff" * 8)
     return {k: v for k, v in scan if struct.unpack_from(">H", k, 2)[0] == sid}
@@ -80,10 +82,17 @@ def _windows(state: RocksState, job_file: Path) -> dict[bytes, bytes]:
 def _streamed(tmp: Path, job_file: Path, events: list[Any], batches: list[int]) -> Any:
     """What the streaming operator stores after the events in ``batches`` (with flushes in
     between, so merged sessions delete their stored ends), and the late records."""
-    run = run_batches(events, Spec(bound=BOUND, size=1, lateness=0), batches, tmp / "stream",
-                      job=load_job(job_file), flush_after=[True, False] * 8)  # fmt: skip
-    state = RocksState(tmp / "stream" / "db")
+    state = MemoryState()
     try:
+        run = run_batches(
+            events,
+            Spec(bound=BOUND, size=1, lateness=0),
+            batches,
+            tmp / "stream",
+            job=load_job(job_file),
+            flush_after=[True, False] * 8,
+            state=state,
+        )
         return _windows(state, job_file), run.late
     finally:
         state.close()

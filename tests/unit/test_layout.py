@@ -97,10 +97,3 @@ def test_decode_state_key_refuses_truncated_bytes() -> None:
     raw = layout.state_key(1, 2, b"abc", 42)
     with pytest.raises(StateError, match="malformed state key"):
         layout.decode_state_key(raw[:-1])
-
-
-def test_batch_state_keys_match_single() -> None:
-    kgs, keys, nss = [0, 5, 127], [b"a", b"", "ü".encode()], [-3, 0, 1 << 50]
-    assert layout.state_keys(kgs, 8, keys, nss) == [
-        layout.state_key(kg, 8, k, ns) for kg, k, ns in zip(kgs, keys, nss, strict=True)
-    ]

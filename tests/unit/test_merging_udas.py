@@ -16,7 +16,7 @@ from weir import Job, WatermarkStrategy, agg, sources, windows
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.state.keygroups import range_for_operator
-from weir.state.rocksdb import RocksState
+from weir.state.memory import MemoryState
 
 EVENTS = [(0, 1), (4, 2), (9, 1), (30, 3), (33, 3), (37, 4), (70, 5), (12, 2), (16, 6)]
 
@@ -79,7 +79,7 @@ def test_distinct_values_merge_across_panes_and_sessions(
     assert {w: r["distinct"] for w, r in finals.items()} == {w: len(v) for w, v in expected.items()}
 
 
-def test_processing_time_timers_fire_on_the_clock(tmp_path: Path) -> None:
+def test_processing_time_timers_fire_on_the_clock() -> None:
     class Reminder:
         def process(self, event: dict[str, Any], ctx: Any) -> None:
             ctx.register_processing_time_timer(ctx.processing_time + 30)
@@ -89,7 +89,7 @@ def test_processing_time_timers_fire_on_the_clock(tmp_path: Path) -> None:
 
     job = Job("pt")
     job.source(sources.jsonl("/unused")).key_by("id").process(Reminder(), name="remind")
-    state = RocksState(tmp_path / "db")
+    state = MemoryState()
     rt = ProcessRuntime(job.operators["remind"], state, range_for_operator(128, 1, 0), 128,
                         LateRecords(None), DeadLetters(None), 0)  # fmt: skip
     before = int(time.time() * 1000)

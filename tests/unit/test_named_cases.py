@@ -41,14 +41,14 @@ def test_a_key_seen_once_is_purged_on_time(tmp_path: Path, spec: Spec) -> None:
     """Key "once" appears at t=10 and never again; with 200 ms retention its windows and their
     cleanup timers leave RocksDB once the data watermark passes end - 1 + lateness + 200."""
     evs = [_ev("once", 10)] + [_ev("busy", t) for t in range(0, 1_000, 20)]
-    run = run_batches(evs, spec, [7] * 200, tmp_path, retention_ms=200)
-    assert any(r["key"] == "once" for r in run.results)
-    op = build_job(spec).operators[spec.op]
     db = RocksState(tmp_path / "db")
     try:
+        run = run_batches(evs, spec, [7] * 200, tmp_path, retention_ms=200, state=db)
         keys = [k for k, _ in db.scan(b"", b"\xff" * 8)]
     finally:
         db.close()
+    assert any(r["key"] == "once" for r in run.results)
+    op = build_job(spec).operators[spec.op]
     window_rows = [k for k in keys if k[2:4] == state_prefix(0, op.state_id)[2:4]]
     assert not any(b"once" in k for k in window_rows), "the key's windows are still stored"
     # and busy windows near the end of the input are still there (retention counts from the

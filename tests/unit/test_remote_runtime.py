@@ -52,6 +52,7 @@ def _body(**fields: Any) -> dict[str, Any]:
         "generation": 0,
         "written_at": now_ms(),
         "state": "running",
+        "failure": None,
         "source": "file:///in.jsonl",
         "operators": ["op"],
         "parallelism": 2,

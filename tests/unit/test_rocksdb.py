@@ -1,10 +1,13 @@
-"""The RocksDB backend on real files: puts, deletes, range scans, and the secondary reader."""
+"""What only the RocksDB backend does, on real files: its own files stay bounded, opening
+fails clearly, SST ingest, and the secondary reader. The state backend contract itself is
+``tests/contract/``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from rocksdict import Options, SstFileWriter
 
 from tests.support import wait_until
 from weir.engine.errors import StateError
@@ -12,35 +15,45 @@ from weir.state import layout
 from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
 
 
-def test_put_get_delete_scan(tmp_path: Path) -> None:
+def _sst(path: Path, entries: dict[bytes, bytes]) -> Path:
+    writer = SstFileWriter(Options(raw_mode=True))
+    writer.open(str(path))
+    for k in sorted(entries):
+        writer[k] = entries[k]
+    writer.finish()
+    return path
+
+
+def test_ingest_adds_sst_files_whose_keys_replace_what_is_stored(tmp_path: Path) -> None:
+    """The backfill's bulk load: SST files written with ``SstFileWriter``, one per key group."""
     db = RocksState(tmp_path / "db")
     try:
-        keys = [layout.state_key(kg, 1, b"k", ns) for kg in (1, 2, 3) for ns in (-5, 0, 5)]
-        db.write({k: k[-1:] for k in keys})
-        assert db.get(keys[0]) == keys[0][-1:]
-        assert db.get(b"missing") is None
-        assert db.get_many([keys[1], b"missing"]) == [keys[1][-1:], None]
-        assert db.get_many([]) == []
-        lo, hi = layout.key_group_bounds(2, 2)
-        assert [k for k, _ in db.scan(lo, hi)] == keys[3:6]
-        db.write({}, [keys[4]])
-        assert [k for k, _ in db.scan(lo, hi)] == [keys[3], keys[5]]
-        db.write({keys[4]: b"again"}, [keys[3]])  # puts and deletes in one batch
-        assert [v for _, v in db.scan(lo, hi)] == [b"again", keys[5][-1:]]
-        db.write({})
+        db.write({b"\x00\x01kept": b"old", b"\x00\x02replaced": b"old"})
+        db.ingest(
+            [
+                _sst(tmp_path / "kg1.sst", {b"\x00\x01new": b"1"}),
+                _sst(tmp_path / "kg2.sst", {b"\x00\x02replaced": b"2"}),
+            ]
+        )
+        assert list(db.scan(b"", b"\xff")) == [
+            (b"\x00\x01kept", b"old"),
+            (b"\x00\x01new", b"1"),
+            (b"\x00\x02replaced", b"2"),
+        ]
+        assert (tmp_path / "kg1.sst").exists()  # copied in, not moved: the input stays whole
     finally:
         db.close()
 
 
-def test_state_survives_reopen(tmp_path: Path) -> None:
+def test_ingesting_a_file_that_is_not_an_sst_names_the_state(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sst"
+    bad.write_bytes(b"not an sst file")
     db = RocksState(tmp_path / "db")
-    db.write({b"a": b"1"})
-    db.close()
-    again = RocksState(tmp_path / "db")
     try:
-        assert again.get(b"a") == b"1"
+        with pytest.raises(StateError, match=f"ingesting 1 SST files into {tmp_path / 'db'}"):
+            db.ingest([bad])
     finally:
-        again.close()
+        db.close()
 
 
 def test_rocksdbs_own_files_stay_bounded_over_many_flushes(tmp_path: Path) -> None:

@@ -1,10 +1,8 @@
-"""Sliding windows on panes, mid-stream: what RocksDB holds (materialised fired windows plus
-open panes), composed the way the query API composes it, equals brute force over the records:
-every window, fired or open, holds exactly the records whose time falls in it."""
+"""Sliding windows on panes, mid-stream: what the state backend holds (materialised fired
+windows plus open panes), composed the way the query API composes it, equals brute force over
+the records: every window, fired or open, holds exactly the records whose time falls in it."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from weir import Job, WatermarkStrategy, agg, sources, windows
 from weir.engine.runtime.operators.codec import compose_stored, decode_window, pane_size
@@ -12,12 +10,12 @@ from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.state import layout
 from weir.state.keygroups import key_group, range_for_operator
-from weir.state.rocksdb import RocksState
+from weir.state.memory import MemoryState
 
 SIZE, SLIDE = 100, 30  # panes of gcd = 10 ms
 
 
-def test_open_and_fired_windows_compose_from_what_is_stored(tmp_path: Path) -> None:
+def test_open_and_fired_windows_compose_from_what_is_stored() -> None:
     job = Job("j")
     (
         job.source(sources.jsonl("/unused"), watermarks=WatermarkStrategy())
@@ -26,7 +24,7 @@ def test_open_and_fired_windows_compose_from_what_is_stored(tmp_path: Path) -> N
         .aggregate("op", n=agg.count(), total=agg.sum("v"))
     )
     op = job.operators["op"]
-    state = RocksState(tmp_path / "db")
+    state = MemoryState()
     rt = SlidingRuntime(
         op, state, range_for_operator(128, 1, 0), 128, LateRecords(None), DeadLetters(None), 10**9
     )

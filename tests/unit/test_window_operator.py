@@ -1,4 +1,5 @@
-"""The chain and window operator in-process over a real RocksDB, on hand-checked traces.
+"""The chain and window operator in-process over the in-memory state backend, on hand-checked
+traces.
 
 These pin down, deterministically, cases the batching properties in
 tests/property/test_batching.py find at random.

@@ -306,6 +306,10 @@ class JobManager:
         return None  # in this process: the API sees the job manager itself
 
     @property
+    def failure_reason(self) -> str | None:
+        return None if self.failure is None else str(self.failure)
+
+    @property
     def restored_from(self) -> str | None:
         return None if self._restored is None else str(self._restored)
 

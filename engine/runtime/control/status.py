@@ -59,6 +59,7 @@ def job_status(runtime: JobRuntime, job: Job, run_id: str, control_port: int | N
         pid=os.getpid(),
         written_at=now_ms(),
         state=runtime.state(),
+        failure=runtime.failure_reason,
         source=runtime.source,
         operators=sorted(job.operators),
         parallelism=runtime.parallelism,

@@ -12,13 +12,13 @@ from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.windows import SessionWindows
+from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
-from weir.state.rocksdb import RocksState
 
 
 def runtime_for(
     op: Operator,
-    state: RocksState,
+    state: StateBackend,
     key_groups: KeyGroupRange,
     max_parallelism: int,
     late: LateRecords,

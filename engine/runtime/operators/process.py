@@ -30,8 +30,8 @@ from weir.engine.runtime.operators.codec import (
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.state import layout
+from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange, key_group
-from weir.state.rocksdb import RocksState
 
 EVENT, PROCESSING = 0, 1
 
@@ -125,7 +125,7 @@ class ProcessRuntime:
     def __init__(
         self,
         op: ProcessOperator,
-        state: RocksState,
+        state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,
         late: LateRecords,

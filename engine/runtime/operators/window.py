@@ -36,8 +36,8 @@ from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
 from weir.state import layout
+from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
-from weir.state.rocksdb import RocksState
 
 Buckets = dict[int, dict[str, list[Any]]]
 
@@ -46,7 +46,7 @@ class WindowRuntime:
     def __init__(
         self,
         op: WindowOperator,
-        state: RocksState,
+        state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,
         late: LateRecords,

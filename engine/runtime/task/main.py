@@ -8,13 +8,13 @@ ignored here, so the job manager can stop workers in order; SIGTERM stops gracef
 from __future__ import annotations
 
 import cProfile
-import logging
 import os
 import signal
 import threading
 import traceback
 from multiprocessing.connection import Connection
 
+from weir.app import logs
 from weir.engine.errors import WeirError, WorkerFailed
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
@@ -27,10 +27,7 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
     terminated = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
-    logging.basicConfig(
-        level=cfg.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    logging.getLogger("kafka").setLevel(logging.ERROR)
+    logs.configure(cfg.log_level, cfg.log_format)  # a spawned process starts unconfigured
     heap.trim_in_background()
     link = ManagerLink(conn)
     try:

@@ -1,0 +1,1 @@
+"""Contract suites: one suite per contract, run against every implementation."""

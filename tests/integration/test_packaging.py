@@ -1,0 +1,81 @@
+"""The package as pip builds it: the wheel holds ``weir/`` and its dist-info and nothing else,
+its metadata carries the SPDX license, version ranges and the Spark extra; ``weir --version``
+is the installed package's version.
+
+The wheel is built from the files the Dockerfile copies into the image, so the image's build
+has everything the package needs (a file missing there fails here first)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import zipfile
+from email.parser import Parser
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from tests.support import WEIR
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _dockerfile_sources() -> list[str]:
+    sources: list[str] = []
+    for line in (ROOT / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            sources += line.split()[1:-1]
+    return sources
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
+    src = tmp_path_factory.mktemp("src")
+    for name in _dockerfile_sources():
+        if (ROOT / name).is_dir():  # weir/'s links to app/, engine/, ... stay links
+            skip = shutil.ignore_patterns("__pycache__")
+            shutil.copytree(ROOT / name, src / name, symlinks=True, ignore=skip)
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    out = tmp_path_factory.mktemp("wheel")
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    (built,) = out.glob("weir-*.whl")
+    return zipfile.ZipFile(built)
+
+
+def test_the_wheel_holds_weir_and_its_dist_info_only(wheel: zipfile.ZipFile) -> None:
+    names = wheel.namelist()
+    assert {n.split("/")[0] for n in names} == {"weir", f"weir-{version('weir')}.dist-info"}
+    for module in ("__init__.py", "app/cli.py", "engine/job.py", "state/rocksdb.py",
+                   "api/dashboard.html", "engine/spark/backfill.py", "py.typed"):  # fmt: skip
+        assert f"weir/{module}" in names, module
+    assert not [n for n in names if n.startswith(("tests/", "loadtest/")) or "__pycache__" in n]
+
+
+def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
+    dist = f"weir-{version('weir')}.dist-info"
+    meta = Parser().parsestr(wheel.read(f"{dist}/METADATA").decode())
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert meta["License-File"] == "LICENSE"
+    assert wheel.read(f"{dist}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
+    assert (ROOT / "LICENSE").read_text().split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    requires = meta.get_all("Requires-Dist")
+    assert requires and not [r for r in requires if "==" in r.split(";")[0]]  # pins: constraints
+    spark = [r for r in requires if r.startswith("pyspark")]
+    assert spark == ['pyspark[sql]>=4.3.0; extra == "spark"']
+    assert "spark" in meta.get_all("Provides-Extra")
+    entry = wheel.read(f"{dist}/entry_points.txt").decode()
+    assert "weir = weir.app.cli:main" in entry
+
+
+def test_version_is_the_installed_package_version() -> None:
+    for command in (WEIR, [sys.executable, "-m", "weir"]):
+        r = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == f"weir {version('weir')}\n"

@@ -1,0 +1,227 @@
+"""Run a job in-process over a list of events, for a test or a notebook:
+
+    from weir import testing
+
+    result = testing.run(job, [{"id": "ad-1", "ts": 1_000, "value": 3}, ...])
+    result.results  # window results (and process-function output), as the job's sinks get them
+    result.late     # records past allowed lateness: {"op", "key", "ts", "watermark", "record"}
+    result.dead     # dead letters: {"stage", "reason", "input"}
+
+The job's own chain and operators run (the real window, sliding, session and process operators)
+the way ``weir run`` runs them in one worker reading one split: the events replace the job's
+source, whose timestamp and watermark strategy still apply, and after the last event a final
+watermark fires every window, as at the end of a file. State is a real RocksDB in a temporary
+directory, removed at the end. Nothing is written to the job's sinks; what they would get is in
+the result. Event time makes the result deterministic: no wall clock limits timestamps
+(``weir run``'s ``--max-future-ms`` is off unless ``max_future_ms`` is given), and
+processing-time windows and timers fire only if the clock passes them during the run.
+
+``Harness`` drives the same thing batch by batch, for tests of batching itself.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from weir.engine.job import Job
+from weir.engine.runtime.operators.base import OperatorRuntime
+from weir.engine.runtime.operators.factory import runtime_for
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.task.chain import Chain, keyby_nodes, sink_nodes
+from weir.engine.sinks import SinkWriter
+from weir.engine.sources import SourceBatch
+from weir.engine.watermarks import MAX_WATERMARK
+from weir.state.backend import StateBackend
+from weir.state.keygroups import range_for_operator
+from weir.state.rocksdb import RocksState
+
+SPLIT = "0"
+DEFAULT_RETENTION_MS = 3_600_000  # weir run's --state-retention-ms
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """What a run produced, each list in the order it was produced."""
+
+    results: list[Any]  # every operator's output: window results are {"key", "start", "end", …}
+    late: list[dict[str, Any]]
+    dead: list[dict[str, Any]]
+    by_operator: dict[str, list[Any]] = field(default_factory=dict)  # results, per operator name
+    sunk: list[Any] = field(default_factory=list)  # what the stream's own .sink(...) nodes got
+
+
+def run(
+    job: Job,
+    events: Iterable[Any],
+    *,
+    batch_size: int = 1024,
+    state_retention_ms: int = DEFAULT_RETENTION_MS,
+    max_future_ms: int = 0,
+) -> Result:
+    """Run ``job`` over ``events`` (decoded values, normally dicts) and return its output.
+
+    ``batch_size`` is how many events go through the chain at once; like ``weir run
+    --batch-size`` it changes no window's results nor any late record, only how the results of
+    different windows interleave."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size={batch_size} is too small; use 1 or more")
+    with Harness(
+        job, state_retention_ms=state_retention_ms, max_future_ms=max_future_ms
+    ) as harness:
+        batch: list[Any] = []
+        for event in events:
+            batch.append(event)
+            if len(batch) == batch_size:
+                harness.feed(batch)
+                batch = []
+        harness.feed(batch)
+        return harness.finish()
+
+
+class Harness:
+    """One worker's chain and operators over a real RocksDB (or the ``state`` backend given,
+    which is left open for the caller to read), driven by hand: ``feed`` a batch,
+    ``flush`` (write open windows to RocksDB and purge, as a worker does every flush interval),
+    ``finish`` (the final watermark; returns the result and closes). Use it as a context
+    manager, or call ``close``."""
+
+    def __init__(
+        self,
+        job: Job,
+        *,
+        state_dir: Path | None = None,
+        state: StateBackend | None = None,
+        state_retention_ms: int = DEFAULT_RETENTION_MS,
+        max_future_ms: int = 0,
+    ) -> None:
+        job.validate()
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._owns_state = state is None
+        if state is None:
+            if state_dir is None:
+                self._tmp = tempfile.TemporaryDirectory(prefix="weir-testing-")
+                state_dir = Path(self._tmp.name)
+            state = RocksState(state_dir / "db")
+        source = job.sources[0]
+        self._late_out, self._dead_out, self._sunk = _Collected(), _Collected(), _Collected()
+        self._state = state
+        self._late = LateRecords(self._late_out)
+        self._dead = DeadLetters(self._dead_out)
+        groups = range_for_operator(job.max_parallelism, 1, 0)
+        self._node_ops: list[list[OperatorRuntime]] = [
+            [
+                runtime_for(
+                    op,
+                    self._state,
+                    groups,
+                    job.max_parallelism,
+                    self._late,
+                    self._dead,
+                    state_retention_ms,
+                )
+                for op in node.children
+            ]
+            for node in keyby_nodes(source)
+        ]
+        self._ops = [rt for rts in self._node_ops for rt in rts]
+        writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in sink_nodes(source)}
+        self._chain = Chain(source, writers, self._dead, max_future_ms or None)
+        self._results: list[Any] = []
+        self._by_operator: dict[str, list[Any]] = {rt.op.name: [] for rt in self._ops}
+        self._closed = False
+
+    def feed(self, items: Sequence[Any], *, decoded: bool = True) -> None:
+        """One source batch: decoded values, or (``decoded=False``) raw JSON lines as bytes."""
+        chain = self._chain
+        chain.process(SourceBatch(items=list(items), decoded=decoded), SPLIT)
+        watermark = chain.watermark(SPLIT)
+        trace = list(chain.trace)  # the watermark after each record
+        if not trace or trace[-1] != watermark:
+            trace.append(watermark)
+        for node, keys, recs, ts, wms in chain.keyed:
+            for rt in self._node_ops[node]:
+                rt.process(keys, recs, ts, wms, trace)
+        self._advance(watermark, trace)
+
+    def flush(self) -> None:
+        for rt in self._ops:
+            rt.flush()
+            rt.purge(force=True)
+
+    def finish(self) -> Result:
+        """The end of the input: a final watermark fires every window."""
+        try:
+            self._advance(MAX_WATERMARK, [MAX_WATERMARK])
+            self.flush()
+        finally:
+            self.close()
+        return Result(
+            results=self._results,
+            late=self._late_out.records,
+            dead=self._dead_out.records,
+            by_operator=self._by_operator,
+            sunk=self._sunk.records,
+        )
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._late.close()
+        self._dead.close()
+        if self._owns_state:
+            self._state.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> Harness:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _advance(self, watermark: int, trace: list[int]) -> None:
+        data_watermark = self._chain.watermark(SPLIT)
+        for rt in self._ops:
+            rt.advance(watermark, data_watermark, trace)
+            out = rt.drain()
+            self._results.extend(out)
+            self._by_operator[rt.op.name].extend(out)
+
+
+class _Collected:
+    """A sink that keeps what it is given, in memory."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    def describe(self) -> str:
+        return "memory://"
+
+    def prepare(self) -> None:
+        return None
+
+    def open(self) -> _Collected:
+        return self
+
+    def write(self, records: list[dict[str, Any]]) -> None:
+        self.records.extend(records)  # the caller reuses its list
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+__all__ = ["Harness", "Result", "run"]
