@@ -65,25 +65,31 @@ class RemoteRuntime:
         if time.monotonic() - self._read_at < REFRESH_S:
             return self._body
         with self._lock:
+            self._read()
+            # stamped once the read is done: a caller that finds the stamp recent finds what
+            # the read found, and one that comes during a read waits for it on the lock
             self._read_at = time.monotonic()
-            try:
-                st = os.stat(self._path)
-            except OSError:
-                return self._body
-            seen = (st.st_mtime_ns, st.st_size, st.st_ino)
-            if seen != self._file:
-                try:
-                    body = status.read_status(self._path)
-                except MessageError as exc:
-                    self._file, self._unreadable = seen, str(exc)
-                    return self._body
-                if body is not None:
-                    self._file, self._body, self._unreadable = seen, body, None
-                    run = (body.run_id, body.generation)
-                    if run != self._run:  # a new run or a restart: the state files were rebuilt
-                        self._run = run
-                        self._generation += 1
             return self._body
+
+    def _read(self) -> None:
+        try:
+            st = os.stat(self._path)
+        except OSError:
+            return
+        seen = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if seen == self._file:
+            return
+        try:
+            body = status.read_status(self._path)
+        except MessageError as exc:
+            self._file, self._unreadable = seen, str(exc)
+            return
+        if body is not None:
+            self._file, self._body, self._unreadable = seen, body, None
+            run = (body.run_id, body.generation)
+            if run != self._run:  # a new run or a restart: the state files were rebuilt
+                self._run = run
+                self._generation += 1
 
     # -- view.JobRuntime -----------------------------------------------------------------------
 

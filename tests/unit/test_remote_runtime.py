@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import stat
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support import wait_until
 from weir import Job, agg, sources, windows
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
@@ -141,6 +143,31 @@ def test_a_new_run_or_a_restart_makes_readers_reopen(tmp_path: Path) -> None:
     _publish(job_dir, run_id="r2", generation=0, parallelism=1, ranges=[[0, 127]])
     _wait_refresh()
     assert runtime.generation == first + 2 and runtime.parallelism == 1
+
+
+def test_a_caller_during_another_ones_read_gets_what_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """API threads ask at once: one that finds a read under way waits for it, and never takes
+    the status from before it (none, at the first read) for the job's."""
+    job_dir = tmp_path / "state" / "j"
+    _publish(job_dir)
+    runtime = RemoteRuntime(_job(tmp_path), job_dir, CheckpointStorage(tmp_path / "chk", "j"))
+    answers: list[str] = []
+    read = status.read_status
+
+    def read_while_another_asks(path: Path) -> JobStatus | None:
+        other = threading.Thread(target=lambda: answers.append(runtime.state()))
+        other.start()
+        other.join(0.5)  # it answers now only if it does not wait for this read
+        found = read(path)
+        monkeypatch.setattr(status, "read_status", read)
+        return found
+
+    monkeypatch.setattr(status, "read_status", read_while_another_asks)
+    assert runtime.state() == "running"
+    wait_until(lambda: answers, 5.0, what="the other caller's answer")
+    assert answers == ["running"]
 
 
 def test_a_job_file_with_other_operators_is_named(tmp_path: Path) -> None:
