@@ -5,8 +5,9 @@ admin operations asked over its control channel (``engine/runtime/control/admin.
 A status file older than ``stale_after_s`` (12 missed publications by default) means the job
 manager is gone or stuck: the job is then reported as ``unknown`` and ``/health`` as degraded,
 while queries go on answering from the state files as they are. A job whose last status says it
-failed stays ``failed`` however old that status is: its job manager stopped for good. A new
-``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers reopen.
+failed or was stopped stays so however old that status is: its job manager stopped for good. A
+new ``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers
+reopen.
 A file this weir cannot read (another version's) is a status problem that names the mismatch.
 """
 
@@ -35,6 +36,8 @@ from weir.state.keygroups import KeyGroupRange
 
 STALE_AFTER_S = 3.0
 REFRESH_S = 0.05
+# states a job manager publishes as it stops for good: they stay, however old the file grows
+LAST_WORDS = ("failed", "stopped")
 
 
 class RemoteRuntime:
@@ -157,8 +160,8 @@ class RemoteRuntime:
 
     def state(self) -> str:
         body = self._status()
-        if body is not None and body.state == "failed":  # its last word: it stays failed
-            return "failed"
+        if body is not None and body.state in LAST_WORDS:
+            return body.state
         if body is None or self._age_s(body) > self.stale_after_s:
             return "unknown"
         return body.state
@@ -174,14 +177,14 @@ class RemoteRuntime:
                 f"no status from the job manager yet ({self._path} is missing); start the job "
                 "with weir run and the same --state-dir"
             )
+        if body.state == "stopped":
+            return "the job was stopped"
         age = self._age_s(body)
         if age > self.stale_after_s:
             return (
                 f"the job manager's status ({self._path}) is {age:.1f} s old; is weir run "
                 "still running?"
             )
-        if body.state == "stopped":
-            return "the job was stopped"
         if body.operators != sorted(self.job.operators):
             return (
                 f"the running job has operators {body.operators}, this job file "

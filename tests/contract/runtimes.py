@@ -35,6 +35,7 @@ BOUND, SIZE = 200, 1_000
 # it must reach is waited for this long, on a loaded machine
 LAG_S = 10.0
 JOB_S = 60.0  # the longest a test job may take to reach a state
+FINAL_STATES = ("finished", "failed", "stopped")
 
 # A user map that sleeps per record, so a job over a small file runs for seconds: long enough
 # for both views to see it running and for checkpoints to complete while it does.
@@ -69,7 +70,7 @@ class StateTimeline:
 
     def final(self, name: str) -> list[str]:
         """The states ``name`` went through, once it says a final one."""
-        wait_until(lambda: self.seen[name][-1:] in (["finished"], ["failed"]), JOB_S,
+        wait_until(lambda: self.seen[name][-1:] in ([s] for s in FINAL_STATES), JOB_S,
                    what=f"the {name} runtime to say a final state")  # fmt: skip
         return list(self.seen[name])
 
@@ -125,7 +126,8 @@ def live_job(
     ``RunConfig`` fields; stop it on the way out."""
     inputs = [write_events(root / f"in-{i}.jsonl", part) for i, part in enumerate(events)]
     config = RunConfig(job_file=write_job(root, pace_s), state_dir=root / "state",
-                       parallelism=PARALLELISM, **cfg)  # fmt: skip
+                       backfill_dir=root / "backfill", parallelism=PARALLELISM,
+                       **cfg)  # fmt: skip
     job = load_configured_job(config)
     manager = JobManager(config, job)
     remote = RemoteRuntime(
@@ -136,12 +138,18 @@ def live_job(
     manager.start()
     try:
         timeline.start()
-        pids = sorted(set(worker_pids(os.getpid())) - before)  # spawned in index order
-        assert len(pids) == PARALLELISM, pids
+        pids = wait_until(lambda: new_workers(before), 10.0, what="the workers to exec")
         yield LiveJob(config, job, manager, remote, inputs, list(events), pids, timeline)
     finally:
         timeline.stop()
         manager.stop()
+
+
+def new_workers(before: set[int]) -> list[int] | None:
+    """This process's worker processes not in ``before``, in index order (they are spawned in
+    order), once all of them have exec'd (a child shows up as a worker only then)."""
+    found = sorted(set(worker_pids(os.getpid())) - before)
+    return found if len(found) == PARALLELISM else None
 
 
 def settled(runtime: JobRuntime) -> bool:

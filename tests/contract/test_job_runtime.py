@@ -2,9 +2,10 @@
 one suite run against both implementations, as Flink's ``StateBackendTestBase`` is: the
 in-process ``JobManager`` (``weir run``'s own API) and ``api.remote.RemoteRuntime`` (``weir
 api``, reading ``jobmanager.json`` and calling the job manager's control channel), each over the
-same real job (``tests/contract/runtimes.py``). Three jobs are started once for the module: a
+same real job (``tests/contract/runtimes.py``). Four jobs are started once for the module: a
 bounded one with checkpoints on, paced so that it runs for seconds; one whose worker is killed
-with checkpoints on (it restarts); one whose worker is killed with checkpoints off (it fails).
+with checkpoints on (it restarts); one whose worker is killed with checkpoints off (it fails);
+one stopped while it runs.
 
 The remote view lags: it sees what the job manager last published (every 250 ms, and soon after
 a change), so a condition it must reach is waited for with a deadline. Where the two differ by
@@ -16,8 +17,9 @@ design, the suite asserts the difference:
 - ``checkpoints``: the status file carries the newest ``status.RECENT_CHECKPOINTS`` (10), the
   job manager keeps up to 100; ``completed_checkpoints`` counts every one in both.
 - ``state()`` and ``status_problem``: only the remote view can lose sight of the job manager
-  (``unknown``, a problem naming the missing or stale file; ``tests/unit/test_remote_runtime.py``).
-  Before its first read it knows nothing: no parallelism, ranges or workers.
+  (``unknown``, a problem naming the missing or stale file; ``tests/unit/test_remote_runtime.py``)
+  or say that the job was stopped; in process there is no status to vouch for. Before its
+  first read the remote view knows nothing: no parallelism, ranges or workers.
 """
 
 from __future__ import annotations
@@ -53,11 +55,13 @@ from tests.contract.runtimes import (
 from tests.reference import Spec, simulate
 from tests.support import event_lines, make_events, wait_until
 from weir.api import Registry, create_app, handle_for
-from weir.engine.errors import ConfigError
-from weir.engine.runtime.control.status import RECENT_CHECKPOINTS
+from weir.api.remote import RemoteRuntime
+from weir.engine.errors import ConfigError, PathRefused
+from weir.engine.runtime.control.status import RECENT_CHECKPOINTS, read_status, status_path
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.wire import from_plain
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.state.checkpoints import now_ms
 from weir.state.keygroups import KeyGroupRange, range_for_operator
 
 
@@ -113,6 +117,18 @@ def failed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveJob]:
         wait_until(lambda: job.manager.state() in ("running", "finished"), JOB_S,
                    what="the workers to report")  # fmt: skip
         os.kill(job.pids[1], signal.SIGKILL)
+        yield job
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveJob]:
+    """A paced job stopped (``JobManager.stop``, as ``weir run`` does on SIGTERM) while both
+    views saw it running."""
+    root = tmp_path_factory.mktemp("stopped")
+    with live_job(root, halves(1_200, seed=6), pace_s=0.005, batch_size=8) as job:
+        for impl in IMPLEMENTATIONS:
+            reaches(job.runtime(impl).state, "running", JOB_S)
+        job.manager.stop()
         yield job
 
 
@@ -217,6 +233,20 @@ def test_a_savepoint_through_each_lands_on_disk(bounded: LiveJob, impl: str) -> 
     assert rt.state() == "finished"
 
 
+def test_a_backfill_the_job_manager_refuses_is_refused_alike(bounded: LiveJob, impl: str) -> None:
+    rt = bounded.runtime(impl)
+    wait_settled(rt)
+    base = bounded.cfg.backfill_dir.resolve()
+    outside = {"op": "imps", "path": "/etc", "min_end": 0, "max_end": 1_000, "windows": None}
+    with pytest.raises(PathRefused, match=f"backfill path '/etc' is not under {base}; write"):
+        rt.ingest_backfill(outside, 10.0)
+    empty = base / f"empty-{impl}"
+    empty.mkdir(parents=True)
+    with pytest.raises(ConfigError, match="is not a directory of backfill SST files"):
+        rt.ingest_backfill({**outside, "path": str(empty)}, 10.0)
+    assert rt.backfills == []
+
+
 # -- a restart and a failure ---------------------------------------------------------------------
 
 
@@ -238,6 +268,27 @@ def test_a_worker_that_dies_without_checkpoints_fails_the_job(failed: LiveJob, i
     assert rt.restarts == 0
     with pytest.raises(ConfigError, match="job 't1' is not running; no savepoint taken"):
         rt.trigger_savepoint(5.0)
+
+
+def test_a_job_stopped_while_it_runs_says_stopped(stopped: LiveJob, impl: str) -> None:
+    rt = stopped.runtime(impl)
+    assert stopped.timeline.final(impl) == ["starting", "running", "stopped"]
+    assert rt.failure_reason is None
+    with pytest.raises(ConfigError, match="job 't1' is not running"):
+        rt.trigger_savepoint(5.0)
+    # only the remote view has a status to vouch for: it says why it cannot
+    assert rt.status_problem == (None if impl == IN_PROCESS else "the job was stopped")
+
+
+def test_the_remote_view_of_a_stopped_job_stays_stopped(stopped: LiveJob) -> None:
+    """The job manager wrote its last status as it stopped: that status only grows older."""
+    job_dir = stopped.cfg.job_dir(stopped.job.name)
+    remote = RemoteRuntime(stopped.job, job_dir, stopped.storage, stale_after_s=0.2)
+    last = read_status(status_path(job_dir))
+    assert last is not None and last.state == "stopped"
+    wait_until(lambda: now_ms() - last.written_at > 500, 5.0, interval=0.1,
+               what="the last status to be older than this view's staleness limit")  # fmt: skip
+    assert (remote.state(), remote.status_problem) == ("stopped", "the job was stopped")
 
 
 # -- the HTTP API over each ----------------------------------------------------------------------

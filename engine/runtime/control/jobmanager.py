@@ -330,7 +330,7 @@ class JobManager:
             return "failed"
         if self.finished:
             return "finished"
-        return "running" if self._status else "starting"
+        return "stopped" if self._stopping.is_set() else "running" if self._status else "starting"
 
     def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult:
         if self.failure is not None or self._stopping.is_set():
