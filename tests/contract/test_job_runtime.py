@@ -122,12 +122,13 @@ def failed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveJob]:
 
 @pytest.fixture(scope="module")
 def stopped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveJob]:
-    """A paced job stopped (``JobManager.stop``, as ``weir run`` does on SIGTERM) while both
-    views saw it running."""
+    """A paced job stopped (``JobManager.stop``, as ``weir run`` does on SIGTERM) once both
+    views' timelines saw it running."""
     root = tmp_path_factory.mktemp("stopped")
     with live_job(root, halves(1_200, seed=6), pace_s=0.005, batch_size=8) as job:
-        for impl in IMPLEMENTATIONS:
-            reaches(job.runtime(impl).state, "running", JOB_S)
+        seen = job.timeline.seen
+        wait_until(lambda: all(seen[impl][-1:] == ["running"] for impl in IMPLEMENTATIONS),
+                   JOB_S, what="both views' timelines to show the job running")  # fmt: skip
         job.manager.stop()
         yield job
 
