@@ -12,7 +12,7 @@ Record format v2 (``DefaultRecordBatch``) without transactions takes the lean lo
 message sets, ``read_committed`` consumers and control batches take the library's own path, so
 nothing changes for them. kafka-python is held below 3.1 (pyproject) and to one version by
 constraints.txt, because this reads batch fields (``_buffer``, ``_pos``) that are not its public
-API; ``tests/unit/test_kafka_records.py`` checks the two paths agree.
+API; ``tests/integration/test_kafka_records.py`` checks the two paths agree.
 """
 
 from __future__ import annotations
