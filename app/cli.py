@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 from weir import __version__  # the installed package's version (its metadata)
-from weir.app import logs
+from weir.app import lifecycle, logs
 from weir.app.flags import (
     Env,
     api_flags,
@@ -79,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
     )
     chks.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    lifecycle.add_commands(sub)
     save = sub.add_parser("savepoint", help="take a savepoint of a running job")
     save.add_argument("job", metavar="JOB", help="the job's name")
     env = Env(save)
@@ -311,6 +312,13 @@ def take_savepoint(args: argparse.Namespace) -> int:
     return 0
 
 
+LIFECYCLE = {
+    "list": lifecycle.list_jobs,
+    "stop": lifecycle.stop_job,
+    "cancel": lifecycle.cancel_job,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run_command(resolve_env(build_parser().parse_args(argv)))
@@ -326,6 +334,10 @@ def _run_command(args: argparse.Namespace) -> int:
         return list_checkpoints(args)
     if args.command == "savepoint":
         return take_savepoint(args)
+    if args.command in LIFECYCLE:
+        if args.command != "list":
+            _job_name(args.job)
+        return LIFECYCLE[args.command](args)
     if args.command == "backfill":
         from weir.app import backfill
 
