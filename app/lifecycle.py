@@ -1,6 +1,8 @@
 """The lifecycle commands: ``weir list`` (the jobs under a state directory, from the status file
 each job manager publishes), ``weir stop`` and ``weir cancel`` (over the job manager's control
-channel, ``engine/runtime/control/admin.py``, authenticated by the job's ``control.key``).
+channel, ``engine/runtime/control/admin.py``, authenticated by the job's ``control.key``), and
+``weir checkpoints`` and ``weir savepoint`` (the job's storage; its API). ``app/cli.py`` defines
+their flags and imports this module only to run one of them.
 
 A status is the job manager's own account: a job is ``unknown`` when its status stopped changing
 without the job manager saying the job ended (``JobStatus.seen_state``). The commands refuse,
@@ -13,11 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from weir.app.flags import Env, number
+from weir.app import logs
 from weir.engine.errors import ConfigError, ControlError, MessageError, StateError
 from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.status import STALE_AFTER_S, read_status, status_path
@@ -27,54 +29,6 @@ from weir.state.checkpoints import CheckpointStorage, FileRef, copy_with_crc, no
 
 STOP_SLACK_S = 60.0  # past the savepoint's timeout: the stop itself (workers flush and exit)
 CANCEL_TIMEOUT_S = 30.0
-
-
-def add_commands(sub: Any) -> None:
-    """``list``, ``stop`` and ``cancel`` on the ``weir`` parser's subcommands."""
-    listing = sub.add_parser(
-        "list", help="list the jobs under a state directory: state, pid, API address"
-    )
-    _common(listing)
-    stop = sub.add_parser(
-        "stop",
-        help="stop a running job: gracefully, or with a savepoint that weir run --restore "
-        "resumes from without emitting anything twice",
-    )
-    stop.add_argument("job", metavar="JOB", help="the job's name (weir list shows them)")
-    env = _common(stop)
-    env.add(
-        "--savepoint",
-        "stop-with-savepoint: sources stop at its barrier, it completes, then the job ends "
-        "(if it fails, the job goes on)",
-        False,
-        action="store_true",
-    )
-    env.add(
-        "--savepoint-dir",
-        "also copy the savepoint, with its files, to DIR/<job>/chk-<n> (restorable on its own)",
-        metavar="DIR",
-    )
-    env.add(
-        "--timeout-s",
-        "how long the savepoint may take; past it the job is not stopped",
-        120.0,
-        type=number(0.001),
-        metavar="S",
-    )
-    cancel = sub.add_parser(
-        "cancel",
-        help="stop a running job at once, without a savepoint (its state is as of its last "
-        "checkpoint)",
-    )
-    cancel.add_argument("job", metavar="JOB", help="the job's name (weir list shows them)")
-    _common(cancel)
-
-
-def _common(parser: argparse.ArgumentParser) -> Env:
-    env = Env(parser)
-    env.add("--state-dir", "the state directory weir run uses", ".weir", metavar="DIR")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    return env
 
 
 # -- reading the state directory ---------------------------------------------------------------
@@ -154,6 +108,89 @@ def _running(state_dir: Path, job: str, what: str) -> tuple[int, bytes]:
 
 
 # -- the commands ------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    """The lifecycle command ``args.command``."""
+    if args.command != "list":
+        job_name(args.job)
+    commands = {
+        "list": list_jobs,
+        "stop": stop_job,
+        "cancel": cancel_job,
+        "checkpoints": list_checkpoints,
+        "savepoint": take_savepoint,
+    }
+    return commands[args.command](args)
+
+
+def job_name(raw: str) -> str:
+    """A job name from the command line: it names directories, so the job API's rule holds."""
+    from weir.engine.job import NAME_PATTERN
+
+    if not NAME_PATTERN.match(raw):
+        raise ConfigError(
+            f"job name {raw!r} is not allowed; use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return raw
+
+
+def list_checkpoints(args: argparse.Namespace) -> int:
+    from weir.state.checkpoints import CheckpointStorage
+
+    root = (
+        Path(args.checkpoint_dir) if args.checkpoint_dir else Path(args.state_dir) / "checkpoints"
+    )
+    storage = CheckpointStorage(root, job_name(args.job))
+    found = storage.summaries()
+    if args.json:
+        print(json.dumps(found, indent=1))
+        return 0
+    if not found:
+        print(f"no complete checkpoint of job {args.job!r} under {storage.base}", file=sys.stderr)
+        return 1
+    print(
+        f"{'id':>6}  {'time (UTC)':19}  {'kind':10}  {'size':>12}  {'incremental':>12}  "
+        f"{'sync ms':>8}  {'async ms':>8}  {'total ms':>8}"
+    )
+    for c in found:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c["time"] / 1000))
+        kind = "savepoint" if c.get("savepoint") else "checkpoint"
+        print(
+            f"{c['id']:>6}  {when:19}  {kind:10}  {c['size']:>12}  {c['incremental_size']:>12}  "
+            f"{c['sync_ms']:>8.1f}  {c['async_ms']:>8.1f}  {c['duration_ms']:>8.0f}"
+        )
+    print(f"storage: {storage.base}")
+    return 0
+
+
+def take_savepoint(args: argparse.Namespace) -> int:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {args.api_token}"} if args.api_token else {}
+    url = f"{args.api_url.rstrip('/')}/jobs/{job_name(args.job)}/savepoints"
+    try:
+        resp = httpx.post(
+            url,
+            headers=headers,
+            params={"timeout_ms": args.timeout_ms},
+            timeout=args.timeout_ms / 1000 + 5,
+        )
+    except httpx.HTTPError as exc:
+        raise ConfigError(
+            f"cannot reach the job's API at {args.api_url} ({exc}); pass --api-url of the "
+            "running `weir run`"
+        ) from None
+    body = (
+        resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+    )
+    if resp.status_code != 200:
+        message = body.get("error", {}).get("message", resp.text)
+        logs.error(f"savepoint failed ({resp.status_code}): {message}")
+        return 1
+    print(f"savepoint {body['id']} of job {args.job}: {body['path']}")
+    return 0
 
 
 def list_jobs(args: argparse.Namespace) -> int:
@@ -253,4 +290,4 @@ def _age(seconds: float | None) -> str:
     return f"{seconds / 3600:.0f} h"
 
 
-__all__ = ["Listed", "add_commands", "cancel_job", "jobs_under", "list_jobs", "stop_job"]
+__all__ = ["Listed", "jobs_under", "job_name", "run"]
