@@ -185,6 +185,7 @@ class CheckpointCoordinator:
         self._savepoints: list[SavepointWaiter] = []
         self._lock = threading.Lock()  # guards ``_savepoints`` (API threads add to it)
         self._final_triggered = False
+        self._closed = False  # the job is ending: no savepoint will complete
 
     @property
     def enabled(self) -> bool:
@@ -246,12 +247,13 @@ class CheckpointCoordinator:
                     self._savepoints.remove(waiter)
             raise ControlError(
                 f"{kind} of job {self._job.name!r} did not complete in {timeout_s} s; "
-                + ("the job goes on" if stop else "it may still complete; see weir checkpoints")
+                + ("see the job's log" if stop else "it may still complete; see weir checkpoints")
             )
         if waiter.checkpoint is None:
+            goes_on = stop and not self._closed  # a stop's failure: the sources read again
             raise ControlError(
                 f"{kind} of job {self._job.name!r} failed: {waiter.failure}"
-                + ("; the job goes on" if stop else "")
+                + ("; the job goes on" if goes_on else "")
             )
         n = waiter.checkpoint
         return {"id": n, "path": str(self.storage.chk_dir(n).resolve())}
@@ -362,6 +364,7 @@ class CheckpointCoordinator:
 
     def close(self, why: str) -> None:
         """The job is ending: every savepoint asked for, begun or not, fails with ``why``."""
+        self._closed = True
         pending, self.pending = self.pending, None
         if pending is not None:
             pending.abort(why)
