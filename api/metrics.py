@@ -23,10 +23,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from weir import __version__
 from weir.api.registry import JobHandle, Registry
 from weir.engine.runtime.messages import WorkerStatus
+from weir.engine.runtime.view import JOB_STATES
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-JOB_STATES = ("starting", "running", "finished", "failed", "stopped", "unknown")
 
 W, OP, JOB = ("job", "worker"), ("job", "op"), ("job",)
 # name: (type, help, labels); names end in their unit (seconds, bytes) or _total

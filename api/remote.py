@@ -5,9 +5,9 @@ admin operations asked over its control channel (``engine/runtime/control/admin.
 A status file older than ``stale_after_s`` (12 missed publications by default) means the job
 manager is gone or stuck: the job is then reported as ``unknown`` and ``/health`` as degraded,
 while queries go on answering from the state files as they are. A job whose last status says it
-failed or was stopped stays so however old that status is: its job manager stopped for good. A
-new ``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers
-reopen.
+ended (stopped, cancelled, finished and exited) or failed stays so however old that status is:
+its job manager said so (``JobStatus.seen_state``). A new
+``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers reopen.
 A file this weir cannot read (another version's) is a status problem that names the mismatch.
 """
 
@@ -34,10 +34,8 @@ from weir.engine.runtime.wire import from_plain, to_plain
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.keygroups import KeyGroupRange
 
-STALE_AFTER_S = 3.0
+STALE_AFTER_S = status.STALE_AFTER_S
 REFRESH_S = 0.05
-# states a job manager publishes as it stops for good: they stay, however old the file grows
-LAST_WORDS = ("failed", "stopped")
 
 
 class RemoteRuntime:
@@ -160,11 +158,7 @@ class RemoteRuntime:
 
     def state(self) -> str:
         body = self._status()
-        if body is not None and body.state in LAST_WORDS:
-            return body.state
-        if body is None or self._age_s(body) > self.stale_after_s:
-            return "unknown"
-        return body.state
+        return "unknown" if body is None else body.seen_state(now_ms(), self.stale_after_s)
 
     @property
     def status_problem(self) -> str | None:
@@ -177,8 +171,8 @@ class RemoteRuntime:
                 f"no status from the job manager yet ({self._path} is missing); start the job "
                 "with weir run and the same --state-dir"
             )
-        if body.state == "stopped":
-            return "the job was stopped"
+        if body.ended:
+            return f"the job was {body.state}"
         age = self._age_s(body)
         if age > self.stale_after_s:
             return (
@@ -206,7 +200,7 @@ class RemoteRuntime:
     def _call(self, op: str, args: object, timeout_s: float) -> dict[str, Any]:
         body = self._status()
         port = None if body is None else body.control_port
-        if port is None or self.state() in ("unknown", "stopped"):
+        if port is None or self.state() in ("unknown", "stopped", "cancelled"):
             raise ConfigError(
                 f"job {self.job.name!r} is not running "
                 f"({self.status_problem or 'it publishes no control channel'}); nothing was done"

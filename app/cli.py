@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from weir import __version__  # the installed package's version (its metadata)
 from weir.app import logs
@@ -22,7 +20,7 @@ from weir.app.flags import (
     whole_number,
     without_argument_prefix,
 )
-from weir.engine.errors import ConfigError, WeirError
+from weir.engine.errors import WeirError
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
 
@@ -79,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
     )
     chks.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    _lifecycle_commands(sub)
     save = sub.add_parser("savepoint", help="take a savepoint of a running job")
     save.add_argument("job", metavar="JOB", help="the job's name")
     env = Env(save)
@@ -203,6 +202,57 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _lifecycle_commands(sub: Any) -> None:
+    """``list``, ``stop`` and ``cancel`` on the ``weir`` parser's subcommands."""
+    listing = sub.add_parser(
+        "list", help="list the jobs under a state directory: state, pid, API address"
+    )
+    _common(listing)
+    stop = sub.add_parser(
+        "stop",
+        help="stop a running job: gracefully, or with a savepoint that weir run --restore "
+        "resumes from without emitting anything twice",
+    )
+    stop.add_argument("job", metavar="JOB", help="the job's name (weir list shows them)")
+    env = _common(stop)
+    env.add(
+        "--savepoint",
+        "stop-with-savepoint: sources stop at its barrier, it completes, then the job ends "
+        "(if it fails, the job goes on)",
+        False,
+        action="store_true",
+    )
+    env.add(
+        "--savepoint-dir",
+        "also copy the savepoint, with its files, to DIR/<job>/chk-<n> (restorable on its own)",
+        metavar="DIR",
+    )
+    env.add(
+        "--timeout-s",
+        "how long the savepoint may take; past it the job is not stopped",
+        120.0,
+        type=number(0.001),
+        metavar="S",
+    )
+    cancel = sub.add_parser(
+        "cancel",
+        help="stop a running job at once, without a savepoint (its state is as of its last "
+        "checkpoint)",
+    )
+    cancel.add_argument("job", metavar="JOB", help="the job's name (weir list shows them)")
+    _common(cancel)
+
+
+def _common(parser: argparse.ArgumentParser) -> Env:
+    env = Env(parser)
+    env.add("--state-dir", "the state directory weir run uses", ".weir", metavar="DIR")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return env
+
+
+LIFECYCLE = ("list", "stop", "cancel", "checkpoints", "savepoint")
+
+
 def config_from_args(args: argparse.Namespace, job_file: Path | str) -> RunConfig:
     return RunConfig(
         job_file=job_file,
@@ -232,18 +282,6 @@ def config_from_args(args: argparse.Namespace, job_file: Path | str) -> RunConfi
     )
 
 
-def _job_name(raw: str) -> str:
-    """A job name from the command line: it names directories, so the job API's rule holds."""
-    from weir.engine.job import NAME_PATTERN
-
-    if not NAME_PATTERN.match(raw):
-        raise ConfigError(
-            f"job name {raw!r} is not allowed; use 1-64 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit"
-        )
-    return raw
-
-
 def _api_settings(args: argparse.Namespace) -> ApiSettings:
     from weir.api.settings import ApiSettings
 
@@ -252,63 +290,6 @@ def _api_settings(args: argparse.Namespace) -> ApiSettings:
         cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
         host=args.api_host,
     )
-
-
-def list_checkpoints(args: argparse.Namespace) -> int:
-    from weir.state.checkpoints import CheckpointStorage
-
-    root = (
-        Path(args.checkpoint_dir) if args.checkpoint_dir else Path(args.state_dir) / "checkpoints"
-    )
-    storage = CheckpointStorage(root, _job_name(args.job))
-    found = storage.summaries()
-    if args.json:
-        print(json.dumps(found, indent=1))
-        return 0
-    if not found:
-        print(f"no complete checkpoint of job {args.job!r} under {storage.base}", file=sys.stderr)
-        return 1
-    print(
-        f"{'id':>6}  {'time (UTC)':19}  {'kind':10}  {'size':>12}  {'incremental':>12}  "
-        f"{'sync ms':>8}  {'async ms':>8}  {'total ms':>8}"
-    )
-    for c in found:
-        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c["time"] / 1000))
-        kind = "savepoint" if c.get("savepoint") else "checkpoint"
-        print(
-            f"{c['id']:>6}  {when:19}  {kind:10}  {c['size']:>12}  {c['incremental_size']:>12}  "
-            f"{c['sync_ms']:>8.1f}  {c['async_ms']:>8.1f}  {c['duration_ms']:>8.0f}"
-        )
-    print(f"storage: {storage.base}")
-    return 0
-
-
-def take_savepoint(args: argparse.Namespace) -> int:
-    import httpx
-
-    headers = {"Authorization": f"Bearer {args.api_token}"} if args.api_token else {}
-    url = f"{args.api_url.rstrip('/')}/jobs/{_job_name(args.job)}/savepoints"
-    try:
-        resp = httpx.post(
-            url,
-            headers=headers,
-            params={"timeout_ms": args.timeout_ms},
-            timeout=args.timeout_ms / 1000 + 5,
-        )
-    except httpx.HTTPError as exc:
-        raise ConfigError(
-            f"cannot reach the job's API at {args.api_url} ({exc}); pass --api-url of the "
-            "running `weir run`"
-        ) from None
-    body = (
-        resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
-    )
-    if resp.status_code != 200:
-        message = body.get("error", {}).get("message", resp.text)
-        logs.error(f"savepoint failed ({resp.status_code}): {message}")
-        return 1
-    print(f"savepoint {body['id']} of job {args.job}: {body['path']}")
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -322,10 +303,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    if args.command == "checkpoints":
-        return list_checkpoints(args)
-    if args.command == "savepoint":
-        return take_savepoint(args)
+    if args.command in LIFECYCLE:
+        from weir.app import lifecycle  # imported late: keeps --help fast
+
+        return lifecycle.run(args)
     if args.command == "backfill":
         from weir.app import backfill
 

@@ -7,6 +7,7 @@ import logging
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 
 import uvicorn
@@ -46,9 +47,17 @@ def warn_if_admin_closed(api: ApiSettings) -> None:
         )
 
 
-def serve_http(app: FastAPI, host: str, port: int, job: str, until: threading.Event) -> None:
+def serve_http(
+    app: FastAPI,
+    host: str,
+    port: int,
+    job: str,
+    until: threading.Event,
+    on_serving: Callable[[str], None] | None = None,
+) -> None:
     """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
-    ``weir: job <name> serving on <url>`` line once listening."""
+    ``weir: job <name> serving on <url>`` line once listening, and hands ``on_serving`` the
+    URL."""
     # log_config=None: uvicorn's records go through weir's handler (and --log-format) too
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", log_config=None)
     server = uvicorn.Server(config)
@@ -60,6 +69,8 @@ def serve_http(app: FastAPI, host: str, port: int, job: str, until: threading.Ev
             host, port = server.servers[0].sockets[0].getsockname()[:2]
             url = f"http://{host}:{port}"
             logs.say(f"job {job} serving on {url}", job=job, url=url)
+            if on_serving is not None:
+                on_serving(url)
         until.wait()
         server.should_exit = True
 
@@ -94,7 +105,8 @@ def run(
     registry.add(handle_for(job, manager, cfg))
     manager.start()
     try:
-        serve_http(create_app(registry, api), api_host, api_port, job.name, manager.done)
+        app = create_app(registry, api)
+        serve_http(app, api_host, api_port, job.name, manager.done, manager.serving_at)
     finally:
         manager.stop()
     return _outcome(manager, job)
@@ -126,4 +138,12 @@ def _outcome(manager: JobManager, job: Job) -> int:
     if manager.failure is not None:
         logs.error(f"job {job.name} failed: {manager.failure}", job=job.name)
         return manager.failure.exit_code
+    if manager.state() == "cancelled":
+        n = manager.last_checkpoint
+        then = (
+            "it completed no checkpoint in this run"
+            if n is None
+            else f"weir run --restore latest resumes from checkpoint {n}"
+        )
+        logs.say(f"job {job.name} cancelled; {then}", job=job.name, checkpoint=n)
     return 0

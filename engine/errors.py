@@ -8,6 +8,8 @@
     ├── SinkError              a sink that cannot be opened or written (1)
     ├── StateError             RocksDB state that cannot be opened, read or written (1)
     ├── MessageError           bytes from another process that are not a message weir sent (1)
+    ├── ControlError           a job manager that cannot do what it was asked: the job is not
+    │                          running, or a stop's savepoint failed and the job goes on (1)
     └── WorkerFailed           a worker process died or reported a fatal error (1)
 
 Every message names the offending value and what to do about it. ``usage`` sorts them for the
@@ -63,6 +65,11 @@ class StateError(WeirError):
 class MessageError(WeirError):
     """Bytes from another process that do not decode to a message this version of weir knows:
     an unknown message type, a missing or unknown field, or a value of the wrong type."""
+
+
+class ControlError(WeirError):
+    """A job manager cannot do what its control channel (or its API) asked: the job is not
+    running (any more), or a savepoint failed; the job is left as it was."""
 
 
 class WorkerFailed(WeirError):

@@ -12,4 +12,4 @@ router = APIRouter(tags=["dashboard"])
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def dashboard() -> HTMLResponse:
-    return HTMLResponse(files("api").joinpath("dashboard.html").read_text(encoding="utf-8"))
+    return HTMLResponse(files("weir.api").joinpath("dashboard.html").read_text(encoding="utf-8"))

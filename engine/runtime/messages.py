@@ -2,7 +2,8 @@
 encoded by ``wire.Codec`` (msgpack with a type tag, data only, never a pickle) and sent with
 ``Connection.send_bytes``; each side decodes with the same classes the other encoded with.
 
-    job manager -> worker   TriggerCheckpoint, CheckpointCompleted, BackfillStep, Stop
+    job manager -> worker   TriggerCheckpoint, CheckpointCompleted, CheckpointAborted,
+                            BackfillStep, Stop
     worker -> job manager   StatusReport, Finished, Failed, CheckpointAck, CheckpointDecline,
                             BackfillReply
 
@@ -75,14 +76,24 @@ class WorkerStatus(TypedDict):
 
 @dataclass(frozen=True, slots=True)
 class TriggerCheckpoint:
-    """Start checkpoint ``checkpoint``: inject its barrier after what was read so far."""
+    """Start checkpoint ``checkpoint``: inject its barrier after what was read so far.
+    ``stop_sources``: a stop-with-savepoint's; the source side reads nothing after its barrier
+    until the checkpoint is aborted (Flink's synchronous savepoint)."""
 
     checkpoint: int
+    stop_sources: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class CheckpointCompleted:
     """Checkpoint ``checkpoint``'s metadata is written: its files may be referenced."""
+
+    checkpoint: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointAborted:
+    """Checkpoint ``checkpoint`` failed (declined, timed out): sources it stopped read again."""
 
     checkpoint: int
 
@@ -214,10 +225,12 @@ class BackfillReply:
     files: int = 0  # SST files ingested
 
 
-ToWorker = TriggerCheckpoint | CheckpointCompleted | BackfillStep | Stop
+ToWorker = TriggerCheckpoint | CheckpointCompleted | CheckpointAborted | BackfillStep | Stop
 FromWorker = StatusReport | Finished | Failed | CheckpointAck | CheckpointDecline | BackfillReply
 
-TO_WORKER: Codec[ToWorker] = Codec(TriggerCheckpoint, CheckpointCompleted, BackfillStep, Stop)
+TO_WORKER: Codec[ToWorker] = Codec(
+    TriggerCheckpoint, CheckpointCompleted, CheckpointAborted, BackfillStep, Stop
+)
 FROM_WORKER: Codec[FromWorker] = Codec(
     StatusReport, Finished, Failed, CheckpointAck, CheckpointDecline, BackfillReply
 )

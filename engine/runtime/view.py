@@ -19,7 +19,10 @@ from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import KeyGroupRange
 
-STATUS_FORMAT = 1  # jobmanager.json's layout; a reader refuses any other
+STATUS_FORMAT = 2  # jobmanager.json's layout; a reader refuses any other
+# What a job can be in. ``unknown``: seen from another process, its job manager stopped
+# publishing without saying it ended (``JobStatus.seen_state``).
+JOB_STATES = ("starting", "running", "finished", "failed", "stopped", "cancelled", "unknown")
 
 # A completed checkpoint as its ``_metadata`` says, without the per-worker part (the format
 # ``state/checkpoints.py`` writes and ``GET /jobs/{job}/checkpoints`` lists).
@@ -104,7 +107,8 @@ class JobRuntime(Protocol):
     def operator_watermark(self, op: str) -> int: ...
 
     def state(self) -> str:
-        """starting, running, finished, failed, stopped (or, from ``weir api``, unknown)."""
+        """One of ``JOB_STATES``: starting, running, finished, failed, stopped, cancelled (or,
+        from ``weir api``, unknown)."""
         ...
 
     def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult: ...
@@ -138,7 +142,20 @@ class JobStatus:
     restored_from: str | None
     backfills: list[BackfillEntry]
     workers: list[WorkerStatus]
-    control_port: int | None
+    control_port: int | None  # the admin control channel's, while the job runs
+    api_url: str | None  # where ``weir run`` serves the HTTP API (None: it serves none)
+    ended: bool  # the job manager's last word: it has stopped the job and exits
+
+    def age_s(self, now_ms: int) -> float:
+        return (now_ms - self.written_at) / 1000.0
+
+    def seen_state(self, now_ms: int, stale_after_s: float) -> str:
+        """The state as a reader should take it: what the job manager last said if that was
+        its last word (it ended, or failed for good) or is recent; else ``unknown`` (it is
+        gone or stuck without saying so)."""
+        if self.ended or self.state == "failed" or self.age_s(now_ms) <= stale_after_s:
+            return self.state
+        return "unknown"
 
     def to_json(self) -> bytes:
         """orjson writes dataclasses and tuples itself (in C: this runs every publication)."""
@@ -197,6 +214,7 @@ def operator_watermark(workers: list[WorkerStatus], op: str) -> int:
 
 
 __all__ = [
+    "JOB_STATES",
     "STATUS_FORMAT",
     "BackfillEntry",
     "CheckpointSummary",

@@ -10,9 +10,9 @@ is replaced by a loop that reads offset deltas and values and skips the rest.
 
 Record format v2 (``DefaultRecordBatch``) without transactions takes the lean loop; legacy
 message sets, ``read_committed`` consumers and control batches take the library's own path, so
-nothing changes for them. kafka-python is pinned (pyproject), because this reads batch fields
-(``_buffer``, ``_pos``) that are not its public API; ``tests/unit/test_kafka_records.py`` checks
-the two paths agree.
+nothing changes for them. kafka-python is held below 3.1 (pyproject) and to one version by
+constraints.txt, because this reads batch fields (``_buffer``, ``_pos``) that are not its public
+API; ``tests/integration/test_kafka_records.py`` checks the two paths agree.
 """
 
 from __future__ import annotations

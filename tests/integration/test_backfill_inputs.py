@@ -210,7 +210,7 @@ def test_unknown_topics_and_partitions_are_clear_errors(
     job.write_text(job_text(Path("unused.jsonl"), bound=BOUND, size=SIZE, lateness=0))
     sp = ("--into-savepoint", str(tmp_path / "sp"))
     r = run_weir("backfill", str(job), "--input", f"kafka://{kafka_broker}/no-such-topic", *sp)
-    assert r.rc == 2 and "topic 'no-such-topic' does not exist" in r.stderr, r.stderr
+    assert r.rc == 1 and "topic 'no-such-topic' does not exist" in r.stderr, r.stderr
     r = run_weir("backfill", str(job), "--input", f"kafka://{kafka_broker}/{topic}?to=0:5,7:9",
                  *sp)  # fmt: skip
     assert r.rc == 2 and f"topic '{topic}' has no partition 7 (it has 0, 1)" in r.stderr, r.stderr

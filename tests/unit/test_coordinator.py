@@ -1,7 +1,8 @@
 """The checkpoint coordinator on its own, with real checkpoint storage under ``tmp_path``: a
 pending checkpoint's acknowledgements (Flink's ``TaskAcknowledgeResult``), completion writing
-``_metadata``, a decline, a timeout, a savepoint an API thread waits for; and barrier alignment
-on the worker's side."""
+``_metadata``, a decline, a timeout, a savepoint an API thread waits for, a stop-with-savepoint
+(its trigger stops the sources; a failure or the caller's deadline aborts it and tells the
+workers, so the sources read again); and barrier alignment on the worker's side."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from tests.support import wait_until
 from weir import Job, agg, sources, windows
-from weir.engine.errors import ConfigError
+from weir.engine.errors import ControlError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.coordinator import (
     AckResult,
@@ -22,6 +23,7 @@ from weir.engine.runtime.control.coordinator import (
     SavepointWaiter,
 )
 from weir.engine.runtime.messages import (
+    CheckpointAborted,
     CheckpointAck,
     CheckpointCompleted,
     CheckpointDecline,
@@ -103,9 +105,10 @@ def test_acknowledgements_are_counted_once_per_worker_while_pending() -> None:
 def test_an_aborted_checkpoint_tells_its_waiters_it_failed() -> None:
     waiter = SavepointWaiter()
     pending = PendingCheckpoint(2, 1, [waiter])
-    pending.abort()
+    pending.abort("worker 0 declined: no space")
     assert pending.state is CheckpointState.ABORTED
     assert waiter.done.is_set() and waiter.checkpoint is None
+    assert waiter.failure == "worker 0 declined: no space"
     assert pending.acknowledge(0, _snapshot(0)) is AckResult.DISCARDED
 
 
@@ -136,6 +139,7 @@ def test_a_decline_fails_the_checkpoint_and_says_why(tmp_path: Path) -> None:
     h.coordinator.acknowledge(0, CheckpointAck(n, _snapshot(0)))
     h.coordinator.decline(1, CheckpointDecline(n, "upload failed: OSError: disk full"))
     assert h.coordinator.pending is None and h.coordinator.last_checkpoint is None
+    assert h.sent[-1] == CheckpointAborted(n)
     why = "worker 1 declined: upload failed: OSError: disk full"
     assert h.coordinator.problem == f"checkpoint {n} failed: {why}"
     assert not h.coordinator.storage.chk_dir(n).joinpath("_metadata").exists()
@@ -172,7 +176,7 @@ def test_a_savepoint_whose_checkpoint_fails_is_an_error(tmp_path: Path) -> None:
     def ask() -> None:
         try:
             h.coordinator.savepoint(10.0)
-        except ConfigError as exc:
+        except ControlError as exc:
             errors.append(exc)
 
     asker = threading.Thread(target=ask)
@@ -180,8 +184,113 @@ def test_a_savepoint_whose_checkpoint_fails_is_an_error(tmp_path: Path) -> None:
     n = h.triggered()
     h.coordinator.decline(0, CheckpointDecline(n, "no space"))
     asker.join(10.0)
-    with pytest.raises(ConfigError, match="savepoint of job 'j' failed; see the job's log"):
+    with pytest.raises(ControlError, match="savepoint of job 'j' failed: worker 0 declined: no"):
         raise errors[0]
+
+
+class Asker:
+    """An API thread asking for a (stop-with-)savepoint; ``result`` or ``error`` once answered."""
+
+    def __init__(self, h: Harness, timeout_s: float, stop: bool) -> None:
+        self.result: dict[str, object] = {}
+        self.error: Exception | None = None
+        self._thread = threading.Thread(target=self._ask, args=(h, timeout_s, stop))
+        self._thread.start()
+
+    def _ask(self, h: Harness, timeout_s: float, stop: bool) -> None:
+        try:
+            self.result.update(h.coordinator.savepoint(timeout_s, stop=stop))
+        except ControlError as exc:
+            self.error = exc
+
+    def join(self) -> None:
+        self._thread.join(15.0)
+        assert not self._thread.is_alive()
+
+
+def test_a_stop_with_savepoint_stops_the_sources_at_its_barrier(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    asker = Asker(h, 10.0, stop=True)
+    n = h.triggered()
+    assert h.sent[-1] == TriggerCheckpoint(n, stop_sources=True)
+    for worker in (0, 1):
+        h.coordinator.acknowledge(worker, CheckpointAck(n, _snapshot(worker)))
+    asker.join()
+    assert asker.result["id"] == n and h.coordinator.storage.metadata(n)["savepoint"] is True
+    assert not any(isinstance(m, CheckpointAborted) for m in h.sent)
+
+
+def test_a_failed_stop_with_savepoint_lets_the_sources_read_again(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    asker = Asker(h, 10.0, stop=True)
+    n = h.triggered()
+    h.coordinator.decline(1, CheckpointDecline(n, "upload failed: OSError: disk full"))
+    asker.join()
+    assert h.sent[-1] == CheckpointAborted(n)
+    with pytest.raises(ControlError, match="declined: upload failed.*; the job goes on"):
+        raise asker.error or AssertionError("no error")
+
+
+def test_a_stop_not_complete_at_its_deadline_is_aborted(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    asker = Asker(h, 0.2, stop=True)
+    n = h.triggered()
+
+    def aborted() -> bool:
+        h.coordinator.tick(ready=True, finished=False)
+        return h.sent[-1] == CheckpointAborted(n)
+
+    wait_until(aborted, timeout=5, interval=0.01, what="the stop's checkpoint to be aborted")
+    asker.join()
+    with pytest.raises(ControlError, match=r"not complete at the stop's deadline \(0\.2 s"):
+        raise asker.error or AssertionError("no error")
+    h.coordinator.acknowledge(0, CheckpointAck(n, _snapshot(0)))  # too late: ignored
+    assert h.coordinator.last_checkpoint is None
+
+
+def test_a_stop_that_cannot_begin_by_its_deadline_is_never_triggered(tmp_path: Path) -> None:
+    h = Harness(tmp_path, checkpoint_interval_ms=1, checkpoint_timeout_ms=60_000)
+    periodic = h.triggered()  # in flight: the stop waits behind it
+    asker = Asker(h, 0.2, stop=True)
+
+    def answered() -> bool:
+        h.coordinator.tick(ready=True, finished=False)  # the monitor thread's
+        return asker.error is not None
+
+    wait_until(answered, timeout=4, interval=0.01, what="the stop to be refused")
+    asker.join()
+    with pytest.raises(ControlError, match="could not begin before the stop's deadline"):
+        raise asker.error or AssertionError("no error")
+    for worker in (0, 1):
+        h.coordinator.acknowledge(worker, CheckpointAck(periodic, _snapshot(worker)))
+    h.coordinator.tick(ready=True, finished=False)
+    h.coordinator.tick(ready=True, finished=False)
+    stops = [m for m in h.sent if isinstance(m, TriggerCheckpoint) and m.stop_sources]
+    assert stops == []
+
+
+def test_closing_fails_every_savepoint_begun_or_not(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    first = Asker(h, 10.0, stop=False)
+    h.triggered()
+    second = Asker(h, 10.0, stop=True)
+    wait_until(lambda: h.coordinator._savepoints, timeout=5, what="the second to be queued")
+    h.coordinator.close("the job is being cancelled")
+    first.join()
+    second.join()
+    assert first.error is not None and second.error is not None
+    assert "failed: the job is being cancelled" in str(first.error)
+    assert str(second.error).endswith("failed: the job is being cancelled")
+
+
+def test_a_restart_fails_the_savepoint_in_flight(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    asker = Asker(h, 10.0, stop=False)
+    h.triggered()
+    h.coordinator.restarted()
+    asker.join()
+    with pytest.raises(ControlError, match="failed: the workers restarted after a failure"):
+        raise asker.error or AssertionError("no error")
 
 
 def test_barrier_alignment_holds_frames_of_aligned_channels_until_the_snapshot() -> None:

@@ -59,7 +59,9 @@ def _snapshot() -> m.WorkerSnapshot:
 
 TO_WORKER = [
     m.TriggerCheckpoint(7),
+    m.TriggerCheckpoint(8, stop_sources=True),
     m.CheckpointCompleted(7),
+    m.CheckpointAborted(8),
     m.BackfillStep(3, m.BackfillPhase.INGEST, m.BackfillRequest("clicks", "/bf", 0, 10, None)),
     m.Stop(),
 ]
@@ -110,9 +112,19 @@ def _frame(tag: str, fields: Any) -> bytes:
     [
         (_frame("Nope", {}), "unknown message type 'Nope'; this side reads BackfillStep, "),
         (m.FROM_WORKER.encode(m.Finished(0)), "unknown message type 'Finished'"),
-        (_frame("TriggerCheckpoint", {"checkpoint": "7"}), r"checkpoint: expected int, got str"),
-        (_frame("TriggerCheckpoint", {"checkpoint": True}), "expected int, got bool True"),
-        (_frame("TriggerCheckpoint", {}), r"missing \['checkpoint'\], unknown none"),
+        (
+            _frame("TriggerCheckpoint", {"checkpoint": "7", "stop_sources": False}),
+            r"checkpoint: expected int, got str",
+        ),
+        (
+            _frame("TriggerCheckpoint", {"checkpoint": 7, "stop_sources": 1}),
+            "stop_sources: expected bool, got int 1",
+        ),
+        (_frame("CheckpointAborted", {"checkpoint": True}), "expected int, got bool True"),
+        (
+            _frame("TriggerCheckpoint", {"checkpoint": 7}),
+            r"missing \['stop_sources'\], unknown none \(a weir of another version\?\)",
+        ),
         (_frame("Stop", {"now": 1}), r"missing none, unknown \['now'\]"),
         (
             _frame("BackfillStep", {"request_id": 1, "phase": "load", "request": {}}),

@@ -69,6 +69,8 @@ def _body(**fields: Any) -> dict[str, Any]:
         "backfills": [],
         "last_checkpoint": None,
         "control_port": None,
+        "api_url": None,
+        "ended": False,
         **fields,
     }
 
@@ -128,6 +130,17 @@ def test_a_fresh_status_is_the_job_and_a_stale_one_is_unknown(tmp_path: Path) ->
     assert runtime.state() == "unknown"
 
 
+@pytest.mark.parametrize("state", ["stopped", "cancelled", "finished"])
+def test_a_job_that_ended_stays_as_it_ended_however_old(tmp_path: Path, state: str) -> None:
+    client, runtime = _api(tmp_path)
+    _publish(tmp_path / "state" / "j", state=state, ended=True, written_at=now_ms() - 60_000)
+    _wait_refresh()
+    assert runtime.state() == state and client.get("/jobs/j").json()["state"] == state
+    assert client.get("/health").json()["problems"]["j"] == f"the job was {state}"
+    r = client.post("/jobs/j/savepoints")
+    assert r.status_code == 409 and "is not running" in r.json()["error"]["message"]
+
+
 def test_a_new_run_or_a_restart_makes_readers_reopen(tmp_path: Path) -> None:
     _, runtime = _api(tmp_path)
     job_dir = tmp_path / "state" / "j"
@@ -182,7 +195,7 @@ def test_a_job_file_with_other_operators_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "named"),
     [
-        ({"format": 2}, "has format 2, this weir reads 1"),
+        ({"format": 1}, "has format 1, this weir reads 2"),
         ({"parallelism": "2"}, r"jobmanager.json.parallelism: expected int, got str '2'"),
         ({"extra": 1}, r"unknown \['extra'\]"),
     ],

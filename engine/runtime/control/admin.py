@@ -1,5 +1,6 @@
-"""The job manager's control channel: the admin operations (savepoint, live backfill) an API
-process running apart from the job manager (``weir api``) asks for.
+"""The job manager's control channel: the admin operations an API process running apart from
+the job manager (``weir api``: savepoint, live backfill) and the lifecycle commands (``weir
+stop``, ``weir cancel``) ask for.
 
 - Loopback only: a TCP listener on 127.0.0.1, its port published in the status file.
 - A shared key: 32 random bytes, new every run, in ``<state-dir>/<job>/control.key`` (mode
@@ -7,7 +8,8 @@ process running apart from the job manager (``weir api``) asks for.
   in constant time) before any request is read, so a stranger can neither ask nor answer.
 - JSON frames (4-byte length + body), never pickles: ``{"op", "args"}`` in, ``{"ok": {...}}`` or
   ``{"error": {"type", "message"}}`` out; one request per connection. The arguments of each
-  operation are a dataclass here (``SavepointArgs``, ``BackfillArgs``), checked on arrival.
+  operation are a dataclass here (``SavepointArgs``, ``BackfillArgs``, ``StopArgs``,
+  ``CancelArgs``), checked on arrival; ``handlers`` binds them to a ``Controlled`` job manager.
 - Timeouts on every read, a thread per connection and a bound on connections: a client that
   connects and says nothing holds nothing for long.
 
@@ -28,11 +30,13 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypedDict
 
 import orjson
 
-from weir.engine.errors import ConfigError, PathRefused, StateError, WeirError
+from weir.engine.errors import ConfigError, ControlError, PathRefused, StateError, WeirError
+from weir.engine.runtime.view import BackfillEntry, SavepointResult
+from weir.engine.runtime.wire import from_plain
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +49,7 @@ _HELLO = b"weir-control-1"
 _NONCE = 32
 _ERRORS: dict[str, type[WeirError]] = {
     "ConfigError": ConfigError,
+    "ControlError": ControlError,
     "PathRefused": PathRefused,
     "StateError": StateError,
 }
@@ -61,6 +66,63 @@ class SavepointArgs:
 class BackfillArgs:
     req: dict[str, Any]  # the API's backfill request, checked by the job manager
     timeout_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class StopArgs:
+    savepoint: bool  # stop-with-savepoint (else a graceful stop, as SIGTERM)
+    timeout_s: float  # for the savepoint; past it the job is not stopped
+
+
+@dataclass(frozen=True, slots=True)
+class CancelArgs:
+    pass
+
+
+class StopResult(TypedDict):
+    job: str
+    savepoint: SavepointResult | None
+    state: str
+
+
+class CancelResult(TypedDict):
+    job: str
+    state: str
+    last_checkpoint: int | None  # what weir run --restore latest resumes from
+
+
+class Controlled(Protocol):
+    """What the control channel asks of a job manager."""
+
+    def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult: ...
+
+    def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry: ...
+
+    def stop_job(self, savepoint: bool, timeout_s: float) -> StopResult: ...
+
+    def cancel_job(self) -> CancelResult: ...
+
+
+def handlers(target: Controlled) -> dict[str, Handler]:
+    """Every operation by name, its arguments checked against their dataclass."""
+
+    def savepoint(args: dict[str, Any]) -> SavepointResult:
+        a = from_plain(SavepointArgs, args, "savepoint arguments")
+        return target.trigger_savepoint(a.timeout_s)
+
+    def backfill(args: dict[str, Any]) -> BackfillEntry:
+        a = from_plain(BackfillArgs, args, "backfill arguments")
+        return target.ingest_backfill(a.req, a.timeout_s)
+
+    def stop(args: dict[str, Any]) -> StopResult:
+        a = from_plain(StopArgs, args, "stop arguments")
+        return target.stop_job(a.savepoint, a.timeout_s)
+
+    def cancel(args: dict[str, Any]) -> CancelResult:
+        from_plain(CancelArgs, args, "cancel arguments")
+        return target.cancel_job()
+
+    return {"savepoint": savepoint, "backfill": backfill, "stop": stop, "cancel": cancel}
 
 
 def key_path(job_dir: Path) -> Path:
@@ -87,8 +149,8 @@ def read_key(job_dir: Path) -> bytes:
         return bytes.fromhex(path.read_text().strip())
     except (OSError, ValueError) as exc:
         raise ConfigError(
-            f"cannot read the job manager's control key {path} ({exc}); run weir api as the "
-            "user running weir run, with the same --state-dir"
+            f"cannot read the job manager's control key {path} ({exc}); run this command as "
+            "the user running weir run, with the same --state-dir"
         ) from None
 
 
@@ -128,17 +190,24 @@ class ControlServer:
         self.port: int = self._sock.getsockname()[1]
         self._stop = threading.Event()
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._busy = 0  # connections being served, guarded by ``_idle``
+        self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._accept, name="weir-control", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, drain_s: float = 5.0) -> None:
+        """Stop accepting, and wait up to ``drain_s`` for the answers being sent (a stop or a
+        cancel is answered after its work is done: its client hears it before weir run exits).
+        Not to be called from a handler: it would wait for itself."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(2.0)
         self._sock.close()
+        with self._idle:
+            self._idle.wait_for(lambda: self._busy == 0, drain_s)
 
     def _accept(self) -> None:
         while not self._stop.is_set():
@@ -151,6 +220,8 @@ class ControlServer:
             if not self._slots.acquire(blocking=False):
                 conn.close()  # too many at once: refuse rather than queue
                 continue
+            with self._idle:
+                self._busy += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
@@ -174,6 +245,9 @@ class ControlServer:
             log.warning("control: connection dropped: %s", exc)
         finally:
             self._slots.release()
+            with self._idle:
+                self._busy -= 1
+                self._idle.notify_all()
 
     def _answer(self, request: Any) -> dict[str, Any]:
         op = request.get("op") if isinstance(request, dict) else None
@@ -234,9 +308,15 @@ def call(port: int, key: bytes, op: str, args: dict[str, Any], timeout_s: float)
 
 __all__ = [
     "BackfillArgs",
+    "CancelArgs",
+    "CancelResult",
     "ControlServer",
+    "Controlled",
     "SavepointArgs",
+    "StopArgs",
+    "StopResult",
     "call",
+    "handlers",
     "key_path",
     "read_key",
     "write_key",

@@ -1,7 +1,9 @@
 """The checkpoint coordinator (Flink's ``CheckpointCoordinator``): triggers one checkpoint at a
 time at every worker, collects each worker's acknowledgement in a ``PendingCheckpoint``, writes
 ``_metadata`` once all have acknowledged, and keeps the newest K. A savepoint is a checkpoint an
-API thread asks for and waits on.
+API thread asks for and waits on. A stop-with-savepoint's also stops the workers' sources at its
+barrier; if it fails, the workers are told (``CheckpointAborted``) and read again, and a stop
+whose caller gives up aborts it at the caller's deadline, so sources are never left stopped.
 
 The job manager owns one, composed: the coordinator reaches the workers only through the
 ``broadcast`` and ``publish`` callables it is given. It runs on the job manager's monitor
@@ -18,10 +20,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, StateError
+from weir.engine.errors import ConfigError, ControlError, StateError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
+    CheckpointAborted,
     CheckpointAck,
     CheckpointCompleted,
     CheckpointDecline,
@@ -37,6 +40,7 @@ from weir.state.keygroups import KeyGroupRange
 log = logging.getLogger(__name__)
 
 RECENT = 100  # completed checkpoints kept in memory for the API
+STOP_GRACE_S = 5.0  # how much longer than its deadline a stop's caller waits for the monitor
 
 
 class CheckpointState(Enum):
@@ -55,16 +59,24 @@ class AckResult(Enum):
 
 
 class SavepointWaiter:
-    """An API thread waiting for its savepoint: resolved with the checkpoint id, or None when
-    the checkpoint failed."""
+    """An API thread waiting for its savepoint: resolved with the checkpoint id, or None and
+    why when the checkpoint failed. ``stop``: a stop-with-savepoint's, aborted at ``deadline``
+    (monotonic seconds) if not complete by then."""
 
-    def __init__(self) -> None:
+    def __init__(self, stop: bool = False, deadline: float = float("inf")) -> None:
+        self.stop = stop
+        self.deadline = deadline
         self.done = threading.Event()
         self.checkpoint: int | None = None
+        self.failure: str | None = None
 
-    def resolve(self, checkpoint: int | None) -> None:
+    def resolve(self, checkpoint: int | None, failure: str | None = None) -> None:
         self.checkpoint = checkpoint
+        self.failure = failure
         self.done.set()
+
+    def expired(self, now: float) -> bool:
+        return self.stop and now >= self.deadline
 
 
 class PendingCheckpoint:
@@ -86,6 +98,10 @@ class PendingCheckpoint:
         return bool(self.waiters)
 
     @property
+    def stops_sources(self) -> bool:
+        return any(w.stop for w in self.waiters)
+
+    @property
     def fully_acknowledged(self) -> bool:
         return len(self.acks) == self.parallelism
 
@@ -99,8 +115,16 @@ class PendingCheckpoint:
         self.acks[worker] = snapshot
         return AckResult.SUCCESS
 
-    def timed_out(self, timeout_ms: int) -> bool:
-        return time.monotonic() - self.started > timeout_ms / 1000.0
+    def timed_out(self, timeout_ms: int) -> str | None:
+        """Why the checkpoint has run out of time (None: it has not)."""
+        now = time.monotonic()
+        if now - self.started > timeout_ms / 1000.0:
+            return f"timed out after {timeout_ms} ms"
+        stop = next((w for w in self.waiters if w.expired(now)), None)
+        if stop is not None:
+            waited = stop.deadline - self.started
+            return f"not complete at the stop's deadline ({waited:.1f} s after it began)"
+        return None
 
     def metadata(self, job: Job, ranges: list[KeyGroupRange]) -> dict[str, Any]:
         """``_metadata``'s content (every worker has acknowledged)."""
@@ -130,10 +154,10 @@ class PendingCheckpoint:
         for waiter in self.waiters:
             waiter.resolve(self.id)
 
-    def abort(self) -> None:
+    def abort(self, why: str) -> None:
         self.state = CheckpointState.ABORTED
         for waiter in self.waiters:
-            waiter.resolve(None)
+            waiter.resolve(None, why)
 
 
 class CheckpointCoordinator:
@@ -161,6 +185,7 @@ class CheckpointCoordinator:
         self._savepoints: list[SavepointWaiter] = []
         self._lock = threading.Lock()  # guards ``_savepoints`` (API threads add to it)
         self._final_triggered = False
+        self._closed = False  # the job is ending: no savepoint will complete
 
     @property
     def enabled(self) -> bool:
@@ -205,17 +230,31 @@ class CheckpointCoordinator:
         n = self.storage.latest_valid() if self.enabled else None
         return self.storage.chk_dir(n).resolve() if n is not None else None
 
-    def savepoint(self, timeout_s: float) -> SavepointResult:
-        """Take a savepoint (a checkpoint never deleted) and wait for it to complete."""
-        waiter = SavepointWaiter()
+    def savepoint(self, timeout_s: float, stop: bool = False) -> SavepointResult:
+        """Take a savepoint (a checkpoint never deleted) and wait for it to complete. ``stop``:
+        its barrier also stops the sources, which read again if it fails or is not complete in
+        ``timeout_s`` (the monitor thread aborts it then)."""
+        kind = "stop-with-savepoint" if stop else "savepoint"
+        waiter = SavepointWaiter(stop, time.monotonic() + timeout_s)
         with self._lock:
             self._savepoints.append(waiter)
-        if not waiter.done.wait(timeout_s):
-            raise ConfigError(
-                f"savepoint of job {self._job.name!r} did not complete in {timeout_s} s"
+        # a stop's waiter is resolved by the monitor thread at its deadline; the grace covers a
+        # busy one
+        if not waiter.done.wait(timeout_s + (STOP_GRACE_S if stop else 0.0)):
+            with self._lock:
+                queued = waiter in self._savepoints
+                if queued:
+                    self._savepoints.remove(waiter)
+            raise ControlError(
+                f"{kind} of job {self._job.name!r} did not complete in {timeout_s} s; "
+                + ("see the job's log" if stop else "it may still complete; see weir checkpoints")
             )
         if waiter.checkpoint is None:
-            raise ConfigError(f"savepoint of job {self._job.name!r} failed; see the job's log")
+            goes_on = stop and not self._closed  # a stop's failure: the sources read again
+            raise ControlError(
+                f"{kind} of job {self._job.name!r} failed: {waiter.failure}"
+                + ("; the job goes on" if goes_on else "")
+            )
         n = waiter.checkpoint
         return {"id": n, "path": str(self.storage.chk_dir(n).resolve())}
 
@@ -223,13 +262,19 @@ class CheckpointCoordinator:
         """Trigger the next checkpoint when it is due (one at a time; ``ready``: every worker
         has reported), time out a stuck one. Once ``finished``, one final checkpoint holds
         the end state and offsets."""
+        now = time.monotonic()
+        with self._lock:
+            expired = [w for w in self._savepoints if w.expired(now)]
+            self._savepoints = [w for w in self._savepoints if w not in expired]
+            savepoint = bool(self._savepoints)
+        for waiter in expired:  # the checkpoint before it ran until the stop's deadline
+            waiter.resolve(None, "it could not begin before the stop's deadline")
         pending = self.pending
         if pending is not None:
-            if pending.timed_out(self._cfg.checkpoint_timeout_ms):
-                self.abort(f"timed out after {self._cfg.checkpoint_timeout_ms} ms")
+            why = pending.timed_out(self._cfg.checkpoint_timeout_ms)
+            if why is not None:
+                self.abort(why)
             return
-        with self._lock:
-            savepoint = bool(self._savepoints)
         periodic = self.enabled and time.monotonic() >= self._next_trigger
         if finished and self.enabled and not self._final_triggered:
             self._final_triggered = periodic = True
@@ -250,7 +295,7 @@ class CheckpointCoordinator:
         except StateError as exc:  # storage unusable: this checkpoint fails, processing goes on
             self.abort(str(exc))
             return
-        self._broadcast(TriggerCheckpoint(self.pending.id))
+        self._broadcast(TriggerCheckpoint(self.pending.id, self.pending.stops_sources))
 
     def final_settled(self) -> bool:
         """With checkpoints on, a finished job ends after its final checkpoint (done or failed)."""
@@ -313,12 +358,26 @@ class CheckpointCoordinator:
             return
         log.error("job=%s checkpoint=%d failed: %s", self._job.name, pending.id, why)
         self.problem = f"checkpoint {pending.id} failed: {why}"
-        pending.abort()
+        pending.abort(why)
+        self._broadcast(CheckpointAborted(pending.id))  # sources it stopped read again
         self._next_trigger = time.monotonic() + self._cfg.checkpoint_interval_ms / 1000.0
 
+    def close(self, why: str) -> None:
+        """The job is ending: every savepoint asked for, begun or not, fails with ``why``."""
+        self._closed = True
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.abort(why)
+        with self._lock:
+            queued, self._savepoints = self._savepoints, []
+        for waiter in queued:
+            waiter.resolve(None, why)
+
     def restarted(self) -> None:
-        """The workers were restarted: a checkpoint in flight is forgotten (its waiters time
-        out), and the final checkpoint may be taken again."""
-        self.pending = None
+        """The workers were restarted: a checkpoint in flight fails (the new workers never saw
+        it), and the final checkpoint may be taken again."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.abort("the workers restarted after a failure (see the job's log)")
         self._final_triggered = False
         self._next_trigger = time.monotonic() + self._cfg.checkpoint_interval_ms / 1000.0

@@ -4,8 +4,13 @@ restarts them all from the latest complete checkpoint (a fixed-delay restart str
 It runs in the ``weir run`` process, beside the API unless ``--no-api``. Workers are spawned (not
 forked) and each loads the job file itself, so user functions never need to be pickled; what
 travels on their pipes is ``messages``, data only. Its parts: the checkpoint coordinator, live
-backfills, and for API processes that run apart (``weir api``) the status file and the admin
-control channel. It implements ``view.JobRuntime``, what the API reads.
+backfills, and for API processes that run apart (``weir api``) and the lifecycle commands
+(``weir list``, ``weir stop``, ``weir cancel``) the status file and the admin control channel. It
+implements ``view.JobRuntime``, what the API reads.
+
+A job ends once (``_end``), in the state it ends in: ``stopped`` (SIGTERM, Ctrl-C, ``weir stop``,
+with or without a savepoint), ``cancelled`` (``weir cancel``: the workers are killed, state is as
+of the last checkpoint), or as it was (``finished``, ``failed``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, MessageError, WorkerFailed
+from weir.engine.errors import ConfigError, ControlError, MessageError, WorkerFailed
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control import admin
@@ -42,11 +47,11 @@ from weir.engine.runtime.task.chain import sink_nodes
 from weir.engine.runtime.view import (
     BackfillEntry,
     CheckpointSummary,
+    JobStatus,
     SavepointResult,
     operator_watermark,
     unreported,
 )
-from weir.engine.runtime.wire import from_plain
 from weir.engine.sinks import Sink
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import range_for_operator
@@ -86,6 +91,9 @@ class JobManager:
         self.restarts = 0
         self._control: admin.ControlServer | None = None
         self._publisher: StatusPublisher | None = None
+        self._ended: str | None = None  # the state the job ended in
+        self._end_lock = threading.Lock()
+        self.api_url: str | None = None  # where the HTTP API serves, once it does
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -113,24 +121,25 @@ class JobManager:
         )
 
     def _serve_api_processes(self, job_dir: Path) -> None:
-        """The status file and the control channel that ``weir api`` processes use."""
-
-        def savepoint(args: dict[str, Any]) -> SavepointResult:
-            a = from_plain(admin.SavepointArgs, args, "savepoint arguments")
-            return self.trigger_savepoint(a.timeout_s)
-
-        def backfill(args: dict[str, Any]) -> BackfillEntry:
-            a = from_plain(admin.BackfillArgs, args, "backfill arguments")
-            return self.ingest_backfill(a.req, a.timeout_s)
-
+        """The status file and the control channel that ``weir api`` processes and the lifecycle
+        commands use. Once the job has ended, the status names no control port nor API."""
         key = admin.write_key(job_dir)
-        self._control = admin.ControlServer(key, {"savepoint": savepoint, "backfill": backfill})
+        self._control = admin.ControlServer(key, admin.handlers(self))
         self._control.start()
         port = self._control.port
-        self._publisher = StatusPublisher(
-            status_path(job_dir), lambda: job_status(self, self.job, self.cfg.run_id, port)
-        )
+
+        def snapshot() -> JobStatus:
+            if self._ended is not None:
+                return job_status(self, self.job, self.cfg.run_id, None, None, ended=True)
+            return job_status(self, self.job, self.cfg.run_id, port, self.api_url)
+
+        self._publisher = StatusPublisher(status_path(job_dir), snapshot)
         self._publisher.start()
+
+    def serving_at(self, url: str) -> None:
+        """The HTTP API listens at ``url``: ``weir list`` shows it."""
+        self.api_url = url
+        self._publish()
 
     def _publish(self) -> None:
         if self._publisher is not None:
@@ -152,17 +161,57 @@ class JobManager:
         return found
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        self._stopping.set()
-        self._workers.broadcast(Stop())
-        self._workers.join(timeout_s)
-        if self._monitor is not None:
-            self._monitor.join(2.0)
+        """End the job gracefully (unless it ended already) and close its control channel."""
+        self._end("stopped", timeout_s=timeout_s)
         if self._control is not None:
             self._control.stop()
-        if self._publisher is not None:
+
+    def _end(self, as_state: str, *, kill: bool = False, timeout_s: float = 10.0) -> None:
+        """Stop the workers (``kill``: at once, without a flush) and publish the state the job
+        ended in: ``as_state``, unless it had finished or failed. Once; a second call waits for
+        the first."""
+        with self._end_lock:
+            if self._ended is not None:
+                return
+            self._stopping.set()
+            if self._monitor is not None:
+                self._monitor.join(2.0)
+            self.coordinator.close(f"the job is being {as_state}")
+            if kill:
+                self._workers.kill()
+            else:
+                self._workers.broadcast(Stop())
+                self._workers.join(timeout_s)
             state = self.state()
-            self._publisher.stop("stopped" if state in ("running", "starting") else state)
-        self.done.set()
+            self._ended = as_state if state in ("running", "starting") else state
+            if self._publisher is not None:
+                self._publisher.stop(self._ended)
+            self.done.set()
+
+    def stop_job(self, savepoint: bool, timeout_s: float) -> admin.StopResult:
+        """``weir stop``: with ``savepoint``, stop-with-savepoint (sources stop at its barrier,
+        the savepoint completes, then the workers stop; if it fails the job goes on); else a
+        graceful stop, as SIGTERM."""
+        self._check_running("stop")
+        taken = self.coordinator.savepoint(timeout_s, stop=True) if savepoint else None
+        self._end("stopped")
+        if taken is not None:
+            n, path = taken["id"], taken["path"]
+            log.info("job=%s stopped with savepoint=%d path=%s", self.job.name, n, path)
+        return {"job": self.job.name, "savepoint": taken, "state": self.state()}
+
+    def cancel_job(self) -> admin.CancelResult:
+        """``weir cancel``: kill the workers now; no savepoint, no flush of open windows."""
+        self._check_running("cancel")
+        self._end("cancelled", kill=True)
+        n = self.last_checkpoint
+        log.warning("job=%s cancelled; its state is as of checkpoint=%s", self.job.name, n)
+        return {"job": self.job.name, "state": self.state(), "last_checkpoint": n}
+
+    def _check_running(self, what: str) -> None:
+        if self.failure is not None or self._stopping.is_set():
+            now = "failed" if self.failure is not None else self._ended or "stopping"
+            raise ControlError(f"job {self.job.name!r} is not running ({now}); nothing to {what}")
 
     # -- following the workers -----------------------------------------------------------------
 
@@ -326,15 +375,17 @@ class JobManager:
         return operator_watermark(self.worker_status(), op)
 
     def state(self) -> str:
+        if self._ended is not None:
+            return self._ended
         if self.failure is not None:
             return "failed"
         if self.finished:
             return "finished"
-        return "stopped" if self._stopping.is_set() else "running" if self._status else "starting"
+        return "running" if self._status else "starting"
 
     def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult:
         if self.failure is not None or self._stopping.is_set():
-            raise ConfigError(f"job {self.job.name!r} is not running; no savepoint taken")
+            raise ControlError(f"job {self.job.name!r} is not running; no savepoint taken")
         return self.coordinator.savepoint(timeout_s)
 
     def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:

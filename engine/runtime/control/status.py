@@ -5,7 +5,8 @@ Everything ``view.JobRuntime`` answers goes into ``<state-dir>/<job>/jobmanager.
 half a file) every ``PERIOD_S`` and within ``WATCH_S`` of a change that matters (state,
 generation, checkpoint, restarts, backfills); the job manager also publishes at once when a
 checkpoint completes or the job restarts. ``written_at`` tells a reader how old it is: a file
-that stops changing means the job manager is gone.
+that stops changing (older than ``STALE_AFTER_S``) means the job manager is gone, unless its last
+publication said the job ended (``ended``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ STATUS_FILE = "jobmanager.json"
 PERIOD_S = 0.25
 WATCH_S = 0.05
 RECENT_CHECKPOINTS = 10
+STALE_AFTER_S = 3.0  # 12 missed publications: the job manager is gone or stuck
 
 
 def status_path(job_dir: Path) -> Path:
@@ -50,7 +52,14 @@ def read_status(path: Path) -> JobStatus | None:
     return JobStatus.from_json(raw)
 
 
-def job_status(runtime: JobRuntime, job: Job, run_id: str, control_port: int | None) -> JobStatus:
+def job_status(
+    runtime: JobRuntime,
+    job: Job,
+    run_id: str,
+    control_port: int | None,
+    api_url: str | None = None,
+    ended: bool = False,
+) -> JobStatus:
     """What ``jobmanager.json`` holds: everything ``runtime`` answers, as of now."""
     return JobStatus(
         format=STATUS_FORMAT,
@@ -75,12 +84,16 @@ def job_status(runtime: JobRuntime, job: Job, run_id: str, control_port: int | N
         backfills=list(runtime.backfills),
         workers=runtime.worker_status(),
         control_port=control_port,
+        api_url=api_url,
+        ended=ended,
     )
 
 
 def _watched(status: JobStatus) -> tuple[Hashable, ...]:
     return (
         status.state,
+        status.ended,
+        status.api_url,
         status.generation,
         status.last_checkpoint,
         status.restarts,
@@ -141,6 +154,7 @@ class StatusPublisher:
 
 
 __all__ = [
+    "STALE_AFTER_S",
     "STATUS_FILE",
     "StatusPublisher",
     "job_status",

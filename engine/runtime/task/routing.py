@@ -5,7 +5,8 @@ An outbox gathers, per source batch, the keyed sub-batches for one other worker 
 sender's watermark after each record (an int64 array: a memcpy, not a pickle), its data
 watermark and its input status; it is shipped when full, older than the buffer timeout, or
 carrying an end. A checkpoint barrier travels alone in a frame, after everything routed before
-it.
+it, with its checkpoint's options (a stop-with-savepoint's barrier stops the sources of a worker
+it reaches before the job manager's trigger does).
 """
 
 from __future__ import annotations
@@ -40,10 +41,18 @@ def unpack_ints(raw: bytes) -> list[int]:
     return values.tolist()
 
 
-def decode_frame(payload: bytes) -> list[Entry] | int:
-    """A frame's entries, or the id of the checkpoint barrier it carries."""
-    found: list[Entry] | tuple[str, int] = pickle.loads(payload)
-    return found[1] if isinstance(found, tuple) else found
+@dataclass(frozen=True, slots=True)
+class Barrier:
+    """Checkpoint ``checkpoint``'s barrier; ``stop_sources``: a stop-with-savepoint's."""
+
+    checkpoint: int
+    stop_sources: bool
+
+
+def decode_frame(payload: bytes) -> list[Entry] | Barrier:
+    """A frame's entries, or the checkpoint barrier it carries."""
+    found: list[Entry] | tuple[str, int, bool] = pickle.loads(payload)
+    return Barrier(found[1], found[2]) if isinstance(found, tuple) else found
 
 
 @dataclass
@@ -136,11 +145,11 @@ class Router:
             ):
                 self._ship_box(j, box)
 
-    def send_barrier(self, n: int) -> None:
-        """Barrier ``n`` to every other worker, after everything routed so far."""
+    def send_barrier(self, barrier: Barrier) -> None:
+        """``barrier`` to every other worker, after everything routed so far."""
         if self.exchange is None:
             return
-        frame = pickle.dumps((_BARRIER, n))
+        frame = pickle.dumps((_BARRIER, barrier.checkpoint, barrier.stop_sources))
         for j, box in self.outboxes.items():
             if box.entries:
                 self._ship_box(j, box)

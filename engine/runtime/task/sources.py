@@ -5,6 +5,13 @@ where each split is, for checkpoints.
 A split's watermark only moves forward; a split quiet for the idle timeout stops holding the
 watermark back until it has data again; an ended split holds the maximum watermark. The
 worker's outgoing watermark is the minimum over its splits, carried after each record.
+
+A stop-with-savepoint stops the source side at its barrier (``stop_at``): from then on nothing
+is read, so no record, watermark or end of input follows the positions the barrier recorded,
+and no window fires because of the stop. Those positions are then where a restore from the
+savepoint starts, and what was emitted before the stop is never emitted again. The side reads
+again only if that checkpoint is aborted (``resume``); once it completes, the job manager stops
+the worker.
 """
 
 from __future__ import annotations
@@ -59,6 +66,7 @@ class SourceSide:
         self._order = list(splits)
         self._turn = 0
         self.first_record_at = 0.0
+        self.stopped_at: int | None = None  # the stop-with-savepoint whose barrier stopped it
 
     def open(self, start: SplitStart) -> None:
         """Open every split that has not ended, at its offset."""
@@ -70,6 +78,20 @@ class SourceSide:
             if s not in start.ended
         }
         self._order = list(self.readers)
+
+    @property
+    def reading(self) -> bool:
+        """Are there splits to read, and no stop-with-savepoint holding them?"""
+        return bool(self.readers) and self.stopped_at is None
+
+    def stop_at(self, checkpoint: int) -> None:
+        """Read nothing more: ``checkpoint``'s barrier, a stop-with-savepoint's, passed here."""
+        self.stopped_at = checkpoint
+
+    def resume(self, checkpoint: int) -> None:
+        """``checkpoint`` was aborted: if it stopped the reading, read again."""
+        if self.stopped_at == checkpoint:
+            self.stopped_at = None
 
     def read_next(self, batch_size: int) -> Routable:
         """Read one batch of the next split in turn and run it through the chain."""

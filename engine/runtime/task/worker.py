@@ -24,6 +24,7 @@ from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
     BackfillStep,
+    CheckpointAborted,
     CheckpointCompleted,
     Finished,
     ManagerLink,
@@ -40,7 +41,7 @@ from weir.engine.runtime.task.exchange import Exchange, Stopped
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
 from weir.engine.runtime.task.restore import restore_db, restore_operators, restore_positions
-from weir.engine.runtime.task.routing import ENDED, Router, decode_frame, unpack_ints
+from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame, unpack_ints
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.engine.runtime.task.sources import SourceSide, SplitStart
 from weir.engine.watermarks import MAX_WATERMARK
@@ -155,7 +156,9 @@ class Worker:
         while not self._stop_requested():
             busy = self._move_records()
             now = time.monotonic()
-            if self.keyed.clocked and now - last_tick >= TICK_S:
+            # a stop-with-savepoint's stopped sources stop processing time too: nothing fires
+            # between the savepoint and the stop that a restore from it would fire again
+            if self.keyed.clocked and self.sources.stopped_at is None and now - last_tick >= TICK_S:
                 self.keyed.tick()
                 last_tick = now
             self.router.ship(now, timeout_s)
@@ -170,6 +173,8 @@ class Worker:
                 self._finish()
             if self.finished and not busy:
                 self.link.poll(0.05)
+            elif self.sources.stopped_at is not None and self.exchange is None:
+                self.link.poll(0.01)  # nothing to read or drain until the job manager speaks
         self.close()
 
     def _move_records(self) -> bool:
@@ -192,7 +197,7 @@ class Worker:
         return busy
 
     def _reading(self) -> bool:
-        return bool(self.sources.readers) and self.barriers.pending is None
+        return self.sources.reading and self.barriers.pending is None
 
     def _drain(self, timeout: float) -> bool:
         """Handle the frames other workers sent; True when there were any."""
@@ -214,10 +219,12 @@ class Worker:
             match msg:
                 case Stop():
                     return True
-                case TriggerCheckpoint(checkpoint=n):
-                    self._begin_barrier(n)
+                case TriggerCheckpoint(checkpoint=n, stop_sources=stop):
+                    self._begin_barrier(Barrier(n, stop))
                 case CheckpointCompleted(checkpoint=n):
                     self.sources.commit(self.snapshots.completed(n))
+                case CheckpointAborted(checkpoint=n):
+                    self.sources.resume(n)
                 case BackfillStep():
                     self.link.send(backfill_step(msg, self.keyed.ops, self.state, self.range))
         return False
@@ -227,10 +234,10 @@ class Worker:
             self.barriers.hold(peer, payload)  # after its barrier: waits for the snapshot
             return
         frame = decode_frame(payload)
-        if isinstance(frame, int):
-            if frame > self.barriers.last:
+        if isinstance(frame, Barrier):
+            if frame.checkpoint > self.barriers.last:
                 self._begin_barrier(frame)
-            self.barriers.arrived(peer, frame)
+            self.barriers.arrived(peer, frame.checkpoint)
             self._check_aligned()
             return
         for keyed, trace, data_wm, status in frame:
@@ -239,14 +246,18 @@ class Worker:
 
     # -- checkpoints (aligned barriers) ----------------------------------------------------------
 
-    def _begin_barrier(self, n: int) -> None:
-        """Checkpoint ``n`` starts here: the source side records where its splits are and sends
+    def _begin_barrier(self, barrier: Barrier) -> None:
+        """A checkpoint starts here: the source side records where its splits are and sends
         the barrier after everything it routed so far; it reads nothing more until the
-        snapshot."""
+        snapshot (a stop-with-savepoint's: nothing more at all, unless it is aborted)."""
+        n = barrier.checkpoint
         if not self.barriers.begin(n):
             return
         self.snapshots.begin(n, self.sources.positions())
-        self.router.send_barrier(n)
+        if barrier.stop_sources:
+            self.sources.stop_at(n)
+            log.info("worker=%d checkpoint=%d stop-with-savepoint: sources stopped", self.index, n)
+        self.router.send_barrier(barrier)
         self._check_aligned()
 
     def _check_aligned(self) -> None:
