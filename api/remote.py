@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, MessageError
+from weir.engine.errors import ControlError, MessageError
 from weir.engine.job import Job
 from weir.engine.runtime.control import admin, status
 from weir.engine.runtime.messages import WorkerStatus
@@ -201,7 +201,7 @@ class RemoteRuntime:
         body = self._status()
         port = None if body is None else body.control_port
         if port is None or self.state() in ("unknown", "stopped", "cancelled"):
-            raise ConfigError(
+            raise ControlError(
                 f"job {self.job.name!r} is not running "
                 f"({self.status_problem or 'it publishes no control channel'}); nothing was done"
             )

@@ -35,7 +35,7 @@ BOUND, SIZE = 200, 1_000
 # it must reach is waited for this long, on a loaded machine
 LAG_S = 10.0
 JOB_S = 60.0  # the longest a test job may take to reach a state
-FINAL_STATES = ("finished", "failed", "stopped")
+FINAL_STATES = ("finished", "failed", "stopped", "cancelled")
 
 # A user map that sleeps per record, so a job over a small file runs for seconds: long enough
 # for both views to see it running and for checkpoints to complete while it does.
@@ -70,7 +70,8 @@ class StateTimeline:
 
     def final(self, name: str) -> list[str]:
         """The states ``name`` went through, once it says a final one."""
-        wait_until(lambda: self.seen[name][-1:] in ([s] for s in FINAL_STATES), JOB_S,
+        seen = self.seen[name]
+        wait_until(lambda: seen and seen[-1] in FINAL_STATES, JOB_S,
                    what=f"the {name} runtime to say a final state")  # fmt: skip
         return list(self.seen[name])
 

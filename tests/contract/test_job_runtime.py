@@ -2,10 +2,10 @@
 one suite run against both implementations, as Flink's ``StateBackendTestBase`` is: the
 in-process ``JobManager`` (``weir run``'s own API) and ``api.remote.RemoteRuntime`` (``weir
 api``, reading ``jobmanager.json`` and calling the job manager's control channel), each over the
-same real job (``tests/contract/runtimes.py``). Four jobs are started once for the module: a
+same real job (``tests/contract/runtimes.py``). Five jobs are started once for the module: a
 bounded one with checkpoints on, paced so that it runs for seconds; one whose worker is killed
 with checkpoints on (it restarts); one whose worker is killed with checkpoints off (it fails);
-one stopped while it runs.
+one stopped and one cancelled while they run.
 
 The remote view lags: it sees what the job manager last published (every 250 ms, and soon after
 a change), so a condition it must reach is waited for with a deadline. Where the two differ by
@@ -18,8 +18,8 @@ design, the suite asserts the difference:
   job manager keeps up to 100; ``completed_checkpoints`` counts every one in both.
 - ``state()`` and ``status_problem``: only the remote view can lose sight of the job manager
   (``unknown``, a problem naming the missing or stale file; ``tests/unit/test_remote_runtime.py``)
-  or say that the job was stopped; in process there is no status to vouch for. Before its
-  first read the remote view knows nothing: no parallelism, ranges or workers.
+  or say that the job ended (stopped, cancelled); in process there is no status to vouch for.
+  Before its first read the remote view knows nothing: no parallelism, ranges or workers.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from tests.reference import Spec, simulate
 from tests.support import event_lines, make_events, wait_until
 from weir.api import Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
-from weir.engine.errors import ConfigError, PathRefused
+from weir.engine.errors import ConfigError, ControlError, PathRefused
 from weir.engine.runtime.control.status import RECENT_CHECKPOINTS, read_status, status_path
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.wire import from_plain
@@ -120,17 +120,28 @@ def failed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveJob]:
         yield job
 
 
-@pytest.fixture(scope="module")
-def stopped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveJob]:
-    """A paced job stopped (``JobManager.stop``, as ``weir run`` does on SIGTERM) once both
-    views' timelines saw it running."""
-    root = tmp_path_factory.mktemp("stopped")
+@dataclass(frozen=True)
+class Ended:
+    job: LiveJob
+    state: str  # stopped or cancelled
+
+
+@pytest.fixture(scope="module", params=["stopped", "cancelled"])
+def ended(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Ended]:
+    """A paced job stopped (``JobManager.stop``, as ``weir run`` does on SIGTERM) or cancelled
+    (``weir cancel``) once both views' timelines saw it running."""
+    root = tmp_path_factory.mktemp(request.param)
     with live_job(root, halves(1_200, seed=6), pace_s=0.005, batch_size=8) as job:
         seen = job.timeline.seen
         wait_until(lambda: all(seen[impl][-1:] == ["running"] for impl in IMPLEMENTATIONS),
                    JOB_S, what="both views' timelines to show the job running")  # fmt: skip
-        job.manager.stop()
-        yield job
+        if request.param == "stopped":
+            job.manager.stop()
+        else:
+            job.manager.cancel_job()
+        yield Ended(job, request.param)
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
@@ -267,29 +278,29 @@ def test_a_worker_that_dies_without_checkpoints_fails_the_job(failed: LiveJob, i
     reaches(rt.state, "failed", JOB_S)
     assert rt.failure_reason == reason
     assert rt.restarts == 0
-    with pytest.raises(ConfigError, match="job 't1' is not running; no savepoint taken"):
+    with pytest.raises(ControlError, match="job 't1' is not running; no savepoint taken"):
         rt.trigger_savepoint(5.0)
 
 
-def test_a_job_stopped_while_it_runs_says_stopped(stopped: LiveJob, impl: str) -> None:
-    rt = stopped.runtime(impl)
-    assert stopped.timeline.final(impl) == ["starting", "running", "stopped"]
+def test_a_job_ended_while_it_runs_says_how(ended: Ended, impl: str) -> None:
+    rt = ended.job.runtime(impl)
+    assert ended.job.timeline.final(impl) == ["starting", "running", ended.state]
     assert rt.failure_reason is None
-    with pytest.raises(ConfigError, match="job 't1' is not running"):
+    with pytest.raises(ControlError, match="job 't1' is not running"):
         rt.trigger_savepoint(5.0)
     # only the remote view has a status to vouch for: it says why it cannot
-    assert rt.status_problem == (None if impl == IN_PROCESS else "the job was stopped")
+    assert rt.status_problem == (None if impl == IN_PROCESS else f"the job was {ended.state}")
 
 
-def test_the_remote_view_of_a_stopped_job_stays_stopped(stopped: LiveJob) -> None:
-    """The job manager wrote its last status as it stopped: that status only grows older."""
-    job_dir = stopped.cfg.job_dir(stopped.job.name)
-    remote = RemoteRuntime(stopped.job, job_dir, stopped.storage, stale_after_s=0.2)
+def test_the_remote_view_of_an_ended_job_keeps_its_last_word(ended: Ended) -> None:
+    """The job manager wrote its last status as the job ended: that status only grows older."""
+    job_dir = ended.job.cfg.job_dir(ended.job.job.name)
+    remote = RemoteRuntime(ended.job.job, job_dir, ended.job.storage, stale_after_s=0.2)
     last = read_status(status_path(job_dir))
-    assert last is not None and last.state == "stopped"
+    assert last is not None and (last.state, last.ended) == (ended.state, True)
     wait_until(lambda: now_ms() - last.written_at > 500, 5.0, interval=0.1,
                what="the last status to be older than this view's staleness limit")  # fmt: skip
-    assert (remote.state(), remote.status_problem) == ("stopped", "the job was stopped")
+    assert (remote.state(), remote.status_problem) == (ended.state, f"the job was {ended.state}")
 
 
 # -- the HTTP API over each ----------------------------------------------------------------------
