@@ -18,10 +18,13 @@ import threading
 from dataclasses import dataclass
 from enum import Enum
 from multiprocessing.connection import Connection
-from typing import Any, TypedDict
+from typing import Any, Generic, TypedDict, TypeVar
 
 from weir.engine.runtime.wire import Codec, from_plain
 from weir.state.checkpoints import FileRef
+
+Out = TypeVar("Out")
+In = TypeVar("In")
 
 # -- a worker's status -------------------------------------------------------------------------
 
@@ -236,44 +239,42 @@ FROM_WORKER: Codec[FromWorker] = Codec(
 )
 
 
-class ManagerLink:
-    """A worker's end of its pipe to the job manager. ``send`` may be called from the worker's
-    loop and its upload thread at once: a lock keeps frames whole."""
+class _Link(Generic[Out, In]):
+    """One end of the pipe between the job manager and a worker: typed messages out and in,
+    each side with its own codec. ``send`` may be called from several threads at once (a
+    worker's loop and its upload thread; the job manager's monitor, API threads and ``stop``):
+    a lock keeps frames whole."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, out: Codec[Out], into: Codec[In]) -> None:
         self._conn = conn
+        self._out = out
+        self._in = into
         self._lock = threading.Lock()
 
-    def send(self, msg: FromWorker) -> None:
-        raw = FROM_WORKER.encode(msg)
+    def send(self, msg: Out) -> None:
+        raw = self._out.encode(msg)
         with self._lock:
             self._conn.send_bytes(raw)
 
     def poll(self, timeout: float = 0.0) -> bool:
         return self._conn.poll(timeout)
 
-    def receive(self) -> ToWorker:
-        return TO_WORKER.decode(self._conn.recv_bytes())
-
-
-class WorkerLink:
-    """The job manager's end of its pipe to one worker. Its monitor thread reads; it, API
-    threads (a live backfill) and ``stop`` send, under a lock that keeps frames whole."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-        self._lock = threading.Lock()
-
-    def send(self, msg: ToWorker) -> None:
-        raw = TO_WORKER.encode(msg)
-        with self._lock:
-            self._conn.send_bytes(raw)
-
-    def poll(self, timeout: float = 0.0) -> bool:
-        return self._conn.poll(timeout)
-
-    def receive(self) -> FromWorker:
-        return FROM_WORKER.decode(self._conn.recv_bytes())
+    def receive(self) -> In:
+        return self._in.decode(self._conn.recv_bytes())
 
     def close(self) -> None:
         self._conn.close()
+
+
+class ManagerLink(_Link[FromWorker, ToWorker]):
+    """A worker's end of its pipe to the job manager."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(conn, FROM_WORKER, TO_WORKER)
+
+
+class WorkerLink(_Link[ToWorker, FromWorker]):
+    """The job manager's end of its pipe to one worker."""
+
+    def __init__(self, conn: Connection) -> None:
+        super().__init__(conn, TO_WORKER, FROM_WORKER)
