@@ -206,7 +206,10 @@ class RemoteRuntime:
                 f"({self.status_problem or 'it publishes no control channel'}); nothing was done"
             )
         key = admin.read_key(self.job_dir)
-        return admin.call(port, key, op, to_plain(args), timeout_s + 10)
+        answer = admin.call(port, key, op, to_plain(args), timeout_s + 10)
+        # the job manager published what it did before answering: the next read is of that
+        self._read_at = float("-inf")
+        return answer
 
     def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult:
         answer = self._call("savepoint", admin.SavepointArgs(timeout_s), timeout_s)

@@ -274,3 +274,25 @@ def test_nothing_listening_is_a_clear_error(tmp_path: Path) -> None:
     server.stop()
     with pytest.raises(ConfigError, match="nothing listens at 127.0.0.1"):
         admin.call(server.port, key, "echo", {}, 5.0)
+
+
+def test_what_an_admin_call_did_is_seen_as_soon_as_it_answers(tmp_path: Path) -> None:
+    """The job manager publishes a savepoint before it answers for it: the next read is of
+    that status, not of the one read just before the call (however recently)."""
+    job_dir = tmp_path / "state" / "j"
+    job_dir.mkdir(parents=True)
+
+    def savepoint(args: dict[str, Any]) -> dict[str, Any]:
+        _publish(job_dir, control_port=server.port, last_checkpoint=4, completed_checkpoints=4)
+        return {"id": 4, "path": str(tmp_path / "chk-4")}
+
+    server = admin.ControlServer(admin.write_key(job_dir), {"savepoint": savepoint})
+    server.start()
+    try:
+        _publish(job_dir, control_port=server.port, last_checkpoint=3, completed_checkpoints=3)
+        runtime = RemoteRuntime(_job(tmp_path), job_dir, CheckpointStorage(tmp_path / "c", "j"))
+        assert runtime.last_checkpoint == 3
+        assert runtime.trigger_savepoint(5.0)["id"] == 4
+        assert (runtime.last_checkpoint, runtime.completed_checkpoints) == (4, 4)
+    finally:
+        server.stop()
