@@ -192,3 +192,13 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def job_file(tmp_path: Path) -> Path:
+    """A job file over one impression: for command-line tests that need a valid job."""
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "event": "impression", "ts": 1, "value": 1}\n')
+    path = tmp_path / "job.py"
+    path.write_text(job_text(src, bound=0, size=10, lateness=0))
+    return path

@@ -13,19 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import WeirResult, job_text
+from tests.support import WeirResult
 
 Run = Callable[..., WeirResult]
 ERROR = "weir: error: "
-
-
-@pytest.fixture
-def job_file(tmp_path: Path) -> Path:
-    src = tmp_path / "in.jsonl"
-    src.write_text('{"id": "a", "event": "impression", "ts": 1, "value": 1}\n')
-    path = tmp_path / "job.py"
-    path.write_text(job_text(src, bound=0, size=10, lateness=0))
-    return path
 
 
 def _last_error(result: WeirResult, rc: int) -> str:
