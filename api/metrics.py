@@ -179,10 +179,22 @@ class ApiMetrics:
             "weir_open_sse_streams", "Server-Sent Event streams open now.", registry=self.registry
         )
         self.registry.register(JobsCollector(jobs))
+        # each request's children, found once: ``labels()`` validates and locks on every call,
+        # and routes are templates, so these stay as small as the app's route table
+        self._counted: dict[tuple[str, str, int], Counter] = {}
+        self._timed: dict[tuple[str, str], Histogram] = {}
 
     def observe(self, method: str, route: str, status: int, seconds: float) -> None:
-        self.responses.labels(method, route, str(status)).inc()
-        self.latency.labels(method, route).observe(seconds)
+        counted = self._counted.get((method, route, status))
+        if counted is None:
+            counted = self._counted[method, route, status] = self.responses.labels(
+                method, route, str(status)
+            )
+        counted.inc()
+        timed = self._timed.get((method, route))
+        if timed is None:
+            timed = self._timed[method, route] = self.latency.labels(method, route)
+        timed.observe(seconds)
 
     def exposition(self, accept: str) -> tuple[bytes, str]:
         """The scrape's body and content type: the text format, or OpenMetrics when the
