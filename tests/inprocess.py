@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tests.reference import Spec
@@ -55,7 +54,6 @@ def run_batches(
     items: Sequence[Any],
     spec: Spec,
     batch_sizes: Sequence[int],
-    root: Path,
     *,
     decoded: bool = True,
     flush_after: Sequence[bool] = (),

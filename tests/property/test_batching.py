@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -115,10 +113,6 @@ def cuts(draw: st.DrawFn, n: int) -> tuple[list[int], list[bool]]:
     return sizes, flushes  # run_batches feeds what the sizes leave over as one more batch
 
 
-def _tmp(factory: pytest.TempPathFactory) -> Path:
-    return Path(tempfile.mkdtemp(dir=factory.getbasetemp()))
-
-
 def _assert_matches(run: Any, ref: Any) -> None:
     assert group_emissions(run.results) == ref.emissions
     assert canonical(run.late) == canonical(ref.late)
@@ -127,34 +121,28 @@ def _assert_matches(run: Any, ref: Any) -> None:
 
 @BATCHING
 @given(data=st.data(), spec=specs())
-def test_one_record_per_batch_matches_reference(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
+def test_one_record_per_batch_matches_reference(data: st.DataObject, spec: Spec) -> None:
     evs = data.draw(events())
-    run = run_batches(evs, spec, [1] * len(evs), _tmp(tmp_path_factory))
+    run = run_batches(evs, spec, [1] * len(evs))
     _assert_matches(run, simulate_decoded(evs, spec))
 
 
 @BATCHING
 @given(data=st.data(), spec=specs(lateness=st.sampled_from([5, 30, 150])))
-def test_any_batching_matches_reference(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
+def test_any_batching_matches_reference(data: st.DataObject, spec: Spec) -> None:
     """The property the design promises, with allowed lateness in play."""
     evs = data.draw(events())
     sizes, flushes = data.draw(cuts(len(evs)))
-    run = run_batches(evs, spec, sizes, _tmp(tmp_path_factory), flush_after=flushes)
+    run = run_batches(evs, spec, sizes, flush_after=flushes)
     _assert_matches(run, simulate_decoded(evs, spec))
 
 
 @BATCHING
 @given(data=st.data(), spec=specs(lateness=st.just(0)))
-def test_any_batching_matches_reference_without_lateness(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
+def test_any_batching_matches_reference_without_lateness(data: st.DataObject, spec: Spec) -> None:
     evs = data.draw(events())
     sizes, flushes = data.draw(cuts(len(evs)))
-    run = run_batches(evs, spec, sizes, _tmp(tmp_path_factory), flush_after=flushes)
+    run = run_batches(evs, spec, sizes, flush_after=flushes)
     _assert_matches(run, simulate_decoded(evs, spec))
 
 
@@ -162,14 +150,14 @@ def test_any_batching_matches_reference_without_lateness(
 @BATCHING
 @given(data=st.data())
 def test_sliding_and_session_windows_any_batching_match_reference(
-    tmp_path_factory: pytest.TempPathFactory, kind: str, data: st.DataObject
+    kind: str, data: st.DataObject
 ) -> None:
     """Every window holding a record (sliding, on panes) and merged sessions, against the
     model, under any batching and flushes, with bad records and lateness."""
     spec = data.draw(WINDOW_KINDS[kind]())
     evs = data.draw(events())
     sizes, flushes = data.draw(cuts(len(evs)))
-    run = run_batches(evs, spec, sizes, _tmp(tmp_path_factory), flush_after=flushes)
+    run = run_batches(evs, spec, sizes, flush_after=flushes)
     _assert_matches(run, simulate_decoded(evs, spec))
 
 
@@ -177,23 +165,21 @@ def test_sliding_and_session_windows_any_batching_match_reference(
 @settings(BATCHING, max_examples=40)
 @given(data=st.data())
 def test_sliding_and_session_windows_one_record_per_batch_match_reference(
-    tmp_path_factory: pytest.TempPathFactory, kind: str, data: st.DataObject
+    kind: str, data: st.DataObject
 ) -> None:
     spec = data.draw(WINDOW_KINDS[kind]())
     evs = data.draw(events())
-    run = run_batches(evs, spec, [1] * len(evs), _tmp(tmp_path_factory))
+    run = run_batches(evs, spec, [1] * len(evs))
     _assert_matches(run, simulate_decoded(evs, spec))
 
 
 @settings(BATCHING, max_examples=50)
 @given(data=st.data(), spec=specs())
-def test_two_batchings_give_identical_results(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
+def test_two_batchings_give_identical_results(data: st.DataObject, spec: Spec) -> None:
     evs = data.draw(events(bad=False))
     a_sizes, a_flush = data.draw(cuts(len(evs)))
-    run_a = run_batches(evs, spec, a_sizes, _tmp(tmp_path_factory), flush_after=a_flush)
-    run_b = run_batches(evs, spec, [len(evs)], _tmp(tmp_path_factory))
+    run_a = run_batches(evs, spec, a_sizes, flush_after=a_flush)
+    run_b = run_batches(evs, spec, [len(evs)])
     assert group_emissions(run_a.results) == group_emissions(run_b.results)
     assert canonical(run_a.late) == canonical(run_b.late)
 
@@ -211,9 +197,7 @@ RAW_BAD_LINES = [
 
 @BATCHING
 @given(data=st.data(), spec=specs(lateness=st.just(0)))
-def test_raw_lines_with_malformed_input_any_batching(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject, spec: Spec
-) -> None:
+def test_raw_lines_with_malformed_input_any_batching(data: st.DataObject, spec: Spec) -> None:
     lines: list[bytes] = [line.encode() for line in event_lines(data.draw(events()))]
     for _ in range(data.draw(st.integers(0, 4))):
         at = data.draw(st.integers(0, len(lines)))
@@ -223,7 +207,6 @@ def test_raw_lines_with_malformed_input_any_batching(
         [line + b"\n" for line in lines],
         spec,
         sizes,
-        _tmp(tmp_path_factory),
         decoded=False,
         flush_after=flushes,
     )

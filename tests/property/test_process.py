@@ -7,12 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.inprocess import run_batches
-from tests.property.test_batching import BATCHING, _tmp, cuts, events
+from tests.property.test_batching import BATCHING, cuts, events
 from tests.reference import Spec
 from weir import Job, WatermarkStrategy, sources
 
@@ -55,13 +54,11 @@ SPEC = Spec(bound=10, size=1, lateness=0, op="journal")
 
 @settings(BATCHING, max_examples=60)
 @given(data=st.data())
-def test_process_function_output_does_not_depend_on_batching(
-    tmp_path_factory: pytest.TempPathFactory, data: st.DataObject
-) -> None:
+def test_process_function_output_does_not_depend_on_batching(data: st.DataObject) -> None:
     evs = data.draw(events(bad=False))
     sizes, flushes = data.draw(cuts(len(evs)))
-    one = run_batches(evs, SPEC, [1] * len(evs), _tmp(tmp_path_factory), job=_job())
-    cut = run_batches(evs, SPEC, sizes, _tmp(tmp_path_factory), flush_after=flushes, job=_job())
+    one = run_batches(evs, SPEC, [1] * len(evs), job=_job())
+    cut = run_batches(evs, SPEC, sizes, flush_after=flushes, job=_job())
     assert cut.results == one.results
     records = [r for r in one.results if r[0] == "record"]
     assert len(records) == len(evs)
@@ -75,7 +72,7 @@ def test_timers_fire_before_the_record_that_arrives_under_their_watermark(
     tmp_path: Path,
 ) -> None:
     evs = [{"id": "k", "event": "impression", "ts": t, "value": 1} for t in (0, 30, 100)]
-    run = run_batches(evs, SPEC, [3], tmp_path, job=_job())
+    run = run_batches(evs, SPEC, [3], job=_job())
     kinds = [(r[0], r[2]) for r in run.results]
     # record 30 arrives under watermark -11 (max 0 - 10 - 1): no timer yet; record 100 arrives
     # under 19 (max 30 - 11): still none; then the watermark moves to 89: timer 25 and 55 fire

@@ -29,5 +29,5 @@ def test_a_late_record_that_bridges_two_sessions_merges_them(tmp_path: Path) -> 
          "avg": 1.0, "final": False}
     ]  # fmt: skip
     assert ref.late == []
-    run = run_batches(evs, spec, [1, 1, 1, 1], tmp_path)
+    run = run_batches(evs, spec, [1, 1, 1, 1])
     _assert_matches(run, ref)

@@ -88,7 +88,6 @@ def _streamed(tmp: Path, job_file: Path, events: list[Any], batches: list[int]) 
             events,
             Spec(bound=BOUND, size=1, lateness=0),
             batches,
-            tmp / "stream",
             job=load_job(job_file),
             flush_after=[True, False] * 8,
             state=state,
@@ -124,7 +123,7 @@ def test_sessions_merge_and_late_records_extend_no_closed_session(tmp_path: Path
     have extended a session whose lateness had passed."""
     events = _events(1)
     job_file = _job(tmp_path, "session-uda")
-    run = run_batches(events, Spec(bound=BOUND, size=1, lateness=0), [500], tmp_path / "s",
+    run = run_batches(events, Spec(bound=BOUND, size=1, lateness=0), [500],
                       job=load_job(job_file))  # fmt: skip
     finals = [r for r in run.results if r["final"]]
     assert sum(1 for r in finals if r["trail"]["merges"] > 0) >= 5

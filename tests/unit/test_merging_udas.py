@@ -66,7 +66,7 @@ def test_distinct_values_merge_across_panes_and_sessions(
     tmp_path: Path, assigner: Any, windows_of: Any, uda: Any
 ) -> None:
     evs = [{"id": "k", "event": "impression", "ts": t, "value": v} for t, v in EVENTS]
-    run = run_batches(evs, Spec(bound=5, size=1, lateness=100), [2, 3, 4], tmp_path,
+    run = run_batches(evs, Spec(bound=5, size=1, lateness=100), [2, 3, 4],
                       job=_job(assigner, uda))  # fmt: skip
     finals = {(r["start"], r["end"]): r for r in run.results if r["final"]}
     if windows_of is not None:

@@ -20,7 +20,7 @@ def _ev(key: str, t: int, value: int = 1) -> dict[str, object]:
 def test_a_watermark_jump_over_several_windows_fires_each_once_in_order(tmp_path: Path) -> None:
     spec = Spec(bound=0, size=100, lateness=0)
     evs = [_ev("a", 5), _ev("b", 150), _ev("a", 250), _ev("c", 399), _ev("a", 1_000)]
-    run = run_batches(evs, spec, [len(evs)], tmp_path)
+    run = run_batches(evs, spec, [len(evs)])
     ref = simulate_decoded(evs, spec)
     assert group_emissions(run.results) == ref.emissions
     fired_by_jump = [(r["key"], r["end"]) for r in run.results if r["end"] <= 400]
@@ -43,7 +43,7 @@ def test_a_key_seen_once_is_purged_on_time(tmp_path: Path, spec: Spec) -> None:
     evs = [_ev("once", 10)] + [_ev("busy", t) for t in range(0, 1_000, 20)]
     db = RocksState(tmp_path / "db")
     try:
-        run = run_batches(evs, spec, [7] * 200, tmp_path, retention_ms=200, state=db)
+        run = run_batches(evs, spec, [7] * 200, retention_ms=200, state=db)
         keys = [k for k, _ in db.scan(b"", b"\xff" * 8)]
     finally:
         db.close()

@@ -40,7 +40,7 @@ TRACE_EXPECTED = [(2, 55, False), (3, 115, False), (3, 115, True)]
 def test_late_update_sequence_does_not_depend_on_batching(tmp_path: Path, sizes: list[int]) -> None:
     """[0,100) of "a" fires under watermark 109 (not final: 149 > 109); (60) updates it within
     lateness; the watermark reaches 189 >= 149: final; (90) under 189 is late."""
-    run = run_batches(_events(TRACE), TRACE_SPEC, sizes, tmp_path)
+    run = run_batches(_events(TRACE), TRACE_SPEC, sizes)
     assert _seq(run.results, "a", 0, 100) == TRACE_EXPECTED
     assert [(r["ts"], r["watermark"]) for r in run.late] == [(90, 189)]
     ref = simulate_decoded(_events(TRACE), TRACE_SPEC)
@@ -54,7 +54,7 @@ def test_window_fired_and_finalized_within_one_batch_is_emitted_twice(tmp_path: 
     spec = Spec(bound=0, size=1, lateness=30)
     events = _events([(0, "a"), (14, "a"), (31, "a")])
     for sizes in ([1, 1, 1], [3]):
-        run = run_batches(events, spec, sizes, tmp_path / str(len(sizes)))
+        run = run_batches(events, spec, sizes)
         assert _seq(run.results, "a", 0, 1) == [(1, 0, False), (1, 0, True)], sizes
 
 
@@ -62,7 +62,7 @@ def test_allowed_late_record_in_the_firing_batch_keeps_the_window(tmp_path: Path
     """A record within lateness that arrives in the same batch that fires its window must add
     to the window, never replace it."""
     events = _events([(5, "a"), (50, "a"), (120, "a"), (60, "a"), (400, "a")])
-    run = run_batches(events, Spec(bound=10, size=100, lateness=500), [5], tmp_path)
+    run = run_batches(events, Spec(bound=10, size=100, lateness=500), [5])
     seq = _seq(run.results, "a", 0, 100)
     assert seq[-1] == (3, 115, True)
     assert all(count >= 2 for count, _, _ in seq)
@@ -82,7 +82,7 @@ def test_dead_letters_do_not_stop_the_batch(tmp_path: Path) -> None:
         {"id": "é" * 32_767, "event": "impression", "ts": 6, "value": 1},  # 65 534 bytes: fine
     ]
     spec = Spec(bound=0, size=10, lateness=0)
-    run = run_batches(events, spec, [len(events)], tmp_path)
+    run = run_batches(events, spec, [len(events)])
     assert _seq(run.results, "a", 0, 10) == [(2, 3.5, True)]
     assert _seq(run.results, "é" * 32_767, 0, 10) == [(1, 1, True)]
     ref = simulate_decoded(events, spec)
@@ -112,7 +112,7 @@ def test_user_defined_aggregate_with_late_updates_and_flushes(tmp_path: Path) ->
     values = [(1, 3), (2, 3), (5, 4), (12, 9), (4, 5), (7, 3), (40, 1), (3, 8)]
     events = [{"id": "k", "ts": t, "value": v} for t, v in values]
     run = run_batches(
-        events, Spec(bound=0, size=10, lateness=20), [1] * 8, tmp_path,
+        events, Spec(bound=0, size=10, lateness=20), [1] * 8,
         flush_after=[True] * 8, job=job,
     )  # fmt: skip
     seq = [(r["n"], r["distinct"], r["final"]) for r in group_emissions(run.results)[("k", 0, 10)]]
