@@ -1,10 +1,11 @@
 """The FastAPI application: one router per area, the registry as app state.
 
 Access rule (README, "Security"): with a token (``WEIR_API_TOKEN``) every route but ``/health``
-needs it. Without one, the read routes are open and the admin routes (tagged ``admin``, the only
-ones that change anything) answer only when the API is bound to a loopback address. Either way,
-an admin request that a browser sends from a page of another origin than ``--cors-origins``
-is refused (a page the user visits cannot take savepoints through a local API).
+needs it. Without one, an API bound off loopback serves only ``/health``, and one bound to
+loopback answers requests whose ``Host`` names it (loopback names, the bound address,
+``--allowed-hosts``), which a DNS-rebinding page cannot forge. Either way, an admin request
+(routes tagged ``admin``, the only ones that change anything) that a browser sends from a page
+of another origin than ``--cors-origins`` is refused. ``api.guards`` caps bodies and streams.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from weir import __version__
-from weir.api import errors, metrics
+from weir.api import errors, guards, metrics
 from weir.api.registry import Registry
 from weir.api.routes import admin, dashboard, jobs, state, top
 from weir.api.settings import ApiSettings
 
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = guards.OPEN_PATHS
 
 
 def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastAPI:
@@ -61,14 +62,29 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     app.include_router(dashboard.router)
     app.include_router(top.router)
     app.include_router(state.router)  # last: its path pattern is the most general
-    app.add_middleware(
-        GuardAdmin,
-        routes=admin_routes(),
-        open_=settings.admin_open,
-        host=settings.host,
-        origins=frozenset(settings.cors_origins),
-    )
+    app.add_middleware(GuardAdmin, routes=admin_routes(), origins=frozenset(settings.cors_origins))
+    _guard(app, settings)
     return app
+
+
+def _guard(app: FastAPI, settings: ApiSettings) -> None:
+    """The guards of ``api.guards``, added innermost first (the last one added runs first)."""
+    app.add_middleware(guards.StreamCap, pattern=_stream_route(), limit=settings.max_streams)
+    app.add_middleware(guards.BodyCap, limit=settings.max_body_bytes)
+    if not settings.admin_open:
+        app.add_middleware(guards.HealthOnly, host=settings.host)
+    if settings.checks_host:
+        names = guards.allowed_hosts(settings.host, settings.allowed_hosts)
+        app.add_middleware(guards.AllowedHosts, names=names)
+
+
+def _stream_route() -> re.Pattern[str]:
+    found = [
+        r.path_regex
+        for r in state.router.routes
+        if isinstance(r, APIRoute) and r.endpoint is state.stream_state
+    ]
+    return found[0]
 
 
 def admin_routes() -> list[tuple[re.Pattern[str], frozenset[str]]]:
@@ -110,21 +126,18 @@ class RequireToken:
 
 
 class GuardAdmin:
-    """Refuses admin requests (403, JSON) when ``open_`` is false (no token, not on loopback)
-    or when they carry an ``Origin`` header that ``origins`` does not hold."""
+    """Refuses admin requests (403, JSON) that carry an ``Origin`` header that ``origins`` does
+    not hold. (Without a token, an API off loopback refuses them with everything else:
+    ``guards.HealthOnly``.)"""
 
     def __init__(
         self,
         app: ASGIApp,
         routes: list[tuple[re.Pattern[str], frozenset[str]]],
-        open_: bool,
-        host: str,
         origins: frozenset[str],
     ) -> None:
         self.app = app
         self.routes = routes
-        self.open = open_
-        self.host = host
         self.origins = origins
 
     def _is_admin(self, scope: Scope) -> bool:
@@ -137,23 +150,15 @@ class GuardAdmin:
         if scope["type"] != "http" or not self._is_admin(scope):
             await self.app(scope, receive, send)
             return
-        what = f"{scope['method']} {scope['path']}"
         origin = dict(scope["headers"]).get(b"origin")
-        if origin is not None and origin.decode("latin-1") not in self.origins:
-            code, message = (
-                "cross_origin_refused",
-                f"{what} changes the job and was sent by a page of origin "
-                f"{origin.decode('latin-1')!r}; only --cors-origins may send admin requests",
-            )
-        elif not self.open:
-            code, message = (
-                "admin_needs_token",
-                f"{what} changes the job: without a token, admin routes answer only on an API "
-                f"bound to loopback, and this one is bound to {self.host}; start it with "
-                "WEIR_API_TOKEN set",
-            )
-        else:
+        if origin is None or origin.decode("latin-1") in self.origins:
             await self.app(scope, receive, send)
             return
-        response = JSONResponse({"error": {"code": code, "message": message}}, status_code=403)
+        message = (
+            f"{scope['method']} {scope['path']} changes the job and was sent by a page of origin "
+            f"{origin.decode('latin-1')!r}; only --cors-origins may send admin requests"
+        )
+        response = JSONResponse(
+            {"error": {"code": "cross_origin_refused", "message": message}}, status_code=403
+        )
         await response(scope, receive, send)

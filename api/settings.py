@@ -5,6 +5,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+MAX_BODY_BYTES = 1 << 20  # a lookup of 1,000 keys of up to 1 KB each; a backfill request is tiny
+MAX_STREAMS = 256
+MAX_CONNECTIONS = 1024
+
 
 def is_loopback(host: str) -> bool:
     """Whether binding ``host`` keeps the API reachable from this machine only."""
@@ -20,20 +24,33 @@ def is_loopback(host: str) -> bool:
 class ApiSettings:
     """``token``: when set, every route but ``/health`` needs ``Authorization: Bearer <token>``
     (``WEIR_API_TOKEN``). ``cors_origins``: origins allowed to call the API from a browser.
-    ``host``: the address the API binds; without a token, the admin routes answer only when it
-    is a loopback one."""
+    ``host``: the address the API binds; without a token, an API bound off loopback serves
+    only ``/health``. ``allowed_hosts``: more names a request's ``Host`` may carry (without a
+    token, only loopback names and ``host`` are accepted; with one, any unless this is set).
+    ``max_body_bytes``, ``max_streams``, ``max_connections``: what one request, the event
+    streams and all connections together may hold."""
 
     token: str | None = None
     cors_origins: tuple[str, ...] = ()
     host: str = "127.0.0.1"
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = MAX_BODY_BYTES
+    max_streams: int = MAX_STREAMS
+    max_connections: int = MAX_CONNECTIONS
 
     @property
     def admin_open(self) -> bool:
-        """Whether the admin routes may answer: behind the token, or on loopback only."""
+        """Whether the API may answer more than ``/health``: behind the token, or on loopback."""
         return bool(self.token) or is_loopback(self.host)
+
+    @property
+    def checks_host(self) -> bool:
+        """Whether requests must name an allowed host: always without a token (the token is
+        what a rebinding page cannot send), and with one when hosts were configured."""
+        return not self.token or bool(self.allowed_hosts)
 
     def __repr__(self) -> str:  # never print the token
         return (
             f"ApiSettings(token={'set' if self.token else None}, cors={self.cors_origins}, "
-            f"host={self.host!r})"
+            f"host={self.host!r}, allowed_hosts={self.allowed_hosts})"
         )

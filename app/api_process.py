@@ -18,7 +18,12 @@ from pathlib import Path
 
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
-from weir.app.supervise import check_port_free, serve_http, warn_if_admin_closed
+from weir.app.supervise import (
+    check_port_free,
+    raise_fd_limit,
+    serve_http,
+    warn_if_admin_closed,
+)
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_job
 from weir.state.checkpoints import CheckpointStorage
@@ -37,6 +42,7 @@ def run(
     cfg = RunConfig(job_file=job_file, state_dir=state_dir, checkpoint_dir=checkpoint_dir)
     check_port_free(settings.host, port)
     warn_if_admin_closed(settings)
+    raise_fd_limit()
     job_dir = cfg.job_dir(job.name)
     _remove_stale_api_dirs(job_dir)
     api_dir = job_dir / f"api-{os.getpid()}"
@@ -46,7 +52,15 @@ def run(
     if runtime.status_problem:
         log.warning("job=%s %s", job.name, runtime.status_problem)
     try:
-        serve_http(create_app(registry, settings), settings.host, port, job.name, threading.Event())
+        app = create_app(registry, settings)
+        serve_http(
+            app,
+            settings.host,
+            port,
+            job.name,
+            threading.Event(),
+            max_connections=settings.max_connections,
+        )
     finally:
         shutil.rmtree(api_dir, ignore_errors=True)
     return 0

@@ -287,9 +287,16 @@ def _api_settings(args: argparse.Namespace) -> ApiSettings:
 
     return ApiSettings(
         token=args.api_token or None,
-        cors_origins=tuple(o.strip() for o in (args.cors_origins or "").split(",") if o.strip()),
+        cors_origins=_comma_list(args.cors_origins),
         host=args.api_host,
+        allowed_hosts=_comma_list(args.allowed_hosts),
+        max_connections=args.max_connections,
+        max_streams=args.max_streams,
     )
+
+
+def _comma_list(raw: str | None) -> tuple[str, ...]:
+    return tuple(item.strip() for item in (raw or "").split(",") if item.strip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

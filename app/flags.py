@@ -391,6 +391,26 @@ def api_flags(env: Env) -> None:
         metavar="ORIGINS",
     )
     env.add(
+        "--allowed-hosts",
+        "comma-separated host names requests may carry in Host besides loopback's and the "
+        "bound address (checked without a token, and with one when this is set)",
+        metavar="HOSTS",
+    )
+    env.add(
+        "--max-connections",
+        "open HTTP connections at most; more get 503",
+        1024,
+        type=whole_number(1),
+        metavar="N",
+    )
+    env.add(
+        "--max-streams",
+        "event streams (/state/{key}/stream) open at once at most; more get 503 + Retry-After",
+        256,
+        type=whole_number(1),
+        metavar="N",
+    )
+    env.add(
         "--api-port",
         "port of the HTTP API (0: any free port)",
         8000,

@@ -4,6 +4,7 @@ supervised process. ``app/api_process.py`` serves the API from a process of its 
 from __future__ import annotations
 
 import logging
+import resource
 import signal
 import socket
 import threading
@@ -41,10 +42,22 @@ def check_port_free(host: str, port: int) -> None:
 def warn_if_admin_closed(api: ApiSettings) -> None:
     if not api.admin_open:
         log.warning(
-            "the API binds %s without a token: admin routes (savepoints, backfills) are "
-            "refused; set WEIR_API_TOKEN to allow them",
+            "the API binds %s, which other machines can reach, without a token: it serves "
+            "only /health and refuses every other route; set WEIR_API_TOKEN, or bind 127.0.0.1",
             api.host,
         )
+
+
+def raise_fd_limit() -> None:
+    """The soft limit on open descriptors up to the hard one: HTTP clients hold descriptors
+    in the process that also writes checkpoints, and the soft default (often 1024) would let
+    them make a checkpoint fail with "Too many open files"."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-file limit soft=%s hard=%s: %s", soft, hard, exc)
 
 
 def serve_http(
@@ -54,12 +67,20 @@ def serve_http(
     job: str,
     until: threading.Event,
     on_serving: Callable[[str], None] | None = None,
+    max_connections: int | None = None,
 ) -> None:
     """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
     ``weir: job <name> serving on <url>`` line once listening, and hands ``on_serving`` the
-    URL."""
+    URL. Past ``max_connections`` open connections, uvicorn answers 503."""
     # log_config=None: uvicorn's records go through weir's handler (and --log-format) too
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", log_config=None)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        log_config=None,
+        limit_concurrency=max_connections,
+    )
     server = uvicorn.Server(config)
 
     def watch() -> None:
@@ -95,6 +116,7 @@ def run(
 ) -> int:
     """Run until stopped (or, with ``exit_at_end``, until the bounded input is processed)."""
     job = load_configured_job(cfg)
+    raise_fd_limit()
     if not serve_api:
         return _run_headless(cfg, job)
     api = replace(api or ApiSettings(), host=api_host)  # the access rule follows the bind
@@ -106,7 +128,15 @@ def run(
     manager.start()
     try:
         app = create_app(registry, api)
-        serve_http(app, api_host, api_port, job.name, manager.done, manager.serving_at)
+        serve_http(
+            app,
+            api_host,
+            api_port,
+            job.name,
+            manager.done,
+            manager.serving_at,
+            max_connections=api.max_connections,
+        )
     finally:
         manager.stop()
     return _outcome(manager, job)

@@ -32,6 +32,10 @@ from weir.state.keygroups import KeyGroupRange
 
 T = TypeVar("T")
 
+# the base URL of in-process test clients: the API answers only Hosts that name it, and
+# TestClient's own default ("testserver") is none of them
+LOCAL = "http://127.0.0.1"
+
 _CONSOLE_SCRIPT = Path(sys.executable).with_name("weir")
 WEIR: list[str] = (
     [str(_CONSOLE_SCRIPT)] if _CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "weir"]

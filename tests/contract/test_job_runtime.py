@@ -53,7 +53,7 @@ from tests.contract.runtimes import (
     wait_settled,
 )
 from tests.reference import Spec, simulate
-from tests.support import event_lines, make_events, wait_until
+from tests.support import LOCAL, event_lines, make_events, wait_until
 from weir.api import Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
 from weir.engine.errors import ConfigError, ControlError, PathRefused
@@ -315,7 +315,7 @@ def apis(job: LiveJob) -> Iterator[dict[str, TestClient]]:
             registry = Registry()
             api_dir = job.cfg.job_dir(job.job.name) / f"api-{impl}"
             registry.add(handle_for(job.job, job.runtime(impl), job.cfg, api_dir))
-            client = TestClient(create_app(registry), raise_server_exceptions=False)
+            client = TestClient(create_app(registry), base_url=LOCAL, raise_server_exceptions=False)
             clients[impl] = stack.enter_context(client)
         yield clients
 

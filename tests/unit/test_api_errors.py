@@ -8,7 +8,7 @@ from pathlib import Path
 
 from fastapi.testclient import TestClient
 
-from tests.support import FixedRuntime
+from tests.support import LOCAL, FixedRuntime
 from weir import Job, agg, sources, windows
 from weir.api import JobHandle, Registry, create_app
 from weir.state.rocksdb import SecondaryReader
@@ -34,7 +34,7 @@ def _app(tmp_path: Path, reader: SecondaryReader) -> TestClient:
     )
     registry = Registry()
     registry.add(JobHandle(job, StubRuntime(tmp_path / "checkpoints"), [reader]))
-    return TestClient(create_app(registry), raise_server_exceptions=False)
+    return TestClient(create_app(registry), base_url=LOCAL, raise_server_exceptions=False)
 
 
 def test_state_not_created_yet_is_a_503_with_retry_after(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from prometheus_client import Counter
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import DuplicateTimeseries
 
+from tests.support import LOCAL
 from weir.api import Registry, create_app
 from weir.api.metrics import ApiMetrics
 
@@ -23,7 +24,10 @@ def _responses(client: TestClient, route: str) -> float:
 
 
 def test_two_apps_in_one_process_count_their_own_requests() -> None:
-    a, b = TestClient(create_app(Registry())), TestClient(create_app(Registry()))
+    a, b = (
+        TestClient(create_app(Registry()), base_url=LOCAL),
+        TestClient(create_app(Registry()), base_url=LOCAL),
+    )
     for _ in range(3):
         assert a.get("/health").status_code == 200
     b.get("/jobs")

@@ -17,7 +17,7 @@ import orjson
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.support import wait_until
+from tests.support import LOCAL, wait_until
 from weir import Job, agg, sources, windows
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
@@ -90,7 +90,7 @@ def _api(tmp_path: Path) -> tuple[TestClient, RemoteRuntime]:
     registry = Registry()
     registry.add(handle_for(job, runtime, cfg, cfg.job_dir("j") / "api-test"))
     app = create_app(registry, ApiSettings())
-    return TestClient(app, raise_server_exceptions=False), runtime
+    return TestClient(app, base_url=LOCAL, raise_server_exceptions=False), runtime
 
 
 def _wait_refresh() -> None:
