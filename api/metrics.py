@@ -178,6 +178,11 @@ class ApiMetrics:
         self.open_streams = Gauge(
             "weir_open_sse_streams", "Server-Sent Event streams open now.", registry=self.registry
         )
+        self.keys_examined = Counter(
+            "weir_key_listing_positions",
+            "RocksDB positions key listings examined (each bounded by a scan budget).",
+            registry=self.registry,
+        )
         self.registry.register(JobsCollector(jobs))
         # each request's children, found once: ``labels()`` validates and locks on every call,
         # and routes are templates, so these stay as small as the app's route table

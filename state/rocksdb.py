@@ -26,6 +26,7 @@ from rocksdict import (
     IngestExternalFileOptions,
     Options,
     Rdict,
+    RdictIter,
     ReadOptions,
     WriteBatch,
     WriteOptions,
@@ -33,7 +34,6 @@ from rocksdict import (
 
 from weir.engine.errors import StateError
 from weir.state.backend import Batch, Snapshottable, StateBackend
-from weir.state.layout import prefix_upper_bound
 
 log = logging.getLogger(__name__)
 
@@ -298,22 +298,10 @@ class SecondaryReader:
                 break
         return out
 
-    def keys(self, lo: bytes, hi: bytes, limit: int) -> list[bytes]:
-        """Distinct state-key prefixes ``kg | state id | length | key`` in ``[lo, hi)``, each
-        once: after a key's first row the iterator seeks past all its other rows."""
-        db = self._fresh()
-        opts = ReadOptions()
-        opts.set_iterate_upper_bound(hi)
-        it = db.iter(opts)
-        it.seek(lo)
-        found: list[bytes] = []
-        while it.valid() and len(found) < limit:
-            raw = it.key()
-            n = int.from_bytes(raw[4:6], "big")
-            prefix = raw[: 6 + n]
-            found.append(prefix)
-            it.seek(prefix_upper_bound(prefix))
-        return found
+    def iterator(self, hi: bytes) -> BoundedIter:
+        """An iterator over keys below ``hi``, for a caller that seeks (the API's key listing
+        examines a bounded number of positions, wherever they are)."""
+        return BoundedIter(self._fresh(), hi)
 
     def close(self) -> None:
         with self._lock:
@@ -321,6 +309,25 @@ class SecondaryReader:
             if self._retired is not None:
                 _close_secondary(*self._retired)
                 self._retired = None
+
+
+class BoundedIter:
+    """A RocksDB iterator with an upper bound: it keeps its ``ReadOptions`` alive, since the
+    iterator reads the bound from them for as long as it is used."""
+
+    def __init__(self, db: Rdict, hi: bytes) -> None:
+        self._opts = ReadOptions()
+        self._opts.set_iterate_upper_bound(hi)
+        self._it: RdictIter = db.iter(self._opts)
+
+    def seek(self, key: bytes) -> None:
+        self._it.seek(key)
+
+    def valid(self) -> bool:
+        return bool(self._it.valid())
+
+    def key(self) -> bytes:
+        return bytes(self._it.key())
 
 
 def _close_secondary(db: Rdict, where: Path) -> None:

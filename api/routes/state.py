@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import time
 from collections.abc import AsyncIterator
@@ -15,6 +14,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, Field
 
+from weir.api import keylist
 from weir.api.deps import api_metrics, job_handle, operator, public_watermark, registry
 from weir.api.errors import ApiError, ErrorBody, not_found
 from weir.api.metrics import ApiMetrics
@@ -171,24 +171,6 @@ def answer_as_of(handle: JobHandle, body: dict[str, Any]) -> float | None:
     return handle.reader_for(int(body["key_group"])).caught_up_at or None
 
 
-def _encode_cursor(kg: int, key: bytes) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps([kg, key.decode()])).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str, max_parallelism: int) -> tuple[int, bytes]:
-    try:
-        kg, key = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        if not (isinstance(kg, int) and 0 <= kg < max_parallelism and isinstance(key, str)):
-            raise ValueError
-        return kg, key.encode()
-    except ValueError:
-        raise ApiError(
-            400,
-            "invalid_cursor",
-            f"cursor {cursor[:40]!r} is not one this API gave out; start again without a cursor",
-        ) from None
-
-
 @router.get(
     "/{job}/{op}/state",
     response_model=KeyList,
@@ -198,36 +180,45 @@ def list_keys(
     job: str,
     op: str,
     reg: Annotated[Registry, Depends(registry)],
+    metrics: Annotated[ApiMetrics, Depends(api_metrics)],
     prefix: Annotated[str, Query(description="only keys starting with this")] = "",
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_KEYS_PAGE)] = 100,
 ) -> dict[str, Any]:
     """The keys an operator holds state for, in a stable order (key group, then the state
-    layout's order), a page at a time; every key appears once across the pages."""
+    layout's order), a page at a time; every key appears once across the pages. A page examines
+    at most about ``keylist.SCAN_BUDGET`` positions, so a rare prefix may give pages with fewer
+    keys than ``limit`` (even none) and a ``next_cursor``: the listing is over when that is
+    null."""
     handle = job_handle(reg, job)
     op_def = operator(handle, op)
     m = handle.job.max_parallelism
-    first_kg, after = _decode_cursor(cursor, m) if cursor else (0, None)
+    want = prefix.encode()
+    if len(want) > layout.MAX_KEY_BYTES:
+        raise ApiError(
+            400, "prefix_too_long", f"prefix of {len(want)} bytes is longer than any key"
+        )
+    try:
+        start = keylist.Position.decode(cursor, m) if cursor else keylist.Position(0, None)
+    except keylist.BadCursor as exc:
+        raise ApiError(
+            400,
+            "invalid_cursor",
+            f"cursor {(cursor or '')[:40]!r} is not one this API gave out ({exc}); pass the "
+            "next_cursor of the previous page, or start again without a cursor",
+        ) from None
     ids = [op_def.state_id]
     if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
         ids.append(op_def.pane_state_id)
-    keys: list[str] = []
-    want = prefix.encode()
-    for kg in range(first_kg, m):
-        reader = handle.reader_for(kg)
-        found: set[bytes] = set()
-        for sid in ids:
-            lo = layout.state_prefix(kg, sid)
-            found.update(p[6:] for p in reader.keys(lo, layout.prefix_upper_bound(lo), 1 << 30))
-        for key in sorted(found, key=lambda b: (len(b), b)):
-            if kg == first_kg and after is not None and (len(key), key) <= (len(after), after):
-                continue
-            if not key.startswith(want):
-                continue
-            keys.append(key.decode())
-            if len(keys) == limit:
-                return {"job": job, "op": op, "keys": keys, "next_cursor": _encode_cursor(kg, key)}
-    return {"job": job, "op": op, "keys": keys, "next_cursor": None}
+
+    def iterator(kg: int, sid: int) -> keylist.Seeker:
+        hi = layout.prefix_upper_bound(layout.state_prefix(kg, sid))
+        return handle.reader_for(kg).iterator(hi)
+
+    page = keylist.list_keys(iterator, ids, m, want, start, limit)
+    metrics.keys_examined.inc(page.examined)
+    cursor_out = page.next.encode() if page.next is not None else None
+    return {"job": job, "op": op, "keys": page.keys, "next_cursor": cursor_out}
 
 
 @dataclass(frozen=True, slots=True)
