@@ -3,13 +3,15 @@
 The checkpoint's files are linked into a private directory and opened read-only, one RocksDB
 instance per worker of the checkpoint (its parallelism may differ from the running job's); a key
 is read from the instance whose key-group range holds it. The view is replaced when a newer
-checkpoint completes.
+checkpoint completes, without a request waiting for it (``CommittedReader``).
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict
@@ -17,6 +19,8 @@ from rocksdict import AccessType, Options, Rdict
 from weir.engine.errors import StateError
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.rocksdb import _scan
+
+log = logging.getLogger(__name__)
 
 
 class CommittedView:
@@ -57,30 +61,80 @@ class CommittedView:
         shutil.rmtree(self._dir, ignore_errors=True)
 
 
-class CommittedReader:
-    """The committed view of a job's newest checkpoint, opened on first use and reopened when
-    a newer checkpoint completes."""
+Opener = Callable[[CheckpointStorage, int, Path], CommittedView]
 
-    def __init__(self, storage: CheckpointStorage, workdir: Path) -> None:
+
+class CommittedReader:
+    """The committed view of a job's newest checkpoint, opened on first use and replaced when
+    a newer checkpoint completes.
+
+    A replacement is opened in a thread of its own while the previous view goes on answering
+    (opening links a checkpoint's files and opens RocksDB: too slow for a request to wait on,
+    and never on the event loop). Only the first view is opened by a request, which the routes
+    run in a worker thread. ``opener`` makes a view (``CommittedView``; tests slow it down).
+    """
+
+    def __init__(
+        self, storage: CheckpointStorage, workdir: Path, opener: Opener = CommittedView
+    ) -> None:
         self.storage = storage
         self.workdir = workdir
+        self.opener = opener
+        self.open_failures = 0
         self._view: CommittedView | None = None
         self._retired: CommittedView | None = None  # a request may still be reading it
+        self._opening: int | None = None  # the checkpoint a thread is opening
+        self._closed = False
         self._lock = threading.Lock()
+        self._first = threading.Lock()  # one request opens the first view; the others wait
 
     def view(self, latest: int | None) -> CommittedView | None:
         if latest is None:
             return None
         with self._lock:
-            if self._view is None or self._view.id != latest:
-                fresh = CommittedView(self.storage, latest, self.workdir)
-                if self._retired is not None:
-                    self._retired.close()
-                self._retired, self._view = self._view, fresh
+            current = self._view
+            if current is not None:
+                if current.id != latest and self._opening is None:
+                    self._opening = latest
+                    threading.Thread(
+                        target=self._replace, args=(latest,), name="weir-committed", daemon=True
+                    ).start()
+                return current
+        with self._first:
+            if self._view is None:
+                fresh = self.opener(self.storage, latest, self.workdir)
+                with self._lock:
+                    self._view = fresh
             return self._view
+
+    def time_of(self, n: int) -> int | None:
+        """The trigger time of checkpoint ``n``, when it is the current or the retired view."""
+        for view in (self._view, self._retired):
+            if view is not None and view.id == n:
+                return view.time
+        return None
+
+    def _replace(self, n: int) -> None:
+        try:
+            fresh = self.opener(self.storage, n, self.workdir)
+        except Exception as exc:  # the previous view goes on answering
+            self.open_failures += 1
+            log.warning("committed view not replaced checkpoint=%d error=%s", n, exc)
+            with self._lock:
+                self._opening = None
+            return
+        with self._lock:
+            self._opening = None
+            if self._closed:
+                fresh.close()
+                return
+            if self._retired is not None:
+                self._retired.close()
+            self._retired, self._view = self._view, fresh
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             for view in (self._view, self._retired):
                 if view is not None:
                     view.close()

@@ -219,6 +219,8 @@ class SecondaryReader:
         self._last = 0.0
         self.caught_up_at = 0.0  # wall time of the last catch-up: how fresh answers are
         self.reopened = 0  # reopens because a replayed WAL was flushed away
+        self.catch_up_failures = 0  # catch-ups that failed: caught_up_at did not move
+        self._failed_at = 0.0  # the last failure (a run of failures is logged once)
         self._lock = threading.Lock()
         # one bounded block cache for every instance this reader opens: a reopen keeps the warm
         # blocks (cache keys name the SST file, not the instance) and memory stays bounded
@@ -269,12 +271,16 @@ class SecondaryReader:
                     self._retire()
                     self.reopened += 1
                     return self._open()
+                self._last = now
                 try:
                     db.try_catch_up_with_primary()
-                except Exception as exc:
-                    log.warning("secondary catch-up failed path=%s error=%s", self.primary, exc)
+                except Exception as exc:  # answers stay as of the last catch-up, and say so
+                    self.catch_up_failures += 1
+                    if self.catch_up_failures == 1 or self.caught_up_at > self._failed_at:
+                        log.warning("secondary catch-up failed path=%s error=%s", self.primary, exc)
+                    self._failed_at = time.time()
+                    return db
                 self._wals = wals
-                self._last = now
                 self.caught_up_at = time.time()
             return db
 

@@ -166,8 +166,8 @@ def answer_as_of(handle: JobHandle, body: dict[str, Any]) -> float | None:
     """When the state behind a key answer was read: the owning reader's last catch-up with
     its worker (live), or the checkpoint's time (committed)."""
     if body.get("consistency") == "committed":
-        view = handle.committed_view()
-        return view.time / 1000 if view is not None else None
+        time_ms = handle.committed.time_of(body["checkpoint"]) if handle.committed else None
+        return time_ms / 1000 if time_ms else None
     return handle.reader_for(int(body["key_group"])).caught_up_at or None
 
 
@@ -314,7 +314,10 @@ async def get_state(
     op_def = operator(handle, op)
     bounds = Bounds(from_, to, limit)
     bounds.check()
-    body = key_answer(handle, op_def, key, bounds, consistency)
+    if consistency == "committed":  # may open the first committed view: not on the loop
+        body = await anyio.to_thread.run_sync(key_answer, handle, op_def, key, bounds, consistency)
+    else:
+        body = key_answer(handle, op_def, key, bounds, consistency)
     return json_response(body, request, as_of=answer_as_of(handle, body))
 
 
