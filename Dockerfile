@@ -12,6 +12,14 @@ COPY api api
 COPY weir weir
 # the Spark extra for the backfill service, at the versions the tests pass with
 RUN pip install --no-cache-dir -c constraints.txt '.[spark]'
+# an unprivileged user runs everything; the volumes' mount points are its own, so a named
+# volume created from them is too
+RUN useradd --create-home --uid 10001 --user-group weir \
+ && mkdir -p /state /checkpoints /backfill \
+ && chown weir:weir /state /checkpoints /backfill \
+ && chmod 0700 /state /checkpoints
+USER weir
 ENV PYTHONUNBUFFERED=1 SPARK_LOCAL_IP=127.0.0.1
 EXPOSE 8000
+# bound to every interface, the API serves only /health until WEIR_API_TOKEN is set
 CMD ["weir", "demo", "--api-host", "0.0.0.0"]

@@ -1,12 +1,11 @@
 """The admin routes of a real ``weir run``: a backfill path that leaves ``--backfill-dir`` (by
 ``..``, a symlink, or plainly) is a 400 naming it, with nothing loaded; job names in URLs are
-only looked up; an API bound off loopback without a token refuses admin requests."""
+only looked up. (An API bound off loopback without a token: ``tests/security/test_http_deploy``.)"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -66,16 +65,3 @@ def test_job_names_in_urls_are_only_looked_up(
         for r in (client.post(f"/jobs/{job}/savepoints"), client.get(f"/jobs/{job}")):
             assert r.status_code == 404, (job, r.text)
             assert r.json()["error"]["code"] in ("job_not_found", "not_found")
-
-
-def test_an_api_bound_off_loopback_without_a_token_serves_only_health(
-    tmp_path: Path, weir_server: Callable[..., WeirServer]
-) -> None:
-    server = weir_server(_bounded_job(tmp_path), "--api-host", "0.0.0.0")
-    local = f"http://127.0.0.1:{urlsplit(server.base_url).port}"
-    with httpx.Client(base_url=local, timeout=10.0, trust_env=False) as client:
-        for r in (client.post("/jobs/t1/savepoints"), client.get("/jobs/t1")):
-            assert r.status_code == 403, r.text
-            assert r.json()["error"]["code"] == "needs_token"
-        assert client.get("/health").status_code == 200
-    assert "it serves only /health" in server.stderr()

@@ -32,18 +32,27 @@ def _services() -> dict[str, Any]:
     return services
 
 
+TOKEN = "compose-test-token"
+
+
 def _environment(service: dict[str, Any]) -> dict[str, str]:
     """A service's ``environment``, with ``${VAR:-default}`` as docker-compose resolves it when
-    ``VAR`` is unset."""
-    return {
-        name: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(value))
-        for name, value in (service.get("environment") or {}).items()
-    }
+    ``VAR`` is unset and ``${VAR:?message}`` (a required variable) as it does when ``VAR`` is
+    this test's ``TOKEN``."""
+
+    def resolve(value: str) -> str:
+        value = re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
+        return re.sub(r"\$\{\w+:\?[^}]*\}", TOKEN, value)
+
+    return {name: resolve(str(value)) for name, value in (service.get("environment") or {}).items()}
 
 
 def test_the_compose_file_is_valid() -> None:
     r = subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True
+        ["docker-compose", "-f", str(COMPOSE), "config", "-q"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "WEIR_API_TOKEN": TOKEN},
     )
     assert r.returncode == 0, r.stderr
     services = _services()
