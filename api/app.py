@@ -71,7 +71,7 @@ def _guard(app: FastAPI, settings: ApiSettings) -> None:
     """The guards of ``api.guards``, added innermost first (the last one added runs first)."""
     app.add_middleware(guards.StreamCap, pattern=_stream_route(), limit=settings.max_streams)
     app.add_middleware(guards.BodyCap, limit=settings.max_body_bytes)
-    if not settings.admin_open:
+    if not settings.guarded:
         app.add_middleware(guards.HealthOnly, host=settings.host)
     if settings.checks_host:
         names = guards.allowed_hosts(settings.host, settings.allowed_hosts)

@@ -39,8 +39,9 @@ class ApiSettings:
     max_connections: int = MAX_CONNECTIONS
 
     @property
-    def admin_open(self) -> bool:
-        """Whether the API may answer more than ``/health``: behind the token, or on loopback."""
+    def guarded(self) -> bool:
+        """Whether a token or a loopback bind guards the API; an unguarded one serves only
+        ``/health``."""
         return bool(self.token) or is_loopback(self.host)
 
     @property

@@ -22,7 +22,7 @@ from weir.app.supervise import (
     check_port_free,
     raise_fd_limit,
     serve_http,
-    warn_if_admin_closed,
+    warn_if_unguarded,
 )
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_job
@@ -41,7 +41,7 @@ def run(
     job = load_job(job_file)
     cfg = RunConfig(job_file=job_file, state_dir=state_dir, checkpoint_dir=checkpoint_dir)
     check_port_free(settings.host, port)
-    warn_if_admin_closed(settings)
+    warn_if_unguarded(settings)
     raise_fd_limit()
     job_dir = cfg.job_dir(job.name)
     _remove_stale_api_dirs(job_dir)

@@ -375,7 +375,7 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
 def api_flags(env: Env) -> None:
     env.add(
         "--api-host",
-        "address the HTTP API binds (without a token, admin routes answer only on loopback)",
+        "address the HTTP API binds (without a token, an API off loopback serves only /health)",
         "127.0.0.1",
         metavar="H",
     )

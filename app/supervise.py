@@ -39,8 +39,8 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
-def warn_if_admin_closed(api: ApiSettings) -> None:
-    if not api.admin_open:
+def warn_if_unguarded(api: ApiSettings) -> None:
+    if not api.guarded:
         log.warning(
             "the API binds %s, which other machines can reach, without a token: it serves "
             "only /health and refuses every other route; set WEIR_API_TOKEN, or bind 127.0.0.1",
@@ -121,7 +121,7 @@ def run(
         return _run_headless(cfg, job)
     api = replace(api or ApiSettings(), host=api_host)  # the access rule follows the bind
     check_port_free(api_host, api_port)
-    warn_if_admin_closed(api)
+    warn_if_unguarded(api)
     manager = JobManager(cfg, job)
     registry = Registry()
     registry.add(handle_for(job, manager, cfg))
