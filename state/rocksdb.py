@@ -33,6 +33,7 @@ from rocksdict import (
 
 from weir.engine.errors import StateError
 from weir.state.backend import Batch, Snapshottable, StateBackend
+from weir.state.files import private_dir
 from weir.state.layout import prefix_upper_bound
 
 log = logging.getLogger(__name__)
@@ -78,7 +79,7 @@ class RocksState:
         self.path = path
         self._options = options or RocksOptions()
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            private_dir(path)
             self._db = Rdict(str(path), self._options.to_options())
         except Exception as exc:  # rocksdict raises plain Exception subclasses
             raise StateError(
@@ -240,7 +241,7 @@ class SecondaryReader:
         self._opened += 1
         where = self.secondary / f"s{self._opened}"
         shutil.rmtree(where, ignore_errors=True)
-        where.mkdir(parents=True, exist_ok=True)
+        private_dir(where)
         wals = self._wal_files()  # listed before: one created meanwhile is caught next time
         opts = Options(raw_mode=True)
         opts.set_max_open_files(-1)
