@@ -140,11 +140,12 @@ class RocksState:
         except Exception as exc:
             raise StateError(f"RocksDB flush of {self.path} failed: {exc}") from exc
 
-    def ingest(self, files: list[Path]) -> None:
+    def ingest(self, files: list[Path], move: bool = False) -> None:
         """Bulk-load SST files written with ``SstFileWriter`` (their keys are new to this DB or
-        replace what it holds)."""
+        replace what it holds). ``move``: the files are the caller's to give away (linked or
+        moved into the database instead of copied)."""
         opts = IngestExternalFileOptions()
-        opts.set_move_files(False)
+        opts.set_move_files(move)
         try:
             self._db.ingest_external_file([str(f) for f in files], opts)
         except Exception as exc:

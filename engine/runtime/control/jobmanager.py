@@ -85,7 +85,13 @@ class JobManager:
         broadcast = self._workers.broadcast
         self.coordinator = CheckpointCoordinator(cfg, job, self.ranges, broadcast, self._publish)
         self._backfill = LiveBackfill(
-            job.name, cfg.backfill_dir, cfg.parallelism, broadcast, self._publish
+            job.name,
+            cfg.backfill_dir,
+            cfg.parallelism,
+            job.max_parallelism,
+            broadcast,
+            self._publish,
+            self.coordinator,
         )
         self._restored: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
@@ -397,7 +403,12 @@ class JobManager:
         return self.coordinator.savepoint(timeout_s)
 
     def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:
+        generation = self.generation  # a restart loses what the old workers were told
+
         def running() -> bool:
-            return self.failure is None and not self._stopping.is_set() and bool(self._status)
+            with self._lock:
+                reported = bool(self._status)
+            alive = self.failure is None and not self._stopping.is_set()
+            return alive and reported and self.generation == generation
 
         return self._backfill.ingest(req, timeout_s, running, self._stopping)
