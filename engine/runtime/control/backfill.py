@@ -147,10 +147,11 @@ class LiveBackfill:
             while True:
                 with self._lock:
                     if len(replies) >= self._parallelism:
-                        refused = [r.error for r in replies.values() if r.error is not None]
+                        answers = [replies[i] for i in sorted(replies)]
+                        refused = [r.error for r in answers if r.error is not None]
                         if refused:
                             raise ConfigError(f"backfill refused: {refused[0]}")
-                        return list(replies.values())
+                        return answers
                 if not running():
                     raise ConfigError(
                         f"the job restarted or stopped during the backfill's {phase.value}; its "

@@ -65,11 +65,11 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     loaded = [s for s in staged if s.path is not None]
     lo = min((s.min_end for s in loaded if s.min_end is not None), default=None)
     hi = max((s.max_end for s in loaded if s.max_end is not None), default=None)
-    error = _conflict(
+    error = _still_open(rt, loaded) or _conflict(
         rt,
         req.min_end if lo is None else min(lo, req.min_end),
         req.max_end if hi is None else max(hi, req.max_end),
-    ) or _still_open(rt, loaded)
+    )
     if error is not None:
         shutil.rmtree(stage, ignore_errors=True)
         return BackfillReply(step.request_id, step.phase, error)
