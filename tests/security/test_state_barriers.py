@@ -7,6 +7,8 @@ neither."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -136,3 +138,30 @@ def test_a_checkpoint_holds_a_backfill_on_all_workers_or_none(
         partial += 0 < sum(a for _, a, _ in rows) < BACKFILLS
     assert split == [], json.dumps(split[:10])
     assert partial, "no checkpoint fell between the first and the last backfill"
+
+
+def test_no_checkpoint_begins_while_a_backfill_holds_the_coordinator(tmp_path: Path) -> None:
+    """The coordinator's side, step by step: ``hold`` waits for the checkpoint in flight, no
+    tick triggers one until ``release`` (the finished job's final one included), then it does."""
+    from tests.unit.test_coordinator import Harness, _snapshot
+    from weir.engine.runtime.messages import CheckpointAck, TriggerCheckpoint
+
+    h = Harness(tmp_path, checkpoint_interval_ms=1)
+    n = h.triggered()
+    held = threading.Event()
+    holder = threading.Thread(target=lambda: (h.coordinator.hold(10, threading.Event()),
+                                              held.set()))  # fmt: skip
+    holder.start()
+    assert not held.wait(0.2)  # checkpoint n is in flight: the backfill waits
+    for w in (0, 1):
+        h.coordinator.acknowledge(w, CheckpointAck(n, _snapshot(w)))
+    assert held.wait(5)
+    holder.join()
+    for _ in range(20):
+        h.coordinator.tick(ready=True, finished=True)
+        time.sleep(0.002)
+    assert [m.checkpoint for m in h.sent if isinstance(m, TriggerCheckpoint)] == [n]
+    assert not h.coordinator.final_settled()  # the final checkpoint is deferred, not skipped
+    h.coordinator.release()
+    h.coordinator.tick(ready=True, finished=True)
+    assert [m.checkpoint for m in h.sent if isinstance(m, TriggerCheckpoint)] == [n, n + 1]

@@ -277,13 +277,15 @@ class CheckpointCoordinator:
                 self.abort(why)
             return
         periodic = self.enabled and time.monotonic() >= self._next_trigger
-        if finished and self.enabled and not self._final_triggered:
-            self._final_triggered = periodic = True
+        final = finished and self.enabled and not self._final_triggered
+        if final:
+            periodic = True
         elif finished:
             periodic = False
         if not ready or not (periodic or savepoint):
             return
-        self._trigger()
+        if self._trigger() and final:
+            self._final_triggered = True  # not before: a backfill's hold defers it to a later tick
 
     def hold(self, timeout_s: float, stopping: threading.Event) -> None:
         """Begin no checkpoint until ``release``, and return once none is in flight (a live
@@ -305,11 +307,12 @@ class CheckpointCoordinator:
         with self._lock:
             self._holds = max(0, self._holds - 1)
 
-    def _trigger(self) -> None:
+    def _trigger(self) -> bool:
+        """Begin the next checkpoint; False when a backfill's hold defers it."""
         waiters: list[SavepointWaiter] = []
         with self._lock:
             if self._holds:
-                return  # a backfill is ingesting; the next tick tries again
+                return False  # a backfill is ingesting; a later tick tries again
             waiters, self._savepoints = self._savepoints, []
             self.pending = PendingCheckpoint(self._next_id, len(self._ranges), waiters)
         self._next_id += 1
@@ -317,8 +320,9 @@ class CheckpointCoordinator:
             self.storage.ensure()
         except StateError as exc:  # storage unusable: this checkpoint fails, processing goes on
             self.abort(str(exc))
-            return
+            return True
         self._broadcast(TriggerCheckpoint(self.pending.id, self.pending.stops_sources))
+        return True
 
     def final_settled(self) -> bool:
         """With checkpoints on, a finished job ends after its final checkpoint (done or failed)."""
