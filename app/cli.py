@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -300,6 +301,9 @@ def _comma_list(raw: str | None) -> tuple[str, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # everything a run writes (state, checkpoints, status, side outputs, RocksDB's own files)
+    # is the user's alone; the library also creates its own files with explicit modes
+    os.umask(0o077)
     try:
         return _run_command(resolve_env(build_parser().parse_args(argv)))
     except WeirError as exc:

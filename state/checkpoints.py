@@ -29,6 +29,7 @@ from typing import Any
 
 from weir.engine.errors import PathRefused, StateError
 from weir.engine.paths import plain_name
+from weir.state.files import fsync_dir, open_private, private_dir, write_private
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +67,12 @@ class FileRef:
 
 
 def copy_with_crc(src: Path, dst: Path) -> tuple[int, int]:
-    """Copy ``src`` to ``dst`` (through a temporary name) and return ``(size, crc32)``."""
+    """Copy ``src`` to ``dst`` (through a temporary name, created ``0600`` and synced) and
+    return ``(size, crc32)``. The new name is durable once ``dst``'s directory is synced."""
     tmp = dst.with_name(dst.name + ".tmp")
     crc = 0
     size = 0
-    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+    with open(src, "rb") as fin, os.fdopen(open_private(tmp), "wb") as fout:
         while chunk := fin.read(_CHUNK):
             crc = zlib.crc32(chunk, crc)
             size += len(chunk)
@@ -97,6 +99,7 @@ class CheckpointStorage:
         self.job = job
         self.base = root / job
         self.shared = self.base / "shared"
+        self._warned: set[int] = set()  # unreadable checkpoints retention has reported
 
     def chk_dir(self, n: int) -> Path:
         return self.base / f"chk-{n}"
@@ -105,8 +108,10 @@ class CheckpointStorage:
         return self.chk_dir(n) / f"w{worker}"
 
     def ensure(self) -> None:
+        """Create the job's storage, private to the user (``0700``)."""
         try:
-            self.shared.mkdir(parents=True, exist_ok=True)
+            private_dir(self.base, own=True)
+            private_dir(self.shared)
         except OSError as exc:
             raise StateError(
                 f"cannot create checkpoint storage {self.base}: {exc.strerror}; pass a writable "
@@ -128,8 +133,8 @@ class CheckpointStorage:
         referenced, not copied. Returns the file list and the bytes copied."""
         files: list[FileRef] = []
         copied = 0
-        wdir = self.worker_dir(n, worker)
-        wdir.mkdir(parents=True, exist_ok=True)
+        wdir = private_dir(self.worker_dir(n, worker))
+        new_shared = False
         for entry in sorted(os.listdir(local)):
             src = local / entry
             if entry.endswith(".sst"):
@@ -139,6 +144,7 @@ class CheckpointStorage:
                     size, crc = copy_with_crc(src, self.shared / shared)
                     ref = FileRef(entry, size, crc, shared)
                     copied += size
+                    new_shared = True
                 files.append(ref)
             elif entry.endswith(".log"):
                 continue  # the checkpoint flushed the memtable: the WAL holds nothing needed
@@ -146,19 +152,20 @@ class CheckpointStorage:
                 size, crc = copy_with_crc(src, wdir / entry)
                 copied += size
                 files.append(FileRef(entry, size, crc))
+        # each file's data is synced as it is copied; their names only with their directory
+        if new_shared:
+            fsync_dir(self.shared)
+        fsync_dir(wdir)
         return files, copied
 
     def write_metadata(self, n: int, meta: dict[str, Any]) -> None:
         """Make checkpoint ``n`` exist: ``_metadata`` is written to a temporary name, synced,
-        and renamed into place."""
-        target = self.chk_dir(n) / METADATA
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(METADATA + ".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(json.dumps(meta, indent=1).encode())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        renamed into place, and the rename synced (the ``chk-<n>`` directory, then the job's,
+        which holds ``chk-<n>``'s own name). The files it lists were synced when uploaded, so
+        after a crash a checkpoint either exists whole or does not exist."""
+        chk = private_dir(self.chk_dir(n))
+        write_private(chk / METADATA, json.dumps(meta, indent=1).encode(), durable=True)
+        fsync_dir(self.base)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -252,7 +259,7 @@ class CheckpointStorage:
         files are hard-linked from storage when it is on the same file system (they never
         change), copied otherwise."""
         shutil.rmtree(target, ignore_errors=True)
-        target.mkdir(parents=True)
+        private_dir(target)
         for ref in files:
             src = self.path_of(n, worker, ref)
             dst = target / ref.name
@@ -267,30 +274,73 @@ class CheckpointStorage:
     # -- retention -------------------------------------------------------------------------------
 
     def retain(self, keep: int) -> list[int]:
-        """Delete complete checkpoints beyond the newest ``keep`` (savepoints stay), incomplete
-        ones older than the newest complete one, and shared files no remaining checkpoint
-        references. Returns the deleted ids. Call it only while no checkpoint is in flight."""
+        """Delete complete checkpoints beyond the newest ``keep``, incomplete ones older than
+        the newest complete one, and shared files no remaining checkpoint references. Returns
+        the deleted ids. Call it only while no checkpoint is in flight.
+
+        Never deleted: savepoints, and a checkpoint whose ``_metadata`` cannot be read or
+        parsed. Since nobody can tell which shared files such a checkpoint needs, every shared
+        file stays while it exists; a warning names it, so that its owner repairs or removes
+        it."""
         ids = self.ids()
         metas: dict[int, dict[str, Any]] = {}
+        unreadable: list[int] = []
         for n in ids:
             try:
-                metas[n] = self.metadata(n)
-            except StateError:
-                continue
-        regular = [n for n in ids if not metas.get(n, {}).get("savepoint")]
+                metas[n] = self._parsed(n)
+            except StateError as exc:
+                unreadable.append(n)
+                self._warn_unreadable(n, exc)
+        regular = [n for n in ids if n in metas and metas[n].get("savepoint") is not True]
         doomed = set(regular[:-keep] if keep > 0 else regular)
         newest = ids[-1] if ids else 0
+        present = set(ids)
         for d in self.base.iterdir() if self.base.is_dir() else []:
             if d.name.startswith("chk-") and d.name[4:].isdigit():
                 n = int(d.name[4:])
-                if n not in metas and n < newest:
-                    doomed.add(n)  # an aborted checkpoint
+                if n not in present and n < newest:
+                    doomed.add(n)  # an aborted checkpoint: it never had a _metadata
         for n in sorted(doomed):
             shutil.rmtree(self.chk_dir(n), ignore_errors=True)
             metas.pop(n, None)
+        if not unreadable:
+            self._delete_unreferenced(metas.values())
+        return sorted(doomed)
+
+    def _parsed(self, n: int) -> dict[str, Any]:
+        """``_metadata`` of ``n`` with every file list retention relies on well-formed."""
+        meta = self.metadata(n)
+        try:
+            if not isinstance(meta, dict):
+                raise TypeError("not a JSON object")
+            for w in meta.get("workers", []):
+                for raw in w.get("files", []):
+                    shared = raw.get("shared")
+                    if shared is not None and not isinstance(shared, str):
+                        raise TypeError(f"shared file name {shared!r} is not a string")
+        except (AttributeError, TypeError) as exc:
+            raise StateError(
+                f"checkpoint {self.chk_dir(n)} has a malformed _metadata: {exc}"
+            ) from exc
+        return meta
+
+    def _warn_unreadable(self, n: int, exc: StateError) -> None:
+        if n in self._warned:
+            return
+        self._warned.add(n)
+        log.warning(
+            "job=%s checkpoint=%d is kept, with every shared file, because retention cannot "
+            "read it: %s; repair or remove %s",
+            self.job,
+            n,
+            exc,
+            self.chk_dir(n),
+        )
+
+    def _delete_unreferenced(self, metas: Iterable[dict[str, Any]]) -> None:
         used = {
             raw["shared"]
-            for meta in metas.values()
+            for meta in metas
             for w in meta.get("workers", [])
             for raw in w.get("files", [])
             if raw.get("shared")
@@ -299,7 +349,6 @@ class CheckpointStorage:
             for f in self.shared.iterdir():
                 if f.name not in used:
                     f.unlink(missing_ok=True)
-        return sorted(doomed)
 
 
 def now_ms() -> int:

@@ -23,6 +23,7 @@ import msgpack
 
 from weir.engine.errors import StateError
 from weir.state.backend import Batch, Snapshottable, StateBackend
+from weir.state.files import DIR_MODE, open_private
 
 _MAGIC = b"weir-memory-state-1\n"
 _CRC_BYTES = 4
@@ -152,8 +153,8 @@ class MemoryState:
         payload = msgpack.packb([keys, [self._data[k] for k in keys]])
         tmp = target / (STATE_FILE + ".tmp")
         try:
-            target.mkdir(parents=True)
-            with open(tmp, "wb") as fh:
+            target.mkdir(mode=DIR_MODE, parents=True)
+            with os.fdopen(open_private(tmp), "wb") as fh:
                 fh.write(_MAGIC + zlib.crc32(payload).to_bytes(_CRC_BYTES, "big") + payload)
                 fh.flush()
                 os.fsync(fh.fileno())

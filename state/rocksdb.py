@@ -34,6 +34,7 @@ from rocksdict import (
 
 from weir.engine.errors import StateError
 from weir.state.backend import Batch, Snapshottable, StateBackend
+from weir.state.files import private_dir
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class RocksState:
         self.path = path
         self._options = options or RocksOptions()
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            private_dir(path)
             self._db = Rdict(str(path), self._options.to_options())
         except Exception as exc:  # rocksdict raises plain Exception subclasses
             raise StateError(
@@ -139,11 +140,12 @@ class RocksState:
         except Exception as exc:
             raise StateError(f"RocksDB flush of {self.path} failed: {exc}") from exc
 
-    def ingest(self, files: list[Path]) -> None:
+    def ingest(self, files: list[Path], move: bool = False) -> None:
         """Bulk-load SST files written with ``SstFileWriter`` (their keys are new to this DB or
-        replace what it holds)."""
+        replace what it holds). ``move``: the files are the caller's to give away (linked or
+        moved into the database instead of copied)."""
         opts = IngestExternalFileOptions()
-        opts.set_move_files(False)
+        opts.set_move_files(move)
         try:
             self._db.ingest_external_file([str(f) for f in files], opts)
         except Exception as exc:
@@ -242,7 +244,7 @@ class SecondaryReader:
         self._opened += 1
         where = self.secondary / f"s{self._opened}"
         shutil.rmtree(where, ignore_errors=True)
-        where.mkdir(parents=True, exist_ok=True)
+        private_dir(where)
         wals = self._wal_files()  # listed before: one created meanwhile is caught next time
         opts = Options(raw_mode=True)
         opts.set_max_open_files(-1)

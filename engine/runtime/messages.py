@@ -225,7 +225,10 @@ class BackfillReply:
     request_id: int
     phase: BackfillPhase
     error: str | None  # why the worker refuses (None: it agrees, or it ingested)
-    files: int = 0  # SST files ingested
+    files: int = 0  # SST files checked (CHECK) or ingested (INGEST)
+    # the window ends its checked files hold (CHECK; None: it has none), whatever was requested
+    min_end: int | None = None
+    max_end: int | None = None
 
 
 ToWorker = TriggerCheckpoint | CheckpointCompleted | CheckpointAborted | BackfillStep | Stop

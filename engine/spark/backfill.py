@@ -49,6 +49,7 @@ from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inpu
 from weir.engine.spark.pairs import pairs_of_file, pairs_of_kafka
 from weir.engine.spark.plan import Plan, backfill_operator, python_path
 from weir.engine.spark.sst import python_ssts, write_ssts
+from weir.state.files import private_dir
 
 __all__ = ["BackfillResult", "backfill_operator", "run_backfill", "spark_session"]
 
@@ -121,7 +122,7 @@ def run_backfill(
     files, kafka = inputs.files, inputs.kafka
     for sub in ("sst", "stats", "errors"):
         shutil.rmtree(out_dir / sub, ignore_errors=True)
-        (out_dir / sub).mkdir(parents=True)
+        private_dir(out_dir / sub)  # a live job loads these files: nobody else may write them
     plan = Plan(
         str(job_file.resolve()), job.name, op.name, job.max_parallelism, from_ms, to_ms,
         str(out_dir.resolve()),

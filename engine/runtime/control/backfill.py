@@ -1,6 +1,11 @@
-"""Loading a backfill into the running workers: every worker first checks that it holds no
-window in the backfill's range; only when none refuses do all of them ingest its SST files. The
-rule: a backfill never touches a window the live job has, so nothing is counted twice.
+"""Loading a backfill into the running workers: every worker first checks its files entry by
+entry and that it holds no window in the backfill's range (``task/ingest.py``); only when none
+refuses do all of them ingest the checked copies. The rule: a backfill never touches a window
+the live job has, so nothing is counted twice.
+
+A checkpoint holds a backfill on every worker or on none: no checkpoint begins while the
+workers ingest, and the ingest waits for one in flight to complete or fail (``CheckpointGate``,
+the coordinator). Otherwise a barrier could fall between one worker's ingest and another's.
 
 An API thread calls ``ingest`` and waits; the workers' replies arrive on the job manager's
 monitor thread (``reply``).
@@ -9,11 +14,12 @@ monitor thread (``reply``).
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from weir.engine.errors import ConfigError
 from weir.engine.paths import confined
@@ -30,6 +36,14 @@ from weir.state.checkpoints import now_ms
 log = logging.getLogger(__name__)
 
 _FIX = "write backfills under the job's --backfill-dir (weir backfill --work-dir)"
+_KG_FILE = re.compile(r"kg-(\d+)\.sst")
+
+
+class CheckpointGate(Protocol):
+    def hold(self, timeout_s: float, stopping: threading.Event) -> None:
+        """No checkpoint begins until ``release``; returns once none is in flight."""
+
+    def release(self) -> None: ...
 
 
 class LiveBackfill:
@@ -38,12 +52,16 @@ class LiveBackfill:
         job_name: str,
         backfill_dir: Path,
         parallelism: int,
+        max_parallelism: int,
         broadcast: Callable[[ToWorker], None],
         publish: Callable[[], None],
+        gate: CheckpointGate,
     ) -> None:
         self._job = job_name
         self._dir = backfill_dir
         self._parallelism = parallelism
+        self._max_parallelism = max_parallelism
+        self._gate = gate
         self._broadcast = broadcast
         self._publish = publish
         self.entries: list[BackfillEntry] = []  # loaded in this run
@@ -66,6 +84,7 @@ class LiveBackfill:
         files = sorted(path.glob("kg-*.sst")) if path.is_dir() else []
         for f in files:
             confined(f, self._dir, "backfill file", _FIX)
+            self._check_name(f)
         if not files:
             raise ConfigError(f"{path} is not a directory of backfill SST files (kg-*.sst)")
         if not running():
@@ -73,15 +92,18 @@ class LiveBackfill:
         request = BackfillRequest(
             request.op, str(path), request.min_end, request.max_end, request.windows
         )
-        for phase in (BackfillPhase.CHECK, BackfillPhase.INGEST):
-            replies = self._ask(phase, request, timeout_s, stopping)
-            refused = [r.error for r in replies if r.error is not None]
-            if refused:
-                raise ConfigError(f"backfill refused: {refused[0]}")
+        checked = self._ask(BackfillPhase.CHECK, request, timeout_s, running, stopping)
+        self._gate.hold(timeout_s, stopping)
+        try:
+            self._ask(BackfillPhase.INGEST, request, timeout_s, running, stopping)
+        finally:
+            self._gate.release()
+        ends = [e for r in checked for e in (r.min_end, r.max_end) if e is not None]
         entry: BackfillEntry = {
             "op": request.op,
-            "min_end": request.min_end,
-            "max_end": request.max_end,
+            # what the files held, not what the request said
+            "min_end": min(ends, default=request.min_end),
+            "max_end": max(ends, default=request.max_end),
             "windows": request.windows,
             "time": now_ms(),
         }
@@ -89,6 +111,16 @@ class LiveBackfill:
         self._publish()
         log.info("job=%s loaded backfill %s", self._job, entry)
         return entry
+
+    def _check_name(self, f: Path) -> None:
+        """A file no worker would pick up is refused, not silently left out."""
+        m = _KG_FILE.fullmatch(f.name)
+        if m is None or int(m.group(1)) >= self._max_parallelism:
+            raise ConfigError(
+                f"backfill file {f} does not name a key group of job {self._job!r} (kg-<n>.sst, "
+                f"n below its max_parallelism {self._max_parallelism}); remove it, or backfill "
+                "with this job's file"
+            )
 
     def reply(self, worker: int, reply: BackfillReply) -> None:
         with self._lock:
@@ -101,6 +133,7 @@ class LiveBackfill:
         phase: BackfillPhase,
         request: BackfillRequest,
         timeout_s: float,
+        running: Callable[[], bool],
         stopping: threading.Event,
     ) -> list[BackfillReply]:
         with self._lock:
@@ -114,7 +147,16 @@ class LiveBackfill:
             while True:
                 with self._lock:
                     if len(replies) >= self._parallelism:
-                        return list(replies.values())
+                        answers = [replies[i] for i in sorted(replies)]
+                        refused = [r.error for r in answers if r.error is not None]
+                        if refused:
+                            raise ConfigError(f"backfill refused: {refused[0]}")
+                        return answers
+                if not running():
+                    raise ConfigError(
+                        f"the job restarted or stopped during the backfill's {phase.value}; its "
+                        "state is as of a checkpoint that holds none of it: load it again"
+                    )
                 if time.monotonic() > deadline or stopping.is_set():
                     raise ConfigError(
                         f"workers did not answer the backfill's {phase.value} in time"

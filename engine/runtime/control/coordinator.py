@@ -186,6 +186,7 @@ class CheckpointCoordinator:
         self._lock = threading.Lock()  # guards ``_savepoints`` (API threads add to it)
         self._final_triggered = False
         self._closed = False  # the job is ending: no savepoint will complete
+        self._holds = 0  # live backfills ingesting: no checkpoint may begin (guarded by _lock)
 
     @property
     def enabled(self) -> bool:
@@ -276,26 +277,52 @@ class CheckpointCoordinator:
                 self.abort(why)
             return
         periodic = self.enabled and time.monotonic() >= self._next_trigger
-        if finished and self.enabled and not self._final_triggered:
-            self._final_triggered = periodic = True
+        final = finished and self.enabled and not self._final_triggered
+        if final:
+            periodic = True
         elif finished:
             periodic = False
         if not ready or not (periodic or savepoint):
             return
-        self._trigger()
+        if self._trigger() and final:
+            self._final_triggered = True  # not before: a backfill's hold defers it to a later tick
 
-    def _trigger(self) -> None:
+    def hold(self, timeout_s: float, stopping: threading.Event) -> None:
+        """Begin no checkpoint until ``release``, and return once none is in flight (a live
+        backfill ingests in between, so that every checkpoint holds it on all workers or on
+        none). ``ControlError`` when the one in flight outlasts ``timeout_s``."""
+        with self._lock:
+            self._holds += 1  # from here on ``_trigger`` sets no new ``pending``
+        deadline = time.monotonic() + timeout_s
+        while (pending := self.pending) is not None:
+            if time.monotonic() > deadline or stopping.is_set():
+                self.release()
+                raise ControlError(
+                    f"checkpoint {pending.id} of job {self._job.name!r} was still in "
+                    f"flight after {timeout_s} s; nothing was loaded, try again"
+                )
+            time.sleep(0.005)
+
+    def release(self) -> None:
+        with self._lock:
+            self._holds = max(0, self._holds - 1)
+
+    def _trigger(self) -> bool:
+        """Begin the next checkpoint; False when a backfill's hold defers it."""
         waiters: list[SavepointWaiter] = []
         with self._lock:
+            if self._holds:
+                return False  # a backfill is ingesting; a later tick tries again
             waiters, self._savepoints = self._savepoints, []
-        self.pending = PendingCheckpoint(self._next_id, len(self._ranges), waiters)
+            self.pending = PendingCheckpoint(self._next_id, len(self._ranges), waiters)
         self._next_id += 1
         try:
             self.storage.ensure()
         except StateError as exc:  # storage unusable: this checkpoint fails, processing goes on
             self.abort(str(exc))
-            return
+            return True
         self._broadcast(TriggerCheckpoint(self.pending.id, self.pending.stops_sources))
+        return True
 
     def final_settled(self) -> bool:
         """With checkpoints on, a finished job ends after its final checkpoint (done or failed)."""

@@ -29,6 +29,7 @@ from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.backfill import LiveBackfill
 from weir.engine.runtime.control.coordinator import CheckpointCoordinator
+from weir.engine.runtime.control.runlock import RunLock
 from weir.engine.runtime.control.status import StatusPublisher, job_status, status_path
 from weir.engine.runtime.control.workers import WorkerProcesses
 from weir.engine.runtime.messages import (
@@ -84,7 +85,13 @@ class JobManager:
         broadcast = self._workers.broadcast
         self.coordinator = CheckpointCoordinator(cfg, job, self.ranges, broadcast, self._publish)
         self._backfill = LiveBackfill(
-            job.name, cfg.backfill_dir, cfg.parallelism, broadcast, self._publish
+            job.name,
+            cfg.backfill_dir,
+            cfg.parallelism,
+            job.max_parallelism,
+            broadcast,
+            self._publish,
+            self.coordinator,
         )
         self._restored: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
@@ -94,18 +101,24 @@ class JobManager:
         self._ended: str | None = None  # the state the job ended in
         self._end_lock = threading.Lock()
         self.api_url: str | None = None  # where the HTTP API serves, once it does
+        self._run_lock = RunLock(cfg.job_dir(job.name), job.name)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the workers: from empty state, or from the checkpoint ``--restore`` names.
-        Earlier local state of this job is removed either way (a restore rebuilds it)."""
-        restore = self.coordinator.resolve_restore()
-        self.coordinator.start()
+        Earlier local state of this job is removed either way (a restore rebuilds it), once
+        this run holds the state directory's lock (``ConfigError`` if another run does)."""
+        self._run_lock.acquire()
+        try:
+            restore = self.coordinator.resolve_restore()
+            self.coordinator.start()
+        except BaseException:
+            self._run_lock.release()
+            raise
         job_dir = self.cfg.job_dir(self.job.name)
         for old in job_dir.glob("worker-*"):
             shutil.rmtree(old)
-        job_dir.mkdir(parents=True, exist_ok=True)
         if restore is None:
             for sink in self._sinks():
                 sink.prepare()  # a restored job appends: its sinks are at-least-once
@@ -165,6 +178,7 @@ class JobManager:
         self._end("stopped", timeout_s=timeout_s)
         if self._control is not None:
             self._control.stop()
+        self._run_lock.release()
 
     def _end(self, as_state: str, *, kill: bool = False, timeout_s: float = 10.0) -> None:
         """Stop the workers (``kill``: at once, without a flush) and publish the state the job
@@ -389,7 +403,12 @@ class JobManager:
         return self.coordinator.savepoint(timeout_s)
 
     def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:
+        generation = self.generation  # a restart loses what the old workers were told
+
         def running() -> bool:
-            return self.failure is None and not self._stopping.is_set() and bool(self._status)
+            with self._lock:
+                reported = bool(self._status)
+            alive = self.failure is None and not self._stopping.is_set()
+            return alive and reported and self.generation == generation
 
         return self._backfill.ingest(req, timeout_s, running, self._stopping)

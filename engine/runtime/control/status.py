@@ -22,6 +22,7 @@ from pathlib import Path
 from weir.engine.job import Job
 from weir.engine.runtime.view import STATUS_FORMAT, JobRuntime, JobStatus
 from weir.state.checkpoints import now_ms
+from weir.state.files import write_private
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,8 @@ def status_path(job_dir: Path) -> Path:
 
 
 def write_status(path: Path, status: JobStatus) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(status.to_json())
-    os.replace(tmp, path)
+    """Atomically, and readable by the user only: it names the run and its control port."""
+    write_private(path, status.to_json())
 
 
 def read_status(path: Path) -> JobStatus | None:

@@ -1,42 +1,108 @@
-"""A worker's part of a live backfill (``control/backfill.py``): check that it holds no window
-in the backfill's range, or ingest the backfill's SST files for its key groups. The rule: a
-backfill never touches a window the live job has, so nothing is counted twice."""
+"""A worker's part of a live backfill (``control/backfill.py``), in two steps.
+
+CHECK: every SST file of the worker's key groups is checked entry by entry and staged, a checked
+copy in the worker's own directory (``state/bulkload.py``: key groups, state ids, key and value
+shapes); then the worker refuses when the backfill could touch a window of the live job:
+
+- one it holds, open or stored (fired and kept for queries), whose end falls in the backfill's
+  range, which is what the files hold (window ends and timer times), widened by what the
+  request claims;
+- one it can still change: a backfilled window must be closed for the live job, its end past
+  allowed lateness at the worker's watermark (``is_late``), since live records could otherwise
+  reach it after it was loaded.
+
+So a forged file can neither overwrite a fired window nor one the live job is still counting.
+INGEST: the staged copies, and nothing else, are ingested. The rule throughout: a backfill never
+touches a window the live job has, so nothing is counted twice.
+"""
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 from pathlib import Path
 
-from weir.engine.errors import WeirError
+from weir.engine.errors import StateError, WeirError
 from weir.engine.runtime.messages import BackfillPhase, BackfillReply, BackfillStep
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.windows import is_late
+from weir.state.bulkload import LoadRules, StagedFile, stage_sst
+from weir.state.files import private_dir, write_private
 from weir.state.keygroups import KeyGroupRange
 from weir.state.rocksdb import RocksState
+
+STAGE_DIR = "backfill-staged"
+_REQUEST = "request.json"
+_KG = re.compile(r"kg-(\d+)\.sst$")
 
 
 def backfill_step(
     step: BackfillStep, ops: dict[str, OperatorRuntime], state: RocksState, own: KeyGroupRange
 ) -> BackfillReply:
     req = step.request
-
-    def reply(error: str | None, files: int = 0) -> BackfillReply:
-        return BackfillReply(step.request_id, step.phase, error, files)
-
     rt = ops.get(req.op)
     if not isinstance(rt, WindowRuntime):
-        return reply(f"operator {req.op!r} is not a window operator of this job")
+        return BackfillReply(step.request_id, step.phase, f"operator {req.op!r} is not a window "
+                             "operator of this job")  # fmt: skip
+    stage = state.path.parent / STAGE_DIR
     try:
         if step.phase is BackfillPhase.CHECK:
-            return reply(_conflict(rt, req.min_end, req.max_end))
-        from weir.engine.spark.load import sst_files  # the backfill's layout, loaded when used
-
-        files = sst_files(Path(req.path), own)
-        if files:
-            state.ingest(files)
-            rt.reload_timers()
-        return reply(None, len(files))
+            return _check(step, rt, own, stage)
+        return BackfillReply(step.request_id, step.phase, None, _ingest(step, rt, state, stage))
     except WeirError as exc:
-        return reply(str(exc))
+        shutil.rmtree(stage, ignore_errors=True)
+        return BackfillReply(step.request_id, step.phase, str(exc))
+
+
+def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Path) -> BackfillReply:
+    req = step.request
+    shutil.rmtree(stage, ignore_errors=True)
+    private_dir(stage)
+    rules = LoadRules(req.op, own, rt.op.state_id, rt.op.timer_state_id)
+    staged = [stage_sst(f, kg, rules, stage / f.name) for f, kg in _own_files(Path(req.path), own)]
+    loaded = [s for s in staged if s.path is not None]
+    lo = min((s.min_end for s in loaded if s.min_end is not None), default=None)
+    hi = max((s.max_end for s in loaded if s.max_end is not None), default=None)
+    error = _still_open(rt, loaded) or _conflict(
+        rt,
+        req.min_end if lo is None else min(lo, req.min_end),
+        req.max_end if hi is None else max(hi, req.max_end),
+    )
+    if error is not None:
+        shutil.rmtree(stage, ignore_errors=True)
+        return BackfillReply(step.request_id, step.phase, error)
+    manifest = {"op": req.op, "path": req.path, "files": [s.path.name for s in loaded if s.path]}
+    write_private(stage / _REQUEST, json.dumps(manifest).encode())
+    return BackfillReply(step.request_id, step.phase, None, len(loaded), lo, hi)
+
+
+def _own_files(sst_dir: Path, own: KeyGroupRange) -> list[tuple[Path, int]]:
+    """The backfill's files of this worker's key groups, with the key group each is named for."""
+    found = []
+    for p in sorted(sst_dir.glob("kg-*.sst")):
+        m = _KG.search(p.name)
+        if m and int(m.group(1)) in own:
+            found.append((p, int(m.group(1))))
+    return found
+
+
+def _ingest(step: BackfillStep, rt: WindowRuntime, state: RocksState, stage: Path) -> int:
+    """Ingest what CHECK staged for this very request (moved, not copied: it is a copy)."""
+    req = step.request
+    try:
+        manifest = json.loads((stage / _REQUEST).read_bytes())
+    except (OSError, ValueError):
+        manifest = None
+    if not manifest or manifest.get("op") != req.op or manifest.get("path") != req.path:
+        raise StateError(f"backfill {req.path} was not checked by this worker; load it again")
+    files = [stage / name for name in manifest["files"]]
+    if files:
+        state.ingest(files, move=True)
+        rt.reload_timers()
+    shutil.rmtree(stage, ignore_errors=True)
+    return len(files)
 
 
 def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
@@ -52,4 +118,19 @@ def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
     open_ends = [e for e in rt.buckets if min_end <= e <= max_end]
     if open_ends:
         return f"the live job has open windows ending at {open_ends[0]}"
+    return None
+
+
+def _still_open(rt: WindowRuntime, staged: list[StagedFile]) -> str | None:
+    """Why a staged file may not be loaded yet: it holds a window the live job can still change
+    (None: every window in it is past its allowed lateness at the worker's watermark)."""
+    lateness = rt.op.allowed_lateness_ms
+    for s in staged:
+        if s.max_end is not None and not is_late(s.max_end, lateness, rt.watermark):
+            return (
+                f"backfill file {s.source} holds the window ending at {s.max_end}, which the "
+                f"live job can still change (its watermark is {rt.watermark}, allowed lateness "
+                f"{lateness} ms); backfill only windows that closed before the live job's "
+                "first (use --to), or load it once the live job's watermark has passed them"
+            )
     return None

@@ -1,0 +1,79 @@
+"""Files weir writes for itself (state, checkpoints, status), created private to the user and
+made durable where a crash must not lose them.
+
+Modes are given explicitly here and not left to the umask: ``weir.testing`` and programs that
+embed the engine never pass through the command line, which sets ``umask 077``. A directory
+that exists already belongs to the user and keeps its mode; only the directories weir creates
+are made ``0700`` (and the job's own directories, which ``private_dir(..., own=True)`` tightens
+even when an older weir created them open).
+
+``fsync_dir`` completes a rename or a new file: POSIX makes a file's data durable with
+``fsync`` on the file, but its name only with ``fsync`` on the directory holding it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+
+def private_dir(path: Path, *, own: bool = False) -> Path:
+    """Create ``path`` and any missing parents as ``0700`` directories. ``own``: the directory
+    is the job's own (``<state-dir>/<job>``, ``<checkpoint-dir>/<job>``), so an existing one
+    is made ``0700`` too."""
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        if p.parent == p:
+            break
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=DIR_MODE)
+        except FileExistsError:
+            continue  # another process made it meanwhile
+        os.chmod(d, DIR_MODE)  # mkdir's mode passes through the umask, which may drop bits
+    if own and not missing and path.is_dir() and (path.stat().st_mode & 0o777) != DIR_MODE:
+        os.chmod(path, DIR_MODE)
+    return path
+
+
+def write_private(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Replace ``path`` with ``data`` atomically (a temporary name in the same directory, then a
+    rename), created ``0600`` so nobody else can read it even for a moment. ``durable``: the
+    data and the rename are synced to disk before it returns."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if durable:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def open_private(path: Path) -> int:
+    """A new (or truncated) file at ``path``, ``0600``, open for writing: its descriptor."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the names in directory ``path`` (new files, renames, removals) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+__all__ = ["DIR_MODE", "FILE_MODE", "fsync_dir", "open_private", "private_dir", "write_private"]
