@@ -8,8 +8,9 @@ job's listening sockets, and against each new one it finds it
 - sends a forged handshake (weir's magic, a made-up nonce), a wrong proof, then the pickle;
 - sends a frame header claiming 4 GiB, then garbage;
 - opens a connection and stays silent;
-- or, with ``SQUAT`` (instead of the above), binds the sibling names of an abstract ``weir-<namespace>-<i>`` socket (the
-  workers that have not bound theirs yet) and answers whoever connects with the pickle.
+- or, with ``SQUAT`` (instead of the above), binds the next worker's name beside an abstract
+  ``weir-<namespace>-<i>`` socket (before that worker does) and answers whoever connects with
+  the pickle.
 
 It prints one JSON line per thing it tried and what happened, so a test can assert the attacker
 got nowhere (and that it did try).
