@@ -145,7 +145,7 @@ class Exchange:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.bind((self._host, 0))
             self.address = f"tcp:{self._host}:{s.getsockname()[1]}"
-        s.listen(max(8, self.parallelism))
+        s.listen(MAX_PENDING)
         self._listener = s
         return self.address
 
