@@ -249,8 +249,12 @@ class ControlServer:
                 for key, _ in self._sel.select(0.1):
                     if key.data is None:
                         self._accept()
-                    else:
+                        continue
+                    try:
                         self._step(key.data)
+                    except Exception:  # noqa: BLE001 - one client's bug never ends the channel
+                        log.exception("control: handshake failed peer=%s", key.data.peer)
+                        self._drop(key.data, None)
         finally:
             for h in list(self._pending.values()):
                 self._drop(h, None)
@@ -303,12 +307,14 @@ class ControlServer:
             self._drop(h, "closed during the handshake")
             return
         h.buf += chunk
+        if len(h.buf) < 4:
+            return
+        (n,) = _LEN.unpack_from(h.buf)
         if len(h.buf) == 4:
-            (n,) = _LEN.unpack(h.buf)
             if (not h.proved and n != _MAC + _NONCE) or n > MAX_FRAME:
                 self._drop(h, f"a handshake frame of {n} bytes")
             return
-        if len(h.buf) < 4 + _LEN.unpack_from(h.buf)[0]:
+        if len(h.buf) < 4 + n:
             return
         body, h.buf = bytes(h.buf[4:]), bytearray()
         if h.proved:
