@@ -55,7 +55,9 @@ def unpack_ints(raw: bytes) -> list[int]:
 def _default(value: Any) -> Any:
     if type(value) is tuple:
         return msgpack.ExtType(TUPLE_EXT, _pack_nested(list(value)))
-    raise Unencodable(f"a {type(value).__name__} value is not data the exchange carries")
+    if type(value) is int:
+        raise Unencodable(f"the integer {value} does not fit in 64 bits")
+    raise Unencodable(f"{type(value).__name__} is not a type the exchange carries")
 
 
 def _pack_nested(value: Any) -> bytes:
