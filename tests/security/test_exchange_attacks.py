@@ -107,7 +107,10 @@ def test_over_tcp_forged_handshakes_are_dropped_and_logged(
     _assert_job_unharmed(run, public_dir, marker)
     dropped = [ln for ln in run.stderr.splitlines() if "exchange: worker=0 dropped peer=tcp:" in ln]
     assert dropped, run.stderr[-3000:]
-    reasons = " ".join(dropped)
-    for why in ("not a weir exchange handshake", "does not hold this run's exchange secret"):
-        assert why in reasons, dropped
+    # the forged proof may come after the real peer completed set-up (the listener is closed by
+    # then): test_exchange_handshake shows its refusal without that race
+    assert "not a weir exchange handshake" in " ".join(dropped), dropped
+    forged = [r for r in reports if r.get("attack") == "forged"]
+    assert forged and all("answered" not in r["result"] or r["result"] == "answered 0 bytes"
+                          for r in forged), forged  # fmt: skip
     assert any(r.get("attack") == "silent" for r in reports), reports

@@ -16,8 +16,7 @@ from contextlib import contextmanager
 import pytest
 
 from weir.engine.errors import WorkerFailed
-from weir.engine.runtime.task import exchange as exchange_module
-from weir.engine.runtime.task import peerauth
+from weir.engine.runtime.task import acceptor, peerauth
 from weir.engine.runtime.task.exchange import Exchange, parse_address
 from weir.engine.runtime.task.peerauth import PeerAuth
 
@@ -151,7 +150,7 @@ def test_a_recorded_handshake_replayed_is_refused() -> None:
     stopped = threading.Event()
     t2 = threading.Thread(
         target=lambda: pytest.raises(
-            exchange_module.Stopped, second.connect, [address2, ""], stopped.is_set, 10.0
+            acceptor.Stopped, second.connect, [address2, ""], stopped.is_set, 10.0
         )
     )
     t2.start()
@@ -173,12 +172,12 @@ def test_a_recorded_handshake_replayed_is_refused() -> None:
 def test_silent_and_dribbling_connections_never_hold_up_the_real_peer(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(exchange_module, "HANDSHAKE_S", 0.5)
+    monkeypatch.setattr(acceptor, "HANDSHAKE_S", 0.5)
     ends, addresses = _exchanges(2, "tcp", PeerAuth.new(0))
     strangers: list[socket.socket] = []
     try:
         with caplog.at_level(logging.WARNING), _connecting(ends[:1], addresses) as errors:
-            strangers += [_dial(addresses[0]) for _ in range(exchange_module.MAX_PENDING + 6)]
+            strangers += [_dial(addresses[0]) for _ in range(acceptor.MAX_PENDING + 6)]
             dribbler = _dial(addresses[0])
             strangers.append(dribbler)
             for byte in peerauth.MAGIC:  # one byte every 0.2 s: cut off at the deadline

@@ -32,16 +32,14 @@ from pathlib import Path
 
 from weir.engine.errors import ConfigError, WorkerFailed
 from weir.engine.runtime.task import peerauth
+from weir.engine.runtime.task.acceptor import MAX_PENDING, Acceptor, Stopped, peer_uid
 from weir.engine.runtime.task.framing import MAX_FRAME
 from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
 
 log = logging.getLogger(__name__)
 
 TRANSPORTS = ("unix", "tcp")
-HANDSHAKE_S = 5.0  # a connection that has not proved itself by then is dropped
-MAX_PENDING = 64  # handshakes in progress at once; past it the oldest is dropped
 _LEN = struct.Struct(">I")
-_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 _SOCKET_BUFFER = 4 * 1024 * 1024
 _READ_CHUNK = 1024 * 1024
 
@@ -58,23 +56,6 @@ class Peer:
     received_frames: int = 0
 
 
-@dataclass(eq=False)
-class _Pending:
-    """A connection accepted but not yet authenticated: what it sent so far, by its deadline."""
-
-    sock: socket.socket
-    peer: str
-    deadline: float
-    buf: bytearray = field(default_factory=bytearray)
-    hello: bytes = b""
-    answer: bytes = b""
-    index: int = -1
-
-
-class Stopped(Exception):
-    """The job was stopped while this worker was still connecting."""
-
-
 def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
     """``unix:<path>`` or ``tcp:<host>:<port>`` as a socket family and address."""
     kind, _, rest = address.partition(":")
@@ -86,26 +67,11 @@ def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
     raise ConfigError(f"exchange address {address!r} is not unix:<path> or tcp:<host>:<port>")
 
 
-def _describe(sock: socket.socket, family: int) -> str:
-    """The peer of an accepted connection, for a log line."""
-    if family == socket.AF_UNIX:
-        pid, uid, _ = _CRED.unpack(
-            sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size)
-        )
-        return f"unix:pid={pid},uid={uid}"
-    host, port = sock.getpeername()[:2]
-    return f"tcp:{host}:{port}"
-
-
 def _socket_parent() -> str:
     """The temporary directory, unless its path would push a socket's past sun_path's 108
     bytes."""
     found = tempfile.gettempdir()
     return found if len(found.encode()) <= 64 else "/tmp"
-
-
-def _peer_uid(sock: socket.socket) -> int:
-    return int(_CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))[1])
 
 
 class Exchange:
@@ -122,7 +88,7 @@ class Exchange:
         self.index = index
         self.parallelism = parallelism
         self.peers: dict[int, Peer] = {}
-        self.refused = 0  # connections dropped for failing the handshake
+        self._acceptor: Acceptor | None = None
         self._auth = auth
         self._transport = transport
         self._host = host
@@ -132,6 +98,11 @@ class Exchange:
         self.address = ""
 
     # -- set-up --------------------------------------------------------------------------------
+
+    @property
+    def refused(self) -> int:
+        """Connections dropped for failing the handshake."""
+        return 0 if self._acceptor is None else self._acceptor.refused
 
     def listen(self) -> str:
         """Listen at a new address of this worker's own; returns it, for the job manager."""
@@ -170,8 +141,8 @@ class Exchange:
             try:
                 s.settimeout(max(0.01, deadline - time.monotonic()))
                 s.connect(where)
-                if family == socket.AF_UNIX and _peer_uid(s) != os.getuid():
-                    raise AuthFailed(f"{address} belongs to uid {_peer_uid(s)}")
+                if family == socket.AF_UNIX and peer_uid(s) != os.getuid():
+                    raise AuthFailed(f"{address} belongs to uid {peer_uid(s)}")
                 hello = peerauth.hello(self._auth, self.index)
                 s.sendall(hello)
                 raw = _recv_exactly(s, peerauth.ANSWER_BYTES, deadline)
@@ -189,109 +160,15 @@ class Exchange:
                 raise WorkerFailed(self.index, f"worker {j} at {address}: {exc}") from None
 
     def _accept_all(self, should_stop: Callable[[], bool], deadline: float) -> None:
-        """Serve handshakes in one selector until every higher-numbered worker has proved
-        itself: a silent or slow stranger holds only its own slot, never the others."""
+        """Accept every higher-numbered worker (``Acceptor``), then close the listener."""
         assert self._listener is not None
-        listener = self._listener
-        listener.setblocking(False)
-        sel = selectors.DefaultSelector()
-        sel.register(listener, selectors.EVENT_READ, None)
-        pending: dict[socket.socket, _Pending] = {}
+        self._acceptor = Acceptor(self.index, self.parallelism, self._auth, self._listener)
         try:
-            while len(self.peers) < self.parallelism - 1:
-                if should_stop():
-                    raise Stopped
-                now = time.monotonic()
-                if now > deadline:
-                    missing = sorted(set(range(self.parallelism)) - set(self.peers) - {self.index})
-                    raise WorkerFailed(self.index, f"workers {missing} never connected")
-                for p in [p for p in pending.values() if p.deadline <= now]:
-                    self._refuse(sel, pending, p, f"no handshake within {HANDSHAKE_S} s")
-                for key, _ in sel.select(0.05):
-                    if key.data is None:
-                        self._accept_one(sel, pending)
-                    else:
-                        self._advance(sel, pending, key.data)
+            for j, s in self._acceptor.run(should_stop, deadline).items():
+                self._add(j, s)
         finally:
-            for p in pending.values():
-                p.sock.close()
-            sel.close()
-            listener.close()
+            self._listener.close()
             self._remove_dir()
-
-    def _accept_one(
-        self, sel: selectors.BaseSelector, pending: dict[socket.socket, _Pending]
-    ) -> None:
-        assert self._listener is not None
-        try:
-            s, _ = self._listener.accept()
-        except (BlockingIOError, InterruptedError):
-            return
-        family = self._listener.family
-        p = _Pending(s, _describe(s, family), time.monotonic() + HANDSHAKE_S)
-        if family == socket.AF_UNIX and _peer_uid(s) != os.getuid():
-            self.refused += 1
-            log.warning("exchange: worker=%d refused peer=%s: another user", self.index, p.peer)
-            s.close()
-            return
-        if len(pending) >= MAX_PENDING:
-            oldest = min(pending.values(), key=lambda q: q.deadline)
-            self._refuse(sel, pending, oldest, "too many handshakes at once; the oldest goes")
-        s.setblocking(False)
-        pending[s] = p
-        sel.register(s, selectors.EVENT_READ, p)
-
-    def _advance(
-        self, sel: selectors.BaseSelector, pending: dict[socket.socket, _Pending], p: _Pending
-    ) -> None:
-        """Read what the handshake's next step needs (exact lengths: never a frame's byte)."""
-        need = peerauth.HELLO_BYTES if not p.hello else peerauth.PROOF_BYTES
-        try:
-            chunk = p.sock.recv(need - len(p.buf))
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._refuse(sel, pending, p, f"connection error {exc}")
-            return
-        if not chunk:
-            self._refuse(sel, pending, p, "closed during the handshake")
-            return
-        p.buf += chunk
-        if len(p.buf) < need:
-            return
-        try:
-            if not p.hello:
-                p.hello, p.buf = bytes(p.buf), bytearray()
-                head = peerauth.read_hello(self._auth, p.hello)
-                if not self.index < head.index < self.parallelism or head.index in self.peers:
-                    raise AuthFailed(f"claims worker {head.index}, not one this worker awaits")
-                p.index = head.index
-                p.answer = peerauth.answer(self._auth, self.index, p.hello)
-                p.sock.sendall(p.answer)  # 84 bytes into an empty socket buffer
-                return
-            peerauth.check_proof(self._auth, p.hello, p.answer, bytes(p.buf))
-        except (AuthFailed, OSError) as exc:
-            self._refuse(sel, pending, p, str(exc))
-            return
-        sel.unregister(p.sock)
-        del pending[p.sock]
-        if p.index in self.peers:  # two proved the same index: the second is not believed
-            self._refuse(sel, pending, p, f"worker {p.index} is connected already")
-            return
-        self._add(p.index, p.sock)
-
-    def _refuse(
-        self,
-        sel: selectors.BaseSelector,
-        pending: dict[socket.socket, _Pending],
-        p: _Pending,
-        why: str,
-    ) -> None:
-        self.refused += 1
-        log.warning("exchange: worker=%d dropped peer=%s reason=%s", self.index, p.peer, why)
-        if pending.pop(p.sock, None) is not None:
-            sel.unregister(p.sock)
-        p.sock.close()
 
     def _remove_dir(self) -> None:
         if self._dir is not None:

@@ -37,9 +37,10 @@ from weir.engine.runtime.messages import (
 )
 from weir.engine.runtime.operators.factory import runtime_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords, side_sink
+from weir.engine.runtime.task.acceptor import Stopped
 from weir.engine.runtime.task.barriers import BarrierAligner
 from weir.engine.runtime.task.chain import Chain, keyby_nodes, sink_nodes
-from weir.engine.runtime.task.exchange import Exchange, Stopped
+from weir.engine.runtime.task.exchange import Exchange
 from weir.engine.runtime.task.framing import unpack_ints
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
