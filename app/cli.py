@@ -268,6 +268,7 @@ def config_from_args(args: argparse.Namespace, job_file: Path | str) -> RunConfi
         flush_interval_ms=args.flush_interval_ms,
         batch_size=args.batch_size,
         buffer_timeout_ms=args.buffer_timeout_ms,
+        exchange_transport=args.exchange_transport,
         idle_timeout_ms=args.idle_timeout_ms,
         log_level=args.log_level,
         log_format=args.log_format,

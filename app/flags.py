@@ -269,6 +269,13 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         metavar="MS",
     )
     env.add(
+        "--exchange-transport",
+        "how workers reach each other: unix (a private 0700 directory each) or tcp (127.0.0.1); "
+        "either way every connection proves it holds the run's secret",
+        "unix",
+        choices=["unix", "tcp"],
+    )
+    env.add(
         "--state-dir", "where workers keep RocksDB state and side outputs", ".weir", metavar="DIR"
     )
     env.add(

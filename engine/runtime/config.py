@@ -40,10 +40,12 @@ class RunConfig:
     restart_delay_ms: int = 1000
     max_future_ms: int = 86_400_000  # event times further ahead of the wall clock are refused
     backfill_dir: Path = Path(".weir/backfill")  # live backfills load SST files only from here
+    # how workers reach each other: "unix" (a 0700 directory per worker) or "tcp" (127.0.0.1)
+    exchange_transport: str = "unix"
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns() % 10**12}")
 
     def __post_init__(self) -> None:
-        checks = [
+        checks: list[tuple[str, object, bool, str]] = [
             ("--parallelism", self.parallelism, self.parallelism >= 1, "use 1 or more"),
             (
                 "--state-retention-ms",
@@ -101,6 +103,14 @@ class RunConfig:
                 "use 0 or more milliseconds",
             ),
         ]
+        checks.append(
+            (
+                "--exchange-transport",
+                self.exchange_transport,
+                self.exchange_transport in ("unix", "tcp"),
+                "use unix or tcp",
+            )
+        )
         for flag, value, ok, fix in checks:
             if not ok:
                 raise ConfigError(f"{flag}={value} is not valid; {fix}")
@@ -121,10 +131,6 @@ class RunConfig:
 
     def job_dir(self, job: str) -> Path:
         return self.state_dir / job
-
-    def exchange_namespace(self, job: str) -> str:
-        """Names this run's worker sockets, so two runs never meet."""
-        return f"{job}-{self.run_id}"
 
     def worker_state_path(self, job: str, index: int) -> Path:
         return self.job_dir(job) / f"worker-{index}" / "db"

@@ -2,10 +2,10 @@
 encoded by ``wire.Codec`` (msgpack with a type tag, data only, never a pickle) and sent with
 ``Connection.send_bytes``; each side decodes with the same classes the other encoded with.
 
-    job manager -> worker   TriggerCheckpoint, CheckpointCompleted, CheckpointAborted,
-                            BackfillStep, Stop
-    worker -> job manager   StatusReport, Finished, Failed, CheckpointAck, CheckpointDecline,
-                            BackfillReply
+    job manager -> worker   ExchangePeers, TriggerCheckpoint, CheckpointCompleted,
+                            CheckpointAborted, BackfillStep, Stop
+    worker -> job manager   ExchangeListening, StatusReport, Finished, Failed, CheckpointAck,
+                            CheckpointDecline, BackfillReply
 
 A worker's status (``WorkerStatus``) is also what the job manager publishes in
 ``jobmanager.json`` and the API reads, so it is a TypedDict: the JSON's own shape, checked
@@ -78,6 +78,14 @@ class WorkerStatus(TypedDict):
 
 
 @dataclass(frozen=True, slots=True)
+class ExchangePeers:
+    """Where every worker of this attempt listens for the exchange (``addresses[i]``: worker
+    ``i``'s), once all of them have said (``ExchangeListening``)."""
+
+    addresses: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TriggerCheckpoint:
     """Start checkpoint ``checkpoint``: inject its barrier after what was read so far.
     ``stop_sources``: a stop-with-savepoint's; the source side reads nothing after its barrier
@@ -133,6 +141,13 @@ class Stop:
 
 
 # -- worker -> job manager ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeListening:
+    """Where this worker listens for the exchange: ``unix:<path>`` or ``tcp:<host>:<port>``."""
+
+    address: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,14 +246,35 @@ class BackfillReply:
     max_end: int | None = None
 
 
-ToWorker = TriggerCheckpoint | CheckpointCompleted | CheckpointAborted | BackfillStep | Stop
-FromWorker = StatusReport | Finished | Failed | CheckpointAck | CheckpointDecline | BackfillReply
+ToWorker = (
+    ExchangePeers
+    | TriggerCheckpoint
+    | CheckpointCompleted
+    | CheckpointAborted
+    | BackfillStep
+    | Stop
+)
+FromWorker = (
+    ExchangeListening
+    | StatusReport
+    | Finished
+    | Failed
+    | CheckpointAck
+    | CheckpointDecline
+    | BackfillReply
+)
 
 TO_WORKER: Codec[ToWorker] = Codec(
-    TriggerCheckpoint, CheckpointCompleted, CheckpointAborted, BackfillStep, Stop
+    ExchangePeers, TriggerCheckpoint, CheckpointCompleted, CheckpointAborted, BackfillStep, Stop
 )
 FROM_WORKER: Codec[FromWorker] = Codec(
-    StatusReport, Finished, Failed, CheckpointAck, CheckpointDecline, BackfillReply
+    ExchangeListening,
+    StatusReport,
+    Finished,
+    Failed,
+    CheckpointAck,
+    CheckpointDecline,
+    BackfillReply,
 )
 
 

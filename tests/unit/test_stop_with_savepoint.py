@@ -12,6 +12,7 @@ from weir import Job, agg, sources, windows
 from weir.engine.runtime.outputs import DeadLetters
 from weir.engine.runtime.task.chain import Chain
 from weir.engine.runtime.task.exchange import Exchange
+from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.routing import Barrier, Router, decode_frame
 from weir.engine.runtime.task.sources import SourceSide, SplitStart
 
@@ -49,12 +50,12 @@ def test_stopped_sources_read_nothing_until_their_checkpoint_is_aborted(tmp_path
 
 
 def test_a_barrier_frame_carries_the_stop_to_the_other_workers() -> None:
-    ends = [Exchange(f"test-stop-{threading.get_ident()}", i, 2) for i in range(2)]
-    for end in ends:
-        end.listen()
-    joining = threading.Thread(target=ends[1].connect, args=(lambda: False, 10.0))
+    auth = PeerAuth.new(0)
+    ends = [Exchange(i, 2, auth) for i in range(2)]
+    addresses = [end.listen() for end in ends]
+    joining = threading.Thread(target=ends[1].connect, args=(addresses, lambda: False, 10.0))
     joining.start()
-    ends[0].connect(lambda: False, 10.0)
+    ends[0].connect(addresses, lambda: False, 10.0)
     joining.join(10.0)
     try:
         router = Router(0, 2, 128, ends[0], 100, lambda *a: None)
@@ -65,7 +66,7 @@ def test_a_barrier_frame_carries_the_stop_to_the_other_workers() -> None:
             frames += [payload for _, payload in ends[1].poll(0.05)]
             if len(frames) == 2:
                 break
-        assert [decode_frame(f) for f in frames] == [Barrier(3, True), Barrier(4, False)]
+        assert [decode_frame(f, 1) for f in frames] == [Barrier(3, True), Barrier(4, False)]
     finally:
         for end in ends:
             end.close()

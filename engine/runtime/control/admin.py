@@ -10,8 +10,10 @@ stop``, ``weir cancel``) ask for.
   ``{"error": {"type", "message"}}`` out; one request per connection. The arguments of each
   operation are a dataclass here (``SavepointArgs``, ``BackfillArgs``, ``StopArgs``,
   ``CancelArgs``), checked on arrival; ``handlers`` binds them to a ``Controlled`` job manager.
-- Timeouts on every read, a thread per connection and a bound on connections: a client that
-  connects and says nothing holds nothing for long.
+- Handshakes are served in one selector thread (``channel.ControlServer``), each by one
+  absolute deadline and with exact lengths; only an authenticated request gets a thread, so slow
+  or silent clients, however many, never stand between a real ``weir stop`` and the job manager.
+  The client's side (``call``) reads its handshake by one deadline and exact lengths too.
 
 Not ``multiprocessing.connection``: on Python 3.11 its handshake is HMAC-MD5 compared with
 ``==``, it has no read timeouts and its ``recv`` unpickles.
@@ -19,15 +21,12 @@ Not ``multiprocessing.connection``: on Python 3.11 its handshake is HMAC-MD5 com
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import logging
 import os
 import secrets
 import socket
-import struct
-import threading
-from collections.abc import Callable
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
@@ -35,26 +34,30 @@ from typing import Any, Protocol, TypedDict
 import orjson
 
 from weir.engine.errors import ConfigError, ControlError, PathRefused, StateError, WeirError
+from weir.engine.runtime.control.channel import (
+    HANDSHAKE_S,
+    HELLO,
+    HOST,
+    MAC_BYTES,
+    NONCE_BYTES,
+    ControlServer,
+    Handler,
+    mac,
+    recv_frame,
+    send_frame,
+)
 from weir.engine.runtime.view import BackfillEntry, SavepointResult
 from weir.engine.runtime.wire import from_plain
 
 log = logging.getLogger(__name__)
 
 KEY_FILE = "control.key"
-HOST = "127.0.0.1"
-HANDSHAKE_S = 5.0
-MAX_FRAME = 1 << 20
-MAX_CONNECTIONS = 8
-_HELLO = b"weir-control-1"
-_NONCE = 32
 _ERRORS: dict[str, type[WeirError]] = {
     "ConfigError": ConfigError,
     "ControlError": ControlError,
     "PathRefused": PathRefused,
     "StateError": StateError,
 }
-
-Handler = Callable[[dict[str, Any]], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,134 +157,24 @@ def read_key(job_dir: Path) -> bytes:
         ) from None
 
 
-def _send(sock: socket.socket, data: bytes) -> None:
-    sock.sendall(struct.pack(">I", len(data)) + data)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the other side closed the connection")
-        buf += chunk
-    return bytes(buf)
-
-
-def _recv(sock: socket.socket) -> bytes:
-    (n,) = struct.unpack(">I", _recv_exact(sock, 4))
-    if n > MAX_FRAME:
-        raise ConnectionError(f"a frame of {n} bytes is over the {MAX_FRAME}-byte limit")
-    return _recv_exact(sock, n)
-
-
-def _mac(key: bytes, role: bytes, nonce: bytes) -> bytes:
-    return hmac.new(key, role + nonce, hashlib.sha256).digest()
-
-
-class ControlServer:
-    """Serves ``handlers`` by name on 127.0.0.1 (any free port) to holders of ``key``."""
-
-    def __init__(self, key: bytes, handlers: dict[str, Handler]) -> None:
-        self._key = key
-        self._handlers = handlers
-        self._sock = socket.create_server((HOST, 0))
-        self._sock.settimeout(0.25)  # the accept loop looks at the stop flag this often
-        self.port: int = self._sock.getsockname()[1]
-        self._stop = threading.Event()
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-        self._busy = 0  # connections being served, guarded by ``_idle``
-        self._idle = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._accept, name="weir-control", daemon=True)
-        self._thread.start()
-
-    def stop(self, drain_s: float = 5.0) -> None:
-        """Stop accepting, and wait up to ``drain_s`` for the answers being sent (a stop or a
-        cancel is answered after its work is done: its client hears it before weir run exits).
-        Not to be called from a handler: it would wait for itself."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(2.0)
-        self._sock.close()
-        with self._idle:
-            self._idle.wait_for(lambda: self._busy == 0, drain_s)
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            if not self._slots.acquire(blocking=False):
-                conn.close()  # too many at once: refuse rather than queue
-                continue
-            with self._idle:
-                self._busy += 1
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        try:
-            with conn:
-                conn.settimeout(HANDSHAKE_S)
-                nonce = secrets.token_bytes(_NONCE)
-                _send(conn, _HELLO + nonce)
-                reply = _recv(conn)
-                theirs = reply[32:]
-                if not hmac.compare_digest(reply[:32], _mac(self._key, b"client", nonce)):
-                    log.warning("control: a connection without the job's key was refused")
-                    return
-                if len(theirs) != _NONCE:
-                    return
-                _send(conn, _mac(self._key, b"server", theirs))
-                request = orjson.loads(_recv(conn))
-                conn.settimeout(None)  # the operation may take long; the client waits for it
-                _send(conn, orjson.dumps(self._answer(request)))
-        except (OSError, ConnectionError, orjson.JSONDecodeError, struct.error) as exc:
-            log.warning("control: connection dropped: %s", exc)
-        finally:
-            self._slots.release()
-            with self._idle:
-                self._busy -= 1
-                self._idle.notify_all()
-
-    def _answer(self, request: Any) -> dict[str, Any]:
-        op = request.get("op") if isinstance(request, dict) else None
-        handler = self._handlers.get(op) if isinstance(op, str) else None
-        if handler is None:
-            known = ", ".join(sorted(self._handlers))
-            return {"error": {"type": "ConfigError", "message": f"unknown op {op!r}; {known}"}}
-        args = request.get("args")
-        try:
-            return {"ok": handler(args if isinstance(args, dict) else {})}
-        except WeirError as exc:
-            return {"error": {"type": type(exc).__name__, "message": str(exc)}}
-        except Exception as exc:  # noqa: BLE001 - answer, and keep the job manager running
-            log.exception("control: op=%s failed", op)
-            return {"error": {"type": "ConfigError", "message": f"{op} failed: {exc}"}}
-
-
 def call(port: int, key: bytes, op: str, args: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Ask the job manager listening on ``port`` for ``op``; its errors are raised as the same
     ``WeirError`` subclass (``ConfigError`` for any other)."""
     where = f"{HOST}:{port}"
     try:
+        deadline = time.monotonic() + HANDSHAKE_S  # for the whole handshake, not per read
         with socket.create_connection((HOST, port), timeout=HANDSHAKE_S) as sock:
-            hello = _recv(sock)
-            if not hello.startswith(_HELLO):
+            hello = recv_frame(sock, deadline, exact=len(HELLO) + NONCE_BYTES)
+            if not hello.startswith(HELLO):
                 raise ConfigError(f"{where} is not a weir job manager's control channel")
-            ours = secrets.token_bytes(_NONCE)
-            _send(sock, _mac(key, b"client", hello[len(_HELLO) :]) + ours)
-            proof = _recv(sock)
-            if not hmac.compare_digest(proof, _mac(key, b"server", ours)):
+            ours = secrets.token_bytes(NONCE_BYTES)
+            send_frame(sock, mac(key, b"client", hello[len(HELLO) :]) + ours)
+            proof = recv_frame(sock, deadline, exact=MAC_BYTES)
+            if not hmac.compare_digest(proof, mac(key, b"server", ours)):
                 raise ConfigError(f"{where} does not hold this job's control key; not asking it")
-            _send(sock, orjson.dumps({"op": op, "args": args}))
-            sock.settimeout(timeout_s)
-            answer = orjson.loads(_recv(sock))
+            send_frame(sock, orjson.dumps({"op": op, "args": args}))
+            sock.settimeout(timeout_s + HANDSHAKE_S)
+            answer = orjson.loads(recv_frame(sock, None))
     except ConnectionRefusedError:
         raise ConfigError(
             f"nothing listens at {where}, the job manager's control channel; is weir run "
@@ -307,6 +200,8 @@ def call(port: int, key: bytes, op: str, args: dict[str, Any], timeout_s: float)
 
 
 __all__ = [
+    "HANDSHAKE_S",
+    "HOST",
     "BackfillArgs",
     "CancelArgs",
     "CancelResult",

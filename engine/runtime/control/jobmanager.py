@@ -36,6 +36,8 @@ from weir.engine.runtime.messages import (
     BackfillReply,
     CheckpointAck,
     CheckpointDecline,
+    ExchangeListening,
+    ExchangePeers,
     Failed,
     Finished,
     FromWorker,
@@ -77,6 +79,7 @@ class JobManager:
         self._workers = WorkerProcesses()
         self._status: dict[int, WorkerStatus] = {}
         self._finished: set[int] = set()
+        self._listening: dict[int, str] = {}  # this attempt's exchange addresses, by worker
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.done = threading.Event()  # set when the job finished or failed
@@ -161,7 +164,8 @@ class JobManager:
     def _spawn(self, restore: Path | None) -> None:
         self._restored = restore
         cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
-        self._workers.spawn(cfg, self.job.name)
+        self._listening = {}
+        self._workers.spawn(cfg, self.job.name, self.generation)
 
     def _sinks(self) -> list[Sink]:
         """Every sink the workers will open: results, stream sinks and side outputs."""
@@ -274,6 +278,11 @@ class JobManager:
 
     def _on_message(self, index: int, msg: FromWorker) -> None:
         match msg:
+            case ExchangeListening(address=address):
+                self._listening[index] = address
+                if len(self._listening) == self.parallelism:
+                    addresses = tuple(self._listening[i] for i in range(self.parallelism))
+                    self._workers.broadcast(ExchangePeers(addresses))
             case StatusReport(status=status):
                 with self._lock:
                     self._status[index] = status

@@ -13,6 +13,7 @@ from weir.engine.errors import MessageError, WorkerFailed
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import Failed, ToWorker, WorkerLink
 from weir.engine.runtime.task.main import worker_main
+from weir.engine.runtime.task.peerauth import PeerAuth
 
 log = logging.getLogger(__name__)
 
@@ -22,14 +23,17 @@ class WorkerProcesses:
         self.procs: list[BaseProcess] = []
         self.links: list[WorkerLink] = []
 
-    def spawn(self, cfg: RunConfig, job_name: str) -> None:
+    def spawn(self, cfg: RunConfig, job_name: str, attempt: int) -> None:
+        """Start ``cfg.parallelism`` workers for ``attempt``, each handed the attempt's new
+        exchange secret in its spawn arguments (sent down the private pipe to the child)."""
+        auth = PeerAuth.new(attempt)
         ctx = mp.get_context("spawn")
         self.procs, self.links = [], []
         for i in range(cfg.parallelism):
             parent, child = ctx.Pipe()
             proc = ctx.Process(
                 target=worker_main,
-                args=(cfg, i, child),
+                args=(cfg, i, child, auth),
                 name=f"weir-{job_name}-worker-{i}",
                 daemon=True,
             )

@@ -26,6 +26,7 @@ from weir.engine.job import (
     StatelessNode,
 )
 from weir.engine.runtime.outputs import DeadLetters
+from weir.engine.runtime.task.framing import unencodable_reason
 from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK, per_record_watermarks
@@ -99,7 +100,7 @@ class Chain:
         )
         self.trace = wms[1:]
         self.trace.append(self.watermark(split))
-        self._push(self._source.children, recs, ts, wms)
+        self._push(self._source.children, recs, ts, wms, not batch.decoded)
 
     # -- source-side steps ---------------------------------------------------------------------
 
@@ -180,14 +181,20 @@ class Chain:
 
     # -- the graph -----------------------------------------------------------------------------
 
-    def _push(self, nodes: list[Node], recs: list[Any], ts: list[int], wms: list[int]) -> None:
+    def _push(
+        self, nodes: list[Node], recs: list[Any], ts: list[int], wms: list[int], from_json: bool
+    ) -> None:
+        """``from_json``: the records are exactly as decoded from JSON lines (only filters passed),
+        so every one of them can cross the exchange without a check."""
         for node in nodes:
             if isinstance(node, StatelessNode):
                 out = self._stateless(node, recs, ts, wms)
                 if out[0]:
-                    self._push(node.children, *out)
+                    self._push(node.children, *out, from_json and node.kind == "filter")
             elif isinstance(node, KeyByNode):
                 keys, krecs, kts, kwms = self._keys(node, recs, ts, wms)
+                if keys and not from_json:
+                    keys, krecs, kts, kwms = self._carried(keys, krecs, kts, kwms)
                 if keys:
                     self.keyed.append((self._keyby_index[id(node)], keys, krecs, kts, kwms))
             elif isinstance(node, SinkNode):
@@ -265,6 +272,25 @@ class Chain:
             else:
                 self._dead.add("key_by", reason, r)
         return out_k, out_r, out_t, out_w
+
+    def _carried(
+        self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]
+    ) -> tuple[list[str], list[Any], list[int], list[int]]:
+        """Only the records the exchange can carry (``framing``); the others go to the
+        dead-letter output, at every parallelism alike (whether a record would cross or not)."""
+        if unencodable_reason(recs) is None:  # one msgpack pass over the batch
+            return keys, recs, ts, wms
+        reasons = [unencodable_reason(r) for r in recs]
+        for r, why in zip(recs, reasons, strict=True):
+            if why is not None:
+                self._dead.add("exchange", why, r)
+        mask = [why is None for why in reasons]
+        return (
+            list(compress(keys, mask)),
+            list(compress(recs, mask)),
+            list(compress(ts, mask)),
+            list(compress(wms, mask)),
+        )
 
     @staticmethod
     def _key_of(sel: str | Callable[[Any], Any], rec: Any) -> tuple[str, str | None]:

@@ -20,10 +20,13 @@ from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import Failed, ManagerLink
+from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.worker import Worker
 
 
-def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
+def worker_main(cfg: RunConfig, index: int, conn: Connection, auth: PeerAuth) -> None:
+    """``auth``: the exchange's secret for this attempt, in the spawn arguments (the private
+    pipe from the job manager), never in a file or the environment."""
     terminated = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
@@ -32,7 +35,7 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection) -> None:
     link = ManagerLink(conn)
     try:
         job = load_configured_job(cfg)
-        worker = Worker(cfg, index, link, job, terminated)
+        worker = Worker(cfg, index, link, job, terminated, auth)
         profile_dir = os.environ.get("WEIR_PROFILE_DIR")
         if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
             cProfile.runctx(

@@ -2,43 +2,32 @@
 the exchange. Records for this worker's own key groups never leave the process.
 
 An outbox gathers, per source batch, the keyed sub-batches for one other worker with the
-sender's watermark after each record (an int64 array: a memcpy, not a pickle), its data
-watermark and its input status; it is shipped when full, older than the buffer timeout, or
-carrying an end. A checkpoint barrier travels alone in a frame, after everything routed before
-it, with its checkpoint's options (a stop-with-savepoint's barrier stops the sources of a worker
-it reaches before the job manager's trigger does).
+sender's watermark after each record (an int64 array), its data watermark and its input status;
+it is shipped when full, older than the buffer timeout, or carrying an end, encoded by
+``framing`` (msgpack: data only). A checkpoint barrier travels alone in a frame, after everything
+routed before it, with its checkpoint's options (a stop-with-savepoint's barrier stops the
+sources of a worker it reaches before the job manager's trigger does).
 """
 
 from __future__ import annotations
 
-import pickle
 import time
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import compress
+from typing import Any
 
+from weir.engine.errors import WorkerFailed
+from weir.engine.runtime.task import framing
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.exchange import Exchange
+from weir.engine.runtime.task.framing import Entry, Unencodable, pack_ints
 from weir.state.keygroups import key_groups
 
 ACTIVE, IDLE, ENDED = 0, 1, 2  # a sender's input status, carried by every entry
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the source
-# an entry of a frame: keyed sub-batches of one source batch, the sender's watermark after each
-# of its records (packed), its data watermark, and the sender's input status
-Entry = tuple[list[KeyedBatch], bytes, int, int]
 Deliver = Callable[[str, list[KeyedBatch], list[int], int, int], None]
-_BARRIER = "barrier"
-
-
-def pack_ints(values: list[int]) -> bytes:
-    return array("q", values).tobytes()
-
-
-def unpack_ints(raw: bytes) -> list[int]:
-    values = array("q")
-    values.frombytes(raw)
-    return values.tolist()
+DeadLetter = Callable[[str, Any], None]  # (reason, record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +38,10 @@ class Barrier:
     stop_sources: bool
 
 
-def decode_frame(payload: bytes) -> list[Entry] | Barrier:
-    """A frame's entries, or the checkpoint barrier it carries."""
-    found: list[Entry] | tuple[str, int, bool] = pickle.loads(payload)
-    return Barrier(found[1], found[2]) if isinstance(found, tuple) else found
+def decode_frame(payload: bytes, nodes: int) -> list[Entry] | Barrier:
+    """A frame's entries, or the checkpoint barrier it carries (``MessageError``: neither)."""
+    found = framing.decode_frame(payload, nodes)
+    return Barrier(*found) if isinstance(found, tuple) else found
 
 
 @dataclass
@@ -86,6 +75,7 @@ class Router:
         exchange: Exchange | None,
         batch_size: int,
         deliver: Deliver,
+        dead_letter: DeadLetter | None = None,
     ) -> None:
         self._index = index
         self._p = parallelism
@@ -93,6 +83,7 @@ class Router:
         self.exchange = exchange
         self._batch_size = batch_size
         self._deliver = deliver
+        self._dead_letter = dead_letter
         self.outboxes = {j: Outbox() for j in range(parallelism) if j != index}
         self.records_sent = 0
 
@@ -149,7 +140,7 @@ class Router:
         """``barrier`` to every other worker, after everything routed so far."""
         if self.exchange is None:
             return
-        frame = pickle.dumps((_BARRIER, barrier.checkpoint, barrier.stop_sources))
+        frame = framing.encode_barrier(barrier.checkpoint, barrier.stop_sources)
         for j, box in self.outboxes.items():
             if box.entries:
                 self._ship_box(j, box)
@@ -157,6 +148,29 @@ class Router:
 
     def _ship_box(self, j: int, box: Outbox) -> None:
         assert self.exchange is not None
-        self.exchange.send(j, pickle.dumps(box.entries, protocol=pickle.HIGHEST_PROTOCOL))
+        for frame in self._frames(box.entries):
+            self.exchange.send(j, frame)
         self.records_sent += box.records
         box.entries, box.records = [], 0
+
+    def _frames(self, entries: list[Entry]) -> list[bytes]:
+        """``entries`` as frames of at most ``framing.MAX_FRAME`` bytes each. Records the
+        exchange cannot carry (the chain sends them aside before, unless a source made them)
+        go to the dead-letter output."""
+        try:
+            frame = framing.encode_entries(entries)
+        except Unencodable:
+            if self._dead_letter is None:
+                raise
+            entries = framing.drop_unencodable(entries, self._dead_letter)
+            frame = framing.encode_entries(entries)
+        if len(frame) <= framing.MAX_FRAME:
+            return [frame]
+        if len(entries) == 1:
+            raise WorkerFailed(
+                self._index,
+                f"one source batch's records for another worker encode to {len(frame)} bytes, "
+                f"over the exchange's {framing.MAX_FRAME}-byte frame limit; lower --batch-size",
+            )
+        half = len(entries) // 2
+        return self._frames(entries[:half]) + self._frames(entries[half:])

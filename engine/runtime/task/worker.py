@@ -26,6 +26,8 @@ from weir.engine.runtime.messages import (
     BackfillStep,
     CheckpointAborted,
     CheckpointCompleted,
+    ExchangeListening,
+    ExchangePeers,
     Finished,
     ManagerLink,
     StatusReport,
@@ -35,13 +37,16 @@ from weir.engine.runtime.messages import (
 )
 from weir.engine.runtime.operators.factory import runtime_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords, side_sink
+from weir.engine.runtime.task.acceptor import Stopped
 from weir.engine.runtime.task.barriers import BarrierAligner
 from weir.engine.runtime.task.chain import Chain, keyby_nodes, sink_nodes
-from weir.engine.runtime.task.exchange import Exchange, Stopped
+from weir.engine.runtime.task.exchange import Exchange
+from weir.engine.runtime.task.framing import unpack_ints
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
+from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.restore import restore_db, restore_operators, restore_positions
-from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame, unpack_ints
+from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.engine.runtime.task.sources import SourceSide, SplitStart
 from weir.engine.watermarks import MAX_WATERMARK
@@ -63,6 +68,7 @@ class Worker:
         link: ManagerLink,
         job: Job,
         terminated: threading.Event | None = None,
+        auth: PeerAuth | None = None,
     ) -> None:
         self.cfg, self.index, self.link, self.job = cfg, index, link, job
         self._terminated = terminated or threading.Event()
@@ -87,10 +93,21 @@ class Worker:
         self.stream_sinks = {id(n): n.sink.open() for n in sink_nodes(node)}
         self.chain = Chain(node, self.stream_sinks, self.dead, cfg.max_future_ms)
         self.sources = SourceSide(node, self.chain, every[index::p], cfg.idle_timeout_ms)
-        self.exchange = Exchange(cfg.exchange_namespace(job.name), index, p) if p > 1 else None
+        self.exchange: Exchange | None = None
+        if p > 1:
+            if auth is None:
+                raise WorkerFailed(index, "a worker of a parallel job needs the run's secret")
+            self.exchange = Exchange(index, p, auth, cfg.exchange_transport)
         self.router = Router(
-            index, p, job.max_parallelism, self.exchange, cfg.batch_size, self.keyed.deliver
+            index,
+            p,
+            job.max_parallelism,
+            self.exchange,
+            cfg.batch_size,
+            self.keyed.deliver,
+            lambda why, rec: self.dead.add("exchange", why, rec),
         )
+        self._nodes = len(ops)
         self.barriers = BarrierAligner(index, p)
         self.snapshots = Snapshotter(
             cfg, job.name, index, self.range, self.state, link.send, confirmed
@@ -142,7 +159,7 @@ class Worker:
     def run(self) -> None:
         if self.exchange is not None:
             try:
-                self.exchange.connect(lambda: self._terminated.is_set() or self.link.poll())
+                self._connect(self.exchange)
             except Stopped:
                 self.close()
                 return
@@ -176,6 +193,28 @@ class Worker:
             elif self.sources.stopped_at is not None and self.exchange is None:
                 self.link.poll(0.01)  # nothing to read or drain until the job manager speaks
         self.close()
+
+    def _connect(self, exchange: Exchange) -> None:
+        """Listen, tell the job manager where, learn where the others listen, connect; any
+        other word from the job manager meanwhile is a stop (``Stopped``)."""
+        self.link.send(ExchangeListening(exchange.listen()))
+        while True:
+            if self._terminated.is_set():
+                raise Stopped
+            if not self.link.poll(0.05):
+                continue
+            try:
+                msg = self.link.receive()
+            except (EOFError, OSError):
+                raise Stopped from None
+            if not isinstance(msg, ExchangePeers):
+                raise Stopped
+            if len(msg.addresses) != self.cfg.parallelism:
+                raise WorkerFailed(self.index, f"told {len(msg.addresses)} exchange addresses")
+            exchange.connect(
+                list(msg.addresses), lambda: self._terminated.is_set() or self.link.poll()
+            )
+            return
 
     def _move_records(self) -> bool:
         """Drain the other workers' frames, then read a source batch unless the outputs are
@@ -233,7 +272,7 @@ class Worker:
         if self.barriers.holds(peer):
             self.barriers.hold(peer, payload)  # after its barrier: waits for the snapshot
             return
-        frame = decode_frame(payload)
+        frame = decode_frame(payload, self._nodes)
         if isinstance(frame, Barrier):
             if frame.checkpoint > self.barriers.last:
                 self._begin_barrier(frame)

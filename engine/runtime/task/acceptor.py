@@ -1,0 +1,177 @@
+"""The listening side of the exchange's set-up: handshakes served in one selector, so that a
+silent, slow or hostile connection holds only its own slot and never the real peers'.
+
+Each accepted connection has ``HANDSHAKE_S`` from its accept to prove itself (``peerauth``),
+however slowly its bytes arrive; at most ``MAX_PENDING`` wait at once and a new one past that
+evicts the oldest. Reads take exactly what the handshake's step needs, never a frame's byte. On
+the ``unix`` transport a connection from another uid (``SO_PEERCRED``) is dropped at once. Every
+dropped connection is logged with the peer it came from, and the acceptor goes on until every
+awaited worker has proved itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import selectors
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from weir.engine.errors import WorkerFailed
+from weir.engine.runtime.task import peerauth
+from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
+
+log = logging.getLogger(__name__)
+
+HANDSHAKE_S = 5.0  # a connection that has not proved itself by then is dropped
+MAX_PENDING = 64  # handshakes in progress at once; past it the oldest is dropped
+_CRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+class Stopped(Exception):
+    """The job was stopped while this worker was still connecting."""
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of a Unix socket."""
+    pid, uid, _ = _CRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
+    return pid, uid
+
+
+def peer_uid(sock: socket.socket) -> int:
+    return peer_credentials(sock)[1]
+
+
+def describe(sock: socket.socket) -> str:
+    """The peer of an accepted connection, for a log line."""
+    if sock.family == socket.AF_UNIX:
+        pid, uid = peer_credentials(sock)
+        return f"unix:pid={pid},uid={uid}"
+    host, port = sock.getpeername()[:2]
+    return f"tcp:{host}:{port}"
+
+
+@dataclass(eq=False)
+class _Pending:
+    """A connection accepted but not yet authenticated: what it sent so far, by its deadline."""
+
+    sock: socket.socket
+    peer: str
+    deadline: float
+    buf: bytearray = field(default_factory=bytearray)
+    hello: bytes = b""
+    answer: bytes = b""
+    index: int = -1
+
+
+class Acceptor:
+    """Accepts worker ``index``'s higher-numbered peers on ``listener``."""
+
+    def __init__(
+        self, index: int, parallelism: int, auth: PeerAuth, listener: socket.socket
+    ) -> None:
+        self.index = index
+        self.parallelism = parallelism
+        self.refused = 0  # connections dropped for failing the handshake
+        self._auth = auth
+        self._listener = listener
+        self._sel = selectors.DefaultSelector()
+        self._pending: dict[socket.socket, _Pending] = {}
+        self._proved: dict[int, socket.socket] = {}
+
+    def run(self, should_stop: Callable[[], bool], deadline: float) -> dict[int, socket.socket]:
+        """Every awaited worker's proved connection, by index; ``Stopped`` when
+        ``should_stop()``, ``WorkerFailed`` past ``deadline``."""
+        self._listener.setblocking(False)
+        self._sel.register(self._listener, selectors.EVENT_READ, None)
+        awaited = set(range(self.index + 1, self.parallelism))
+        try:
+            while set(self._proved) != awaited:
+                if should_stop():
+                    raise Stopped
+                now = time.monotonic()
+                if now > deadline:
+                    missing = sorted(awaited - set(self._proved))
+                    raise WorkerFailed(self.index, f"workers {missing} never connected")
+                for p in [p for p in self._pending.values() if p.deadline <= now]:
+                    self._refuse(p, f"no handshake within {HANDSHAKE_S} s")
+                for key, _ in self._sel.select(0.05):
+                    if key.data is None:
+                        self._accept()
+                    else:
+                        self._advance(key.data)
+            return dict(self._proved)
+        except BaseException:
+            for s in self._proved.values():
+                s.close()
+            raise
+        finally:
+            for p in self._pending.values():
+                p.sock.close()
+            self._sel.close()
+
+    def _accept(self) -> None:
+        try:
+            s, _ = self._listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        p = _Pending(s, describe(s), time.monotonic() + HANDSHAKE_S)
+        if s.family == socket.AF_UNIX and peer_uid(s) != os.getuid():
+            self._refuse(p, "another user")
+            return
+        if len(self._pending) >= MAX_PENDING:
+            oldest = min(self._pending.values(), key=lambda q: q.deadline)
+            self._refuse(oldest, "too many handshakes at once; the oldest goes")
+        s.setblocking(False)
+        self._pending[s] = p
+        self._sel.register(s, selectors.EVENT_READ, p)
+
+    def _advance(self, p: _Pending) -> None:
+        """Read what the handshake's next step needs (exact lengths: never a frame's byte)."""
+        need = peerauth.HELLO_BYTES if not p.hello else peerauth.PROOF_BYTES
+        try:
+            chunk = p.sock.recv(need - len(p.buf))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._refuse(p, f"connection error {exc}")
+            return
+        if not chunk:
+            self._refuse(p, "closed during the handshake")
+            return
+        p.buf += chunk
+        if len(p.buf) < need:
+            return
+        try:
+            if not p.hello:
+                self._answer(p)
+                return
+            peerauth.check_proof(self._auth, p.hello, p.answer, bytes(p.buf))
+        except (AuthFailed, OSError) as exc:
+            self._refuse(p, str(exc))
+            return
+        if p.index in self._proved:  # two proved the same index: the second is not believed
+            self._refuse(p, f"worker {p.index} is connected already")
+            return
+        self._sel.unregister(p.sock)
+        del self._pending[p.sock]
+        self._proved[p.index] = p.sock
+
+    def _answer(self, p: _Pending) -> None:
+        p.hello, p.buf = bytes(p.buf), bytearray()
+        head = peerauth.read_hello(self._auth, p.hello)
+        if not self.index < head.index < self.parallelism or head.index in self._proved:
+            raise AuthFailed(f"claims worker {head.index}, not one this worker awaits")
+        p.index = head.index
+        p.answer = peerauth.answer(self._auth, self.index, p.hello)
+        p.sock.sendall(p.answer)  # 84 bytes into an empty socket buffer
+
+    def _refuse(self, p: _Pending, why: str) -> None:
+        self.refused += 1
+        log.warning("exchange: worker=%d dropped peer=%s reason=%s", self.index, p.peer, why)
+        if self._pending.pop(p.sock, None) is not None:
+            self._sel.unregister(p.sock)
+        p.sock.close()
