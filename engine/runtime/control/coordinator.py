@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, ControlError, StateError
+from weir.engine.errors import ConfigError, ControlError, SinkError, StateError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
@@ -168,7 +168,11 @@ class CheckpointCoordinator:
         ranges: list[KeyGroupRange],
         broadcast: Callable[[ToWorker], None],
         publish: Callable[[], None],
+        outputs: Callable[[], dict[str, int]] = dict,
     ) -> None:
+        """``outputs``: each file output's size, read once every worker has acknowledged
+        (``runtime.outputs``: nothing after the barrier is written before the completion)."""
+        self._outputs = outputs
         self._cfg = cfg
         self._job = job
         self._ranges = ranges
@@ -327,9 +331,10 @@ class CheckpointCoordinator:
     def _complete(self, pending: PendingCheckpoint) -> None:
         meta = pending.metadata(self._job, self._ranges)
         try:
+            meta["outputs"] = self._outputs()
             self.storage.write_metadata(pending.id, meta)
             self.storage.retain(self._cfg.checkpoints_retained)
-        except OSError as exc:
+        except (OSError, SinkError) as exc:
             self.abort(f"cannot write its metadata: {exc}")
             return
         self.pending = None

@@ -42,7 +42,12 @@ from weir.engine.runtime.messages import (
     Stop,
     WorkerStatus,
 )
-from weir.engine.runtime.outputs import side_sink
+from weir.engine.runtime.outputs import (
+    keep_outputs,
+    output_positions,
+    rewind_outputs,
+    side_sink,
+)
 from weir.engine.runtime.task.chain import sink_nodes
 from weir.engine.runtime.view import (
     BackfillEntry,
@@ -82,7 +87,9 @@ class JobManager:
         self.failure: WorkerFailed | None = None
         self._monitor: threading.Thread | None = None
         broadcast = self._workers.broadcast
-        self.coordinator = CheckpointCoordinator(cfg, job, self.ranges, broadcast, self._publish)
+        self.coordinator = CheckpointCoordinator(
+            cfg, job, self.ranges, broadcast, self._publish, self._output_positions
+        )
         self._backfill = LiveBackfill(
             job.name, cfg.backfill_dir, cfg.parallelism, broadcast, self._publish
         )
@@ -108,7 +115,9 @@ class JobManager:
         job_dir.mkdir(parents=True, exist_ok=True)
         if restore is None:
             for sink in self._sinks():
-                sink.prepare()  # a restored job appends: its sinks are at-least-once
+                sink.prepare()
+        else:
+            self._rewind_outputs(restore)
         self._spawn(restore)
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
@@ -159,6 +168,16 @@ class JobManager:
         )
         found.append(side_sink(self.cfg, self.job.name, self.cfg.late_sink_url, "late.jsonl"))
         return found
+
+    def _output_positions(self) -> dict[str, int]:
+        return output_positions(self._sinks())
+
+    def _rewind_outputs(self, chk: Path) -> None:
+        """File outputs back to where checkpoint ``chk`` left them: the replay writes the rest
+        once more (exactly-once files; other sinks get it again: at-least-once)."""
+        storage = CheckpointStorage(chk.parent.parent, chk.parent.name)
+        meta = storage.metadata(int(chk.name.removeprefix("chk-")))
+        rewind_outputs(self._sinks(), meta, self.job.name)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """End the job gracefully (unless it ended already) and close its control channel."""
@@ -312,8 +331,9 @@ class JobManager:
         for old in self.cfg.job_dir(self.job.name).glob("worker-*"):
             shutil.rmtree(old, ignore_errors=True)
         if restore is None:
-            for sink in self._sinks():
-                sink.prepare()
+            keep_outputs(self._sinks(), self.job.name)
+        else:
+            self._rewind_outputs(restore)
         self._spawn(restore)
         self.coordinator.restarted()
         self._publish()
