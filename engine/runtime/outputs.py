@@ -10,23 +10,19 @@ therefore holds its file writes from its snapshot of checkpoint n until it hears
 completed or was aborted (or barrier n+1 begins: the coordinator triggers n+1 only once n is
 settled). When the last acknowledgement arrives, every worker has written all it emitted before
 the barrier and nothing after, so the coordinator records each file's size in ``_metadata``
-(``output_positions``) before it announces the completion; a restore cuts each file back to
-that size (``rewind_outputs``) and the replay writes the rest once more. Other sinks are not
+before it announces the completion; a restore cuts each file back to that size and the replay
+writes the rest once more (the job manager's side: ``control.commits``). Other sinks are not
 held: Kafka is flushed before a worker acknowledges (at-least-once), stdout cannot be cut.
 """
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
-from collections.abc import Iterable
 from typing import Any
 
 from weir.engine.runtime.config import RunConfig
 from weir.engine.sinks import JsonlSink, Sink, SinkWriter
 from weir.engine.sinks import from_url as sink_from_url
-
-log = logging.getLogger(__name__)
 
 
 def side_sink(cfg: RunConfig, job: str, url: str | None, name: str) -> Sink:
@@ -106,58 +102,6 @@ class OutputGate:
         self.holding = None
         for w in self._writers:
             w.release()
-
-
-def file_outputs(sinks: Iterable[Sink]) -> dict[str, JsonlSink]:
-    """The outputs a checkpoint records an offset for, by absolute path."""
-    return {s.key: s for s in sinks if isinstance(s, JsonlSink)}
-
-
-def output_positions(sinks: Iterable[Sink]) -> dict[str, int]:
-    """Each file output's size now: ``_metadata``'s ``outputs``."""
-    return {key: s.position() for key, s in file_outputs(sinks).items()}
-
-
-def rewind_outputs(sinks: Iterable[Sink], meta: dict[str, Any], job: str) -> None:
-    """Cut each file output back to the offset checkpoint ``meta`` recorded for it. A file the
-    checkpoint has no offset for (a new sink, an older checkpoint) keeps what it has, and the
-    replay appends to it: at-least-once for that file, as the log says."""
-    offsets: dict[str, int] = meta.get("outputs") or {}
-    for key, sink in file_outputs(sinks).items():
-        if key in offsets:
-            cut = sink.rewind(int(offsets[key]))
-            log.info(
-                "job=%s checkpoint=%s sink=%s rewound to offset=%d (removed %d bytes)",
-                job,
-                meta.get("id"),
-                sink.describe(),
-                int(offsets[key]),
-                cut,
-            )
-        else:
-            cut = sink.cut_torn_line()
-            log.warning(
-                "job=%s checkpoint=%s has no offset for sink=%s; the replay appends to it "
-                "(at-least-once; removed a torn last line of %d bytes)",
-                job,
-                meta.get("id"),
-                sink.describe(),
-                cut,
-            )
-
-
-def keep_outputs(sinks: Iterable[Sink], job: str) -> None:
-    """A restart without a checkpoint replays from the start and appends to what was written
-    (at-least-once); only a torn last line is cut."""
-    for sink in file_outputs(sinks).values():
-        cut = sink.cut_torn_line()
-        log.warning(
-            "job=%s restarting without a checkpoint: sink=%s is kept and the replay appends to "
-            "it (at-least-once; removed a torn last line of %d bytes)",
-            job,
-            sink.describe(),
-            cut,
-        )
 
 
 class _SideOutput:

@@ -370,8 +370,15 @@ class CheckpointCoordinator:
     def close(self, why: str) -> None:
         """The job is ending: every savepoint asked for, begun or not, fails with ``why``."""
         self._closed = True
+        self.fail_all(why)
+
+    def fail_all(self, why: str) -> None:
+        """The checkpoint in flight and every savepoint asked for, begun or not, fail now with
+        ``why`` (a restart begins, or the job ends): their callers hear it at once."""
         pending, self.pending = self.pending, None
         if pending is not None:
+            log.error("job=%s checkpoint=%d failed: %s", self._job.name, pending.id, why)
+            self.problem = f"checkpoint {pending.id} failed: {why}"
             pending.abort(why)
         with self._lock:
             queued, self._savepoints = self._savepoints, []

@@ -1,5 +1,6 @@
 """The job manager: starts the workers, follows their messages, notices when one dies, and
-restarts them all from the latest complete checkpoint (a fixed-delay restart strategy).
+restarts them all from the latest complete checkpoint (Flink's failure-rate restart strategy,
+``restarts``).
 
 It runs in the ``weir run`` process, beside the API unless ``--no-api``. Workers are spawned (not
 forked) and each loads the job file itself, so user functions never need to be pickled; what
@@ -28,7 +29,9 @@ from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.backfill import LiveBackfill
+from weir.engine.runtime.control.commits import JobOutputs
 from weir.engine.runtime.control.coordinator import CheckpointCoordinator
+from weir.engine.runtime.control.restarts import FailureRateRestarts
 from weir.engine.runtime.control.status import StatusPublisher, job_status, status_path
 from weir.engine.runtime.control.workers import WorkerProcesses
 from weir.engine.runtime.messages import (
@@ -42,13 +45,6 @@ from weir.engine.runtime.messages import (
     Stop,
     WorkerStatus,
 )
-from weir.engine.runtime.outputs import (
-    keep_outputs,
-    output_positions,
-    rewind_outputs,
-    side_sink,
-)
-from weir.engine.runtime.task.chain import sink_nodes
 from weir.engine.runtime.view import (
     BackfillEntry,
     CheckpointSummary,
@@ -57,7 +53,6 @@ from weir.engine.runtime.view import (
     operator_watermark,
     unreported,
 )
-from weir.engine.sinks import Sink
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import range_for_operator
 
@@ -87,15 +82,17 @@ class JobManager:
         self.failure: WorkerFailed | None = None
         self._monitor: threading.Thread | None = None
         broadcast = self._workers.broadcast
+        self.outputs = JobOutputs(cfg, job)
         self.coordinator = CheckpointCoordinator(
-            cfg, job, self.ranges, broadcast, self._publish, self._output_positions
+            cfg, job, self.ranges, broadcast, self._publish, self.outputs.positions
         )
         self._backfill = LiveBackfill(
             job.name, cfg.backfill_dir, cfg.parallelism, broadcast, self._publish
         )
         self._restored: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
-        self.restarts = 0
+        self.restarts = 0  # in this run, for the API; the strategy counts within its interval
+        self._restarts = FailureRateRestarts(cfg.max_restarts, cfg.restart_interval_ms)
         self._control: admin.ControlServer | None = None
         self._publisher: StatusPublisher | None = None
         self._ended: str | None = None  # the state the job ended in
@@ -114,10 +111,9 @@ class JobManager:
             shutil.rmtree(old)
         job_dir.mkdir(parents=True, exist_ok=True)
         if restore is None:
-            for sink in self._sinks():
-                sink.prepare()
+            self.outputs.prepare()
         else:
-            self._rewind_outputs(restore)
+            self.outputs.rewind_to(restore)
         self._spawn(restore)
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
@@ -158,26 +154,6 @@ class JobManager:
         self._restored = restore
         cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
         self._workers.spawn(cfg, self.job.name)
-
-    def _sinks(self) -> list[Sink]:
-        """Every sink the workers will open: results, stream sinks and side outputs."""
-        found: list[Sink] = [s for op in self.job.operators.values() for s in op.sinks]
-        found += [n.sink for n in sink_nodes(self.job.sources[0])]
-        found.append(
-            side_sink(self.cfg, self.job.name, self.cfg.dead_letter_url, "dead-letter.jsonl")
-        )
-        found.append(side_sink(self.cfg, self.job.name, self.cfg.late_sink_url, "late.jsonl"))
-        return found
-
-    def _output_positions(self) -> dict[str, int]:
-        return output_positions(self._sinks())
-
-    def _rewind_outputs(self, chk: Path) -> None:
-        """File outputs back to where checkpoint ``chk`` left them: the replay writes the rest
-        once more (exactly-once files; other sinks get it again: at-least-once)."""
-        storage = CheckpointStorage(chk.parent.parent, chk.parent.name)
-        meta = storage.metadata(int(chk.name.removeprefix("chk-")))
-        rewind_outputs(self._sinks(), meta, self.job.name)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """End the job gracefully (unless it ended already) and close its control channel."""
@@ -299,12 +275,20 @@ class JobManager:
             return
         if failure.reason.startswith("lost workers"):
             failure = self._workers.root_cause(failure)
-        if self.restarts < self.cfg.max_restarts:
+        if self._restarts.allow():
             self._restart(failure)
             return
         if self.failure is None:
             self.failure = failure
-            log.error("job=%s stopped: %s", self.job.name, failure)
+            log.error(
+                "job=%s stopped: %s (restarts within %d ms: %d, --restart-failures=%d)",
+                self.job.name,
+                failure,
+                self.cfg.restart_interval_ms,
+                self._restarts.recent,
+                self.cfg.max_restarts,
+            )
+            self.coordinator.fail_all(f"the job failed: {failure}")
         self._stopping.set()
         self.done.set()
 
@@ -313,13 +297,16 @@ class JobManager:
         (or from where this run started when there is none)."""
         self.restarts += 1
         log.error(
-            "job=%s %s; restarting (attempt %d of %d) in %d ms",
+            "job=%s %s; restarting (attempt %d of %d within %d ms) in %d ms",
             self.job.name,
             failure,
-            self.restarts,
+            self._restarts.recent,
             self.cfg.max_restarts,
+            self.cfg.restart_interval_ms,
             self.cfg.restart_delay_ms,
         )
+        # a savepoint cannot complete across a restart: its caller hears now, not at its timeout
+        self.coordinator.fail_all(f"the job is restarting after a failure ({failure})")
         self._workers.kill()
         if self._stopping.wait(self.cfg.restart_delay_ms / 1000.0):
             return
@@ -331,9 +318,9 @@ class JobManager:
         for old in self.cfg.job_dir(self.job.name).glob("worker-*"):
             shutil.rmtree(old, ignore_errors=True)
         if restore is None:
-            keep_outputs(self._sinks(), self.job.name)
+            self.outputs.keep()
         else:
-            self._rewind_outputs(restore)
+            self.outputs.rewind_to(restore)
         self._spawn(restore)
         self.coordinator.restarted()
         self._publish()
