@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import orjson
 
@@ -210,7 +210,8 @@ def from_url(url: str) -> Sink:
         from weir.engine.sinks.kafka import from_url_parts
 
         try:
-            return from_url_parts(parts.netloc, unquote(parts.path), url)
+            options = dict(parse_qsl(parts.query, keep_blank_values=True))
+            return from_url_parts(parts.netloc, unquote(parts.path), url, options)
         except SinkError as exc:
             raise ConfigError(str(exc)) from None
     raise ConfigError(
