@@ -24,6 +24,10 @@ import orjson
 
 from weir.engine.errors import ConfigError, SinkError
 
+# imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
+# function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
+from weir.engine.sinks.kafka import KafkaSink, from_url_parts
+
 log = logging.getLogger(__name__)
 
 SCHEMES = ("file", "stdout", "kafka")
@@ -192,8 +196,6 @@ def stdout() -> StdoutSink:
 
 def kafka(bootstrap: str, topic: str) -> Sink:
     """Window results (or side outputs) as JSON messages in a Kafka topic."""
-    from weir.engine.sinks.kafka import KafkaSink
-
     return KafkaSink(bootstrap, topic)
 
 
@@ -207,8 +209,6 @@ def from_url(url: str) -> Sink:
     if parts.scheme == "stdout" or url == "-":
         return stdout()
     if parts.scheme == "kafka":
-        from weir.engine.sinks.kafka import from_url_parts
-
         try:
             options = dict(parse_qsl(parts.query, keep_blank_values=True))
             return from_url_parts(parts.netloc, unquote(parts.path), url, options)
