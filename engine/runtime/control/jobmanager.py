@@ -297,13 +297,13 @@ class JobManager:
         (or from where this run started when there is none)."""
         self.restarts += 1
         log.error(
-            "job=%s %s; restarting (attempt %d of %d within %d ms) in %d ms",
+            "job=%s %s; restarting (attempt %d of %d) in %d ms (restarts counted within %d ms)",
             self.job.name,
             failure,
             self._restarts.recent,
             self.cfg.max_restarts,
-            self.cfg.restart_interval_ms,
             self.cfg.restart_delay_ms,
+            self.cfg.restart_interval_ms,
         )
         # a savepoint cannot complete across a restart: its caller hears now, not at its timeout
         self.coordinator.fail_all(f"the job is restarting after a failure ({failure})")
