@@ -288,6 +288,8 @@ class Worker:
         self.dead.flush()
         self.late.flush()
         self.keyed.flush_sinks()
+        for w in self.stream_sinks.values():  # a Kafka sink's sends acknowledged (or raised)
+            w.flush()
 
     def _finish(self) -> None:
         self.keyed.finish()
