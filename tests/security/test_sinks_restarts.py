@@ -9,6 +9,7 @@ said in the log); it never truncates what the first attempt wrote.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -26,11 +27,10 @@ SPEC = Spec(bound=200, size=1_000, lateness=1_500)
 STALL_AT = 1_500  # the record a worker hangs on (a stuck call to an outside service)
 
 
-def _reading_worker(server: WeirServer) -> int:
-    """The worker that reads the file (worker 0: one file is one split)."""
+def _a_worker(server: WeirServer) -> int:
     workers = worker_pids(server.proc.pid)
     assert len(workers) == 2, workers
-    return sorted(workers)[0]
+    return workers[-1]
 
 
 def test_a_restart_fails_a_pending_savepoint_at_once(
@@ -70,13 +70,13 @@ def test_a_restart_fails_a_pending_savepoint_at_once(
     asking.start()
     time.sleep(1.0)  # the request reaches the coordinator; with a worker hung it cannot complete
     killed_at = time.monotonic()
-    os.kill(_reading_worker(server), signal.SIGKILL)
+    os.kill(_a_worker(server), signal.SIGKILL)
     asking.join(10.0)
     assert answer, "the savepoint request was still waiting 10 s after the restart began"
     assert answer["at"] - killed_at < 5.0, answer
     assert answer["status"] == 409, answer
     message = answer["body"]["error"]["message"]
-    assert "restarting after a failure" in message and "worker 0 failed" in message, message
+    assert re.search(r"restarting after a failure \(worker \d failed: process \d+ exited", message)
 
 
 def test_a_restart_without_checkpoints_appends_and_never_truncates(
@@ -95,7 +95,7 @@ def test_a_restart_without_checkpoints_appends_and_never_truncates(
         "--restart-failures", "1", "--restart-delay-ms", "1000", "--exit-at-end",
     )  # fmt: skip
     wait_until(lambda: out.exists() and out.stat().st_size > 2_000, 30.0, what="some results")
-    os.kill(_reading_worker(server), signal.SIGKILL)
+    os.kill(_a_worker(server), signal.SIGKILL)
     wait_until(lambda: "restarting (attempt 1 of 1" in server.stderr(), 10.0, 0.01)
     time.sleep(0.3)  # the job manager kills the other worker too; then nothing writes
     before = out.read_bytes()
