@@ -108,3 +108,29 @@ def test_a_restart_without_checkpoints_appends_and_never_truncates(
     replayed = [orjson.loads(line) for line in after[len(before) :].splitlines()]
     ref = simulate(lines, SPEC)
     assert len(replayed) == ref.emission_count  # the replay from the start wrote everything
+
+
+def test_an_output_the_restart_cannot_rewind_fails_the_job_saying_why(
+    tmp_path: Path, write_job: Callable[..., Path], weir_server: Callable[..., WeirServer]
+) -> None:
+    lines = event_lines(make_events(4_000, seed=6))
+    src = write_lines(tmp_path / "in.jsonl", lines)
+    slow = (
+        "filter",
+        "lambda e: __import__('time').sleep(0.0005) is None and e['event'] == 'impression'",
+    )
+    job = write_job(src, bound=SPEC.bound, size=SPEC.size, lateness=SPEC.lateness, steps=(slow,))
+    out = tmp_path / "out.jsonl"
+    server = weir_server(
+        job, "--sink", f"file://{out}", "--parallelism", "2", "--batch-size", "100",
+        "--restart-failures", "1", "--restart-delay-ms", "1000",
+    )  # fmt: skip
+    wait_until(lambda: out.exists() and out.stat().st_size > 0, 30.0, what="some results")
+    os.kill(_a_worker(server), signal.SIGKILL)
+    wait_until(lambda: "restarting (attempt 1 of 1" in server.stderr(), 10.0, 0.01)
+    out.unlink()
+    out.mkdir()  # where the output was, something no writer can open
+    assert server.proc.wait(30) == 1, server.stderr()
+    log = server.stderr()
+    assert f"restart failed: cannot write sink file {out}: Is a directory" in log, log
+    assert "weir: error: job t1 failed" in log and "Traceback" not in log, log

@@ -24,7 +24,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, ControlError, MessageError, WorkerFailed
+from weir.engine.errors import (
+    ConfigError,
+    ControlError,
+    MessageError,
+    WeirError,
+    WorkerFailed,
+)
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control import admin
@@ -276,8 +282,11 @@ class JobManager:
         if failure.reason.startswith("lost workers"):
             failure = self._workers.root_cause(failure)
         if self._restarts.allow():
-            self._restart(failure)
-            return
+            try:
+                self._restart(failure)
+                return
+            except WeirError as exc:  # e.g. an output it cannot rewind: the job fails, saying so
+                failure = WorkerFailed(failure.worker, f"{failure.reason}; restart failed: {exc}")
         if self.failure is None:
             self.failure = failure
             log.error(
