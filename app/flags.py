@@ -343,9 +343,22 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         metavar="latest|PATH",
     )
     env.add(
+        "--restart-failures",
+        "restarts from the latest checkpoint after a worker fails, at most N within "
+        "--restart-interval-ms; one more fails the job (default: 3 with checkpoints, else 0)",
+        type=whole_number(0),
+        metavar="N",
+    )
+    env.add(
+        "--restart-interval-ms",
+        "the interval --restart-failures counts restarts in",
+        600_000,
+        type=whole_number(1),
+        metavar="MS",
+    )
+    env.add(
         "--restart-attempts",
-        "restarts from the latest checkpoint after a worker fails "
-        "(default: 3 with checkpoints, else 0)",
+        "old name of --restart-failures (now counted within --restart-interval-ms)",
         type=whole_number(0),
         metavar="N",
     )

@@ -36,7 +36,11 @@ class RunConfig:
     checkpoints_retained: int = 3
     restore: str | None = None  # "latest" or a chk-<n> directory, from --restore
     restore_from: Path | None = None  # the resolved checkpoint directory the workers restore
-    restart_attempts: int | None = None  # default: 3 with checkpoints, else 0
+    # at most this many restarts within restart_interval_ms (None: 3 with checkpoints, else 0);
+    # restart_attempts is its old name, kept as an alias
+    restart_failures: int | None = None
+    restart_attempts: int | None = None
+    restart_interval_ms: int = 600_000
     restart_delay_ms: int = 1000
     max_future_ms: int = 86_400_000  # event times further ahead of the wall clock are refused
     backfill_dir: Path = Path(".weir/backfill")  # live backfills load SST files only from here
@@ -85,6 +89,18 @@ class RunConfig:
                 "use 0 (never restart) or more",
             ),
             (
+                "--restart-failures",
+                self.restart_failures,
+                self.restart_failures is None or self.restart_failures >= 0,
+                "use 0 (never restart) or more",
+            ),
+            (
+                "--restart-interval-ms",
+                self.restart_interval_ms,
+                self.restart_interval_ms > 0,
+                "use 1 or more milliseconds",
+            ),
+            (
                 "--max-future-ms",
                 self.max_future_ms,
                 self.max_future_ms >= 0,
@@ -114,6 +130,13 @@ class RunConfig:
         for flag, value, ok, fix in checks:
             if not ok:
                 raise ConfigError(f"{flag}={value} is not valid; {fix}")
+        both = (self.restart_failures, self.restart_attempts)
+        if None not in both and both[0] != both[1]:
+            raise ConfigError(
+                f"--restart-attempts={self.restart_attempts} and --restart-failures="
+                f"{self.restart_failures} disagree; --restart-attempts is the old name of "
+                "--restart-failures (restarts within --restart-interval-ms): give only that"
+            )
 
     @property
     def checkpoints_root(self) -> Path:
@@ -125,8 +148,10 @@ class RunConfig:
 
     @property
     def max_restarts(self) -> int:
-        if self.restart_attempts is not None:
-            return self.restart_attempts
+        """Restarts allowed within ``restart_interval_ms``."""
+        for given in (self.restart_failures, self.restart_attempts):
+            if given is not None:
+                return given
         return 3 if self.checkpoint_interval_ms > 0 else 0
 
     def job_dir(self, job: str) -> Path:

@@ -1,23 +1,37 @@
 """Sinks: where window results, late records and dead letters go.
 
-``sinks.jsonl(path)`` / ``file:///path/out.jsonl`` writes one JSON object per line (the file is
-truncated when the job starts); ``sinks.stdout()`` / ``stdout://`` prints them.
+``sinks.jsonl(path)`` / ``file:///path/out.jsonl`` writes one JSON object per line; the file is
+created private to the user (0600) and truncated when a job starts from nothing. A file is
+exactly-once across failures: each checkpoint records its size (``position``), and a restore
+cuts it back to that size (``rewind``) before the replay writes the rest again, while workers
+hold what they emit after a checkpoint's barrier until the checkpoint completes
+(``runtime.outputs.OutputGate``). ``sinks.stdout()`` / ``stdout://`` prints them
+(at-least-once: a stream cannot be cut back).
 """
 
 from __future__ import annotations
 
+import fcntl
+import logging
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import orjson
 
 from weir.engine.errors import ConfigError, SinkError
 
+# imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
+# function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
+from weir.engine.sinks.kafka import KafkaSink, from_url_parts
+
+log = logging.getLogger(__name__)
+
 SCHEMES = ("file", "stdout", "kafka")
+FILE_MODE = 0o600  # results and side outputs are the job's data: private to its user
 
 
 class SinkWriter(Protocol):
@@ -41,12 +55,14 @@ class Sink(Protocol):
 
 
 class _LinesWriter:
-    """Writes each batch with one ``os.write`` on an append-mode descriptor, so several workers
-    can share one file (or stdout) without splitting each other's lines."""
+    """Appends each batch as whole lines on an append-mode descriptor shared by several workers.
+    ``locked``: a file; the batch's write loop holds an exclusive ``flock``, so a write split by
+    the kernel (a large batch) is never interleaved with another worker's batch."""
 
-    def __init__(self, fd: int, owned: bool) -> None:
+    def __init__(self, fd: int, owned: bool, locked: bool = False) -> None:
         self._fd = fd
         self._owned = owned
+        self._locked = locked
 
     def write(self, records: list[dict[str, Any]]) -> None:
         if not records:
@@ -54,8 +70,14 @@ class _LinesWriter:
         dumps = orjson.dumps
         opt = orjson.OPT_NON_STR_KEYS
         data = memoryview(b"".join([dumps(r, default=str, option=opt) + b"\n" for r in records]))
-        while data:
-            data = data[os.write(self._fd, data) :]
+        if self._locked:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            while data:
+                data = data[os.write(self._fd, data) :]
+        finally:
+            if self._locked:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def flush(self) -> None:
         return None
@@ -72,26 +94,83 @@ class JsonlSink:
     def describe(self) -> str:
         return f"file://{self.path}"
 
+    @property
+    def key(self) -> str:
+        """How a checkpoint names this file: its absolute path."""
+        return os.path.abspath(self.path)
+
     def prepare(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.path.write_bytes(b"")
-        except OSError as exc:
-            raise SinkError(
-                f"cannot write sink file {self.path}: {exc.strerror}; "
-                "pass a writable path as file:///path/out.jsonl"
-            ) from exc
+        os.close(self._open(os.O_WRONLY | os.O_TRUNC))
 
     def open(self) -> SinkWriter:
+        return _LinesWriter(self._open(os.O_WRONLY | os.O_APPEND), owned=True, locked=True)
+
+    def position(self) -> int:
+        """The file's size: everything every worker wrote so far (0 when it does not exist)."""
+        try:
+            return os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise self._error(exc) from exc
+
+    def rewind(self, offset: int) -> int:
+        """Cut the file back to ``offset`` bytes (a checkpoint's ``position``); returns the bytes
+        removed. A file shorter than ``offset`` was changed by someone else: it is left as it
+        is, with a warning, and the replay appends to it."""
+        fd = self._open(os.O_WRONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size < offset:
+                log.warning(
+                    "sink=%s size=%d is shorter than the checkpoint's offset=%d; it was changed "
+                    "outside weir, appending to it",
+                    self.describe(),
+                    size,
+                    offset,
+                )
+                return 0
+            os.ftruncate(fd, offset)
+            return size - offset
+        except OSError as exc:
+            raise self._error(exc) from exc
+        finally:
+            os.close(fd)
+
+    def cut_torn_line(self) -> int:
+        """Cut a last line that has no newline (a writer killed in the middle of it); returns
+        the bytes removed."""
+        fd = self._open(os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = end = os.fstat(fd).st_size
+            while end > 0:
+                chunk = os.pread(fd, min(end, 65_536), end - min(end, 65_536))
+                newline = chunk.rfind(b"\n")
+                if newline >= 0:
+                    end = end - len(chunk) + newline + 1
+                    break
+                end -= len(chunk)
+            os.ftruncate(fd, end)
+            return size - end
+        except OSError as exc:
+            raise self._error(exc) from exc
+        finally:
+            os.close(fd)
+
+    def _open(self, flags: int) -> int:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            return _LinesWriter(fd, owned=True)
+            return os.open(self.path, flags | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
         except OSError as exc:
-            raise SinkError(
-                f"cannot write sink file {self.path}: {exc.strerror}; "
-                "pass a writable path as file:///path/out.jsonl"
-            ) from exc
+            raise self._error(exc) from exc
+
+    def _error(self, exc: OSError) -> SinkError:
+        return SinkError(
+            f"cannot write sink file {self.path}: {exc.strerror}; "
+            "pass a writable path as file:///path/out.jsonl"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +196,6 @@ def stdout() -> StdoutSink:
 
 def kafka(bootstrap: str, topic: str) -> Sink:
     """Window results (or side outputs) as JSON messages in a Kafka topic."""
-    from weir.engine.sinks.kafka import KafkaSink
-
     return KafkaSink(bootstrap, topic)
 
 
@@ -132,10 +209,9 @@ def from_url(url: str) -> Sink:
     if parts.scheme == "stdout" or url == "-":
         return stdout()
     if parts.scheme == "kafka":
-        from weir.engine.sinks.kafka import from_url_parts
-
         try:
-            return from_url_parts(parts.netloc, unquote(parts.path), url)
+            options = dict(parse_qsl(parts.query, keep_blank_values=True))
+            return from_url_parts(parts.netloc, unquote(parts.path), url, options)
         except SinkError as exc:
             raise ConfigError(str(exc)) from None
     raise ConfigError(

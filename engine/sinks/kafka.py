@@ -1,14 +1,24 @@
-"""A Kafka topic as a sink: ``kafka://host:port/topic`` (``sinks.kafka(bootstrap, topic)``).
+"""A Kafka topic as a sink: ``kafka://host:port/topic[?delivery_timeout_ms=MS]``
+(``sinks.kafka(bootstrap, topic)``).
 
 Each record is one JSON message. Window results are keyed by the job key, so a topic compacted
 on the key keeps the latest value of each key's windows, and a consumer can upsert on
-``(key, start, end)``; results emitted again after a recovery carry the same key and values
-(at-least-once). Dead letters and late records have no job key and go unkeyed, partitioned by
-the producer. Writes are batched by the producer and flushed with the worker's state flush.
+``(key, start, end)``. Dead letters and late records have no job key and go unkeyed.
+
+Delivery is at-least-once. The producer waits for every in-sync replica (``acks=all``) and is
+idempotent (a retried batch is written once). Every send's result is kept; ``flush`` (the
+worker's periodic flush, and the one before it acknowledges a checkpoint's barrier) waits for
+all of them and raises ``SinkError`` if any was not delivered within ``delivery_timeout_ms``
+(default 120 000, the producer's own retries included). The worker then fails, and the job
+restarts from its last checkpoint, whose barrier came after results that were all
+acknowledged: those after it are sent again. Kafka transactions would make the sink
+exactly-once (Flink's two-phase commit), but the test broker delivers aborted transactions to
+``read_committed`` consumers, so it could not be tested here (README, "Guarantees").
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,11 +27,18 @@ import orjson
 from weir.engine.errors import SinkError, SourceError
 from weir.engine.sources.kafka import connect
 
+log = logging.getLogger(__name__)
+
+DELIVERY_TIMEOUT_MS = 120_000
+REQUEST_TIMEOUT_MS = 15_000
+LINGER_MS = 5
+
 
 @dataclass(frozen=True, slots=True)
 class KafkaSink:
     bootstrap: str
     topic: str
+    delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS
 
     def describe(self) -> str:
         return f"kafka://{self.bootstrap}/{self.topic}"
@@ -46,43 +63,93 @@ class KafkaSinkWriter:
     def __init__(self, spec: KafkaSink) -> None:
         from kafka import KafkaProducer
 
-        self._topic = spec.topic
+        self._spec = spec
+        self._futures: list[Any] = []
+        request_ms = min(REQUEST_TIMEOUT_MS, spec.delivery_timeout_ms - LINGER_MS)
         try:
             self._producer = connect(
                 KafkaProducer,
                 f"sink topic {spec.topic}",
                 spec.bootstrap,
-                linger_ms=5,
+                linger_ms=LINGER_MS,
                 batch_size=256 * 1024,
-                acks=1,
-                enable_idempotence=False,
-                retries=5,
+                acks="all",
+                enable_idempotence=True,
+                delivery_timeout_ms=spec.delivery_timeout_ms,
+                request_timeout_ms=request_ms,
+                max_block_ms=spec.delivery_timeout_ms,
             )
         except SourceError as exc:
             raise SinkError(str(exc)) from None
 
     def write(self, records: list[dict[str, Any]]) -> None:
+        from kafka.errors import KafkaError
+
         send = self._producer.send
         dumps = orjson.dumps
         opt = orjson.OPT_NON_STR_KEYS
-        for r in records:
-            key = r.get("key") if isinstance(r, dict) else None
-            send(
-                self._topic,
-                key=None if key is None else str(key).encode(),
-                value=dumps(r, default=str, option=opt),
-            )
+        keep = self._futures.append
+        try:
+            for r in records:
+                key = r.get("key") if isinstance(r, dict) else None
+                value = dumps(r, default=str, option=opt)
+                keep(
+                    send(
+                        self._spec.topic,
+                        key=None if key is None else str(key).encode(),
+                        value=value,
+                    )
+                )
+        except KafkaError as exc:  # the buffer stayed full past max_block_ms: no broker answer
+            raise self._error(f"a send failed: {type(exc).__name__}: {exc}") from None
 
     def flush(self) -> None:
-        self._producer.flush(timeout=30)
+        """Wait for every result sent so far; raise if any was not delivered."""
+        from kafka.errors import KafkaTimeoutError
+
+        futures, self._futures = self._futures, []
+        if not futures:
+            return
+        try:
+            self._producer.flush(timeout=self._spec.delivery_timeout_ms / 1000.0 + 5.0)
+        except KafkaTimeoutError as exc:
+            raise self._error(f"{len(futures)} results not acknowledged in time: {exc}") from None
+        failed = [f for f in futures if f.failed()]
+        if failed:
+            first = failed[0].exception
+            raise self._error(
+                f"{len(failed)} of {len(futures)} results were not delivered "
+                f"({type(first).__name__}: {first})"
+            )
+
+    def _error(self, what: str) -> SinkError:
+        spec = self._spec
+        return SinkError(
+            f"sink kafka://{spec.bootstrap}/{spec.topic}: {what}; the job restarts from its last "
+            "checkpoint and sends the results after it again (raise delivery_timeout_ms in the "
+            "sink URL to wait longer for the broker)"
+        )
 
     def close(self) -> None:
-        self._producer.flush(timeout=30)
-        self._producer.close(timeout=10)
+        try:
+            self.flush()
+        finally:
+            self._producer.close(timeout=10)
 
 
-def from_url_parts(netloc: str, path: str, url: str) -> KafkaSink:
+def from_url_parts(netloc: str, path: str, url: str, options: dict[str, str]) -> KafkaSink:
     topic = path.lstrip("/")
     if not netloc or not topic or "/" in topic:
         raise SinkError(f"sink {url!r}: use kafka://host:port/topic")
-    return KafkaSink(netloc, topic)
+    unknown = sorted(set(options) - {"delivery_timeout_ms"})
+    if unknown:
+        raise SinkError(
+            f"sink {url!r}: unknown option {unknown[0]!r}; the one option is delivery_timeout_ms"
+        )
+    raw = options.get("delivery_timeout_ms", str(DELIVERY_TIMEOUT_MS))
+    if not raw.isdigit() or int(raw) < 1_000:
+        raise SinkError(
+            f"sink {url!r}: delivery_timeout_ms={raw!r} is not valid; use a whole number of "
+            "milliseconds, 1000 or more"
+        )
+    return KafkaSink(netloc, topic, int(raw))

@@ -61,7 +61,10 @@ def connect(factory: Any, what: str, bootstrap: str, **kwargs: Any) -> Any:
         left_ms = (deadline - time.monotonic()) * 1000
         per_attempt = int(max(500, min(5_000, left_ms / 2)))
         try:
-            return factory(**_client_kwargs(bootstrap), bootstrap_timeout_ms=per_attempt, **kwargs)
+            # kwargs may override the defaults (a sink's request timeout fits its delivery one)
+            return factory(
+                **{**_client_kwargs(bootstrap), **kwargs}, bootstrap_timeout_ms=per_attempt
+            )
         except KafkaConfigurationError:
             raise
         except KafkaError as exc:

@@ -59,7 +59,9 @@ def _snapshot(worker: int, watermark: int = 1_000) -> WorkerSnapshot:
 class Harness:
     """A coordinator whose broadcasts and publications are recorded."""
 
-    def __init__(self, tmp_path: Path, **settings: int) -> None:
+    def __init__(
+        self, tmp_path: Path, outputs: dict[str, int] | None = None, **settings: int
+    ) -> None:
         job = Job("j")
         (
             job.source(sources.jsonl(tmp_path / "in.jsonl"))
@@ -70,7 +72,9 @@ class Harness:
         cfg = RunConfig(job_file=tmp_path / "job.py", state_dir=tmp_path / "state", **settings)
         self.sent: list[ToWorker] = []
         self.published = 0
-        self.coordinator = CheckpointCoordinator(cfg, job, RANGES, self.sent.append, self._publish)
+        self.coordinator = CheckpointCoordinator(
+            cfg, job, RANGES, self.sent.append, self._publish, lambda: dict(outputs or {})
+        )
         self.coordinator.start()
 
     def _publish(self) -> None:
@@ -305,3 +309,27 @@ def test_barrier_alignment_holds_frames_of_aligned_channels_until_the_snapshot()
     assert aligner.aligned
     assert aligner.release() == [(1, b"after-5")]
     assert aligner.pending is None and not aligner.holds(1) and aligner.last == 5
+
+
+def test_a_restart_beginning_fails_every_savepoint_at_once(tmp_path: Path) -> None:
+    h = Harness(tmp_path)
+    first = Asker(h, 30.0, stop=False)
+    h.triggered()
+    second = Asker(h, 30.0, stop=True)
+    wait_until(lambda: h.coordinator._savepoints, timeout=5, what="the second to be queued")
+    h.coordinator.fail_all("the job is restarting after a failure (worker 1 failed: boom)")
+    first.join()
+    second.join()
+    for asker in (first, second):
+        with pytest.raises(ControlError, match=r"failed: the job is restarting .*worker 1 failed"):
+            raise asker.error or AssertionError("no error")
+    assert h.coordinator.pending is None
+    assert "checkpoint 1 failed: the job is restarting" in (h.coordinator.problem or "")
+
+
+def test_metadata_records_each_file_outputs_offset(tmp_path: Path) -> None:
+    h = Harness(tmp_path, {"/out/results.jsonl": 1234}, checkpoint_interval_ms=60_000)
+    n = h.triggered()
+    for worker in (0, 1):
+        h.coordinator.acknowledge(worker, CheckpointAck(n, _snapshot(worker)))
+    assert h.coordinator.storage.metadata(n)["outputs"] == {"/out/results.jsonl": 1234}

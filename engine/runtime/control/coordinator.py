@@ -20,7 +20,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, ControlError, StateError
+from weir.engine.errors import ConfigError, ControlError, SinkError, StateError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
@@ -168,7 +168,11 @@ class CheckpointCoordinator:
         ranges: list[KeyGroupRange],
         broadcast: Callable[[ToWorker], None],
         publish: Callable[[], None],
+        outputs: Callable[[], dict[str, int]] = dict,
     ) -> None:
+        """``outputs``: each file output's size, read once every worker has acknowledged
+        (``runtime.outputs``: nothing after the barrier is written before the completion)."""
+        self._outputs = outputs
         self._cfg = cfg
         self._job = job
         self._ranges = ranges
@@ -354,9 +358,10 @@ class CheckpointCoordinator:
     def _complete(self, pending: PendingCheckpoint) -> None:
         meta = pending.metadata(self._job, self._ranges)
         try:
+            meta["outputs"] = self._outputs()
             self.storage.write_metadata(pending.id, meta)
             self.storage.retain(self._cfg.checkpoints_retained)
-        except OSError as exc:
+        except (OSError, SinkError) as exc:
             self.abort(f"cannot write its metadata: {exc}")
             return
         self.pending = None
@@ -392,8 +397,15 @@ class CheckpointCoordinator:
     def close(self, why: str) -> None:
         """The job is ending: every savepoint asked for, begun or not, fails with ``why``."""
         self._closed = True
+        self.fail_all(why)
+
+    def fail_all(self, why: str) -> None:
+        """The checkpoint in flight and every savepoint asked for, begun or not, fail now with
+        ``why`` (a restart begins, or the job ends): their callers hear it at once."""
         pending, self.pending = self.pending, None
         if pending is not None:
+            log.error("job=%s checkpoint=%d failed: %s", self._job.name, pending.id, why)
+            self.problem = f"checkpoint {pending.id} failed: {why}"
             pending.abort(why)
         with self._lock:
             queued, self._savepoints = self._savepoints, []

@@ -1,5 +1,6 @@
 """The job manager: starts the workers, follows their messages, notices when one dies, and
-restarts them all from the latest complete checkpoint (a fixed-delay restart strategy).
+restarts them all from the latest complete checkpoint (Flink's failure-rate restart strategy,
+``restarts``).
 
 It runs in the ``weir run`` process, beside the API unless ``--no-api``. Workers are spawned (not
 forked) and each loads the job file itself, so user functions never need to be pickled; what
@@ -23,12 +24,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, ControlError, MessageError, WorkerFailed
+from weir.engine.errors import (
+    ConfigError,
+    ControlError,
+    MessageError,
+    WeirError,
+    WorkerFailed,
+)
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.backfill import LiveBackfill
+from weir.engine.runtime.control.commits import JobOutputs
 from weir.engine.runtime.control.coordinator import CheckpointCoordinator
+from weir.engine.runtime.control.restarts import FailureRateRestarts
 from weir.engine.runtime.control.runlock import RunLock
 from weir.engine.runtime.control.status import StatusPublisher, job_status, status_path
 from weir.engine.runtime.control.workers import WorkerProcesses
@@ -45,8 +54,6 @@ from weir.engine.runtime.messages import (
     Stop,
     WorkerStatus,
 )
-from weir.engine.runtime.outputs import side_sink
-from weir.engine.runtime.task.chain import sink_nodes
 from weir.engine.runtime.view import (
     BackfillEntry,
     CheckpointSummary,
@@ -55,7 +62,6 @@ from weir.engine.runtime.view import (
     operator_watermark,
     unreported,
 )
-from weir.engine.sinks import Sink
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import range_for_operator
 
@@ -86,7 +92,10 @@ class JobManager:
         self.failure: WorkerFailed | None = None
         self._monitor: threading.Thread | None = None
         broadcast = self._workers.broadcast
-        self.coordinator = CheckpointCoordinator(cfg, job, self.ranges, broadcast, self._publish)
+        self.outputs = JobOutputs(cfg, job)
+        self.coordinator = CheckpointCoordinator(
+            cfg, job, self.ranges, broadcast, self._publish, self.outputs.positions
+        )
         self._backfill = LiveBackfill(
             job.name,
             cfg.backfill_dir,
@@ -98,7 +107,8 @@ class JobManager:
         )
         self._restored: Path | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
-        self.restarts = 0
+        self.restarts = 0  # in this run, for the API; the strategy counts within its interval
+        self._restarts = FailureRateRestarts(cfg.max_restarts, cfg.restart_interval_ms)
         self._control: admin.ControlServer | None = None
         self._publisher: StatusPublisher | None = None
         self._ended: str | None = None  # the state the job ended in
@@ -123,8 +133,9 @@ class JobManager:
         for old in job_dir.glob("worker-*"):
             shutil.rmtree(old)
         if restore is None:
-            for sink in self._sinks():
-                sink.prepare()  # a restored job appends: its sinks are at-least-once
+            self.outputs.prepare()
+        else:
+            self.outputs.rewind_to(restore)
         self._spawn(restore)
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
@@ -166,16 +177,6 @@ class JobManager:
         cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
         self._listening = {}
         self._workers.spawn(cfg, self.job.name, self.generation)
-
-    def _sinks(self) -> list[Sink]:
-        """Every sink the workers will open: results, stream sinks and side outputs."""
-        found: list[Sink] = [s for op in self.job.operators.values() for s in op.sinks]
-        found += [n.sink for n in sink_nodes(self.job.sources[0])]
-        found.append(
-            side_sink(self.cfg, self.job.name, self.cfg.dead_letter_url, "dead-letter.jsonl")
-        )
-        found.append(side_sink(self.cfg, self.job.name, self.cfg.late_sink_url, "late.jsonl"))
-        return found
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """End the job gracefully (unless it ended already) and close its control channel."""
@@ -303,12 +304,23 @@ class JobManager:
             return
         if failure.reason.startswith("lost workers"):
             failure = self._workers.root_cause(failure)
-        if self.restarts < self.cfg.max_restarts:
-            self._restart(failure)
-            return
+        if self._restarts.allow():
+            try:
+                self._restart(failure)
+                return
+            except WeirError as exc:  # e.g. an output it cannot rewind: the job fails, saying so
+                failure = WorkerFailed(failure.worker, f"{failure.reason}; restart failed: {exc}")
         if self.failure is None:
             self.failure = failure
-            log.error("job=%s stopped: %s", self.job.name, failure)
+            log.error(
+                "job=%s stopped: %s (restarts within %d ms: %d, --restart-failures=%d)",
+                self.job.name,
+                failure,
+                self.cfg.restart_interval_ms,
+                self._restarts.recent,
+                self.cfg.max_restarts,
+            )
+            self.coordinator.fail_all(f"the job failed: {failure}")
         self._stopping.set()
         self.done.set()
 
@@ -317,13 +329,16 @@ class JobManager:
         (or from where this run started when there is none)."""
         self.restarts += 1
         log.error(
-            "job=%s %s; restarting (attempt %d of %d) in %d ms",
+            "job=%s %s; restarting (attempt %d of %d) in %d ms (restarts counted within %d ms)",
             self.job.name,
             failure,
-            self.restarts,
+            self._restarts.recent,
             self.cfg.max_restarts,
             self.cfg.restart_delay_ms,
+            self.cfg.restart_interval_ms,
         )
+        # a savepoint cannot complete across a restart: its caller hears now, not at its timeout
+        self.coordinator.fail_all(f"the job is restarting after a failure ({failure})")
         self._workers.kill()
         if self._stopping.wait(self.cfg.restart_delay_ms / 1000.0):
             return
@@ -335,8 +350,9 @@ class JobManager:
         for old in self.cfg.job_dir(self.job.name).glob("worker-*"):
             shutil.rmtree(old, ignore_errors=True)
         if restore is None:
-            for sink in self._sinks():
-                sink.prepare()
+            self.outputs.keep()
+        else:
+            self.outputs.rewind_to(restore)
         self._spawn(restore)
         self.coordinator.restarted()
         self._publish()

@@ -6,26 +6,34 @@ other channels' current ones. Results go to each operator's sinks as they are em
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from weir.engine.runtime.messages import OperatorMarks, OperatorStatus
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.outputs import LateRecords
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
 from weir.engine.runtime.task.routing import ENDED, IDLE
-from weir.engine.sinks import SinkWriter
+from weir.engine.sinks import Sink, SinkWriter
 from weir.engine.watermarks import MAX_WATERMARK
 
 
 class KeyedSide:
     def __init__(
-        self, node_ops: list[list[OperatorRuntime]], parallelism: int, splits: list[str]
+        self,
+        node_ops: list[list[OperatorRuntime]],
+        parallelism: int,
+        splits: list[str],
+        open_sink: Callable[[Sink], SinkWriter] | None = None,
     ) -> None:
-        """``splits``: the source's; worker ``j`` reads every ``parallelism``-th from ``j``."""
+        """``splits``: the source's; worker ``j`` reads every ``parallelism``-th from ``j``.
+        ``open_sink``: how the operators' sinks are opened (the worker's ``OutputGate``)."""
+        opener = open_sink or (lambda s: s.open())
         self._node_ops = node_ops  # per key_by node (its index), the operators it feeds
         self.ops = {rt.op.name: rt for rts in node_ops for rt in rts}
         self._clocked = {n: rt for n, rt in self.ops.items() if rt.processing_time}
         self.sinks: dict[str, list[SinkWriter]] = {
-            name: [s.open() for s in rt.op.sinks] for name, rt in self.ops.items()
+            name: [opener(s) for s in rt.op.sinks] for name, rt in self.ops.items()
         }
         self.channels = Inputs([str(i) for i in range(parallelism)])
         for j in range(parallelism):

@@ -36,7 +36,7 @@ from weir.engine.runtime.messages import (
     WorkerStatus,
 )
 from weir.engine.runtime.operators.factory import runtime_for
-from weir.engine.runtime.outputs import DeadLetters, LateRecords, side_sink
+from weir.engine.runtime.outputs import DeadLetters, LateRecords, OutputGate, side_sink
 from weir.engine.runtime.task.acceptor import Stopped
 from weir.engine.runtime.task.barriers import BarrierAligner
 from weir.engine.runtime.task.chain import Chain, keyby_nodes, sink_nodes
@@ -83,14 +83,18 @@ class Worker:
                 cfg, job.name, job.max_parallelism, index, self.range, storage
             )
         self.state = RocksState(cfg.worker_state_path(job.name, index))
-        self.dead = DeadLetters(side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl"))
-        self.late = LateRecords(side_sink(cfg, job.name, cfg.late_sink_url, "late.jsonl"))
+        self.outputs = OutputGate()  # file outputs: exactly-once through the checkpoints
+        dead_sink = side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl")
+        self.dead = DeadLetters(dead_sink, self.outputs)
+        self.late = LateRecords(
+            side_sink(cfg, job.name, cfg.late_sink_url, "late.jsonl"), self.outputs
+        )
         args = (self.state, self.range, job.max_parallelism, self.late, self.dead)
         retention = cfg.state_retention_ms
         ops = [[runtime_for(op, *args, retention) for op in n.children] for n in keyby_nodes(node)]
         every = node.source.splits(p)
-        self.keyed = KeyedSide(ops, p, every)
-        self.stream_sinks = {id(n): n.sink.open() for n in sink_nodes(node)}
+        self.keyed = KeyedSide(ops, p, every, self.outputs.open)
+        self.stream_sinks = {id(n): self.outputs.open(n.sink) for n in sink_nodes(node)}
         self.chain = Chain(node, self.stream_sinks, self.dead, cfg.max_future_ms)
         self.sources = SourceSide(node, self.chain, every[index::p], cfg.idle_timeout_ms)
         self.exchange: Exchange | None = None
@@ -261,8 +265,10 @@ class Worker:
                 case TriggerCheckpoint(checkpoint=n, stop_sources=stop):
                     self._begin_barrier(Barrier(n, stop))
                 case CheckpointCompleted(checkpoint=n):
+                    self.outputs.settled(n)
                     self.sources.commit(self.snapshots.completed(n))
                 case CheckpointAborted(checkpoint=n):
+                    self.outputs.settled(n)
                     self.sources.resume(n)
                 case BackfillStep():
                     self.link.send(backfill_step(msg, self.keyed.ops, self.state, self.range))
@@ -292,6 +298,9 @@ class Worker:
         n = barrier.checkpoint
         if not self.barriers.begin(n):
             return
+        # the coordinator triggers n only once n-1 is settled, though its word may not be read
+        # yet: what was held for n-1 belongs before this barrier
+        self.outputs.settled(n - 1)
         self.snapshots.begin(n, self.sources.positions())
         if barrier.stop_sources:
             self.sources.stop_at(n)
@@ -305,6 +314,7 @@ class Worker:
             return
         marks = self.keyed.marks()
         self.snapshots.take(n, lambda: self._flush(purge=False), marks, self.chain.records_in)
+        self.outputs.hold(n)  # everything before the barrier is written: the rest waits for n
         for peer, payload in self.barriers.release():
             self._on_frame(peer, payload)
 
@@ -317,6 +327,8 @@ class Worker:
         self.dead.flush()
         self.late.flush()
         self.keyed.flush_sinks()
+        for w in self.stream_sinks.values():  # a Kafka sink's sends acknowledged (or raised)
+            w.flush()
 
     def _finish(self) -> None:
         self.keyed.finish()
@@ -337,6 +349,8 @@ class Worker:
     def close(self) -> None:
         self.snapshots.join(10.0)
         self._flush()
+        # past the last checkpoint, which a restore from it cuts off again
+        self.outputs.release()
         self.sources.close()
         self.keyed.close_sinks()
         for w in self.stream_sinks.values():
