@@ -110,10 +110,11 @@ def pairs_of_split(
 class _Selector:
     """Keyed records of one split to output columns. Native path: the kept pairs' aggregated
     fields as doubles (and whether each was an int). Python path: the kept pairs with the
-    record itself (pickled, as records that a ``map`` reshaped travel between workers), its
-    event time, the watermark it arrived under and its position in the split, so the next stage
-    folds each window's records in streaming's order. Sessions keep every record (lateness
-    depends on the session a record joins: the next stage decides it); their ``end`` is 0."""
+    record itself (pickled: it stays inside Spark's own executors, and a ``map`` may have made
+    it anything), its event time, the watermark it arrived under and its position in the split,
+    so the next stage folds each window's records in streaming's order. Sessions keep every
+    record (lateness depends on the session a record joins: the next stage decides it); their
+    ``end`` is 0."""
 
     def __init__(self, plan: Plan, op: WindowOperator, split: str) -> None:
         self.fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
