@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from weir.engine.errors import WeirError
+from weir.engine.runtime.netio import recv_exact
 
 log = logging.getLogger(__name__)
 
@@ -45,22 +46,6 @@ Handler = Callable[[dict[str, Any]], Any]
 
 def send_frame(sock: socket.socket, data: bytes) -> None:
     sock.sendall(struct.pack(">I", len(data)) + data)
-
-
-def recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
-    """``n`` bytes, all by ``deadline`` (absolute; None: as long as it takes)."""
-    buf = bytearray()
-    while len(buf) < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError("the control channel's handshake ran past its deadline")
-            sock.settimeout(left)
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("the other side closed the connection")
-        buf += chunk
-    return bytes(buf)
 
 
 def recv_frame(sock: socket.socket, deadline: float | None, exact: int | None = None) -> bytes:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.engine.errors import ConfigError, WorkerFailed
+from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.task import peerauth
 from weir.engine.runtime.task.acceptor import MAX_PENDING, Acceptor, Stopped, peer_uid
 from weir.engine.runtime.task.framing import MAX_FRAME
@@ -145,7 +146,7 @@ class Exchange:
                     raise AuthFailed(f"{address} belongs to uid {peer_uid(s)}")
                 hello = peerauth.hello(self._auth, self.index)
                 s.sendall(hello)
-                raw = _recv_exactly(s, peerauth.ANSWER_BYTES, deadline)
+                raw = recv_exact(s, peerauth.ANSWER_BYTES, deadline)
                 s.sendall(peerauth.check_answer(self._auth, hello, raw, j))
                 return s
             except (FileNotFoundError, ConnectionRefusedError):
@@ -280,18 +281,3 @@ class Exchange:
         if self._listener is not None:
             self._listener.close()
         self._remove_dir()
-
-
-def _recv_exactly(s: socket.socket, n: int, deadline: float) -> bytes:
-    """``n`` bytes by ``deadline`` (absolute: a peer dribbling bytes is cut off all the same)."""
-    data = bytearray()
-    while len(data) < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError(f"no {n}-byte handshake answer in time")
-        s.settimeout(left)
-        chunk = s.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("connection closed during the handshake")
-        data += chunk
-    return bytes(data)
