@@ -49,6 +49,11 @@ SERIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "weir_job_state": ("gauge", "1 for the job's state, 0 for the others.", ("job", "state")),
     "weir_checkpoints_completed_total": ("counter", "Checkpoints completed in this run.", JOB),
     "weir_restarts_total": ("counter", "Restarts after a failure.", JOB),
+    "weir_state_catch_up_failures_total": (
+        "counter",
+        "Catch-ups of the API's reader with a worker's RocksDB that failed (its as-of stayed).",
+        W,
+    ),
     "weir_last_checkpoint_timestamp_seconds": (
         "gauge",
         "When the last completed checkpoint was triggered.",
@@ -102,6 +107,10 @@ class JobsCollector:
             _add_workers(f, name, workers)
             _add_operators(f, name, handle, workers)
             _add_job(f, name, handle)
+            for i, reader in enumerate(handle.readers):  # a restart's new readers count anew
+                f["weir_state_catch_up_failures_total"].add_metric(
+                    [name, str(i)], reader.catch_up_failures
+                )
         yield from f.values()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.security._http import serve, sliding_job, write_keys
 from tests.support import FixedRuntime, wait_until
@@ -106,6 +107,15 @@ def test_as_of_moves_only_when_a_catch_up_succeeded(setup: Setup) -> None:
         time.sleep(0.01)  # past catch_up_ms, so each request tries again
         assert _as_of(client) == stuck
     assert reader.catch_up_failures >= 5 and stuck == int(reader.caught_up_at * 1000)
+    scraped = client.get("/metrics")
+    assert scraped.status_code == 200, scraped.text
+    failures = [
+        s.value
+        for family in text_string_to_metric_families(scraped.text)
+        for s in family.samples
+        if s.name == "weir_state_catch_up_failures_total"
+    ]
+    assert failures and failures[0] >= 5, failures
     r = wait_until(
         lambda: (r := client.get("/j/op/state/k-1")).headers["age"] != "0" and r, 3.0, what="age"
     )
