@@ -13,14 +13,13 @@ from weir import __version__  # the installed package's version (its metadata)
 from weir.app import logs
 from weir.app.flags import (
     Env,
-    api_flags,
     http_url,
     number,
     resolve_env,
-    run_flags,
     whole_number,
     without_argument_prefix,
 )
+from weir.app.options import api_flags, run_flags
 from weir.engine.errors import WeirError
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
