@@ -3,7 +3,9 @@
 The checkpoint's files are linked into a private directory and opened read-only, one RocksDB
 instance per worker of the checkpoint (its parallelism may differ from the running job's); a key
 is read from the instance whose key-group range holds it. The view is replaced when a newer
-checkpoint completes, without a request waiting for it (``CommittedReader``).
+checkpoint completes, without a request waiting for it (``CommittedReader``). From remote storage
+(S3) the files are downloaded in the background, each SST file once (``sst-cache``: a newer
+checkpoint downloads only the files it adds).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 from rocksdict import AccessType, Options, Rdict
 
 from weir.engine.errors import StateError
-from weir.state.checkpoints import CheckpointStorage, FileRef
+from weir.state.checkpoints import CheckpointStorage, FileRef, prune_cache
 from weir.state.rocksdb import _scan
 
 log = logging.getLogger(__name__)
@@ -33,14 +35,16 @@ class CommittedView:
         self.time: int = int(meta.get("time", 0))
         self._dbs: list[tuple[int, int, Rdict]] = []
         self._dir = workdir / f"chk-{n}"
+        self.shared: set[str] = set()  # SST files it links from the cache
         shutil.rmtree(self._dir, ignore_errors=True)
         opts = Options(raw_mode=True)
+        cache = workdir / "sst-cache" if storage.store.remote else None
         try:
             for w in meta["workers"]:
                 target = self._dir / f"w{w['index']}"
-                storage.materialize(
-                    n, int(w["index"]), [FileRef.from_json(f) for f in w["files"]], target
-                )
+                files = [FileRef.from_json(f) for f in w["files"]]
+                self.shared.update(f.shared for f in files if f.shared is not None)
+                storage.materialize(n, int(w["index"]), files, target, cache)
                 db = Rdict(str(target), opts, access_type=AccessType.read_only())
                 lo, hi = w["key_groups"]
                 self._dbs.append((int(lo), int(hi), db))
@@ -70,8 +74,10 @@ class CommittedReader:
 
     A replacement is opened in a thread of its own while the previous view goes on answering
     (opening links a checkpoint's files and opens RocksDB: too slow for a request to wait on,
-    and never on the event loop). Only the first view is opened by a request, which the routes
-    run in a worker thread. ``opener`` makes a view (``CommittedView``; tests slow it down).
+    and never on the event loop). With storage on a file system, the first view is opened by a
+    request, which the routes run in a worker thread. With remote storage even the first is
+    opened in the background (a download): until it is there, reads answer 503 with
+    ``Retry-After``. ``opener`` makes a view (``CommittedView``; tests slow it down).
     """
 
     def __init__(
@@ -100,6 +106,16 @@ class CommittedReader:
                         target=self._replace, args=(latest,), name="weir-committed", daemon=True
                     ).start()
                 return current
+            if self.storage.store.remote:
+                if self._opening is None:
+                    self._opening = latest
+                    threading.Thread(
+                        target=self._replace, args=(latest,), name="weir-committed", daemon=True
+                    ).start()
+                raise StateError(
+                    f"the committed view (checkpoint {self._opening}) is still being downloaded "
+                    f"from {self.storage.where}"
+                )
         with self._first:
             if self._view is None:
                 fresh = self.opener(self.storage, latest, self.workdir)
@@ -131,6 +147,9 @@ class CommittedReader:
             if self._retired is not None:
                 self._retired.close()
             self._retired, self._view = self._view, fresh
+            if self.storage.store.remote:
+                keep = fresh.shared | (self._retired.shared if self._retired else set())
+                prune_cache(self.workdir / "sst-cache", keep)
 
     def close(self) -> None:
         with self._lock:

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 def run(
     job_file: Path | str,
     state_dir: Path,
-    checkpoint_dir: Path | None,
+    checkpoint_dir: str | None,
     port: int,
     settings: ApiSettings,
 ) -> int:

@@ -60,8 +60,9 @@ def main(args: Any) -> int:
     result = _compute(args, job_file, Path(args.work_dir) / job.name, op.name, inputs)
     summary: dict[str, Any] = {"backfill": result.to_json()}
     if args.into_savepoint:
-        path = make_savepoint(job, op, result, Path(args.into_savepoint), args.parallelism)
-        summary["savepoint"] = str(path)
+        summary["savepoint"] = make_savepoint(
+            job, op, result, args.into_savepoint, Path(args.work_dir), args.parallelism
+        )
     else:
         summary["live"] = _load_live(args, job.name, op.name, result.to_json())
     print(json.dumps(summary))

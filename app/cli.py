@@ -16,6 +16,7 @@ from weir.app.flags import (
     http_url,
     number,
     resolve_env,
+    storage_url,
     whole_number,
     without_argument_prefix,
 )
@@ -63,8 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="DIR")  # fmt: skip
     env.add(
         "--checkpoint-dir",
-        "checkpoint storage (default: <state-dir>/checkpoints)",
-        metavar="DIR",
+        "checkpoint storage: a directory or s3://BUCKET/PREFIX (default: <state-dir>/checkpoints)",
+        type=storage_url,
+        metavar="DIR|URL",
     )
     api_flags(env)
     chks = sub.add_parser("checkpoints", help="list a job's complete checkpoints and savepoints")
@@ -73,8 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     env.add("--state-dir", "the job's state directory", ".weir", metavar="DIR")
     env.add(
         "--checkpoint-dir",
-        "checkpoint storage (default: <state-dir>/checkpoints)",
-        metavar="DIR",
+        "checkpoint storage: a directory or s3://BUCKET/PREFIX (default: <state-dir>/checkpoints)",
+        type=storage_url,
+        metavar="DIR|URL",
     )
     chks.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _lifecycle_commands(sub)
@@ -124,9 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     env.add("--master", "Spark master", "local[*]", metavar="URL")
     env.add(
         "--into-savepoint",
-        "write a savepoint of the job under DIR (DIR/<job>/chk-<n>); start the job from it with "
-        "weir run --restore",
-        metavar="DIR",
+        "write a savepoint of the job under DIR (DIR/<job>/chk-<n>; DIR may be "
+        "s3://BUCKET/PREFIX); start the job from it with weir run --restore",
+        type=storage_url,
+        metavar="DIR|URL",
     )
     env.add(
         "--live",
@@ -224,8 +228,10 @@ def _lifecycle_commands(sub: Any) -> None:
     )
     env.add(
         "--savepoint-dir",
-        "also copy the savepoint, with its files, to DIR/<job>/chk-<n> (restorable on its own)",
-        metavar="DIR",
+        "also copy the savepoint, with its files, to DIR/<job>/chk-<n> (restorable on its own; "
+        "DIR may be s3://BUCKET/PREFIX)",
+        type=storage_url,
+        metavar="DIR|URL",
     )
     env.add(
         "--timeout-s",
@@ -271,7 +277,7 @@ def config_from_args(args: argparse.Namespace, job_file: Path | str) -> RunConfi
         idle_timeout_ms=args.idle_timeout_ms,
         log_level=args.log_level,
         log_format=args.log_format,
-        checkpoint_dir=Path(args.checkpoint_dir) if args.checkpoint_dir else None,
+        checkpoint_dir=args.checkpoint_dir or None,
         checkpoint_interval_ms=args.checkpoint_interval_ms,
         checkpoint_timeout_ms=args.checkpoint_timeout_ms,
         checkpoints_retained=args.checkpoints_retained,
@@ -338,7 +344,7 @@ def _run_command(args: argparse.Namespace) -> int:
         return api_process.run(
             args.job_file,
             Path(args.state_dir),
-            Path(args.checkpoint_dir) if args.checkpoint_dir else None,
+            args.checkpoint_dir or None,
             args.api_port,
             _api_settings(args),
         )

@@ -125,6 +125,18 @@ def http_url(raw: str) -> str:
     return raw
 
 
+def storage_url(raw: str) -> str:
+    """A directory or ``s3://BUCKET/PREFIX``; never a URL of another scheme taken for a path."""
+    from weir.engine.errors import ConfigError
+    from weir.state.objectstore import SCHEMES, storage_location
+
+    try:
+        storage_location(raw)
+    except ConfigError:
+        raise BadValue(f"is not a storage location weir supports; use {SCHEMES}") from None
+    return raw
+
+
 def source_url(raw: str) -> str:
     from weir.engine.sources import from_url  # late: keeps --help fast
 

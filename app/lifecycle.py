@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.status import STALE_AFTER_S, read_status, status_path
 from weir.engine.runtime.view import SavepointResult
 from weir.engine.runtime.wire import from_plain, to_plain
-from weir.state.checkpoints import CheckpointStorage, FileRef, copy_with_crc, now_ms
+from weir.state.checkpoints import CheckpointStorage, now_ms
 
 STOP_SLACK_S = 60.0  # past the savepoint's timeout: the stop itself (workers flush and exit)
 CANCEL_TIMEOUT_S = 30.0
@@ -139,16 +141,14 @@ def job_name(raw: str) -> str:
 def list_checkpoints(args: argparse.Namespace) -> int:
     from weir.state.checkpoints import CheckpointStorage
 
-    root = (
-        Path(args.checkpoint_dir) if args.checkpoint_dir else Path(args.state_dir) / "checkpoints"
-    )
+    root = args.checkpoint_dir or Path(args.state_dir) / "checkpoints"
     storage = CheckpointStorage(root, job_name(args.job))
     found = storage.summaries()
     if args.json:
         print(json.dumps(found, indent=1))
         return 0
     if not found:
-        print(f"no complete checkpoint of job {args.job!r} under {storage.base}", file=sys.stderr)
+        print(f"no complete checkpoint of job {args.job!r} under {storage.where}", file=sys.stderr)
         return 1
     print(
         f"{'id':>6}  {'time (UTC)':19}  {'kind':10}  {'size':>12}  {'incremental':>12}  "
@@ -161,7 +161,7 @@ def list_checkpoints(args: argparse.Namespace) -> int:
             f"{c['id']:>6}  {when:19}  {kind:10}  {c['size']:>12}  {c['incremental_size']:>12}  "
             f"{c['sync_ms']:>8.1f}  {c['async_ms']:>8.1f}  {c['duration_ms']:>8.0f}"
         )
-    print(f"storage: {storage.base}")
+    print(f"storage: {storage.where}")
     return 0
 
 
@@ -225,7 +225,7 @@ def stop_job(args: argparse.Namespace) -> int:
     result = from_plain(admin.StopResult, answer, "stop answer")
     taken = result["savepoint"]
     if taken is not None and args.savepoint_dir:
-        result["savepoint"] = taken = _export(taken, Path(args.savepoint_dir))
+        result["savepoint"] = taken = _export(taken, args.savepoint_dir, Path(args.state_dir))
     if args.json:
         print(json.dumps(result))
     elif taken is not None:
@@ -249,31 +249,27 @@ def cancel_job(args: argparse.Namespace) -> int:
     return 0
 
 
-def _export(taken: SavepointResult, root: Path) -> SavepointResult:
+def _export(taken: SavepointResult, root: str, state_dir: Path) -> SavepointResult:
     """Copy the savepoint at ``taken["path"]`` with the shared files it references to
-    ``root/<job>/chk-<n>``, ``_metadata`` last (a copy cut short does not exist), then check
-    every file's size and CRC there."""
-    n, where = taken["id"], Path(taken["path"])
-    source = CheckpointStorage(where.parent.parent, where.parent.name)
+    ``root/<job>/chk-<n>`` (a directory or S3), ``_metadata`` last (a copy cut short does not
+    exist), then check every file's size (and, in a directory, CRC) there."""
+    n, where = taken["id"], taken["path"]
+    source, _ = CheckpointStorage.at(where)
     target = CheckpointStorage(root, source.job)
     fail = f"the job stopped with savepoint {n} at {where}, but copying it to {root} failed"
-    if target.chk_dir(n).exists():
-        raise StateError(f"{fail}: {target.chk_dir(n)} exists already; restore from {where}")
+    if n in target.ids():
+        raise StateError(f"{fail}: {target.location(n)} exists already; restore from {where}")
+    scratch = state_dir / source.job / f".export-{os.getpid()}"
     try:
-        meta = source.metadata(n)
-        for w in meta["workers"]:
-            for raw in w["files"]:
-                ref = FileRef.from_json(raw)
-                dst = target.path_of(n, int(w["index"]), ref)
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                copy_with_crc(source.path_of(n, int(w["index"]), ref), dst)
-        target.write_metadata(n, meta)
-    except OSError as exc:
+        source.export(n, target, scratch)
+    except (OSError, StateError) as exc:
         raise StateError(f"{fail}: {exc}; restore from {where}") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     problem = target.problem(n)
     if problem is not None:
         raise StateError(f"{fail}: {problem}; restore from {where}")
-    return {"id": n, "path": str(target.chk_dir(n).resolve())}
+    return {"id": n, "path": target.location(n)}
 
 
 def _shown(value: object) -> str:

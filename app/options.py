@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from weir.app.flags import Env, sink_url, source_url, whole_number
+from weir.app.flags import Env, sink_url, source_url, storage_url, whole_number
 
 
 def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
@@ -94,8 +94,9 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     )
     env.add(
         "--checkpoint-dir",
-        "checkpoint storage (default: <state-dir>/checkpoints)",
-        metavar="DIR",
+        "checkpoint storage: a directory or s3://BUCKET/PREFIX (default: <state-dir>/checkpoints)",
+        type=storage_url,
+        metavar="DIR|URL",
     )
     env.add(
         "--checkpoint-interval-ms",

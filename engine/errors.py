@@ -7,6 +7,8 @@
     ├── SourceError            a source that cannot be opened or read (1)
     ├── SinkError              a sink that cannot be opened or written (1)
     ├── StateError             RocksDB state that cannot be opened, read or written (1)
+    │   └── StorageError       checkpoint storage (a directory or S3) that cannot be reached,
+    │                          read or written (1)
     ├── MessageError           bytes from another process that are not a message weir sent (1)
     ├── ControlError           a job manager that cannot do what it was asked: the job is not
     │                          running, or a stop's savepoint failed and the job goes on (1)
@@ -60,6 +62,11 @@ class SinkError(WeirError):
 
 class StateError(WeirError):
     """RocksDB state cannot be opened, read or written."""
+
+
+class StorageError(StateError):
+    """Checkpoint storage (a local directory or an S3 bucket) cannot be reached, read or written;
+    the message names the storage URL (never a secret) and what to check."""
 
 
 class MessageError(WeirError):

@@ -1,17 +1,20 @@
-"""Checkpoint storage (DESIGN.md, "Checkpoints"): incremental RocksDB snapshots on a file system.
+"""Checkpoint storage (DESIGN.md, "Checkpoints"): incremental RocksDB snapshots in a directory or
+an S3 bucket (``state/objectstore.py``).
 
 Layout under ``<checkpoint-dir>/<job>/``:
 
 - ``shared/<name>.sst``: SST files, uploaded once and referenced by every checkpoint that holds
   them (an SST file never changes, so a file live in two checkpoints is stored once);
 - ``chk-<n>/w<i>/``: the small per-worker files of checkpoint ``n`` (MANIFEST, CURRENT, OPTIONS);
-- ``chk-<n>/_metadata``: JSON written last, through a rename: a checkpoint without it does not
-  exist. It lists every file with its size and CRC-32, the key-group ranges, source offsets and
+- ``chk-<n>/_metadata``: JSON written last, with one atomic put: a checkpoint without it does
+  not exist. It lists every file with its size and CRC-32, the key-group ranges, source offsets and
   watermarks. Savepoints are checkpoints marked ``"savepoint": true``, never deleted.
 
 A worker takes a RocksDB checkpoint (hard links, after a flush) while its loop waits, then a
 background thread uploads the SST files new since the last *completed* checkpoint: the
-synchronous part is the hard-linking, the copying is asynchronous.
+synchronous part is the hard-linking, the copying is asynchronous. With remote storage a worker
+keeps hard links to the SST files it uploaded or downloaded (``cache``), so that a recovery on
+the same host downloads only the files it lacks (Flink's local recovery).
 """
 
 from __future__ import annotations
@@ -21,20 +24,29 @@ import logging
 import os
 import shutil
 import time
-import zlib
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import PathRefused, StateError
+from weir.engine.errors import PathRefused, StateError, StorageError
 from weir.engine.paths import plain_name
-from weir.state.files import fsync_dir, open_private, private_dir, write_private
+from weir.state.files import private_dir
+from weir.state.objectstore import (
+    LocalStore,
+    ObjectStore,
+    StorageLocation,
+    copy_with_crc,
+    file_crc,
+    open_store,
+    storage_location,
+)
 
 log = logging.getLogger(__name__)
 
 METADATA = "_metadata"
-_CHUNK = 1 << 20
+UPLOADS = 4  # files moved to or from storage at a time, per worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,57 +78,64 @@ class FileRef:
         )
 
 
-def copy_with_crc(src: Path, dst: Path) -> tuple[int, int]:
-    """Copy ``src`` to ``dst`` (through a temporary name, created ``0600`` and synced) and
-    return ``(size, crc32)``. The new name is durable once ``dst``'s directory is synced."""
-    tmp = dst.with_name(dst.name + ".tmp")
-    crc = 0
-    size = 0
-    with open(src, "rb") as fin, os.fdopen(open_private(tmp), "wb") as fout:
-        while chunk := fin.read(_CHUNK):
-            crc = zlib.crc32(chunk, crc)
-            size += len(chunk)
-            fout.write(chunk)
-        fout.flush()
-        os.fsync(fout.fileno())
-    os.replace(tmp, dst)
-    return size, crc
-
-
-def file_crc(path: Path) -> int:
-    crc = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            crc = zlib.crc32(chunk, crc)
-    return crc
-
-
 class CheckpointStorage:
-    """One job's checkpoints under ``<root>/<job>``."""
+    """One job's checkpoints under ``<root>/<job>``, where ``root`` is a directory or
+    ``s3://BUCKET/PREFIX`` (``state/objectstore.py``)."""
 
-    def __init__(self, root: Path, job: str) -> None:
-        self.root = root
+    def __init__(self, root: str | Path | StorageLocation, job: str) -> None:
+        where = root if isinstance(root, StorageLocation) else storage_location(root)
+        if where.path is not None:  # one spelling of a directory, wherever the process runs
+            where = StorageLocation("file", path=where.path.resolve())
+        self.root = where
         self.job = job
-        self.base = root / job
-        self.shared = self.base / "shared"
+        self.store: ObjectStore = open_store(self.root)
         self._warned: set[int] = set()  # unreadable checkpoints retention has reported
 
-    def chk_dir(self, n: int) -> Path:
-        return self.base / f"chk-{n}"
-
-    def worker_dir(self, n: int, worker: int) -> Path:
-        return self.chk_dir(n) / f"w{worker}"
-
-    def ensure(self) -> None:
-        """Create the job's storage, private to the user (``0700``)."""
-        try:
-            private_dir(self.base, own=True)
-            private_dir(self.shared)
-        except OSError as exc:
+    @staticmethod
+    def at(location: str | Path) -> tuple[CheckpointStorage, int]:
+        """The storage and id of the checkpoint at ``location`` (``…/<job>/chk-<n>``)."""
+        where = storage_location(location, "checkpoint")
+        name = where.name
+        if not (name.startswith("chk-") and name[4:].isdigit()):
             raise StateError(
-                f"cannot create checkpoint storage {self.base}: {exc.strerror}; pass a writable "
-                "--checkpoint-dir"
-            ) from exc
+                f"{where.url} is not a checkpoint: its last part must be chk-<n>; pass "
+                "--restore latest or the path of a chk-<n> directory"
+            )
+        job = where.parent
+        return CheckpointStorage(job.parent, job.name), int(name[4:])
+
+    @property
+    def where(self) -> str:
+        """The job's storage, as a path or URL: for messages and ``/jobs``."""
+        return self.root.child(self.job).url
+
+    def location(self, n: int) -> str:
+        """Where checkpoint ``n`` is, in the form ``--restore`` takes."""
+        return self.root.child(self.job).child(f"chk-{n}").url
+
+    def _chk(self, n: int) -> str:
+        return f"{self.job}/chk-{n}"
+
+    def key_of(self, n: int, worker: int, ref: FileRef) -> str:
+        if ref.shared is not None:
+            return f"{self.job}/shared/{ref.shared}"
+        return f"{self._chk(n)}/w{worker}/{ref.name}"
+
+    def ensure(self, probe: bool = True) -> None:
+        """Create the job's storage, private to the user (``0700``); on S3 (``probe``), check
+        that the bucket answers, so a wrong endpoint, bucket or key fails at the start."""
+        if isinstance(self.store, LocalStore):
+            base = self.store.path(self.job)
+            try:
+                private_dir(base, own=True)
+                private_dir(base / "shared")
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot create checkpoint storage {base}: {exc.strerror}; pass a writable "
+                    "--checkpoint-dir"
+                ) from exc
+        elif probe:
+            self.store.children(self.job)
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -127,76 +146,76 @@ class CheckpointStorage:
         worker: int,
         name_prefix: str,
         known: dict[str, FileRef],
+        cache: Path | None = None,
     ) -> tuple[list[FileRef], int]:
         """Store the RocksDB checkpoint directory ``local`` as worker ``worker``'s part of
-        checkpoint ``n``. SST files already in ``known`` (uploaded by a completed checkpoint) are
-        referenced, not copied. Returns the file list and the bytes copied."""
-        files: list[FileRef] = []
-        copied = 0
-        wdir = private_dir(self.worker_dir(n, worker))
-        new_shared = False
+        checkpoint ``n``, up to ``UPLOADS`` files at a time. SST files in ``known`` (held by a
+        completed checkpoint) are referenced, not copied. New SST files are also linked into
+        ``cache`` (a worker's local copies, for local recovery). Returns the file list and the
+        bytes copied."""
+        jobs: list[tuple[str, Path, str | None]] = []  # (local name, source, shared name)
+        files: dict[str, FileRef] = {}
         for entry in sorted(os.listdir(local)):
-            src = local / entry
-            if entry.endswith(".sst"):
-                ref = known.get(entry)
-                if ref is None or not (self.shared / (ref.shared or "")).exists():
-                    shared = f"{name_prefix}-{entry}"
-                    size, crc = copy_with_crc(src, self.shared / shared)
-                    ref = FileRef(entry, size, crc, shared)
-                    copied += size
-                    new_shared = True
-                files.append(ref)
-            elif entry.endswith(".log"):
+            if entry.endswith(".log"):
                 continue  # the checkpoint flushed the memtable: the WAL holds nothing needed
+            ref = known.get(entry) if entry.endswith(".sst") else None
+            if ref is not None:
+                files[entry] = ref
             else:
-                size, crc = copy_with_crc(src, wdir / entry)
-                copied += size
-                files.append(FileRef(entry, size, crc))
+                jobs.append(
+                    (
+                        entry,
+                        local / entry,
+                        f"{name_prefix}-{entry}" if entry.endswith(".sst") else None,
+                    )
+                )
+
+        def put(job: tuple[str, Path, str | None]) -> FileRef:
+            entry, src, shared = job
+            ref = FileRef(entry, 0, 0, shared)
+            size, crc = self.store.put_file(self.key_of(n, worker, ref), src)
+            if shared is not None and cache is not None:
+                _link_into(cache, shared, src)
+            return FileRef(entry, size, crc, shared)
+
+        with ThreadPoolExecutor(UPLOADS, thread_name_prefix="weir-put") as pool:
+            for ref in pool.map(put, jobs):
+                files[ref.name] = ref
         # each file's data is synced as it is copied; their names only with their directory
-        if new_shared:
-            fsync_dir(self.shared)
-        fsync_dir(wdir)
-        return files, copied
+        self.store.sync([f"{self.job}/shared", f"{self._chk(n)}/w{worker}"])
+        return [files[k] for k in sorted(files)], sum(files[e].size for e, _, _ in jobs)
 
     def write_metadata(self, n: int, meta: dict[str, Any]) -> None:
-        """Make checkpoint ``n`` exist: ``_metadata`` is written to a temporary name, synced,
-        renamed into place, and the rename synced (the ``chk-<n>`` directory, then the job's,
-        which holds ``chk-<n>``'s own name). The files it lists were synced when uploaded, so
-        after a crash a checkpoint either exists whole or does not exist."""
-        chk = private_dir(self.chk_dir(n))
-        write_private(chk / METADATA, json.dumps(meta, indent=1).encode(), durable=True)
-        fsync_dir(self.base)
+        """Make checkpoint ``n`` exist: ``_metadata`` is one atomic, durable put (on a file
+        system: a temporary name, synced, renamed, the rename synced with ``chk-<n>``'s own
+        name). The files it lists were made durable when uploaded, so after a crash a
+        checkpoint either exists whole or does not exist."""
+        self.store.put_bytes(f"{self._chk(n)}/{METADATA}", json.dumps(meta, indent=1).encode())
 
     # -- reading ---------------------------------------------------------------------------------
 
+    def _chk_ids(self) -> list[int]:
+        return sorted(
+            int(d[4:])
+            for d in self.store.children(self.job)
+            if d.startswith("chk-") and d[4:].isdigit()
+        )
+
     def ids(self) -> list[int]:
-        """Ids of checkpoint directories that have a ``_metadata`` file, oldest first."""
-        if not self.base.is_dir():
-            return []
-        found = []
-        for d in self.base.iterdir():
-            if d.name.startswith("chk-") and d.name[4:].isdigit() and (d / METADATA).exists():
-                found.append(int(d.name[4:]))
-        return sorted(found)
+        """Ids of the checkpoints that have a ``_metadata``, oldest first."""
+        return [n for n in self._chk_ids() if self.store.exists(f"{self._chk(n)}/{METADATA}")]
 
     def next_id(self) -> int:
-        """The id after every checkpoint directory (complete or not) ever made here."""
-        if not self.base.is_dir():
-            return 1
-        nums = [
-            int(d.name[4:])
-            for d in self.base.iterdir()
-            if d.name.startswith("chk-") and d.name[4:].isdigit()
-        ]
-        return max(nums, default=0) + 1
+        """The id after every checkpoint (complete or not) ever made here."""
+        return max(self._chk_ids(), default=0) + 1
 
     def metadata(self, n: int) -> dict[str, Any]:
-        path = self.chk_dir(n) / METADATA
+        where = f"{self.location(n)}/{METADATA}"
         try:
-            meta: dict[str, Any] = json.loads(path.read_bytes())
-        except (OSError, ValueError) as exc:
+            meta: dict[str, Any] = json.loads(self.store.get_bytes(f"{self._chk(n)}/{METADATA}"))
+        except (StorageError, ValueError) as exc:
             raise StateError(
-                f"checkpoint {path.parent} has an unreadable _metadata: {exc}"
+                f"checkpoint {self.location(n)} has an unreadable _metadata ({where}): {exc}"
             ) from exc
         return meta
 
@@ -214,34 +233,33 @@ class CheckpointStorage:
 
     def problem(self, n: int, verify_checksums: bool = True) -> str | None:
         """Why checkpoint ``n`` cannot be restored (None when it can): metadata unreadable, a
-        file name that is not a plain name, a file that is a symlink out of the job's storage,
-        missing, of the wrong size, or with the wrong checksum."""
+        file name that is not a plain name, a file missing, outside the job's storage, of the
+        wrong size, or (on a file system) with the wrong checksum; objects downloaded from S3
+        are checked against their CRC as they arrive."""
         try:
             meta = self.metadata(n)
         except StateError as exc:
             return str(exc)
-        base = self.base.resolve()
+        listed = self.store.sizes(self.job) if self.store.remote else None
         for w in meta.get("workers", []):
             for raw in w.get("files", []):
                 try:
                     ref = FileRef.from_json(raw)
                 except PathRefused as exc:
                     return str(exc)
-                path = self.path_of(n, int(w["index"]), ref)
-                if not path.exists():
-                    return f"file {path} is missing"
-                if not path.resolve().is_relative_to(base):
-                    return f"file {path} is a symlink to {path.resolve()}, outside {base}"
-                if path.stat().st_size != ref.size:
-                    return f"file {path} has {path.stat().st_size} bytes, expected {ref.size}"
-                if verify_checksums and file_crc(path) != ref.crc32:
-                    return f"file {path} fails its CRC-32 check"
+                key = self.key_of(n, int(w["index"]), ref)
+                if listed is None:
+                    found = self.store.verify(
+                        key, ref.size, ref.crc32 if verify_checksums else None
+                    )
+                    if found is not None:
+                        return found
+                elif key not in listed:
+                    return f"object {self.store.url}/{key} is missing"
+                elif listed[key] != ref.size:
+                    found_size = listed[key]
+                    return f"object {self.store.url}/{key} has {found_size} bytes, not {ref.size}"
         return None
-
-    def path_of(self, n: int, worker: int, ref: FileRef) -> Path:
-        if ref.shared is not None:
-            return self.shared / ref.shared
-        return self.worker_dir(n, worker) / ref.name
 
     def latest_valid(self) -> int | None:
         """The newest checkpoint that can be restored; broken ones are skipped with a log line."""
@@ -254,35 +272,77 @@ class CheckpointStorage:
 
     # -- restoring -------------------------------------------------------------------------------
 
-    def materialize(self, n: int, worker: int, files: Iterable[FileRef], target: Path) -> None:
-        """Rebuild worker ``worker``'s RocksDB directory of checkpoint ``n`` at ``target``: SST
-        files are hard-linked from storage when it is on the same file system (they never
-        change), copied otherwise."""
+    def materialize(
+        self, n: int, worker: int, files: Iterable[FileRef], target: Path, cache: Path | None = None
+    ) -> None:
+        """Rebuild worker ``worker``'s RocksDB directory of checkpoint ``n`` at ``target``. SST
+        files never change, so they are hard-linked where they can be: from a directory storage
+        on the same file system, or from ``cache`` (local copies kept from earlier uploads and
+        downloads: a recovery downloads only what it does not have). Everything else is copied
+        or downloaded, up to ``UPLOADS`` files at a time, and checked against its CRC-32."""
         shutil.rmtree(target, ignore_errors=True)
         private_dir(target)
-        for ref in files:
-            src = self.path_of(n, worker, ref)
+        if cache is not None:
+            private_dir(cache)
+
+        def fetch(ref: FileRef) -> None:
+            key = self.key_of(n, worker, ref)
             dst = target / ref.name
-            if ref.shared is not None:
-                try:
-                    os.link(src, dst)
-                    continue
-                except OSError:
-                    pass
-            shutil.copyfile(src, dst)
+            if ref.shared is not None and cache is not None and self.store.remote:
+                cached = cache / ref.shared
+                if not (cached.is_file() and cached.stat().st_size == ref.size):
+                    self._download(key, ref, cached)
+                os.link(cached, dst)
+            elif self.store.remote:
+                self._download(key, ref, dst)
+            else:
+                self.store.get_file(key, dst, immutable=ref.shared is not None)
+
+        with ThreadPoolExecutor(UPLOADS, thread_name_prefix="weir-get") as pool:
+            list(pool.map(fetch, files))
+
+    def _download(self, key: str, ref: FileRef, dst: Path) -> None:
+        crc = self.store.get_file(key, dst)
+        if crc != ref.crc32:
+            dst.unlink(missing_ok=True)
+            raise StorageError(
+                f"object {self.store.url}/{key} fails its CRC-32 check after download; the "
+                "checkpoint is damaged: restore an older one"
+            )
+
+    def export(self, n: int, target: CheckpointStorage, scratch: Path) -> None:
+        """Copy checkpoint ``n`` with the shared files it references to ``target``,
+        ``_metadata`` last (a copy cut short does not exist)."""
+        meta = self.metadata(n)
+        private_dir(scratch)
+        for w in meta["workers"]:
+            for raw in w["files"]:
+                ref = FileRef.from_json(raw)
+                tmp = scratch / (ref.shared or ref.name)
+                if self.store.get_file(self.key_of(n, int(w["index"]), ref), tmp) not in (
+                    -1,
+                    ref.crc32,
+                ):
+                    raise StorageError(f"{self.location(n)}: {ref.name} fails its CRC-32 check")
+                target.store.put_file(target.key_of(n, int(w["index"]), ref), tmp)
+                tmp.unlink()
+            target.store.sync([f"{target.job}/shared", f"{target._chk(n)}/w{w['index']}"])
+        target.write_metadata(n, meta)
 
     # -- retention -------------------------------------------------------------------------------
 
-    def retain(self, keep: int) -> list[int]:
+    def retain(self, keep: int, cache: Path | None = None) -> list[int]:
         """Delete complete checkpoints beyond the newest ``keep``, incomplete ones older than
-        the newest complete one, and shared files no remaining checkpoint references. Returns
-        the deleted ids. Call it only while no checkpoint is in flight.
+        the newest complete one, and shared files no remaining checkpoint references (and
+        their local copies in ``cache``). Returns the deleted ids. Call it only while no
+        checkpoint is in flight.
 
         Never deleted: savepoints, and a checkpoint whose ``_metadata`` cannot be read or
         parsed. Since nobody can tell which shared files such a checkpoint needs, every shared
         file stays while it exists; a warning names it, so that its owner repairs or removes
         it."""
-        ids = self.ids()
+        every = self._chk_ids()
+        ids = [n for n in every if self.store.exists(f"{self._chk(n)}/{METADATA}")]
         metas: dict[int, dict[str, Any]] = {}
         unreadable: list[int] = []
         for n in ids:
@@ -295,16 +355,15 @@ class CheckpointStorage:
         doomed = set(regular[:-keep] if keep > 0 else regular)
         newest = ids[-1] if ids else 0
         present = set(ids)
-        for d in self.base.iterdir() if self.base.is_dir() else []:
-            if d.name.startswith("chk-") and d.name[4:].isdigit():
-                n = int(d.name[4:])
-                if n not in present and n < newest:
-                    doomed.add(n)  # an aborted checkpoint: it never had a _metadata
+        # an aborted checkpoint never had a _metadata
+        doomed.update(n for n in every if n not in present and n < newest)
         for n in sorted(doomed):
-            shutil.rmtree(self.chk_dir(n), ignore_errors=True)
+            self.store.delete_prefix(self._chk(n))
             metas.pop(n, None)
         if not unreadable:
-            self._delete_unreferenced(metas.values())
+            used = self._delete_unreferenced(metas.values())
+            if cache is not None:
+                prune_cache(cache, used)
         return sorted(doomed)
 
     def _parsed(self, n: int) -> dict[str, Any]:
@@ -320,7 +379,7 @@ class CheckpointStorage:
                         raise TypeError(f"shared file name {shared!r} is not a string")
         except (AttributeError, TypeError) as exc:
             raise StateError(
-                f"checkpoint {self.chk_dir(n)} has a malformed _metadata: {exc}"
+                f"checkpoint {self.location(n)} has a malformed _metadata: {exc}"
             ) from exc
         return meta
 
@@ -334,25 +393,56 @@ class CheckpointStorage:
             self.job,
             n,
             exc,
-            self.chk_dir(n),
+            self.location(n),
         )
 
-    def _delete_unreferenced(self, metas: Iterable[dict[str, Any]]) -> None:
+    def _delete_unreferenced(self, metas: Iterable[dict[str, Any]]) -> set[str]:
+        """Delete the shared files no checkpoint in ``metas`` references; returns the names of
+        those they do."""
         used = {
-            raw["shared"]
+            str(raw["shared"])
             for meta in metas
             for w in meta.get("workers", [])
             for raw in w.get("files", [])
             if raw.get("shared")
         }
-        if self.shared.is_dir():
-            for f in self.shared.iterdir():
-                if f.name not in used:
-                    f.unlink(missing_ok=True)
+        prefix = f"{self.job}/shared/"
+        self.store.delete(
+            [k for k in self.store.sizes(f"{self.job}/shared") if k[len(prefix) :] not in used]
+        )
+        return used
+
+
+def _link_into(cache: Path, name: str, src: Path) -> None:
+    """Keep ``src`` as ``cache/name`` (a hard link: no copy); best effort."""
+    try:
+        private_dir(cache)
+        os.link(src, cache / name)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        log.debug("local copy of %s not kept: %s", name, exc)
+
+
+def prune_cache(cache: Path, keep: set[str]) -> None:
+    """Drop the local copies not in ``keep``."""
+    if not cache.is_dir():
+        return
+    for f in cache.iterdir():
+        if f.name not in keep and not f.name.startswith("."):
+            f.unlink(missing_ok=True)
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-__all__ = ["METADATA", "CheckpointStorage", "FileRef", "copy_with_crc", "file_crc", "now_ms"]
+__all__ = [
+    "METADATA",
+    "CheckpointStorage",
+    "FileRef",
+    "copy_with_crc",
+    "file_crc",
+    "now_ms",
+    "prune_cache",
+]

@@ -41,8 +41,11 @@ def restore_worker_db(
     meta: dict[str, Any],
     new_range: KeyGroupRange,
     target: Path,
+    cache: Path | None = None,
 ) -> dict[str, FileRef]:
-    """Build the RocksDB at ``target`` holding exactly ``new_range`` of checkpoint ``n``.
+    """Build the RocksDB at ``target`` holding exactly ``new_range`` of checkpoint ``n``. Only
+    the files of the old instances overlapping ``new_range`` are fetched; ``cache``: local
+    copies of remote SST files to link instead of downloading (``CheckpointStorage.materialize``).
 
     Returns the SST files the new instance still shares with the checkpoint by local name (so
     the next checkpoint need not upload them again); empty after a rescale."""
@@ -58,7 +61,7 @@ def restore_worker_db(
         return {}
     base = overlapping[0][1]
     base_files = [FileRef.from_json(f) for f in base["files"]]
-    storage.materialize(n, int(base["index"]), base_files, target)
+    storage.materialize(n, int(base["index"]), base_files, target, cache)
     if _range(base["key_groups"]) == new_range and len(overlapping) == 1:
         return {f.name: f for f in base_files if f.shared is not None}
     opts = RocksOptions().to_options()
@@ -74,7 +77,8 @@ def restore_worker_db(
         if old.end > new_range.end:
             db.delete_range(hi, key_group_bounds(new_range.end + 1, old.end)[1])
         for _, w in overlapping[1:]:
-            _copy_range(storage, n, w, _overlap(_range(w["key_groups"]), new_range), db, target)
+            kgs = _overlap(_range(w["key_groups"]), new_range)
+            _copy_range(storage, n, w, kgs, db, target, cache)
         db.flush()
     finally:
         db.close()
@@ -88,11 +92,11 @@ def _copy_range(
     kgs: KeyGroupRange,
     into: Rdict,
     target: Path,
+    cache: Path | None,
 ) -> None:
     tmp = target.parent / f"{target.name}.restore-{worker['index']}"
-    storage.materialize(
-        n, int(worker["index"]), [FileRef.from_json(f) for f in worker["files"]], tmp
-    )
+    files = [FileRef.from_json(f) for f in worker["files"]]
+    storage.materialize(n, int(worker["index"]), files, tmp, cache)
     try:
         src = Rdict(str(tmp), RocksOptions().to_options())
     except Exception as exc:

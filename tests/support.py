@@ -328,3 +328,13 @@ class FixedRuntime:
 
     def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:
         raise ConfigError("this test's job takes no backfill")
+
+
+def chk_dir(storage: CheckpointStorage, n: int) -> Path:
+    """Checkpoint ``n``'s directory, in storage on a file system."""
+    return Path(storage.location(n))
+
+
+def shared_dir(storage: CheckpointStorage) -> Path:
+    """The shared SST files' directory, in storage on a file system."""
+    return Path(storage.where) / "shared"

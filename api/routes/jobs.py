@@ -136,7 +136,7 @@ def list_checkpoints(job: str, reg: Annotated[Registry, Depends(registry)]) -> d
     ]
     return {
         "job": job,
-        "storage": str(storage.base.resolve()),
+        "storage": storage.where,
         "latest": h.runtime.last_checkpoint,
         "restored_from": h.runtime.restored_from,
         "restarts": h.runtime.restarts,

@@ -30,12 +30,13 @@ class RunConfig:
     idle_timeout_ms: int | None = None
     log_level: str = "INFO"
     log_format: str = "text"  # or "json" (app/logs.py), in the workers too
-    checkpoint_dir: Path | None = None  # default: <state-dir>/checkpoints
+    # a directory or s3://BUCKET/PREFIX (state/objectstore.py); default: <state-dir>/checkpoints
+    checkpoint_dir: str | Path | None = None
     checkpoint_interval_ms: int = 0  # 0: no periodic checkpoints
     checkpoint_timeout_ms: int = 60_000
     checkpoints_retained: int = 3
     restore: str | None = None  # "latest" or a chk-<n> directory, from --restore
-    restore_from: Path | None = None  # the resolved checkpoint directory the workers restore
+    restore_from: str | None = None  # the resolved checkpoint (path or URL) the workers restore
     # at most this many restarts within restart_interval_ms (None: 3 with checkpoints, else 0);
     # restart_attempts is its old name, kept as an alias
     restart_failures: int | None = None
@@ -139,7 +140,7 @@ class RunConfig:
             )
 
     @property
-    def checkpoints_root(self) -> Path:
+    def checkpoints_root(self) -> str | Path:
         return (
             self.checkpoint_dir
             if self.checkpoint_dir is not None
@@ -156,6 +157,12 @@ class RunConfig:
 
     def job_dir(self, job: str) -> Path:
         return self.state_dir / job
+
+    def sst_cache_path(self, job: str) -> Path:
+        """Local copies of SST files in remote checkpoint storage, shared by the job's workers
+        on this host (names are unique per run and worker): a recovery links instead of
+        downloading what is here."""
+        return self.job_dir(job) / "sst-cache"
 
     def worker_state_path(self, job: str, index: int) -> Path:
         return self.job_dir(job) / f"worker-{index}" / "db"

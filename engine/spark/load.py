@@ -17,6 +17,7 @@ from weir.engine.job import Job, WindowOperator
 from weir.engine.spark.backfill import BackfillResult
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage, now_ms
+from weir.state.files import private_dir
 from weir.state.keygroups import KeyGroupRange, range_for_operator
 from weir.state.rocksdb import RocksState
 
@@ -34,13 +35,20 @@ def sst_files(sst_dir: Path, kgs: KeyGroupRange) -> list[Path]:
 
 
 def make_savepoint(
-    job: Job, op: WindowOperator, result: BackfillResult, root: Path, parallelism: int = 1
-) -> Path:
-    """A savepoint of ``job`` under ``root/<job>/chk-<n>`` holding the backfilled windows."""
+    job: Job,
+    op: WindowOperator,
+    result: BackfillResult,
+    root: str | Path,
+    work_dir: Path,
+    parallelism: int = 1,
+) -> str:
+    """A savepoint of ``job`` under ``root/<job>/chk-<n>`` (a directory or S3) holding the
+    backfilled windows; its RocksDB instances are built under ``work_dir``. Returns where it
+    is."""
     storage = CheckpointStorage(root, job.name)
     storage.ensure()
     n = storage.next_id()
-    build = root / job.name / f".build-{n}"
+    build = private_dir(work_dir) / f".build-{job.name}-{n}"
     shutil.rmtree(build, ignore_errors=True)
     workers: list[dict[str, Any]] = []
     wm = result.watermark if result.watermark is not None else MIN_WATERMARK
@@ -90,4 +98,4 @@ def make_savepoint(
             "workers": workers,
         },
     )
-    return storage.chk_dir(n).resolve()
+    return storage.location(n)

@@ -53,7 +53,7 @@ from tests.contract.runtimes import (
     wait_settled,
 )
 from tests.reference import Spec, simulate
-from tests.support import LOCAL, event_lines, make_events, wait_until
+from tests.support import LOCAL, chk_dir, event_lines, make_events, wait_until
 from weir.api import Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
 from weir.engine.errors import ConfigError, ControlError, PathRefused
@@ -223,7 +223,7 @@ def test_checkpoints_are_those_on_disk(bounded: LiveJob, impl: str) -> None:
     for n in bounded.storage.ids():  # those retained: their summary is their _metadata's
         meta = bounded.storage.metadata(n)
         assert everything[n - 1] == {k: v for k, v in meta.items() if k != "workers"}
-    assert rt.storage.base == bounded.storage.base
+    assert rt.storage.where == bounded.storage.where
     assert (rt.checkpoint_problem, rt.status_problem, rt.restored_from) == (None, None, None)
     assert rt.restarts == 0 and rt.backfills == []
 
@@ -237,7 +237,7 @@ def test_a_savepoint_through_each_lands_on_disk(bounded: LiveJob, impl: str) -> 
     # done is seen at once: the job manager publishes a checkpoint before it answers for it
     assert rt.last_checkpoint == rt.checkpoints[-1]["id"] == result["id"] > before
     assert rt.checkpoints[-1]["savepoint"] is True
-    path = bounded.storage.chk_dir(result["id"]).resolve()
+    path = chk_dir(bounded.storage, result["id"]).resolve()
     assert result["path"] == str(path) and (path / "_metadata").is_file()
     meta = bounded.storage.metadata(result["id"])
     assert meta["savepoint"] is True and meta["id"] == result["id"]
@@ -266,7 +266,7 @@ def test_a_restart_bumps_the_generation_once(restarted: Restart, impl: str) -> N
     rt = restarted.job.runtime(impl)
     wait_until(lambda: restarted.seen_by(impl), JOB_S, what="the job to restart and finish again")
     assert rt.generation == restarted.generations[impl] + 1
-    restored = restarted.job.storage.chk_dir(restarted.checkpoint).resolve()
+    restored = chk_dir(restarted.job.storage, restarted.checkpoint).resolve()
     assert rt.restored_from == str(restored)
     assert [w["restored_from"] for w in rt.worker_status()] == [restored.name] * PARALLELISM
     assert rt.failure_reason is None and rt.state() == "finished"

@@ -24,6 +24,7 @@ from tests.support import (
     WeirServer,
     alive,
     children,
+    chk_dir,
     event_lines,
     job_text,
     make_events,
@@ -125,7 +126,7 @@ def test_a_failed_stop_with_savepoint_leaves_the_job_reading(
     wait_until(lambda: _records_in(server) > 0, 20.0, what="records to flow")
     # checkpoint 1's directory is taken by a file: every worker's upload fails, after its
     # barrier stopped its sources
-    blocker = CheckpointStorage(state / "checkpoints", STATE).chk_dir(1)
+    blocker = chk_dir(CheckpointStorage(state / "checkpoints", STATE), 1)
     blocker.parent.mkdir(parents=True)
     blocker.write_text("not a checkpoint directory")
 
@@ -196,7 +197,7 @@ def test_cancel_ends_at_once_and_restore_latest_resumes_from_the_last_checkpoint
     again = weir_server(job, *flags, "--restore", "latest", state_dir=state)
     wait_until(lambda: _records_in(again) > 0, 20.0, what="the restored job to read")
     restored_from = again.client().get("/jobs/t1/checkpoints").json()["restored_from"]
-    assert restored_from == str(CheckpointStorage(state / "checkpoints", STATE).chk_dir(n))
+    assert restored_from == str(chk_dir(CheckpointStorage(state / "checkpoints", STATE), n))
     r = run_weir("stop", STATE, "--state-dir", str(state), "--json")
     assert r.rc == 0, r.stderr
     assert json.loads(r.stdout) == {"job": STATE, "savepoint": None, "state": "stopped"}

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import chk_dir, shared_dir
 from weir.state.checkpoints import METADATA, CheckpointStorage, FileRef
 from weir.state.rocksdb import RocksState
 
@@ -31,7 +32,7 @@ def _checkpoint(
 
 
 def _shared_of(storage: CheckpointStorage, n: int) -> set[str]:
-    meta = json.loads((storage.chk_dir(n) / METADATA).read_bytes())
+    meta = json.loads((chk_dir(storage, n) / METADATA).read_bytes())
     return {FileRef.from_json(f).shared or "" for f in meta["workers"][0]["files"]} - {""}
 
 
@@ -48,7 +49,7 @@ def test_retention_keeps_savepoints_and_unreadable_checkpoints(
     finally:
         db.close()
     savepoint_files = _shared_of(storage, 1)
-    corrupt = storage.chk_dir(2) / METADATA
+    corrupt = chk_dir(storage, 2) / METADATA
     needed = _shared_of(storage, 2)
     corrupt.write_bytes(b'{"id": 2, "workers": [')  # torn, as by a disk that lost its tail
 
@@ -58,15 +59,17 @@ def test_retention_keeps_savepoints_and_unreadable_checkpoints(
     assert deleted == [3, 4]
     assert storage.ids() == [1, 2, 5]
     assert corrupt.read_bytes() == b'{"id": 2, "workers": ['
-    kept = {f.name for f in storage.shared.iterdir()}
+    kept = {f.name for f in shared_dir(storage).iterdir()}
     assert savepoint_files <= kept and needed <= kept  # whatever chk-2 may reference stays
-    assert str(storage.chk_dir(2)) in caplog.text and "cannot read" in caplog.text
+    assert str(chk_dir(storage, 2)) in caplog.text and "cannot read" in caplog.text
     assert storage.latest_valid() == 5
 
     # once the owner removes the broken one, the files nobody references go
     corrupt.unlink()
     storage.retain(1)
-    assert {f.name for f in storage.shared.iterdir()} == savepoint_files | _shared_of(storage, 5)
+    assert {f.name for f in shared_dir(storage).iterdir()} == savepoint_files | _shared_of(
+        storage, 5
+    )
     assert storage.ids() == [1, 5]
 
 
@@ -79,7 +82,7 @@ def test_retention_keeps_a_checkpoint_whose_metadata_is_not_an_object(tmp_path: 
             _checkpoint(storage, db, n, tmp_path)
     finally:
         db.close()
-    (storage.chk_dir(1) / METADATA).write_text('["a list, not a checkpoint"]')
+    (chk_dir(storage, 1) / METADATA).write_text('["a list, not a checkpoint"]')
     assert storage.retain(1) == [2]
     assert storage.ids() == [1, 3]
 
@@ -106,10 +109,10 @@ def test_a_checkpoint_reaches_the_disk_in_order(
     refs, _ = storage.upload(tmp_path / "local", 1, 0, "r", {})
     storage.write_metadata(1, {"id": 1, "workers": [{"index": 0, "files": []}]})
 
-    base, chk = str(storage.base), str(storage.chk_dir(1))
-    shared = [i for i, p in enumerate(synced) if p.startswith(f"{storage.shared}/")]
+    base, chk = storage.where, str(chk_dir(storage, 1))
+    shared = [i for i, p in enumerate(synced) if p.startswith(f"{shared_dir(storage)}/")]
     assert shared and any(r.shared for r in refs)
-    assert synced.index(str(storage.shared)) > max(shared)
+    assert synced.index(str(shared_dir(storage))) > max(shared)
     meta = next(i for i, p in enumerate(synced) if p.startswith(f"{chk}/.{METADATA}"))
-    assert meta > synced.index(str(storage.worker_dir(1, 0)))
+    assert meta > synced.index(str(chk_dir(storage, 1) / "w0"))
     assert synced[meta + 1 :] == [chk, base]

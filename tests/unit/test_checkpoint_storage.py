@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import chk_dir, shared_dir
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange, range_for_operator
 from weir.state.layout import key_group_bounds
@@ -73,8 +74,8 @@ def test_a_checkpoint_after_updating_1_percent_of_1m_keys_uploads_a_small_fracti
     assert {f.shared for f in files if f.shared} & {f.shared for f in files2 if f.shared}
     # keep one checkpoint: files only checkpoint 1 used disappear, checkpoint 2 stays whole
     assert storage.retain(1) == [1]
-    assert not storage.chk_dir(1).exists()
-    stored = {p.name for p in storage.shared.iterdir()}
+    assert not chk_dir(storage, 1).exists()
+    stored = {p.name for p in shared_dir(storage).iterdir()}
     assert stored == {f.shared for f in files2 if f.shared}
     assert storage.problem(2) is None
     db.close()
@@ -90,12 +91,12 @@ def test_retention_keeps_savepoints_and_drops_aborted_checkpoints(tmp_path: Path
         db.write({_key(n, i): b"x" for i in range(1000)})
         files, _ = _take(db, storage, tmp_path, n, 0, known, everything, savepoint=n == 2)
         known = {f.name: f for f in files if f.shared}
-    (storage.chk_dir(3) / "_metadata").unlink()  # as if checkpoint 3 never completed
-    (storage.chk_dir(6) / "w0").mkdir(parents=True)  # one in flight: newer than every complete
+    (chk_dir(storage, 3) / "_metadata").unlink()  # as if checkpoint 3 never completed
+    (chk_dir(storage, 6) / "w0").mkdir(parents=True)  # one in flight: newer than every complete
     assert storage.ids() == [1, 2, 4, 5]
     assert storage.retain(2) == [1, 3]
     assert storage.ids() == [2, 4, 5]
-    assert storage.chk_dir(6).exists()
+    assert chk_dir(storage, 6).exists()
     assert storage.next_id() == 7
     for n in storage.ids():
         assert storage.problem(n) is None, n
@@ -117,7 +118,7 @@ def test_problems_name_the_missing_file_the_bad_checksum_and_the_missing_metadat
     )
     new = [f for f in files2 if f.shared and f.shared not in {g.shared for g in files}]
     assert new
-    path = storage.shared / str(new[0].shared)
+    path = shared_dir(storage) / str(new[0].shared)
     raw = bytearray(path.read_bytes())
     raw[10] ^= 0x01
     path.write_bytes(bytes(raw))
@@ -125,7 +126,7 @@ def test_problems_name_the_missing_file_the_bad_checksum_and_the_missing_metadat
     assert storage.latest_valid() == 1
     path.unlink()
     assert f"{path} is missing" in str(storage.problem(2))
-    (storage.chk_dir(1) / "_metadata").write_text("{not json")
+    (chk_dir(storage, 1) / "_metadata").write_text("{not json")
     assert "unreadable _metadata" in str(storage.problem(1))
     assert storage.latest_valid() is None
     db.close()

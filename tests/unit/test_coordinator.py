@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import wait_until
+from tests.support import chk_dir, wait_until
 from weir import Job, agg, sources, windows
 from weir.engine.errors import ControlError
 from weir.engine.runtime.config import RunConfig
@@ -146,7 +146,7 @@ def test_a_decline_fails_the_checkpoint_and_says_why(tmp_path: Path) -> None:
     assert h.sent[-1] == CheckpointAborted(n)
     why = "worker 1 declined: upload failed: OSError: disk full"
     assert h.coordinator.problem == f"checkpoint {n} failed: {why}"
-    assert not h.coordinator.storage.chk_dir(n).joinpath("_metadata").exists()
+    assert not chk_dir(h.coordinator.storage, n).joinpath("_metadata").exists()
 
 
 def test_a_stuck_checkpoint_times_out(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_a_savepoint_waits_for_its_checkpoint(tmp_path: Path) -> None:
     for worker in (0, 1):
         h.coordinator.acknowledge(worker, CheckpointAck(n, _snapshot(worker)))
     asker.join(10.0)
-    assert result == {"id": n, "path": str(h.coordinator.storage.chk_dir(n).resolve())}
+    assert result == {"id": n, "path": str(chk_dir(h.coordinator.storage, n).resolve())}
     assert h.coordinator.storage.metadata(n)["savepoint"] is True
 
 

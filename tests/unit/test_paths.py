@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import job_text
+from tests.support import chk_dir, job_text, shared_dir
 from weir import Job
 from weir.engine.errors import JobDefinitionError, PathRefused
 from weir.engine.paths import confined, plain_name
@@ -104,8 +104,8 @@ def test_a_shared_file_that_is_a_symlink_out_cannot_be_restored(tmp_path: Path) 
     storage = _checkpoint(
         tmp_path / "chk", [{"name": "a.sst", "size": 1, "crc32": 0, "shared": "link.sst"}]
     )
-    (storage.shared / "link.sst").symlink_to(secret)
+    (shared_dir(storage) / "link.sst").symlink_to(secret)
     problem = storage.problem(1)
     assert problem is not None and "is a symlink to" in problem and str(secret) in problem
-    meta = json.loads((storage.chk_dir(1) / "_metadata").read_text())
+    meta = json.loads((chk_dir(storage, 1) / "_metadata").read_text())
     assert meta["workers"][0]["files"][0]["shared"] == "link.sst"

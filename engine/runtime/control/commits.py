@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from weir.engine.job import Job
@@ -45,11 +44,11 @@ class JobOutputs:
         for sink in self.sinks():
             sink.prepare()
 
-    def rewind_to(self, chk: Path) -> None:
+    def rewind_to(self, chk: str) -> None:
         """File outputs back to where checkpoint ``chk`` left them: the replay writes the rest
         once more (exactly-once files; other sinks get it again: at-least-once)."""
-        storage = CheckpointStorage(chk.parent.parent, chk.parent.name)
-        meta = storage.metadata(int(chk.name.removeprefix("chk-")))
+        storage, n = CheckpointStorage.at(chk)
+        meta = storage.metadata(n)
         rewind_outputs(self.sinks(), meta, self._job.name)
 
     def keep(self) -> None:

@@ -17,7 +17,6 @@ import threading
 import time
 from collections.abc import Callable
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
 from weir.engine.errors import ConfigError, ControlError, SinkError, StateError
@@ -201,8 +200,9 @@ class CheckpointCoordinator:
             self.storage.ensure()
         self._next_id = self.storage.next_id()
 
-    def resolve_restore(self) -> Path | None:
-        """The checkpoint directory ``--restore`` names (``latest``: the newest complete one)."""
+    def resolve_restore(self) -> str | None:
+        """The checkpoint ``--restore`` names (``latest``: the newest complete one), as a path
+        or URL the workers restore from."""
         wanted = self._cfg.restore
         if not wanted:
             return None
@@ -211,29 +211,27 @@ class CheckpointCoordinator:
             if n is None:
                 raise ConfigError(
                     f"--restore latest: job {self._job.name!r} has no complete checkpoint under "
-                    f"{self.storage.base}; run it with --checkpoint-interval-ms first, or drop "
+                    f"{self.storage.where}; run it with --checkpoint-interval-ms first, or drop "
                     "--restore"
                 )
-            return self.storage.chk_dir(n).resolve()
-        path = Path(wanted).resolve()
-        if path.name == "_metadata":
-            path = path.parent
-        if not path.name.startswith("chk-") or not path.name[4:].isdigit():
+            return self.storage.location(n)
+        given = wanted.removesuffix("/").removesuffix("/_metadata")
+        try:
+            storage, n = CheckpointStorage.at(given)
+        except StateError:
             raise ConfigError(
-                f"--restore {wanted}: not a checkpoint directory; pass 'latest' or a chk-<n> "
-                "directory holding a _metadata file"
-            )
-        problem = CheckpointStorage(path.parent.parent, path.parent.name).problem(
-            int(path.name[4:])
-        )
+                f"--restore {wanted}: not a checkpoint; pass 'latest' or a chk-<n> directory "
+                "(or s3://…/<job>/chk-<n>) holding a _metadata file"
+            ) from None
+        problem = storage.problem(n)
         if problem is not None:
             raise ConfigError(f"--restore {wanted}: cannot restore this checkpoint: {problem}")
-        return path
+        return storage.location(n)
 
-    def latest_complete(self) -> Path | None:
+    def latest_complete(self) -> str | None:
         """Where a restart restores from: the newest complete checkpoint, if checkpointing."""
         n = self.storage.latest_valid() if self.enabled else None
-        return self.storage.chk_dir(n).resolve() if n is not None else None
+        return self.storage.location(n) if n is not None else None
 
     def savepoint(self, timeout_s: float, stop: bool = False) -> SavepointResult:
         """Take a savepoint (a checkpoint never deleted) and wait for it to complete. ``stop``:
@@ -261,7 +259,7 @@ class CheckpointCoordinator:
                 + ("; the job goes on" if goes_on else "")
             )
         n = waiter.checkpoint
-        return {"id": n, "path": str(self.storage.chk_dir(n).resolve())}
+        return {"id": n, "path": self.storage.location(n)}
 
     def tick(self, ready: bool, finished: bool) -> None:
         """Trigger the next checkpoint when it is due (one at a time; ``ready``: every worker
@@ -321,7 +319,7 @@ class CheckpointCoordinator:
             self.pending = PendingCheckpoint(self._next_id, len(self._ranges), waiters)
         self._next_id += 1
         try:
-            self.storage.ensure()
+            self.storage.ensure(probe=False)
         except StateError as exc:  # storage unusable: this checkpoint fails, processing goes on
             self.abort(str(exc))
             return True
@@ -360,10 +358,16 @@ class CheckpointCoordinator:
         try:
             meta["outputs"] = self._outputs()
             self.storage.write_metadata(pending.id, meta)
-            self.storage.retain(self._cfg.checkpoints_retained)
-        except (OSError, SinkError) as exc:
+        except (OSError, SinkError, StateError) as exc:
             self.abort(f"cannot write its metadata: {exc}")
             return
+        try:
+            cache = self._cfg.sst_cache_path(self._job.name) if self.storage.store.remote else None
+            self.storage.retain(self._cfg.checkpoints_retained, cache)
+        except (OSError, StateError) as exc:  # the checkpoint exists; the next retain retries
+            log.warning(
+                "job=%s checkpoint=%d retention failed: %s", self._job.name, pending.id, exc
+            )
         self.pending = None
         self.last_checkpoint = pending.id
         self.completed += 1

@@ -105,7 +105,7 @@ class JobManager:
             self._publish,
             self.coordinator,
         )
-        self._restored: Path | None = None
+        self._restored: str | None = None
         self.generation = 0  # bumped by every restart: readers of worker state reopen
         self.restarts = 0  # in this run, for the API; the strategy counts within its interval
         self._restarts = FailureRateRestarts(cfg.max_restarts, cfg.restart_interval_ms)
@@ -172,7 +172,7 @@ class JobManager:
         if self._publisher is not None:
             self._publisher.publish()
 
-    def _spawn(self, restore: Path | None) -> None:
+    def _spawn(self, restore: str | None) -> None:
         self._restored = restore
         cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
         self._listening = {}

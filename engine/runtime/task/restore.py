@@ -9,7 +9,6 @@ worker of the checkpoint, ``messages.WorkerSnapshot.to_json``).
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from weir.engine.errors import WeirError
@@ -37,9 +36,8 @@ def restore_db(
     checkpoint's metadata, and the SST files the next checkpoint may reference (those already
     in this job's own storage)."""
     assert cfg.restore_from is not None
-    chk: Path = cfg.restore_from
-    storage = CheckpointStorage(chk.parent.parent, chk.parent.name)
-    n = int(chk.name.removeprefix("chk-"))
+    chk = cfg.restore_from
+    storage, n = CheckpointStorage.at(chk)
     meta = storage.metadata(n)
     if int(meta["max_parallelism"]) != max_parallelism:
         raise WeirError(
@@ -47,9 +45,10 @@ def restore_db(
             f"{max_parallelism}; key groups cannot change, restore with the same"
         )
     target = cfg.worker_state_path(job_name, index)
-    known = restore_worker_db(storage, n, meta, key_groups, target)
+    cache = cfg.sst_cache_path(job_name) if storage.store.remote else None
+    known = restore_worker_db(storage, n, meta, key_groups, target, cache)
     log.info("worker=%d restored key groups %s from %s", index, key_groups.to_json(), chk)
-    return meta, (known if storage.base == own.base else {})
+    return meta, (known if storage.where == own.where else {})
 
 
 def restore_positions(

@@ -54,6 +54,8 @@ class Snapshotter:
         self._state = state
         self._send = send
         self.storage = CheckpointStorage(cfg.checkpoints_root, job_name)
+        # remote storage: uploaded SST files are kept (hard links) for a local recovery
+        self._cache = cfg.sst_cache_path(job_name) if self.storage.store.remote else None
         # SST files (by local name) a completed checkpoint holds: the next one references them
         self._confirmed = confirmed
         self._uploaded: dict[int, list[FileRef]] = {}
@@ -68,8 +70,13 @@ class Snapshotter:
     def take(
         self, n: int, flush: Callable[[], None], marks: dict[str, OperatorMarks], records_in: int
     ) -> None:
-        """Every input is at barrier ``n``: the synchronous part, then the upload thread."""
-        self.join()
+        """Every input is at barrier ``n``: the synchronous part, then the upload thread. While
+        an earlier upload still runs (storage slow or away: it retries, then fails), ``n`` is
+        declined rather than waited for, so that processing never stops on storage."""
+        if self._upload is not None and self._upload.is_alive():
+            log.warning("worker=%d checkpoint=%d declined: an upload still runs", self._index, n)
+            self._send(CheckpointDecline(n, "the previous checkpoint's upload is still running"))
+            return
         t0 = time.perf_counter()
         flush()
         t1 = time.perf_counter()
@@ -109,7 +116,12 @@ class Snapshotter:
         t0 = time.perf_counter()
         try:
             files, copied = self.storage.upload(
-                local, n, self._index, f"{self._cfg.run_id}-w{self._index}", dict(self._confirmed)
+                local,
+                n,
+                self._index,
+                f"{self._cfg.run_id}-w{self._index}",
+                dict(self._confirmed),
+                self._cache,
             )
         except Exception as exc:  # noqa: BLE001 - a failed upload fails this checkpoint only
             log.error("worker=%d checkpoint=%d upload failed: %s", self._index, n, exc)

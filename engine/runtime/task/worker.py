@@ -150,7 +150,11 @@ class Worker:
             "dead_letters": self.dead.count,
             "dead_letters_by_stage": dict(self.dead.by_reason),
             "finished": self.finished,
-            "restored_from": self.cfg.restore_from.name if self.cfg.restore_from else None,
+            "restored_from": (
+                self.cfg.restore_from.rstrip("/").rpartition("/")[2]
+                if self.cfg.restore_from
+                else None
+            ),
             "run_started_at": self.run_started_at,
             "first_record_at": self.sources.first_record_at,
             "finished_at": self.finished_at,
