@@ -285,21 +285,37 @@ class CheckpointStorage:
         if cache is not None:
             private_dir(cache)
 
-        def fetch(ref: FileRef) -> None:
+        def fetch(ref: FileRef) -> int:
+            """The bytes downloaded for ``ref``."""
             key = self.key_of(n, worker, ref)
             dst = target / ref.name
             if ref.shared is not None and cache is not None and self.store.remote:
                 cached = cache / ref.shared
+                fetched = 0
                 if not (cached.is_file() and cached.stat().st_size == ref.size):
                     self._download(key, ref, cached)
+                    fetched = ref.size
                 os.link(cached, dst)
-            elif self.store.remote:
+                return fetched
+            if self.store.remote:
                 self._download(key, ref, dst)
-            else:
-                self.store.get_file(key, dst, immutable=ref.shared is not None)
+                return ref.size
+            self.store.get_file(key, dst, immutable=ref.shared is not None)
+            return 0
 
+        refs = list(files)
         with ThreadPoolExecutor(UPLOADS, thread_name_prefix="weir-get") as pool:
-            list(pool.map(fetch, files))
+            fetched = list(pool.map(fetch, refs))
+        if self.store.remote:
+            log.info(
+                "restore chk=%d worker=%d files=%d downloaded=%d bytes=%d local=%d",
+                n,
+                worker,
+                len(refs),
+                sum(1 for b in fetched if b),
+                sum(fetched),
+                sum(1 for r, b in zip(refs, fetched, strict=True) if not b and r.size),
+            )
 
     def _download(self, key: str, ref: FileRef, dst: Path) -> None:
         crc = self.store.get_file(key, dst)
