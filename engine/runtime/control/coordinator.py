@@ -220,8 +220,8 @@ class CheckpointCoordinator:
             storage, n = CheckpointStorage.at(given)
         except StateError:
             raise ConfigError(
-                f"--restore {wanted}: not a checkpoint; pass 'latest' or a chk-<n> directory "
-                "(or s3://…/<job>/chk-<n>) holding a _metadata file"
+                f"--restore {wanted}: not a checkpoint directory; pass 'latest' or a chk-<n> "
+                "directory (or s3://BUCKET/PREFIX/<job>/chk-<n>) holding a _metadata file"
             ) from None
         problem = storage.problem(n)
         if problem is not None:
