@@ -352,8 +352,9 @@ class S3Bucket:
             with self._errors(key, "check"):
                 obstore.head(self.store, self._key(key))
         except StorageError as exc:
-            if isinstance(exc.__cause__, NotFoundError) and "NoSuchBucket" not in str(
-                exc.__cause__
+            cause = exc.__cause__
+            if isinstance(cause, FileNotFoundError | NotFoundError) and (
+                "NoSuchBucket" not in str(cause)
             ):
                 return False
             raise
@@ -485,7 +486,7 @@ def s3_error(exc: BaseException, where: str, op: str, endpoint: str | None) -> S
         fix = f"the bucket does not exist at {server}: create it, or fix the bucket name"
     elif "RequestTimeTooSkewed" in text:
         fix = "this machine's clock differs from the server's by too much: sync it (NTP)"
-    elif isinstance(exc, ox.NotFoundError):
+    elif isinstance(exc, FileNotFoundError | ox.NotFoundError):  # obstore raises the builtin
         return StorageError(f"cannot {op} {where}: it does not exist")
     elif isinstance(exc, ox.PermissionDeniedError | ox.UnauthenticatedError) or (
         "AccessDenied" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text

@@ -66,8 +66,11 @@ def _free_ports(n: int) -> list[int]:
 
 
 class S3Server:
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(
+        self, data_dir: Path, access_key: str = ACCESS_KEY, secret_key: str = SECRET_KEY
+    ) -> None:
         self.data_dir = data_dir
+        self.access_key, self.secret_key = access_key, secret_key
         self.ports = dict(zip(_PORT_FLAGS, _free_ports(len(_PORT_FLAGS)), strict=True))
         self.endpoint = f"http://127.0.0.1:{self.ports['s3.port']}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -78,8 +81,8 @@ class S3Server:
         """The settings a client of this server needs."""
         return {
             "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
             "AWS_REGION": "us-east-1",
         }
 
@@ -117,8 +120,8 @@ class S3Server:
         store = S3Store(
             BUCKET,
             endpoint=self.endpoint,
-            access_key_id=ACCESS_KEY,
-            secret_access_key=SECRET_KEY,
+            access_key_id=self.access_key,
+            secret_access_key=self.secret_key,
             region="us-east-1",
             client_options={"allow_http": True, "timeout": "2s", "connect_timeout": "1s"},
             retry_config={

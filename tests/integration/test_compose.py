@@ -1,8 +1,8 @@
 """The docker-compose stack without Docker (no engine runs here): the file is validated with
 Debian's ``docker-compose config``, and every service's own command runs as a local process
-with the service's environment, the test broker standing in for the ``kafka`` service and
-temporary directories for the volumes. Host names and the published port are the only
-substitutions."""
+with the service's environment, the test broker standing in for the ``kafka`` service, a
+SeaweedFS server (the same ``weed mini``, with the service's credentials) for the ``s3`` one, and
+temporary directories for the volumes. Host names and ports are the only substitutions."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ import yaml
 
 from loadtest.broker import free_port
 from tests.kafka_broker import read_topic
+from tests.s3_server import S3Server
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,14 +53,17 @@ def test_the_compose_file_is_valid() -> None:
         ["docker-compose", "-f", str(COMPOSE), "config", "-q"],
         capture_output=True,
         text=True,
-        env={**os.environ, "WEIR_API_TOKEN": TOKEN},
+        env={**os.environ, "WEIR_API_TOKEN": TOKEN, "WEIR_S3_SECRET": TOKEN},
     )
     assert r.returncode == 0, r.stderr
     services = _services()
-    assert set(services) == {"kafka", "produce", "job", "backfill"}
+    assert set(services) == {"kafka", "s3", "produce", "job", "backfill"}
     assert services["kafka"]["image"].startswith("apache/kafka")
     assert services["job"]["ports"] == ["127.0.0.1:8000:8000"]
     assert services["backfill"]["depends_on"]["job"]["condition"] == "service_healthy"
+    assert services["job"]["depends_on"]["s3"]["condition"] == "service_healthy"
+    assert "--checkpoint-dir s3://weir/" in services["job"]["command"]
+    assert "ports" not in services["s3"]  # the object store is reachable only inside the stack
 
 
 @pytest.fixture
@@ -98,13 +102,17 @@ def test_every_service_command_runs_as_a_local_process(
 ) -> None:
     services = _services()
     port = free_port()
+    s3_env = _environment(services["s3"])
+    s3 = S3Server(tmp_path / "s3", s3_env["AWS_ACCESS_KEY_ID"], s3_env["AWS_SECRET_ACCESS_KEY"])
+    s3.start()
+    processes.append(s3.proc)  # type: ignore[arg-type]
     subs = {
+        "http://s3:8333": s3.endpoint,
         "kafka:9092": kafka_broker,
         "http://job:8000": f"http://127.0.0.1:{port}",
         "--api-host 0.0.0.0": "--api-host 127.0.0.1",
         "--api-port 8000": f"--api-port {port}",
         "/state": str(tmp_path / "state"),
-        "/checkpoints": str(tmp_path / "checkpoints"),
         "/backfill": str(tmp_path / "backfill"),
         "--count 200000": "--count 20000",  # a smaller history: the same command otherwise
     }
@@ -114,7 +122,10 @@ def test_every_service_command_runs_as_a_local_process(
     def start(name: str) -> subprocess.Popen[bytes]:
         command = _localize(services[name]["command"], subs)
         argv = shlex.split(command)
-        env = {**local_env, **_environment(services[name])}
+        env = {
+            **local_env,
+            **{k: _localize(v, subs) for k, v in _environment(services[name]).items()},
+        }
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=logs[name],
                                 stderr=subprocess.STDOUT)  # fmt: skip
         processes.append(proc)
@@ -154,5 +165,13 @@ def test_every_service_command_runs_as_a_local_process(
     assert history, "the backfilled history is served beside the live windows"
     assert client.get("/jobs/ad-stats").json()["backfills"], "the job lists the backfill"
     assert job.poll() is None and produce.poll() is None
+    def checkpointed() -> bool:
+        answer = client.get("/jobs/ad-stats/checkpoints")
+        assert answer.status_code == 200, answer.text
+        return bool(answer.json()["checkpoints"])
+
+    wait_until(checkpointed, 60.0, what="a checkpoint in the s3 service's bucket")
+    checkpoints = client.get("/jobs/ad-stats/checkpoints").json()
+    assert checkpoints["storage"] == "s3://weir/checkpoints/ad-stats"
     for f in logs.values():
         f.close()
