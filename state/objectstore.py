@@ -288,7 +288,12 @@ class S3Bucket:
 
     def __init__(self, where: StorageLocation, env: dict[str, str] | None = None) -> None:
         self.where = where
-        self._env = dict(os.environ if env is None else env)
+        # only what configures S3: this object crosses process boundaries
+        self._env = {
+            k: v
+            for k, v in (os.environ if env is None else env).items()
+            if k.startswith(("AWS_", "WEIR_S3_"))
+        }
         self._store: S3Store | None = None
 
     @property

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
-from weir.engine.errors import ConfigError, ControlError, SinkError, StateError
+from weir.engine.errors import ConfigError, ControlError, SinkError, StateError, StorageError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
@@ -229,8 +229,16 @@ class CheckpointCoordinator:
         return storage.location(n)
 
     def latest_complete(self) -> str | None:
-        """Where a restart restores from: the newest complete checkpoint, if checkpointing."""
-        n = self.storage.latest_valid() if self.enabled else None
+        """Where a restart restores from: the newest complete checkpoint, if checkpointing.
+        With storage out of reach, the last one this run completed (the workers' restore then
+        fails, or not, on its own; the restart strategy counts it)."""
+        if not self.enabled:
+            return None
+        try:
+            n = self.storage.latest_valid()
+        except StorageError as exc:
+            n = self.last_checkpoint
+            log.warning("job=%s restarts from checkpoint %s: %s", self._job.name, n, exc)
         return self.storage.location(n) if n is not None else None
 
     def savepoint(self, timeout_s: float, stop: bool = False) -> SavepointResult:
