@@ -155,11 +155,14 @@ class CheckpointStorage:
         bytes copied."""
         jobs: list[tuple[str, Path, str | None]] = []  # (local name, source, shared name)
         files: dict[str, FileRef] = {}
+        # a known file is referenced only while it is still stored (one listing, not a request
+        # per file): a checkpoint never names an object someone removed
+        stored = self.store.sizes(f"{self.job}/shared") if known else {}
         for entry in sorted(os.listdir(local)):
             if entry.endswith(".log"):
                 continue  # the checkpoint flushed the memtable: the WAL holds nothing needed
             ref = known.get(entry) if entry.endswith(".sst") else None
-            if ref is not None:
+            if ref is not None and f"{self.job}/shared/{ref.shared}" in stored:
                 files[entry] = ref
             else:
                 jobs.append(
