@@ -32,10 +32,12 @@ def recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
 
 
 class Pending(Protocol):
-    """A connection accepted but not yet proved: its socket and its absolute deadline."""
+    """A connection accepted but not yet proved: its socket, its absolute deadline, and the
+    bytes of the handshake's current step received so far."""
 
     sock: socket.socket
     deadline: float
+    buf: bytearray
 
 
 P = TypeVar("P", bound=Pending)
@@ -72,6 +74,22 @@ class PendingConnections(Generic[P]):
         """Drop every connection whose deadline has passed by ``now``."""
         for p in [p for p in self._pending.values() if p.deadline <= now]:
             self.drop(p, why)
+
+    def receive(self, p: P, want: int) -> bool:
+        """Read what ``p`` has sent of its step's ``want`` bytes, never past them (a frame's
+        first byte must not be taken). False: nothing came, or ``p`` was dropped."""
+        try:
+            chunk = p.sock.recv(want - len(p.buf))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            self.drop(p, f"connection error {exc}")
+            return False
+        if not chunk:
+            self.drop(p, "closed during the handshake")
+            return False
+        p.buf += chunk
+        return True
 
     def drop(self, p: P, why: str | None) -> None:
         """Close ``p``, pending or not yet added."""

@@ -147,20 +147,8 @@ class ControlServer:
 
     def _step(self, h: _Handshake) -> None:
         """Read what the handshake's current frame still needs; act once it is complete."""
-        have = len(h.buf)
-        want = 4 if have < 4 else 4 + LEN.unpack_from(h.buf)[0]
-        try:
-            chunk = h.sock.recv(want - have)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._pending.drop(h, f"connection error {exc}")
-            return
-        if not chunk:
-            self._pending.drop(h, "closed during the handshake")
-            return
-        h.buf += chunk
-        if len(h.buf) < 4:
+        want = 4 if len(h.buf) < 4 else 4 + LEN.unpack_from(h.buf)[0]
+        if not self._pending.receive(h, want) or len(h.buf) < 4:
             return
         (n,) = LEN.unpack_from(h.buf)
         if len(h.buf) == 4:

@@ -122,18 +122,7 @@ class Acceptor:
     def _advance(self, p: _Pending) -> None:
         """Read what the handshake's next step needs (exact lengths: never a frame's byte)."""
         need = peerauth.HELLO_BYTES if not p.hello else peerauth.PROOF_BYTES
-        try:
-            chunk = p.sock.recv(need - len(p.buf))
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._pending.drop(p, f"connection error {exc}")
-            return
-        if not chunk:
-            self._pending.drop(p, "closed during the handshake")
-            return
-        p.buf += chunk
-        if len(p.buf) < need:
+        if not self._pending.receive(p, need) or len(p.buf) < need:
             return
         try:
             if not p.hello:
