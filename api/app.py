@@ -17,7 +17,6 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -115,13 +114,13 @@ class RequireToken:
         if hmac.compare_digest(given, self.expected):
             await self.app(scope, receive, send)
             return
-        response = JSONResponse(
-            {"error": {"code": "unauthorized",
-                       "message": "this API needs 'Authorization: Bearer <token>' "
-                                  "(the token weir was started with, WEIR_API_TOKEN)"}},
-            status_code=401,
+        response = errors.error_response(
+            401,
+            "unauthorized",
+            "this API needs 'Authorization: Bearer <token>' "
+            "(the token weir was started with, WEIR_API_TOKEN)",
             headers={"WWW-Authenticate": "Bearer"},
-        )  # fmt: skip
+        )
         await response(scope, receive, send)
 
 
@@ -158,7 +157,5 @@ class GuardAdmin:
             f"{scope['method']} {scope['path']} changes the job and was sent by a page of origin "
             f"{origin.decode('latin-1')!r}; only --cors-origins may send admin requests"
         )
-        response = JSONResponse(
-            {"error": {"code": "cross_origin_refused", "message": message}}, status_code=403
-        )
+        response = errors.error_response(403, "cross_origin_refused", message)
         await response(scope, receive, send)

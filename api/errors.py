@@ -37,14 +37,23 @@ def not_found(code: str, message: str) -> ApiError:
     return ApiError(404, code, message)
 
 
-def _body(code: str, message: str) -> dict[str, dict[str, str]]:
+def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
+    """The one shape of an error, in an answer or inside a stream's event."""
     return {"error": {"code": code, "message": message}}
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """An error answer. A ``JSONResponse`` is an ASGI app too: the pure-ASGI guards
+    ``await`` it with their ``scope, receive, send``."""
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(_body(exc.code, exc.message), status_code=exc.status)
+        return error_response(exc.status, exc.code, exc.message)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -52,19 +61,17 @@ def install(app: FastAPI) -> None:
         for err in exc.errors():
             where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path"))
             parts.append(f"{where}: {err.get('msg')}")
-        return JSONResponse(_body("invalid_request", "; ".join(parts)), status_code=422)
+        return error_response(422, "invalid_request", "; ".join(parts))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = "not_found" if exc.status_code == 404 else f"http_{exc.status_code}"
-        return JSONResponse(_body(code, str(exc.detail)), status_code=exc.status_code)
+        return error_response(exc.status_code, code, str(exc.detail))
 
     @app.exception_handler(StateError)
     async def _state(_: Request, exc: StateError) -> JSONResponse:
-        return JSONResponse(
-            _body("state_unavailable", f"{exc}; retry shortly"),
-            status_code=503,
-            headers={"Retry-After": "1"},
+        return error_response(
+            503, "state_unavailable", f"{exc}; retry shortly", headers={"Retry-After": "1"}
         )
 
     app.add_middleware(CatchAll)
@@ -96,8 +103,7 @@ class CatchAll:
             log.exception("unhandled error path=%s", scope.get("path"))
             if started:
                 raise
-            response = JSONResponse(
-                _body("internal", f"{type(exc).__name__}: the server failed to answer"),
-                status_code=500,
+            response = error_response(
+                500, "internal", f"{type(exc).__name__}: the server failed to answer"
             )
             await response(scope, receive, send)

@@ -19,22 +19,16 @@ from __future__ import annotations
 import logging
 import re
 
-from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from weir.api.errors import error_response
 
 log = logging.getLogger(__name__)
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 OPEN_PATHS = frozenset({"/health"})
 STREAM_RETRY_AFTER_S = 5
-
-
-def _refuse(
-    status: int, code: str, message: str, headers: dict[str, str] | None = None
-) -> JSONResponse:
-    body = {"error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -78,7 +72,7 @@ class AllowedHosts:
             await self.app(scope, receive, send)
             return
         given = raw.decode("latin-1")
-        response = _refuse(
+        response = error_response(
             421,
             "host_not_allowed",
             f"Host {given!r} is not a name of this API (allowed: {', '.join(sorted(self.names))}); "
@@ -100,7 +94,7 @@ class HealthOnly:
         if scope["type"] != "http" or scope["path"] in OPEN_PATHS:
             await self.app(scope, receive, send)
             return
-        response = _refuse(
+        response = error_response(
             403,
             "needs_token",
             f"this API is bound to {self.host}, reachable from other machines, and has no "
@@ -125,7 +119,9 @@ class BodyCap:
             return
         declared = _header(scope, b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            response = _refuse(413, "body_too_large", self._message(declared.decode("latin-1")))
+            response = error_response(
+                413, "body_too_large", self._message(declared.decode("latin-1"))
+            )
             await response(scope, receive, send)
             return
         seen = 0
@@ -164,7 +160,7 @@ class StreamCap:
             return
         if self.open >= self.limit:
             log.warning("event stream refused open=%d limit=%d", self.open, self.limit)
-            response = _refuse(
+            response = error_response(
                 503,
                 "too_many_streams",
                 f"this API serves at most {self.limit} event streams at once and all are "

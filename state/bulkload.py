@@ -20,6 +20,7 @@ whatever the request claimed.
 
 from __future__ import annotations
 
+import re
 import shutil
 import struct
 from dataclasses import dataclass
@@ -35,6 +36,20 @@ from weir.state.keygroups import KeyGroupRange
 
 _HH = struct.Struct(">HH")
 _TIMER_KEY_BYTES = 20
+_KG_FILE = re.compile(r"kg-(\d+)\.sst")
+BACKFILL_GLOB = "kg-*.sst"  # wider than a key group's name: the caller decides what a misfit means
+
+
+def key_group_of(path: Path | str) -> int | None:
+    """The key group a backfill file is named for (``kg-<n>.sst``; None: its name is not one)."""
+    m = _KG_FILE.fullmatch(Path(path).name)
+    return int(m.group(1)) if m else None
+
+
+def backfill_files(sst_dir: Path) -> list[tuple[int, Path]]:
+    """The files of ``sst_dir`` named for a key group, each with that key group, in name order."""
+    named = ((key_group_of(p), p) for p in sorted(sst_dir.glob(BACKFILL_GLOB)))
+    return [(kg, p) for kg, p in named if kg is not None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,4 +163,11 @@ def _expect(source: Path, key: bytes, value: bytes, kind: type, what: str) -> An
     return decoded
 
 
-__all__ = ["LoadRules", "StagedFile", "stage_sst"]
+__all__ = [
+    "BACKFILL_GLOB",
+    "LoadRules",
+    "StagedFile",
+    "backfill_files",
+    "key_group_of",
+    "stage_sst",
+]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from weir.api import keylist
 from weir.api.deps import api_metrics, job_handle, operator, public_watermark, registry
-from weir.api.errors import ApiError, ErrorBody, not_found
+from weir.api.errors import ApiError, ErrorBody, error_body, not_found
 from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, StateAnswer
 from weir.api.registry import JobHandle, Registry
@@ -240,9 +240,9 @@ async def _stream_answer(target: StreamTarget, key: str, bounds: Bounds) -> byte
         answer = await anyio.to_thread.run_sync(key_answer, target.handle, target.op, key, bounds)
         return orjson.dumps(answer)
     except ApiError as exc:  # not there (yet): said once, and the stream keeps watching
-        return orjson.dumps({"error": {"code": exc.code, "message": exc.message}})
+        return orjson.dumps(error_body(exc.code, exc.message))
     except StateError as exc:  # the worker is still creating its state
-        return orjson.dumps({"error": {"code": "state_unavailable", "message": str(exc)}})
+        return orjson.dumps(error_body("state_unavailable", str(exc)))
 
 
 @router.get(
@@ -351,7 +351,7 @@ def lookup(
         try:
             results.append(key_answer(handle, op_def, key, bounds, body.consistency))
         except ApiError as exc:
-            results.append({"key": key, "error": {"code": exc.code, "message": exc.message}})
+            results.append({"key": key, **error_body(exc.code, exc.message)})
     return json_response({"job": job, "op": op, "results": results}, request)
 
 

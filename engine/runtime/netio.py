@@ -1,11 +1,18 @@
-"""Blocking socket reads shared by the control channel's client and the exchange's connecting
-side: exact lengths by one absolute deadline, so a peer that dribbles bytes is cut off as surely
-as a silent one."""
+"""Socket pieces shared by the control channel and the exchange.
+
+``recv_exact``: blocking reads (the control client, the exchange's connecting side) of exact
+lengths by one absolute deadline, so a peer that dribbles bytes is cut off as surely as a
+silent one. ``PendingConnections``: the listening sides' handshakes in progress, served in one
+selector, so a silent, slow or hostile connection holds only its own slot.
+"""
 
 from __future__ import annotations
 
+import selectors
 import socket
 import time
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
 
 
 def recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
@@ -22,3 +29,84 @@ def recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
             raise ConnectionError("the other side closed the connection")
         buf += chunk
     return bytes(buf)
+
+
+class Pending(Protocol):
+    """A connection accepted but not yet proved: its socket, its absolute deadline, and the
+    bytes of the handshake's current step received so far."""
+
+    sock: socket.socket
+    deadline: float
+    buf: bytearray
+
+
+P = TypeVar("P", bound=Pending)
+
+
+class PendingConnections(Generic[P]):
+    """Handshakes in progress on one selector, which also watches the ``listener``: each has
+    until its own deadline, and at most ``limit`` wait at once (a new one past it evicts the
+    oldest, so a flood costs the flood its slots and never the real peers'). ``dropped`` says
+    why one was dropped (a log line, a count); a drop without a reason is silent."""
+
+    def __init__(
+        self, listener: socket.socket, limit: int, dropped: Callable[[P, str], None]
+    ) -> None:
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(listener, selectors.EVENT_READ, None)
+        self._limit = limit
+        self._dropped = dropped
+        self._pending: dict[socket.socket, P] = {}
+
+    def ready(self, timeout: float) -> list[P | None]:
+        """The connections with bytes to read; None for the listener (one to accept)."""
+        return [key.data for key, _ in self._sel.select(timeout)]
+
+    def add(self, p: P, evicting: str) -> None:
+        """Wait for ``p``'s bytes; at the limit the oldest goes first, for reason ``evicting``."""
+        if len(self._pending) >= self._limit:
+            self.drop(min(self._pending.values(), key=lambda q: q.deadline), evicting)
+        p.sock.setblocking(False)
+        self._pending[p.sock] = p
+        self._sel.register(p.sock, selectors.EVENT_READ, p)
+
+    def expire(self, now: float, why: str) -> None:
+        """Drop every connection whose deadline has passed by ``now``."""
+        for p in [p for p in self._pending.values() if p.deadline <= now]:
+            self.drop(p, why)
+
+    def receive(self, p: P, want: int) -> bool:
+        """Read what ``p`` has sent of its step's ``want`` bytes, never past them (a frame's
+        first byte must not be taken). False: nothing came, or ``p`` was dropped."""
+        try:
+            chunk = p.sock.recv(want - len(p.buf))
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError as exc:
+            self.drop(p, f"connection error {exc}")
+            return False
+        if not chunk:
+            self.drop(p, "closed during the handshake")
+            return False
+        p.buf += chunk
+        return True
+
+    def drop(self, p: P, why: str | None) -> None:
+        """Close ``p``, pending or not yet added."""
+        if why is not None:
+            self._dropped(p, why)
+        if self._pending.pop(p.sock, None) is not None:
+            self._sel.unregister(p.sock)
+        p.sock.close()
+
+    def release(self, p: P) -> socket.socket:
+        """``p`` proved itself: off the selector, its socket open for its owner."""
+        del self._pending[p.sock]
+        self._sel.unregister(p.sock)
+        return p.sock
+
+    def close(self) -> None:
+        """Close every connection still pending, silently, and the selector."""
+        for p in list(self._pending.values()):
+            self.drop(p, None)
+        self._sel.close()

@@ -27,11 +27,11 @@ from weir.engine.errors import ConfigError, SinkError
 # imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
 # function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
 from weir.engine.sinks.kafka import KafkaSink, from_url_parts
+from weir.state.files import FILE_MODE, private_dir
 
 log = logging.getLogger(__name__)
 
 SCHEMES = ("file", "stdout", "kafka")
-FILE_MODE = 0o600  # results and side outputs are the job's data: private to its user
 
 
 class SinkWriter(Protocol):
@@ -161,7 +161,9 @@ class JsonlSink:
 
     def _open(self, flags: int) -> int:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # results and side outputs are the job's data: private to its user, as are the
+            # directories made for them (an existing one is the user's and keeps its mode)
+            private_dir(self.path.parent)
             return os.open(self.path, flags | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
         except OSError as exc:
             raise self._error(exc) from exc

@@ -8,7 +8,6 @@ watermark the history's. Running job: see ``Worker._ingest``.
 
 from __future__ import annotations
 
-import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,22 +15,16 @@ from typing import Any
 from weir.engine.job import Job, WindowOperator
 from weir.engine.spark.backfill import BackfillResult
 from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.bulkload import backfill_files
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.files import private_dir
 from weir.state.keygroups import KeyGroupRange, range_for_operator
 from weir.state.rocksdb import RocksState
 
-_KG = re.compile(r"kg-(\d+)\.sst$")
-
 
 def sst_files(sst_dir: Path, kgs: KeyGroupRange) -> list[Path]:
     """The backfill's SST files of key groups ``kgs``, in key-group order."""
-    found = []
-    for p in sorted(sst_dir.glob("kg-*.sst")):
-        m = _KG.search(p.name)
-        if m and int(m.group(1)) in kgs:
-            found.append(p)
-    return found
+    return [p for kg, p in backfill_files(sst_dir) if kg in kgs]
 
 
 def make_savepoint(

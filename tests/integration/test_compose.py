@@ -165,6 +165,7 @@ def test_every_service_command_runs_as_a_local_process(
     assert history, "the backfilled history is served beside the live windows"
     assert client.get("/jobs/ad-stats").json()["backfills"], "the job lists the backfill"
     assert job.poll() is None and produce.poll() is None
+
     def checkpointed() -> bool:
         answer = client.get("/jobs/ad-stats/checkpoints")
         assert answer.status_code == 200, answer.text

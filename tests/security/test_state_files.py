@@ -17,6 +17,7 @@ from tests.security.conftest import Stranger
 from tests.support import WeirServer, job_text, make_events, wait_until, write_events
 from weir.engine.runtime.control.runlock import RunLock
 from weir.engine.runtime.control.status import write_status
+from weir.engine.sinks import jsonl
 from weir.state.checkpoints import METADATA, CheckpointStorage
 from weir.state.rocksdb import RocksState
 
@@ -114,10 +115,11 @@ def test_the_library_creates_private_files_without_the_cli(tmp_path: Path) -> No
         lock = RunLock(mine / "state" / "t1", "t1")
         lock.acquire()
         lock.release()
+        jsonl(mine / "state" / "t1" / "out" / "late" / "late.jsonl").prepare()
     made = _tree(mine / "state", mine / "checkpoints")
     # RocksDB creates its own files through the umask; their 0700 directory keeps them
     weir_files = [p for p in made if p.is_file() and p.parent.name != "db"]
-    assert {"_metadata", "status.json", "run.lock"} <= {p.name for p in weir_files}
+    assert {"_metadata", "status.json", "run.lock", "late.jsonl"} <= {p.name for p in weir_files}
     assert any(p.suffix == ".sst" for p in weir_files)
     assert _open_to_others([p for p in made if p.is_dir()] + weir_files) == []
     assert stat.S_IMODE(mine.stat().st_mode) == 0o755  # the user's own directory is left alone

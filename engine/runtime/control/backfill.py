@@ -14,7 +14,6 @@ monitor thread (``reply``).
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,12 +30,12 @@ from weir.engine.runtime.messages import (
     ToWorker,
 )
 from weir.engine.runtime.view import BackfillEntry
+from weir.state.bulkload import BACKFILL_GLOB, key_group_of
 from weir.state.checkpoints import now_ms
 
 log = logging.getLogger(__name__)
 
 _FIX = "write backfills under the job's --backfill-dir (weir backfill --work-dir)"
-_KG_FILE = re.compile(r"kg-(\d+)\.sst")
 
 
 class CheckpointGate(Protocol):
@@ -81,7 +80,7 @@ class LiveBackfill:
         since the request names them."""
         request = BackfillRequest.from_request(req)
         path = confined(Path(request.path), self._dir, "backfill path", _FIX)
-        files = sorted(path.glob("kg-*.sst")) if path.is_dir() else []
+        files = sorted(path.glob(BACKFILL_GLOB)) if path.is_dir() else []
         for f in files:
             confined(f, self._dir, "backfill file", _FIX)
             self._check_name(f)
@@ -114,8 +113,8 @@ class LiveBackfill:
 
     def _check_name(self, f: Path) -> None:
         """A file no worker would pick up is refused, not silently left out."""
-        m = _KG_FILE.fullmatch(f.name)
-        if m is None or int(m.group(1)) >= self._max_parallelism:
+        kg = key_group_of(f)
+        if kg is None or kg >= self._max_parallelism:
             raise ConfigError(
                 f"backfill file {f} does not name a key group of job {self._job!r} (kg-<n>.sst, "
                 f"n below its max_parallelism {self._max_parallelism}); remove it, or backfill "

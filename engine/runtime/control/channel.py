@@ -15,7 +15,6 @@ import hashlib
 import hmac
 import logging
 import secrets
-import selectors
 import socket
 import struct
 import threading
@@ -27,7 +26,7 @@ from typing import Any
 import orjson
 
 from weir.engine.errors import WeirError
-from weir.engine.runtime.netio import recv_exact
+from weir.engine.runtime.netio import PendingConnections, recv_exact
 
 log = logging.getLogger(__name__)
 
@@ -88,8 +87,7 @@ class ControlServer:
         self._busy = 0  # requests being answered, guarded by ``_idle``
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
-        self._sel = selectors.DefaultSelector()
-        self._pending: dict[socket.socket, _Handshake] = {}
+        self._pending = PendingConnections[_Handshake](self._sock, MAX_PENDING, self._dropped)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="weir-control", daemon=True)
@@ -106,25 +104,21 @@ class ControlServer:
             self._idle.wait_for(lambda: self._busy == 0, drain_s)
 
     def _loop(self) -> None:
-        self._sel.register(self._sock, selectors.EVENT_READ, None)
         try:
             while not self._stop.is_set():
                 now = time.monotonic()
-                for h in [h for h in self._pending.values() if h.deadline <= now]:
-                    self._drop(h, f"no complete handshake within {HANDSHAKE_S} s")
-                for key, _ in self._sel.select(0.1):
-                    if key.data is None:
+                self._pending.expire(now, f"no complete handshake within {HANDSHAKE_S} s")
+                for h in self._pending.ready(0.1):
+                    if h is None:
                         self._accept()
                         continue
                     try:
-                        self._step(key.data)
+                        self._step(h)
                     except Exception:  # noqa: BLE001 - one client's bug never ends the channel
-                        log.exception("control: handshake failed peer=%s", key.data.peer)
-                        self._drop(key.data, None)
+                        log.exception("control: handshake failed peer=%s", h.peer)
+                        self._pending.drop(h, None)
         finally:
-            for h in list(self._pending.values()):
-                self._drop(h, None)
-            self._sel.close()
+            self._pending.close()
             self._sock.close()
 
     def _accept(self) -> None:
@@ -135,18 +129,13 @@ class ControlServer:
         except OSError as exc:
             log.warning("control: accept failed: %s", exc)
             return
-        if len(self._pending) >= MAX_PENDING:
-            oldest = min(self._pending.values(), key=lambda h: h.deadline)
-            self._drop(oldest, "evicted: too many handshakes at once")
-        conn.setblocking(False)
         nonce = secrets.token_bytes(NONCE_BYTES)
         h = _Handshake(conn, f"{addr[0]}:{addr[1]}", time.monotonic() + HANDSHAKE_S, nonce)
-        if not self._send_small(h, HELLO + h.nonce):
-            return
-        self._pending[conn] = h
-        self._sel.register(conn, selectors.EVENT_READ, h)
+        # added (non-blocking) before the hello: a client that never reads cannot stall the loop
+        self._pending.add(h, "evicted: too many handshakes at once")
+        self._send_small(h, HELLO + h.nonce)
 
-    def _send_small(self, h: _Handshake, data: bytes) -> bool:
+    def _send_small(self, h: _Handshake, data: bytes) -> None:
         """A handshake message, whole into an empty socket buffer (else the client is gone)."""
         frame = LEN.pack(len(data)) + data
         try:
@@ -154,51 +143,31 @@ class ControlServer:
         except OSError:
             sent = 0
         if sent != len(frame):
-            self._drop(h, "could not send the handshake")
-            return False
-        return True
+            self._pending.drop(h, "could not send the handshake")
 
     def _step(self, h: _Handshake) -> None:
         """Read what the handshake's current frame still needs; act once it is complete."""
-        have = len(h.buf)
-        want = 4 if have < 4 else 4 + LEN.unpack_from(h.buf)[0]
-        try:
-            chunk = h.sock.recv(want - have)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._drop(h, f"connection error {exc}")
-            return
-        if not chunk:
-            self._drop(h, "closed during the handshake")
-            return
-        h.buf += chunk
-        if len(h.buf) < 4:
+        want = 4 if len(h.buf) < 4 else 4 + LEN.unpack_from(h.buf)[0]
+        if not self._pending.receive(h, want) or len(h.buf) < 4:
             return
         (n,) = LEN.unpack_from(h.buf)
         if len(h.buf) == 4:
             if (not h.proved and n != MAC_BYTES + NONCE_BYTES) or n > MAX_FRAME:
-                self._drop(h, f"a handshake frame of {n} bytes")
+                self._pending.drop(h, f"a handshake frame of {n} bytes")
             return
         if len(h.buf) < 4 + n:
             return
         body, h.buf = bytes(h.buf[4:]), bytearray()
         if h.proved:
-            self._pending.pop(h.sock)
-            self._sel.unregister(h.sock)
-            self._dispatch(h.sock, body)
+            self._dispatch(self._pending.release(h), body)
         elif not hmac.compare_digest(body[:MAC_BYTES], mac(self._key, b"client", h.nonce)):
-            self._drop(h, "a connection without the job's key was refused")
+            self._pending.drop(h, "a connection without the job's key was refused")
         else:
             h.proved = True
             self._send_small(h, mac(self._key, b"server", body[MAC_BYTES:]))
 
-    def _drop(self, h: _Handshake, why: str | None) -> None:
-        if why is not None:
-            log.warning("control: dropped peer=%s reason=%s", h.peer, why)
-        if self._pending.pop(h.sock, None) is not None:
-            self._sel.unregister(h.sock)
-        h.sock.close()
+    def _dropped(self, h: _Handshake, why: str) -> None:
+        log.warning("control: dropped peer=%s reason=%s", h.peer, why)
 
     def _dispatch(self, conn: socket.socket, body: bytes) -> None:
         """An authenticated request: answered on a thread of its own, if one is free."""

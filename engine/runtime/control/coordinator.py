@@ -180,6 +180,7 @@ class CheckpointCoordinator:
         self.storage = CheckpointStorage(cfg.checkpoints_root, job.name)
         self.checkpoints: list[CheckpointSummary] = []  # completed in this run, oldest first
         self.last_checkpoint: int | None = None
+        self._last_meta: dict[str, Any] | None = None  # last_checkpoint's _metadata
         self.completed = 0
         self.problem: str | None = None  # why the last checkpoint failed, if it did
         self.pending: PendingCheckpoint | None = None
@@ -240,6 +241,16 @@ class CheckpointCoordinator:
             n = self.last_checkpoint
             log.warning("job=%s restarts from checkpoint %s: %s", self._job.name, n, exc)
         return self.storage.location(n) if n is not None else None
+
+    def metadata_at(self, location: str) -> dict[str, Any]:
+        """The ``_metadata`` of the checkpoint at ``location``: the one this run completed last
+        from memory (a restart must not need the storage for it), any other from storage."""
+        last = self.last_checkpoint
+        if last is not None and self._last_meta is not None:
+            if location == self.storage.location(last):
+                return self._last_meta
+        storage, n = CheckpointStorage.at(location)
+        return storage.metadata(n)
 
     def savepoint(self, timeout_s: float, stop: bool = False) -> SavepointResult:
         """Take a savepoint (a checkpoint never deleted) and wait for it to complete. ``stop``:
@@ -369,6 +380,7 @@ class CheckpointCoordinator:
         except (OSError, SinkError, StateError) as exc:
             self.abort(f"cannot write its metadata: {exc}")
             return
+        self._last_meta = meta
         try:
             cache = self._cfg.sst_cache_path(self._job.name) if self.storage.store.remote else None
             self.storage.retain(self._cfg.checkpoints_retained, cache)

@@ -135,7 +135,7 @@ class JobManager:
         if restore is None:
             self.outputs.prepare()
         else:
-            self.outputs.rewind_to(restore)
+            self.outputs.rewind_to(self.coordinator.metadata_at(restore))
         self._spawn(restore)
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
@@ -352,7 +352,7 @@ class JobManager:
         if restore is None:
             self.outputs.keep()
         else:
-            self.outputs.rewind_to(restore)
+            self.outputs.rewind_to(self.coordinator.metadata_at(restore))
         self._spawn(restore)
         self.coordinator.restarted()
         self._publish()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-import selectors
 import socket
 import struct
 import time
@@ -21,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from weir.engine.errors import WorkerFailed
+from weir.engine.runtime.netio import PendingConnections
 from weir.engine.runtime.task import peerauth
 from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
 
@@ -78,15 +78,13 @@ class Acceptor:
         self.refused = 0  # connections dropped for failing the handshake
         self._auth = auth
         self._listener = listener
-        self._sel = selectors.DefaultSelector()
-        self._pending: dict[socket.socket, _Pending] = {}
+        self._pending = PendingConnections[_Pending](listener, MAX_PENDING, self._dropped)
         self._proved: dict[int, socket.socket] = {}
 
     def run(self, should_stop: Callable[[], bool], deadline: float) -> dict[int, socket.socket]:
         """Every awaited worker's proved connection, by index; ``Stopped`` when
         ``should_stop()``, ``WorkerFailed`` past ``deadline``."""
         self._listener.setblocking(False)
-        self._sel.register(self._listener, selectors.EVENT_READ, None)
         awaited = set(range(self.index + 1, self.parallelism))
         try:
             while set(self._proved) != awaited:
@@ -96,22 +94,19 @@ class Acceptor:
                 if now > deadline:
                     missing = sorted(awaited - set(self._proved))
                     raise WorkerFailed(self.index, f"workers {missing} never connected")
-                for p in [p for p in self._pending.values() if p.deadline <= now]:
-                    self._refuse(p, f"no handshake within {HANDSHAKE_S} s")
-                for key, _ in self._sel.select(0.05):
-                    if key.data is None:
+                self._pending.expire(now, f"no handshake within {HANDSHAKE_S} s")
+                for p in self._pending.ready(0.05):
+                    if p is None:
                         self._accept()
                     else:
-                        self._advance(key.data)
+                        self._advance(p)
             return dict(self._proved)
         except BaseException:
             for s in self._proved.values():
                 s.close()
             raise
         finally:
-            for p in self._pending.values():
-                p.sock.close()
-            self._sel.close()
+            self._pending.close()
 
     def _accept(self) -> None:
         try:
@@ -120,30 +115,14 @@ class Acceptor:
             return
         p = _Pending(s, describe(s), time.monotonic() + HANDSHAKE_S)
         if s.family == socket.AF_UNIX and peer_uid(s) != os.getuid():
-            self._refuse(p, "another user")
+            self._pending.drop(p, "another user")
             return
-        if len(self._pending) >= MAX_PENDING:
-            oldest = min(self._pending.values(), key=lambda q: q.deadline)
-            self._refuse(oldest, "too many handshakes at once; the oldest goes")
-        s.setblocking(False)
-        self._pending[s] = p
-        self._sel.register(s, selectors.EVENT_READ, p)
+        self._pending.add(p, "too many handshakes at once; the oldest goes")
 
     def _advance(self, p: _Pending) -> None:
         """Read what the handshake's next step needs (exact lengths: never a frame's byte)."""
         need = peerauth.HELLO_BYTES if not p.hello else peerauth.PROOF_BYTES
-        try:
-            chunk = p.sock.recv(need - len(p.buf))
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._refuse(p, f"connection error {exc}")
-            return
-        if not chunk:
-            self._refuse(p, "closed during the handshake")
-            return
-        p.buf += chunk
-        if len(p.buf) < need:
+        if not self._pending.receive(p, need) or len(p.buf) < need:
             return
         try:
             if not p.hello:
@@ -151,14 +130,12 @@ class Acceptor:
                 return
             peerauth.check_proof(self._auth, p.hello, p.answer, bytes(p.buf))
         except (AuthFailed, OSError) as exc:
-            self._refuse(p, str(exc))
+            self._pending.drop(p, str(exc))
             return
         if p.index in self._proved:  # two proved the same index: the second is not believed
-            self._refuse(p, f"worker {p.index} is connected already")
+            self._pending.drop(p, f"worker {p.index} is connected already")
             return
-        self._sel.unregister(p.sock)
-        del self._pending[p.sock]
-        self._proved[p.index] = p.sock
+        self._proved[p.index] = self._pending.release(p)
 
     def _answer(self, p: _Pending) -> None:
         p.hello, p.buf = bytes(p.buf), bytearray()
@@ -169,9 +146,6 @@ class Acceptor:
         p.answer = peerauth.answer(self._auth, self.index, p.hello)
         p.sock.sendall(p.answer)  # 84 bytes into an empty socket buffer
 
-    def _refuse(self, p: _Pending, why: str) -> None:
+    def _dropped(self, p: _Pending, why: str) -> None:
         self.refused += 1
         log.warning("exchange: worker=%d dropped peer=%s reason=%s", self.index, p.peer, why)
-        if self._pending.pop(p.sock, None) is not None:
-            self._sel.unregister(p.sock)
-        p.sock.close()

@@ -19,7 +19,6 @@ touches a window the live job has, so nothing is counted twice.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -28,14 +27,13 @@ from weir.engine.runtime.messages import BackfillPhase, BackfillReply, BackfillS
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.windows import is_late
-from weir.state.bulkload import LoadRules, StagedFile, stage_sst
+from weir.state.bulkload import LoadRules, StagedFile, backfill_files, stage_sst
 from weir.state.files import private_dir, write_private
 from weir.state.keygroups import KeyGroupRange
 from weir.state.rocksdb import RocksState
 
 STAGE_DIR = "backfill-staged"
 _REQUEST = "request.json"
-_KG = re.compile(r"kg-(\d+)\.sst$")
 
 
 def backfill_step(
@@ -61,7 +59,8 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     shutil.rmtree(stage, ignore_errors=True)
     private_dir(stage)
     rules = LoadRules(req.op, own, rt.op.state_id, rt.op.timer_state_id)
-    staged = [stage_sst(f, kg, rules, stage / f.name) for f, kg in _own_files(Path(req.path), own)]
+    files = [(kg, f) for kg, f in backfill_files(Path(req.path)) if kg in own]
+    staged = [stage_sst(f, kg, rules, stage / f.name) for kg, f in files]
     loaded = [s for s in staged if s.path is not None]
     lo = min((s.min_end for s in loaded if s.min_end is not None), default=None)
     hi = max((s.max_end for s in loaded if s.max_end is not None), default=None)
@@ -76,16 +75,6 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     manifest = {"op": req.op, "path": req.path, "files": [s.path.name for s in loaded if s.path]}
     write_private(stage / _REQUEST, json.dumps(manifest).encode())
     return BackfillReply(step.request_id, step.phase, None, len(loaded), lo, hi)
-
-
-def _own_files(sst_dir: Path, own: KeyGroupRange) -> list[tuple[Path, int]]:
-    """The backfill's files of this worker's key groups, with the key group each is named for."""
-    found = []
-    for p in sorted(sst_dir.glob("kg-*.sst")):
-        m = _KG.search(p.name)
-        if m and int(m.group(1)) in own:
-            found.append((p, int(m.group(1))))
-    return found
 
 
 def _ingest(step: BackfillStep, rt: WindowRuntime, state: RocksState, stage: Path) -> int:
