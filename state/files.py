@@ -14,7 +14,11 @@ even when an older weir created them open).
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -42,15 +46,16 @@ def private_dir(path: Path, *, own: bool = False) -> Path:
     return path
 
 
-def write_private(path: Path, data: bytes, *, durable: bool = False) -> None:
-    """Replace ``path`` with ``data`` atomically (a temporary name in the same directory, then a
-    rename), created ``0600`` so nobody else can read it even for a moment. ``durable``: the
-    data and the rename are synced to disk before it returns."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+@contextmanager
+def replacing(path: Path, *, durable: bool = False) -> Iterator[BinaryIO]:
+    """A new file that replaces ``path`` atomically once the block ends (a temporary name in
+    the same directory, then a rename), created ``0600`` so nobody else can read it even for a
+    moment; removed if the block fails. ``durable``: its data is synced before the rename (the
+    rename itself is durable once the directory is synced)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+        with os.fdopen(open_private(tmp), "wb") as fh:
+            yield fh
             if durable:
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -58,6 +63,13 @@ def write_private(path: Path, data: bytes, *, durable: bool = False) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def write_private(path: Path, data: bytes, *, durable: bool = False) -> None:
+    """Replace ``path`` with ``data`` atomically and privately (``replacing``). ``durable``:
+    the data and the rename are synced to disk before it returns."""
+    with replacing(path, durable=durable) as fh:
+        fh.write(data)
     if durable:
         fsync_dir(path.parent)
 
@@ -76,4 +88,12 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-__all__ = ["DIR_MODE", "FILE_MODE", "fsync_dir", "open_private", "private_dir", "write_private"]
+__all__ = [
+    "DIR_MODE",
+    "FILE_MODE",
+    "fsync_dir",
+    "open_private",
+    "private_dir",
+    "replacing",
+    "write_private",
+]

@@ -13,7 +13,6 @@ delete the list is rebuilt from the dict.
 
 from __future__ import annotations
 
-import os
 import zlib
 from bisect import bisect_left
 from collections.abc import Iterator, Mapping
@@ -23,7 +22,7 @@ import msgpack
 
 from weir.engine.errors import StateError
 from weir.state.backend import Batch, Snapshottable, StateBackend
-from weir.state.files import DIR_MODE, open_private
+from weir.state.files import DIR_MODE, replacing
 
 _MAGIC = b"weir-memory-state-1\n"
 _CRC_BYTES = 4
@@ -151,14 +150,10 @@ class MemoryState:
         self._check_open()
         keys = self._keys()
         payload = msgpack.packb([keys, [self._data[k] for k in keys]])
-        tmp = target / (STATE_FILE + ".tmp")
         try:
             target.mkdir(mode=DIR_MODE, parents=True)
-            with os.fdopen(open_private(tmp), "wb") as fh:
+            with replacing(target / STATE_FILE, durable=True) as fh:
                 fh.write(_MAGIC + zlib.crc32(payload).to_bytes(_CRC_BYTES, "big") + payload)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target / STATE_FILE)
         except FileExistsError as exc:
             raise StateError(
                 f"MemoryState checkpoint into {target} failed: it already exists; pass a "

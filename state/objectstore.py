@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
 from weir.engine.errors import ConfigError, StorageError
-from weir.state.files import fsync_dir, open_private, private_dir, write_private
+from weir.state.files import fsync_dir, private_dir, replacing, write_private
 
 if TYPE_CHECKING:
     from obstore.store import S3Store
@@ -368,17 +368,11 @@ class S3Bucket:
     def get_file(self, key: str, dst: Path, *, immutable: bool = False) -> int:
         import obstore
 
-        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.part")
         crc = 0
-        try:
-            with self._errors(key, "download"), os.fdopen(open_private(tmp), "wb") as out:
-                for chunk in obstore.get(self.store, self._key(key)).stream(_CHUNK * 8):
-                    crc = zlib.crc32(chunk, crc)
-                    out.write(chunk)
-            os.replace(tmp, dst)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        with self._errors(key, "download"), replacing(dst) as out:
+            for chunk in obstore.get(self.store, self._key(key)).stream(_CHUNK * 8):
+                crc = zlib.crc32(chunk, crc)
+                out.write(chunk)
         return crc
 
     def sizes(self, prefix: str) -> dict[str, int]:
@@ -523,22 +517,13 @@ def copy_with_crc(src: Path, dst: Path, *, durable: bool = True) -> tuple[int, i
     """Copy ``src`` to ``dst`` (through a temporary name, created ``0600``; synced when
     ``durable``) and return ``(size, crc32)``. The new name is durable once ``dst``'s directory
     is synced."""
-    tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
     crc = 0
     size = 0
-    try:
-        with open(src, "rb") as fin, os.fdopen(open_private(tmp), "wb") as fout:
-            while chunk := fin.read(_CHUNK):
-                crc = zlib.crc32(chunk, crc)
-                size += len(chunk)
-                fout.write(chunk)
-            if durable:
-                fout.flush()
-                os.fsync(fout.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with open(src, "rb") as fin, replacing(dst, durable=durable) as fout:
+        while chunk := fin.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+            fout.write(chunk)
     return size, crc
 
 
