@@ -41,6 +41,8 @@ _CHUNK = 1 << 20
 MULTIPART_BYTES = 16 << 20  # files larger than this are uploaded in parts
 PART_BYTES = 8 << 20
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# a scheme written wrong (``s3:/b/p``, ``s3:b/p``, ``gs:/x``): a URL meant, not a directory
+_MISTYPED = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:/|(?:s3|file):)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,10 @@ def storage_location(value: str | Path, what: str = "--checkpoint-dir") -> Stora
     if m is None:
         if not text:
             raise ConfigError(f"{what} is empty; give {SCHEMES}")
+        if _MISTYPED.match(text):
+            raise ConfigError(
+                f"{what}={_no_secrets(text)!r} is not a URL weir supports; use {SCHEMES}"
+            )
         return StorageLocation("file", path=Path(text))
     scheme = m.group(1).lower()
     parts = urlsplit(text)
