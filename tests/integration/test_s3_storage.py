@@ -4,8 +4,8 @@ with and without the local SST cache, a damaged object caught by its CRC after d
 retention and garbage collection of shared objects (savepoints kept), and the one-line errors
 for an unknown bucket, a wrong secret key and a closed endpoint port.
 
-The objects left after retention are listed with a client of the test's own (obstore, not
-weir's store), so that the check does not trust the code it checks.
+The objects left after retention are listed with a client of the test's own
+(``S3Server.objects``, not weir's store), so that the check does not trust the code it checks.
 """
 
 from __future__ import annotations
@@ -15,13 +15,11 @@ import re
 import socket
 from pathlib import Path
 
-import obstore
 import pytest
-from obstore.store import S3Store
 from rocksdict import AccessType, Options, Rdict
 
 from tests.conftest import S3Place
-from tests.s3_server import ACCESS_KEY, BUCKET, SECRET_KEY
+from tests.s3_server import SECRET_KEY
 from tests.unit.test_checkpoint_storage import _key, _take
 from weir.engine.errors import StorageError
 from weir.state.checkpoints import METADATA, CheckpointStorage, FileRef
@@ -41,23 +39,6 @@ def storage(s3: S3Place, monkeypatch: pytest.MonkeyPatch) -> CheckpointStorage:
     chk = CheckpointStorage(s3.url, "j")
     chk.ensure()
     return chk
-
-
-def _objects(s3: S3Place) -> dict[str, int]:
-    """Every object under the test's prefix, relative to it, with its size."""
-    store = S3Store(
-        BUCKET,
-        endpoint=s3.server.endpoint,
-        access_key_id=ACCESS_KEY,
-        secret_access_key=SECRET_KEY,
-        region="us-east-1",
-        client_options={"allow_http": True},
-    )
-    out: dict[str, int] = {}
-    for chunk in obstore.list(store, prefix=f"{s3.prefix}/"):
-        for meta in chunk:
-            out[meta["path"][len(s3.prefix) + 1 :]] = int(meta["size"])
-    return out
 
 
 def _restores(caplog: pytest.LogCaptureFixture) -> list[tuple[int, ...]]:
@@ -170,7 +151,7 @@ def test_retention_on_s3_leaves_exactly_the_retained_checkpoints_objects(
     expected = {f"j/chk-{n}/{METADATA}" for n in (2, 5)} | {
         storage.key_of(n, 0, f) for n in (2, 5) for f in taken[n]
     }
-    listed = _objects(s3)
+    listed = s3.server.objects(s3.prefix)
     assert set(listed) == expected, set(listed) ^ expected
     sizes = {storage.key_of(n, 0, f): f.size for n in (2, 5) for f in taken[n]}
     assert all(listed[k] == size for k, size in sizes.items())
