@@ -21,7 +21,6 @@ import shutil
 import signal
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from tests.support import (
     WeirServer,
     alive,
     children,
+    job_text,
     read_jsonl,
     wait_until,
     worker_pids,
@@ -69,53 +69,36 @@ class Killed:
     servers: _Servers
 
 
-@contextmanager
-def _env_context(env: dict[str, str]) -> Iterator[None]:
-    """The S3 settings in this process's environment (for ``CheckpointStorage``)."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 @pytest.fixture(scope="module")
 def killed(module_s3: S3Place, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     root = tmp_path_factory.mktemp("s3-jobs")
     servers = _Servers(root)
-    job, lines = _job(root, lambda src, **kw: _write_job(root, src, **kw), seed=21)
+    job, lines = _job(root, lambda src, **kw: _write_job(root / "job.py", src, **kw), seed=21)
     ref = _expected(lines)
     out = root / "out.jsonl"
-    first = servers.start(
-        job, "--sink", f"file://{out}", "--exit-at-end", "--parallelism", "2", *FAST,
-        "--checkpoint-dir", module_s3.url, state_dir=root / "state", env=module_s3.env,
-    )  # fmt: skip
-    wait_checkpoint(first, at_least=3)
-    workers = children(first.proc.pid)
-    os.kill(first.proc.pid, signal.SIGKILL)  # the job manager, and the API with it
-    first.proc.wait(10)
-    wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="orphaned workers to exit")
-    assert not (root / "state" / "checkpoints").exists() and not (root / "s3:").exists()
-    with _env_context(module_s3.env):
-        storage = CheckpointStorage(module_s3.url, "t1")
-        ids = storage.ids()
-    assert len(ids) >= 1, ids
-    try:
-        with _env_context(module_s3.env):
+    with pytest.MonkeyPatch.context() as env:  # this process's storage clients read AWS_*
+        for name, value in module_s3.env.items():
+            env.setenv(name, value)
+        try:
+            first = servers.start(
+                job, "--sink", f"file://{out}", "--exit-at-end", "--parallelism", "2", *FAST,
+                "--checkpoint-dir", module_s3.url, state_dir=root / "state", env=module_s3.env,
+            )  # fmt: skip
+            wait_checkpoint(first, at_least=3)
+            workers = children(first.proc.pid)
+            os.kill(first.proc.pid, signal.SIGKILL)  # the job manager, and the API with it
+            first.proc.wait(10)
+            wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")
+            assert not (root / "state" / "checkpoints").exists() and not (root / "s3:").exists()
+            storage = CheckpointStorage(module_s3.url, "t1")
+            ids = storage.ids()
+            assert ids and ids[-1] >= 3, ids
             yield Killed(job, ref, out, storage, module_s3, ids, module_s3.env, servers)
-    finally:
-        servers.stop_all()
+        finally:
+            servers.stop_all()
 
 
-def _write_job(root: Path, src: Path, **spec: Any) -> Path:
-    from tests.support import job_text
-
-    path = root / "job.py"
+def _write_job(path: Path, src: Path, **spec: Any) -> Path:
     path.write_text(job_text(src, **spec), encoding="utf-8")
     return path
 
