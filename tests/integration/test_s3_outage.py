@@ -87,10 +87,13 @@ def test_an_object_store_outage_fails_checkpoints_only_and_processing_goes_on(
     wait_until(lambda: _job_body(c)["last_checkpoint"], 30.0, what="a first checkpoint")
     # the first committed read: 503 while the view downloads; then the checkpoint's windows
     first = _committed(c, "ad-0")
-    seen = wait_until(
-        lambda: (r := _committed(c, "ad-0")).status_code == 200 and r, 15.0, what="a view"
-    )
-    assert seen.json()["consistency"] == "committed" and seen.json()["checkpoint"] >= 1
+
+    def downloaded() -> dict[str, Any] | None:
+        r = _committed(c, "ad-0")
+        return r.json() if r.status_code == 200 else None
+
+    seen = wait_until(downloaded, 15.0, what="the committed view")
+    assert seen["consistency"] == "committed" and seen["checkpoint"] >= 1
     # nothing was downloaded before the first committed read asked for it
     assert first.status_code == 503, first.text
     assert "is still being downloaded from s3://" in first.json()["error"]["message"]

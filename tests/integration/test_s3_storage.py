@@ -49,7 +49,7 @@ def _restores(caplog: pytest.LogCaptureFixture) -> list[tuple[int, ...]]:
 def _read_all(path: Path) -> dict[bytes, bytes]:
     db = Rdict(str(path), Options(raw_mode=True), access_type=AccessType.read_only())
     try:
-        return {bytes(k): bytes(v) for k, v in db.items()}
+        return {bytes(k): bytes(v) for k, v in db.items()}  # type: ignore[arg-type]  # raw mode
     finally:
         db.close()
 
