@@ -41,6 +41,8 @@ _CHUNK = 1 << 20
 MULTIPART_BYTES = 16 << 20  # files larger than this are uploaded in parts
 PART_BYTES = 8 << 20
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# a scheme written wrong (``s3:/b/p``, ``s3:b/p``, ``gs:/x``): a URL meant, not a directory
+_MISTYPED = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*:/|(?:s3|file):)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,10 @@ def storage_location(value: str | Path, what: str = "--checkpoint-dir") -> Stora
     if m is None:
         if not text:
             raise ConfigError(f"{what} is empty; give {SCHEMES}")
+        if _MISTYPED.match(text):
+            raise ConfigError(
+                f"{what}={_no_secrets(text)!r} is not a URL weir supports; use {SCHEMES}"
+            )
         return StorageLocation("file", path=Path(text))
     scheme = m.group(1).lower()
     parts = urlsplit(text)
@@ -351,16 +357,12 @@ class S3Bucket:
 
     def exists(self, key: str) -> bool:
         import obstore
-        from obstore.exceptions import NotFoundError
 
         try:
             with self._errors(key, "check"):
                 obstore.head(self.store, self._key(key))
         except StorageError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, FileNotFoundError | NotFoundError) and (
-                "NoSuchBucket" not in str(cause)
-            ):
+            if _not_found(exc.__cause__) and "NoSuchBucket" not in str(exc.__cause__):
                 return False
             raise
         return True
@@ -485,7 +487,7 @@ def s3_error(exc: BaseException, where: str, op: str, endpoint: str | None) -> S
         fix = f"the bucket does not exist at {server}: create it, or fix the bucket name"
     elif "RequestTimeTooSkewed" in text:
         fix = "this machine's clock differs from the server's by too much: sync it (NTP)"
-    elif isinstance(exc, FileNotFoundError | ox.NotFoundError):  # obstore raises the builtin
+    elif _not_found(exc):
         return StorageError(f"cannot {op} {where}: it does not exist")
     elif isinstance(exc, ox.PermissionDeniedError | ox.UnauthenticatedError) or (
         "AccessDenied" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text
@@ -503,6 +505,14 @@ def s3_error(exc: BaseException, where: str, op: str, endpoint: str | None) -> S
         first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         fix = f"{first[:300]}; check AWS_ENDPOINT_URL, the credentials and the bucket"
     return StorageError(f"cannot {op} {where}: {fix}")
+
+
+def _not_found(exc: BaseException | None) -> bool:
+    """obstore reports a missing object as the built-in ``FileNotFoundError`` (its own
+    ``NotFoundError`` is deprecated and no longer raised)."""
+    from obstore import exceptions as ox
+
+    return isinstance(exc, FileNotFoundError | ox.NotFoundError)
 
 
 def open_store(root: str | Path | StorageLocation) -> ObjectStore:

@@ -12,7 +12,9 @@ import os
 import re
 import signal
 import subprocess
+import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests import support
+from tests.s3_server import S3Server
 from tests.support import WEIR, WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
 
@@ -37,7 +40,7 @@ SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:(\d+))")
 HEADLESS = re.compile(r"weir: job (\S+) running without an API")
 RUN_TIMEOUT_S = 60.0
 
-__all__ = ["WeirResult", "WeirServer"]
+__all__ = ["S3Place", "WeirResult", "WeirServer"]
 
 
 @pytest.fixture
@@ -202,3 +205,48 @@ def job_file(tmp_path: Path) -> Path:
     path = tmp_path / "job.py"
     path.write_text(job_text(src, bound=0, size=10, lateness=0))
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """One SeaweedFS S3 server (``weed mini``, bucket ``weir``) on loopback for the session;
+    a test that stops it must start it again (``S3Server.start`` keeps data and ports)."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@dataclass(frozen=True)
+class S3Place:
+    """A fresh prefix of the session's bucket: ``url`` is ``s3://weir/<unique>``, ``env`` the
+    AWS_* settings a client (or a ``weir`` process) needs to reach it."""
+
+    server: S3Server
+    prefix: str
+
+    @property
+    def url(self) -> str:
+        return self.server.url(self.prefix)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return self.server.env
+
+
+@pytest.fixture
+def s3(s3_server: S3Server, request: pytest.FixtureRequest) -> S3Place:
+    """A unique prefix in the session's S3 bucket (no two tests share objects)."""
+    return S3Place(s3_server, _unique_prefix(request.node.name))
+
+
+@pytest.fixture(scope="module")
+def module_s3(s3_server: S3Server, request: pytest.FixtureRequest) -> S3Place:
+    """Like ``s3``, shared by a test module's tests."""
+    return S3Place(s3_server, _unique_prefix(request.module.__name__.rpartition(".")[2]))
+
+
+def _unique_prefix(name: str) -> str:
+    return f"{re.sub(r'[^A-Za-z0-9_-]+', '-', name)[:60]}-{uuid.uuid4().hex[:8]}"

@@ -14,7 +14,12 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from obstore.store import S3Store
 
 ACCESS_KEY = "weir-test-key"
 SECRET_KEY = "weir-test-secret-0123456789"  # noqa: S105 - a test server's key
@@ -113,23 +118,46 @@ class S3Server:
             )
         self._wait_ready(timeout_s)
 
-    def _wait_ready(self, timeout_s: float) -> None:
-        import obstore
+    def client(self) -> S3Store:
+        """An obstore client of the bucket, independent of weir's (tests list and copy with
+        it); it does not retry."""
         from obstore.store import S3Store
 
-        store = S3Store(
+        return S3Store(
             BUCKET,
             endpoint=self.endpoint,
             access_key_id=self.access_key,
             secret_access_key=self.secret_key,
             region="us-east-1",
-            client_options={"allow_http": True, "timeout": "2s", "connect_timeout": "1s"},
-            retry_config={
-                "max_retries": 0,
-                "retry_timeout": __import__("datetime").timedelta(seconds=2),
-                "backoff": {},
-            },
+            client_options={"allow_http": True, "timeout": "5s", "connect_timeout": "1s"},
+            retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=5), "backoff": {}},
         )
+
+    def objects(self, prefix: str) -> dict[str, int]:
+        """Every object under ``prefix`` (keys relative to it) with its size."""
+        import obstore
+
+        out: dict[str, int] = {}
+        for chunk in obstore.list(self.client(), prefix=f"{prefix.strip('/')}/"):
+            for meta in chunk:
+                out[meta["path"][len(prefix.strip("/")) + 1 :]] = int(meta["size"])
+        return out
+
+    def copy(self, src: str, dst: str) -> int:
+        """Copy every object under prefix ``src`` to prefix ``dst`` (server side); returns
+        how many."""
+        import obstore
+
+        store = self.client()
+        keys = self.objects(src)
+        for key in keys:
+            obstore.copy(store, f"{src.strip('/')}/{key}", f"{dst.strip('/')}/{key}")
+        return len(keys)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        import obstore
+
+        store = self.client()
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
