@@ -346,15 +346,12 @@ class S3Bucket:
 
     def exists(self, key: str) -> bool:
         import obstore
-        from obstore.exceptions import NotFoundError
 
         try:
             with self._errors(key, "check"):
                 obstore.head(self.store, self._key(key))
         except StorageError as exc:
-            if isinstance(exc.__cause__, NotFoundError) and "NoSuchBucket" not in str(
-                exc.__cause__
-            ):
+            if _not_found(exc.__cause__) and "NoSuchBucket" not in str(exc.__cause__):
                 return False
             raise
         return True
@@ -485,7 +482,7 @@ def s3_error(exc: BaseException, where: str, op: str, endpoint: str | None) -> S
         fix = f"the bucket does not exist at {server}: create it, or fix the bucket name"
     elif "RequestTimeTooSkewed" in text:
         fix = "this machine's clock differs from the server's by too much: sync it (NTP)"
-    elif isinstance(exc, ox.NotFoundError):
+    elif _not_found(exc):
         return StorageError(f"cannot {op} {where}: it does not exist")
     elif isinstance(exc, ox.PermissionDeniedError | ox.UnauthenticatedError) or (
         "AccessDenied" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text
@@ -503,6 +500,14 @@ def s3_error(exc: BaseException, where: str, op: str, endpoint: str | None) -> S
         first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
         fix = f"{first[:300]}; check AWS_ENDPOINT_URL, the credentials and the bucket"
     return StorageError(f"cannot {op} {where}: {fix}")
+
+
+def _not_found(exc: BaseException | None) -> bool:
+    """obstore reports a missing object as the built-in ``FileNotFoundError`` (its own
+    ``NotFoundError`` is deprecated and no longer raised)."""
+    from obstore import exceptions as ox
+
+    return isinstance(exc, FileNotFoundError | ox.NotFoundError)
 
 
 def open_store(root: str | Path | StorageLocation) -> ObjectStore:
