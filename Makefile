@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test check lint types bench bench-backfill soak compose-check clean
+.PHONY: venv system-deps demo test check lint types bench bench-s3 bench-backfill soak compose-check clean
 
 venv: $(STAMP)
 
@@ -52,6 +52,11 @@ bench: $(STAMP) $(QUIX)/.installed
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m loadtest.bench
+
+# checkpoints to S3 (SeaweedFS on loopback, from the dev extras) beside a local directory; also a
+# section of make bench
+bench-s3: $(STAMP)
+	$(BIN)/python -m loadtest.s3_bench
 
 bench-backfill: $(STAMP)
 	$(BIN)/python -m loadtest.backfill_bench

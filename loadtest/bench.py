@@ -15,10 +15,13 @@
    0, 1, 5, 10, 50 and 100 ms (Flink's latency/throughput figure).
 6. ``checkpoints``: throughput with checkpoints every 1 s against none, the synchronous part
    with state growing to 1M keys, recovery time (``loadtest/checkpoint_bench.py``).
-7. ``kafka``: the Kafka source against the bare kafka-python consumer (``kafka_bench.py``).
-8. ``queries``: point lookups with wrk beside a bare FastAPI + rocksdict endpoint, then the
+7. ``s3_checkpoints``: checkpoints to S3 (SeaweedFS on loopback) beside a local directory:
+   throughput with 1 s checkpoints, the upload after 1% of 1M keys changed, the restore of 1M
+   keys into an empty directory (``s3_bench.py``; ``make bench-s3`` runs it alone).
+8. ``kafka``: the Kafka source against the bare kafka-python consumer (``kafka_bench.py``).
+9. ``queries``: point lookups with wrk beside a bare FastAPI + rocksdict endpoint, then the
    mixed query load (``query_bench.py``).
-9. ``peers``: weir beside Quix Streams on the same Kafka topics, 10k and 1M keys
+10. ``peers``: weir beside Quix Streams on the same Kafka topics, 10k and 1M keys
    (``peer_bench.py``).
 
 ``--only`` runs some sections. The figures (``loadtest/plots.py``) and ``bench.json`` go to
@@ -46,6 +49,7 @@ from loadtest import (
     peer_bench,
     plots,
     query_bench,
+    s3_bench,
     serving_cost,
 )
 from loadtest.runs import timed_run
@@ -188,7 +192,7 @@ def buffer_sweep(workdir: Path, events: int, keys: int, rate: int) -> list[dict[
 
 SECTIONS = (
     "single_worker", "parallel", "serving_cost", "freshness", "buffer_timeout", "checkpoints",
-    "kafka", "queries", "peers",
+    "s3_checkpoints", "kafka", "queries", "peers",
 )  # fmt: skip
 
 
@@ -219,6 +223,7 @@ def main() -> None:
         ),
         "buffer_timeout": lambda: buffer_sweep(workdir, args.events // 2, args.keys, args.rate),
         "checkpoints": lambda: checkpoint_bench.measure(parallel_job, workdir),
+        "s3_checkpoints": lambda: s3_bench.measure(workdir, parallel_job),
         "kafka": lambda: kafka_bench.measure(workdir),
         "queries": lambda: query_bench.measure(workdir),
         "peers": lambda: peer_bench.measure(workdir, args.peer_events),
@@ -233,7 +238,7 @@ def main() -> None:
             if name not in only:
                 continue
             if not parallel_job.exists() and name in ("serving_cost", "buffer_timeout",
-                                                      "checkpoints"):  # fmt: skip
+                                                      "checkpoints", "s3_checkpoints"):  # fmt: skip
                 write_parallel_inputs(workdir, args.events, args.keys)
             print(f"bench: {name}…", file=sys.stderr, flush=True)
             t0 = time.monotonic()

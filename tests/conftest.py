@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, settings
 
+from loadtest.s3_server import S3Server
 from tests import support
-from tests.s3_server import S3Server
 from tests.support import WEIR, WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
 

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from loadtest.broker import free_port
+from loadtest.s3_server import S3Server
 from tests.kafka_broker import read_topic
-from tests.s3_server import S3Server
 from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from loadtest.s3_server import SECRET_KEY
 from tests.conftest import S3Place
 from tests.integration.test_lifecycle_commands import (
     GENERATOR,
@@ -24,7 +25,6 @@ from tests.integration.test_lifecycle_commands import (
     _generator_job,
     _records_in,
 )
-from tests.s3_server import SECRET_KEY
 from tests.support import WeirResult, WeirServer, wait_until
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.objectstore import SCHEMES

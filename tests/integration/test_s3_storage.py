@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from rocksdict import AccessType, Options, Rdict
 
+from loadtest.s3_server import SECRET_KEY
 from tests.conftest import S3Place
-from tests.s3_server import SECRET_KEY
 from tests.unit.test_checkpoint_storage import _key, _take
 from weir.engine.errors import StorageError
 from weir.state.checkpoints import METADATA, CheckpointStorage, FileRef
