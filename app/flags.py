@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from weir.engine.errors import ConfigError
+from weir.engine.redact import redact_url
 
 Check = Callable[[str], Any]
 
@@ -224,6 +225,7 @@ class Env:
             value = FromEnv(var, raw, boolean if switch else check, many, example)
             if many and raw.split():
                 kw["required"] = False
-        shown = default if raw is None else raw
+        # a URL's password (a source's sasl_password=, user:pass@) is never printed in --help
+        shown = default if raw is None else redact_url(raw)
         note = f" (env {var}" + (f", default {shown})" if shown not in (None, False) else ")")
         self.parser.add_argument(flag, default=value, help=help + note, **kw)
