@@ -51,17 +51,37 @@ def _client_kwargs(bootstrap: str, security: KafkaSecurity) -> dict[str, Any]:
     }
 
 
+def _check_broker(bootstrap: str, security: KafkaSecurity, what: str, first: bool) -> None:
+    """Raise when the broker refuses this client's TLS or SASL: retrying would not heal it.
+
+    A TLS client is checked before its first attempt too (once per process and settings):
+    kafka-python's TLS handshake has no timeout, so a plaintext listener that waits for more
+    bytes instead of closing would hold the attempt for ever."""
+    from weir.engine.sources.kafka_diagnose import diagnose
+
+    key = (bootstrap, security)
+    if first and (not security.tls or key in _CHECKED):
+        return
+    reason = diagnose(bootstrap, security)
+    if reason is not None:
+        raise SourceError(f"{reason} (connecting for {what})")
+    if first:
+        _CHECKED.add(key)
+
+
+_CHECKED: set[tuple[str, KafkaSecurity]] = set()
+
+
 def connect(factory: Any, what: str, bootstrap: str, security: KafkaSecurity, **kwargs: Any) -> Any:
     """Build a kafka-python client, retrying with exponential backoff while no broker answers,
     for up to ``WEIR_KAFKA_CONNECT_TIMEOUT_S`` seconds (default 60). A broker that answers but
-    refuses this client's TLS or SASL fails at once: retrying would not heal it."""
+    refuses this client's TLS or SASL fails at once, naming what to check."""
     from kafka.errors import KafkaConfigurationError, KafkaError
-
-    from weir.engine.sources.kafka_diagnose import diagnose
 
     budget = float(os.environ.get("WEIR_KAFKA_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
     deadline = time.monotonic() + budget
     delay = CONNECT_BACKOFF_S
+    _check_broker(bootstrap, security, what, first=True)
     attempt = 0
     while True:
         attempt += 1
@@ -77,9 +97,7 @@ def connect(factory: Any, what: str, bootstrap: str, security: KafkaSecurity, **
         except KafkaConfigurationError:
             raise
         except KafkaError as exc:
-            reason = diagnose(bootstrap, security)
-            if reason is not None:
-                raise SourceError(f"{reason} (connecting for {what})") from None
+            _check_broker(bootstrap, security, what, first=False)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SourceError(

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
-import time
 from typing import Any
 
 from weir.engine.kafka_security import KafkaSecurity, env_var
@@ -27,6 +26,8 @@ from weir.engine.kafka_security import KafkaSecurity, env_var
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 3.0
+# a TLS listener answers a ClientHello at once; a plaintext one may wait for more bytes
+PLAIN_PROBE_TIMEOUT_S = 1.0
 # OpenSSL's X509_V_ERR_HOSTNAME_MISMATCH and X509_V_ERR_IP_ADDRESS_MISMATCH
 _NAME_MISMATCH = (62, 64)
 
@@ -112,15 +113,21 @@ def _after_handshake(tls: ssl.SSLSocket) -> str | None:
     """TLS 1.3 servers refuse a client certificate after the handshake: read briefly."""
     tls.settimeout(0.3)
     try:
-        tls.recv(1)
+        got = tls.recv(1)
     except ssl.SSLError as exc:
-        return (
-            f"the broker refused this client's TLS certificate ({exc.reason}); check "
-            f"ssl_certfile and ssl_keyfile ({env_var('ssl_certfile')}, {env_var('ssl_keyfile')})"
-        )
-    except OSError:
-        pass
-    return None
+        got, reason = b"", f" ({exc.reason})"
+    except OSError:  # nothing to read: the broker waits for a request, as it should
+        return None
+    else:
+        reason = ""
+    if got:
+        return None
+    # a Kafka broker never closes a new connection unasked, unless it refused the client
+    return (
+        f"it closed the connection right after the TLS handshake{reason}: it requires a client "
+        f"certificate this client does not have or it does not trust; check ssl_certfile and "
+        f"ssl_keyfile ({env_var('ssl_certfile')}, {env_var('ssl_keyfile')})"
+    )
 
 
 def _plain_reason(sock: socket.socket) -> str | None:
@@ -128,6 +135,7 @@ def _plain_reason(sock: socket.socket) -> str | None:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
+    sock.settimeout(PLAIN_PROBE_TIMEOUT_S)
     try:
         with ctx.wrap_socket(sock):
             pass
@@ -150,15 +158,15 @@ def _sasl_reason(bootstrap: str, security: KafkaSecurity) -> str | None:
         **security.client_kwargs(),
     )  # fmt: skip
     node = manager.cluster.bootstrap_brokers()[0].node_id
+    conns: list[Any] = []
 
     async def attempt() -> None:
-        conn = manager.get_connection(
+        conns.append(manager.get_connection(
             node, timeout_ms=PROBE_TIMEOUT_S * 1000, pop_on_close=False,
             refresh_metadata_on_err=False,
-        )  # fmt: skip
-        await conn
+        ))  # fmt: skip
+        await conns[0]
 
-    started = time.monotonic()
     try:
         net.run(attempt)
         return None
@@ -167,18 +175,24 @@ def _sasl_reason(bootstrap: str, security: KafkaSecurity) -> str | None:
             f"it does not offer SASL mechanism {security.sasl_mechanism}; set sasl_mechanism "
             f"to one the broker enables ({env_var('sasl_mechanism')})"
         )
-    except (OSError, errors.KafkaConnectionError, errors.KafkaTimeoutError):
+    except (OSError, errors.KafkaConnectionError, errors.KafkaTimeoutError) as exc:
+        # the broker answered ApiVersions, then dropped the connection: during SASL
+        if conns and conns[0].broker_version_data is not None:
+            return _refused(security, type(exc).__name__)
         return None  # no answer: may heal
     except Exception as exc:  # noqa: BLE001 - any other failure of the SASL exchange is a refusal
-        log.debug("kafka sasl probe failed after %.1f s: %r", time.monotonic() - started, exc)
-        return (
-            f"SASL {security.sasl_mechanism} authentication as {security.sasl_username!r} was "
-            f"refused ({type(exc).__name__}); check the user name and password "
-            f"({env_var('sasl_username')}, {env_var('sasl_password')} or sasl_password_file) "
-            "and that the user exists for this mechanism"
-        )
+        return _refused(security, type(exc).__name__)
     finally:
         _close(manager, net)
+
+
+def _refused(security: KafkaSecurity, what: str) -> str:
+    return (
+        f"SASL {security.sasl_mechanism} authentication as {security.sasl_username!r} was "
+        f"refused ({what}); check the user name and password ({env_var('sasl_username')}, "
+        f"{env_var('sasl_password')} or sasl_password_file), that the user exists for this "
+        "mechanism and that the broker enables it"
+    )
 
 
 def _close(manager: Any, net: Any) -> None:
