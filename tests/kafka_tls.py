@@ -25,6 +25,8 @@ from pathlib import Path
 
 from loadtest.broker import free_port, tansu_binary
 
+KEY_PASSWORD = "key-pass-Q7xv-never-shown"  # the client key's password: grep outputs for it
+
 
 @dataclass(frozen=True)
 class Pki:
@@ -32,7 +34,7 @@ class Pki:
     server_cert: Path  # names localhost and 127.0.0.1
     server_key: Path
     client_cert: Path
-    client_key: Path
+    client_key: Path  # encrypted with KEY_PASSWORD
     other_ca: Path  # a CA that signed nothing here: a client trusting only it must fail
     wrong_name_cert: Path  # signed by ``ca`` but naming only other.invalid
     wrong_name_key: Path
@@ -63,11 +65,14 @@ def make_pki(cwd: Path) -> Pki:
     _signed(cwd, "server", "localhost", "DNS:localhost,IP:127.0.0.1")
     _signed(cwd, "client", "weir-test-client", None)
     _signed(cwd, "wrong-name", "other.invalid", "DNS:other.invalid")
+    _openssl("pkey", "-in", "client.key", "-out", "client-enc.key", "-aes256", "-passout",
+             f"pass:{KEY_PASSWORD}", cwd=cwd)  # fmt: skip
     for key in cwd.glob("*.key"):
         key.chmod(0o600)
     return Pki(
         cwd / "ca.pem", cwd / "server.pem", cwd / "server.key", cwd / "client.pem",
-        cwd / "client.key", cwd / "other-ca.pem", cwd / "wrong-name.pem", cwd / "wrong-name.key",
+        cwd / "client-enc.key", cwd / "other-ca.pem", cwd / "wrong-name.pem",
+        cwd / "wrong-name.key",
     )  # fmt: skip
 
 
