@@ -249,7 +249,7 @@ def _kafka_frame(spark: Any, k: KafkaInput) -> Any:
     spark.dataSource.register(KafkaRangeSource)
     ranges = {str(p): list(r) for p, r in k.ranges.items()}
     # the security settings travel as options: a Spark task must not depend on the driver's
-    # environment; Spark redacts the values of options named like a password in its plans
+    # environment (the query's plan does not show a Python data source's options)
     return (
         spark.read.format(KafkaRangeSource.name())
         .option("bootstrap", k.bootstrap)

@@ -217,3 +217,26 @@ def test_secrets_in_a_source_url_never_reach_jobs_logs_or_help(
     bad = run_weir("run", str(_job(tmp_path)), "--source", source + "&acks=1", "--no-api")
     assert bad.rc == 2 and "unknown option 'acks'" in bad.stderr, bad.stderr
     _no_secret(bad.stdout, bad.stderr)
+
+
+def test_the_backfill_reads_a_tls_topic_and_its_plan_hides_the_key_password(
+    spark: Any, kafka_tls: TlsBroker
+) -> None:
+    """The driver fixes the offsets over TLS; the Spark tasks read over TLS with the settings
+    passed as the data source's options, which the query's plan does not show."""
+    from weir.engine.spark.backfill import _kafka_frame
+    from weir.engine.spark.inputs import plan_kafka
+
+    b = kafka_tls
+    topic = _topic(b, "backfill", 2)
+    events = make_events(400, seed=73)
+    send(b.bootstrap, topic, [(i % 2, e) for i, e in enumerate(events)], **_client(b))
+    opts = urlencode(_tls_options(b, ssl_key_password=KEY_PASSWORD))
+    k = plan_kafka(f"kafka://{b.bootstrap}/{topic}?{opts}")
+    assert k.ranges == {0: (0, 200), 1: (0, 200)} and k.security.tls
+    frame = _kafka_frame(spark, k)
+    got = sorted(json.loads(row.value)["ts"] for row in frame.collect())
+    assert got == sorted(e["ts"] for e in events)
+    plan = frame._jdf.queryExecution().toString()
+    assert "weir-kafka" in plan, plan
+    _no_secret(plan)
