@@ -5,9 +5,9 @@ so TLS comes from a terminating proxy in front of a plain Tansu broker: Python's
 in a thread, requiring a client certificate signed by the test CA (mutual TLS), with the broker
 advertising the proxy's address so every connection of a client goes through TLS. The CA and
 certificates are made by ``openssl`` in the fixture's directory. ``tansu --authentication``
-checks SASL SCRAM credentials for real, but users can only be created by an authenticated client
-(``tansu user create`` is refused), so with memory storage no login can succeed: it is the broker
-that refuses every password.
+runs the SASL SCRAM exchange for real, but no login succeeds: ``tansu user create`` is refused
+once authentication is on, and a user created before it was turned on (S3 storage kept across
+the restart) is still answered ``e=unknown-user``. So this broker refuses every password.
 """
 
 from __future__ import annotations
