@@ -149,7 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     env.add("--work-dir", "where Spark writes the SST files", ".weir/backfill", metavar="DIR")
     prod = sub.add_parser("produce", help="write a generated workload into a Kafka topic")
     env = Env(prod)
-    env.add("--bootstrap", "the Kafka broker, host:port", "127.0.0.1:9092", metavar="HOST:PORT")
+    env.add(
+        "--bootstrap",
+        "the Kafka broker, host:port; TLS and SASL come from the WEIR_KAFKA_* settings "
+        "(WEIR_KAFKA_SECURITY_PROTOCOL, WEIR_KAFKA_SSL_CAFILE, WEIR_KAFKA_SASL_USERNAME, …)",
+        "127.0.0.1:9092",
+        metavar="HOST:PORT",
+    )
     env.add("--topic", "topic to write (created when missing)", "events", metavar="TOPIC")
     env.add(
         "--workload",

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from weir.engine.errors import ConfigError
+from weir.engine.redact import redact_url
 
 Check = Callable[[str], Any]
 
@@ -236,6 +237,8 @@ class Env:
             value = FromEnv(var, raw, boolean if switch else check, many, example)
             if many and raw.split():
                 kw["required"] = False
-        shown = default if raw is None else raw
+        # a URL's password (a source's sasl_password=, user:pass@) is never printed in --help;
+        # argparse %-formats help texts, so a URL's %2F must be %%2F
+        shown = default if raw is None else redact_url(raw).replace("%", "%%")
         note = f" (env {var}" + (f", default {shown})" if shown not in (None, False) else ")")
         self.parser.add_argument(flag, default=value, help=help + note, **kw)

@@ -3,7 +3,8 @@
 The events are the generator source's (``engine/sources/generator.py``): the same seed gives the
 same events, so a produced topic and a ``generator://`` run can be compared. Each event is keyed
 by its id (so one id stays in one partition); the topic is created with ``--partitions`` when it
-does not exist. The summary printed at the end is JSON.
+does not exist. The summary printed at the end is JSON. TLS and SASL come from the
+``WEIR_KAFKA_*`` settings (``engine/kafka_security.py``), as for every Kafka client weir makes.
 """
 
 from __future__ import annotations
@@ -16,23 +17,27 @@ import orjson
 
 from weir.app.progress import StatusLine, rate_text
 from weir.engine.errors import ConfigError, SourceError
+from weir.engine.kafka_security import KafkaSecurity
 from weir.engine.sources.base import SplitReader
 from weir.engine.sources.generator import GeneratorSource
 from weir.engine.sources.kafka import connect
 
 
-def ensure_topic(bootstrap: str, topic: str, partitions: int) -> int:
+def ensure_topic(
+    bootstrap: str, topic: str, partitions: int, security: KafkaSecurity | None = None
+) -> int:
     """Create ``topic`` with ``partitions`` partitions unless it exists; its partition count."""
     from kafka import KafkaAdminClient, KafkaConsumer
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    consumer = connect(KafkaConsumer, f"topic {topic}", bootstrap, enable_auto_commit=False)
+    sec = KafkaSecurity.from_env() if security is None else security
+    consumer = connect(KafkaConsumer, f"topic {topic}", bootstrap, sec, enable_auto_commit=False)
     try:
         found = consumer.partitions_for_topic(topic)
         if found:
             return len(found)
-        admin = connect(KafkaAdminClient, f"creating topic {topic}", bootstrap)
+        admin = connect(KafkaAdminClient, f"creating topic {topic}", bootstrap, sec)
         try:
             admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
         except TopicAlreadyExistsError:
@@ -65,8 +70,10 @@ def produce(
     clock: str = "wall",
     step: float = 1.0,
     progress: bool = True,
+    security: KafkaSecurity | None = None,
 ) -> dict[str, Any]:
-    """Send ``count`` events (forever when None) at ``rate`` events/s (0: as fast as possible)."""
+    """Send ``count`` events (forever when None) at ``rate`` events/s (0: as fast as possible);
+    ``security`` defaults to the ``WEIR_KAFKA_*`` settings."""
     from kafka import KafkaProducer
 
     if count is not None and count < 0:
@@ -75,11 +82,13 @@ def produce(
         workload=workload, rate=rate, ids=keys, skew=skew, disorder=disorder, seed=seed,
         count=count, clock=clock, step=step, split_count=1,
     )  # fmt: skip
-    have = ensure_topic(bootstrap, topic, partitions)
+    sec = KafkaSecurity.from_env() if security is None else security
+    have = ensure_topic(bootstrap, topic, partitions, sec)
     producer = connect(
         KafkaProducer,
         f"topic {topic}",
         bootstrap,
+        sec,
         linger_ms=10,
         batch_size=512 * 1024,
         acks=1,

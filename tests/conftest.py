@@ -186,6 +186,25 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield bootstrap
 
 
+@pytest.fixture(scope="session")
+def kafka_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Tansu broker behind a TLS proxy that requires a client certificate, with the test
+    CA and certificates (``tests.kafka_tls.TlsBroker``)."""
+    from tests.kafka_tls import tansu_tls
+
+    with tansu_tls(tmp_path_factory.mktemp("kafka-tls")) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="session")
+def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Tansu broker that requires SASL SCRAM authentication (and knows no user)."""
+    from tests.kafka_tls import tansu_sasl
+
+    with tansu_sasl(tmp_path_factory.mktemp("kafka-sasl")) as bootstrap:
+        yield bootstrap
+
+
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """A real local SparkSession (``local[2]``) for a test module's backfills."""

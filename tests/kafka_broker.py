@@ -13,16 +13,17 @@ from loadtest.broker import tansu
 __all__ = ["create_topic", "read_topic", "send", "tansu"]
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, **client: Any) -> None:
+    """``client``: more kafka-python settings (TLS, SASL) for every client made here."""
     from kafka import KafkaAdminClient, KafkaConsumer
     from kafka.admin import NewTopic
 
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **client)
     try:
         admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])
     finally:
         admin.close()
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **client)
     try:
         deadline = time.monotonic() + 15
         while len(consumer.partitions_for_topic(topic) or ()) != partitions:
@@ -33,12 +34,18 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def send(
-    bootstrap: str, topic: str, values: list[tuple[int, bytes | dict[str, Any]]], key: str = "id"
+    bootstrap: str,
+    topic: str,
+    values: list[tuple[int, bytes | dict[str, Any]]],
+    key: str = "id",
+    **client: Any,
 ) -> None:
     """Send ``(partition, value)`` pairs in order; dict values as JSON keyed by ``value[key]``."""
     from kafka import KafkaProducer
 
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, enable_idempotence=False)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, linger_ms=5, enable_idempotence=False, **client
+    )
     try:
         for partition, value in values:
             if isinstance(value, dict):
@@ -51,11 +58,11 @@ def send(
         producer.close(10)
 
 
-def read_topic(bootstrap: str, topic: str, timeout: float = 10.0) -> list[Any]:
+def read_topic(bootstrap: str, topic: str, timeout: float = 10.0, **client: Any) -> list[Any]:
     """Every message of ``topic`` up to its high watermarks, as kafka-python records."""
     from kafka import KafkaConsumer, TopicPartition
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, **client)
     out: list[Any] = []
     try:
         parts = [

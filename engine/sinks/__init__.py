@@ -23,6 +23,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import orjson
 
 from weir.engine.errors import ConfigError, SinkError
+from weir.engine.kafka_security import KafkaSecurity
+from weir.engine.redact import redact_url
 
 # imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
 # function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
@@ -196,9 +198,11 @@ def stdout() -> StdoutSink:
     return StdoutSink()
 
 
-def kafka(bootstrap: str, topic: str) -> Sink:
-    """Window results (or side outputs) as JSON messages in a Kafka topic."""
-    return KafkaSink(bootstrap, topic)
+def kafka(bootstrap: str, topic: str, security: KafkaSecurity | None = None) -> Sink:
+    """Window results (or side outputs) as JSON messages in a Kafka topic; ``security``
+    defaults to the ``WEIR_KAFKA_*`` settings."""
+    sec = KafkaSecurity.from_env() if security is None else security
+    return KafkaSink(bootstrap, topic, security=sec)
 
 
 def from_url(url: str) -> Sink:
@@ -217,7 +221,7 @@ def from_url(url: str) -> Sink:
         except SinkError as exc:
             raise ConfigError(str(exc)) from None
     raise ConfigError(
-        f"unknown sink scheme {parts.scheme or '(none)'!r} in {url!r}; "
+        f"unknown sink scheme {parts.scheme or '(none)'!r} in {redact_url(url)!r}; "
         f"use one of {', '.join(s + '://' for s in SCHEMES)}"
     )
 

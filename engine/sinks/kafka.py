@@ -1,5 +1,6 @@
 """A Kafka topic as a sink: ``kafka://host:port/topic[?delivery_timeout_ms=MS]``
-(``sinks.kafka(bootstrap, topic)``).
+(``sinks.kafka(bootstrap, topic)``), with the TLS and SASL options every Kafka URL takes
+(``engine/kafka_security.py``).
 
 Each record is one JSON message. Window results are keyed by the job key, so a topic compacted
 on the key keeps the latest value of each key's windows, and a consumer can upsert on
@@ -19,12 +20,15 @@ exactly-once (Flink's two-phase commit), but the test broker delivers aborted tr
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from weir.engine.errors import SinkError, SourceError
+from weir.engine.errors import ConfigError, SinkError, SourceError
+from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
+from weir.engine.kafka_security import KafkaSecurity, check_netloc, security_of
+from weir.engine.redact import redact_url
 from weir.engine.sources.kafka import connect
 
 log = logging.getLogger(__name__)
@@ -39,9 +43,11 @@ class KafkaSink:
     bootstrap: str
     topic: str
     delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS
+    security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
 
     def describe(self) -> str:
-        return f"kafka://{self.bootstrap}/{self.topic}"
+        extra = self.security.describe()
+        return f"kafka://{self.bootstrap}/{self.topic}" + (f"?{extra}" if extra else "")
 
     def prepare(self) -> None:
         """A topic is never truncated; this checks the broker is reachable instead."""
@@ -49,8 +55,9 @@ class KafkaSink:
 
         try:
             consumer = connect(
-                KafkaConsumer, f"sink topic {self.topic}", self.bootstrap, enable_auto_commit=False
-            )
+                KafkaConsumer, f"sink topic {self.topic}", self.bootstrap, self.security,
+                enable_auto_commit=False,
+            )  # fmt: skip
         except SourceError as exc:
             raise SinkError(str(exc)) from None
         consumer.close()
@@ -71,6 +78,7 @@ class KafkaSinkWriter:
                 KafkaProducer,
                 f"sink topic {spec.topic}",
                 spec.bootstrap,
+                spec.security,
                 linger_ms=LINGER_MS,
                 batch_size=256 * 1024,
                 acks="all",
@@ -139,17 +147,24 @@ class KafkaSinkWriter:
 
 def from_url_parts(netloc: str, path: str, url: str, options: dict[str, str]) -> KafkaSink:
     topic = path.lstrip("/")
+    shown = redact_url(url)
     if not netloc or not topic or "/" in topic:
-        raise SinkError(f"sink {url!r}: use kafka://host:port/topic")
-    unknown = sorted(set(options) - {"delivery_timeout_ms"})
+        raise SinkError(f"sink {shown!r}: use kafka://host:port/topic")
+    try:
+        check_netloc(url, netloc)
+        security = security_of(url, options)
+    except ConfigError as exc:
+        raise SinkError(f"sink {exc}") from None
+    unknown = sorted(set(options) - {"delivery_timeout_ms"} - set(SECURITY_OPTIONS))
     if unknown:
         raise SinkError(
-            f"sink {url!r}: unknown option {unknown[0]!r}; the one option is delivery_timeout_ms"
+            f"sink {shown!r}: unknown option {unknown[0]!r}; use delivery_timeout_ms or the "
+            f"security options {', '.join(SECURITY_OPTIONS)}"
         )
     raw = options.get("delivery_timeout_ms", str(DELIVERY_TIMEOUT_MS))
     if not raw.isdigit() or int(raw) < 1_000:
         raise SinkError(
-            f"sink {url!r}: delivery_timeout_ms={raw!r} is not valid; use a whole number of "
+            f"sink {shown!r}: delivery_timeout_ms={raw!r} is not valid; use a whole number of "
             "milliseconds, 1000 or more"
         )
-    return KafkaSink(netloc, topic, int(raw))
+    return KafkaSink(netloc, topic, int(raw), security)

@@ -2,7 +2,9 @@
 
 URLs (``weir run --source URL``): ``file:///path/events.jsonl``,
 ``generator://ads?rate=N&ids=N&skew=S&disorder=MS&seed=N&count=N&clock=wall|synthetic``,
-``kafka://host:port/topic?group=NAME&start=earliest|latest|committed|<ms>&end=latest``.
+``kafka://host:port/topic?group=NAME&start=earliest|latest|committed|<ms>&end=latest``, with
+TLS and SASL options (``security_protocol=SASL_SSL&sasl_mechanism=SCRAM-SHA-512&…``, see
+``engine/kafka_security.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from weir.engine.errors import ConfigError, SourceError
+from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
+from weir.engine.kafka_security import KafkaSecurity, security_of
+from weir.engine.redact import redact_url
 from weir.engine.sources.base import Source, SourceBatch, SplitReader
 from weir.engine.sources.file import JsonlSource
 from weir.engine.sources.generator import GeneratorSource
@@ -43,9 +48,12 @@ def kafka(
     start: str | int = "earliest",
     end: str | None = None,
     metadata: bool = False,
+    security: KafkaSecurity | None = None,
 ) -> KafkaSource:
-    """A Kafka topic, one split per partition (see ``engine.sources.kafka``)."""
-    return KafkaSource(bootstrap, topic, group, str(start), end, metadata)
+    """A Kafka topic, one split per partition (see ``engine.sources.kafka``); ``security``
+    defaults to the ``WEIR_KAFKA_*`` settings."""
+    sec = KafkaSecurity.from_env() if security is None else security
+    return KafkaSource(bootstrap, topic, group, str(start), end, metadata, security=sec)
 
 
 _KAFKA_OPTIONS = ("group", "start", "end", "metadata")
@@ -53,13 +61,15 @@ _KAFKA_OPTIONS = ("group", "start", "end", "metadata")
 
 def _kafka_from_url(url: str) -> KafkaSource:
     found = url_parts(url)
+    shown = redact_url(url)
     if found is None:
-        raise ConfigError(f"source {url!r}: use kafka://host:port/topic?group=NAME")
+        raise ConfigError(f"source {shown!r}: use kafka://host:port/topic?group=NAME")
     bootstrap, topic, options = found
-    unknown = sorted(set(options) - set(_KAFKA_OPTIONS))
+    unknown = sorted(set(options) - set(_KAFKA_OPTIONS) - set(SECURITY_OPTIONS))
     if unknown:
         raise ConfigError(
-            f"source {url!r}: unknown option {unknown[0]!r}; use {', '.join(_KAFKA_OPTIONS)}"
+            f"source {shown!r}: unknown option {unknown[0]!r}; use "
+            f"{', '.join(_KAFKA_OPTIONS + SECURITY_OPTIONS)}"
         )
     try:
         return kafka(
@@ -69,9 +79,10 @@ def _kafka_from_url(url: str) -> KafkaSource:
             start=options.get("start", "earliest"),
             end=options.get("end") or None,
             metadata=options.get("metadata", "false").lower() in ("1", "true", "yes"),
+            security=security_of(url, options),
         )
     except SourceError as exc:
-        raise ConfigError(f"source {url!r}: {exc}") from None
+        raise ConfigError(f"source {shown!r}: {exc}") from None
 
 
 _GEN_TYPES: dict[str, type] = {
@@ -115,7 +126,7 @@ def from_url(url: str) -> Source:
                 ) from None
         return generator(parts.netloc or "ads", **options)
     raise ConfigError(
-        f"unknown source scheme {parts.scheme or '(none)'!r} in {url!r}; "
+        f"unknown source scheme {parts.scheme or '(none)'!r} in {redact_url(url)!r}; "
         f"use one of {', '.join(s + '://' for s in SCHEMES)}"
     )
 

@@ -15,7 +15,10 @@ so that checkpoints own the offsets, as in Flink's KafkaSource.
 
 Values are JSON; batches of raw bytes go through the pipeline's batch decode and dead-letter path
 like file lines. A broker that cannot be reached when the source opens is retried with backoff;
-a broker lost mid-run makes the split wait (kafka-python reconnects) and resume.
+a broker lost mid-run makes the split wait (kafka-python reconnects) and resume. A broker that
+answers but refuses the client's TLS or SASL fails at once, naming what to fix
+(``kafka_diagnose``). TLS and SASL settings: ``engine/kafka_security.py`` (URL options such as
+``security_protocol=SASL_SSL`` or ``WEIR_KAFKA_*`` variables).
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from weir.engine.errors import SourceError
+from weir.engine.kafka_security import KafkaSecurity, check_netloc
 from weir.engine.sources.base import SourceBatch
 
 log = logging.getLogger(__name__)
@@ -37,23 +41,47 @@ CONNECT_TIMEOUT_S = 60.0
 CONNECT_BACKOFF_S = 0.5
 
 
-def _client_kwargs(bootstrap: str) -> dict[str, Any]:
+def _client_kwargs(bootstrap: str, security: KafkaSecurity) -> dict[str, Any]:
     return {
         "bootstrap_servers": bootstrap,
         "request_timeout_ms": 15_000,
         "reconnect_backoff_ms": 100,
         "reconnect_backoff_max_ms": 2_000,
+        **security.client_kwargs(),
     }
 
 
-def connect(factory: Any, what: str, bootstrap: str, **kwargs: Any) -> Any:
+def _check_broker(bootstrap: str, security: KafkaSecurity, what: str, first: bool) -> None:
+    """Raise when the broker refuses this client's TLS or SASL: retrying would not heal it.
+
+    A TLS client is checked before its first attempt too (once per process and settings):
+    kafka-python's TLS handshake has no timeout, so a plaintext listener that waits for more
+    bytes instead of closing would hold the attempt for ever."""
+    from weir.engine.sources.kafka_diagnose import diagnose
+
+    key = (bootstrap, security)
+    if first and (not security.tls or key in _CHECKED):
+        return
+    reason = diagnose(bootstrap, security)
+    if reason is not None:
+        raise SourceError(f"{reason} (connecting for {what})")
+    if first:
+        _CHECKED.add(key)
+
+
+_CHECKED: set[tuple[str, KafkaSecurity]] = set()
+
+
+def connect(factory: Any, what: str, bootstrap: str, security: KafkaSecurity, **kwargs: Any) -> Any:
     """Build a kafka-python client, retrying with exponential backoff while no broker answers,
-    for up to ``WEIR_KAFKA_CONNECT_TIMEOUT_S`` seconds (default 60)."""
+    for up to ``WEIR_KAFKA_CONNECT_TIMEOUT_S`` seconds (default 60). A broker that answers but
+    refuses this client's TLS or SASL fails at once, naming what to check."""
     from kafka.errors import KafkaConfigurationError, KafkaError
 
     budget = float(os.environ.get("WEIR_KAFKA_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
     deadline = time.monotonic() + budget
     delay = CONNECT_BACKOFF_S
+    _check_broker(bootstrap, security, what, first=True)
     attempt = 0
     while True:
         attempt += 1
@@ -63,11 +91,13 @@ def connect(factory: Any, what: str, bootstrap: str, **kwargs: Any) -> Any:
         try:
             # kwargs may override the defaults (a sink's request timeout fits its delivery one)
             return factory(
-                **{**_client_kwargs(bootstrap), **kwargs}, bootstrap_timeout_ms=per_attempt
+                **{**_client_kwargs(bootstrap, security), **kwargs},
+                bootstrap_timeout_ms=per_attempt,
             )
         except KafkaConfigurationError:
             raise
         except KafkaError as exc:
+            _check_broker(bootstrap, security, what, first=False)
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SourceError(
@@ -95,6 +125,7 @@ def url_parts(url: str) -> tuple[str, str, dict[str, str]] | None:
     topic = unquote(parts.path.lstrip("/"))
     if not parts.netloc or not topic or "/" in topic:
         return None
+    check_netloc(url, parts.netloc)
     return parts.netloc, topic, dict(parse_qsl(parts.query, keep_blank_values=True))
 
 
@@ -109,6 +140,7 @@ class KafkaSource:
     max_poll_records: int = 8192
     fetch_max_bytes: int = 64 * 1024 * 1024
     max_partition_fetch_bytes: int = 16 * 1024 * 1024
+    security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
 
     def __post_init__(self) -> None:
         if self.start not in ("earliest", "latest", "committed") and not self.start.isdigit():
@@ -127,14 +159,17 @@ class KafkaSource:
 
     def describe(self) -> str:
         query = f"start={self.start}" + (f"&group={self.group}" if self.group else "")
+        if self.security.describe():
+            query += f"&{self.security.describe()}"
         return f"kafka://{self.bootstrap}/{self.topic}?{query}"
 
     def partitions(self) -> list[int]:
         from kafka import KafkaConsumer
 
         consumer = connect(
-            KafkaConsumer, f"topic {self.topic}", self.bootstrap, enable_auto_commit=False
-        )
+            KafkaConsumer, f"topic {self.topic}", self.bootstrap, self.security,
+            enable_auto_commit=False,
+        )  # fmt: skip
         try:
             found = consumer.partitions_for_topic(self.topic)
         finally:
@@ -154,8 +189,8 @@ class KafkaSource:
 
         tps = [TopicPartition(self.topic, p) for p in self.partitions()]
         consumer = connect(
-            KafkaConsumer, f"topic {self.topic}", self.bootstrap, enable_auto_commit=False,
-            fetch_max_wait_ms=50, max_partition_fetch_bytes=1024,
+            KafkaConsumer, f"topic {self.topic}", self.bootstrap, self.security,
+            enable_auto_commit=False, fetch_max_wait_ms=50, max_partition_fetch_bytes=1024,
         )  # fmt: skip
         try:
             consumer.assign(tps)
@@ -245,6 +280,7 @@ class KafkaReader:
             KafkaConsumer,
             f"partition {self._split}",
             spec.bootstrap,
+            spec.security,
             group_id=spec.group,
             enable_auto_commit=False,
             fetch_max_bytes=spec.fetch_max_bytes,

@@ -248,11 +248,14 @@ def _kafka_frame(spark: Any, k: KafkaInput) -> Any:
 
     spark.dataSource.register(KafkaRangeSource)
     ranges = {str(p): list(r) for p, r in k.ranges.items()}
+    # the security settings travel as options: a Spark task must not depend on the driver's
+    # environment (the query's plan does not show a Python data source's options)
     return (
         spark.read.format(KafkaRangeSource.name())
         .option("bootstrap", k.bootstrap)
         .option("topic", k.topic)
         .option("ranges", json.dumps(ranges))
+        .options(**k.security.options())
         .load()
     )
 

@@ -19,7 +19,9 @@ offsets ``[from, to)``, fixed when the backfill is planned:
 - ``to``: ``latest`` (the default: each partition's end as a first fetch reports it), ``N`` or
   ``P:N,P:N`` (the others end at ``latest``). ``to`` is exclusive, like Kafka's end offsets;
 - numbers past what a partition holds are clamped to it; ``metadata`` is streaming's option
-  (default: the job's Kafka source's, else false).
+  (default: the job's Kafka source's, else false);
+- the TLS and SASL options of every Kafka URL (``engine/kafka_security.py``), over the
+  ``WEIR_KAFKA_*`` settings.
 
 Each partition is one split, as when streaming.
 """
@@ -35,6 +37,9 @@ from typing import Any
 
 from weir.engine.errors import ConfigError, SourceError
 from weir.engine.job import Job
+from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
+from weir.engine.kafka_security import KafkaSecurity, security_of
+from weir.engine.redact import redact_url
 from weir.engine.sources.base import SourceBatch
 from weir.engine.sources.kafka import KafkaSource, url_parts
 
@@ -62,6 +67,7 @@ class KafkaInput:
     topic: str
     ranges: dict[int, tuple[int, int]]  # partition -> [from, to)
     metadata: bool
+    security: KafkaSecurity = KafkaSecurity()
 
     def splits(self) -> list[str]:
         """The partitions with something to read, as split names."""
@@ -237,23 +243,25 @@ def parse_kafka_url(url: str) -> tuple[str, str, Offsets, Offsets, bool | None]:
     """``kafka://host:port/topic?from=&to=&metadata=`` -> bootstrap, topic, from, to, metadata
     (None: not given)."""
     found = url_parts(url)
+    shown = redact_url(url)
     if found is None:
-        raise ConfigError(f"--input {url}: use kafka://host:port/topic?from=earliest&to=latest")
+        raise ConfigError(f"--input {shown}: use kafka://host:port/topic?from=earliest&to=latest")
     bootstrap, topic, options = found
-    unknown = sorted(set(options) - set(_KAFKA_OPTIONS))
+    unknown = sorted(set(options) - set(_KAFKA_OPTIONS) - set(SECURITY_OPTIONS))
     if unknown:
         raise ConfigError(
-            f"--input {url}: unknown option {unknown[0]!r}; a backfill reads offsets "
-            f"[from, to) and takes {', '.join(_KAFKA_OPTIONS)}"
+            f"--input {shown}: unknown option {unknown[0]!r}; a backfill reads offsets "
+            f"[from, to) and takes {', '.join(_KAFKA_OPTIONS)} and the security options "
+            f"{', '.join(SECURITY_OPTIONS)}"
         )
     metadata = options.get("metadata")
     if metadata is not None and metadata.lower() not in ("true", "false", "1", "0"):
-        raise ConfigError(f"--input {url}: metadata={metadata!r}; use metadata=true or false")
+        raise ConfigError(f"--input {shown}: metadata={metadata!r}; use metadata=true or false")
     return (
         bootstrap,
         topic,
-        _offsets(url, "from", options.get("from", "earliest"), "earliest"),
-        _offsets(url, "to", options.get("to", "latest"), "latest"),
+        _offsets(shown, "from", options.get("from", "earliest"), "earliest"),
+        _offsets(shown, "to", options.get("to", "latest"), "latest"),
         None if metadata is None else metadata.lower() in ("true", "1"),
     )
 
@@ -279,12 +287,14 @@ def _offsets(url: str, name: str, raw: str, word: str) -> Offsets:
 def plan_kafka(url: str, default_metadata: bool = False) -> KafkaInput:
     """Fix each partition's offset range now, from the broker's first and end offsets."""
     bootstrap, topic, (from_all, from_per), (to_all, to_per), metadata = parse_kafka_url(url)
-    source = KafkaSource(bootstrap, topic)
+    found = url_parts(url)
+    security = security_of(url, found[2] if found else {})
+    source = KafkaSource(bootstrap, topic, security=security)
     bounds = source.offset_bounds()
     missing = sorted((set(from_per) | set(to_per)) - set(bounds))
     if missing:
         raise ConfigError(
-            f"--input {url}: topic {topic!r} has no partition {missing[0]} (it has "
+            f"--input {redact_url(url)}: topic {topic!r} has no partition {missing[0]} (it has "
             f"{', '.join(map(str, sorted(bounds)))})"
         )
     ranges: dict[int, tuple[int, int]] = {}
@@ -292,8 +302,11 @@ def plan_kafka(url: str, default_metadata: bool = False) -> KafkaInput:
         a = from_per.get(p, from_all)
         b = to_per.get(p, to_all)
         if isinstance(a, int) and isinstance(b, int) and a > b:
-            raise ConfigError(f"--input {url}: from={a} is after to={b} in partition {p}")
+            raise ConfigError(
+                f"--input {redact_url(url)}: from={a} is after to={b} in partition {p}"
+            )
         lo = max(first, a) if isinstance(a, int) else first
         hi = min(end, b) if isinstance(b, int) else end
         ranges[p] = (min(lo, hi), hi)
-    return KafkaInput(bootstrap, topic, ranges, default_metadata if metadata is None else metadata)
+    chosen = default_metadata if metadata is None else metadata
+    return KafkaInput(bootstrap, topic, ranges, chosen, security)

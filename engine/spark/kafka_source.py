@@ -21,6 +21,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from weir.engine.errors import SourceError
+from weir.engine.kafka_security import KafkaSecurity, resolve
 from weir.engine.sources.base import SourceBatch
 from weir.engine.sources.kafka import KafkaSource, records_with_metadata
 
@@ -41,7 +42,8 @@ class KafkaRange(InputPartition):
 
 
 class KafkaRangeSource(DataSource):
-    """Options: ``bootstrap``, ``topic``, ``ranges`` (JSON: partition -> [from, to))."""
+    """Options: ``bootstrap``, ``topic``, ``ranges`` (JSON: partition -> [from, to)) and the
+    security options (``KafkaSecurity.options()``)."""
 
     @classmethod
     def name(cls) -> str:
@@ -51,14 +53,19 @@ class KafkaRangeSource(DataSource):
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        # the driver's settings as they are: no environment of this process is read
+        security = resolve({k.lower(): v for k, v in self.options.items()}, {})
         return KafkaRangeReader(self.options["bootstrap"], self.options["topic"],
-                                self.options["ranges"])  # fmt: skip
+                                self.options["ranges"], security)  # fmt: skip
 
 
 class KafkaRangeReader(DataSourceReader):
-    def __init__(self, bootstrap: str, topic: str, ranges: str) -> None:
+    def __init__(
+        self, bootstrap: str, topic: str, ranges: str, security: KafkaSecurity | None = None
+    ) -> None:
         self.bootstrap = bootstrap
         self.topic = topic
+        self.security = KafkaSecurity() if security is None else security
         self.ranges = {int(p): (int(a), int(b)) for p, (a, b) in json.loads(ranges).items()}
 
     def partitions(self) -> list[InputPartition]:
@@ -67,7 +74,7 @@ class KafkaRangeReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, KafkaRange)
         split = f"{self.topic}/{partition.partition}"
-        reader = KafkaSource(self.bootstrap, self.topic).open(
+        reader = KafkaSource(self.bootstrap, self.topic, security=self.security).open(
             split, offset=partition.start, stop=partition.stop, lean=False
         )
         progress = time.monotonic()
