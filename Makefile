@@ -18,12 +18,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
 	touch $(STAMP)
 
-# Debian's packages the tests use: Chromium (the dashboard's browser test) and docker-compose
-# (validating docker-compose.yml; no Docker engine is needed for that)
+# Debian's packages the tests use: Chromium (the dashboard's browser test), docker-compose
+# (validating docker-compose.yml; no Docker engine is needed for that) and openssl (the Kafka
+# TLS tests' CA and certificates)
 system-deps:
-	@{ command -v chromium && command -v docker-compose; } >/dev/null || { \
+	@{ command -v chromium && command -v docker-compose && command -v openssl; } >/dev/null || { \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install \
-	  -y -qq --no-install-recommends chromium docker-compose; }
+	  -y -qq --no-install-recommends chromium docker-compose openssl; }
 
 demo: $(STAMP)
 	$(BIN)/weir demo
