@@ -31,9 +31,16 @@ def tansu_binary() -> str:
 
 
 @contextmanager
-def tansu(log_dir: Path) -> Iterator[str]:
-    """Start Tansu on a free loopback port; yields ``host:port`` once it accepts connections."""
-    port = free_port()
+def tansu(
+    log_dir: Path,
+    port: int | None = None,
+    advertise: int | None = None,
+    extra: tuple[str, ...] = (),
+) -> Iterator[str]:
+    """Start Tansu on loopback (``port``, default a free one), telling clients to connect to
+    ``advertise`` (default: ``port``; a proxy in front puts its own); yields ``host:port`` once
+    it accepts connections. ``extra``: more ``tansu broker`` arguments."""
+    port = port or free_port()
     url = f"tcp://127.0.0.1:{port}"
     log = open(log_dir / "tansu.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
@@ -43,9 +50,10 @@ def tansu(log_dir: Path) -> Iterator[str]:
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            f"tcp://127.0.0.1:{advertise or port}",
             "--storage-engine",
             "memory://tansu/",
+            *extra,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import ssl
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadtest.broker import free_port, tansu_binary
+from loadtest.broker import free_port, tansu
 
 KEY_PASSWORD = "key-pass-Q7xv-never-shown"  # the client key's password: grep outputs for it
 
@@ -130,38 +128,6 @@ class TlsProxy:
         self.thread.join(10)
 
 
-@contextlib.contextmanager
-def _tansu(log: Path, listen: int, advertise: int, *extra: str) -> Iterator[None]:
-    """A plain Tansu broker on ``listen`` that tells clients to connect to ``advertise``."""
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", f"tcp://127.0.0.1:{listen}",
-             "--advertised-listener-url", f"tcp://127.0.0.1:{advertise}",
-             "--storage-engine", "memory://tansu/", *extra],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(log.read_text(errors="replace"))
-            try:
-                socket.create_connection(("127.0.0.1", listen), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the Tansu broker did not listen within 20 s") from None
-                time.sleep(0.05)
-        yield
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @dataclass(frozen=True)
 class TlsBroker:
     bootstrap: str  # 127.0.0.1:port of the TLS listener
@@ -175,7 +141,7 @@ def tansu_tls(work: Path) -> Iterator[TlsBroker]:
     pki = make_pki(work)
     plain, tls_port, wrong = free_port(), free_port(), free_port()
     with (
-        _tansu(work / "tansu-tls.log", plain, tls_port),
+        tansu(_dir(work / "tansu-tls"), plain, tls_port),
         TlsProxy(tls_port, plain, pki.server_cert, pki.server_key, pki.ca),
         TlsProxy(wrong, plain, pki.wrong_name_cert, pki.wrong_name_key, pki.ca),
     ):
@@ -185,6 +151,10 @@ def tansu_tls(work: Path) -> Iterator[TlsBroker]:
 @contextlib.contextmanager
 def tansu_sasl(work: Path) -> Iterator[str]:
     """A Tansu broker that requires SASL (SCRAM) authentication and knows no user."""
-    port = free_port()
-    with _tansu(work / "tansu-sasl.log", port, port, "--authentication"):
-        yield f"127.0.0.1:{port}"
+    with tansu(_dir(work / "tansu-sasl"), extra=("--authentication",)) as bootstrap:
+        yield bootstrap
+
+
+def _dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path

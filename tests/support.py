@@ -338,3 +338,16 @@ def chk_dir(storage: CheckpointStorage, n: int) -> Path:
 def shared_dir(storage: CheckpointStorage) -> Path:
     """The shared SST files' directory, in storage on a file system."""
     return Path(storage.where) / "shared"
+
+
+def impression_counts(
+    events: Iterable[dict[str, Any]], size: int
+) -> dict[tuple[str, int, int], int]:
+    """Impressions per (id, window start, window end) of a tumbling window of ``size`` ms."""
+    counts: dict[tuple[str, int, int], int] = {}
+    for e in events:
+        if e["event"] == "impression":
+            start = e["ts"] - e["ts"] % size
+            k = (str(e["id"]), start, start + size)
+            counts[k] = counts.get(k, 0) + 1
+    return counts

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 
 from tests.kafka_broker import create_topic, read_topic, send
-from tests.reference import Spec, canonical, group_emissions, simulate, window_of
+from tests.reference import Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
     event_lines,
+    impression_counts,
     job_text,
     make_events,
     read_jsonl,
@@ -62,16 +63,6 @@ def _run(
     return result, out, state / "t1"
 
 
-def _in_bound_expected(events: list[dict[str, Any]]) -> dict[tuple[str, int, int], int]:
-    counts: dict[tuple[str, int, int], int] = {}
-    for e in events:
-        if e["event"] == "impression":
-            start, end = window_of(e["ts"], SIZE)
-            k = (str(e["id"]), start, end)
-            counts[k] = counts.get(k, 0) + 1
-    return counts
-
-
 @pytest.mark.parametrize("parallelism", [1, 2])
 def test_a_four_partition_topic_of_out_of_order_events_matches_the_reference(
     tmp_path: Path, run_weir: Callable[..., WeirResult], kafka_broker: str, parallelism: int
@@ -93,7 +84,7 @@ def test_a_four_partition_topic_of_out_of_order_events_matches_the_reference(
     assert r.rc == 0, r.stderr
     got = group_emissions(read_jsonl(out))
     assert all(len(s) == 1 and s[0]["final"] for s in got.values())
-    assert {k: s[0]["count"] for k, s in got.items()} == _in_bound_expected(events)
+    assert {k: s[0]["count"] for k, s in got.items()} == impression_counts(events, SIZE)
     assert read_jsonl(state / "late.jsonl") == []
 
 
@@ -194,7 +185,7 @@ def test_poison_records_go_to_a_dead_letter_topic_and_results_to_a_keyed_topic(
     for m in out:
         body = json.loads(m.value)
         assert m.key.decode() == str(body["key"])  # keyed by the job key, for upserts
-    want = _in_bound_expected(good)
+    want = impression_counts(good, SIZE)
     got = {
         (b["key"], b["start"], b["end"]): b["count"]
         for b in map(json.loads, (m.value for m in out))

@@ -19,8 +19,7 @@ import httpx
 
 from tests.kafka_broker import create_topic, read_topic, send
 from tests.kafka_tls import KEY_PASSWORD, TlsBroker
-from tests.reference import window_of
-from tests.support import WeirResult, WeirServer, job_text, make_events
+from tests.support import WeirResult, WeirServer, impression_counts, job_text, make_events
 
 BOUND, SIZE = 300, 1_000
 SASL_SECRET = "sasl-pw-Zk42-never-shown"
@@ -65,16 +64,6 @@ def _job(tmp_path: Path) -> Path:
     return job
 
 
-def _expected(events: list[dict[str, Any]]) -> dict[tuple[str, int, int], int]:
-    counts: dict[tuple[str, int, int], int] = {}
-    for e in events:
-        if e["event"] == "impression":
-            start, end = window_of(e["ts"], SIZE)
-            k = (str(e["id"]), start, end)
-            counts[k] = counts.get(k, 0) + 1
-    return counts
-
-
 def _no_secret(*texts: str) -> None:
     for text in texts:
         assert KEY_PASSWORD not in text and SASL_SECRET not in text, text
@@ -106,7 +95,7 @@ def test_a_tls_topic_is_read_and_written_end_to_end_by_weir_run(
         (body["key"], body["start"], body["end"]): body["count"]
         for body in (json.loads(m.value) for m in read_topic(b.bootstrap, results, **_client(b)))
     }
-    assert got == {(str(k[0]), k[1], k[2]): v for k, v in _expected(good).items()}
+    assert got == {(str(k[0]), k[1], k[2]): v for k, v in impression_counts(good, SIZE).items()}
     dead = [json.loads(m.value) for m in read_topic(b.bootstrap, dlq, **_client(b))]
     assert len(dead) == 2, dead
 

@@ -11,12 +11,12 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from loadtest.broker import free_port
 from loadtest.s3_server import SECRET_KEY
 from tests.conftest import S3Place
 from tests.integration.test_lifecycle_commands import (
@@ -59,12 +59,6 @@ def test_an_unsupported_storage_url_is_a_one_line_usage_error_listing_the_scheme
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "job.py"]
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("bucket", "change", "fix"),
     [
@@ -88,7 +82,7 @@ def test_weir_run_with_unusable_s3_storage_fails_at_the_start_naming_the_url_and
     change: dict[str, str],
     fix: str,
 ) -> None:
-    ports = {"s3port": s3.server.ports["s3.port"], "closed": _closed_port()}
+    ports = {"s3port": s3.server.ports["s3.port"], "closed": free_port()}
     env = {**s3.env, **{k: v.format(**ports) for k, v in change.items()}}
     url = f"s3://{bucket}/{s3.prefix}"
     r = run_weir(

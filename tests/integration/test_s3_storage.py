@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import logging
 import re
-import socket
 from pathlib import Path
 
 import pytest
 from rocksdict import AccessType, Options, Rdict
 
+from loadtest.broker import free_port
 from loadtest.s3_server import SECRET_KEY
 from tests.conftest import S3Place
 from tests.unit.test_checkpoint_storage import _key, _take
@@ -163,12 +163,6 @@ def test_retention_on_s3_leaves_exactly_the_retained_checkpoints_objects(
         assert storage.problem(n) is None
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.parametrize(
     ("change", "url", "message"),
     [
@@ -200,7 +194,7 @@ def test_storage_errors_are_one_line_naming_the_url_and_what_to_check(
     url: str | None,
     message: str,
 ) -> None:
-    env = {**s3.env, **{k: v.format(port=_closed_port()) for k, v in change.items()}}
+    env = {**s3.env, **{k: v.format(port=free_port()) for k, v in change.items()}}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     with pytest.raises(StorageError, match=rf"^{message}$") as info:
