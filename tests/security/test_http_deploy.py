@@ -32,15 +32,22 @@ def _config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_compose_refuses_to_start_without_a_token() -> None:
-    refused = _config({})
-    assert refused.returncode != 0
-    assert "WEIR_API_TOKEN" in refused.stderr and "set WEIR_API_TOKEN" in refused.stderr
-    accepted = _config({"WEIR_API_TOKEN": "s3cret-from-the-operator"})
+def test_compose_refuses_to_start_without_a_token_or_the_object_store_key() -> None:
+    token, key = "s3cret-from-the-operator", "object-store-key-from-the-operator"
+    for given, missing in (
+        ({"WEIR_S3_SECRET": key}, "WEIR_API_TOKEN"),
+        ({"WEIR_API_TOKEN": token}, "WEIR_S3_SECRET"),
+    ):
+        refused = _config(given)
+        assert refused.returncode != 0
+        assert f"set {missing}" in refused.stderr, refused.stderr
+    accepted = _config({"WEIR_API_TOKEN": token, "WEIR_S3_SECRET": key})
     assert accepted.returncode == 0, accepted.stderr
     services = yaml.safe_load(accepted.stdout)["services"]
     for name in ("job", "backfill"):
-        assert services[name]["environment"]["WEIR_API_TOKEN"] == "s3cret-from-the-operator"
+        assert services[name]["environment"]["WEIR_API_TOKEN"] == token
+    assert services["s3"]["environment"]["AWS_SECRET_ACCESS_KEY"] == key
+    assert services["job"]["environment"]["AWS_SECRET_ACCESS_KEY"] == key
     assert ":-weir-demo" not in COMPOSE.read_text()  # the old public default
 
 
@@ -50,9 +57,10 @@ def test_the_image_runs_as_an_unprivileged_user_that_owns_its_volumes() -> None:
     assert users and users[-1] not in ("root", "0"), users
     text = "\n".join(lines)
     assert re.search(rf"useradd\b.*\b{users[-1]}\b", text)
-    volumes = {
+    volumes = {  # those of the services that run weir's image (the s3 service has its own)
         v.split(":")[1]
         for service in yaml.safe_load(COMPOSE.read_text())["services"].values()
+        if service.get("build")
         for v in service.get("volumes", [])
     }
     assert volumes, "the stack mounts volumes"
