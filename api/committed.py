@@ -20,7 +20,7 @@ from rocksdict import AccessType, Options, Rdict
 
 from weir.engine.errors import StateError
 from weir.state.checkpoints import CheckpointStorage, FileRef, prune_cache
-from weir.state.rocksdb import _scan
+from weir.state.rocksdb import BoundedIter, _scan
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,13 @@ class CommittedView:
             if first <= key_group <= last:
                 return list(_scan(db, lo, hi))
         return []
+
+    def iterator(self, key_group: int, hi: bytes) -> BoundedIter:
+        """An iterator below ``hi`` over the instance that holds ``key_group`` (for seeks)."""
+        for first, last, db in self._dbs:
+            if first <= key_group <= last:
+                return BoundedIter(db, hi)
+        raise StateError(f"checkpoint {self.id} holds no key group {key_group}")
 
     def close(self) -> None:
         for _, _, db in self._dbs:

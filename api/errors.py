@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -26,11 +27,17 @@ class ErrorBody(BaseModel):
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    """An error answer; ``extra`` fields go beside ``error`` (a 409 ``not_fresh_enough``
+    carries the current watermark and checkpoint)."""
+
+    def __init__(
+        self, status: int, code: str, message: str, extra: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.extra = extra
 
 
 def not_found(code: str, message: str) -> ApiError:
@@ -53,6 +60,9 @@ def error_response(
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        if exc.extra:
+            body = {**error_body(exc.code, exc.message), **exc.extra}
+            return JSONResponse(body, status_code=exc.status)
         return error_response(exc.status, exc.code, exc.message)
 
     @app.exception_handler(RequestValidationError)

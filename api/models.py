@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from weir.api.errors import ErrorDetail
+
 
 class WindowOut(BaseModel):
     """One window: ``start``, ``end``, the operator's aggregate fields, ``final``."""
@@ -26,6 +28,43 @@ class StateAnswer(BaseModel):
     consistency: str
     windows: list[WindowOut]
     state: dict[str, Any] | None = None  # a process function's states, by name
+
+
+class WindowKey(BaseModel):
+    """One key's window in a window listing: ``key``, ``key_group``, the aggregates, ``final``."""
+
+    model_config = ConfigDict(extra="allow")
+    key: str
+    key_group: int
+    final: bool
+
+
+class WindowKeys(BaseModel):
+    job: str
+    op: str
+    start: int
+    end: int
+    watermark: int | None
+    checkpoint: int | None
+    consistency: str
+    keys: list[WindowKey]
+    next_cursor: str | None
+
+
+class LookupAnswer(BaseModel):
+    """Per key asked, in order: its point answer, or ``{"key", "error"}``."""
+
+    job: str
+    op: str
+    results: list[dict[str, Any]]
+
+
+class NotFreshEnough(BaseModel):
+    """409: the state did not reach the freshness bound in time; what it is at now."""
+
+    error: ErrorDetail
+    watermark: int | None
+    checkpoint: int | None
 
 
 class JobSummary(BaseModel):
@@ -92,6 +131,15 @@ class CheckpointList(BaseModel):
     restored_from: str | None
     restarts: int
     checkpoints: list[CheckpointSummary]
+
+
+class BackfillAnswer(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    op: str
+    min_end: int
+    max_end: int
+    windows: int | None
+    time: int
 
 
 class SavepointAnswer(BaseModel):

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from weir.api.deps import job_handle, registry
 from weir.api.errors import ApiError, ErrorBody
-from weir.api.models import SavepointAnswer
+from weir.api.models import BackfillAnswer, SavepointAnswer
 from weir.api.registry import Registry
 from weir.engine.errors import PathRefused, WeirError
 
@@ -34,6 +34,8 @@ class BackfillRequest(BaseModel):
 
 @router.post(
     "/jobs/{job}/backfills",
+    operation_id="load_backfill",
+    response_model=BackfillAnswer,
     responses={
         400: {"model": ErrorBody},
         403: {"model": ErrorBody},
@@ -59,6 +61,7 @@ async def load_backfill(
 
 @router.post(
     "/jobs/{job}/savepoints",
+    operation_id="take_savepoint",
     response_model=SavepointAnswer,
     responses={403: {"model": ErrorBody}, 404: {"model": ErrorBody}, 409: {"model": ErrorBody}},
 )

@@ -18,6 +18,7 @@ router = APIRouter(tags=["jobs"])
 
 @router.get(
     "/health",
+    operation_id="health",
     response_model=Health,
     responses={503: {"model": Health, "description": "a job has failed (``problems`` says why)"}},
 )
@@ -47,7 +48,7 @@ def _problem(runtime: JobRuntime, state: str) -> str | None:
     return runtime.status_problem or runtime.checkpoint_problem
 
 
-@router.get("/jobs", response_model=JobsAnswer)
+@router.get("/jobs", operation_id="list_jobs", response_model=JobsAnswer)
 def list_jobs(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
     return {
         "jobs": [
@@ -62,7 +63,12 @@ def list_jobs(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
     }
 
 
-@router.get("/jobs/{job}", response_model=JobDetail, responses={404: {"model": ErrorBody}})
+@router.get(
+    "/jobs/{job}",
+    operation_id="get_job",
+    response_model=JobDetail,
+    responses={404: {"model": ErrorBody}},
+)
 def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
     h = job_handle(reg, job)
     workers = h.runtime.worker_status()
@@ -124,6 +130,7 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
 
 @router.get(
     "/jobs/{job}/checkpoints",
+    operation_id="list_checkpoints",
     response_model=CheckpointList,
     responses={404: {"model": ErrorBody}},
 )

@@ -6,7 +6,7 @@ import hashlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 import orjson
@@ -15,10 +15,20 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, Field
 
 from weir.api import keylist
-from weir.api.deps import api_metrics, job_handle, operator, public_watermark, registry
+from weir.api.deps import (
+    Consistency,
+    Freshness,
+    api_metrics,
+    freshness,
+    job_handle,
+    operator,
+    public_watermark,
+    registry,
+    wait_fresh,
+)
 from weir.api.errors import ApiError, ErrorBody, error_body, not_found
 from weir.api.metrics import ApiMetrics
-from weir.api.models import KeyList, StateAnswer
+from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.engine.errors import StateError
 from weir.engine.job import ProcessOperator, WindowOperator
@@ -42,6 +52,9 @@ MAX_LOOKUP_KEYS = 1_000
 MAX_KEYS_PAGE = 1_000
 RETRY_MS = 2_000  # how long an EventSource waits before it reconnects
 ERROR_BODY_REF = {"$ref": "#/components/schemas/ErrorBody"}
+NOT_FRESH: dict[int | str, dict[str, Any]] = {
+    409: {"model": NotFreshEnough, "description": "the freshness bound was not met in time"}
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +72,7 @@ class Bounds:
             )
 
 
-class _Source:
+class StateSource:
     """Where an answer's rows come from: the live secondary of the owning worker, or the
     committed view of the latest checkpoint."""
 
@@ -78,10 +91,25 @@ class _Source:
         self.handle = handle
 
     def scan(self, kg: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        hi = layout.prefix_upper_bound(prefix)
+        return self.between(kg, prefix, layout.prefix_upper_bound(prefix))
+
+    def between(self, kg: int, lo: bytes, hi: bytes) -> list[tuple[bytes, bytes]]:
         if self.view is not None:
-            return self.view.scan(kg, prefix, hi)
-        return self.handle.reader_for(kg).scan(prefix, hi)
+            return self.view.scan(kg, lo, hi)
+        return self.handle.reader_for(kg).scan(lo, hi)
+
+    def iterator(self, kg: int, state_id: int) -> keylist.Seeker:
+        """An iterator over one state's range in key group ``kg``, for a listing's seeks."""
+        hi = layout.prefix_upper_bound(layout.state_prefix(kg, state_id))
+        if self.view is not None:
+            return self.view.iterator(kg, hi)
+        return self.handle.reader_for(kg).iterator(hi)
+
+    def as_of(self, op: str) -> tuple[int, int | None]:
+        """The watermark and checkpoint the rows are as of."""
+        if self.view is not None:
+            return self.view.watermark, self.view.id
+        return self.handle.runtime.operator_watermark(op), self.handle.runtime.last_checkpoint
 
 
 def key_answer(
@@ -99,7 +127,7 @@ def key_answer(
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
     prefix = layout.key_prefix(kg, op_def.state_id, raw_key)
-    source = _Source(handle, consistency)
+    source = StateSource(handle, consistency)
     rows = source.scan(kg, prefix)
     pane_rows: list[tuple[bytes, bytes]] = []
     if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
@@ -108,11 +136,7 @@ def key_answer(
         raise not_found(
             "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
         )
-    checkpoint: int | None
-    if source.view is not None:
-        wm, checkpoint = source.view.watermark, source.view.id
-    else:
-        wm, checkpoint = handle.runtime.operator_watermark(op), handle.runtime.last_checkpoint
+    wm, checkpoint = source.as_of(op)
     answer: dict[str, Any] = {
         "job": job,
         "op": op,
@@ -173,14 +197,16 @@ def answer_as_of(handle: JobHandle, body: dict[str, Any]) -> float | None:
 
 @router.get(
     "/{job}/{op}/state",
+    operation_id="list_keys",
     response_model=KeyList,
-    responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}},
+    responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}, **NOT_FRESH},
 )
-def list_keys(
+async def list_keys(
     job: str,
     op: str,
     reg: Annotated[Registry, Depends(registry)],
     metrics: Annotated[ApiMetrics, Depends(api_metrics)],
+    fresh: Annotated[Freshness, Depends(freshness)],
     prefix: Annotated[str, Query(description="only keys starting with this")] = "",
     cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_KEYS_PAGE)] = 100,
@@ -211,11 +237,9 @@ def list_keys(
     if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
         ids.append(op_def.pane_state_id)
 
-    def iterator(kg: int, sid: int) -> keylist.Seeker:
-        hi = layout.prefix_upper_bound(layout.state_prefix(kg, sid))
-        return handle.reader_for(kg).iterator(hi)
-
-    page = keylist.list_keys(iterator, ids, m, want, start, limit)
+    await wait_fresh(fresh, handle, op)
+    iterator = StateSource(handle, "live").iterator
+    page = await anyio.to_thread.run_sync(keylist.list_keys, iterator, ids, m, want, start, limit)
     metrics.keys_examined.inc(page.examined)
     cursor_out = page.next.encode() if page.next is not None else None
     return {"job": job, "op": op, "keys": page.keys, "next_cursor": cursor_out}
@@ -247,6 +271,7 @@ async def _stream_answer(target: StreamTarget, key: str, bounds: Bounds) -> byte
 
 @router.get(
     "/{job}/{op}/state/{key:path}/stream",
+    operation_id="stream_state",
     response_class=EventSourceResponse,
     # a model here would be documented as the stream's media type; the 404 is JSON
     responses={404: {"content": {"application/json": {"schema": ERROR_BODY_REF}}}},
@@ -289,11 +314,13 @@ async def stream_state(
 
 @router.get(
     "/{job}/{op}/state/{key:path}",
+    operation_id="get_state",
     response_model=StateAnswer,
     responses={
         304: {"description": "unchanged since the ETag in If-None-Match"},
         404: {"model": ErrorBody},
         400: {"model": ErrorBody},
+        **NOT_FRESH,
         422: {"model": ErrorBody},
     },
 )
@@ -303,17 +330,19 @@ async def get_state(
     key: str,
     request: Request,
     reg: Annotated[Registry, Depends(registry)],
+    fresh: Annotated[Freshness, Depends(freshness)],
     from_: Annotated[
         int | None, Query(alias="from", description="earliest window start, ms")
     ] = None,
     to: Annotated[int | None, Query(description="latest window start (inclusive), ms")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="most recent N windows")] = 1000,
-    consistency: Literal["live", "committed"] = "live",
+    consistency: Consistency = "live",
 ) -> Response:
     handle = job_handle(reg, job)
     op_def = operator(handle, op)
     bounds = Bounds(from_, to, limit)
     bounds.check()
+    await wait_fresh(fresh, handle, op, consistency)
     if consistency == "committed":  # may open the first committed view: not on the loop
         body = await anyio.to_thread.run_sync(key_answer, handle, op_def, key, bounds, consistency)
     else:
@@ -326,33 +355,50 @@ class LookupRequest(BaseModel):
     from_: int | None = Field(default=None, alias="from")
     to: int | None = None
     limit: int = Field(default=1000, ge=1, le=MAX_LIMIT)
-    consistency: Literal["live", "committed"] = "live"
+    consistency: Consistency = "live"
 
 
 @router.post(
     "/{job}/{op}/lookup",
-    responses={404: {"model": ErrorBody}, 400: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    operation_id="lookup",
+    response_model=LookupAnswer,
+    responses={
+        404: {"model": ErrorBody},
+        400: {"model": ErrorBody},
+        **NOT_FRESH,
+        422: {"model": ErrorBody},
+    },
 )
-def lookup(
+async def lookup(
     job: str,
     op: str,
     body: LookupRequest,
     request: Request,
     reg: Annotated[Registry, Depends(registry)],
+    fresh: Annotated[Freshness, Depends(freshness)],
 ) -> Response:
     """Many keys in one call: ``{"results": [<point answer> | {"key", "error"}]}``, in the order
-    asked, each equal to what ``GET /{job}/{op}/state/{key}`` answers for that key."""
+    asked, each equal to what ``GET /{job}/{op}/state/{key}`` answers for that key. The
+    freshness bound (query parameters) holds for the whole batch."""
     handle = job_handle(reg, job)
     op_def = operator(handle, op)
     bounds = Bounds(body.from_, body.to, body.limit)
     bounds.check()
+    await wait_fresh(fresh, handle, op, body.consistency)
+    results = await anyio.to_thread.run_sync(_lookup, handle, op_def, body, bounds)
+    return json_response({"job": job, "op": op, "results": results}, request)
+
+
+def _lookup(
+    handle: JobHandle, op: WindowOperator | ProcessOperator, body: LookupRequest, bounds: Bounds
+) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     for key in body.keys:
         try:
-            results.append(key_answer(handle, op_def, key, bounds, body.consistency))
+            results.append(key_answer(handle, op, key, bounds, body.consistency))
         except ApiError as exc:
             results.append({"key": key, **error_body(exc.code, exc.message)})
-    return json_response({"job": job, "op": op, "results": results}, request)
+    return results
 
 
 def _namespace(skey: bytes) -> int:

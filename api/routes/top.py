@@ -10,32 +10,47 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from weir.api.deps import job_handle, operator, public_watermark, registry
+from weir.api.deps import (
+    Freshness,
+    freshness,
+    job_handle,
+    operator,
+    public_watermark,
+    registry,
+    wait_fresh,
+)
 from weir.api.errors import ApiError, ErrorBody
 from weir.api.models import TopAnswer
-from weir.api.registry import Registry
-from weir.api.routes.state import json_response
-from weir.engine.job import ProcessOperator
+from weir.api.registry import JobHandle, Registry
+from weir.api.routes import windows
+from weir.api.routes.state import NOT_FRESH, json_response
+from weir.engine.job import ProcessOperator, WindowOperator
 from weir.engine.runtime.messages import RankedWindow
 from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.topn import TOP_K, best
 from weir.engine.windows import SessionWindows
 
 router = APIRouter(tags=["state"])
+# the other read of a whole window (the app includes this router before the state router,
+# whose key paths match anything)
+router.include_router(windows.router)
 
 
 @router.get(
     "/{job}/{op}/top",
+    operation_id="top",
     response_model=TopAnswer,
-    responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}},
+    responses={400: {"model": ErrorBody}, 404: {"model": ErrorBody}, **NOT_FRESH},
 )
-def top(
+async def top(
     job: str,
     op: str,
     request: Request,
     reg: Annotated[Registry, Depends(registry)],
+    fresh: Annotated[Freshness, Depends(freshness)],
     by: Annotated[str, Query(description="the aggregate to rank by (highest first)")],
     n: Annotated[int, Query(ge=1, le=TOP_K, description="how many keys")] = 10,
     window: Annotated[
@@ -66,6 +81,15 @@ def top(
             "top_unsupported",
             "window=current is kept for tumbling windows; use window=latest for sliding ones",
         )
+    await wait_fresh(fresh, handle, op)
+    body = await anyio.to_thread.run_sync(_ranked, handle, op_def, by, n, window)
+    return json_response(body, request)
+
+
+def _ranked(
+    handle: JobHandle, op_def: WindowOperator, by: str, n: int, window: Literal["latest", "current"]
+) -> dict[str, Any]:
+    job, op = handle.job.name, op_def.name
     reports: list[RankedWindow] = []
     for w in handle.runtime.worker_status():
         status = w["operators"].get(op)
@@ -91,4 +115,4 @@ def top(
         "watermark": public_watermark(handle.runtime.operator_watermark(op)),
         "keys": [{"key": k, "value": v} for k, v in best(pairs, n)],
     }
-    return json_response(body, request)
+    return body

@@ -38,6 +38,7 @@ ROUTES = {
     ("POST", "/jobs/{job}/backfills"): ADMIN,
     ("POST", "/jobs/{job}/savepoints"): ADMIN,
     ("GET", "/{job}/{op}/top"): READ,
+    ("GET", "/{job}/{op}/windows/{start}"): READ,
     ("GET", "/{job}/{op}/state"): READ,
     ("GET", "/{job}/{op}/state/{key:path}"): READ,
     ("GET", "/{job}/{op}/state/{key:path}/stream"): READ,
@@ -90,6 +91,7 @@ def _client(tmp_path: Path, settings: ApiSettings) -> tuple[TestClient, Recordin
 def _send(client: TestClient, route: tuple[str, str], **kw: Any) -> Any:
     method, template = route
     url = template.replace("{job}", "j").replace("{op}", "op").replace("{key:path}", "k")
+    url = url.replace("{start}", "0")
     return client.request(method, url, **{**REQUESTS.get(route, {}), **kw})
 
 
