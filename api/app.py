@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from weir import __version__
 from weir.api import errors, guards, metrics
 from weir.api.registry import Registry
-from weir.api.routes import admin, dashboard, jobs, state, top
+from weir.api.routes import admin, dashboard, jobs, state, top, windows
 from weir.api.settings import ApiSettings
 
 OPEN_PATHS = guards.OPEN_PATHS
@@ -60,6 +60,7 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     app.include_router(admin.router)
     app.include_router(dashboard.router)
     app.include_router(top.router)
+    app.include_router(windows.router)
     app.include_router(state.router)  # last: its path pattern is the most general
     app.add_middleware(GuardAdmin, routes=admin_routes(), origins=frozenset(settings.cors_origins))
     _guard(app, settings)

@@ -25,7 +25,6 @@ from weir.api.deps import (
 from weir.api.errors import ApiError, ErrorBody
 from weir.api.models import TopAnswer
 from weir.api.registry import JobHandle, Registry
-from weir.api.routes import windows
 from weir.api.routes.state import NOT_FRESH, json_response
 from weir.engine.job import ProcessOperator, WindowOperator
 from weir.engine.runtime.messages import RankedWindow
@@ -34,9 +33,6 @@ from weir.engine.runtime.operators.topn import TOP_K, best
 from weir.engine.windows import SessionWindows
 
 router = APIRouter(tags=["state"])
-# the other read of a whole window (the app includes this router before the state router,
-# whose key paths match anything)
-router.include_router(windows.router)
 
 
 @router.get(
