@@ -42,6 +42,7 @@ ROUTES = {
     ("GET", "/{job}/{op}/state/{key:path}"): READ,
     ("GET", "/{job}/{op}/state/{key:path}/stream"): READ,
     ("POST", "/{job}/{op}/lookup"): READ,  # a batch of point reads: POST only for its body
+    ("POST", "/auth/stream-token"): READ,  # signs a token; changes nothing
 }
 # a concrete request for each route (the stream never ends: it is read through its point twin)
 REQUESTS: dict[tuple[str, str], dict[str, Any]] = {
