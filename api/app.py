@@ -1,7 +1,7 @@
 """The FastAPI application: one router per area, the registry as app state.
 
 Access rule (README, "Security"): with a token (``WEIR_API_TOKEN``) every route but ``/health``
-needs it. Without one, an API bound off loopback serves only ``/health``, and one bound to
+and the dashboard's page needs it (the event streams also take a stream token). Without one, an API bound off loopback serves only ``/health``, and one bound to
 loopback answers requests whose ``Host`` names it (loopback names, the bound address,
 ``--allowed-hosts``), which a DNS-rebinding page cannot forge. Either way, an admin request
 (routes tagged ``admin``, the only ones that change anything) that a browser sends from a page
@@ -29,6 +29,9 @@ from weir.api.settings import ApiSettings
 from weir.api.streamtoken import StreamKeys
 
 OPEN_PATHS = guards.OPEN_PATHS
+# the dashboard's page holds no data (its requests carry the token the user types in it), and a
+# browser cannot send a header when it navigates to it: with a token, it is served to anyone
+TOKEN_FREE_PATHS = OPEN_PATHS | {"/"}
 
 # Declares the scheme in OpenAPI (so /docs has Authorize and generated clients send the token);
 # it refuses nothing itself: RequireToken, in front of every route, is what enforces the token.
@@ -127,7 +130,7 @@ def _require_token(app: FastAPI, token: str) -> None:
 
 
 class RequireToken:
-    """Every route but ``OPEN_PATHS`` (and CORS preflights) needs the bearer token; the event
+    """Every route but ``TOKEN_FREE_PATHS`` (and CORS preflights) needs the bearer token; the event
     streams (``streams``) take a stream token (``api.streamtoken``) as ``?access_token=``
     instead. The stream token is taken out of the query string first, so nothing after this
     (routes, logs, uvicorn's access log, which reads this same scope) sees it."""
@@ -141,7 +144,8 @@ class RequireToken:
         self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":
+        path = scope["path"]
+        if scope["type"] != "http" or path in TOKEN_FREE_PATHS or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
             return
         access, scope["query_string"] = streamtoken.take(scope.get("query_string", b""))

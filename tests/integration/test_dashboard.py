@@ -83,6 +83,13 @@ class Page:
         found = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
         return found["result"].get("value")
 
+    def settled(self, expression: str) -> Any:
+        """``evaluate``, or None while the page is (re)loading."""
+        try:
+            return self.evaluate(expression)
+        except AssertionError:  # the page navigated away during the call
+            return None
+
 
 @contextmanager
 def _browse(url: str, profile: Path) -> Iterator[Page]:
@@ -145,3 +152,35 @@ def test_the_dashboard_looks_up_a_key_and_renders_its_chart(
     assert shown and shown.group(1) == "sse" and int(shown.group(2)) >= 2, dom[:3000]
     assert shot.exists() and shot.stat().st_size > 10_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_with_a_token_the_page_streams_with_a_stream_token_and_polls_when_it_cannot(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    job = tmp_path / "dash.py"
+    job.write_text(JOB)
+    token = "dash-token"
+    server = weir_server(job, "--max-streams", "1", env={"WEIR_API_TOKEN": token})
+    auth = {"Authorization": f"Bearer {token}"}
+    client = server.client()
+    wait_until(
+        lambda: client.get("/dash/counts/top", params={"by": "n"}, headers=auth).status_code == 200,
+        30.0, what="a window to fire",
+    )  # fmt: skip
+    login = f"localStorage.setItem('weir-token', {json.dumps(token)}); location.reload(); true"
+    polling = (
+        "document.getElementById('transport').dataset.transport === 'poll'"
+        " && document.getElementById('chart').dataset.points !== '0'"
+    )
+    with _browse(f"{server.base_url}/#key=ad-1", tmp_path / "profile") as page:
+        # the one stream the API allows is taken: the page's is refused (503), so it polls
+        with client.stream("GET", "/dash/counts/state/ad-2/stream", headers=auth) as held:
+            lines = held.iter_lines()  # kept: a dropped iterator closes the response
+            assert held.status_code == 200 and next(lines).startswith(("data", "id"))
+            loaded = f"location.origin === {json.dumps(server.base_url)} && !!document.getElementById('transport')"
+            wait_until(lambda: page.settled(loaded), 30.0, what="the page to load")
+            assert page.evaluate(login) is True
+            wait_until(lambda: page.settled(polling), 45.0, what="the page to fall back to polling")
+        page.evaluate("location.reload(); true")  # the slot is free again: the page streams,
+        # which an EventSource (no headers) can only do with the stream token
+        wait_until(lambda: page.settled(READY), 45.0, what="the page to update over SSE")
