@@ -1,9 +1,10 @@
 """The FastAPI application: one router per area, the registry as app state.
 
 Access rule (README, "Security"): with a token (``WEIR_API_TOKEN``) every route but ``/health``
-and the dashboard's page needs it (the event streams also take a stream token). Without one, an API bound off loopback serves only ``/health``, and one bound to
-loopback answers requests whose ``Host`` names it (loopback names, the bound address,
-``--allowed-hosts``), which a DNS-rebinding page cannot forge. Either way, an admin request
+and the dashboard's page needs it (the event streams also take a stream token, which a page's
+``EventSource`` can send). Without one, an API bound off loopback serves only ``/health``, and
+one bound to loopback answers requests whose ``Host`` names it (loopback names, the bound
+address, ``--allowed-hosts``), which a DNS-rebinding page cannot forge. Either way, an admin request
 (routes tagged ``admin``, the only ones that change anything) that a browser sends from a page
 of another origin than ``--cors-origins`` is refused. ``api.guards`` caps bodies and streams.
 """

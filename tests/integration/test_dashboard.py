@@ -177,7 +177,8 @@ def test_with_a_token_the_page_streams_with_a_stream_token_and_polls_when_it_can
         with client.stream("GET", "/dash/counts/state/ad-2/stream", headers=auth) as held:
             lines = held.iter_lines()  # kept: a dropped iterator closes the response
             assert held.status_code == 200 and next(lines).startswith(("data", "id"))
-            loaded = f"location.origin === {json.dumps(server.base_url)} && !!document.getElementById('transport')"
+            origin = json.dumps(server.base_url)
+            loaded = f"location.origin === {origin} && !!document.getElementById('transport')"
             wait_until(lambda: page.settled(loaded), 30.0, what="the page to load")
             assert page.evaluate(login) is True
             wait_until(lambda: page.settled(polling), 45.0, what="the page to fall back to polling")
