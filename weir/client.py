@@ -1,7 +1,7 @@
 """The Python client of the weir query API: ``from weir.client import Client``.
 
-It lives in ``weir.api.client`` (beside the models it parses answers into); this module is its
-public name.
+It lives in ``weir.api.client`` (beside the models it parses answers into), whose docstring
+has an example; this module is its public name.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +19,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+import weir.api.client
 from tests.support import WeirServer, wait_until
 from weir.api.models import StateAnswer
 from weir.client import (
@@ -157,6 +161,30 @@ def test_a_stream_token_opens_a_stream_without_the_header(server: WeirServer) ->
         with http.stream("GET", path, params={"access_token": token}) as r:
             assert r.status_code == 200
             assert any(line.startswith("data: {") for line in r.iter_lines())
+
+
+def _example(text: str) -> str:
+    found = re.search(r"```python\n(.*?)```", text, re.S)
+    assert found, "no ```python block"
+    return found.group(1)
+
+
+def test_the_documented_example_runs(server: WeirServer) -> None:
+    """The example in ``weir.api.client``'s docstring, which the README's "The Python client"
+    section shows too (the same text, once the README has that section)."""
+    code = _example(weir.api.client.__doc__ or "")
+    readme = Path(__file__).parents[2] / "README.md"
+    section = re.search(r"### The Python client\n(.*?)\n#", readme.read_text(), re.S)
+    if section:
+        assert _example(section.group(1)) == code, "README's example differs from the docstring's"
+    env = {**os.environ, "WEIR_URL": server.base_url, "WEIR_API_TOKEN": TOKEN, "NO_PROXY": "*"}
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "ok" and "key_not_found" in lines
+    assert str(sorted(KEYS)) in lines and re.fullmatch(r"\d+", lines[-1]), run.stdout
 
 
 def test_stream_resumes_after_the_api_process_is_killed_and_restarted(
