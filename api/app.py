@@ -1,12 +1,13 @@
 """The FastAPI application: one router per area, the registry as app state.
 
-Access rule (README, "Security"): with a token (``WEIR_API_TOKEN``) every route but ``/health``
-and the dashboard's page needs it (the event streams also take a stream token, which a page's
-``EventSource`` can send). Without one, an API bound off loopback serves only ``/health``, and
-one bound to loopback answers requests whose ``Host`` names it (loopback names, the bound
-address, ``--allowed-hosts``), which a DNS-rebinding page cannot forge. Either way, an admin request
-(routes tagged ``admin``, the only ones that change anything) that a browser sends from a page
-of another origin than ``--cors-origins`` is refused. ``api.guards`` caps bodies and streams.
+Access rule (README, "Security"): with a token (``WEIR_API_TOKEN``) every route needs it but
+``/health`` and the pages without data (the dashboard's, ``/docs``, ``/openapi.json``); the
+event streams also take a stream token, which a page's ``EventSource`` can send. Without one, an
+API bound off loopback serves only ``/health``, and one bound to loopback answers requests whose
+``Host`` names it (loopback names, the bound address, ``--allowed-hosts``), which a
+DNS-rebinding page cannot forge. Either way, an admin request (routes tagged ``admin``, the only
+ones that change anything) that a browser sends from a page of another origin than
+``--cors-origins`` is refused. ``api.guards`` caps bodies and streams.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from weir.api.settings import ApiSettings
 from weir.api.streamtoken import StreamKeys
 
 OPEN_PATHS = guards.OPEN_PATHS
-# the dashboard's page holds no data (its requests carry the token the user types in it), and a
-# browser cannot send a header when it navigates to it: with a token, it is served to anyone
-TOKEN_FREE_PATHS = OPEN_PATHS | {"/"}
+# Pages that hold no data, which a browser navigates to and so cannot send a header to: the
+# dashboard (its requests carry the token typed into it) and the OpenAPI description with /docs
+# (whose Authorize button then sends the token). With a token they are served to anyone.
+TOKEN_FREE_PATHS = OPEN_PATHS | {"/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
 
 # Declares the scheme in OpenAPI (so /docs has Authorize and generated clients send the token);
 # it refuses nothing itself: RequireToken, in front of every route, is what enforces the token.
