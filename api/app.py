@@ -1,11 +1,13 @@
 """The FastAPI application: one router per area, the registry as app state.
 
-Access rule (README, "Security"): with a token (``WEIR_API_TOKEN``) every route but ``/health``
-needs it. Without one, an API bound off loopback serves only ``/health``, and one bound to
-loopback answers requests whose ``Host`` names it (loopback names, the bound address,
-``--allowed-hosts``), which a DNS-rebinding page cannot forge. Either way, an admin request
-(routes tagged ``admin``, the only ones that change anything) that a browser sends from a page
-of another origin than ``--cors-origins`` is refused. ``api.guards`` caps bodies and streams.
+Access rule (README, "Security"): with a token (``WEIR_API_TOKEN``) every route needs it but
+``/health`` and the pages without data (the dashboard's, ``/docs``, ``/openapi.json``); the
+event streams also take a stream token, which a page's ``EventSource`` can send. Without one, an
+API bound off loopback serves only ``/health``, and one bound to loopback answers requests whose
+``Host`` names it (loopback names, the bound address, ``--allowed-hosts``), which a
+DNS-rebinding page cannot forge. Either way, an admin request (routes tagged ``admin``, the only
+ones that change anything) that a browser sends from a page of another origin than
+``--cors-origins`` is refused. ``api.guards`` caps bodies and streams.
 """
 
 from __future__ import annotations
@@ -15,18 +17,38 @@ import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Security
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import APIRoute
+from fastapi.security import HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from weir import __version__
-from weir.api import errors, guards, metrics
+from weir.api import errors, guards, metrics, streamtoken
 from weir.api.registry import Registry
-from weir.api.routes import admin, dashboard, jobs, state, top, windows
+from weir.api.routes import admin, auth, dashboard, jobs, state, top, windows
 from weir.api.settings import ApiSettings
+from weir.api.streamtoken import StreamKeys
 
 OPEN_PATHS = guards.OPEN_PATHS
+# Pages that hold no data, which a browser navigates to and so cannot send a header to: the
+# dashboard (its requests carry the token typed into it) and the OpenAPI description with /docs
+# (whose Authorize button then sends the token). With a token they are served to anyone.
+TOKEN_FREE_PATHS = OPEN_PATHS | {"/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+
+# Declares the scheme in OpenAPI (so /docs has Authorize and generated clients send the token);
+# it refuses nothing itself: RequireToken, in front of every route, is what enforces the token.
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="WEIR_API_TOKEN: needed on every route but /health when the API runs with one",
+)
+
+
+def _operation_id(route: APIRoute) -> str:
+    """A route's OpenAPI operation id is its function's name (``get_state``, ``list_keys``):
+    stable, snake_case, one per route, for generated clients."""
+    return route.name
 
 
 def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastAPI:
@@ -42,8 +64,10 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
         summary="Queryable state of weir stream jobs",
         version=__version__,
         lifespan=lifespan,
+        generate_unique_id_function=_operation_id,
     )
     app.state.registry = registry
+    app.state.stream_keys = StreamKeys.from_api_token(settings.token) if settings.token else None
     errors.install(app)
     metrics.install(app, registry)
     if settings.token:
@@ -56,12 +80,16 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
             allow_headers=["Authorization", "If-None-Match", "Content-Type"],
             expose_headers=["ETag"],
         )
-    app.include_router(jobs.router)
-    app.include_router(admin.router)
+    protected = [Security(BEARER)]
+    app.include_router(jobs.health_router)
+    app.include_router(jobs.router, dependencies=protected)
+    app.include_router(admin.router, dependencies=protected)
+    app.include_router(auth.router, dependencies=protected)
     app.include_router(dashboard.router)
-    app.include_router(top.router)
-    app.include_router(windows.router)
-    app.include_router(state.router)  # last: its path pattern is the most general
+    app.include_router(top.router, dependencies=protected)
+    app.include_router(windows.router, dependencies=protected)
+    # last: its path pattern is the most general
+    app.include_router(state.router, dependencies=protected)
     app.add_middleware(GuardAdmin, routes=admin_routes(), origins=frozenset(settings.cors_origins))
     _guard(app, settings)
     return app
@@ -97,32 +125,57 @@ def admin_routes() -> list[tuple[re.Pattern[str], frozenset[str]]]:
 
 
 def _require_token(app: FastAPI, token: str) -> None:
-    app.add_middleware(RequireToken, expected=f"Bearer {token}".encode())
+    app.add_middleware(
+        RequireToken,
+        expected=f"Bearer {token}".encode(),
+        streams=_stream_route(),
+        keys=StreamKeys.from_api_token(token),
+    )
 
 
 class RequireToken:
-    """Every route but ``OPEN_PATHS`` (and CORS preflights) needs the bearer token."""
+    """Every route but ``TOKEN_FREE_PATHS`` (and CORS preflights) needs the bearer token; the event
+    streams (``streams``) take a stream token (``api.streamtoken``) as ``?access_token=``
+    instead. The stream token is taken out of the query string first, so nothing after this
+    (routes, logs, uvicorn's access log, which reads this same scope) sees it."""
 
-    def __init__(self, app: ASGIApp, expected: bytes) -> None:
+    def __init__(
+        self, app: ASGIApp, expected: bytes, streams: re.Pattern[str], keys: StreamKeys
+    ) -> None:
         self.app = app
         self.expected = expected
+        self.streams = streams
+        self.keys = keys
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in OPEN_PATHS or scope["method"] == "OPTIONS":
+        path = scope["path"]
+        if scope["type"] != "http" or path in TOKEN_FREE_PATHS or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
             return
+        access, scope["query_string"] = streamtoken.take(scope.get("query_string", b""))
         given = dict(scope["headers"]).get(b"authorization", b"")
         if hmac.compare_digest(given, self.expected):
             await self.app(scope, receive, send)
             return
-        response = errors.error_response(
-            401,
-            "unauthorized",
+        if access is not None and self.streams.match(scope["path"]):
+            try:
+                self.keys.check(access, scope["path"])
+            except streamtoken.Refused as refused:
+                await _unauthorized(refused.code, refused.message)(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        message = (
             "this API needs 'Authorization: Bearer <token>' "
-            "(the token weir was started with, WEIR_API_TOKEN)",
-            headers={"WWW-Authenticate": "Bearer"},
+            "(the token weir was started with, WEIR_API_TOKEN)"
         )
-        await response(scope, receive, send)
+        if access is not None:
+            message += "; access_token opens the /stream routes only"
+        await _unauthorized("unauthorized", message)(scope, receive, send)
+
+
+def _unauthorized(code: str, message: str) -> ASGIApp:
+    return errors.error_response(401, code, message, headers={"WWW-Authenticate": "Bearer"})
 
 
 class GuardAdmin:

@@ -14,9 +14,10 @@ from weir.api.registry import Registry
 from weir.engine.runtime.view import JobRuntime
 
 router = APIRouter(tags=["jobs"])
+health_router = APIRouter(tags=["jobs"])  # open to all, with or without a token
 
 
-@router.get(
+@health_router.get(
     "/health",
     operation_id="health",
     response_model=Health,

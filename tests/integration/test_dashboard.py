@@ -1,15 +1,24 @@
 """The dashboard in a real browser: Debian's Chromium, headless, opens ``/`` against a running
 job, looks up a key (the page's ``#key=`` link, which submits the same lookup as the form) and
-renders its chart; the screenshot is kept in ``test-artifacts/`` (or ``$WEIR_TEST_ARTIFACTS``)."""
+renders its chart, updated over the key's event stream (Server-Sent Events) rather than by
+polling; the screenshot is kept in ``test-artifacts/`` (or ``$WEIR_TEST_ARTIFACTS``)."""
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import httpx
+from websockets.sync.client import ClientConnection, connect
 
 from tests.support import WeirServer, wait_until
 
@@ -35,8 +44,16 @@ FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--window-size=1280,900",
-    "--virtual-time-budget=6000",
+    # driven over the DevTools protocol, in real time: --virtual-time-budget would stand still
+    # while a request is open, and the page keeps its event stream open
+    "--remote-debugging-port=0",
 ]
+READY = (
+    "(() => { const t = document.getElementById('transport');"
+    " return t.dataset.transport === 'sse' && Number(t.dataset.events) >= 2"
+    " && document.getElementById('chart').dataset.points !== '0'"
+    " && document.querySelector('a[href=\"#key=ad-0\"]') !== null; })()"
+)
 
 
 def _chromium() -> str:
@@ -45,15 +62,58 @@ def _chromium() -> str:
     return found
 
 
-def _browse(url: str, profile: Path, *extra: str) -> str:
-    r = subprocess.run(
-        [_chromium(), *FLAGS, f"--user-data-dir={profile}", *extra, url],
-        capture_output=True,
-        text=True,
-        timeout=90,
+class Page:
+    """One page of a headless Chromium, read over the DevTools protocol."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.ids = iter(range(1, 1_000_000))
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        n = next(self.ids)
+        self.ws.send(json.dumps({"id": n, "method": method, "params": params}))
+        while True:
+            reply = json.loads(self.ws.recv(timeout=30))
+            if reply.get("id") == n:
+                assert "error" not in reply, reply
+                result: dict[str, Any] = reply["result"]
+                return result
+
+    def evaluate(self, expression: str) -> Any:
+        found = self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+        return found["result"].get("value")
+
+    def settled(self, expression: str) -> Any:
+        """``evaluate``, or None while the page is (re)loading."""
+        try:
+            return self.evaluate(expression)
+        except AssertionError:  # the page navigated away during the call
+            return None
+
+
+@contextmanager
+def _browse(url: str, profile: Path) -> Iterator[Page]:
+    proc = subprocess.Popen(
+        [_chromium(), *FLAGS, f"--user-data-dir={profile}", url],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
-    assert r.returncode == 0, r.stderr[-2000:]
-    return r.stdout
+    try:
+        port_file = profile / "DevToolsActivePort"
+        wait_until(lambda: port_file.exists() and port_file.read_text().strip(), 30.0,
+                   what="Chromium's DevTools port")  # fmt: skip
+        port = port_file.read_text().split()[0]
+        targets = wait_until(
+            lambda: [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list",
+                     trust_env=False).json() if t["type"] == "page"],
+            30.0, what="the page's target",
+        )  # fmt: skip
+        with connect(targets[0]["webSocketDebuggerUrl"], max_size=None) as ws:
+            yield Page(ws)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
 
 
 def test_the_dashboard_looks_up_a_key_and_renders_its_chart(
@@ -72,7 +132,14 @@ def test_the_dashboard_looks_up_a_key_and_renders_its_chart(
         what="ad-1 to have windows and a window to fire",
     )
     url = f"{server.base_url}/#key=ad-1"
-    dom = _browse(url, tmp_path / "profile-1", "--dump-dom")
+    artifacts = Path(os.environ.get("WEIR_TEST_ARTIFACTS", "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    shot = (artifacts / "dashboard.png").resolve()
+    shot.unlink(missing_ok=True)
+    with _browse(url, tmp_path / "profile") as page:
+        wait_until(lambda: page.evaluate(READY), 45.0, what="the page to update over SSE")
+        dom = page.evaluate("document.documentElement.outerHTML")
+        shot.write_bytes(base64.b64decode(page.call("Page.captureScreenshot")["data"]))
     chart = re.search(r'<svg id="chart"[^>]*>', dom)
     assert chart, dom[:3000]
     points = int(re.search(r'data-points="(\d+)"', chart.group(0)).group(1))  # type: ignore[union-attr]
@@ -80,10 +147,41 @@ def test_the_dashboard_looks_up_a_key_and_renders_its_chart(
     assert 'aria-label="n of ad-1 per window"' in chart.group(0)
     assert dom.count("<rect") >= points  # one bar per window
     assert 'href="#key=ad-0"' in dom  # the top-keys table rendered (ad-0 is the most frequent)
-    artifacts = Path(os.environ.get("WEIR_TEST_ARTIFACTS", "test-artifacts"))
-    artifacts.mkdir(parents=True, exist_ok=True)
-    shot = (artifacts / "dashboard.png").resolve()
-    shot.unlink(missing_ok=True)
-    _browse(url, tmp_path / "profile-2", f"--screenshot={shot}")
+    # the answers came over the stream, more than once: the page updated over SSE
+    shown = re.search(r'<span id="transport" data-transport="(\w+)" data-events="(\d+)"', dom)
+    assert shown and shown.group(1) == "sse" and int(shown.group(2)) >= 2, dom[:3000]
     assert shot.exists() and shot.stat().st_size > 10_000
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_with_a_token_the_page_streams_with_a_stream_token_and_polls_when_it_cannot(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    job = tmp_path / "dash.py"
+    job.write_text(JOB)
+    token = "dash-token"
+    server = weir_server(job, "--max-streams", "1", env={"WEIR_API_TOKEN": token})
+    auth = {"Authorization": f"Bearer {token}"}
+    client = server.client()
+    wait_until(
+        lambda: client.get("/dash/counts/top", params={"by": "n"}, headers=auth).status_code == 200,
+        30.0, what="a window to fire",
+    )  # fmt: skip
+    login = f"localStorage.setItem('weir-token', {json.dumps(token)}); location.reload(); true"
+    polling = (
+        "document.getElementById('transport').dataset.transport === 'poll'"
+        " && document.getElementById('chart').dataset.points !== '0'"
+    )
+    with _browse(f"{server.base_url}/#key=ad-1", tmp_path / "profile") as page:
+        # the one stream the API allows is taken: the page's is refused (503), so it polls
+        with client.stream("GET", "/dash/counts/state/ad-2/stream", headers=auth) as held:
+            lines = held.iter_lines()  # kept: a dropped iterator closes the response
+            assert held.status_code == 200 and next(lines).startswith(("data", "id"))
+            origin = json.dumps(server.base_url)
+            loaded = f"location.origin === {origin} && !!document.getElementById('transport')"
+            wait_until(lambda: page.settled(loaded), 30.0, what="the page to load")
+            assert page.evaluate(login) is True
+            wait_until(lambda: page.settled(polling), 45.0, what="the page to fall back to polling")
+        page.evaluate("location.reload(); true")  # the slot is free again: the page streams,
+        # which an EventSource (no headers) can only do with the stream token
+        wait_until(lambda: page.settled(READY), 45.0, what="the page to update over SSE")

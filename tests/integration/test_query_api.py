@@ -86,7 +86,7 @@ def test_cors_preflight_names_the_allowed_origin(
     assert "access-control-allow-origin" not in r.headers
 
 
-def test_token_protects_every_route_but_health(
+def test_token_protects_every_route_but_health_and_the_pages(
     tmp_path: Path, weir_server: Callable[..., WeirServer]
 ) -> None:
     src = write_lines(tmp_path / "in.jsonl", event_lines(make_events(200, seed=3)))
@@ -95,11 +95,18 @@ def test_token_protects_every_route_but_health(
     server = weir_server(job, "--parallelism", "1", env={"WEIR_API_TOKEN": TOKEN})
     with httpx.Client(base_url=server.base_url, timeout=10, trust_env=False) as anon:
         assert anon.get("/health").status_code == 200
-        for path in ("/jobs", "/jobs/t1", "/t1/imps/state/ad-0", "/", "/openapi.json"):
+        for path in ("/jobs", "/jobs/t1", "/t1/imps/state/ad-0", "/t1/imps/state/ad-0/stream"):
             r = anon.get(path)
             assert r.status_code == 401, path
             assert r.json()["error"]["code"] == "unauthorized"
             assert r.headers["www-authenticate"] == "Bearer"
+        # pages without data, which a browser opens without headers: the dashboard, and the
+        # OpenAPI description whose /docs has Authorize for the bearer scheme
+        assert anon.get("/").status_code == 200 and anon.get("/docs").status_code == 200
+        spec = anon.get("/openapi.json").json()
+        assert spec["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+        assert spec["paths"]["/jobs"]["get"]["security"] == [{"bearer": []}]
+        assert "security" not in spec["paths"]["/health"]["get"]
         wrong = anon.get("/jobs", headers={"Authorization": "Bearer nope"})
         assert wrong.status_code == 401
     with httpx.Client(base_url=server.base_url, timeout=10, trust_env=False,

@@ -29,7 +29,7 @@ KEYS = ("a", "ab", "b", "ad-10", "ad-9", "zz" * 10, "é", "ü-ключ", 17, "a/
 WEIGHTS = (10, 8, 8, 6, 6, 5, 5, 5, 5, 5, 5, 5)
 OPERATION_IDS = {
     "health", "list_jobs", "get_job", "list_checkpoints", "take_savepoint", "load_backfill",
-    "get_state", "list_keys", "stream_state", "lookup", "top", "window_keys",
+    "stream_token", "get_state", "list_keys", "stream_state", "lookup", "top", "window_keys",
 }  # fmt: skip
 READS = ("get_state", "list_keys", "lookup", "top", "window_keys")
 

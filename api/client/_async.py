@@ -1,0 +1,330 @@
+"""``AsyncClient``: the weir API over an ``httpx.AsyncClient`` (the same methods as ``Client``,
+awaited; iterators are async)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+from httpx_sse import aconnect_sse
+
+from weir.api.client import _calls as calls
+from weir.api.client._calls import (
+    Call,
+    Consistency,
+    LookupMiss,
+    StreamEvent,
+    Window,
+    to_pandas,
+)
+from weir.api.client._core import (
+    DEFAULT_URL,
+    Reconnect,
+    Retries,
+    answer,
+    auth_headers,
+    gave_up,
+    refused,
+    retry_delay,
+    stream_timeout,
+    timeout_for,
+)
+from weir.api.models import (
+    CheckpointList,
+    Health,
+    JobDetail,
+    JobsAnswer,
+    SavepointAnswer,
+    StateAnswer,
+    TopAnswer,
+    WindowKey,
+    WindowKeys,
+)
+
+T = TypeVar("T")
+
+
+class AsyncWindowRows:
+    """The keys of one window, fetched a page at a time as they are iterated (``async for``)."""
+
+    def __init__(self, fetch: Callable[[str | None], Awaitable[WindowKeys]]) -> None:
+        self._fetch = fetch
+
+    async def pages(self) -> AsyncIterator[WindowKeys]:
+        cursor: str | None = None
+        while True:
+            page = await self._fetch(cursor)
+            yield page
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def __aiter__(self) -> AsyncIterator[WindowKey]:
+        async for page in self.pages():
+            for row in page.keys:
+                yield row
+
+    async def to_pandas(self) -> Any:
+        """Every page's rows in one ``pandas.DataFrame`` (needs pandas)."""
+        return to_pandas([row async for row in self])
+
+
+class AsyncClient:
+    """An asyncio (or trio) client of one weir API. ``token``: the API's ``WEIR_API_TOKEN``;
+    ``timeout``: seconds per request (a freshness wait is added to it); ``retries``: for 503
+    answers and refused connections; ``reconnect``: for ``stream()``. Use it as an async
+    context manager, or ``aclose()`` it."""
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_URL,
+        *,
+        token: str | None = None,
+        timeout: float = 10.0,
+        retries: Retries | None = None,
+        reconnect: Reconnect | None = None,
+        trust_env: bool = True,
+    ) -> None:
+        self.timeout = timeout
+        self.retries = retries or Retries()
+        self.reconnect = reconnect or Reconnect()
+        self._http = httpx.AsyncClient(
+            base_url=base_url, headers=auth_headers(token), timeout=timeout, trust_env=trust_env
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _run(self, call: Call[T]) -> T:
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            response: httpx.Response | None = None
+            failure: httpx.TransportError | None = None
+            try:
+                response = await self._http.request(
+                    call.method,
+                    call.path,
+                    params=call.params,
+                    json=call.json,
+                    timeout=timeout_for(call, self.timeout),
+                )
+            except httpx.TransportError as exc:
+                failure = exc
+            if response is not None and response.status_code in call.ok:
+                return answer(call, response)
+            elapsed = time.monotonic() - started
+            await anyio.sleep(retry_delay(call, response, failure, self.retries, attempt, elapsed))
+            attempt += 1
+
+    async def health(self) -> Health:
+        """``GET /health``: also when it is 503 (a job failed: ``status == "failed"``)."""
+        return await self._run(calls.health())
+
+    async def jobs(self) -> JobsAnswer:
+        return await self._run(calls.jobs())
+
+    async def job(self, job: str) -> JobDetail:
+        return await self._run(calls.job(job))
+
+    async def checkpoints(self, job: str) -> CheckpointList:
+        return await self._run(calls.checkpoints(job))
+
+    async def savepoint(self, job: str, *, timeout_ms: int = 120_000) -> SavepointAnswer:
+        """Take a savepoint and wait for it (never retried: it changes the job)."""
+        return await self._run(calls.savepoint(job, timeout_ms))
+
+    async def backfill(
+        self, job: str, op: str, path: str, min_end: int, max_end: int, windows: int | None = None
+    ) -> dict[str, Any]:
+        """Load ``weir backfill``'s SST files at ``path`` into the running job."""
+        body = {"op": op, "path": path, "min_end": min_end, "max_end": max_end, "windows": windows}
+        return await self._run(calls.backfill(job, body))
+
+    async def state(
+        self,
+        job: str,
+        op: str,
+        key: str,
+        *,
+        start: int | None = None,
+        to: int | None = None,
+        limit: int | None = None,
+        consistency: Consistency = "live",
+        min_watermark: int | None = None,
+        min_checkpoint: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> StateAnswer:
+        """A key's windows with starts in ``[start, to]`` (the route's ``from``/``to``), the
+        newest ``limit``; with ``min_watermark``/``min_checkpoint``, once the state reached
+        them (``NotFreshEnough`` after ``timeout_ms``)."""
+        return await self._run(
+            calls.state(
+                job,
+                op,
+                key,
+                from_=start,
+                to=to,
+                limit=limit,
+                consistency=consistency,
+                min_watermark=min_watermark,
+                min_checkpoint=min_checkpoint,
+                timeout_ms=timeout_ms,
+            )  # fmt: skip
+        )
+
+    async def keys(
+        self, job: str, op: str, *, prefix: str = "", page_size: int = 100
+    ) -> AsyncIterator[str]:
+        """Every key the operator holds state for (starting with ``prefix``), page by page."""
+        cursor: str | None = None
+        while True:
+            page = await self._run(calls.keys_page(job, op, prefix, cursor, page_size))
+            for key in page.keys:
+                yield key
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    async def lookup(
+        self,
+        job: str,
+        op: str,
+        keys: list[str],
+        *,
+        start: int | None = None,
+        to: int | None = None,
+        limit: int | None = None,
+        consistency: Consistency = "live",
+        min_watermark: int | None = None,
+        min_checkpoint: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> list[StateAnswer | LookupMiss]:
+        """Many keys in one request, in the order asked: an answer, or a ``LookupMiss``."""
+        return await self._run(
+            calls.lookup(
+                job,
+                op,
+                keys,
+                from_=start,
+                to=to,
+                limit=limit,
+                consistency=consistency,
+                min_watermark=min_watermark,
+                min_checkpoint=min_checkpoint,
+                timeout_ms=timeout_ms,
+            )  # fmt: skip
+        )
+
+    async def top(
+        self,
+        job: str,
+        op: str,
+        by: str,
+        *,
+        n: int = 10,
+        window: Window = "latest",
+        min_watermark: int | None = None,
+        min_checkpoint: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> TopAnswer:
+        return await self._run(
+            calls.top(job, op, by, n, window, min_watermark, min_checkpoint, timeout_ms)
+        )
+
+    def window_keys(
+        self,
+        job: str,
+        op: str,
+        start: int,
+        *,
+        page_size: int = 100,
+        consistency: Consistency = "live",
+        min_watermark: int | None = None,
+        min_checkpoint: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> AsyncWindowRows:
+        """Every key with a window starting at ``start``, by key; pages are fetched as the
+        result is iterated (``.pages()`` gives them whole, ``.to_pandas()`` a DataFrame)."""
+
+        async def fetch(cursor: str | None) -> WindowKeys:
+            return await self._run(
+                calls.window_page(
+                    job,
+                    op,
+                    start,
+                    cursor,
+                    page_size,
+                    consistency,
+                    min_watermark,
+                    min_checkpoint,
+                    timeout_ms,
+                )  # fmt: skip
+            )
+
+        return AsyncWindowRows(fetch)
+
+    async def stream_token(
+        self, job: str | None = None, *, ttl_s: int | None = None
+    ) -> dict[str, Any]:
+        """``{"token", "expires_at"}``: opens the event streams (of ``job`` only, when given)
+        as ``?access_token=``, for clients that cannot send headers (a browser's EventSource)."""
+        return await self._run(calls.stream_token(job, ttl_s))
+
+    async def stream(
+        self,
+        job: str,
+        op: str,
+        key: str,
+        *,
+        limit: int | None = None,
+        interval_ms: int | None = None,
+        last_event_id: str | None = None,
+    ) -> AsyncIterator[StreamEvent]:
+        """The key's answer each time it changes (Server-Sent Events). When the server goes
+        away the stream reconnects with ``Last-Event-ID`` (so no answer is given twice), within
+        ``reconnect``'s bounds; then ``TransportError``."""
+        path = calls.stream_path(job, op, key)
+        params = {k: v for k, v in (("limit", limit), ("interval_ms", interval_ms)) if v}
+        delay, failures, since = 2.0, 0, time.monotonic()
+        timeout = stream_timeout(self.timeout)
+        while True:
+            headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+            cause: BaseException | None = None
+            try:
+                async with aconnect_sse(
+                    self._http, "GET", path, params=params, headers=headers, timeout=timeout
+                ) as source:
+                    response = source.response
+                    if response.status_code != 200:
+                        await response.aread()
+                        cause = refused(response)
+                    else:
+                        async for sse in source.aiter_sse():
+                            delay = sse.retry / 1000 if sse.retry is not None else delay
+                            if not sse.data:
+                                continue
+                            last_event_id = sse.id or last_event_id
+                            failures, since = 0, time.monotonic()
+                            yield calls.stream_event(sse.id, sse.data)
+            except httpx.TransportError as exc:
+                cause = exc
+            failures += 1
+            if (
+                failures > self.reconnect.attempts
+                or time.monotonic() - since > self.reconnect.total_s
+            ):
+                raise gave_up(path, failures - 1, cause) from cause
+            await anyio.sleep(min(delay, self.reconnect.max_delay_s))
+
+
+__all__ = ["AsyncClient", "AsyncWindowRows"]
