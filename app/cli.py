@@ -20,7 +20,7 @@ from weir.app.flags import (
     whole_number,
     without_argument_prefix,
 )
-from weir.app.options import api_flags, run_flags
+from weir.app.options import api_flags, checkpoint_dir_flag, run_flags
 from weir.engine.errors import WeirError
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
@@ -62,23 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     env = Env(api)
     env.add("--state-dir", "the job's state directory (as given to weir run)", ".weir",
             metavar="DIR")  # fmt: skip
-    env.add(
-        "--checkpoint-dir",
-        "checkpoint storage: a directory or s3://BUCKET/PREFIX (default: <state-dir>/checkpoints)",
-        type=storage_url,
-        metavar="DIR|URL",
-    )
+    checkpoint_dir_flag(env)
     api_flags(env)
     chks = sub.add_parser("checkpoints", help="list a job's complete checkpoints and savepoints")
     chks.add_argument("job", metavar="JOB", help="the job's name")
     env = Env(chks)
     env.add("--state-dir", "the job's state directory", ".weir", metavar="DIR")
-    env.add(
-        "--checkpoint-dir",
-        "checkpoint storage: a directory or s3://BUCKET/PREFIX (default: <state-dir>/checkpoints)",
-        type=storage_url,
-        metavar="DIR|URL",
-    )
+    checkpoint_dir_flag(env)
     chks.add_argument("--json", action="store_true", help="print JSON instead of a table")
     _lifecycle_commands(sub)
     save = sub.add_parser("savepoint", help="take a savepoint of a running job")

@@ -10,6 +10,16 @@ import os
 from weir.app.flags import Env, sink_url, source_url, storage_url, whole_number
 
 
+def checkpoint_dir_flag(env: Env) -> None:
+    """``--checkpoint-dir``, as ``weir run``, ``demo``, ``api`` and ``checkpoints`` take it."""
+    env.add(
+        "--checkpoint-dir",
+        "checkpoint storage: a directory or s3://BUCKET/PREFIX (default: <state-dir>/checkpoints)",
+        type=storage_url,
+        metavar="DIR|URL",
+    )
+
+
 def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     env = Env(p)
     if not demo:
@@ -92,12 +102,7 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         type=whole_number(0),
         metavar="MS",
     )
-    env.add(
-        "--checkpoint-dir",
-        "checkpoint storage: a directory or s3://BUCKET/PREFIX (default: <state-dir>/checkpoints)",
-        type=storage_url,
-        metavar="DIR|URL",
-    )
+    checkpoint_dir_flag(env)
     env.add(
         "--checkpoint-interval-ms",
         "how often a checkpoint is taken (0: never)",
@@ -121,8 +126,9 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     )
     env.add(
         "--restore",
-        "start from a checkpoint: 'latest' or a chk-<n> directory (any parallelism)",
-        metavar="latest|PATH",
+        "start from a checkpoint: 'latest', a chk-<n> directory or s3://…/<job>/chk-<n> (any "
+        "parallelism)",
+        metavar="latest|PATH|URL",
     )
     env.add(
         "--restart-failures",
