@@ -29,6 +29,11 @@ def key_group(key: str, max_parallelism: int) -> int:
     return zlib.crc32(key.encode()) % max_parallelism
 
 
+def key_group_of_stored(key: bytes, max_parallelism: int) -> int:
+    """Key group of a key as state stores it (its canonical form, encoded)."""
+    return zlib.crc32(key) % max_parallelism
+
+
 def key_groups(keys: Iterable[str], max_parallelism: int) -> list[int]:
     """Key groups of many canonical keys (the batch form the hot path uses)."""
     crc = zlib.crc32

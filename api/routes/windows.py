@@ -11,7 +11,6 @@ after ``keylist.SCAN_BUDGET`` positions with a ``next_cursor``, so a rare window
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -32,13 +31,14 @@ from weir.api.deps import (
 )
 from weir.api.errors import ApiError, ErrorBody
 from weir.api.metrics import ApiMetrics
-from weir.api.models import NotFreshEnough, WindowKeys
+from weir.api.models import WindowKeys
 from weir.api.registry import JobHandle, Registry
-from weir.api.routes.state import StateSource, json_response
+from weir.api.routes.state import NOT_FRESH, StateSource, json_response
 from weir.engine.job import WindowOperator
 from weir.engine.runtime.operators.codec import compose_stored, decode_window, pane_size, uses_panes
 from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
 from weir.state import layout
+from weir.state.keygroups import key_group_of_stored
 
 router = APIRouter(tags=["state"])
 
@@ -120,7 +120,7 @@ def _cursor(cursor: str | None, m: int) -> bytes | None:
         return None
     try:
         at = keylist.Position.decode(cursor, m)
-        if at.key is None or zlib.crc32(at.key) % m != at.key_group:
+        if at.key is None or key_group_of_stored(at.key, m) != at.key_group:
             raise keylist.BadCursor("it names no key of a window listing")
     except keylist.BadCursor as exc:
         raise ApiError(
@@ -177,7 +177,7 @@ def window_page(
         304: {"description": "unchanged since the ETag in If-None-Match"},
         400: {"model": ErrorBody},
         404: {"model": ErrorBody},
-        409: {"model": NotFreshEnough},
+        **NOT_FRESH,
         422: {"model": ErrorBody},
     },
 )
