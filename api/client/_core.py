@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -54,8 +55,30 @@ class Reconnect:
     total_s: float = 60.0
     max_delay_s: float = 5.0
 
-    def exhausted(self, failures: int, elapsed: float) -> bool:
-        return failures > self.attempts or elapsed > self.total_s
+
+class Reconnecting:
+    """One stream's reconnect state, kept the same way by ``Client`` and ``AsyncClient``: the
+    wait the server asked for (``retry``), and the failures since the last event."""
+
+    def __init__(self, bounds: Reconnect, path: str) -> None:
+        self._bounds, self._path = bounds, path
+        self._delay, self._failures, self._since = 2.0, 0, time.monotonic()
+
+    def saw(self, retry_ms: int | None, has_data: bool) -> None:
+        """An event arrived: its ``retry`` sets the wait; one with data resets the count."""
+        if retry_ms is not None:
+            self._delay = retry_ms / 1000
+        if has_data:
+            self._failures, self._since = 0, time.monotonic()
+
+    def wait_after(self, cause: BaseException | None) -> float:
+        """The stream ended (``cause``: why, if known): seconds to wait before reconnecting;
+        ``TransportError`` once the bounds are spent."""
+        self._failures += 1
+        bounds = self._bounds
+        if self._failures > bounds.attempts or time.monotonic() - self._since > bounds.total_s:
+            raise gave_up(self._path, self._failures - 1, cause) from cause
+        return min(self._delay, bounds.max_delay_s)
 
 
 def auth_headers(token: str | None) -> dict[str, str]:

@@ -21,10 +21,10 @@ from weir.api.client._calls import (
 from weir.api.client._core import (
     DEFAULT_URL,
     Reconnect,
+    Reconnecting,
     Retries,
     answer,
     auth_headers,
-    gave_up,
     refused,
     retry_delay,
     stream_timeout,
@@ -287,7 +287,7 @@ class Client:
         ``reconnect``'s bounds; then ``TransportError``."""
         path = calls.stream_path(job, op, key)
         params = {k: v for k, v in (("limit", limit), ("interval_ms", interval_ms)) if v}
-        delay, failures, since = 2.0, 0, time.monotonic()
+        state = Reconnecting(self.reconnect, path)
         timeout = stream_timeout(self.timeout)
         while True:
             headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
@@ -302,21 +302,14 @@ class Client:
                         cause = refused(response)
                     else:
                         for sse in source.iter_sse():
-                            delay = sse.retry / 1000 if sse.retry is not None else delay
+                            state.saw(sse.retry, bool(sse.data))
                             if not sse.data:
                                 continue
                             last_event_id = sse.id or last_event_id
-                            failures, since = 0, time.monotonic()
                             yield calls.stream_event(sse.id, sse.data)
             except httpx.TransportError as exc:
                 cause = exc
-            failures += 1
-            if (
-                failures > self.reconnect.attempts
-                or time.monotonic() - since > self.reconnect.total_s
-            ):
-                raise gave_up(path, failures - 1, cause) from cause
-            time.sleep(min(delay, self.reconnect.max_delay_s))
+            time.sleep(state.wait_after(cause))
 
 
 __all__ = ["Client", "WindowRows"]
