@@ -243,26 +243,16 @@ class CheckpointStorage:
             meta = self.metadata(n)
         except StateError as exc:
             return str(exc)
-        listed = self.store.sizes(self.job) if self.store.remote else None
+        expected: dict[str, tuple[int, int | None]] = {}
         for w in meta.get("workers", []):
             for raw in w.get("files", []):
                 try:
                     ref = FileRef.from_json(raw)
-                except PathRefused as exc:
-                    return str(exc)
+                except PathRefused as exc:  # the files listed before it are checked first
+                    return self.store.check(expected, self.job) or str(exc)
                 key = self.key_of(n, int(w["index"]), ref)
-                if listed is None:
-                    found = self.store.verify(
-                        key, ref.size, ref.crc32 if verify_checksums else None
-                    )
-                    if found is not None:
-                        return found
-                elif key not in listed:
-                    return f"object {self.store.url}/{key} is missing"
-                elif listed[key] != ref.size:
-                    found_size = listed[key]
-                    return f"object {self.store.url}/{key} has {found_size} bytes, not {ref.size}"
-        return None
+                expected[key] = (ref.size, ref.crc32 if verify_checksums else None)
+        return self.store.check(expected, self.job)
 
     def latest_valid(self) -> int | None:
         """The newest checkpoint that can be restored; broken ones are skipped with a log line."""

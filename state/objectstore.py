@@ -174,9 +174,11 @@ class ObjectStore(Protocol):
         """Make the names of new objects under each prefix durable (a no-op on S3)."""
         ...
 
-    def verify(self, key: str, size: int, crc32: int | None) -> str | None:
-        """Why ``key`` is not the object expected (missing, wrong size, wrong CRC when given,
-        outside the store), or None. On S3 the CRC is left to ``get_file``'s caller."""
+    def check(self, expected: dict[str, tuple[int, int | None]], prefix: str) -> str | None:
+        """Why the first of ``expected`` (key under ``prefix`` → size, and CRC-32 when it is
+        to be checked) that is not stored so is not (missing, wrong size, wrong CRC, outside
+        the store), or None. On S3 one listing gives the sizes; the CRC is checked by
+        ``get_file``'s caller as the bytes arrive."""
         ...
 
 
@@ -260,7 +262,14 @@ class LocalStore:
             if d.is_dir():
                 fsync_dir(d)
 
-    def verify(self, key: str, size: int, crc32: int | None) -> str | None:
+    def check(self, expected: dict[str, tuple[int, int | None]], prefix: str) -> str | None:
+        for key, (size, crc32) in expected.items():
+            problem = self._verify(key, size, crc32)
+            if problem is not None:
+                return problem
+        return None
+
+    def _verify(self, key: str, size: int, crc32: int | None) -> str | None:
         path = self.path(key)
         if not path.exists():
             return f"file {path} is missing"
@@ -411,16 +420,13 @@ class S3Bucket:
     def sync(self, prefixes: Iterable[str]) -> None:
         return None  # a completed PUT is durable
 
-    def verify(self, key: str, size: int, crc32: int | None) -> str | None:
-        import obstore
-
-        try:
-            with self._errors(key, "check"):
-                found = int(obstore.head(self.store, self._key(key))["size"])
-        except StorageError as exc:
-            return str(exc)
-        if found != size:
-            return f"object {self.url}/{key} has {found} bytes, expected {size}"
+    def check(self, expected: dict[str, tuple[int, int | None]], prefix: str) -> str | None:
+        listed = self.sizes(prefix) if expected else {}
+        for key, (size, _) in expected.items():
+            if key not in listed:
+                return f"object {self.url}/{key} is missing"
+            if listed[key] != size:
+                return f"object {self.url}/{key} has {listed[key]} bytes, not {size}"
         return None
 
     @contextmanager
