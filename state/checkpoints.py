@@ -204,9 +204,11 @@ class CheckpointStorage:
             if d.startswith("chk-") and d[4:].isdigit()
         )
 
-    def ids(self) -> list[int]:
-        """Ids of the checkpoints that have a ``_metadata``, oldest first."""
-        return [n for n in self._chk_ids() if self.store.exists(f"{self._chk(n)}/{METADATA}")]
+    def ids(self, among: list[int] | None = None) -> list[int]:
+        """Ids of the checkpoints that have a ``_metadata``, oldest first (of ``among``, the
+        ``chk-<n>`` ids already listed, if given)."""
+        found = self._chk_ids() if among is None else among
+        return [n for n in found if self.store.exists(f"{self._chk(n)}/{METADATA}")]
 
     def next_id(self) -> int:
         """The id after every checkpoint (complete or not) ever made here."""
@@ -351,7 +353,7 @@ class CheckpointStorage:
         file stays while it exists; a warning names it, so that its owner repairs or removes
         it."""
         every = self._chk_ids()
-        ids = [n for n in every if self.store.exists(f"{self._chk(n)}/{METADATA}")]
+        ids = self.ids(every)
         metas: dict[int, dict[str, Any]] = {}
         unreadable: list[int] = []
         for n in ids:
