@@ -1,35 +1,57 @@
 """What the API knows about running jobs: their definition, their job manager (a
 ``view.JobRuntime``: the job manager in this process, or ``api.remote.RemoteRuntime`` for one
-that runs apart), and a secondary RocksDB reader per worker. Routes get it through a FastAPI
+that runs apart), and a reader of each worker's live state (a secondary of its RocksDB, or a
+cluster task's state server). Routes get it through a FastAPI
 dependency."""
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from weir.api.committed import CommittedReader, CommittedView
 from weir.engine.errors import StateError
 from weir.engine.job import Job, WindowOperator
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.operators.fold import FoldPlan
-from weir.engine.runtime.view import JobRuntime
+from weir.engine.runtime.control.statereader import RemoteReader, RemoteSeeker
+from weir.engine.runtime.view import ClusterRuntime, JobRuntime
 from weir.state.keygroups import operator_for_key_group
-from weir.state.rocksdb import SecondaryReader
+from weir.state.rocksdb import BoundedIter, SecondaryReader
+
+
+class StateReader(Protocol):
+    """A worker's live state as routes read it: a secondary of its RocksDB on this host
+    (``state.rocksdb.SecondaryReader``), or a cluster task's state server
+    (``engine.runtime.control.statereader.RemoteReader``)."""
+
+    caught_up_at: float
+    reopened: int
+    catch_up_failures: int
+
+    def get(self, key: bytes) -> bytes | None: ...
+
+    def scan(self, lo: bytes, hi: bytes, limit: int | None = None) -> list[tuple[bytes, bytes]]: ...
+
+    def iterator(self, hi: bytes) -> BoundedIter | RemoteSeeker: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
 class JobHandle:
     job: Job
     runtime: JobRuntime
-    readers: list[SecondaryReader]
+    readers: list[StateReader]
     source: str = ""
     plans: dict[str, FoldPlan] = field(default_factory=dict)
     committed: CommittedReader | None = None
     generation: int = 0
-    make_reader: Callable[[int], SecondaryReader] | None = None  # to follow a new parallelism
+    make_reader: Callable[[int], StateReader] | None = None  # to follow a new parallelism
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def plan(self, op: WindowOperator) -> FoldPlan:
@@ -38,7 +60,7 @@ class JobHandle:
             plan = self.plans[op.name] = FoldPlan(op.aggregates)
         return plan
 
-    def reader_for(self, key_group: int) -> SecondaryReader:
+    def reader_for(self, key_group: int) -> StateReader:
         generation = self.runtime.generation
         parallelism = self.runtime.parallelism
         if generation != self.generation or len(self.readers) != parallelism:
@@ -78,7 +100,9 @@ def handle_for(
     secondary instances' and the committed views' (one directory per API process)."""
     api_dir = api_dir or cfg.job_dir(job.name)
 
-    def make_reader(i: int) -> SecondaryReader:
+    def make_reader(i: int) -> StateReader:
+        if cfg.master is not None and isinstance(runtime, ClusterRuntime):
+            return RemoteReader(i, functools.partial(runtime.state_endpoint, i))
         return SecondaryReader(
             cfg.worker_state_path(job.name, i), api_dir / "api-secondary" / f"worker-{i}"
         )

@@ -284,6 +284,9 @@ def config_from_args(args: argparse.Namespace, job_file: Path | str) -> RunConfi
         restart_delay_ms=args.restart_delay_ms,
         max_future_ms=args.max_future_ms,
         backfill_dir=Path(args.backfill_dir).absolute(),
+        master=getattr(args, "master", None),
+        spark_conf=tuple(getattr(args, "spark_conf", None) or ()),
+        driver_host=getattr(args, "driver_host", None),
     )
 
 

@@ -138,6 +138,23 @@ def storage_url(raw: str) -> str:
     return raw
 
 
+def master_url(raw: str) -> str:
+    """A Spark cluster's master (``engine.spark.cluster.parse_master`` names the forms)."""
+    from weir.engine.spark.cluster import parse_master  # late: keeps --help fast
+
+    try:
+        return parse_master(raw)
+    except ConfigError as exc:
+        raise BadValue(str(exc), names_value=True) from None
+
+
+def spark_setting(raw: str) -> tuple[str, str]:
+    key, eq, value = raw.partition("=")
+    if not eq or not key.startswith("spark."):
+        raise BadValue("is not a Spark setting", example="spark.executor.memory=2g")
+    return key, value
+
+
 def source_url(raw: str) -> str:
     from weir.engine.sources import from_url  # late: keeps --help fast
 

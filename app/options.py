@@ -7,7 +7,15 @@ from __future__ import annotations
 import argparse
 import os
 
-from weir.app.flags import Env, sink_url, source_url, storage_url, whole_number
+from weir.app.flags import (
+    Env,
+    master_url,
+    sink_url,
+    source_url,
+    spark_setting,
+    storage_url,
+    whole_number,
+)
 
 
 def checkpoint_dir_flag(env: Env) -> None:
@@ -17,6 +25,32 @@ def checkpoint_dir_flag(env: Env) -> None:
         "checkpoint storage: a directory or s3://BUCKET/PREFIX (default: <state-dir>/checkpoints)",
         type=storage_url,
         metavar="DIR|URL",
+    )
+
+
+def cluster_flags(env: Env) -> None:
+    env.add(
+        "--master",
+        "run the workers as one Spark barrier stage on this cluster: spark://HOST:PORT, "
+        "k8s://https://HOST:PORT or yarn (needs --checkpoint-dir every executor reaches); "
+        "without it, local worker processes",
+        type=master_url,
+        metavar="URL",
+    )
+    env.add(
+        "--spark-conf",
+        "Spark settings for --master, KEY=VALUE each (spark.executor.memory=2g); the env "
+        "variable separates them with spaces",
+        nargs="+",
+        type=spark_setting,
+        default=[],
+        metavar="KEY=VALUE",
+    )
+    env.add(
+        "--driver-host",
+        "the address of this host that the cluster's executors reach (default: SPARK_LOCAL_IP, "
+        "else 127.0.0.1)",
+        metavar="HOST",
     )
 
 
@@ -59,6 +93,8 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         type=whole_number(0),
         metavar="MS",
     )
+    if not demo:
+        cluster_flags(env)
     env.add(
         "--exchange-transport",
         "how workers reach each other: unix (a private 0700 directory each) or tcp (127.0.0.1); "

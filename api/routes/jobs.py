@@ -100,6 +100,7 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
         "workers": [
             {
                 "index": i,
+                "host": w["host"] or None,
                 "key_groups": h.runtime.ranges[i].to_json(),
                 "watermark": public_watermark(w["watermark"]),
                 "splits": w["splits"],

@@ -47,6 +47,16 @@ class RunConfig:
     backfill_dir: Path = Path(".weir/backfill")  # live backfills load SST files only from here
     # how workers reach each other: "unix" (a 0700 directory per worker) or "tcp" (127.0.0.1)
     exchange_transport: str = "unix"
+    # cluster mode (``--master``): the Spark master the workers run on as one barrier stage, its
+    # extra settings, and the address tasks reach this process at (None: SPARK_LOCAL_IP or
+    # 127.0.0.1)
+    master: str | None = None
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    driver_host: str | None = None
+    # set by a cluster task for its worker: the host it binds and is known by, and that it
+    # serves its live state to the job manager (``task.stateserver``)
+    worker_host: str | None = None
+    serve_state: bool = False
     run_id: str = field(default_factory=lambda: f"{os.getpid()}-{time.time_ns() % 10**12}")
 
     def __post_init__(self) -> None:
@@ -128,6 +138,12 @@ class RunConfig:
                 "use unix or tcp",
             )
         )
+        if self.master is not None and self.checkpoint_dir is None:
+            raise ConfigError(
+                f"--master={self.master} runs the workers on other hosts, and a restart restores "
+                "them from checkpoint storage they all reach: give --checkpoint-dir "
+                "s3://BUCKET/PREFIX (or a directory every executor mounts)"
+            )
         for flag, value, ok, fix in checks:
             if not ok:
                 raise ConfigError(f"{flag}={value} is not valid; {fix}")

@@ -4,8 +4,8 @@ encoded by ``wire.Codec`` (msgpack with a type tag, data only, never a pickle) a
 
     job manager -> worker   ExchangePeers, TriggerCheckpoint, CheckpointCompleted,
                             CheckpointAborted, BackfillStep, Stop
-    worker -> job manager   ExchangeListening, StatusReport, Finished, Failed, CheckpointAck,
-                            CheckpointDecline, BackfillReply
+    worker -> job manager   ExchangeListening, StateServing, StatusReport, Finished, Failed,
+                            CheckpointAck, CheckpointDecline, BackfillReply
 
 A worker's status (``WorkerStatus``) is also what the job manager publishes in
 ``jobmanager.json`` and the API reads, so it is a TypedDict: the JSON's own shape, checked
@@ -54,6 +54,7 @@ class OperatorStatus(TypedDict):
 
 class WorkerStatus(TypedDict):
     worker: int
+    host: str  # where it runs: this machine's name, or its executor's host on a cluster
     key_groups: tuple[int, int]
     splits: list[str]
     source_lag: dict[str, int]  # records not read yet, per split whose source knows
@@ -146,6 +147,13 @@ class Stop:
 @dataclass(frozen=True, slots=True)
 class ExchangeListening:
     """Where this worker listens for the exchange: ``unix:<path>`` or ``tcp:<host>:<port>``."""
+
+    address: str
+
+
+@dataclass(frozen=True, slots=True)
+class StateServing:
+    """A cluster task serves its live state at ``tcp:<host>:<port>`` (``task.stateserver``)."""
 
     address: str
 
@@ -256,6 +264,7 @@ ToWorker = (
 )
 FromWorker = (
     ExchangeListening
+    | StateServing
     | StatusReport
     | Finished
     | Failed
@@ -269,6 +278,7 @@ TO_WORKER: Codec[ToWorker] = Codec(
 )
 FROM_WORKER: Codec[FromWorker] = Codec(
     ExchangeListening,
+    StateServing,
     StatusReport,
     Finished,
     Failed,

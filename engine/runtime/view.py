@@ -8,18 +8,19 @@ freely.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 import orjson
 
 from weir.engine.errors import MessageError
 from weir.engine.runtime.messages import WorkerStatus
+from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.wire import from_plain
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import KeyGroupRange
 
-STATUS_FORMAT = 2  # jobmanager.json's layout; a reader refuses any other
+STATUS_FORMAT = 3  # jobmanager.json's layout; a reader refuses any other
 # What a job can be in. ``unknown``: seen from another process, its job manager stopped
 # publishing without saying it ended (``JobStatus.seen_state``).
 JOB_STATES = ("starting", "running", "finished", "failed", "stopped", "cancelled", "unknown")
@@ -116,6 +117,16 @@ class JobRuntime(Protocol):
     def ingest_backfill(self, req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry: ...
 
 
+@runtime_checkable
+class ClusterRuntime(Protocol):
+    """A job manager whose workers run on a cluster and serve their live state themselves."""
+
+    def state_endpoint(self, index: int) -> tuple[str | None, PeerAuth | None]:
+        """Where worker ``index`` serves its state (``tcp:host:port``; None until it said),
+        and the attempt's secret that proves the job manager to it."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class JobStatus:
     """``jobmanager.json``: everything ``JobRuntime`` answers, for API processes apart from the
@@ -181,6 +192,7 @@ def unreported(worker: int, key_groups: KeyGroupRange) -> WorkerStatus:
     """A worker's status before its first report: nothing read, no watermark yet."""
     return {
         "worker": worker,
+        "host": "",
         "key_groups": (key_groups.start, key_groups.end),
         "splits": [],
         "source_lag": {},
@@ -218,6 +230,7 @@ __all__ = [
     "STATUS_FORMAT",
     "BackfillEntry",
     "CheckpointSummary",
+    "ClusterRuntime",
     "JobRuntime",
     "JobStatus",
     "SavepointResult",

@@ -40,7 +40,7 @@ from weir.engine.runtime.control.coordinator import CheckpointCoordinator
 from weir.engine.runtime.control.restarts import FailureRateRestarts
 from weir.engine.runtime.control.runlock import RunLock
 from weir.engine.runtime.control.status import StatusPublisher, job_status, status_path
-from weir.engine.runtime.control.workers import WorkerProcesses
+from weir.engine.runtime.control.workers import worker_group
 from weir.engine.runtime.messages import (
     BackfillReply,
     CheckpointAck,
@@ -50,10 +50,12 @@ from weir.engine.runtime.messages import (
     Failed,
     Finished,
     FromWorker,
+    StateServing,
     StatusReport,
     Stop,
     WorkerStatus,
 )
+from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.view import (
     BackfillEntry,
     CheckpointSummary,
@@ -82,7 +84,8 @@ class JobManager:
             range_for_operator(job.max_parallelism, cfg.parallelism, i)
             for i in range(cfg.parallelism)
         ]
-        self._workers = WorkerProcesses()
+        self._workers = worker_group(cfg)
+        self._serving: dict[int, str] = {}  # a cluster's tasks' state servers, by worker
         self._status: dict[int, WorkerStatus] = {}
         self._finished: set[int] = set()
         self._listening: dict[int, str] = {}  # this attempt's exchange addresses, by worker
@@ -176,6 +179,7 @@ class JobManager:
         self._restored = restore
         cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
         self._listening = {}
+        self._serving = {}
         self._workers.spawn(cfg, self.job.name, self.generation)
 
     def stop(self, timeout_s: float = 10.0) -> None:
@@ -201,6 +205,7 @@ class JobManager:
             else:
                 self._workers.broadcast(Stop())
                 self._workers.join(timeout_s)
+            self._workers.release()
             state = self.state()
             self._ended = as_state if state in ("running", "starting") else state
             if self._publisher is not None:
@@ -252,7 +257,7 @@ class JobManager:
         """Handle every worker's messages; False when one failed (or the job is stopping)."""
         generation = self.generation
         workers = self._workers
-        for i, (proc, link) in enumerate(zip(workers.procs, workers.links, strict=True)):
+        for i, link in enumerate(workers.links):
             try:
                 while generation == self.generation and link.poll(0):
                     self._on_message(i, link.receive())
@@ -262,9 +267,8 @@ class JobManager:
                 self._fail(WorkerFailed(i, f"sent what the job manager cannot read: {exc}"))
             if generation != self.generation or self._stopping.is_set():
                 return False  # restarted (new processes) or stopping
-            if not proc.is_alive():
-                reason = workers.failure_reason(i)
-                if proc.exitcode == 0 and reason.startswith("process"):
+            if not workers.alive(i):
+                if workers.stopped_cleanly(i):
                     log.info(
                         "job=%s worker=%d was stopped from outside; stopping the job",
                         self.job.name,
@@ -273,7 +277,7 @@ class JobManager:
                     self._stopping.set()
                     self.done.set()
                 else:
-                    self._fail(WorkerFailed(i, reason))
+                    self._fail(WorkerFailed(i, workers.failure_reason(i)))
                 return False
         return True
 
@@ -284,6 +288,8 @@ class JobManager:
                 if len(self._listening) == self.parallelism:
                     addresses = tuple(self._listening[i] for i in range(self.parallelism))
                     self._workers.broadcast(ExchangePeers(addresses))
+            case StateServing(address=address):
+                self._serving[index] = address
             case StatusReport(status=status):
                 with self._lock:
                     self._status[index] = status
@@ -412,6 +418,11 @@ class JobManager:
 
     def operator_watermark(self, op: str) -> int:
         return operator_watermark(self.worker_status(), op)
+
+    def state_endpoint(self, index: int) -> tuple[str | None, PeerAuth | None]:
+        """Where a cluster task serves worker ``index``'s live state, and the secret that
+        proves this job manager to it (None until it said)."""
+        return self._serving.get(index), self._workers.auth
 
     def state(self) -> str:
         if self._ended is not None:

@@ -1,32 +1,94 @@
-"""The job manager's worker processes: spawned (not forked: each loads the job file itself, so
-user functions never need to be pickled), one pipe each (``messages.WorkerLink``), stopped in
-order or killed all at once for a restart."""
+"""The job manager's workers, as a ``WorkerGroup``: local processes (``WorkerProcesses``, here),
+or the tasks of one Spark barrier stage (``spark_workers.SparkWorkers``, with ``--master``).
+
+Local workers are spawned (not forked: each loads the job file itself, so user functions never
+need to be pickled), one pipe each (``messages.WorkerLink``), stopped in order or killed all at
+once for a restart."""
 
 from __future__ import annotations
 
 import logging
 import multiprocessing as mp
 import time
+from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
+from typing import Protocol
 
 from weir.engine.errors import MessageError, WorkerFailed
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.messages import Failed, ToWorker, WorkerLink
+from weir.engine.runtime.messages import Failed, FromWorker, ToWorker, WorkerLink
 from weir.engine.runtime.task.main import worker_main
 from weir.engine.runtime.task.peerauth import PeerAuth
 
 log = logging.getLogger(__name__)
 
 
+class Link(Protocol):
+    """The job manager's end of its channel to one worker (``messages.WorkerLink``)."""
+
+    def send(self, msg: ToWorker) -> None: ...
+
+    def poll(self, timeout: float = 0.0) -> bool: ...
+
+    def receive(self) -> FromWorker: ...
+
+    def close(self) -> None: ...
+
+
+class WorkerGroup(Protocol):
+    """One attempt's workers, as the job manager starts, follows, stops and kills them."""
+
+    @property
+    def links(self) -> Sequence[Link]: ...
+
+    @property
+    def auth(self) -> PeerAuth | None:
+        """The attempt's secret (it proves the job manager to a task's state server)."""
+        ...
+
+    def spawn(self, cfg: RunConfig, job_name: str, attempt: int) -> None: ...
+
+    def alive(self, index: int) -> bool: ...
+
+    def stopped_cleanly(self, index: int) -> bool:
+        """The worker exited by itself without an error (stopped from outside, not failed)."""
+        ...
+
+    def broadcast(self, msg: ToWorker) -> None: ...
+
+    def join(self, timeout_s: float) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def failure_reason(self, index: int) -> str: ...
+
+    def root_cause(self, failure: WorkerFailed, wait_s: float = 1.0) -> WorkerFailed: ...
+
+    def release(self) -> None:
+        """The job has ended: let go of what the group holds (a Spark application)."""
+        ...
+
+
+def worker_group(cfg: RunConfig) -> WorkerGroup:
+    """The job's workers: a barrier stage on the Spark cluster ``cfg.master``, else local
+    processes."""
+    if cfg.master is None:
+        return WorkerProcesses()
+    from weir.engine.runtime.control.spark_workers import SparkWorkers  # pyspark: only then
+
+    return SparkWorkers(cfg)
+
+
 class WorkerProcesses:
     def __init__(self) -> None:
         self.procs: list[BaseProcess] = []
         self.links: list[WorkerLink] = []
+        self.auth: PeerAuth | None = None
 
     def spawn(self, cfg: RunConfig, job_name: str, attempt: int) -> None:
         """Start ``cfg.parallelism`` workers for ``attempt``, each handed the attempt's new
         exchange secret in its spawn arguments (sent down the private pipe to the child)."""
-        auth = PeerAuth.new(attempt)
+        auth = self.auth = PeerAuth.new(attempt)
         ctx = mp.get_context("spawn")
         self.procs, self.links = [], []
         for i in range(cfg.parallelism):
@@ -41,6 +103,15 @@ class WorkerProcesses:
             child.close()
             self.procs.append(proc)
             self.links.append(WorkerLink(parent))
+
+    def alive(self, index: int) -> bool:
+        return self.procs[index].is_alive()
+
+    def release(self) -> None:
+        pass  # the processes have exited
+
+    def stopped_cleanly(self, index: int) -> bool:
+        return self.procs[index].exitcode == 0 and self.failure_reason(index).startswith("process")
 
     def broadcast(self, msg: ToWorker) -> None:
         for link in self.links:

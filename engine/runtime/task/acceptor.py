@@ -68,13 +68,14 @@ class _Pending:
 
 
 class Acceptor:
-    """Accepts worker ``index``'s higher-numbered peers on ``listener``."""
+    """Accepts, on ``listener``, the peers numbered in ``awaited`` (in the exchange: worker
+    ``index``'s higher-numbered peers; on a cluster's driver: every task)."""
 
     def __init__(
-        self, index: int, parallelism: int, auth: PeerAuth, listener: socket.socket
+        self, index: int, awaited: frozenset[int], auth: PeerAuth, listener: socket.socket
     ) -> None:
         self.index = index
-        self.parallelism = parallelism
+        self.awaited = awaited
         self.refused = 0  # connections dropped for failing the handshake
         self._auth = auth
         self._listener = listener
@@ -85,7 +86,7 @@ class Acceptor:
         """Every awaited worker's proved connection, by index; ``Stopped`` when
         ``should_stop()``, ``WorkerFailed`` past ``deadline``."""
         self._listener.setblocking(False)
-        awaited = set(range(self.index + 1, self.parallelism))
+        awaited = set(self.awaited)
         try:
             while set(self._proved) != awaited:
                 if should_stop():
@@ -140,8 +141,8 @@ class Acceptor:
     def _answer(self, p: _Pending) -> None:
         p.hello, p.buf = bytes(p.buf), bytearray()
         head = peerauth.read_hello(self._auth, p.hello)
-        if not self.index < head.index < self.parallelism or head.index in self._proved:
-            raise AuthFailed(f"claims worker {head.index}, not one this worker awaits")
+        if head.index not in self.awaited or head.index in self._proved:
+            raise AuthFailed(f"claims worker {head.index}, not one awaited here")
         p.index = head.index
         p.answer = peerauth.answer(self._auth, self.index, p.hello)
         p.sock.sendall(p.answer)  # 84 bytes into an empty socket buffer

@@ -163,7 +163,8 @@ class Exchange:
     def _accept_all(self, should_stop: Callable[[], bool], deadline: float) -> None:
         """Accept every higher-numbered worker (``Acceptor``), then close the listener."""
         assert self._listener is not None
-        self._acceptor = Acceptor(self.index, self.parallelism, self._auth, self._listener)
+        awaited = frozenset(range(self.index + 1, self.parallelism))
+        self._acceptor = Acceptor(self.index, awaited, self._auth, self._listener)
         try:
             for j, s in self._acceptor.run(should_stop, deadline).items():
                 self._add(j, s)

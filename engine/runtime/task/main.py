@@ -32,7 +32,15 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection, auth: PeerAuth) ->
     signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
     logs.configure(cfg.log_level, cfg.log_format)  # a spawned process starts unconfigured
     heap.trim_in_background()
-    link = ManagerLink(conn)
+    if not run_worker(cfg, index, ManagerLink(conn), auth, terminated):
+        raise SystemExit(1)
+
+
+def run_worker(
+    cfg: RunConfig, index: int, link: ManagerLink, auth: PeerAuth, terminated: threading.Event
+) -> bool:
+    """Load the job and run worker ``index`` until it is told to stop (True) or fails (False,
+    after telling the job manager why)."""
     try:
         job = load_configured_job(cfg)
         worker = Worker(cfg, index, link, job, terminated, auth)
@@ -48,13 +56,14 @@ def worker_main(cfg: RunConfig, index: int, conn: Connection, auth: PeerAuth) ->
             worker.run()
     except WorkerFailed as exc:
         _report_failure(link, index, exc.reason)
-        raise SystemExit(1) from None
+        return False
     except WeirError as exc:
         _report_failure(link, index, str(exc))
-        raise SystemExit(1) from None
+        return False
     except Exception:
         _report_failure(link, index, traceback.format_exc())
-        raise SystemExit(1) from None
+        return False
+    return True
 
 
 def _report_failure(link: ManagerLink, index: int, reason: str) -> None:

@@ -32,6 +32,9 @@ _HEAD = struct.Struct(f">8sQI{NONCE_BYTES}s")  # magic, attempt, index, nonce
 HELLO_BYTES = _HEAD.size
 ANSWER_BYTES = _HEAD.size + MAC_BYTES
 PROOF_BYTES = MAC_BYTES
+# the index a job manager proves itself with (to its tasks' state servers, and as the listener
+# its cluster tasks connect to): no worker has it
+MANAGER = 0xFFFF_FFFF
 
 
 class AuthFailed(Exception):

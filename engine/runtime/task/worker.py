@@ -15,6 +15,7 @@ worker flushes, reports ``Finished`` and keeps its state open for queries until 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
 from typing import Any
@@ -30,6 +31,7 @@ from weir.engine.runtime.messages import (
     ExchangePeers,
     Finished,
     ManagerLink,
+    StateServing,
     StatusReport,
     Stop,
     TriggerCheckpoint,
@@ -49,6 +51,7 @@ from weir.engine.runtime.task.restore import restore_db, restore_operators, rest
 from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.engine.runtime.task.sources import SourceSide, SplitStart
+from weir.engine.runtime.task.stateserver import StateServer
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import range_for_operator
@@ -58,6 +61,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_BACKOFF = 3.0  # a state flush may take at most ~1/(1+3) of the time
 TICK_S = 0.01  # how often processing-time windows check the clock
+HOSTNAME = socket.gethostname()
 
 
 class Worker:
@@ -101,7 +105,16 @@ class Worker:
         if p > 1:
             if auth is None:
                 raise WorkerFailed(index, "a worker of a parallel job needs the run's secret")
-            self.exchange = Exchange(index, p, auth, cfg.exchange_transport)
+            host = cfg.worker_host or "127.0.0.1"
+            self.exchange = Exchange(index, p, auth, cfg.exchange_transport, host)
+        self.state_server: StateServer | None = None
+        if cfg.serve_state:
+            if auth is None:
+                raise WorkerFailed(index, "a worker that serves its state needs the run's secret")
+            db = cfg.worker_state_path(job.name, index)
+            self.state_server = StateServer(
+                index, db, db.parent / "served", auth, cfg.worker_host or "127.0.0.1"
+            )
         self.router = Router(
             index,
             p,
@@ -138,6 +151,7 @@ class Worker:
         elapsed = max(1e-9, time.monotonic() - self.started)
         return {
             "worker": self.index,
+            "host": self.cfg.worker_host or HOSTNAME,
             "key_groups": (self.range.start, self.range.end),
             "splits": list(self.sources.inputs.inputs),
             "source_lag": self.sources.lag(),
@@ -165,6 +179,9 @@ class Worker:
     # -- the loop --------------------------------------------------------------------------------
 
     def run(self) -> None:
+        if self.state_server is not None:
+            self.state_server.start()
+            self.link.send(StateServing(self.state_server.address))
         if self.exchange is not None:
             try:
                 self._connect(self.exchange)
@@ -361,6 +378,8 @@ class Worker:
             w.close()
         self.dead.close()
         self.late.close()
+        if self.state_server is not None:
+            self.state_server.close()
         self.state.close()
         if self.exchange is not None:
             self.exchange.close()
