@@ -233,12 +233,21 @@ class SparkWorkers:
 
     def _cancel(self) -> None:
         if self._spark is not None and self._stage is not None and not self._stage_done.is_set():
-            self._spark.sparkContext.cancelJobGroup(self._group)
+            try:
+                self._spark.sparkContext.cancelJobGroup(self._group)
+            except Exception as exc:  # noqa: BLE001 - a dead JVM has no stage left to cancel
+                log.warning("could not cancel the barrier stage %s: %s", self._group, exc)
+                return
             if not self._stage_done.wait(STOP_S):
                 log.warning("the cancelled barrier stage %s has not ended", self._group)
 
     def release(self) -> None:
+        """End the Spark application (its JVM may be gone already: a signal to the whole
+        process group reaches it too)."""
         self._listener.close()
-        if self._spark is not None:
-            self._spark.stop()
-            self._spark = None
+        spark, self._spark = self._spark, None
+        if spark is not None:
+            try:
+                spark.stop()
+            except Exception as exc:  # noqa: BLE001 - the job has ended either way
+                log.info("the Spark application had ended already: %s", type(exc).__name__)

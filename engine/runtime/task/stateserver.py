@@ -30,7 +30,7 @@ from typing import Any
 
 import msgpack
 
-from weir.engine.errors import StateError, WeirError
+from weir.engine.errors import WeirError
 from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.task import peerauth
 from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
@@ -68,6 +68,8 @@ class StateServer:
         self.address = f"tcp:{host}:{self._sock.getsockname()[1]}"
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._stop = threading.Event()
+        self._open: set[socket.socket] = set()  # connections being served, ended by close()
+        self._open_lock = threading.Lock()
         self.refused = 0  # connections that failed the handshake
         self._ops: dict[str, Callable[..., Any]] = {
             "scan": self._scan,
@@ -84,6 +86,13 @@ class StateServer:
             self._sock.close()
         except OSError:
             pass
+        with self._open_lock:
+            serving = list(self._open)
+        for conn in serving:
+            try:
+                conn.shutdown(socket.SHUT_RDWR)  # its thread's read ends; its client reconnects
+            except OSError:
+                pass
         self._reader.close()
 
     def _accept(self) -> None:
@@ -99,6 +108,8 @@ class StateServer:
             threading.Thread(target=self._serve, args=(conn, addr), daemon=True).start()
 
     def _serve(self, conn: socket.socket, addr: Any) -> None:
+        with self._open_lock:
+            self._open.add(conn)
         try:
             with conn:
                 self._handshake(conn)
@@ -113,6 +124,8 @@ class StateServer:
         except (OSError, ConnectionError, ValueError, msgpack.UnpackException):
             pass  # the client went away, or broke the protocol: its connection ends
         finally:
+            with self._open_lock:
+                self._open.discard(conn)
             self._slots.release()
 
     def _handshake(self, conn: socket.socket) -> None:
@@ -153,4 +166,4 @@ class StateServer:
         return it.key() if it.valid() else None
 
 
-__all__ = ["StateError", "StateServer", "recv_frame", "send_frame"]
+__all__ = ["StateServer", "recv_frame", "send_frame"]

@@ -1,0 +1,144 @@
+"""A cluster task's state server (``task.stateserver``) and the job manager's reader of it
+(``control.statereader``), on a real RocksDB under tmp_path and real loopback sockets: the
+reader answers as the local secondary reader does, and nobody without the attempt's secret (or
+claiming to be a worker rather than the job manager) reads a byte."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from weir.engine.errors import StateError
+from weir.engine.runtime.control.statereader import RemoteReader
+from weir.engine.runtime.netio import recv_exact
+from weir.engine.runtime.task import peerauth
+from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.task.stateserver import HANDSHAKE_S, StateServer
+from weir.state.rocksdb import RocksState, SecondaryReader
+
+ROWS = {b"k%03d" % i: b"v%d" % i for i in range(50)}
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[StateServer, PeerAuth, RocksState, Path]]:
+    db = tmp_path / "worker-0" / "db"
+    state = RocksState(db)
+    state.write(ROWS)
+    auth = PeerAuth.new(3)
+    server = StateServer(1, db, tmp_path / "served", auth, "127.0.0.1")
+    server.start()
+    try:
+        yield server, auth, state, tmp_path
+    finally:
+        server.close()
+        state.close()
+
+
+def _reader(server: StateServer, auth: PeerAuth | None) -> RemoteReader:
+    return RemoteReader(1, lambda: (server.address, auth))
+
+
+def test_remote_reads_equal_local_secondary_reads(
+    served: tuple[StateServer, PeerAuth, RocksState, Path],
+) -> None:
+    server, auth, state, tmp = served
+    remote = _reader(server, auth)
+    local = SecondaryReader(tmp / "worker-0" / "db", tmp / "local-secondary")
+    try:
+        assert remote.scan(b"k010", b"k020") == local.scan(b"k010", b"k020")
+        assert remote.scan(b"k", b"l", 3) == local.scan(b"k", b"l", 3)
+        assert remote.get(b"k007") == b"v7" and remote.get(b"nope") is None
+        it = remote.iterator(b"k030")
+        it.seek(b"k0285")
+        assert it.valid() and it.key() == b"k029"
+        it.seek(b"k030")
+        assert not it.valid()
+        assert remote.caught_up_at > time.time() - 60
+        state.write({b"k999": b"new"})  # the worker writes on: the server's secondary follows
+        deadline = time.monotonic() + 5
+        while remote.get(b"k999") is None and time.monotonic() < deadline:
+            time.sleep(0.03)
+        assert remote.get(b"k999") == b"new"
+    finally:
+        remote.close()
+        local.close()
+
+
+def test_reader_without_the_secret_is_refused(
+    served: tuple[StateServer, PeerAuth, RocksState, Path], caplog: pytest.LogCaptureFixture
+) -> None:
+    server, auth, _, _ = served
+    stranger = _reader(server, PeerAuth.new(auth.attempt))  # same attempt, other secret
+    with pytest.raises(StateError, match="does not hold this run's exchange secret"):
+        stranger.get(b"k001")
+    earlier = _reader(server, PeerAuth(auth.secret, auth.attempt - 1))  # a previous attempt's
+    with pytest.raises(StateError, match="closed the connection"):
+        earlier.get(b"k001")
+    deadline = time.monotonic() + 5
+    while server.refused < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.refused == 2
+    assert "a peer of attempt 2, not this attempt 3" in caplog.text
+    assert _reader(server, auth).get(b"k001") == b"v1"  # the server still serves
+
+
+def test_a_worker_may_not_read_another_workers_state(
+    served: tuple[StateServer, PeerAuth, RocksState, Path],
+) -> None:
+    """Holding the secret as a worker (index 0) is not being the job manager."""
+    server, auth, _, _ = served
+    _, where = server.address.split(":", 1)
+    host, port = where.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(peerauth.hello(auth, 0))
+        with pytest.raises(ConnectionError):
+            recv_exact(s, peerauth.ANSWER_BYTES, time.monotonic() + HANDSHAKE_S + 2)
+    assert server.refused >= 1
+
+
+def test_no_request_is_read_before_the_handshake(
+    served: tuple[StateServer, PeerAuth, RocksState, Path],
+) -> None:
+    """A request sent in place of a handshake is never answered with state."""
+    server, _, _, _ = served
+    host, port = server.address.removeprefix("tcp:").rsplit(":", 1)
+    raw = msgpack.packb(["get", b"k001"])
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(len(raw).to_bytes(4, "big") + raw + bytes(peerauth.HELLO_BYTES))
+        with pytest.raises(ConnectionError):
+            recv_exact(s, 1, time.monotonic() + HANDSHAKE_S + 2)
+
+
+def test_not_serving_yet_and_gone_are_state_errors(tmp_path: Path) -> None:
+    auth = PeerAuth.new(1)
+    with pytest.raises(StateError, match="not serving its state yet"):
+        RemoteReader(0, lambda: (None, None)).get(b"k")
+    gone = socket.create_server(("127.0.0.1", 0))
+    port = gone.getsockname()[1]
+    gone.close()
+    with pytest.raises(StateError, match=f"worker 0 at tcp:127.0.0.1:{port} is unreachable"):
+        RemoteReader(0, lambda: (f"tcp:127.0.0.1:{port}", auth)).get(b"k")
+
+
+def test_a_restarted_server_is_reached_again(
+    served: tuple[StateServer, PeerAuth, RocksState, Path],
+) -> None:
+    """A pooled connection to a server that went away is replaced once, without an error."""
+    server, auth, _, tmp = served
+    where = {"server": server}
+    reader = RemoteReader(1, lambda: (where["server"].address, auth))
+    assert reader.get(b"k001") == b"v1"
+    server.close()
+    again = StateServer(1, tmp / "worker-0" / "db", tmp / "served-2", auth, "127.0.0.1")
+    again.start()
+    where["server"] = again
+    try:
+        assert reader.get(b"k002") == b"v2"
+    finally:
+        again.close()
+        reader.close()
