@@ -24,6 +24,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -358,14 +359,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--dir", type=Path, help="work dirs and logs (default: a temp dir)")
     args = parser.parse_args(argv)
     base = args.dir or Path(tempfile.mkdtemp(prefix="weir-spark-"))
+    stop = threading.Event()
+    # SIGTERM too (and SIGINT even where a background start left it ignored): the cluster's
+    # processes live in their own process groups and would outlive an unhandled signal
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     with SparkCluster(base, args.workers, args.cores, args.memory) as cluster:
         print(f"master: {cluster.master_url}", flush=True)
         print(f"web UI: {cluster.webui_url}", flush=True)
         print(f"logs and work dirs: {base}", flush=True)
-        try:
-            signal.pause()
-        except KeyboardInterrupt:
-            pass
+        stop.wait()
+    print("stopped", flush=True)
 
 
 if __name__ == "__main__":
