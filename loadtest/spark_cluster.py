@@ -133,6 +133,23 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
     return "\n".join(text[-lines:])
 
 
+def _alive(pid: int) -> bool:
+    """Running, as opposed to gone or a zombie that its (dead) parent will never reap."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _kill_each(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _kill_group(pid: int, sig: int) -> None:
     try:
         os.killpg(pid, sig)
@@ -266,22 +283,26 @@ class SparkCluster:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the workers (with their executors), the master, and the Python processes the
-        executors started; wait for each."""
-        strays = self.python_worker_pids()
+        executors started; wait until every one is gone."""
+        _kill_each(self.python_worker_pids())
         for proc in reversed(self._procs):
             _kill_group(proc.pid, signal.SIGTERM)
-        for pid in strays:
-            _kill_group(pid, signal.SIGKILL)
         for proc in self._procs:
             try:
                 proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 _kill_group(proc.pid, signal.SIGKILL)
                 proc.wait(timeout_s)
-        # an executor survives its worker's SIGTERM for a moment; none may outlive the cluster
-        for pid in [e.pid for e in self.executor_pids()] + self.python_worker_pids():
-            _kill_group(pid, signal.SIGKILL)
         self._procs = []
+        # a worker's SIGTERM stops its executors, but none may outlive the cluster even if it
+        # did not (a Python daemon restarted meanwhile, an executor slow to exit)
+        leftovers = [e.pid for e in self.executor_pids()] + self.python_worker_pids()
+        _kill_each(leftovers)
+        deadline = time.monotonic() + timeout_s
+        while any(_alive(pid) for pid in leftovers):
+            if time.monotonic() > deadline:
+                raise SparkClusterError(f"processes {leftovers} outlived SIGKILL by {timeout_s} s")
+            time.sleep(0.05)
 
     # -- looking inside ---------------------------------------------------------------------
 
@@ -340,11 +361,7 @@ class SparkCluster:
         returns the pids killed."""
         victims = [e.pid for e in self.executor_pids() if e.worker == worker_index]
         victims += self.python_worker_pids(worker_index)
-        for pid in victims:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_each(victims)
         return victims
 
 
