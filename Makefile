@@ -19,12 +19,14 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 # Debian's packages the tests use: Chromium (the dashboard's browser test), docker-compose
-# (validating docker-compose.yml; no Docker engine is needed for that) and openssl (the Kafka
-# TLS tests' CA and certificates)
+# (validating docker-compose.yml; no Docker engine is needed for that), openssl (the Kafka
+# TLS tests' CA and certificates) and a Java 17 runtime (Spark: the backfill's local session
+# and the standalone test cluster)
 system-deps:
-	@{ command -v chromium && command -v docker-compose && command -v openssl; } >/dev/null || { \
+	@{ command -v chromium && command -v docker-compose && command -v openssl && \
+	  command -v java; } >/dev/null || { \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install \
-	  -y -qq --no-install-recommends chromium docker-compose openssl; }
+	  -y -qq --no-install-recommends chromium docker-compose openssl openjdk-17-jre-headless; }
 
 demo: $(STAMP)
 	$(BIN)/weir demo

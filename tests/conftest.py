@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from loadtest.s3_server import S3Server
+from loadtest.spark_cluster import SparkCluster
 from tests import support
 from tests.support import WEIR, WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
@@ -236,6 +237,15 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A Spark standalone cluster on loopback for the session: a master and two one-core
+    workers (``loadtest.spark_cluster``), started by the first test that asks (~10 s). Without
+    Java or pyspark's spark-class the test fails, naming what to install."""
+    with SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2) as cluster:
+        yield cluster
 
 
 @dataclass(frozen=True)
