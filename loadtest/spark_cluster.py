@@ -211,8 +211,6 @@ class SparkCluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_NO_DAEMONIZE": "1",
-            # the daemons' own logs, beside ours (not under site-packages)
-            "SPARK_LOG_DIR": str(self.base_dir),
         }
 
     def start(self, timeout_s: float = 60.0) -> None:

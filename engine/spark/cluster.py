@@ -157,14 +157,19 @@ def cluster_session(
     else 127.0.0.1)."""
     master = parse_master(master)
     check_conf(conf)
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise ConfigError(
+            f"--master {master} runs the job on Spark and pyspark is not installed; install "
+            "weir's Spark extra: pip install 'weir[spark]'"
+        ) from None
     check_reachable(master)
     host = driver_host or os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
     # the executors run the tasks with the driver's interpreter path: weir's worker code and
     # the job's imports must be installed at the same path on every cluster host
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
     builder = (
         SparkSession.builder.master(master)
         .appName(app)

@@ -4,6 +4,7 @@ settings, and an unreachable master (a free loopback port nobody listens on)."""
 from __future__ import annotations
 
 import socket
+import sys
 import time
 
 import pytest
@@ -116,3 +117,11 @@ def test_the_session_refuses_before_contacting_the_master() -> None:
         cluster_session(url, "t", {})
     with pytest.raises(ConfigError, match=r"without --master weir runs local worker"):
         cluster_session("local[2]", "t", {})
+
+
+def test_without_pyspark_the_session_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)  # what an install without it gives
+    with pytest.raises(
+        ConfigError, match=r"pyspark is not installed; .*pip install 'weir\[spark\]'"
+    ):
+        cluster_session(f"spark://127.0.0.1:{_closed_port()}", "t", {})
