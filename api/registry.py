@@ -17,8 +17,8 @@ from weir.api.committed import CommittedReader, CommittedView
 from weir.engine.errors import StateError
 from weir.engine.job import Job, WindowOperator
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.runtime.control.statereader import RemoteReader, RemoteSeeker
+from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.runtime.view import ClusterRuntime, JobRuntime
 from weir.state.keygroups import operator_for_key_group
 from weir.state.rocksdb import BoundedIter, SecondaryReader

@@ -195,7 +195,7 @@ def test_a_job_file_with_other_operators_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "named"),
     [
-        ({"format": 1}, "has format 1, this weir reads 2"),
+        ({"format": 2}, "has format 2, this weir reads 3"),
         ({"parallelism": "2"}, r"jobmanager.json.parallelism: expected int, got str '2'"),
         ({"extra": 1}, r"unknown \['extra'\]"),
     ],

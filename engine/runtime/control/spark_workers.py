@@ -115,7 +115,7 @@ class SparkWorkers:
         many slots at once (``ConfigError`` saying so when it does not)."""
         from weir.engine.spark.cluster import wait_for_slots
 
-        spark = self._session(job_name)
+        spark = self._session(job_name, cfg.parallelism)
         wait_for_slots(spark, cfg.parallelism, SLOTS_S)
         self.auth = auth = PeerAuth.new(attempt)
         self.links = [TaskLink(i) for i in range(cfg.parallelism)]
@@ -138,11 +138,15 @@ class SparkWorkers:
             job_name, cfg.parallelism, self._master, self._group,
         )  # fmt: skip
 
-    def _session(self, job_name: str) -> Any:
+    def _session(self, job_name: str, parallelism: int) -> Any:
         if self._spark is None:
             from weir.engine.spark.cluster import cluster_session
 
-            self._spark = cluster_session(self._master, f"weir-{job_name}", self._conf, self._host)
+            # the job takes the cores its stage needs, not the whole cluster (a standalone
+            # master gives an application every free core unless told): other jobs fit beside
+            cpus = int(self._conf.get("spark.task.cpus", "1"))
+            conf = {"spark.cores.max": str(parallelism * cpus), **self._conf}
+            self._spark = cluster_session(self._master, f"weir-{job_name}", conf, self._host)
         return self._spark
 
     def _accept(self, auth: PeerAuth, links: list[TaskLink], over: threading.Event) -> None:

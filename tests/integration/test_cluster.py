@@ -1,0 +1,251 @@
+"""``weir run --master spark://…``: the job's workers as one Spark barrier stage on a real
+standalone cluster (a master and two one-core workers on loopback, so each weir worker runs in
+its own executor JVM and Python worker), checkpoints in the real S3 server, real ``weir``
+processes and HTTP.
+
+- A job at parallelism 2 on the cluster serves exactly the brute-force model's windows
+  (tumbling with late data, sliding, session), every key answered through the driver's API
+  whichever task owns it, live and committed, and the file sink ends with the model's last
+  emission of every window.
+- kill -9 of one executor mid-run: Spark fails the stage, the job manager submits a new one from
+  the latest checkpoint in S3, and every window's last emission still equals the model's.
+- A savepoint of the cluster job at p=2 restores locally at p=1, and a savepoint of that run
+  restores on the cluster at p=2: the chain ends with the model's windows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from loadtest.spark_cluster import SparkCluster
+from tests.conftest import S3Place, _Servers
+from tests.integration.test_checkpoints import N_EVENTS, SLOW_IMPRESSIONS, SPEC
+from tests.reference import Outcome, Spec, canonical, group_emissions, simulate
+from tests.support import (
+    WeirResult,
+    WeirServer,
+    event_lines,
+    job_text,
+    make_events,
+    read_jsonl,
+    wait_until,
+    write_lines,
+)
+
+START_S = 120.0  # a driver's Spark application and its stage's executors start in ~25 s here
+MAX_P = 128
+
+
+@dataclass
+class Place:
+    root: Path
+    servers: _Servers
+    s3: S3Place
+    master: str
+
+    def cluster_flags(self) -> tuple[str, ...]:
+        return ("--master", self.master, "--checkpoint-dir", self.s3.url)
+
+
+@pytest.fixture(scope="module")
+def place(
+    spark_cluster: SparkCluster, module_s3: S3Place, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Place]:
+    root = tmp_path_factory.mktemp("cluster")
+    servers = _Servers(root)
+    try:
+        yield Place(root, servers, module_s3, spark_cluster.master_url)
+    finally:
+        servers.stop_all()
+
+
+def _job(place: Place, name: str, spec: Spec, lines: list[str], slow: bool = False) -> Path:
+    src = write_lines(place.root / f"{name}.jsonl", lines)
+    path = place.root / f"{name}.py"
+    path.write_text(
+        job_text(
+            src, bound=spec.bound, size=spec.size, lateness=spec.lateness, name=name,
+            slide=spec.slide, gap=spec.gap, steps=SLOW_IMPRESSIONS if slow else spec.steps,
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    return path
+
+
+def _start(place: Place, job: Path, *flags: str, cluster: bool = True) -> WeirServer:
+    extra = place.cluster_flags() if cluster else ("--checkpoint-dir", place.s3.url)
+    return place.servers.start(
+        job, *extra, "--batch-size", "256", *flags,
+        state_dir=place.root / f"state-{job.stem}-{len(place.servers.started)}",
+        env=place.s3.env, timeout=START_S,
+    )  # fmt: skip
+
+
+def _state(server: WeirServer, key: str, consistency: str = "live") -> Any:
+    url = f"/{server.job}/imps/state/{quote(key, safe='')}?consistency={consistency}"
+    return server.client().get(url)
+
+
+def _assert_sink(ref: Outcome, out: Path) -> None:
+    got = {k: v[-1] for k, v in group_emissions(read_jsonl(out)).items()}
+    want = {k: v[-1] for k, v in ref.emissions.items()}
+    assert set(got) == set(want), (
+        sorted(set(want) - set(got))[:3],
+        sorted(set(got) - set(want))[:3],
+    )
+    wrong = [k for k in want if got[k] != want[k]]
+    assert not wrong, (
+        f"{len(wrong)} windows differ, e.g. {[(k, got[k], want[k]) for k in wrong[:2]]}"
+    )
+
+
+def _owner(key: str, parallelism: int) -> int:
+    kg = zlib.crc32(key.encode()) % MAX_P
+    return next(i for i in range(parallelism) if kg <= (-(-(i + 1) * MAX_P // parallelism)) - 1)
+
+
+# -- the same windows as the model, served through the driver ------------------------------
+
+
+def test_cluster_job_serves_the_models_windows_from_both_tasks(place: Place) -> None:
+    lines = event_lines(make_events(N_EVENTS, seed=31))
+    ref = simulate(lines, SPEC)
+    assert len(ref.late) >= 20, "the input must have late records"
+    job = _job(place, "ct", SPEC, lines)
+    out, late = place.root / "ct-out.jsonl", place.root / "ct-late.jsonl"
+    server = _start(
+        place, job, "--parallelism", "2", "--sink", f"file://{out}",
+        "--late-sink", f"file://{late}", "--checkpoint-interval-ms", "300",
+    )  # fmt: skip
+    detail = server.wait_finished(90.0)
+    assert [w["host"] for w in detail["workers"]] == ["127.0.0.1", "127.0.0.1"]
+    expected = ref.state_by_key()
+    owners = {_owner(k, 2) for k in expected}
+    assert owners == {0, 1}, "the keys must fall on both tasks"
+    for key, windows in expected.items():
+        r = _state(server, key)
+        assert r.status_code == 200, (key, r.text)
+        assert r.json()["windows"] == windows, key
+    _assert_sink(ref, out)
+    assert canonical(read_jsonl(late)) == canonical(ref.late)
+    # committed: the final checkpoint (taken after the end) holds the same windows
+    c = server.client()
+    wait_until(
+        lambda: _state(server, "ad-0", "committed").status_code == 200, 30.0,
+        what="the committed view of the latest checkpoint",
+    )  # fmt: skip
+    for key, windows in expected.items():
+        body = _state(server, key, "committed").json()
+        assert body["windows"] == windows and body["consistency"] == "committed", key
+    listing = c.get(f"/{server.job}/imps/windows/{ref.state_by_key()['ad-0'][0]['start']}")
+    assert listing.status_code == 200, listing.text
+    assert {k["key_group"] for k in listing.json()["keys"]} and listing.json()["keys"]
+    assert c.get(f"/{server.job}/imps/state/no-such-key").status_code == 404
+    assert server.stop() == 0, server.stderr()
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        Spec(bound=200, size=1_000, slide=250, lateness=1_000),
+        Spec(bound=200, size=0, gap=400, lateness=500),
+    ],
+    ids=["sliding", "session"],
+)
+def test_sliding_and_session_windows_on_the_cluster(place: Place, spec: Spec) -> None:
+    lines = event_lines(make_events(6_000, seed=32))
+    ref = simulate(lines, spec)
+    name = "cs" if spec.slide else "cn"
+    server = _start(place, _job(place, name, spec, lines), "--parallelism", "2")
+    server.wait_finished(90.0)
+    for key, windows in ref.state_by_key().items():
+        r = _state(server, key)
+        assert r.status_code == 200, (key, r.text)
+        assert r.json()["windows"] == windows, key
+    assert server.stop() == 0, server.stderr()  # its executors free their cores for the next
+
+
+# -- failure: an executor lost --------------------------------------------------------------
+
+
+def test_executor_killed_restarts_from_s3_exactly_once(
+    place: Place, spark_cluster: SparkCluster
+) -> None:
+    lines = event_lines(make_events(N_EVENTS, seed=33))
+    ref = simulate(lines, SPEC)
+    out = place.root / "ck-out.jsonl"
+    server = _start(
+        place, _job(place, "ck", SPEC, lines, slow=True), "--parallelism", "2",
+        "--sink", f"file://{out}", "--checkpoint-interval-ms", "200", "--restart-delay-ms", "0",
+    )  # fmt: skip
+    c = server.client()
+
+    def checkpointed() -> dict[str, Any] | None:
+        body: dict[str, Any] = c.get(f"/jobs/{server.job}").json()
+        assert body["state"] != "finished", "the run ended before the kill: slow it down"
+        return body if (body.get("last_checkpoint") or 0) >= 3 else None
+
+    wait_until(checkpointed, 60.0, what="three checkpoints in S3")
+    killed_at = time.monotonic()
+    assert spark_cluster.kill_executor(0), "no executor ran on the first worker"
+    restarted = wait_until(
+        lambda: re.search(r"restarted from (\S+)", server.stderr()), 60.0, what="a restart"
+    )  # fmt: skip
+    assert restarted.group(1).startswith(place.s3.url), restarted.group(1)
+    body = server.wait_finished(120.0)
+    recovery_s = time.monotonic() - killed_at
+    assert body["restarts"] >= 1
+    _assert_sink(ref, out)
+    print(json.dumps({"recovery_to_finished_s": round(recovery_s, 1)}))
+    assert server.stop() == 0, server.stderr()
+
+
+# -- rescale: cluster p=2 -> local p=1 -> cluster p=2, through savepoints --------------------
+
+
+def _stop_with_savepoint(server: WeirServer, run_weir: Any) -> str:
+    r: WeirResult = run_weir(
+        "stop", server.job, "--savepoint", "--state-dir", str(server.state_dir), "--json",
+        env=None, timeout=90,
+    )  # fmt: skip
+    assert r.rc == 0, r.stderr
+    url: str = json.loads(r.stdout)["savepoint"]["path"]
+    assert server.proc.wait(30) == 0, server.stderr()
+    return url
+
+
+def _records_in(server: WeirServer) -> int:
+    return int(server.client().get(f"/jobs/{server.job}").json()["records_in"])
+
+
+def test_savepoints_rescale_between_cluster_and_local(place: Place, run_weir: Any) -> None:
+    lines = event_lines(make_events(N_EVENTS, seed=34))
+    ref = simulate(lines, SPEC)
+    job = _job(place, "cr", SPEC, lines, slow=True)
+    out = place.root / "cr-out.jsonl"
+    sink = ("--sink", f"file://{out}")
+    first = _start(place, job, "--parallelism", "2", *sink)
+    wait_until(lambda: _records_in(first) >= 3_000, 60.0, what="an eighth of the input")
+    savepoint = _stop_with_savepoint(first, run_weir)
+    assert savepoint.startswith(place.s3.url), savepoint
+
+    local = _start(place, job, "--parallelism", "1", *sink, "--restore", savepoint, cluster=False)
+    wait_until(lambda: _records_in(local) >= 3_000, 60.0, what="the local run to read on")
+    again = _stop_with_savepoint(local, run_weir)
+
+    last = _start(place, job, "--parallelism", "2", *sink, "--restore", again)
+    last.wait_finished(120.0)
+    _assert_sink(ref, out)
+    for key, windows in ref.state_by_key().items():
+        assert _state(last, key).json()["windows"] == windows, key
+    assert last.stop() == 0, last.stderr()
