@@ -16,7 +16,9 @@ processes and HTTP.
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
 import time
 import zlib
 from collections.abc import Iterator
@@ -228,24 +230,74 @@ def _records_in(server: WeirServer) -> int:
     return int(server.client().get(f"/jobs/{server.job}").json()["records_in"])
 
 
-def test_savepoints_rescale_between_cluster_and_local(place: Place, run_weir: Any) -> None:
+def test_savepoints_rescale_and_a_driver_restart_resumes(place: Place, run_weir: Any) -> None:
+    """local p=1 -> (savepoint) -> cluster p=2 -> (kill -9 of the driver) -> cluster p=2 with
+    --restore latest -> (savepoint) -> local p=1 to the end: the model's windows."""
     lines = event_lines(make_events(N_EVENTS, seed=34))
     ref = simulate(lines, SPEC)
     job = _job(place, "cr", SPEC, lines, slow=True)
     out = place.root / "cr-out.jsonl"
     sink = ("--sink", f"file://{out}")
-    first = _start(place, job, "--parallelism", "2", *sink)
-    wait_until(lambda: _records_in(first) >= 3_000, 60.0, what="an eighth of the input")
+    chk = ("--checkpoint-interval-ms", "300")
+    first = _start(place, job, "--parallelism", "1", *sink, cluster=False)
+    wait_until(lambda: _records_in(first) >= 2_000, 60.0, what="a twelfth of the input")
     savepoint = _stop_with_savepoint(first, run_weir)
     assert savepoint.startswith(place.s3.url), savepoint
 
-    local = _start(place, job, "--parallelism", "1", *sink, "--restore", savepoint, cluster=False)
-    wait_until(lambda: _records_in(local) >= 3_000, 60.0, what="the local run to read on")
-    again = _stop_with_savepoint(local, run_weir)
+    second = _start(place, job, "--parallelism", "2", *sink, *chk, "--restore", savepoint)
+    wait_until(lambda: (_detail(second).get("last_checkpoint") or 0) >= 2, 60.0,
+               what="two checkpoints of the cluster run")  # fmt: skip
+    assert 0 < _records_in(second) and _detail(second)["state"] == "running"
+    os.killpg(second.proc.pid, signal.SIGKILL)  # the driver, its JVM, its API
+    second.proc.wait(10)
 
-    last = _start(place, job, "--parallelism", "2", *sink, "--restore", again)
+    third = _start(place, job, "--parallelism", "2", *sink, *chk, "--restore", "latest")
+    restored = re.search(r"started workers=2 restored from (\S+)", third.stderr())
+    assert restored and restored.group(1).startswith(place.s3.url), third.stderr()
+    wait_until(lambda: _records_in(third) >= 2_000, 60.0, what="the resumed run to read on")
+    again = _stop_with_savepoint(third, run_weir)
+
+    last = _start(place, job, "--parallelism", "1", *sink, "--restore", again, cluster=False)
     last.wait_finished(120.0)
     _assert_sink(ref, out)
     for key, windows in ref.state_by_key().items():
         assert _state(last, key).json()["windows"] == windows, key
     assert last.stop() == 0, last.stderr()
+
+
+def _detail(server: WeirServer) -> dict[str, Any]:
+    body: dict[str, Any] = server.client().get(f"/jobs/{server.job}").json()
+    return body
+
+
+# -- what a user gets wrong: one line, at once ------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ("--master", "spark://127.0.0.1:1"),
+            "cannot reach the Spark master at spark://127.0.0.1:1",
+        ),
+        (
+            ("--spark-conf", "spark.dynamicAllocation.enabled=true"),
+            "spark.dynamicAllocation.enabled=true",
+        ),
+        (("--spark-conf", "spark.speculation=true"), "spark.speculation=true"),
+    ],
+    ids=["unreachable", "dynamic-allocation", "speculation"],
+)
+def test_cluster_mistakes_are_named_at_once(
+    place: Place, run_weir: Any, flags: tuple[str, ...], message: str
+) -> None:
+    job = _job(place, "cm", SPEC, event_lines(make_events(100, seed=1)))
+    master = () if "--master" in flags else ("--master", place.master)
+    began = time.monotonic()
+    r: WeirResult = run_weir(
+        "run", str(job), *master, *flags, "--checkpoint-dir", str(place.root / "chk-cm"),
+        "--state-dir", str(place.root / "state-cm"), timeout=30,
+    )  # fmt: skip
+    assert r.rc == 2, r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert time.monotonic() - began < 20

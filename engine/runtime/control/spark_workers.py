@@ -91,11 +91,12 @@ class SparkWorkers:
     """``workers.WorkerGroup`` on a Spark cluster: one barrier stage per attempt."""
 
     def __init__(self, cfg: RunConfig) -> None:
-        from weir.engine.spark.cluster import check_reachable, parse_master
+        from weir.engine.spark.cluster import check_conf, check_reachable, parse_master
 
         self._master = parse_master(cfg.master or "")
-        check_reachable(self._master)
         self._conf = dict(cfg.spark_conf)
+        check_conf(self._conf)
+        check_reachable(self._master)
         self._host = cfg.driver_host or os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
         self._spark: Any = None
         self.links: list[TaskLink] = []
