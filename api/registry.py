@@ -101,7 +101,7 @@ def handle_for(
     api_dir = api_dir or cfg.job_dir(job.name)
 
     def make_reader(i: int) -> StateReader:
-        if cfg.master is not None and isinstance(runtime, ClusterRuntime):
+        if isinstance(runtime, ClusterRuntime) and runtime.on_cluster:
             return RemoteReader(i, functools.partial(runtime.state_endpoint, i))
         return SecondaryReader(
             cfg.worker_state_path(job.name, i), api_dir / "api-secondary" / f"worker-{i}"

@@ -23,6 +23,7 @@ from weir.engine.errors import ControlError, MessageError
 from weir.engine.job import Job
 from weir.engine.runtime.control import admin, status
 from weir.engine.runtime.messages import WorkerStatus
+from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.view import (
     BackfillEntry,
     CheckpointSummary,
@@ -58,6 +59,8 @@ class RemoteRuntime:
         self._unreadable: str | None = None  # why the file on disk cannot be read
         self._file: tuple[int, int, int] | None = None
         self._read_at = float("-inf")
+        self._endpoints: tuple[int, PeerAuth, list[str | None]] | None = None
+        self._endpoints_lock = threading.Lock()
         self._run: tuple[str, int] | None = None
         self._generation = 0
         self._lock = threading.Lock()
@@ -210,6 +213,26 @@ class RemoteRuntime:
         # the job manager published what it did before answering: the next read is of that
         self._read_at = float("-inf")
         return answer
+
+    # -- a cluster job's live state, served by its tasks --------------------------------------
+
+    @property
+    def on_cluster(self) -> bool:
+        body = self._status()
+        return body is not None and body.cluster
+
+    def state_endpoint(self, index: int) -> tuple[str | None, PeerAuth | None]:
+        """Asked of the job manager over the control channel, once per generation (and again
+        while a task has not said where it serves)."""
+        with self._endpoints_lock:
+            known = self._endpoints
+            if known is None or known[0] != self.generation or known[2][index] is None:
+                answer = self._call("state_endpoints", admin.CancelArgs(), 10.0)
+                found = from_plain(admin.StateEndpoints, answer, "state endpoints")
+                auth = PeerAuth(bytes.fromhex(found["secret"]), found["attempt"])
+                known = self._endpoints = (self.generation, auth, found["addresses"])
+        _, auth, addresses = known
+        return (addresses[index] if index < len(addresses) else None), auth
 
     def trigger_savepoint(self, timeout_s: float = 60.0) -> SavepointResult:
         answer = self._call("savepoint", admin.SavepointArgs(timeout_s), timeout_s)

@@ -119,7 +119,11 @@ class JobRuntime(Protocol):
 
 @runtime_checkable
 class ClusterRuntime(Protocol):
-    """A job manager whose workers run on a cluster and serve their live state themselves."""
+    """A job manager whose workers may run on a cluster and then serve their live state
+    themselves (``on_cluster``)."""
+
+    @property
+    def on_cluster(self) -> bool: ...
 
     def state_endpoint(self, index: int) -> tuple[str | None, PeerAuth | None]:
         """Where worker ``index`` serves its state (``tcp:host:port``; None until it said),
@@ -155,6 +159,7 @@ class JobStatus:
     workers: list[WorkerStatus]
     control_port: int | None  # the admin control channel's, while the job runs
     api_url: str | None  # where ``weir run`` serves the HTTP API (None: it serves none)
+    cluster: bool  # the workers run on a cluster (``--master``): they serve their live state
     ended: bool  # the job manager's last word: it has stopped the job and exits
 
     def age_s(self, now_ms: int) -> float:

@@ -153,6 +153,17 @@ def test_cluster_job_serves_the_models_windows_from_both_tasks(place: Place) -> 
     assert listing.status_code == 200, listing.text
     assert {k["key_group"] for k in listing.json()["keys"]} and listing.json()["keys"]
     assert c.get(f"/{server.job}/imps/state/no-such-key").status_code == 404
+    # an API process apart from the driver (weir api) routes to the tasks as well: it asks the
+    # job manager where they serve over the control channel
+    api = place.servers.start(
+        job, "--checkpoint-dir", place.s3.url, command="api", state_dir=server.state_dir,
+        env=place.s3.env,
+    )  # fmt: skip
+    for key, windows in expected.items():
+        r = _state(api, key)
+        assert r.status_code == 200, (key, r.text)
+        assert r.json()["windows"] == windows, key
+    assert api.stop() == 0, api.stderr()
     assert server.stop() == 0, server.stderr()
 
 

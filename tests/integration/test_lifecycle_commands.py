@@ -212,7 +212,7 @@ def _status(job: str, state: str, *, age_s: float = 0.0, ended: bool = False) ->
         operators=["imps"], parallelism=3, max_parallelism=128, ranges=[], generation=0,
         restarts=0, last_checkpoint=4, completed_checkpoints=1, checkpoints=[],
         checkpoint_problem=None, restored_from=None, backfills=[], workers=[],
-        control_port=None if ended else 1, api_url=None, ended=ended,
+        control_port=None if ended else 1, api_url=None, cluster=False, ended=ended,
     )  # fmt: skip
 
 

@@ -147,5 +147,5 @@ def _status():  # type: ignore[no-untyped-def]
         failure=None, source="x", operators=[], parallelism=1, max_parallelism=1,
         ranges=[(0, 0)], generation=0, restarts=0, last_checkpoint=None,
         completed_checkpoints=0, checkpoints=[], checkpoint_problem=None, restored_from=None,
-        backfills=[], workers=[], control_port=None, api_url=None, ended=False,
+        backfills=[], workers=[], control_port=None, api_url=None, cluster=False, ended=False,
     )  # fmt: skip

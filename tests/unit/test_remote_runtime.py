@@ -70,6 +70,7 @@ def _body(**fields: Any) -> dict[str, Any]:
         "last_checkpoint": None,
         "control_port": None,
         "api_url": None,
+        "cluster": False,
         "ended": False,
         **fields,
     }

@@ -82,6 +82,16 @@ class CancelArgs:
     pass
 
 
+class StateEndpoints(TypedDict):
+    """Where a cluster job's tasks serve their live state, and the attempt's secret that reads
+    it (hex): what an API process apart from the job manager needs to route queries."""
+
+    generation: int
+    attempt: int
+    secret: str
+    addresses: list[str | None]
+
+
 class StopResult(TypedDict):
     job: str
     savepoint: SavepointResult | None
@@ -105,6 +115,8 @@ class Controlled(Protocol):
 
     def cancel_job(self) -> CancelResult: ...
 
+    def state_endpoints(self) -> StateEndpoints: ...
+
 
 def handlers(target: Controlled) -> dict[str, Handler]:
     """Every operation by name, its arguments checked against their dataclass."""
@@ -125,7 +137,17 @@ def handlers(target: Controlled) -> dict[str, Handler]:
         from_plain(CancelArgs, args, "cancel arguments")
         return target.cancel_job()
 
-    return {"savepoint": savepoint, "backfill": backfill, "stop": stop, "cancel": cancel}
+    def endpoints(args: dict[str, Any]) -> StateEndpoints:
+        from_plain(CancelArgs, args, "state endpoint arguments")  # none
+        return target.state_endpoints()
+
+    return {
+        "savepoint": savepoint,
+        "backfill": backfill,
+        "stop": stop,
+        "cancel": cancel,
+        "state_endpoints": endpoints,
+    }
 
 
 def key_path(job_dir: Path) -> Path:
@@ -212,6 +234,7 @@ __all__ = [
     "StopResult",
     "call",
     "handlers",
+    "StateEndpoints",
     "key_path",
     "read_key",
     "write_key",

@@ -419,10 +419,27 @@ class JobManager:
     def operator_watermark(self, op: str) -> int:
         return operator_watermark(self.worker_status(), op)
 
+    @property
+    def on_cluster(self) -> bool:
+        return self.cfg.master is not None
+
     def state_endpoint(self, index: int) -> tuple[str | None, PeerAuth | None]:
         """Where a cluster task serves worker ``index``'s live state, and the secret that
         proves this job manager to it (None until it said)."""
         return self._serving.get(index), self._workers.auth
+
+    def state_endpoints(self) -> admin.StateEndpoints:
+        """``state_endpoint`` of every worker, for API processes apart (``weir api``): they ask
+        over the control channel, which only holders of the job's control key reach."""
+        auth = self._workers.auth
+        if not self.on_cluster or auth is None:
+            raise ControlError(f"job {self.job.name!r} does not run on a cluster")
+        return {
+            "generation": self.generation,
+            "attempt": auth.attempt,
+            "secret": auth.secret.hex(),
+            "addresses": [self._serving.get(i) for i in range(self.parallelism)],
+        }
 
     def state(self) -> str:
         if self._ended is not None:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from weir.engine.job import Job
-from weir.engine.runtime.view import STATUS_FORMAT, JobRuntime, JobStatus
+from weir.engine.runtime.view import STATUS_FORMAT, ClusterRuntime, JobRuntime, JobStatus
 from weir.state.checkpoints import now_ms
 from weir.state.files import write_private
 
@@ -85,6 +85,7 @@ def job_status(
         workers=runtime.worker_status(),
         control_port=control_port,
         api_url=api_url,
+        cluster=isinstance(runtime, ClusterRuntime) and runtime.on_cluster,
         ended=ended,
     )
 
