@@ -4,9 +4,10 @@
 Consume: every variant reads the same topic (``events`` small JSON events in 4 partitions on
 Tansu) from the beginning to its end, in a fresh process of its own, so a client's threads and
 memory are counted alone: ``cpu_s`` is the process's CPU time (all threads: librdkafka's
-fetcher threads too) over the read. ``reader:*`` variants read through weir's source
-(``KafkaSource.open`` per partition, ``read_batch`` in turn, as a worker does); ``bare:*``
-variants through the client alone, one consumer for every partition.
+fetcher threads too) over the read. ``reader:*`` variants read through weir's source with
+that client (``KafkaSource.open`` per partition, ``read_batch`` in turn, as a worker does);
+``bare:*`` variants through the client alone, one consumer for every partition, with the same
+fetch sizes.
 
 Produce: the sink's settings (``acks=all``, idempotent), ``events`` JSON values of the same
 size to a new topic per variant, the time from the first send to the last acknowledgement;
@@ -34,18 +35,19 @@ import orjson
 from loadtest.broker import tansu
 from weir.app.produce import produce
 
-CONSUMERS = ("reader:kafka-python-lean", "reader:kafka-python", "bare:confluent")
+CONSUMERS = ("reader:kafka-python", "reader:confluent", "bare:kafka-python", "bare:confluent")
 PRODUCERS = ("kafka-python", "confluent", "kafka-python+txn", "confluent+txn")
 TXN_EVERY = 50_000
 READ_BATCH = 8192
 
 
 def _reader_read(bootstrap: str, topic: str, events: int, variant: str) -> int:
+    from weir.engine.kafka_security import KafkaSecurity
     from weir.engine.sources.kafka import KafkaSource
 
-    lean = variant.endswith("-lean")
-    source = KafkaSource(bootstrap, topic, end="latest")
-    readers = [source.open(s, lean=lean) for s in source.splits()]
+    client = variant.partition(":")[2]
+    source = KafkaSource(bootstrap, topic, end="latest", security=KafkaSecurity(client=client))
+    readers = [source.open(s) for s in source.splits()]
     n = 0
     try:
         live = list(readers)
@@ -65,8 +67,12 @@ def _bare_confluent(bootstrap: str, topic: str, events: int) -> int:
     import confluent_kafka as ck
 
     consumer = ck.Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False}
-    )
+        {
+            "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
+            "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "fetch.wait.max.ms": 50,
+        }
+    )  # fmt: skip
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in parts])
     n = 0
@@ -81,6 +87,28 @@ def _bare_confluent(bootstrap: str, topic: str, events: int) -> int:
     return n
 
 
+def _bare_kafka_python(bootstrap: str, topic: str, events: int) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False,
+        fetch_max_bytes=64 * 1024 * 1024, max_partition_fetch_bytes=16 * 1024 * 1024,
+    )  # fmt: skip
+    parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    n = 0
+    try:
+        while n < events:
+            for msgs in consumer.poll(timeout_ms=100, max_records=READ_BATCH).values():
+                for m in msgs:
+                    m.value  # noqa: B018 - the value is what a reader takes
+                n += len(msgs)
+    finally:
+        consumer.close()
+    return n
+
+
 def consume_once(bootstrap: str, topic: str, events: int, variant: str) -> dict[str, Any]:
     """One variant's read of the whole topic, in this process."""
     read: Callable[[], int]
@@ -88,6 +116,8 @@ def consume_once(bootstrap: str, topic: str, events: int, variant: str) -> dict[
         read = lambda: _reader_read(bootstrap, topic, events, variant)  # noqa: E731
     elif variant == "bare:confluent":
         read = lambda: _bare_confluent(bootstrap, topic, events)  # noqa: E731
+    elif variant == "bare:kafka-python":
+        read = lambda: _bare_kafka_python(bootstrap, topic, events)  # noqa: E731
     else:
         raise ValueError(f"unknown consume variant {variant!r}; use one of {CONSUMERS}")
     cpu0, t0 = time.process_time(), time.perf_counter()
