@@ -145,4 +145,7 @@ class ConfluentProducer:
             )
 
     def close(self) -> None:
-        self._producer.flush(10)
+        try:
+            self._producer.flush(10)
+        finally:
+            self._producer.close()

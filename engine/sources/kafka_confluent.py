@@ -66,14 +66,8 @@ def connect(make: Callable[[], Any], what: str, bootstrap: str, security: KafkaS
     try:
         return retrying(attempt, (ck.KafkaException,), what, bootstrap, security)
     except SourceError:
-        _close(client)
+        client.close()
         raise
-
-
-def _close(client: Any) -> None:
-    close = getattr(client, "close", None)  # a producer has no close: it ends when dropped
-    if close is not None:
-        close()
 
 
 def _consumer(bootstrap: str, security: KafkaSecurity, what: str, **conf: Any) -> Any:
