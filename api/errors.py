@@ -57,13 +57,25 @@ def error_response(
     return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
+def api_error_response(exc: ApiError) -> JSONResponse:
+    """How an ``ApiError`` is answered, by the exception handler and by ``api.fastpath``."""
+    if exc.extra:
+        body = {**error_body(exc.code, exc.message), **exc.extra}
+        return JSONResponse(body, status_code=exc.status)
+    return error_response(exc.status, exc.code, exc.message)
+
+
+def state_error_response(exc: StateError) -> JSONResponse:
+    """State that is not there yet (a worker still creating it): 503, retry shortly."""
+    return error_response(
+        503, "state_unavailable", f"{exc}; retry shortly", headers={"Retry-After": "1"}
+    )
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        if exc.extra:
-            body = {**error_body(exc.code, exc.message), **exc.extra}
-            return JSONResponse(body, status_code=exc.status)
-        return error_response(exc.status, exc.code, exc.message)
+        return api_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -80,9 +92,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StateError)
     async def _state(_: Request, exc: StateError) -> JSONResponse:
-        return error_response(
-            503, "state_unavailable", f"{exc}; retry shortly", headers={"Retry-After": "1"}
-        )
+        return state_error_response(exc)
 
     app.add_middleware(CatchAll)
 
