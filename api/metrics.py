@@ -11,6 +11,7 @@ follow Prometheus' conventions: seconds, bytes, ``_timestamp_seconds`` for point
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -171,6 +172,13 @@ class ApiMetrics:
         self.registry = CollectorRegistry()
         build = Info("weir_build", "The weir version serving this API.", registry=self.registry)
         build.info({"version": __version__})
+        # a scrape is answered by one process; with several on one port, this says which
+        process = Info(
+            "weir_api_process",
+            "The API process that answered this scrape (weir api --workers N runs N).",
+            registry=self.registry,
+        )
+        process.info({"pid": str(os.getpid())})
         self.responses = Counter(
             "weir_http_responses_total",
             "HTTP responses by route and status.",
