@@ -27,17 +27,18 @@ from loadtest import query_load
 from loadtest.broker import free_port
 from loadtest.runs import serving
 
+IDS = 2_000
 JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("qbench")
 (
-    job.source(sources.generator("ads", rate=2000, ids=2_000, skew=0), timestamp="ts",
+    job.source(sources.generator("ads", rate=2000, ids=IDS, skew=0), timestamp="ts",
                watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=500))
     .key_by("id")
     .window(windows.tumbling(ms=10_000))
     .aggregate("stats", n=agg.count(), total=agg.sum("value"), avg=agg.mean("value"))
 )
-"""
+""".replace("IDS", str(IDS))
 
 
 LUA = """
@@ -59,7 +60,7 @@ def _wrk(url: str, path: str, workdir: Path, seconds: float, connections: int) -
     if wrk is None:
         raise RuntimeError("the query benchmark needs wrk (Debian's package): run `make bench`")
     script = workdir / "keys.lua"
-    script.write_text(LUA.replace("{path}", path).replace("{keys}", "2000"))
+    script.write_text(LUA.replace("{path}", path).replace("{keys}", str(IDS)))
     out = subprocess.run(
         [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script), url],
         capture_output=True,
@@ -111,6 +112,16 @@ def _wait_for(url: str, what: str) -> None:
         time.sleep(0.1)
 
 
+def _wait_for_every_key(url: str) -> None:
+    """Until the job has read 8 events per id: a random id has then been seen but with odds
+    of e^-8, so nearly every lookup is a 200, as every bare one is."""
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{url}/jobs/qbench", trust_env=False).json()["records_in"] < 8 * IDS:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the job did not read its first events in 60 s")
+        time.sleep(0.2)
+
+
 def _side_by_side(
     workdir: Path, processes: int, seconds: float, connections: int, rounds: int, mixed: bool
 ) -> dict[str, Any]:
@@ -123,7 +134,7 @@ def _side_by_side(
     args = ("--parallelism", "1", "--api-workers", str(processes))
     with _bare(workdir, processes) as bare_url, serving(job, state, *args) as url:
         _wait_for(f"{url}/qbench/stats/state/ad-1", "weir")
-        time.sleep(2)  # every key has windows by now
+        _wait_for_every_key(url)
         for _ in range(rounds):  # interleaved: the host is shared and noisy
             path = "/qbench/stats/state/ad-%d?limit=5"
             runs["weir"].append(_wrk(url, path, workdir, seconds, connections))
