@@ -72,8 +72,7 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     app.add_middleware(
         fastpath.PointLookup, route=_point_route(), stream=_stream_route(), registry=registry
     )
-    errors.install(app)
-    metrics.install(app, registry)
+    errors.install(app, observe=metrics.install(app, registry).observe)
     if settings.token:
         _require_token(app, settings.token)
     if settings.cors_origins:

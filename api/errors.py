@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -72,7 +74,11 @@ def state_error_response(exc: StateError) -> JSONResponse:
     )
 
 
-def install(app: FastAPI) -> None:
+# what CatchAll tells of each response: method, route template, status, seconds to its start
+Observer = Callable[[str, str, int, float], None]
+
+
+def install(app: FastAPI, observe: Observer | None = None) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
         return api_error_response(exc)
@@ -94,27 +100,35 @@ def install(app: FastAPI) -> None:
     async def _state(_: Request, exc: StateError) -> JSONResponse:
         return state_error_response(exc)
 
-    app.add_middleware(CatchAll)
+    app.add_middleware(CatchAll, observe=observe)
 
 
 class CatchAll:
     """Anything else is logged once and answered as a JSON 500 (an exception handler for
     ``Exception`` would re-raise after answering, and the server would drop the connection).
-    Pure ASGI: a ``BaseHTTPMiddleware`` costs a task and a stream per request."""
+    ``observe`` hears of every response's start, that 500 too: the request metrics ride on
+    the one ``send`` this wraps anyway, rather than on a middleware of their own. Pure ASGI:
+    a ``BaseHTTPMiddleware`` costs a task and a stream per request."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, observe: Observer | None = None) -> None:
         self.app = app
+        self.observe = observe
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = False
+        t0 = time.perf_counter()
 
         async def tracked(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                if self.observe is not None:
+                    route = getattr(scope.get("route"), "path", None) or "unmatched"
+                    seconds = time.perf_counter() - t0
+                    self.observe(scope["method"], route, int(message["status"]), seconds)
             await send(message)
 
         try:
@@ -126,4 +140,4 @@ class CatchAll:
             response = error_response(
                 500, "internal", f"{type(exc).__name__}: the server failed to answer"
             )
-            await response(scope, receive, send)
+            await response(scope, receive, tracked)
