@@ -69,8 +69,8 @@ def _wrk(url: str, path: str, workdir: Path, seconds: float, connections: int) -
         check=True,
     ).stdout
     rate = re.search(r"Requests/sec:\s+([0-9.]+)", out)
-    p50 = re.search(r"^\s+50%\s+([0-9.]+[mu]?s)$", out, re.M)
-    p99 = re.search(r"^\s+99%\s+([0-9.]+[mu]?s)$", out, re.M)
+    p50 = re.search(r"^\s+50%\s+([0-9.]+[mu]?s)\s*$", out, re.M)
+    p99 = re.search(r"^\s+99%\s+([0-9.]+[mu]?s)\s*$", out, re.M)
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     if not (rate and p50 and p99):
         raise RuntimeError(f"unexpected wrk output:\n{out}")

@@ -195,7 +195,7 @@ CATCH_UP_MS = 20.0  # how often a secondary reader follows its worker while it i
 SECONDARY_CACHE_MB = 2  # the OS page cache holds the files; this saves decoding hot blocks
 # a reader nobody has read for this long stops following its worker (no CPU while no one asks);
 # the next read catches up itself, since its reader is stale by then
-FOLLOW_IDLE_S = 2.0
+FOLLOW_IDLE_S = 1.0
 
 
 class SecondaryReader:
@@ -218,9 +218,7 @@ class SecondaryReader:
     closed at the next reopen, not at once: a request may still be reading it.
     """
 
-    def __init__(
-        self, primary: Path, secondary: Path, catch_up_ms: float = CATCH_UP_MS
-    ) -> None:
+    def __init__(self, primary: Path, secondary: Path, catch_up_ms: float = CATCH_UP_MS) -> None:
         self.primary = primary
         self.secondary = secondary
         self._catch_up_s = catch_up_ms / 1000.0
