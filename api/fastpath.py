@@ -40,7 +40,7 @@ def simple_bounds(query: bytes) -> Bounds | None:
     if not query:
         return Bounds()
     given: dict[str, str] = {}
-    for name, value in query_pairs(query.decode("latin-1")):
+    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
         if name in given or name in _BOUNDED:
             return None
         given[name] = value
@@ -56,14 +56,6 @@ def simple_bounds(query: bytes) -> Bounds | None:
         None if to is None else int(to),
         1000 if limit is None else int(limit),
     )
-
-
-def query_pairs(query: str) -> list[tuple[str, str]]:
-    """``parse_qsl(query, keep_blank_values=True)``, with a shortcut for a query that has
-    nothing to unquote (``%`` or ``+``), which is nearly every one and a tenth of the cost."""
-    if "%" in query or "+" in query:
-        return parse_qsl(query, keep_blank_values=True)
-    return [(name, value) for name, _, value in (p.partition("=") for p in query.split("&") if p)]
 
 
 def _if_none_match(scope: Scope) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import parse_qsl
 
 import httpx
 import pytest
@@ -15,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.security._http import serve, sliding_job, write_keys
 from tests.support import FixedRuntime
 from weir.api import JobHandle, Registry, create_app
-from weir.api.fastpath import query_pairs, simple_bounds
+from weir.api.fastpath import simple_bounds
 from weir.api.routes.state import Bounds
 from weir.state.rocksdb import SecondaryReader
 
@@ -132,11 +131,3 @@ def test_fast_answers_are_counted_under_the_route_template(client: httpx.Client)
     assert client.get("/j/op/state/nope").status_code == 404
     assert _responses(client, "200") == ok + 5
     assert _responses(client, "404") == missing + 1
-
-
-@pytest.mark.parametrize(
-    "query",
-    ["", "limit=5", "a=1&&b=2&", "flag&limit=3", "x=a=b", "k=%41+b&c=d", "=v&n=", ";a=1"],
-)
-def test_query_pairs_are_parse_qsls(query: str) -> None:
-    assert query_pairs(query) == parse_qsl(query, keep_blank_values=True)
