@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from loadtest import query_load
+from loadtest import query_asgi, query_load
 from loadtest.broker import free_port
 from loadtest.runs import serving
 
@@ -184,7 +184,13 @@ def measure(
             ),
         },
         "mixed_load": one["mixed_load"],
+        "asgi_us_per_request": query_asgi.measure(_fresh_dir(workdir / "asgi")),
     }
+
+
+def _fresh_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _mix_args(url: str, seconds: float) -> argparse.Namespace:
