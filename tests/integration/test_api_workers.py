@@ -113,3 +113,16 @@ def test_weir_run_api_workers_serve_the_in_process_api_and_another(
     assert server.stop() == 0
     for pid in pids:
         wait_until(lambda pid=pid: not alive(pid), 15.0, what=f"pid {pid} to stop")
+
+
+def test_members_stop_when_the_first_process_is_killed(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    job, state = _job(tmp_path), tmp_path / "state"
+    weir_server(job, "--no-api", "--source", SOURCE, "--parallelism", "1", state_dir=state)
+    api = weir_server(job, "--workers", "3", command="api", state_dir=state)
+    members = _pids_seen(api.base_url, 3) - {api.proc.pid}
+    os.kill(api.proc.pid, signal.SIGKILL)
+    api.proc.wait(10)
+    for pid in members:  # orphans would go on holding the port and the job's files
+        wait_until(lambda pid=pid: not alive(pid), 15.0, what=f"member {pid} to stop")
