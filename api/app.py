@@ -24,7 +24,7 @@ from fastapi.security import HTTPBearer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from weir import __version__
-from weir.api import errors, guards, metrics, streamtoken
+from weir.api import errors, fastpath, guards, metrics, streamtoken
 from weir.api.registry import Registry
 from weir.api.routes import admin, auth, dashboard, jobs, state, top, windows
 from weir.api.settings import ApiSettings
@@ -68,8 +68,11 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     )
     app.state.registry = registry
     app.state.stream_keys = StreamKeys.from_api_token(settings.token) if settings.token else None
-    errors.install(app)
-    metrics.install(app, registry)
+    # innermost, so the guards, the token and the metrics see its requests as any other
+    app.add_middleware(
+        fastpath.PointLookup, route=_point_route(), stream=_stream_route(), registry=registry
+    )
+    errors.install(app, observe=metrics.install(app, registry).observe)
     if settings.token:
         _require_token(app, settings.token)
     if settings.cors_origins:
@@ -104,6 +107,13 @@ def _guard(app: FastAPI, settings: ApiSettings) -> None:
     if settings.checks_host:
         names = guards.allowed_hosts(settings.host, settings.allowed_hosts)
         app.add_middleware(guards.AllowedHosts, names=names)
+
+
+def _point_route() -> APIRoute:
+    found = [
+        r for r in state.router.routes if isinstance(r, APIRoute) and r.endpoint is state.get_state
+    ]
+    return found[0]
 
 
 def _stream_route() -> re.Pattern[str]:

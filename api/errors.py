@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -57,13 +59,29 @@ def error_response(
     return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
-def install(app: FastAPI) -> None:
+def api_error_response(exc: ApiError) -> JSONResponse:
+    """How an ``ApiError`` is answered, by the exception handler and by ``api.fastpath``."""
+    if exc.extra:
+        body = {**error_body(exc.code, exc.message), **exc.extra}
+        return JSONResponse(body, status_code=exc.status)
+    return error_response(exc.status, exc.code, exc.message)
+
+
+def state_error_response(exc: StateError) -> JSONResponse:
+    """State that is not there yet (a worker still creating it): 503, retry shortly."""
+    return error_response(
+        503, "state_unavailable", f"{exc}; retry shortly", headers={"Retry-After": "1"}
+    )
+
+
+# what CatchAll tells of each response: method, route template, status, seconds to its start
+Observer = Callable[[str, str, int, float], None]
+
+
+def install(app: FastAPI, observe: Observer | None = None) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        if exc.extra:
-            body = {**error_body(exc.code, exc.message), **exc.extra}
-            return JSONResponse(body, status_code=exc.status)
-        return error_response(exc.status, exc.code, exc.message)
+        return api_error_response(exc)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -80,31 +98,37 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StateError)
     async def _state(_: Request, exc: StateError) -> JSONResponse:
-        return error_response(
-            503, "state_unavailable", f"{exc}; retry shortly", headers={"Retry-After": "1"}
-        )
+        return state_error_response(exc)
 
-    app.add_middleware(CatchAll)
+    app.add_middleware(CatchAll, observe=observe)
 
 
 class CatchAll:
     """Anything else is logged once and answered as a JSON 500 (an exception handler for
     ``Exception`` would re-raise after answering, and the server would drop the connection).
-    Pure ASGI: a ``BaseHTTPMiddleware`` costs a task and a stream per request."""
+    ``observe`` hears of every response's start, that 500 too: the request metrics ride on
+    the one ``send`` this wraps anyway, rather than on a middleware of their own. Pure ASGI:
+    a ``BaseHTTPMiddleware`` costs a task and a stream per request."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, observe: Observer | None = None) -> None:
         self.app = app
+        self.observe = observe
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = False
+        t0 = time.perf_counter()
 
         async def tracked(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                if self.observe is not None:
+                    route = getattr(scope.get("route"), "path", None) or "unmatched"
+                    seconds = time.perf_counter() - t0
+                    self.observe(scope["method"], route, int(message["status"]), seconds)
             await send(message)
 
         try:
@@ -116,4 +140,4 @@ class CatchAll:
             response = error_response(
                 500, "internal", f"{type(exc).__name__}: the server failed to answer"
             )
-            await response(scope, receive, send)
+            await response(scope, receive, tracked)

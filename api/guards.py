@@ -117,12 +117,20 @@ class BodyCap:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = _header(scope, b"content-length")
+        declared, chunked = None, False
+        for key, value in scope["headers"]:
+            if key == b"content-length" and declared is None:
+                declared = bytes(value)
+            elif key == b"transfer-encoding":
+                chunked = True
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             response = error_response(
                 413, "body_too_large", self._message(declared.decode("latin-1"))
             )
             await response(scope, receive, send)
+            return
+        if declared is None and not chunked:  # HTTP/1.1 without either has no body to cap
+            await self.app(scope, receive, send)
             return
         seen = 0
 

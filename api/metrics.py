@@ -11,6 +11,7 @@ follow Prometheus' conventions: seconds, bytes, ``_timestamp_seconds`` for point
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -18,7 +19,6 @@ from fastapi import FastAPI, Request, Response
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from weir import __version__
 from weir.api.registry import JobHandle, Registry
@@ -171,6 +171,13 @@ class ApiMetrics:
         self.registry = CollectorRegistry()
         build = Info("weir_build", "The weir version serving this API.", registry=self.registry)
         build.info({"version": __version__})
+        # a scrape is answered by one process; with several on one port, this says which
+        process = Info(
+            "weir_api_process",
+            "The API process that answered this scrape (weir api --workers N runs N).",
+            registry=self.registry,
+        )
+        process.info({"pid": str(os.getpid())})
         self.responses = Counter(
             "weir_http_responses_total",
             "HTTP responses by route and status.",
@@ -218,9 +225,10 @@ class ApiMetrics:
 
 
 def install(app: FastAPI, jobs: Registry) -> ApiMetrics:
+    """The app's metrics and ``GET /metrics``; the request series are fed by
+    ``errors.CatchAll`` (``ApiMetrics.observe``), which wraps every response's ``send``."""
     metrics = ApiMetrics(jobs)
     app.state.metrics = metrics
-    app.add_middleware(Observe, metrics=metrics)
 
     @app.get("/metrics", include_in_schema=False)
     def scrape(request: Request) -> Response:
@@ -228,29 +236,6 @@ def install(app: FastAPI, jobs: Registry) -> ApiMetrics:
         return Response(body, media_type=content_type)
 
     return metrics
-
-
-class Observe:
-    """Request latency and status by route template (pure ASGI, so it costs little)."""
-
-    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        t0 = time.perf_counter()
-
-        async def tracked(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                route = getattr(scope.get("route"), "path", None) or "unmatched"
-                status = int(message["status"])
-                self.metrics.observe(scope["method"], route, status, time.perf_counter() - t0)
-            await send(message)
-
-        await self.app(scope, receive, tracked)
 
 
 __all__ = ["ApiMetrics", "JobsCollector", "install"]

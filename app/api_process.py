@@ -5,7 +5,8 @@ API inside ``weir run``, and the job manager's status from the file it publishes
 live backfills go to the job manager over its control channel (``api.remote``). Killing it
 (even ``kill -9``) costs the job nothing, and a new one picks up where it was. Its own files (the
 secondary instances' and committed views') are in ``<state-dir>/<job>/api-<pid>``; those of
-processes that are gone are removed at start.
+processes that are gone are removed at start. ``--workers N`` serves from N such processes
+on one port (``app.api_workers``).
 """
 
 from __future__ import annotations
@@ -13,17 +14,20 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import socket
 import threading
 from pathlib import Path
 
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
+from weir.app.api_workers import ApiMembers, MemberSpec, listen
 from weir.app.supervise import (
     check_port_free,
     raise_fd_limit,
     serve_http,
     warn_if_unguarded,
 )
+from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_job
 from weir.state.checkpoints import CheckpointStorage
@@ -37,12 +41,45 @@ def run(
     checkpoint_dir: str | None,
     port: int,
     settings: ApiSettings,
+    workers: int = 1,
+    log_spec: tuple[str, str] = ("INFO", "text"),
 ) -> int:
+    """Serves until stopped; with ``workers`` > 1, from that many processes on one port
+    (``app.api_workers``; ``log_spec``, level and format, configures their logging)."""
     job = load_job(job_file)
     cfg = RunConfig(job_file=job_file, state_dir=state_dir, checkpoint_dir=checkpoint_dir)
     check_port_free(settings.host, port)
     warn_if_unguarded(settings)
     raise_fd_limit()
+    sock = listen(settings.host, port, reuse_port=workers > 1)
+    spec = MemberSpec(
+        str(job_file), state_dir, checkpoint_dir, sock.getsockname()[1], settings, *log_spec
+    )
+    with ApiMembers(spec, workers - 1):
+        _serve(job, cfg, sock, settings, threading.Event(), announce=True)
+    return 0
+
+
+def serve_member(spec: MemberSpec, until: threading.Event) -> None:
+    """One more process of ``weir api --workers N`` (or ``weir run --api-workers N``)."""
+    job = load_job(spec.job_file)
+    cfg = RunConfig(
+        job_file=spec.job_file, state_dir=spec.state_dir, checkpoint_dir=spec.checkpoint_dir
+    )
+    raise_fd_limit()
+    sock = listen(spec.settings.host, spec.port, reuse_port=True)
+    _serve(job, cfg, sock, spec.settings, until, announce=False)
+
+
+def _serve(
+    job: Job,
+    cfg: RunConfig,
+    sock: socket.socket,
+    settings: ApiSettings,
+    until: threading.Event,
+    *,
+    announce: bool,
+) -> None:
     job_dir = cfg.job_dir(job.name)
     _remove_stale_api_dirs(job_dir)
     api_dir = job_dir / f"api-{os.getpid()}"
@@ -56,14 +93,15 @@ def run(
         serve_http(
             app,
             settings.host,
-            port,
+            sock.getsockname()[1],
             job.name,
-            threading.Event(),
+            until,
             max_connections=settings.max_connections,
+            sock=sock,
+            announce=announce,
         )
     finally:
         shutil.rmtree(api_dir, ignore_errors=True)
-    return 0
 
 
 def _remove_stale_api_dirs(job_dir: Path) -> None:

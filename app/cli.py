@@ -20,7 +20,7 @@ from weir.app.flags import (
     whole_number,
     without_argument_prefix,
 )
-from weir.app.options import api_flags, checkpoint_dir_flag, run_flags
+from weir.app.options import api_flags, api_workers_flag, checkpoint_dir_flag, run_flags
 from weir.engine.errors import WeirError
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="DIR")  # fmt: skip
     checkpoint_dir_flag(env)
     api_flags(env)
+    api_workers_flag(env)
     chks = sub.add_parser("checkpoints", help="list a job's complete checkpoints and savepoints")
     chks.add_argument("job", metavar="JOB", help="the job's name")
     env = Env(chks)
@@ -346,13 +347,22 @@ def _run_command(args: argparse.Namespace) -> int:
             args.checkpoint_dir or None,
             args.api_port,
             _api_settings(args),
+            workers=args.workers,
+            log_spec=(args.log_level, args.log_format),
         )
     from weir.app import supervise
 
     job: Path | str = DEMO_JOB if args.command == "demo" else args.job_file
     cfg = config_from_args(args, job)
     api = _api_settings(args)
-    return supervise.run(cfg, args.api_host, args.api_port, api, serve_api=not args.no_api)
+    return supervise.run(
+        cfg,
+        args.api_host,
+        args.api_port,
+        api,
+        serve_api=not args.no_api,
+        api_workers=args.api_workers,
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from weir.app.flags import (
     whole_number,
 )
 
+MAX_API_WORKERS = 64
+
 
 def checkpoint_dir_flag(env: Env) -> None:
     """``--checkpoint-dir``, as ``weir run``, ``demo``, ``api`` and ``checkpoints`` take it."""
@@ -213,7 +215,27 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         "run the job without the HTTP API; serve it from another process with weir api",
         action="store_true",
     )
+    env.add(
+        "--api-workers",
+        "HTTP API processes on the one port (SO_REUSEPORT): this one and N-1 that read the job "
+        "as weir api does, so reads scale with cores",
+        1,
+        type=whole_number(1, maximum=MAX_API_WORKERS),
+        metavar="N",
+    )
     api_flags(env)
+
+
+def api_workers_flag(env: Env) -> None:
+    """``weir api``'s ``--workers``."""
+    env.add(
+        "--workers",
+        "API processes on the one port (SO_REUSEPORT), each with its own readers, so reads "
+        "scale with cores",
+        1,
+        type=whole_number(1, maximum=MAX_API_WORKERS),
+        metavar="N",
+    )
 
 
 def api_flags(env: Env) -> None:

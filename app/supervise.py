@@ -16,6 +16,7 @@ from fastapi import FastAPI
 
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.app import logs
+from weir.app.api_workers import ApiMembers, MemberSpec, listen
 from weir.engine.errors import ConfigError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
@@ -68,17 +69,23 @@ def serve_http(
     until: threading.Event,
     on_serving: Callable[[str], None] | None = None,
     max_connections: int | None = None,
+    sock: socket.socket | None = None,
+    announce: bool = True,
 ) -> None:
     """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
-    ``weir: job <name> serving on <url>`` line once listening, and hands ``on_serving`` the
-    URL. Past ``max_connections`` open connections, uvicorn answers 503."""
-    # log_config=None: uvicorn's records go through weir's handler (and --log-format) too
+    ``weir: job <name> serving on <url>`` line once listening (unless not ``announce``: a
+    member of ``app.api_workers``), and hands ``on_serving`` the URL. ``sock``: a listening
+    socket to serve instead of binding ``host:port``. Past ``max_connections`` open
+    connections, uvicorn answers 503."""
+    # log_config=None: uvicorn's records go through weir's handler (and --log-format) too;
+    # uvicorn.access logs at INFO, below the level set here, so its access log is off outright
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level="warning",
         log_config=None,
+        access_log=False,
         limit_concurrency=max_connections,
     )
     server = uvicorn.Server(config)
@@ -86,7 +93,7 @@ def serve_http(
     def watch() -> None:
         while not server.started and not until.is_set():
             until.wait(0.05)
-        if server.started:
+        if server.started and announce:
             host, port = server.servers[0].sockets[0].getsockname()[:2]
             url = f"http://{host}:{port}"
             logs.say(f"job {job} serving on {url}", job=job, url=url)
@@ -101,7 +108,7 @@ def serve_http(
     # a SIGTERM ends the process gracefully (exit 0).
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
-        server.run()
+        server.run(sockets=None if sock is None else [sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -113,8 +120,11 @@ def run(
     api: ApiSettings | None = None,
     *,
     serve_api: bool = True,
+    api_workers: int = 1,
 ) -> int:
-    """Run until stopped (or, with ``exit_at_end``, until the bounded input is processed)."""
+    """Run until stopped (or, with ``exit_at_end``, until the bounded input is processed).
+    ``api_workers`` > 1: that many API processes on the port, this one and others that read
+    the job as ``weir api`` does (``app.api_workers``)."""
     job = load_configured_job(cfg)
     raise_fd_limit()
     if not serve_api:
@@ -122,21 +132,29 @@ def run(
     api = replace(api or ApiSettings(), host=api_host)  # the access rule follows the bind
     check_port_free(api_host, api_port)
     warn_if_unguarded(api)
+    sock = listen(api_host, api_port, reuse_port=api_workers > 1)
     manager = JobManager(cfg, job)
     registry = Registry()
     registry.add(handle_for(job, manager, cfg))
     manager.start()
+    spec = MemberSpec(
+        str(cfg.job_file), cfg.state_dir,
+        None if cfg.checkpoint_dir is None else str(cfg.checkpoint_dir),
+        sock.getsockname()[1], api, cfg.log_level, cfg.log_format,
+    )  # fmt: skip
     try:
-        app = create_app(registry, api)
-        serve_http(
-            app,
-            api_host,
-            api_port,
-            job.name,
-            manager.done,
-            manager.serving_at,
-            max_connections=api.max_connections,
-        )
+        with ApiMembers(spec, api_workers - 1):
+            app = create_app(registry, api)
+            serve_http(
+                app,
+                api_host,
+                api_port,
+                job.name,
+                manager.done,
+                manager.serving_at,
+                max_connections=api.max_connections,
+                sock=sock,
+            )
     finally:
         manager.stop()
     return _outcome(manager, job)

@@ -191,14 +191,23 @@ def _scan(
         it.next()
 
 
+CATCH_UP_MS = 20.0  # how often a secondary reader follows its worker while it is read
 SECONDARY_CACHE_MB = 2  # the OS page cache holds the files; this saves decoding hot blocks
+# a reader nobody has read for this long stops following its worker (no CPU while no one asks);
+# the next read catches up itself, since its reader is stale by then
+FOLLOW_IDLE_S = 1.0
 
 
 class SecondaryReader:
     """A read-only view of a worker's RocksDB that follows the primary.
 
-    Opened lazily (the worker creates the primary), it calls ``try_catch_up_with_primary`` at
-    most once per ``catch_up_ms``; reads are thread-safe.
+    Opened lazily (the worker creates the primary). While it is read, a thread of its own calls
+    ``try_catch_up_with_primary`` every ``catch_up_ms``, so a catch-up (usually a few ms, at
+    times a hundred, and it releases the GIL) never runs on a request's path. A read that finds
+    the last catch-up started more than ``stale_ms`` (twice the interval) ago, because the
+    reader was idle or its thread is starved, catches up itself first: an answer is never older
+    than that. ``catch_up_ms=0`` has no thread, and every read catches up. Reads are
+    thread-safe and take no lock once the instance is open and fresh.
 
     RocksDB's secondary keeps the entries it replayed from a WAL in its memtable, and reads look
     there first: once the primary flushes newer values of those keys and deletes that WAL, the
@@ -209,7 +218,7 @@ class SecondaryReader:
     closed at the next reopen, not at once: a request may still be reading it.
     """
 
-    def __init__(self, primary: Path, secondary: Path, catch_up_ms: float = 20.0) -> None:
+    def __init__(self, primary: Path, secondary: Path, catch_up_ms: float = CATCH_UP_MS) -> None:
         self.primary = primary
         self.secondary = secondary
         self._catch_up_s = catch_up_ms / 1000.0
@@ -218,8 +227,10 @@ class SecondaryReader:
         self._retired: tuple[Rdict, Path] | None = None
         self._opened = 0
         self._wals: frozenset[str] = frozenset()  # the primary's WAL files before the last catch-up
-        self._last = 0.0
-        self.caught_up_at = 0.0  # wall time of the last catch-up: how fresh answers are
+        self._last = 0.0  # monotonic start of the last catch-up (or open)
+        self._last_read = 0.0
+        self._follow_stop: threading.Event | None = None  # set: the follower thread ends
+        self.caught_up_at = 0.0  # wall time the last catch-up started: answers are this fresh
         self.reopened = 0  # reopens because a replayed WAL was flushed away
         self.catch_up_failures = 0  # catch-ups that failed: caught_up_at did not move
         self._failed_at = 0.0  # the last failure (a run of failures is logged once)
@@ -254,37 +265,72 @@ class SecondaryReader:
         # instance opens every table (max_open_files=-1), and a reopen briefly keeps two
         table.set_cache_index_and_filter_blocks(True)
         opts.set_block_based_table_factory(table)
+        started, wall = time.monotonic(), time.time()
         try:
             self._db = Rdict(str(self.primary), opts, access_type=AccessType.secondary(str(where)))
         except Exception as exc:
             raise StateError(f"cannot open {self.primary} as a secondary: {exc}") from exc
         self._dir, self._wals = where, wals
-        self._last = time.monotonic()
-        self.caught_up_at = time.time()
+        self._last, self.caught_up_at = started, wall
         return self._db
 
     def _fresh(self) -> Rdict:
-        with self._lock:
-            db = self._open()
-            now = time.monotonic()
-            if now - self._last >= self._catch_up_s:
-                wals = self._wal_files()
-                if self._wals - wals:  # a WAL it may have replayed was flushed and deleted
-                    self._retire()
-                    self.reopened += 1
-                    return self._open()
-                self._last = now
-                try:
-                    db.try_catch_up_with_primary()
-                except Exception as exc:  # answers stay as of the last catch-up, and say so
-                    self.catch_up_failures += 1
-                    if self.catch_up_failures == 1 or self.caught_up_at > self._failed_at:
-                        log.warning("secondary catch-up failed path=%s error=%s", self.primary, exc)
-                    self._failed_at = time.time()
-                    return db
-                self._wals = wals
-                self.caught_up_at = time.time()
+        now = self._last_read = time.monotonic()
+        db = self._db
+        if db is None or now - self._last >= 2 * self._catch_up_s:
+            with self._lock:
+                db = self._open()
+                if time.monotonic() - self._last >= 2 * self._catch_up_s:
+                    db = self._catch_up()
+        if self._follow_stop is None and self._catch_up_s > 0:
+            self._start_following()
+        return db
+
+    def _catch_up(self) -> Rdict:
+        """One catch-up, under the lock, of the open instance (or a reopen); returns the
+        instance to read."""
+        db = self._open()
+        wals = self._wal_files()
+        if self._wals - wals:  # a WAL it may have replayed was flushed and deleted
+            self._retire()
+            self.reopened += 1
+            return self._open()
+        self._last, wall = time.monotonic(), time.time()
+        try:
+            db.try_catch_up_with_primary()
+        except Exception as exc:  # answers stay as of the last catch-up, and say so
+            self.catch_up_failures += 1
+            if self.catch_up_failures == 1 or self.caught_up_at > self._failed_at:
+                log.warning("secondary catch-up failed path=%s error=%s", self.primary, exc)
+            self._failed_at = time.time()
             return db
+        self._wals = wals
+        self.caught_up_at = wall
+        return db
+
+    def _start_following(self) -> None:
+        with self._lock:
+            if self._follow_stop is not None or self._db is None:
+                return
+            stop = self._follow_stop = threading.Event()
+        name = f"weir-follow-{self.primary.name}"
+        threading.Thread(target=self._follow, args=(stop,), name=name, daemon=True).start()
+
+    def _follow(self, stop: threading.Event) -> None:
+        """Catches up every interval until ``stop`` (close) or until nobody reads."""
+        while not stop.wait(self._catch_up_s):
+            with self._lock:
+                if stop.is_set():
+                    return
+                if self._db is None or time.monotonic() - self._last_read > FOLLOW_IDLE_S:
+                    self._follow_stop = None
+                    return
+                try:
+                    self._catch_up()
+                except StateError as exc:  # a reopen failed: the next read reopens or says so
+                    log.warning("secondary reopen failed path=%s error=%s", self.primary, exc)
+                    self._follow_stop = None
+                    return
 
     def _retire(self) -> None:
         if self._retired is not None:
@@ -312,7 +358,12 @@ class SecondaryReader:
         return BoundedIter(self._fresh(), hi)
 
     def close(self) -> None:
+        """Closes the instances and stops the thread; a later read opens it all again (a
+        restarted job's reader is reused)."""
         with self._lock:
+            if self._follow_stop is not None:
+                self._follow_stop.set()
+                self._follow_stop = None
             self._retire()
             if self._retired is not None:
                 _close_secondary(*self._retired)

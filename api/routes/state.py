@@ -172,6 +172,13 @@ def etag_of(raw: bytes) -> str:
 def json_response(
     body: Any, request: Request, status: int = 200, as_of: float | None = None
 ) -> Response:
+    """``json_answer`` for a FastAPI route's request."""
+    return json_answer(body, request.headers.get("if-none-match", ""), status, as_of)
+
+
+def json_answer(
+    body: Any, if_none_match: str, status: int = 200, as_of: float | None = None
+) -> Response:
     """Serialized here (DESIGN's field order, no re-validation), with an ``ETag``: a poll whose
     ``If-None-Match`` names the current answer gets an empty 304. ``as_of`` (wall time the
     state was read as of) goes in ``X-Weir-As-Of`` (epoch ms) and ``Age``, outside the ETag."""
@@ -181,7 +188,7 @@ def json_response(
     if as_of:
         headers["X-Weir-As-Of"] = str(int(as_of * 1000))
         headers["Age"] = str(max(0, int(time.time() - as_of)))
-    if etag in request.headers.get("if-none-match", ""):
+    if etag in if_none_match:
         return Response(status_code=304, headers=headers)
     return Response(raw, status_code=status, media_type="application/json", headers=headers)
 

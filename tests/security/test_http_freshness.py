@@ -100,9 +100,13 @@ def test_as_of_moves_only_when_a_catch_up_succeeded(setup: Setup) -> None:
     client, reader = setup.client, setup.reader
     first = _as_of(client)
     wait_until(lambda: _as_of(client) > first, 5.0, what="a successful catch-up to move as-of")
-    stuck = _as_of(client)
     # the primary's MANIFEST is no longer where CURRENT points: every catch-up fails
     (setup.primary / "CURRENT").write_text("MANIFEST-999999\n")
+    # the reader's thread may have caught up once more before that: as-of stays from the
+    # first failure on
+    failed = reader.catch_up_failures
+    wait_until(lambda: reader.catch_up_failures > failed, 5.0, what="a failed catch-up")
+    stuck = _as_of(client)
     for _ in range(6):
         time.sleep(0.01)  # past catch_up_ms, so each request tries again
         assert _as_of(client) == stuck

@@ -4,6 +4,8 @@ fails clearly, SST ingest, and the secondary reader. The state backend contract 
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from rocksdict import Options, SstFileWriter
 
 from tests.support import wait_until
 from weir.engine.errors import StateError
-from weir.state import layout
+from weir.state import layout, rocksdb
 from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
 
 
@@ -134,3 +136,46 @@ def test_secondary_reader_never_keeps_a_value_the_primary_flushed_over(tmp_path:
         reader.close()
         db.close()
     assert list((tmp_path / "secondary").iterdir()) == []
+
+
+def _following(reader: SecondaryReader) -> bool:
+    return any(t.name == f"weir-follow-{reader.primary.name}" for t in threading.enumerate())
+
+
+def test_secondary_reader_catches_up_in_the_background_while_read(tmp_path: Path) -> None:
+    db = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=10)
+    try:
+        db.write({b"a": b"1"})
+        assert reader.get(b"a") == b"1"  # opens it, and its thread starts following
+        db.write({b"a": b"2"})
+        written = time.time()
+        # no read in between: only the reader's own thread can have caught up
+        wait_until(lambda: reader.caught_up_at > written, 5.0, what="a catch-up in the background")
+        assert reader.get(b"a") == b"2"
+    finally:
+        reader.close()
+        db.close()
+    wait_until(lambda: not _following(reader), 5.0, what="close to stop the thread")
+
+
+def test_a_read_after_an_idle_spell_still_sees_writes_within_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nobody reads: the thread stops. A read answers from a catch-up that started at most
+    twice the interval before it, so once that long has passed since a write, a read sees it:
+    with no thread left, by catching up itself."""
+    monkeypatch.setattr(rocksdb, "FOLLOW_IDLE_S", 0.3)
+    db = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=10)
+    try:
+        db.write({b"a": b"1"})
+        assert reader.get(b"a") == b"1" and _following(reader)
+        wait_until(lambda: not _following(reader), 5.0, what="the idle reader's thread to stop")
+        db.write({b"a": b"2"})
+        time.sleep(0.02)  # the promised bound itself: twice catch_up_ms after the write
+        assert reader.get(b"a") == b"2"
+        assert _following(reader)  # the read started it again
+    finally:
+        reader.close()
+        db.close()
