@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -147,7 +148,17 @@ class SparkWorkers:
             # master gives an application every free core unless told): other jobs fit beside
             cpus = int(self._conf.get("spark.task.cpus", "1"))
             conf = {"spark.cores.max": str(parallelism * cpus), **self._conf}
-            self._spark = cluster_session(self._master, f"weir-{job_name}", conf, self._host)
+            # PySpark's SparkContext takes SIGINT to cancel every job: the job manager would
+            # see a failed stage and restart while Ctrl-C is stopping it; weir's own handling
+            # (a graceful stop, tasks told to stop) stays in place
+            main = threading.current_thread() is threading.main_thread()
+            previous = signal.getsignal(signal.SIGINT) if main else None
+            try:
+                self._spark = cluster_session(self._master, f"weir-{job_name}", conf, self._host)
+            finally:
+                if main:
+                    signal.signal(signal.SIGINT, previous)
+            logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per thread it served
         return self._spark
 
     def _accept(self, auth: PeerAuth, links: list[TaskLink], over: threading.Event) -> None:
