@@ -1,4 +1,4 @@
-"""How every Kafka client weir makes talks to its brokers: TLS and SASL settings.
+"""How every Kafka client weir makes talks to its brokers: the client library, TLS and SASL.
 
 Each setting comes from a Kafka URL's query option or else from its ``WEIR_KAFKA_<OPTION>``
 environment variable (a URL option wins):
@@ -6,6 +6,7 @@ environment variable (a URL option wins):
 ==========================  ===================================================================
 option                      meaning
 ==========================  ===================================================================
+``client``                  confluent (default: confluent-kafka, librdkafka) or kafka-python
 ``security_protocol``       PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL
 ``ssl_cafile``              PEM file of the CA(s) that signed the brokers' certificates
                             (default: the system's trusted CAs)
@@ -22,6 +23,8 @@ option                      meaning
 ==========================  ===================================================================
 
 ``KafkaSecurity`` holds them, checked when it is made; its ``repr`` never shows a password.
+``client_kwargs`` gives kafka-python's settings and ``rdkafka_config`` librdkafka's, so both
+clients take the same options.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from typing import Any
 from weir.engine.errors import ConfigError
 from weir.engine.redact import REDACTED, redact_url
 
+CLIENTS = ("confluent", "kafka-python")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 OPTIONS = (
+    "client",
     "security_protocol",
     "ssl_cafile",
     "ssl_certfile",
@@ -65,7 +70,8 @@ def _names(option: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class KafkaSecurity:
-    """One Kafka client's TLS and SASL settings; ``KafkaSecurity()`` is plaintext."""
+    """One Kafka client's library, TLS and SASL settings; ``KafkaSecurity()`` is plaintext
+    through the default client."""
 
     protocol: str = "PLAINTEXT"
     ssl_cafile: str | None = None
@@ -76,8 +82,14 @@ class KafkaSecurity:
     sasl_mechanism: str | None = None
     sasl_username: str | None = None
     sasl_password: str | None = None
+    client: str = CLIENTS[0]
 
     def __post_init__(self) -> None:
+        if self.client not in CLIENTS:
+            raise ConfigError(
+                f"Kafka client={self.client!r} is not known; use {' or '.join(CLIENTS)} (set "
+                f"by {_names('client')})"
+            )
         if self.protocol not in PROTOCOLS:
             raise ConfigError(
                 f"Kafka security_protocol={self.protocol!r} is not known; use one of "
@@ -140,6 +152,8 @@ class KafkaSecurity:
 
     def __repr__(self) -> str:
         shown = [f"protocol={self.protocol!r}"]
+        if self.client != CLIENTS[0]:
+            shown.append(f"client={self.client!r}")
         for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile", "sasl_mechanism"):
             value = getattr(self, name)
             if value is not None:
@@ -182,10 +196,36 @@ class KafkaSecurity:
             )
         return out
 
+    def rdkafka_config(self) -> dict[str, Any]:
+        """librdkafka's settings for this security (confluent-kafka's configuration keys)."""
+        out: dict[str, Any] = {"security.protocol": self.protocol}
+        if self.tls:
+            # librdkafka's own OpenSSL does not know the system's CA store unless told to probe
+            out["ssl.ca.location"] = self.ssl_cafile or "probe"
+            out["ssl.endpoint.identification.algorithm"] = (
+                "https" if self.ssl_check_hostname else "none"
+            )
+            if self.ssl_certfile:
+                out["ssl.certificate.location"] = self.ssl_certfile
+                # a certificate file may hold its key too
+                out["ssl.key.location"] = self.ssl_keyfile or self.ssl_certfile
+            if self.ssl_key_password:
+                out["ssl.key.password"] = self.ssl_key_password
+        if self.sasl:
+            out.update(
+                {
+                    "sasl.mechanism": self.sasl_mechanism,
+                    "sasl.username": self.sasl_username,
+                    "sasl.password": self.sasl_password,
+                }
+            )
+        return out
+
     def options(self) -> dict[str, str]:
         """Every setting as URL options, secrets included: for a process that must build the
         same settings without this environment (a Spark task). Never show it."""
         raw: dict[str, Any] = {
+            "client": self.client,
             "security_protocol": self.protocol,
             "ssl_cafile": self.ssl_cafile,
             "ssl_certfile": self.ssl_certfile,
@@ -199,11 +239,14 @@ class KafkaSecurity:
         return {k: str(v) for k, v in raw.items() if v is not None}
 
     def describe(self) -> str:
-        """What ``/jobs`` may show: the protocol and mechanism, never a credential."""
-        if self.protocol == "PLAINTEXT":
-            return ""
-        mech = f"&sasl_mechanism={self.sasl_mechanism}" if self.sasl else ""
-        return f"security_protocol={self.protocol}{mech}"
+        """What ``/jobs`` may show: the client when not the default, the protocol and
+        mechanism, never a credential."""
+        shown = [] if self.client == CLIENTS[0] else [f"client={self.client}"]
+        if self.protocol != "PLAINTEXT":
+            shown.append(f"security_protocol={self.protocol}")
+        if self.sasl:
+            shown.append(f"sasl_mechanism={self.sasl_mechanism}")
+        return "&".join(shown)
 
     @classmethod
     def from_env(cls) -> KafkaSecurity:
@@ -222,6 +265,7 @@ def resolve(options: Mapping[str, str], environ: Mapping[str, str]) -> KafkaSecu
         return value if value else None
 
     protocol = (get("security_protocol") or "PLAINTEXT").strip().upper()
+    client = (get("client") or CLIENTS[0]).strip().lower()
     mechanism = get("sasl_mechanism")
     return KafkaSecurity(
         protocol=protocol,
@@ -233,6 +277,7 @@ def resolve(options: Mapping[str, str], environ: Mapping[str, str]) -> KafkaSecu
         sasl_mechanism=None if mechanism is None else mechanism.strip().upper(),
         sasl_username=get("sasl_username"),
         sasl_password=_secret(get, "sasl_password"),
+        client=client,
     )
 
 

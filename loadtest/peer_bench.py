@@ -1,6 +1,6 @@
 """weir beside a peer on the same Kafka workload, in one run (issue 10): Quix Streams 3.28 (its
 own venv, ``.bench-venvs/quix``, which ``make bench`` installs), weir at parallelism 1 and 2,
-and the bare kafka-python consume rate as the client's ceiling.
+and the bare confluent-kafka consume rate as the client's ceiling.
 
 The job on both sides: tumbling 10 s windows of count+sum of ``value`` per ad id, event time
 from ``ts``, 1 s of allowed disorder, state in RocksDB, fault tolerance on (weir: a checkpoint
@@ -62,7 +62,7 @@ def measure(
                 clock="synthetic", step=0.1, progress=False,
             )  # fmt: skip
             print(f"peer_bench: {name}: {produced['events']} events in {topic}", file=sys.stderr)
-            bare = bare_consumer(bootstrap, topic, decode=False)
+            bare = bare_consumer(bootstrap, topic, produced["events"], decode=False)
             peer = quix(quix_python, bootstrap, topic, events)
             print(f"peer_bench: {name}: Quix Streams {peer['events_per_s']} events/s",
                   file=sys.stderr)  # fmt: skip
@@ -76,7 +76,7 @@ def measure(
             best = max(w["events_per_s"] for w in weir.values())
             out[name] = {
                 "keys": keys,
-                "bare_kafka_python_events_per_s": bare["events_per_s"],
+                "bare_confluent_events_per_s": bare["events_per_s"],
                 "quix_streams": peer,
                 "weir": weir,
                 "weir_best_over_quix": round(best / peer["events_per_s"], 1),

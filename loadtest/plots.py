@@ -90,7 +90,7 @@ def checkpoints(sync_phase: dict[str, Any], path: Path) -> None:
 
 
 def peers(peer: dict[str, Any], path: Path) -> None:
-    """weir p1/p2, Quix Streams and the bare kafka-python client per key count."""
+    """weir p1/p2, Quix Streams and the bare confluent-kafka client per key count."""
     names = [n for n in ("10k_keys", "1m_keys") if n in peer]
     series = {
         "Quix Streams 3.28 (partition closing)": [
@@ -98,7 +98,7 @@ def peers(peer: dict[str, Any], path: Path) -> None:
         ],
         "weir p=1": [peer[n]["weir"]["p1"]["events_per_s"] for n in names],
         "weir p=2": [peer[n]["weir"]["p2"]["events_per_s"] for n in names],
-        "bare kafka-python consumer": [peer[n]["bare_kafka_python_events_per_s"] for n in names],
+        "bare confluent-kafka consumer": [peer[n]["bare_confluent_events_per_s"] for n in names],
     }
     with _figure(path, "Kafka tumbling count+sum per key: weir beside Quix Streams") as ax:
         width = 0.8 / len(series)

@@ -6,8 +6,10 @@ Each record is one JSON message. Window results are keyed by the job key, so a t
 on the key keeps the latest value of each key's windows, and a consumer can upsert on
 ``(key, start, end)``. Dead letters and late records have no job key and go unkeyed.
 
-Delivery is at-least-once. The producer waits for every in-sync replica (``acks=all``) and is
-idempotent (a retried batch is written once). Every send's result is kept; ``flush`` (the
+Delivery is at-least-once, through either client library (``client=confluent``, the default,
+or ``client=kafka-python``: ``kafka_producers.py``). The producer waits for every in-sync
+replica (``acks=all``) and is idempotent (a retried batch is written once). Every send's result
+is kept; ``flush`` (the
 worker's periodic flush, and the one before it acknowledges a checkpoint's barrier) waits for
 all of them and raises ``SinkError`` if any was not delivered within ``delivery_timeout_ms``
 (default 120 000, the producer's own retries included). The worker then fails, and the job
@@ -29,13 +31,11 @@ from weir.engine.errors import ConfigError, SinkError, SourceError
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, check_netloc, security_of
 from weir.engine.redact import redact_url
-from weir.engine.sources.kafka import connect
+from weir.engine.sinks.kafka_producers import DeliveryFailed, producer
 
 log = logging.getLogger(__name__)
 
 DELIVERY_TIMEOUT_MS = 120_000
-REQUEST_TIMEOUT_MS = 15_000
-LINGER_MS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,16 +51,14 @@ class KafkaSink:
 
     def prepare(self) -> None:
         """A topic is never truncated; this checks the broker is reachable instead."""
-        from kafka import KafkaConsumer
+        from weir.engine.sources.kafka import KafkaSource
 
         try:
-            consumer = connect(
-                KafkaConsumer, f"sink topic {self.topic}", self.bootstrap, self.security,
-                enable_auto_commit=False,
-            )  # fmt: skip
+            KafkaSource(self.bootstrap, self.topic, security=self.security).reachable(
+                f"sink topic {self.topic}"
+            )
         except SourceError as exc:
             raise SinkError(str(exc)) from None
-        consumer.close()
 
     def open(self) -> KafkaSinkWriter:
         return KafkaSinkWriter(self)
@@ -68,67 +66,31 @@ class KafkaSink:
 
 class KafkaSinkWriter:
     def __init__(self, spec: KafkaSink) -> None:
-        from kafka import KafkaProducer
-
         self._spec = spec
-        self._futures: list[Any] = []
-        request_ms = min(REQUEST_TIMEOUT_MS, spec.delivery_timeout_ms - LINGER_MS)
         try:
-            self._producer = connect(
-                KafkaProducer,
-                f"sink topic {spec.topic}",
-                spec.bootstrap,
-                spec.security,
-                linger_ms=LINGER_MS,
-                batch_size=256 * 1024,
-                acks="all",
-                enable_idempotence=True,
-                delivery_timeout_ms=spec.delivery_timeout_ms,
-                request_timeout_ms=request_ms,
-                max_block_ms=spec.delivery_timeout_ms,
+            self._producer = producer(
+                spec.bootstrap, spec.security, spec.topic, spec.delivery_timeout_ms
             )
         except SourceError as exc:
             raise SinkError(str(exc)) from None
 
     def write(self, records: list[dict[str, Any]]) -> None:
-        from kafka.errors import KafkaError
-
         send = self._producer.send
         dumps = orjson.dumps
         opt = orjson.OPT_NON_STR_KEYS
-        keep = self._futures.append
         try:
             for r in records:
                 key = r.get("key") if isinstance(r, dict) else None
-                value = dumps(r, default=str, option=opt)
-                keep(
-                    send(
-                        self._spec.topic,
-                        key=None if key is None else str(key).encode(),
-                        value=value,
-                    )
-                )
-        except KafkaError as exc:  # the buffer stayed full past max_block_ms: no broker answer
-            raise self._error(f"a send failed: {type(exc).__name__}: {exc}") from None
+                send(None if key is None else str(key).encode(), dumps(r, default=str, option=opt))
+        except DeliveryFailed as exc:
+            raise self._error(str(exc)) from None
 
     def flush(self) -> None:
         """Wait for every result sent so far; raise if any was not delivered."""
-        from kafka.errors import KafkaTimeoutError
-
-        futures, self._futures = self._futures, []
-        if not futures:
-            return
         try:
-            self._producer.flush(timeout=self._spec.delivery_timeout_ms / 1000.0 + 5.0)
-        except KafkaTimeoutError as exc:
-            raise self._error(f"{len(futures)} results not acknowledged in time: {exc}") from None
-        failed = [f for f in futures if f.failed()]
-        if failed:
-            first = failed[0].exception
-            raise self._error(
-                f"{len(failed)} of {len(futures)} results were not delivered "
-                f"({type(first).__name__}: {first})"
-            )
+            self._producer.flush()
+        except DeliveryFailed as exc:
+            raise self._error(str(exc)) from None
 
     def _error(self, what: str) -> SinkError:
         spec = self._spec
@@ -142,7 +104,7 @@ class KafkaSinkWriter:
         try:
             self.flush()
         finally:
-            self._producer.close(timeout=10)
+            self._producer.close()
 
 
 def from_url_parts(netloc: str, path: str, url: str, options: dict[str, str]) -> KafkaSink:

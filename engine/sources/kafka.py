@@ -24,96 +24,63 @@ answers but refuses the client's TLS or SASL fails at once, naming what to fix
 from __future__ import annotations
 
 import logging
-import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
 from weir.engine.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity, check_netloc
 from weir.engine.sources.base import SourceBatch
+from weir.engine.sources.kafka_connect import connect as connect
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 60.0
-CONNECT_BACKOFF_S = 0.5
+
+class PartitionConsumer(Protocol):
+    """One partition through one client library (``kafka_confluent``, ``kafka_python``)."""
+
+    def start_at(self, offset: int | None, start: str) -> int:
+        """Position at ``offset``, else by the ``start`` mode; the offset it starts at."""
+        ...
+
+    def poll(
+        self, max_records: int, timeout_ms: int, lean: bool, stop: int | None
+    ) -> tuple[list[Any], int]:
+        """Up to ``max_records`` records before ``stop``, in offset order (their values when
+        ``lean``, else whole records), and the offset after the last (-1 when none)."""
+        ...
+
+    def highwater(self) -> int | None: ...
+
+    def position(self) -> int:
+        """The offset the client will read next (-1 when it does not know)."""
+        ...
+
+    def commit(self, offset: int) -> None: ...
+
+    def close(self) -> None: ...
 
 
-def _client_kwargs(bootstrap: str, security: KafkaSecurity) -> dict[str, Any]:
-    return {
-        "bootstrap_servers": bootstrap,
-        "request_timeout_ms": 15_000,
-        "reconnect_backoff_ms": 100,
-        "reconnect_backoff_max_ms": 2_000,
-        **security.client_kwargs(),
-    }
+class Library(NamedTuple):
+    """What the source asks of a client library."""
+
+    partitions: Callable[..., set[int] | None]
+    offset_bounds: Callable[[str, KafkaSecurity, str, list[int], float], dict[int, tuple[int, int]]]
+    partition: Callable[..., PartitionConsumer]
 
 
-def _check_broker(bootstrap: str, security: KafkaSecurity, what: str, first: bool) -> None:
-    """Raise when the broker refuses this client's TLS or SASL: retrying would not heal it.
+def _client(security: KafkaSecurity) -> Library:
+    """The client library ``security`` names, imported only when used."""
+    if security.client == "kafka-python":
+        from weir.engine.sources import kafka_python as py
 
-    A TLS client is checked before its first attempt too (once per process and settings):
-    kafka-python's TLS handshake has no timeout, so a plaintext listener that waits for more
-    bytes instead of closing would hold the attempt for ever."""
-    from weir.engine.sources.kafka_diagnose import diagnose
+        return Library(py.partitions, py.offset_bounds, py.PythonPartition)
+    from weir.engine.sources import kafka_confluent as ck
 
-    key = (bootstrap, security)
-    if first and (not security.tls or key in _CHECKED):
-        return
-    reason = diagnose(bootstrap, security)
-    if reason is not None:
-        raise SourceError(f"{reason} (connecting for {what})")
-    if first:
-        _CHECKED.add(key)
-
-
-_CHECKED: set[tuple[str, KafkaSecurity]] = set()
-
-
-def connect(factory: Any, what: str, bootstrap: str, security: KafkaSecurity, **kwargs: Any) -> Any:
-    """Build a kafka-python client, retrying with exponential backoff while no broker answers,
-    for up to ``WEIR_KAFKA_CONNECT_TIMEOUT_S`` seconds (default 60). A broker that answers but
-    refuses this client's TLS or SASL fails at once, naming what to check."""
-    from kafka.errors import KafkaConfigurationError, KafkaError
-
-    budget = float(os.environ.get("WEIR_KAFKA_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
-    deadline = time.monotonic() + budget
-    delay = CONNECT_BACKOFF_S
-    _check_broker(bootstrap, security, what, first=True)
-    attempt = 0
-    while True:
-        attempt += 1
-        # each attempt waits at most half the budget left, so there is time to retry
-        left_ms = (deadline - time.monotonic()) * 1000
-        per_attempt = int(max(500, min(5_000, left_ms / 2)))
-        try:
-            # kwargs may override the defaults (a sink's request timeout fits its delivery one)
-            return factory(
-                **{**_client_kwargs(bootstrap, security), **kwargs},
-                bootstrap_timeout_ms=per_attempt,
-            )
-        except KafkaConfigurationError:
-            raise
-        except KafkaError as exc:
-            _check_broker(bootstrap, security, what, first=False)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise SourceError(
-                    f"cannot reach the Kafka broker at {bootstrap} for {what} "
-                    f"({type(exc).__name__} after {attempt} attempts in {budget:g} s); check the "
-                    "host:port in the URL and that the broker is up"
-                ) from None
-            log.warning(
-                "kafka broker %s unreachable for %s (attempt %d); retrying in %.1f s",
-                bootstrap,
-                what,
-                attempt,
-                min(delay, left),
-            )
-            time.sleep(min(delay, left))
-            delay = min(delay * 2, 8.0)
+    return Library(ck.partitions, ck.offset_bounds, ck.ConfluentPartition)
 
 
 def url_parts(url: str) -> tuple[str, str, dict[str, str]] | None:
@@ -164,16 +131,7 @@ class KafkaSource:
         return f"kafka://{self.bootstrap}/{self.topic}?{query}"
 
     def partitions(self) -> list[int]:
-        from kafka import KafkaConsumer
-
-        consumer = connect(
-            KafkaConsumer, f"topic {self.topic}", self.bootstrap, self.security,
-            enable_auto_commit=False,
-        )  # fmt: skip
-        try:
-            found = consumer.partitions_for_topic(self.topic)
-        finally:
-            consumer.close()
+        found = _client(self.security).partitions(self.bootstrap, self.security, self.topic)
         if not found:
             raise SourceError(
                 f"Kafka topic {self.topic!r} does not exist on {self.bootstrap}; create it first "
@@ -181,38 +139,16 @@ class KafkaSource:
             )
         return sorted(found)
 
+    def reachable(self, what: str) -> None:
+        """Raise ``SourceError`` unless a broker answers this client (retried for a while)."""
+        _client(self.security).partitions(self.bootstrap, self.security, self.topic, what)
+
     def offset_bounds(self, timeout_s: float = 15.0) -> dict[int, tuple[int, int]]:
         """Each partition's first offset and its end: the high watermark a first fetch reports
         (some brokers, Tansu among them, answer ListOffsets(latest) wrongly)."""
-        from kafka import KafkaConsumer, TopicPartition
-        from kafka.errors import KafkaError
-
-        tps = [TopicPartition(self.topic, p) for p in self.partitions()]
-        consumer = connect(
-            KafkaConsumer, f"topic {self.topic}", self.bootstrap, self.security,
-            enable_auto_commit=False, fetch_max_wait_ms=50, max_partition_fetch_bytes=1024,
-        )  # fmt: skip
-        try:
-            consumer.assign(tps)
-            first = consumer.beginning_offsets(tps)
-            for tp in tps:
-                consumer.seek(tp, first[tp])
-            deadline = time.monotonic() + timeout_s
-            while any(consumer.highwater(tp) is None for tp in tps):
-                if time.monotonic() > deadline:
-                    raise SourceError(
-                        f"Kafka topic {self.topic!r} on {self.bootstrap}: partitions did not "
-                        f"report their end offsets in {timeout_s:g} s"
-                    )
-                consumer.poll(timeout_ms=50, max_records=1)
-            return {tp.partition: (int(first[tp]), int(consumer.highwater(tp))) for tp in tps}
-        except KafkaError as exc:
-            raise SourceError(
-                f"Kafka topic {self.topic!r} on {self.bootstrap}: cannot read its offsets "
-                f"({type(exc).__name__}: {exc})"
-            ) from None
-        finally:
-            consumer.close()
+        return _client(self.security).offset_bounds(
+            self.bootstrap, self.security, self.topic, self.partitions(), timeout_s
+        )
 
     def splits(self, parallelism: int = 1) -> list[str]:
         return [f"{self.topic}/{p}" for p in self.partitions()]
@@ -221,8 +157,8 @@ class KafkaSource:
         self, split: str, offset: Any = None, stop: int | None = None, lean: bool = True
     ) -> KafkaReader:
         """A reader of ``split`` from ``offset`` (else by ``start``); with ``stop``, it ends
-        before that offset (the backfill's fixed ranges). ``lean=False`` keeps kafka-python's
-        whole records (key, headers, timestamp) even without ``metadata``."""
+        before that offset (the backfill's fixed ranges). ``lean=False`` keeps whole records
+        (key, headers, timestamp) even without ``metadata``."""
         topic, _, part = split.rpartition("/")
         return KafkaReader(self, topic, int(part), offset, stop, lean)
 
@@ -230,7 +166,8 @@ class KafkaSource:
 def records_with_metadata(msgs: list[Any]) -> list[Any]:
     """Records (``metadata=true``): each value decoded as a JSON object (else
     ``{"_value": text}``), with ``"_kafka": {"key", "headers", "timestamp", "partition",
-    "offset"}``. ``msgs`` are kafka-python records or anything with their attributes."""
+    "offset"}``. ``msgs`` are whole records (``KafkaRecord``, kafka-python's
+    ``ConsumerRecord``) or anything with their attributes."""
     out: list[Any] = []
     for m in msgs:
         try:
@@ -250,16 +187,8 @@ def records_with_metadata(msgs: list[Any]) -> list[Any]:
     return out
 
 
-def _first(record: tuple[int, bytes | None]) -> int:
-    return record[0]
-
-
-def _offset(record: Any) -> int:
-    return int(record.offset)
-
-
 class KafkaReader:
-    """One partition: a consumer assigned to it alone, positioned at the checkpoint's offset or
+    """One partition: a client assigned to it alone, positioned at the checkpoint's offset or
     by the ``start`` mode, and bounded by ``stop`` or by ``end=latest``."""
 
     def __init__(
@@ -271,58 +200,25 @@ class KafkaReader:
         stop: int | None = None,
         lean: bool = True,
     ) -> None:
-        from kafka import KafkaConsumer, TopicPartition
-
         self._spec = spec
         self._split = f"{topic}/{partition}"
-        self._tp = TopicPartition(topic, partition)
-        self._consumer = connect(
-            KafkaConsumer,
-            f"partition {self._split}",
-            spec.bootstrap,
-            spec.security,
-            group_id=spec.group,
-            enable_auto_commit=False,
-            fetch_max_bytes=spec.fetch_max_bytes,
-            max_partition_fetch_bytes=spec.max_partition_fetch_bytes,
-            fetch_max_wait_ms=50,
-            session_timeout_ms=6_000,
-        )
-        # without metadata only values are read: the lean record path (kafka_records.py)
+        self._consumer: PartitionConsumer = _client(spec.security).partition(
+            spec.bootstrap, spec.security, topic, partition, spec.group,
+            spec.fetch_max_bytes, spec.max_partition_fetch_bytes,
+        )  # fmt: skip
+        # without metadata only values are read
         self._lean = lean and not spec.metadata
-        self._offset_of = _first if self._lean else _offset
-        if self._lean:
-            from weir.engine.sources import kafka_records
-
-            kafka_records.lean(self._consumer)
-        self._consumer.assign([self._tp])
-        self._next = self._position(offset)
+        try:
+            self._next = self._consumer.start_at(
+                None if offset is None else int(offset), spec.start
+            )
+        except BaseException:
+            self._consumer.close()
+            raise
         self._stop_at: int | None = stop
         self._empty_polls = 0
         self._highwater: int | None = None
         self._opened = time.monotonic()
-
-    def _position(self, offset: Any) -> int:
-        c, tp, start = self._consumer, self._tp, self._spec.start
-        if offset is not None:
-            c.seek(tp, int(offset))
-        elif start == "earliest":
-            c.seek_to_beginning(tp)
-        elif start == "latest":
-            c.seek_to_end(tp)
-        elif start == "committed":
-            committed = c.committed(tp)
-            if committed is None:
-                c.seek_to_beginning(tp)
-            else:
-                c.seek(tp, committed)
-        else:
-            found = c.offsets_for_times({tp: int(start)}).get(tp)
-            if found is None:
-                c.seek_to_end(tp)
-            else:
-                c.seek(tp, found.offset)
-        return int(c.position(tp))
 
     def read_batch(self, max_records: int) -> SourceBatch:
         msgs = self.read_messages(max_records)
@@ -331,15 +227,15 @@ class KafkaReader:
         if not msgs:
             return SourceBatch([], decoded=False, offsets=self._offsets())
         if self._lean:
-            return SourceBatch([m[1] for m in msgs], decoded=False, offsets=self._offsets())
+            return SourceBatch(msgs, decoded=False, offsets=self._offsets())
         if self._spec.metadata:
             return SourceBatch(records_with_metadata(msgs), decoded=True, offsets=self._offsets())
         return SourceBatch([m.value for m in msgs], decoded=False, offsets=self._offsets())
 
     def read_messages(self, max_records: int) -> list[Any] | None:
-        """The next records, in offset order: kafka-python's, or ``(offset, value)`` pairs from
-        a lean reader; ``[]`` when none arrived in this poll, ``None`` once a bounded reader
-        reached its end."""
+        """The next records, in offset order: whole records (``KafkaRecord`` attributes), or
+        values from a lean reader; ``[]`` when none arrived in this poll, ``None`` once a
+        bounded reader reached its end."""
         stop = self._stop_at
         if stop is not None and self._next >= stop:
             return None
@@ -347,30 +243,33 @@ class KafkaReader:
         if stop is not None:
             limit = min(limit, stop - self._next)
         wait = 0 if self._empty_polls == 0 else 20
-        msgs: list[Any] = self._consumer.poll(timeout_ms=wait, max_records=limit).get(self._tp, [])
-        self._highwater = self._consumer.highwater(self._tp)
+        msgs, after = self._consumer.poll(limit, wait, self._lean, stop)
+        self._highwater = self._consumer.highwater()
         if self._spec.end == "latest" and stop is None:
-            # the end is the high watermark of the first fetch response: some brokers (Tansu
-            # among them) answer ListOffsets(latest) wrongly
-            if self._highwater is None:
-                if time.monotonic() - self._opened > 15.0:
-                    raise SourceError(
-                        f"Kafka partition {self._split} did not report its end offset in 15 s"
-                    )
-            else:
-                self._stop_at = stop = int(self._highwater)
-        if stop is not None and msgs and self._offset_of(msgs[-1]) >= stop:
-            msgs = [m for m in msgs if self._offset_of(m) < stop]
+            # what this poll returned came from fetches that reported this end or a lower one
+            stop = self._end_of_first_fetch()
         if not msgs:
             self._empty_polls += 1
             if stop is not None:
-                # transaction markers take offsets that no record has: the consumer's position
+                # transaction markers take offsets that no record has: the client's position
                 # moves past them, so a range that ends with one still ends
-                self._next = max(self._next, min(stop, int(self._consumer.position(self._tp))))
+                self._next = max(self._next, min(stop, self._consumer.position()))
             return []
         self._empty_polls = 0
-        self._next = self._offset_of(msgs[-1]) + 1
+        self._next = after
         return msgs
+
+    def _end_of_first_fetch(self) -> int | None:
+        """The end is the high watermark of the first fetch response: some brokers (Tansu
+        among them) answer ListOffsets(latest) wrongly."""
+        if self._highwater is None:
+            if time.monotonic() - self._opened > 15.0:
+                raise SourceError(
+                    f"Kafka partition {self._split} did not report its end offset in 15 s"
+                )
+            return None
+        self._stop_at = self._highwater
+        return self._stop_at
 
     def _offsets(self) -> dict[str, Any]:
         return {self._split: self._next}
@@ -388,13 +287,11 @@ class KafkaReader:
         """Commit a completed checkpoint's offset to the group (for lag monitoring only)."""
         if not self._spec.group:
             return
-        from kafka.structs import OffsetAndMetadata
-
         try:
-            self._consumer.commit({self._tp: OffsetAndMetadata(int(offset), "", -1)})
+            self._consumer.commit(int(offset))
         except Exception as exc:  # noqa: BLE001 - monitoring only: never fails the job
             log.warning("commit of %s offset %s to group %s failed: %s", self._split, offset,
                         self._spec.group, exc)  # fmt: skip
 
     def close(self) -> None:
-        self._consumer.close(autocommit=False)
+        self._consumer.close()

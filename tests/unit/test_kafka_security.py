@@ -158,3 +158,47 @@ def test_errors_about_a_url_never_show_its_secrets() -> None:
     with pytest.raises(ConfigError, match=r"unknown option 'acks'") as err:
         parse_kafka_url(f"kafka://h:9093/t?acks=1&sasl_password={SECRET}")
     assert SECRET not in str(err.value)
+
+
+def test_the_client_library_is_an_option_validated_by_name() -> None:
+    """``client`` picks the library (confluent by default), from the URL over WEIR_KAFKA_CLIENT;
+    a Spark task gets it through ``options()``; ``/jobs`` shows it when not the default."""
+    assert KafkaSecurity().client == "confluent"
+    got = resolve({}, {"WEIR_KAFKA_CLIENT": "Kafka-Python"})
+    assert got.client == "kafka-python" and resolve(got.options(), {}) == got
+    assert resolve({"client": "confluent"}, {"WEIR_KAFKA_CLIENT": "kafka-python"}).client == (
+        "confluent"
+    )
+    assert got.describe() == "client=kafka-python" and "client='kafka-python'" in repr(got)
+    with pytest.raises(
+        ConfigError,
+        match=r"client='aiokafka' is not known; use confluent or "
+        r"kafka-python \(set by client \(URL option\) or WEIR_KAFKA_CLIENT\)",
+    ):
+        resolve({}, {"WEIR_KAFKA_CLIENT": "aiokafka"})
+    with pytest.raises(ConfigError, match=r"client='x'.*WEIR_KAFKA_CLIENT"):
+        sources.from_url("kafka://h:9092/t?client=x")
+
+
+def test_what_librdkafka_is_given(pem: Path, tmp_path: Path) -> None:
+    """The same settings as kafka-python's, in librdkafka's names."""
+    both = tmp_path / "client.pem"  # a certificate file that holds its key too
+    both.write_text("-----BEGIN CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\n")
+    sec = KafkaSecurity(
+        "SASL_SSL", ssl_cafile=str(pem), ssl_certfile=str(both), ssl_key_password=SECRET,
+        ssl_check_hostname=False, sasl_mechanism="SCRAM-SHA-512", sasl_username="u",
+        sasl_password=SECRET,
+    )  # fmt: skip
+    assert sec.rdkafka_config() == {
+        "security.protocol": "SASL_SSL", "ssl.ca.location": str(pem),
+        "ssl.endpoint.identification.algorithm": "none",
+        "ssl.certificate.location": str(both), "ssl.key.location": str(both),
+        "ssl.key.password": SECRET, "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "u",
+        "sasl.password": SECRET,
+    }  # fmt: skip
+    # no CA file: librdkafka's own OpenSSL probes the system's CA paths
+    assert KafkaSecurity("SSL").rdkafka_config() == {
+        "security.protocol": "SSL", "ssl.ca.location": "probe",
+        "ssl.endpoint.identification.algorithm": "https",
+    }  # fmt: skip
+    assert KafkaSecurity().rdkafka_config() == {"security.protocol": "PLAINTEXT"}
