@@ -71,6 +71,16 @@ def place(
         servers.stop_all()
 
 
+@pytest.fixture(autouse=True)
+def _stopped_after(place: Place) -> Iterator[None]:
+    """Every run a test starts ends with it, pass or fail: a driver left running would hold
+    the cluster's two cores, and the next test's stage would never get its slots."""
+    before = len(place.servers.started)
+    yield
+    for server in place.servers.started[before:]:
+        server.stop()
+
+
 def _job(place: Place, name: str, spec: Spec, lines: list[str], slow: bool = False) -> Path:
     src = write_lines(place.root / f"{name}.jsonl", lines)
     path = place.root / f"{name}.py"

@@ -333,3 +333,47 @@ def test_metadata_records_each_file_outputs_offset(tmp_path: Path) -> None:
     for worker in (0, 1):
         h.coordinator.acknowledge(worker, CheckpointAck(n, _snapshot(worker)))
     assert h.coordinator.storage.metadata(n)["outputs"] == {"/out/results.jsonl": 1234}
+
+
+def test_a_declined_final_checkpoint_is_taken_again(tmp_path: Path) -> None:
+    """A finished job's end state needs a checkpoint (file outputs past the last one are held
+    until one completes): a worker still uploading the previous one declines the final one,
+    which is then taken again an interval later, a bounded number of times in all."""
+    h = Harness(tmp_path, checkpoint_interval_ms=50)
+    co = h.coordinator
+
+    def final_trigger(after: int) -> int:
+        def trigger() -> int | None:
+            co.tick(ready=True, finished=True)
+            ids = [m.checkpoint for m in h.sent if isinstance(m, TriggerCheckpoint)]
+            return ids[-1] if ids and ids[-1] > after else None
+
+        return wait_until(trigger, timeout=10, interval=0.01, what="a final checkpoint")
+
+    first = final_trigger(0)
+    co.decline(1, CheckpointDecline(first, "checkpoint 0's upload is still running"))
+    assert not co.final_settled()  # --exit-at-end waits for the retry
+    again = final_trigger(first)
+    co.acknowledge(0, CheckpointAck(again, _snapshot(0)))
+    co.acknowledge(1, CheckpointAck(again, _snapshot(1)))
+    assert co.last_checkpoint == again and co.final_settled()
+    co.tick(ready=True, finished=True)
+    assert [m for m in h.sent if isinstance(m, TriggerCheckpoint)][-1].checkpoint == again
+
+
+def test_a_final_checkpoint_that_keeps_failing_settles_after_its_attempts(tmp_path: Path) -> None:
+    from weir.engine.runtime.control.coordinator import FINAL_ATTEMPTS
+
+    h = Harness(tmp_path, checkpoint_interval_ms=10)
+    co = h.coordinator
+    for _ in range(FINAL_ATTEMPTS):
+        assert not co.final_settled()
+
+        def trigger() -> int | None:
+            co.tick(ready=True, finished=True)
+            return None if co.pending is None else co.pending.id
+
+        n = wait_until(trigger, timeout=10, interval=0.005, what="a final checkpoint")
+        co.decline(0, CheckpointDecline(n, "no space"))
+    assert co.final_settled()  # the job may end, saying why its last checkpoint failed
+    assert co.problem is not None and "no space" in co.problem

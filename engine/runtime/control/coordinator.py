@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 RECENT = 100  # completed checkpoints kept in memory for the API
 STOP_GRACE_S = 5.0  # how much longer than its deadline a stop's caller waits for the monitor
+FINAL_ATTEMPTS = 5  # a finished job's final checkpoint, declined or failed, is taken again
 
 
 class CheckpointState(Enum):
@@ -189,6 +190,8 @@ class CheckpointCoordinator:
         self._savepoints: list[SavepointWaiter] = []
         self._lock = threading.Lock()  # guards ``_savepoints`` (API threads add to it)
         self._final_triggered = False
+        self._final_id: int | None = None  # the final checkpoint's id, once triggered
+        self._final_attempts = 0
         self._closed = False  # the job is ending: no savepoint will complete
         self._holds = 0  # live backfills ingesting: no checkpoint may begin (guarded by _lock)
 
@@ -298,7 +301,13 @@ class CheckpointCoordinator:
                 self.abort(why)
             return
         periodic = self.enabled and time.monotonic() >= self._next_trigger
-        final = finished and self.enabled and not self._final_triggered
+        # a retried final checkpoint waits the interval, as a periodic one after a failure
+        final = (
+            finished
+            and self.enabled
+            and not self._final_triggered
+            and (self._final_attempts == 0 or now >= self._next_trigger)
+        )
         if final:
             periodic = True
         elif finished:
@@ -307,6 +316,8 @@ class CheckpointCoordinator:
             return
         if self._trigger() and final:
             self._final_triggered = True  # not before: a backfill's hold defers it to a later tick
+            self._final_attempts += 1
+            self._final_id = self._next_id - 1
 
     def hold(self, timeout_s: float, stopping: threading.Event) -> None:
         """Begin no checkpoint until ``release``, and return once none is in flight (a live
@@ -417,6 +428,11 @@ class CheckpointCoordinator:
         pending.abort(why)
         self._broadcast(CheckpointAborted(pending.id))  # sources it stopped read again
         self._next_trigger = time.monotonic() + self._cfg.checkpoint_interval_ms / 1000.0
+        if pending.id == self._final_id and self._final_attempts < FINAL_ATTEMPTS:
+            # the end state still has no checkpoint, and file outputs past the last one are
+            # held until one completes: take it again (a worker still uploading the previous
+            # checkpoint declines, and is done a moment later)
+            self._final_triggered = False
 
     def close(self, why: str) -> None:
         """The job is ending: every savepoint asked for, begun or not, fails with ``why``."""
@@ -443,4 +459,5 @@ class CheckpointCoordinator:
         if pending is not None:
             pending.abort("the workers restarted after a failure (see the job's log)")
         self._final_triggered = False
+        self._final_id, self._final_attempts = None, 0
         self._next_trigger = time.monotonic() + self._cfg.checkpoint_interval_ms / 1000.0

@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from weir.engine.errors import WeirError, WorkerFailed
+from weir.engine.errors import WorkerFailed
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.messages import Failed, FromWorker, ToWorker, WorkerLink
+from weir.engine.runtime.control.workers import last_words, send_all
+from weir.engine.runtime.messages import FromWorker, ToWorker, WorkerLink
 from weir.engine.runtime.task import peerauth
 from weir.engine.runtime.task.acceptor import Acceptor, Stopped
 from weir.engine.runtime.task.peerauth import PeerAuth
@@ -147,7 +149,17 @@ class SparkWorkers:
             # master gives an application every free core unless told): other jobs fit beside
             cpus = int(self._conf.get("spark.task.cpus", "1"))
             conf = {"spark.cores.max": str(parallelism * cpus), **self._conf}
-            self._spark = cluster_session(self._master, f"weir-{job_name}", conf, self._host)
+            # PySpark's SparkContext takes SIGINT to cancel every job: the job manager would
+            # see a failed stage and restart while Ctrl-C is stopping it; weir's own handling
+            # (a graceful stop, tasks told to stop) stays in place
+            main = threading.current_thread() is threading.main_thread()
+            previous = signal.getsignal(signal.SIGINT) if main else None
+            try:
+                self._spark = cluster_session(self._master, f"weir-{job_name}", conf, self._host)
+            finally:
+                if main:
+                    signal.signal(signal.SIGINT, previous)
+            logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per thread it served
         return self._spark
 
     def _accept(self, auth: PeerAuth, links: list[TaskLink], over: threading.Event) -> None:
@@ -191,21 +203,12 @@ class SparkWorkers:
         return False  # a task ends when told to; anything else is a failure to restart from
 
     def broadcast(self, msg: ToWorker) -> None:
-        for link in self.links:
-            try:
-                link.send(msg)
-            except OSError:
-                pass  # a task that is gone: its lost connection is noticed
+        send_all(self.links, msg)
 
     def failure_reason(self, index: int) -> str:
-        link = self.links[index]
-        try:
-            while link.poll(0):
-                msg = link.receive()
-                if isinstance(msg, Failed):
-                    return msg.reason
-        except (EOFError, OSError, WeirError):
-            pass
+        said = last_words(self.links[index])
+        if said is not None:
+            return said
         self._stage_done.wait(5.0)  # Spark says why the stage failed a moment after
         if self._stage_error is not None:
             return f"the barrier stage failed: {self._stage_error}"

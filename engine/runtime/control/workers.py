@@ -69,6 +69,26 @@ class WorkerGroup(Protocol):
         ...
 
 
+def send_all(links: Sequence[Link], msg: ToWorker) -> None:
+    for link in links:
+        try:
+            link.send(msg)
+        except OSError:
+            pass  # a worker that is gone: the job manager notices it on its own
+
+
+def last_words(link: Link) -> str | None:
+    """The reason a worker gave in its ``Failed`` message, if it sent one before it went."""
+    try:
+        while link.poll(0):
+            msg = link.receive()
+            if isinstance(msg, Failed):
+                return msg.reason
+    except (EOFError, OSError, MessageError):
+        pass
+    return None
+
+
 def worker_group(cfg: RunConfig) -> WorkerGroup:
     """The job's workers: a barrier stage on the Spark cluster ``cfg.master``, else local
     processes."""
@@ -114,11 +134,7 @@ class WorkerProcesses:
         return self.procs[index].exitcode == 0 and self.failure_reason(index).startswith("process")
 
     def broadcast(self, msg: ToWorker) -> None:
-        for link in self.links:
-            try:
-                link.send(msg)
-            except OSError:
-                pass  # a worker that is gone: the job manager's monitor notices its process
+        send_all(self.links, msg)
 
     def join(self, timeout_s: float) -> None:
         """Wait for every worker to exit; terminate those still running at the deadline."""
@@ -142,15 +158,9 @@ class WorkerProcesses:
 
     def failure_reason(self, index: int) -> str:
         """What worker ``index`` said before it exited, else how it exited."""
-        link, proc = self.links[index], self.procs[index]
-        try:
-            while link.poll(0):
-                msg = link.receive()
-                if isinstance(msg, Failed):
-                    return msg.reason
-        except (EOFError, OSError, MessageError):
-            pass
-        return f"process {proc.pid} exited with code {proc.exitcode}"
+        proc = self.procs[index]
+        said = last_words(self.links[index])
+        return said or f"process {proc.pid} exited with code {proc.exitcode}"
 
     def root_cause(self, failure: WorkerFailed, wait_s: float = 1.0) -> WorkerFailed:
         """A survivor that lost a peer reports first; the peer that died is the cause. Its
