@@ -246,13 +246,13 @@ class _Simulation:
 
     def _session(self, key: str, t: int, v: int | float, wm: int | None, rec: Any) -> None:
         """Sessions, by definition: the record's window [t, t+gap) absorbs every live session
-        of the key it overlaps (events strictly closer than the gap); lateness is judged on the
-        merged session."""
+        of the key it overlaps or touches (Flink's ``TimeWindow.intersects``: events at most the
+        gap apart are one session); lateness is judged on the merged session."""
         spec = self.spec
         assert spec.gap is not None
         live = self.sessions.setdefault(key, [])
         lo, hi = t, t + spec.gap
-        overlapping = [s for s in live if s.start < hi and lo < s.end]
+        overlapping = [s for s in live if s.start <= hi and lo <= s.end]
         start = min([lo] + [s.start for s in overlapping])
         end = max([hi] + [s.end for s in overlapping])
         if wm is not None and end - 1 + spec.lateness <= wm:

@@ -56,3 +56,31 @@ def test_a_key_seen_once_is_purged_on_time(tmp_path: Path, spec: Spec) -> None:
     assert any(b"busy" in k for k in window_rows)
     timer_rows = [k for k in keys if k[2:4] == state_prefix(0, op.timer_state_id)[2:4]]
     assert len(timer_rows) <= len(window_rows)
+
+
+# -- Flink's session rule: windows that touch merge (``TimeWindow.intersects``) ----------------
+
+
+@pytest.mark.parametrize("batch", [1, 2, 100], ids=["one-by-one", "pairs", "one-batch"])
+def test_flink_time_window_intersects_events_one_gap_apart_are_one_session(
+    batch: int,
+) -> None:
+    """Flink's ``TimeWindow.intersects`` (``start <= other.end && end >= other.start``): a record
+    exactly one gap after the last one touches its session and joins it; one a millisecond
+    later starts a new session."""
+    spec = Spec(bound=10_000, size=1, gap=100, lateness=0)
+    evs = [_ev("k", 0), _ev("k", 100), _ev("k", 200), _ev("k", 301), _ev("j", 50), _ev("j", -50)]
+    run = run_batches(evs, spec, [batch] * len(evs))
+    sessions = sorted((r["key"], r["start"], r["end"], r["count"]) for r in run.results)
+    assert sessions == [("j", -50, 150, 2), ("k", 0, 300, 3), ("k", 301, 401, 1)]
+    assert group_emissions(run.results) == simulate_decoded(evs, spec).emissions
+
+
+def test_flink_session_bridge_record_merges_two_touching_sessions() -> None:
+    """A record that touches two sessions, one on each side, merges all three into one
+    (Flink's ``MergingWindowSet``: every window the new one intersects)."""
+    spec = Spec(bound=10_000, size=1, gap=100, lateness=0)
+    evs = [_ev("k", 0), _ev("k", 200), _ev("k", 100)]  # [0,100) [200,300), then [100,200)
+    run = run_batches(evs, spec, [len(evs)])
+    assert [(r["start"], r["end"], r["count"]) for r in run.results] == [(0, 300, 3)]
+    assert group_emissions(run.results) == simulate_decoded(evs, spec).emissions

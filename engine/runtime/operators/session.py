@@ -2,9 +2,10 @@
 sorted by start; each record is merged into them one at a time (merging needs the record's
 predecessor), with lateness judged on the *merged* session, as Flink does.
 
-- A record's window is ``[t, t + gap)``; it merges with every live session it overlaps
-  (events strictly closer than the gap). If the merged session is past its allowed lateness the
-  record is late and changes nothing.
+- A record's window is ``[t, t + gap)``; it merges with every live session it overlaps or
+  touches (Flink's ``TimeWindow.intersects``: ``start <= other.end and end >= other.start``),
+  so events at most the gap apart are one session. If the merged session is past its allowed
+  lateness the record is late and changes nothing.
 - A session fires when the watermark reaches ``end - 1`` (its first emission is final if its
   lateness had passed by then too); a merge into a fired session emits it again, ``final:
   false``; once the watermark passes ``end - 1 + lateness`` it is emitted final and forgotten,
@@ -78,7 +79,7 @@ class SessionRuntime(WindowRuntime):
         if live:
             self._settle(key, live, wm)
         lo, hi = t, t + self._gap
-        overlapping = [s for s in live if s.start < hi and lo < s.end]
+        overlapping = [s for s in live if s.start <= hi and lo <= s.end]  # touching merges
         start = min([lo, *(s.start for s in overlapping)])
         end = max([hi, *(s.end for s in overlapping)])
         if is_late(end, self._lateness, wm):  # even merged, the session is past its lateness
