@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl
 
+import anyio
 from fastapi.routing import APIRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -96,7 +97,10 @@ class PointLookup:
             handle = job_handle(self.registry, job)
             op_def = operator(handle, op)
             bounds.check()
-            body = key_answer(handle, op_def, key, bounds)
+            if handle.remote:  # a cluster task answers over the network: off the loop
+                body = await anyio.to_thread.run_sync(key_answer, handle, op_def, key, bounds)
+            else:
+                body = key_answer(handle, op_def, key, bounds)
             response = json_answer(body, _if_none_match(scope), as_of=answer_as_of(handle, body))
         except ApiError as exc:
             response = api_error_response(exc)

@@ -60,6 +60,11 @@ class JobHandle:
             plan = self.plans[op.name] = FoldPlan(op.aggregates)
         return plan
 
+    @property
+    def remote(self) -> bool:
+        """Live reads go over the network to a cluster's tasks: never on the event loop."""
+        return isinstance(self.runtime, ClusterRuntime) and self.runtime.on_cluster
+
     def reader_for(self, key_group: int) -> StateReader:
         generation = self.runtime.generation
         parallelism = self.runtime.parallelism

@@ -350,7 +350,7 @@ async def get_state(
     bounds = Bounds(from_, to, limit)
     bounds.check()
     await wait_fresh(fresh, handle, op, consistency)
-    if consistency == "committed":  # may open the first committed view: not on the loop
+    if consistency == "committed" or handle.remote:  # may open a view, or ask a task
         body = await anyio.to_thread.run_sync(key_answer, handle, op_def, key, bounds, consistency)
     else:
         body = key_answer(handle, op_def, key, bounds, consistency)
