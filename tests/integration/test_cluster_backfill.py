@@ -90,8 +90,10 @@ def test_cluster_backfill_to_s3_restores_the_models_windows(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     lines = event_lines(make_events(3_000, seed=91))
+    lines.insert(100, "{not json")
     ref = simulate(lines, SPEC)
     assert len(ref.late) >= 20, "the history must have late records"
+    assert len(ref.dead) == 1
     job = _job(place, "cb", lines)
     work = f"{place.s3.url}/work"
     summary = _backfill(
@@ -99,12 +101,14 @@ def test_cluster_backfill_to_s3_restores_the_models_windows(
         "--work-dir", work, "--into-savepoint", f"{place.s3.url}/sp", "--parallelism", "2",
     )  # fmt: skip
     assert summary["backfill"]["sst_dir"] == f"{work}/cb/sst"
-    assert summary["backfill"]["late"] == len(ref.late)
+    assert summary["backfill"]["late"] == len(ref.late)  # the tasks' stats, read from S3
+    assert summary["backfill"]["dead"] == 1
     assert summary["backfill"]["windows"] == len(ref.windows)
     savepoint = summary["savepoint"]
     assert savepoint.startswith(f"{place.s3.url}/sp/cb/chk-"), savepoint
 
-    # every key group's file is in S3 as the manifest says, and none on an executor's disk
+    # every key group's file is in S3 as the manifest says, the dead letter beside them, and
+    # no file on an executor's disk
     for name, value in place.s3.env.items():
         monkeypatch.setenv(name, value)
     sst = storage_location(f"{work}/cb/sst")
@@ -114,6 +118,9 @@ def test_cluster_backfill_to_s3_restores_the_models_windows(
     }
     fetched = fetch_ssts(sst, KeyGroupRange(0, 127), tmp_path / "all")  # checks each CRC-32
     assert sorted(p.name for _, p in fetched) == sorted(listed)
+    dead = S3Bucket(storage_location(f"{work}/cb"))
+    (letters,) = [k for k in dead.sizes("dead")]
+    assert json.loads(dead.get_bytes(letters))["input"] == "{not json"
     left = [p for d in (spark_cluster.base_dir, place.root) for p in d.rglob("kg-*.sst")]
     assert left == [], left[:3]
 
