@@ -38,6 +38,7 @@ def main(args: Any) -> int:
     require_spark()
     from weir.engine.runtime.loader import load_job
     from weir.engine.spark.backfill import backfill_operator
+    from weir.engine.spark.cluster import check_reachable
     from weir.engine.spark.inputs import resolve_inputs
     from weir.engine.spark.load import make_savepoint
 
@@ -60,6 +61,7 @@ def main(args: Any) -> int:
     )
     work = storage_location(args.work_dir, "--work-dir")
     _note_shared_dir(args.master, work)
+    check_reachable(args.master)  # in seconds, not after Spark's minute of retries
     result = _compute(args, job_file, work.child(job.name), op.name, inputs)
     summary: dict[str, Any] = {"backfill": result.to_json()}
     if args.into_savepoint:

@@ -14,6 +14,7 @@ two one-core workers on loopback) and the real S3 server.
 from __future__ import annotations
 
 import json
+import socket
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -170,3 +171,21 @@ def test_live_backfill_from_s3_into_a_cluster_job(place: Place, run_weir: Any) -
     for key in sorted(set(hist_ref) | set(live_ref)):
         assert _windows(server, key) == hist_ref.get(key, []) + live_ref.get(key, []), key
     assert server.stop() == 0, server.stderr()  # its executors free their cores
+
+
+def test_an_unreachable_master_is_named_before_spark_starts(
+    run_weir: Any, job_file: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    master = f"spark://127.0.0.1:{port}"
+    r: WeirResult = run_weir(
+        "backfill", str(job_file), "--input", str(job_file.parent / "in.jsonl"),
+        "--master", master, "--work-dir", str(tmp_path / "work"),
+        "--into-savepoint", str(tmp_path / "sp"), timeout=60,
+    )  # fmt: skip
+    assert r.rc == 2, r.stderr
+    assert f"cannot reach the Spark master at {master}: connection refused" in r.stderr
+    assert "every executor and this driver must mount it at the same path" in r.stderr
+    assert not (tmp_path / "work" / "t1").exists()
