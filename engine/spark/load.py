@@ -3,7 +3,9 @@
 Savepoint: for each worker range of ``--parallelism``, a fresh RocksDB ingests the SST files of
 its key groups (``ingest_external_file``), is checkpointed, and is stored in the checkpoint
 layout with ``_metadata`` marking it a savepoint; ``weir run --restore <it>`` starts from it, its
-watermark the history's. Running job: see ``Worker._ingest``.
+watermark the history's. The files come from a directory or object storage (``state.bulkstore``:
+there, downloaded per worker range with their CRC-32 checked). Running job: see
+``control/backfill.py``.
 """
 
 from __future__ import annotations
