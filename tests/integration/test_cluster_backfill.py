@@ -136,7 +136,9 @@ def test_cluster_backfill_to_s3_restores_the_models_windows(
     assert server.stop() == 0, server.stderr()
 
 
-def test_live_backfill_from_s3_into_a_cluster_job(place: Place, run_weir: Any) -> None:
+def test_live_backfill_from_s3_into_a_cluster_job(
+    place: Place, run_weir: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     history = event_lines(make_events(2_000, seed=92))  # event times from about -3 s to 7 s
     live = event_lines(make_events(800, seed=93, start=60_000))  # a minute later
     hist_src = write_lines(place.root / "history.jsonl", history)
@@ -170,6 +172,22 @@ def test_live_backfill_from_s3_into_a_cluster_job(place: Place, run_weir: Any) -
     hist_ref = simulate(history, SPEC).state_by_key()
     for key in sorted(set(hist_ref) | set(live_ref)):
         assert _windows(server, key) == hist_ref.get(key, []) + live_ref.get(key, []), key
+
+    # an object changed after the backfill wrote it: its task refuses it by the manifest's
+    # CRC-32 (before any overlap check), and nothing is loaded
+    for name, value in place.s3.env.items():
+        monkeypatch.setenv(name, value)
+    sst = S3Bucket(storage_location(summary["backfill"]["sst_dir"]))
+    victim = sorted(read_manifest(sst))[0]
+    data = bytearray(sst.get_bytes(victim))
+    data[-1] ^= 0xFF
+    sst.put_bytes(victim, bytes(data))
+    body = {"op": "imps", "path": summary["backfill"]["sst_dir"], "min_end": 0, "max_end": 1}
+    r = httpx.post(url, json=body, timeout=120.0, trust_env=False)
+    assert r.status_code == 409, r.text
+    assert f"{victim} has" in r.json()["error"]["message"]
+    assert "CRC-32" in r.json()["error"]["message"]
+    assert len(server.client().get(f"/jobs/{server.job}").json()["backfills"]) == 1
     assert server.stop() == 0, server.stderr()  # its executors free their cores
 
 
