@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from weir.app.progress import SparkProgress, StatusLine
 from weir.engine.errors import ConfigError
+from weir.state.objectstore import StorageLocation, storage_location
 
 if TYPE_CHECKING:
     from weir.engine.spark.backfill import BackfillResult
@@ -37,6 +38,7 @@ def main(args: Any) -> int:
     require_spark()
     from weir.engine.runtime.loader import load_job
     from weir.engine.spark.backfill import backfill_operator
+    from weir.engine.spark.cluster import check_reachable
     from weir.engine.spark.inputs import resolve_inputs
     from weir.engine.spark.load import make_savepoint
 
@@ -57,11 +59,14 @@ def main(args: Any) -> int:
         file=sys.stderr,
         flush=True,
     )
-    result = _compute(args, job_file, Path(args.work_dir) / job.name, op.name, inputs)
+    work = storage_location(args.work_dir, "--work-dir")
+    _note_shared_dir(args.master, work)
+    check_reachable(args.master)  # in seconds, not after Spark's minute of retries
+    result = _compute(args, job_file, work.child(job.name), op.name, inputs)
     summary: dict[str, Any] = {"backfill": result.to_json()}
     if args.into_savepoint:
         summary["savepoint"] = make_savepoint(
-            job, op, result, args.into_savepoint, Path(args.work_dir), args.parallelism
+            job, op, result, args.into_savepoint, work.path, args.parallelism
         )
     else:
         summary["live"] = _load_live(args, job.name, op.name, result.to_json())
@@ -69,7 +74,22 @@ def main(args: Any) -> int:
     return 0
 
 
-def _compute(args: Any, job_file: Path, work_dir: Path, op: str, inputs: Inputs) -> BackfillResult:
+def _note_shared_dir(master: str, work: StorageLocation) -> None:
+    """On a cluster the Spark tasks write the files on their executors' hosts: a directory
+    works only when it is one every executor and this driver mount at the same path."""
+    if work.path is not None and not master.startswith("local"):
+        print(
+            f"weir backfill: --work-dir {work.path} is a directory; on a cluster every executor "
+            "and this driver must mount it at the same path (or use --work-dir "
+            "s3://BUCKET/PREFIX)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def _compute(
+    args: Any, job_file: Path, work: StorageLocation, op: str, inputs: Inputs
+) -> BackfillResult:
     """The windows on Spark, its stages shown on stderr while they run."""
     from weir.engine.spark.backfill import run_backfill, spark_session
 
@@ -79,7 +99,7 @@ def _compute(args: Any, job_file: Path, work_dir: Path, op: str, inputs: Inputs)
             return run_backfill(
                 job_file,
                 inputs,
-                work_dir,
+                work.path if work.path is not None else work.url,
                 op_name=op,
                 from_ms=args.__dict__["from"],
                 to_ms=args.to,
@@ -95,9 +115,11 @@ def _load_live(args: Any, job: str, op: str, result: dict[str, Any]) -> dict[str
 
     headers = {"Authorization": f"Bearer {args.api_token}"} if args.api_token else {}
     url = f"{args.live.rstrip('/')}/jobs/{job}/backfills"
+    sst = storage_location(result["sst_dir"])
     body = {
         "op": op,
-        "path": str(Path(result["sst_dir"]).resolve()),
+        # what the job reads: the objects' URL, or the directory's absolute path
+        "path": sst.url if sst.path is None else str(sst.path.resolve()),
         "min_end": result["min_end"],
         "max_end": result["max_end"],
         "windows": result["windows"],

@@ -137,7 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=whole_number(1),
         metavar="N",
     )
-    env.add("--work-dir", "where Spark writes the SST files", ".weir/backfill", metavar="DIR")
+    env.add(
+        "--work-dir",
+        "where the Spark tasks write the SST files (DIR/<job>/sst): a directory (on a cluster, "
+        "one every executor and this driver mount at the same path) or s3://BUCKET/PREFIX, "
+        "which the tasks upload to; a running job loads them from its --backfill-dir",
+        ".weir/backfill",
+        type=storage_url,
+        metavar="DIR|URL",
+    )
     prod = sub.add_parser("produce", help="write a generated workload into a Kafka topic")
     env = Env(prod)
     env.add(
@@ -284,7 +292,7 @@ def config_from_args(args: argparse.Namespace, job_file: Path | str) -> RunConfi
         restart_interval_ms=args.restart_interval_ms,
         restart_delay_ms=args.restart_delay_ms,
         max_future_ms=args.max_future_ms,
-        backfill_dir=Path(args.backfill_dir).absolute(),
+        backfill_dir=_backfill_root(args.backfill_dir),
         master=getattr(args, "master", None),
         spark_conf=tuple(getattr(args, "spark_conf", None) or ()),
         driver_host=getattr(args, "driver_host", None),
@@ -302,6 +310,14 @@ def _api_settings(args: argparse.Namespace) -> ApiSettings:
         max_connections=args.max_connections,
         max_streams=args.max_streams,
     )
+
+
+def _backfill_root(raw: str) -> str | Path:
+    """``--backfill-dir``: an ``s3://`` URL as written, a directory made absolute."""
+    from weir.state.objectstore import storage_location
+
+    where = storage_location(raw, "--backfill-dir")
+    return where.url if where.path is None else where.path.absolute()
 
 
 def _comma_list(raw: str | None) -> tuple[str, ...]:

@@ -206,9 +206,11 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
     env.add(
         "--backfill-dir",
         "live backfills (POST /jobs/{job}/backfills, weir backfill --live) load SST files only "
-        "from under this directory (weir backfill --work-dir)",
+        "from under this directory or s3://BUCKET/PREFIX (weir backfill --work-dir); on a "
+        "cluster, the tasks download them from S3 with the settings this process forwards",
         ".weir/backfill",
-        metavar="DIR",
+        type=storage_url,
+        metavar="DIR|URL",
     )
     env.add(
         "--no-api",

@@ -24,8 +24,8 @@ router = APIRouter(tags=[ADMIN_TAG])
 class BackfillRequest(BaseModel):
     op: str = Field(description="the window operator the backfill computed")
     path: str = Field(
-        description="absolute path of the backfill's SST directory, under the job's "
-        "--backfill-dir (no '..', no symlink out)"
+        description="absolute path of the backfill's SST directory, or its s3:// URL, under "
+        "the job's --backfill-dir (no '..', no symlink out; in a bucket, by prefix)"
     )
     min_end: int
     max_end: int

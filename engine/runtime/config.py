@@ -44,7 +44,8 @@ class RunConfig:
     restart_interval_ms: int = 600_000
     restart_delay_ms: int = 1000
     max_future_ms: int = 86_400_000  # event times further ahead of the wall clock are refused
-    backfill_dir: Path = Path(".weir/backfill")  # live backfills load SST files only from here
+    # live backfills load SST files only from under here: a directory or s3://BUCKET/PREFIX
+    backfill_dir: Path | str = Path(".weir/backfill")
     # how workers reach each other: "unix" (a 0700 directory per worker) or "tcp" (127.0.0.1)
     exchange_transport: str = "unix"
     # cluster mode (``--master``): the Spark master the workers run on as one barrier stage, its

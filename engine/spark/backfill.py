@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -46,10 +45,10 @@ from weir.engine.errors import SourceError
 from weir.engine.job import WindowOperator
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
+from weir.engine.spark.output import BackfillOutput
 from weir.engine.spark.pairs import pairs_of_file, pairs_of_kafka
 from weir.engine.spark.plan import Plan, backfill_operator, python_path
 from weir.engine.spark.sst import python_ssts, write_ssts
-from weir.state.files import private_dir
 
 __all__ = ["BackfillResult", "backfill_operator", "run_backfill", "spark_session"]
 
@@ -98,7 +97,7 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
 def run_backfill(
     job_file: Path,
     inputs: list[str] | Inputs,
-    out_dir: Path,
+    out_dir: Path | str,
     *,
     fmt: str | None = None,
     op_name: str | None = None,
@@ -110,8 +109,9 @@ def run_backfill(
 ) -> BackfillResult:
     """Compute the operator's windows over ``inputs`` (``--input`` values, resolved here, or
     ``resolve_inputs``'s answer; see ``engine.spark.inputs``) and write them as SST files under
-    ``out_dir/sst`` (one per key group). ``session``: a SparkSession to use and leave running
-    (else one is started and stopped)."""
+    ``out_dir/sst`` (one per key group; ``out_dir`` a directory or ``s3://BUCKET/PREFIX``, see
+    ``output.py``), listed in ``sst/files.json`` with their CRC-32. ``session``: a
+    SparkSession to use and leave running (else one is started and stopped)."""
     from weir.engine.runtime.loader import load_job as load_job_file
 
     t0 = time.monotonic()
@@ -120,12 +120,11 @@ def run_backfill(
     if not isinstance(inputs, Inputs):
         inputs = resolve_inputs(inputs, fmt, job)  # Kafka offsets are fixed here
     files, kafka = inputs.files, inputs.kafka
-    for sub in ("sst", "stats", "errors"):
-        shutil.rmtree(out_dir / sub, ignore_errors=True)
-        private_dir(out_dir / sub)  # a live job loads these files: nobody else may write them
+    out = BackfillOutput(out_dir)
+    out.clear()
     plan = Plan(
         str(job_file.resolve()), job.name, op.name, job.max_parallelism, from_ms, to_ms,
-        str(out_dir.resolve()),
+        out.url, out.task_env(),
     )  # fmt: skip
     spark = session or spark_session(master)
     t_started = time.monotonic()
@@ -136,15 +135,16 @@ def run_backfill(
         written = _write_ssts(plan, op, windows)
         compute_s = time.monotonic() - t_started
     except Exception:
-        reported = sorted((out_dir / "errors").glob("*.txt"))
+        reported = out.texts("errors")
         if reported:  # an input a task could not read: its message, not Spark's traceback
-            raise SourceError(reported[0].read_text()) from None
+            raise SourceError(reported[0]) from None
         raise
     finally:
         if session is None:
             spark.stop()
+    out.write_manifest(written)
     bound = job.sources[0].watermarks
-    stats = [json.loads(p.read_text()) for p in sorted((out_dir / "stats").glob("*.json"))]
+    stats = [json.loads(t) for t in out.texts("stats")]
     unread = sorted({f.path for f in files} - {s["split"] for s in stats})
     if unread:
         raise SourceError(f"the backfill did not read {len(unread)} input files: {unread[0]} …")
@@ -159,7 +159,7 @@ def run_backfill(
         watermark=None if max_ts is None else bound.watermark_for(int(max_ts)),
         min_end=min((int(w["min_end"]) for w in written if w["windows"]), default=None),
         max_end=max((int(w["max_end"]) for w in written if w["windows"]), default=None),
-        sst_dir=str(out_dir / "sst"),
+        sst_dir=out.sst_url,
         seconds=round(time.monotonic() - t0, 3),
         compute_seconds=round(compute_s, 3),
         splits=len(stats),
@@ -275,11 +275,16 @@ def _write_ssts(plan: Plan, op: WindowOperator, windows: Any) -> list[Any]:
     the Python path, that task folds its windows first)."""
     import pyarrow as pa
 
-    out_schema = "kg int, path string, windows long, min_end long, max_end long, late long"
+    out_schema = (
+        "kg int, path string, size long, crc32 long, windows long, min_end long, max_end long, "
+        "late long"
+    )
     written_schema = pa.schema(
         [
             ("kg", pa.int32()),
             ("path", pa.string()),
+            ("size", pa.int64()),
+            ("crc32", pa.int64()),
             ("windows", pa.int64()),
             ("min_end", pa.int64()),
             ("max_end", pa.int64()),

@@ -3,12 +3,15 @@
 Savepoint: for each worker range of ``--parallelism``, a fresh RocksDB ingests the SST files of
 its key groups (``ingest_external_file``), is checkpointed, and is stored in the checkpoint
 layout with ``_metadata`` marking it a savepoint; ``weir run --restore <it>`` starts from it, its
-watermark the history's. Running job: see ``Worker._ingest``.
+watermark the history's. The files come from a directory or object storage (``state.bulkstore``:
+there, downloaded per worker range with their CRC-32 checked). Running job: see
+``control/backfill.py``.
 """
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +19,21 @@ from weir.engine.job import Job, WindowOperator
 from weir.engine.spark.backfill import BackfillResult
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.bulkload import backfill_files
+from weir.state.bulkstore import fetch_ssts
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.files import private_dir
 from weir.state.keygroups import KeyGroupRange, range_for_operator
+from weir.state.objectstore import storage_location
 from weir.state.rocksdb import RocksState
 
 
-def sst_files(sst_dir: Path, kgs: KeyGroupRange) -> list[Path]:
-    """The backfill's SST files of key groups ``kgs``, in key-group order."""
-    return [p for kg, p in backfill_files(sst_dir) if kg in kgs]
+def sst_files(sst_dir: str, kgs: KeyGroupRange, scratch: Path) -> list[Path]:
+    """The backfill's SST files of key groups ``kgs``, in key-group order: in place in a
+    directory; from object storage, downloaded into ``scratch`` with their CRC-32 checked."""
+    where = storage_location(sst_dir)
+    if where.path is not None:
+        return [p for kg, p in backfill_files(where.path) if kg in kgs]
+    return [p for _, p in fetch_ssts(where, kgs, scratch)]
 
 
 def make_savepoint(
@@ -32,15 +41,18 @@ def make_savepoint(
     op: WindowOperator,
     result: BackfillResult,
     root: str | Path,
-    work_dir: Path,
+    work_dir: Path | None,
     parallelism: int = 1,
 ) -> str:
     """A savepoint of ``job`` under ``root/<job>/chk-<n>`` (a directory or S3) holding the
-    backfilled windows; its RocksDB instances are built under ``work_dir``. Returns where it
-    is."""
+    backfilled windows of ``result.sst_dir`` (a directory or S3); its RocksDB instances are
+    built under ``work_dir`` (None: a temporary directory). Returns where it is."""
     storage = CheckpointStorage(root, job.name)
     storage.ensure()
     n = storage.next_id()
+    temporary = work_dir is None
+    if work_dir is None:
+        work_dir = Path(tempfile.mkdtemp(prefix="weir-savepoint-"))
     build = private_dir(work_dir) / f".build-{job.name}-{n}"
     shutil.rmtree(build, ignore_errors=True)
     workers: list[dict[str, Any]] = []
@@ -49,7 +61,7 @@ def make_savepoint(
         for i in range(parallelism):
             kgs = range_for_operator(job.max_parallelism, parallelism, i)
             state = RocksState(build / f"w{i}")
-            files = sst_files(Path(result.sst_dir), kgs)
+            files = sst_files(result.sst_dir, kgs, build / f"sst-w{i}")
             if files:
                 state.ingest(files)
             local = build / f"chk-w{i}"
@@ -70,7 +82,7 @@ def make_savepoint(
                 }
             )
     finally:
-        shutil.rmtree(build, ignore_errors=True)
+        shutil.rmtree(work_dir if temporary else build, ignore_errors=True)
     storage.write_metadata(
         n,
         {

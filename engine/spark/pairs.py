@@ -15,16 +15,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import os
 import pickle
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from weir.engine.errors import SourceError, WeirError
 from weir.engine.job import WindowOperator
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.sources.base import SourceBatch
+from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load, python_path
 from weir.engine.windows import SessionWindows, is_late
 
@@ -66,8 +65,8 @@ def pairs_of_split(
     plan: Plan, split: str, batches: Iterator[SourceBatch]
 ) -> Iterator[dict[str, list[Any]]]:
     """The kept ``(record, window)`` pairs of one split, in column batches; the split's counts
-    (late, dead) and max event time go to ``<out_dir>/stats/``. A ``WeirError`` (an unreadable
-    input) goes to ``<out_dir>/errors/`` for the driver to report."""
+    (late, dead) and max event time go to ``stats/`` of the output (``output.TaskOutput``). A
+    ``WeirError`` (an unreadable input) goes to its ``errors/`` for the driver to report."""
     from weir.engine.runtime.outputs import DeadLetters
     from weir.engine.runtime.task.chain import Chain, keyby_nodes
     from weir.engine.sinks import from_url as sink_from_url
@@ -78,33 +77,35 @@ def pairs_of_split(
     node_index = next(
         i for i, n in enumerate(keyby_nodes(source)) if any(c is op for c in n.children)
     )
-    dead = DeadLetters(sink_from_url(f"file://{plan.out_dir}/dead-{os.getpid()}.jsonl"))
-    chain = Chain(source, {}, dead)
-    select = _Selector(plan, op, split)
-    max_ts = None
-    try:
-        for batch in batches:
-            chain.process(batch, split)
-            out = select.empty()
-            for node, keys, recs, ts, wms in chain.keyed:
-                if node == node_index:
-                    select.add(out, keys, recs, ts, wms)
-            if batch.items:
-                t = chain.max_ts.get(split)
-                max_ts = t if t is not None else max_ts
-            if out["key"]:
-                yield out
-    except WeirError as exc:
-        Path(plan.out_dir, "errors", f"{_file_name(split)}.txt").write_text(str(exc))
-        raise
-    finally:
-        dead.close()
-        close = getattr(batches, "close", None)
-        if close is not None:
-            close()  # the reader of a split left early
+    output = task_output(plan)
+    with output.dead_letters(_file_name(split)) as dead_path:
+        dead = DeadLetters(sink_from_url(f"file://{dead_path}"))
+        chain = Chain(source, {}, dead)
+        select = _Selector(plan, op, split)
+        max_ts = None
+        try:
+            for batch in batches:
+                chain.process(batch, split)
+                out = select.empty()
+                for node, keys, recs, ts, wms in chain.keyed:
+                    if node == node_index:
+                        select.add(out, keys, recs, ts, wms)
+                if batch.items:
+                    t = chain.max_ts.get(split)
+                    max_ts = t if t is not None else max_ts
+                if out["key"]:
+                    yield out
+        except WeirError as exc:
+            output.put_text(f"errors/{_file_name(split)}.txt", str(exc))
+            raise
+        finally:
+            dead.close()
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()  # the reader of a split left early
     stats = {"split": split, "late": select.late, "dead": dead.count + select.dead,
              "max_ts": max_ts}  # fmt: skip
-    Path(plan.out_dir, "stats", f"{_file_name(split)}.json").write_text(json.dumps(stats))
+    output.put_text(f"stats/{_file_name(split)}.json", json.dumps(stats))
 
 
 class _Selector:

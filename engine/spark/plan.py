@@ -4,7 +4,7 @@ worker."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.engine.agg import UserDefined
@@ -23,7 +23,9 @@ class Plan:
     max_parallelism: int
     from_ms: int | None
     to_ms: int | None
-    out_dir: str
+    out_dir: str  # an absolute directory or s3://BUCKET/PREFIX/<job> (``output.TaskOutput``)
+    # the driver's AWS_*/WEIR_S3_* settings, for an S3 output; never shown in a repr
+    storage_env: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:

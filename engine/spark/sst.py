@@ -10,7 +10,6 @@ position)``, folded per window by ``folds.py`` or merged per key by ``sessions.p
 
 from __future__ import annotations
 
-import os
 import pickle
 import time
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from typing import Any
 
 from weir.engine.agg import Builtin
 from weir.engine.job import WindowOperator
+from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load
 from weir.engine.windows import SessionWindows
 
@@ -98,8 +98,8 @@ def python_ssts(plan: Plan, batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
         if windows:
             yield _write_key_group(plan, op, kg, windows, late)
         elif late:
-            yield {"kg": kg, "path": None, "windows": 0, "min_end": None, "max_end": None,
-                   "late": late}  # fmt: skip
+            yield {"kg": kg, "path": None, "size": 0, "crc32": 0, "windows": 0,
+                   "min_end": None, "max_end": None, "late": late}  # fmt: skip
 
 
 Row = tuple[int, str, int, int, int, bytes]  # kg, key, end, ts, watermark, pickled record
@@ -155,15 +155,17 @@ def _write_key_group(
     seq = time.time_ns()
     for end, keys in keys_by_end.items():
         entries[layout.timer_key(kg, op.timer_state_id, end, seq)] = msgpack.packb(sorted(keys))
-    path = os.path.join(plan.out_dir, "sst", f"kg-{kg:05d}.sst")
-    writer = SstFileWriter(Options(raw_mode=True))
-    writer.open(path)
-    for k in sorted(entries):
-        writer[k] = entries[k]
-    writer.finish()
+    with task_output(plan).sst(kg) as (path, stored):
+        writer = SstFileWriter(Options(raw_mode=True))
+        writer.open(str(path))
+        for k in sorted(entries):
+            writer[k] = entries[k]
+        writer.finish()
     return {
         "kg": kg,
-        "path": path,
+        "path": stored[0].name,
+        "size": stored[0].size,
+        "crc32": stored[0].crc32,
         "windows": len(windows),
         "min_end": min(keys_by_end),
         "max_end": max(keys_by_end),

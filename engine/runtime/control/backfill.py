@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from weir.engine.errors import ConfigError
+from weir.engine.errors import ConfigError, PathRefused
 from weir.engine.paths import confined
 from weir.engine.runtime.messages import (
     BackfillPhase,
@@ -31,7 +31,9 @@ from weir.engine.runtime.messages import (
 )
 from weir.engine.runtime.view import BackfillEntry
 from weir.state.bulkload import BACKFILL_GLOB, key_group_of
+from weir.state.bulkstore import MANIFEST, read_manifest, stored_files
 from weir.state.checkpoints import now_ms
+from weir.state.objectstore import StorageLocation, open_store, storage_location
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ class LiveBackfill:
     def __init__(
         self,
         job_name: str,
-        backfill_dir: Path,
+        backfill_dir: Path | str,
         parallelism: int,
         max_parallelism: int,
         broadcast: Callable[[ToWorker], None],
@@ -57,7 +59,7 @@ class LiveBackfill:
         gate: CheckpointGate,
     ) -> None:
         self._job = job_name
-        self._dir = backfill_dir
+        self._root = storage_location(backfill_dir, "--backfill-dir")
         self._parallelism = parallelism
         self._max_parallelism = max_parallelism
         self._gate = gate
@@ -76,20 +78,19 @@ class LiveBackfill:
         stopping: threading.Event,
     ) -> BackfillEntry:
         """Check, then ingest, the SST files ``req`` names into every worker. The files must
-        lie under ``--backfill-dir`` (``PathRefused`` otherwise: no ``..``, no symlink out),
-        since the request names them."""
+        lie under ``--backfill-dir`` (``PathRefused`` otherwise), since the request names
+        them; in object storage each worker downloads those of its key groups."""
         request = BackfillRequest.from_request(req)
-        path = confined(Path(request.path), self._dir, "backfill path", _FIX)
-        files = sorted(path.glob(BACKFILL_GLOB)) if path.is_dir() else []
-        for f in files:
-            confined(f, self._dir, "backfill file", _FIX)
-            self._check_name(f)
-        if not files:
-            raise ConfigError(f"{path} is not a directory of backfill SST files (kg-*.sst)")
+        where = self._confine(request.path)
+        names = self._listed(where)
+        for name in names:
+            self._check_name(f"{where.url}/{name}")
+        if not names:
+            raise ConfigError(f"{where.url} is not a directory of backfill SST files (kg-*.sst)")
         if not running():
             raise ConfigError(f"job {self._job!r} is not running; nothing was loaded")
         request = BackfillRequest(
-            request.op, str(path), request.min_end, request.max_end, request.windows
+            request.op, where.url, request.min_end, request.max_end, request.windows
         )
         checked = self._ask(BackfillPhase.CHECK, request, timeout_s, running, stopping)
         self._gate.hold(timeout_s, stopping)
@@ -111,7 +112,55 @@ class LiveBackfill:
         log.info("job=%s loaded backfill %s", self._job, entry)
         return entry
 
-    def _check_name(self, f: Path) -> None:
+    def _confine(self, raw: str) -> StorageLocation:
+        """Where ``raw`` (the request's path or URL) names, refused (``PathRefused``, naming
+        both) unless it lies under the job's backfill storage: a directory by ``confined``
+        (no ``..``, no symlink out), a bucket by prefix, segment by segment."""
+        try:
+            where = storage_location(raw, "backfill path")
+        except ConfigError as exc:
+            raise PathRefused(f"{exc}; {_FIX}") from None
+        root = self._root
+        if where.scheme != root.scheme:
+            raise PathRefused(
+                f"backfill path {raw!r} is not under the job's backfill storage {root.url}; {_FIX}"
+            )
+        if root.path is not None:
+            assert where.path is not None
+            return StorageLocation("file", path=confined(where.path, root.path, "backfill path",
+                                                         _FIX))  # fmt: skip
+        parts = where.prefix.split("/")
+        base = [p for p in root.prefix.split("/") if p]
+        if (
+            where.bucket != root.bucket
+            or any(p in ("", ".", "..") for p in parts)
+            or parts[: len(base)] != base
+        ):
+            raise PathRefused(
+                f"backfill path {raw!r} is not under the job's backfill storage {root.url}; {_FIX}"
+            )
+        return where
+
+    def _listed(self, where: StorageLocation) -> list[str]:
+        """The backfill files at ``where``. In a directory each must stay inside the backfill
+        storage; in a bucket each must be in the manifest and the manifest's files there."""
+        if where.path is not None:
+            assert self._root.path is not None
+            files = sorted(where.path.glob(BACKFILL_GLOB)) if where.path.is_dir() else []
+            for f in files:
+                confined(f, self._root.path, "backfill file", _FIX)
+            return [f.name for f in files]
+        stored = stored_files(where)
+        listed = read_manifest(open_store(where)) if stored else {}
+        for name in sorted(set(stored) ^ set(listed)):
+            state = "is not listed in" if name in stored else "is missing, though listed in"
+            raise ConfigError(
+                f"backfill file {where.url}/{name} {state} {where.url}/{MANIFEST}; write the "
+                "backfill again with weir backfill"
+            )
+        return stored
+
+    def _check_name(self, f: str) -> None:
         """A file no worker would pick up is refused, not silently left out."""
         kg = key_group_of(f)
         if kg is None or kg >= self._max_parallelism:

@@ -1,8 +1,9 @@
 """A worker's part of a live backfill (``control/backfill.py``), in two steps.
 
-CHECK: every SST file of the worker's key groups is checked entry by entry and staged, a checked
-copy in the worker's own directory (``state/bulkload.py``: key groups, state ids, key and value
-shapes); then the worker refuses when the backfill could touch a window of the live job:
+CHECK: every SST file of the worker's key groups (downloaded first when the backfill is in object
+storage) is checked entry by entry and staged, a checked copy in the worker's own directory
+(``state/bulkload.py``: key groups, state ids, key and value shapes); then the worker refuses
+when the backfill could touch a window of the live job:
 
 - one it holds, open or stored (fired and kept for queries), whose end falls in the backfill's
   range, which is what the files hold (window ends and timer times), widened by what the
@@ -28,11 +29,14 @@ from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.windows import is_late
 from weir.state.bulkload import LoadRules, StagedFile, backfill_files, stage_sst
+from weir.state.bulkstore import fetch_ssts
 from weir.state.files import private_dir, write_private
 from weir.state.keygroups import KeyGroupRange
+from weir.state.objectstore import storage_location
 from weir.state.rocksdb import RocksState
 
 STAGE_DIR = "backfill-staged"
+_DOWNLOADS = "downloaded"
 _REQUEST = "request.json"
 
 
@@ -59,8 +63,9 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     shutil.rmtree(stage, ignore_errors=True)
     private_dir(stage)
     rules = LoadRules(req.op, own, rt.op.state_id, rt.op.timer_state_id)
-    files = [(kg, f) for kg, f in backfill_files(Path(req.path)) if kg in own]
+    files = _sources(req.path, own, stage / _DOWNLOADS)
     staged = [stage_sst(f, kg, rules, stage / f.name) for kg, f in files]
+    shutil.rmtree(stage / _DOWNLOADS, ignore_errors=True)
     loaded = [s for s in staged if s.path is not None]
     lo = min((s.min_end for s in loaded if s.min_end is not None), default=None)
     hi = max((s.max_end for s in loaded if s.max_end is not None), default=None)
@@ -75,6 +80,16 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     manifest = {"op": req.op, "path": req.path, "files": [s.path.name for s in loaded if s.path]}
     write_private(stage / _REQUEST, json.dumps(manifest).encode())
     return BackfillReply(step.request_id, step.phase, None, len(loaded), lo, hi)
+
+
+def _sources(path: str, own: KeyGroupRange, downloads: Path) -> list[tuple[int, Path]]:
+    """The backfill's files of the worker's key groups: in place in a directory; from object
+    storage, downloaded with the manifest's size and CRC-32 checked (a cluster task reaches S3
+    with the settings the job manager forwarded)."""
+    where = storage_location(path)
+    if where.path is not None:
+        return [(kg, f) for kg, f in backfill_files(where.path) if kg in own]
+    return fetch_ssts(where, own, downloads)
 
 
 def _ingest(step: BackfillStep, rt: WindowRuntime, state: RocksState, stage: Path) -> int:
