@@ -110,7 +110,9 @@ def run_task(raw: bytes, _partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
     payload = TaskPayload.decode(raw)
     os.environ.update(payload.env)
     host = ctx.getTaskInfos()[index].address.rpartition(":")[0] or "127.0.0.1"
-    workdir = Path(os.getcwd()) / "weir" / f"{payload.job_name}-{payload.attempt}-w{index}"
+    # not "weir": a directory of that name in the executor's working directory (first on a
+    # Python worker's sys.path) would shadow the installed package for the next task here
+    workdir = Path(os.getcwd()) / "weir-tasks" / f"{payload.job_name}-{payload.attempt}-w{index}"
     private_dir(workdir)
     cfg = payload.config(workdir, host)
     logs.configure(cfg.log_level, cfg.log_format)
