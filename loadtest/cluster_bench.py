@@ -1,0 +1,466 @@
+"""``make bench-cluster``: cluster mode (``weir run --master spark://…``, issue 19) beside local
+runs at parallelism 2, every ratio from one run, on a standalone Spark cluster on this host
+(``SparkCluster``: a master and two one-core workers on loopback). The cluster's executors and
+the local runs share this host's cores, so neither side has cores of its own.
+
+1. ``throughput``: the Kafka benchmark's job (``kafka_bench.JOB``) over one Tansu topic, local
+   and on the cluster in alternating rounds, plus a local run with the TCP exchange (the
+   cluster's transport) that separates the exchange's cost from the rest. Each run is a real
+   ``weir run`` timed as ``runs.timed_run`` times one: from the workers' run start to their
+   finish, from their own status, so Spark's start-up (~25 s) is not in it. Goal: cluster /
+   local >= 0.8. ``executor_jvm_cpu_s``: the executors' JVM CPU within the timed part.
+2. ``queries``: the last round's two finished jobs, still serving: the same point lookups on
+   random keys that both workers own, sequential and concurrent, alternating between the two
+   (local, cluster, cluster, local); p50/p99 each. Goal: cluster p50 within +5 ms of local.
+3. ``freshness``: ``freshness.py``'s probe (an event's age when a query first sees it, through
+   the exchange) on the cluster and locally, both with 1 s checkpoints. Goal: p99 <= 250 ms.
+4. ``recovery``: that cluster job, still running, loses executor 0 (SIGKILL, JVM and Python):
+   seconds from the kill to the job manager noticing, to its new barrier stage ("restarted
+   from"), and to the first record the new workers read. Goal: <= 30 s to the first record.
+
+Each cluster job costs a Spark application's start-up, so sections 1-2 share their last round's
+jobs and sections 3-4 one job. Checkpoints go to a directory: every executor is on this host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from loadtest import freshness, kafka_bench
+from loadtest.broker import tansu
+from loadtest.runs import serving
+from loadtest.spark_cluster import SparkCluster
+from weir.app.produce import produce
+from weir.engine.runtime.config import RunConfig
+from weir.state.keygroups import key_group, operator_for_key_group
+
+_DEFAULTS = RunConfig(job_file=Path("-"))
+START_S = 180.0  # a cluster job's Spark application and executors: ~25 s, more on a busy host
+RUN_S = 600.0
+RECOVERY_S = 120.0
+MAX_PARALLELISM = 128
+KAFKA_JOB, KAFKA_OP = "kbench", "stats"
+
+
+@dataclass(frozen=True)
+class Settings:
+    events: int = 500_000  # in the Kafka topic
+    keys: int = 10_000
+    rounds: int = 2  # of throughput: local, cluster (alternating which goes first), local TCP
+    fresh_rate: int = 5_000  # events/s of the freshness job
+    fresh_seconds: float = 4.0
+    queries: int = 2_000  # lookups per side and pattern
+    concurrency: int = 4
+    checkpoint_interval_ms: int = 1_000
+
+
+SMOKE = Settings(events=20_000, rounds=1, fresh_seconds=1.0, queries=200)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return round(freshness.percentile(values, q), 2)
+
+
+def _median(values: list[float]) -> float:
+    return round(statistics.median(values), 3)
+
+
+@dataclass
+class Place:
+    workdir: Path
+    cluster: SparkCluster
+    settings: Settings
+
+    def cluster_flags(self) -> tuple[str, ...]:
+        store = self.workdir / "cluster-checkpoints"
+        return ("--master", self.cluster.master_url, "--checkpoint-dir", str(store))
+
+
+# -- CPU of processes, from /proc ----------------------------------------------------------------
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue  # gone: its CPU is lost to the figure, which says "at least"
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICK
+
+
+# -- 1. throughput -------------------------------------------------------------------------------
+
+
+def _job_status(client: httpx.Client, job: str) -> dict[str, Any]:
+    r = client.get(f"/jobs/{job}")
+    r.raise_for_status()
+    body: dict[str, Any] = r.json()
+    if body["state"] == "failed":
+        raise RuntimeError(f"job {job} failed: {body}")
+    return body
+
+
+def _follow_run(client: httpx.Client, cpu: Callable[[], float], t0: float) -> dict[str, Any]:
+    """Wait for the job to finish; its rate as ``timed_run`` computes one, ``cpu()``'s growth
+    between the first poll with every worker reading and the first with all done, and the
+    seconds from ``t0`` (the process's start) to every worker reading."""
+    deadline = time.monotonic() + START_S + RUN_S
+    cpu_at_start: float | None = None
+    start_s = 0.0
+    while time.monotonic() < deadline:
+        body = _job_status(client, KAFKA_JOB)
+        workers = body["workers"]
+        if cpu_at_start is None and all(w["run_started_at"] for w in workers):
+            cpu_at_start, start_s = cpu(), time.monotonic() - t0
+        if body["state"] == "finished" and all(w["finished_at"] for w in workers):
+            used = cpu() - (cpu_at_start or 0.0)
+            started = min(w["run_started_at"] for w in workers)
+            seconds = max(w["finished_at"] for w in workers) - started
+            events = sum(w["records_in"] for w in workers)
+            return {
+                "events": events,
+                "seconds": round(seconds, 3),
+                "events_per_s": round(events / seconds),
+                "hosts": [w["host"] for w in workers],
+                "executor_jvm_cpu_s": round(used, 2),
+                "start_s": round(start_s, 1),
+            }
+        time.sleep(0.05)
+    raise TimeoutError(f"the {KAFKA_JOB} job did not finish in {START_S + RUN_S:.0f} s")
+
+
+@contextmanager
+def _finished_run(place: Place, job: Path, mode: str, n: int) -> Iterator[tuple[str, Any]]:
+    """A ``weir run`` of ``job`` at p=2 in ``mode`` (local, local_tcp, cluster), run to its
+    end and still serving; yields its URL and figures."""
+    flags = {
+        "local": (),
+        "local_tcp": ("--exchange-transport", "tcp"),
+        "cluster": place.cluster_flags(),
+    }[mode]
+    state_dir = place.workdir / f"state-{mode}-{n}"
+
+    def cpu() -> float:
+        if mode != "cluster":
+            return 0.0
+        return _cpu_s([e.pid for e in place.cluster.executor_pids()])
+
+    t0 = time.monotonic()
+    with (
+        serving(job, state_dir, "--parallelism", "2", *flags, start_timeout_s=START_S) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        figures = _follow_run(client, cpu, t0)
+        if mode != "cluster":
+            del figures["executor_jvm_cpu_s"]
+        yield url, figures
+    shutil.rmtree(state_dir, ignore_errors=True)
+
+
+MODES = ("local", "cluster", "local_tcp")
+
+
+def throughput_and_queries(place: Place) -> dict[str, Any]:
+    s = place.settings
+    with tansu(place.workdir) as bootstrap:
+        produce(
+            bootstrap, "cbench", count=s.events, keys=s.keys, partitions=4, clock="synthetic",
+            progress=False,
+        )  # fmt: skip
+        job = place.workdir / "cluster_kafka_job.py"
+        job.write_text(kafka_bench.JOB.format(bootstrap=bootstrap, topic="cbench"))
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
+        for r in range(s.rounds - 1):
+            for mode in _order(r):
+                with _finished_run(place, job, mode, r) as (_, figures):
+                    runs[mode].append(figures)
+        with ExitStack() as last:
+            urls = {}
+            for mode in _order(s.rounds - 1):
+                if mode == "local_tcp":
+                    with _finished_run(place, job, mode, s.rounds) as (_, figures):
+                        runs[mode].append(figures)
+                    continue
+                urls[mode], figures = last.enter_context(_finished_run(place, job, mode, s.rounds))
+                runs[mode].append(figures)
+            queries = query_latency(urls, s)
+    return {"throughput": _throughput_summary(runs, s.events), "queries": queries}
+
+
+def _order(r: int) -> tuple[str, ...]:
+    return MODES if r % 2 == 0 else ("cluster", "local", "local_tcp")
+
+
+def _throughput_summary(runs: dict[str, list[dict[str, Any]]], events: int) -> dict[str, Any]:
+    rate = {m: [r["events_per_s"] for r in rs] for m, rs in runs.items()}
+    for mode, rs in runs.items():
+        if any(r["events"] != events for r in rs):
+            raise RuntimeError(f"a {mode} run read {[r['events'] for r in rs]}, not {events}")
+    per_round = [c / loc for c, loc in zip(rate["cluster"], rate["local"], strict=True)]
+    tcp = [t / loc for t, loc in zip(rate["local_tcp"], rate["local"], strict=True)]
+    return {
+        "events": events,
+        "rounds": len(per_round),
+        **{f"{m}_events_per_s": rs for m, rs in rate.items()},
+        "cluster_over_local_median": _median(per_round),
+        "cluster_over_local_best": round(max(rate["cluster"]) / max(rate["local"]), 3),
+        "local_tcp_over_local_median": _median(tcp),
+        "cluster_executor_jvm_cpu_s": [r["executor_jvm_cpu_s"] for r in runs["cluster"]],
+        "cluster_seconds": [r["seconds"] for r in runs["cluster"]],
+        # from starting `weir run` to every worker reading: Spark's start-up, not timed above
+        "cluster_start_s": [r["start_s"] for r in runs["cluster"]],
+        "local_start_s": [r["start_s"] for r in runs["local"]],
+        "cluster_hosts": runs["cluster"][-1]["hosts"],
+    }
+
+
+# -- 2. query latency ----------------------------------------------------------------------------
+
+
+def _lookup_keys(urls: dict[str, str], candidates: int = 200) -> list[str]:
+    """Ids both jobs hold state for (the same answer from each), as many owned by worker 0 as
+    by worker 1."""
+    owned: dict[int, list[str]] = {0: [], 1: []}
+    with httpx.Client(timeout=30) as client:
+        for i in range(candidates):
+            key = f"ad-{i}"
+            path = f"/{KAFKA_JOB}/{KAFKA_OP}/state/{key}"
+            answers = [client.get(url + path) for url in urls.values()]
+            if any(a.status_code != 200 for a in answers):
+                continue
+            if answers[0].json()["windows"] != answers[1].json()["windows"]:
+                raise RuntimeError(f"local and cluster disagree on {key}: {answers}")
+            kg = key_group(key, MAX_PARALLELISM)
+            owned[operator_for_key_group(MAX_PARALLELISM, 2, kg)].append(key)
+    n = min(len(owned[0]), len(owned[1]))
+    if n < 10:
+        raise RuntimeError(f"too few keys with state on both workers: {owned}")
+    return owned[0][:n] + owned[1][:n]
+
+
+def _timed_lookups(url: str, keys: list[str]) -> list[float]:
+    """Milliseconds of each lookup of ``keys``, in order, over one keep-alive connection."""
+    took = []
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for key in keys:
+            t0 = time.perf_counter()
+            r = client.get(f"/{KAFKA_JOB}/{KAFKA_OP}/state/{key}")
+            took.append((time.perf_counter() - t0) * 1000)
+            if r.status_code != 200:
+                raise RuntimeError(f"{url}: {key} answered {r.status_code} {r.text[:200]}")
+    return took
+
+
+def _concurrent_lookups(url: str, keys: list[str], clients: int) -> list[float]:
+    parts = [keys[i::clients] for i in range(clients)]
+    results: list[list[float]] = [[] for _ in parts]
+
+    def one(i: int) -> None:
+        results[i] = _timed_lookups(url, parts[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [ms for part in results for ms in part]
+
+
+def query_latency(urls: dict[str, str], s: Settings) -> dict[str, Any]:
+    """The same random sequence of lookups against each side, in halves ordered local,
+    cluster, cluster, local (the host's drift falls on both)."""
+    keys = _lookup_keys(urls)
+    sequence = random.Random(19).choices(keys, k=s.queries)
+    halves = [sequence[: s.queries // 2], sequence[s.queries // 2 :]]
+    out: dict[str, Any] = {"keys": len(keys), "lookups_per_side": s.queries}
+    patterns: dict[str, Callable[[str, list[str]], list[float]]] = {
+        "sequential": _timed_lookups,
+        f"concurrent_{s.concurrency}": lambda u, k: _concurrent_lookups(u, k, s.concurrency),
+    }
+    for name, run in patterns.items():
+        took: dict[str, list[float]] = {"local": [], "cluster": []}
+        for half, mode in zip((0, 0, 1, 1), ("local", "cluster", "cluster", "local"), strict=True):
+            took[mode] += run(urls[mode], halves[half])
+        row = {
+            f"{m}_{q}_ms": _percentile(v, p)
+            for m, v in took.items()
+            for q, p in (("p50", 0.5), ("p99", 0.99))
+        }
+        row["cluster_minus_local_p50_ms"] = round(row["cluster_p50_ms"] - row["local_p50_ms"], 2)
+        row["cluster_minus_local_p99_ms"] = round(row["cluster_p99_ms"] - row["local_p99_ms"], 2)
+        out[name] = row
+    return out
+
+
+# -- 3. freshness and 4. recovery ----------------------------------------------------------------
+
+
+class LogTimes:
+    """The wall-clock time each line of a ``weir run`` log was read, as it is written."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[float, str]] = []
+
+    def __call__(self, line: str) -> None:
+        self.lines.append((time.time(), line))
+
+    def first(self, text: str, after: float) -> float | None:
+        return next((t for t, ln in list(self.lines) if t >= after and text in ln), None)
+
+
+def freshness_and_recovery(place: Place) -> dict[str, Any]:
+    s = place.settings
+    checkpoints = ("--checkpoint-interval-ms", str(s.checkpoint_interval_ms))
+    local = freshness.measure(
+        place.workdir, rate=s.fresh_rate, parallelism=2, seconds=s.fresh_seconds,
+        buffer_timeout_ms=_DEFAULTS.buffer_timeout_ms, extra_args=checkpoints, label="-local",
+    )  # fmt: skip
+    log = LogTimes()
+    flags = (*place.cluster_flags(), *checkpoints, "--log-level", "INFO")
+    with (
+        serving(
+            freshness.write_job(place.workdir, s.fresh_rate), place.workdir / "state-fresh-cluster",
+            "--parallelism", "2", *flags, start_timeout_s=START_S, on_line=log,
+        ) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):  # fmt: skip
+        key = freshness.probe_key(2)
+        ages = freshness.probe(client, key, warmup_s=1.5, seconds=s.fresh_seconds)
+        recovery = _recover(client, place.cluster, log)
+    cluster = {"rate": s.fresh_rate, "parallelism": 2, **freshness.summary(ages)}
+    return {
+        "freshness": {
+            "checkpoint_interval_ms": s.checkpoint_interval_ms,
+            "local": local,
+            "cluster": cluster,
+            "cluster_minus_local_p99_ms": round(cluster["p99_ms"] - local["p99_ms"], 1),
+        },
+        "recovery": recovery,
+    }
+
+
+def _checkpointed(client: httpx.Client, n: int) -> bool:
+    return (_job_status(client, "fresh").get("last_checkpoint") or 0) >= n
+
+
+def _restarted(body: dict[str, Any], killed_at: float) -> bool:
+    workers = body["workers"]
+    # the API shows a time not reached yet as None
+    new = all((w["run_started_at"] or 0.0) > killed_at for w in workers)
+    return body["restarts"] >= 1 and new and sum(w["records_in"] for w in workers) > 0
+
+
+def _recover(client: httpx.Client, cluster: SparkCluster, log: LogTimes) -> dict[str, Any]:
+    """Kill executor 0 once two checkpoints are complete; seconds to each step of the restart."""
+    _wait(lambda: _checkpointed(client, 2), 60.0, "two checkpoints")
+    killed_at = time.time()
+    if not cluster.kill_executor(0):
+        raise RuntimeError("no executor of the job ran on the cluster's first worker")
+
+    def restarted() -> dict[str, Any] | None:
+        body = _job_status(client, "fresh")
+        return body if _restarted(body, killed_at) else None
+
+    body = _wait(restarted, RECOVERY_S, "the restarted workers to read records")
+    seen_at = time.time()
+    first = min(t for w in body["workers"] if (t := w["first_record_at"] or 0.0) > killed_at)
+    noticed = log.first("restarting (attempt", killed_at)
+    resubmitted = log.first("restarted from", killed_at)
+
+    def since(t: float | None) -> float | None:
+        return None if t is None else round(t - killed_at, 2)
+
+    return {
+        "restart_delay_ms": _DEFAULTS.restart_delay_ms,
+        "restarts": body["restarts"],
+        "noticed_s": since(noticed),
+        "stage_resubmitted_s": since(resubmitted),
+        "first_record_s": since(first),
+        "status_shows_records_s": since(seen_at),
+    }
+
+
+def _wait(fn: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while not (found := fn()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} within {timeout_s:.0f} s")
+        time.sleep(0.05)
+    return found
+
+
+# -- the whole benchmark -------------------------------------------------------------------------
+
+
+def measure(workdir: Path, cluster: SparkCluster, settings: Settings) -> dict[str, Any]:
+    """Every section on ``cluster`` (two one-core workers), in ``workdir``."""
+    place = Place(workdir, cluster, settings)
+    out: dict[str, Any] = {"settings": settings.__dict__, "seconds": {}}
+    for name, section in (
+        ("throughput_and_queries", throughput_and_queries),
+        ("freshness_and_recovery", freshness_and_recovery),
+    ):
+        t0 = time.monotonic()
+        out.update(section(place))
+        out["seconds"][name] = round(time.monotonic() - t0, 1)
+    return out
+
+
+def run(workdir: Path, settings: Settings = Settings()) -> dict[str, Any]:  # noqa: B008
+    """``measure`` on a cluster of its own (``make bench``'s ``cluster`` section)."""
+    with SparkCluster(workdir / "spark", workers=2) as cluster:
+        out = measure(workdir, cluster, settings)
+    out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--events", type=int, default=Settings.events, help="in the topic")
+    parser.add_argument("--rounds", type=int, default=Settings.rounds, help="throughput rounds")
+    parser.add_argument("--queries", type=int, default=Settings.queries, help="per side")
+    parser.add_argument("--smoke", action="store_true", help="the smallest configuration")
+    parser.add_argument("--out", type=Path, default=Path("bench-results"))
+    args = parser.parse_args()
+    settings = SMOKE if args.smoke else Settings()
+    if not args.smoke:
+        settings = replace(settings, events=args.events, rounds=args.rounds, queries=args.queries)
+    args.out.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="weir-cluster-bench-"))
+    print("cluster bench: throughput, queries, freshness, recovery…", file=sys.stderr, flush=True)
+    try:
+        result = {
+            "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},
+            **run(workdir, settings),
+        }
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    text = json.dumps(result, indent=2)
+    print(text)
+    (args.out / "cluster-bench.json").write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
