@@ -8,7 +8,8 @@ the local runs share this host's cores, so neither side has cores of its own.
    cluster's transport) that separates the exchange's cost from the rest. Each run is a real
    ``weir run`` timed as ``runs.timed_run`` times one: from the workers' run start to their
    finish, from their own status, so Spark's start-up (~25 s) is not in it. Goal: cluster /
-   local >= 0.8. ``executor_jvm_cpu_s``: the executors' JVM CPU within the timed part.
+   local >= 0.8. ``<mode>_cpu_s``: each part's CPU within the timed part (job manager, local
+   workers or Spark driver, the executors' JVMs and Python processes).
 2. ``queries``: the last round's two finished jobs, still serving: the same point lookups on
    random keys that both workers own, sequential and concurrent, alternating between the two
    (local, cluster, cluster, local); p50/p99 each. Goal: cluster p50 within +5 ms of local.
@@ -99,15 +100,55 @@ class Place:
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
+def _stat(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return []  # gone: its CPU is lost to the figure
+
+
 def _cpu_s(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
+    fields = [f for f in map(_stat, pids) if f]
+    return sum(int(f[11]) + int(f[12]) for f in fields) / _TICK  # utime + stime
+
+
+def _children(parent: int) -> list[tuple[int, bytes]]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (f := _stat(int(entry.name))) and int(f[1]) == parent:
+            try:
+                exe = (entry / "cmdline").read_bytes().split(b"\0")[0].rpartition(b"/")[2]
+            except OSError:
+                continue
+            found.append((int(entry.name), exe))
+    return found
+
+
+def _run_pid(state_dir: Path) -> int:
+    """The ``weir run`` process of ``state_dir`` (its command line names it)."""
+    marker = str(state_dir).encode()
+    for entry in Path("/proc").iterdir():
         try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+            if entry.name.isdigit() and marker in (entry / "cmdline").read_bytes():
+                return int(entry.name)
         except OSError:
-            continue  # gone: its CPU is lost to the figure, which says "at least"
-        total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / _TICK
+            continue
+    raise RuntimeError(f"no weir run process for {state_dir}")
+
+
+def _component_cpu(place: Place, run_pid: int, mode: str) -> dict[str, float]:
+    """CPU seconds so far of each part of a run: the ``weir run`` process (job manager, API),
+    its children (local workers; on a cluster the Spark driver's JVM), and on a cluster the
+    executors' JVMs and their Python processes (PySpark's daemon and the weir tasks)."""
+    kids = _children(run_pid)
+    out = {
+        "job_manager": _cpu_s([run_pid]),
+        "driver_jvm" if mode == "cluster" else "workers": _cpu_s([pid for pid, _ in kids]),
+    }
+    if mode == "cluster":
+        out["executor_jvm"] = _cpu_s([e.pid for e in place.cluster.executor_pids()])
+        out["executor_python"] = _cpu_s(place.cluster.python_worker_pids())
+    return out
 
 
 # -- 1. throughput -------------------------------------------------------------------------------
@@ -122,20 +163,23 @@ def _job_status(client: httpx.Client, job: str) -> dict[str, Any]:
     return body
 
 
-def _follow_run(client: httpx.Client, cpu: Callable[[], float], t0: float) -> dict[str, Any]:
+Cpu = Callable[[], dict[str, float]]
+
+
+def _follow_run(client: httpx.Client, cpu: Cpu, t0: float) -> dict[str, Any]:
     """Wait for the job to finish; its rate as ``timed_run`` computes one, ``cpu()``'s growth
     between the first poll with every worker reading and the first with all done, and the
     seconds from ``t0`` (the process's start) to every worker reading."""
     deadline = time.monotonic() + START_S + RUN_S
-    cpu_at_start: float | None = None
+    cpu_at_start: dict[str, float] = {}
     start_s = 0.0
     while time.monotonic() < deadline:
         body = _job_status(client, KAFKA_JOB)
         workers = body["workers"]
-        if cpu_at_start is None and all(w["run_started_at"] for w in workers):
+        if not cpu_at_start and all(w["run_started_at"] for w in workers):
             cpu_at_start, start_s = cpu(), time.monotonic() - t0
         if body["state"] == "finished" and all(w["finished_at"] for w in workers):
-            used = cpu() - (cpu_at_start or 0.0)
+            used = {k: round(v - cpu_at_start.get(k, 0.0), 2) for k, v in cpu().items()}
             started = min(w["run_started_at"] for w in workers)
             seconds = max(w["finished_at"] for w in workers) - started
             events = sum(w["records_in"] for w in workers)
@@ -144,7 +188,7 @@ def _follow_run(client: httpx.Client, cpu: Callable[[], float], t0: float) -> di
                 "seconds": round(seconds, 3),
                 "events_per_s": round(events / seconds),
                 "hosts": [w["host"] for w in workers],
-                "executor_jvm_cpu_s": round(used, 2),
+                "cpu_s": used,
                 "start_s": round(start_s, 1),
             }
         time.sleep(0.05)
@@ -162,19 +206,13 @@ def _finished_run(place: Place, job: Path, mode: str, n: int) -> Iterator[tuple[
     }[mode]
     state_dir = place.workdir / f"state-{mode}-{n}"
 
-    def cpu() -> float:
-        if mode != "cluster":
-            return 0.0
-        return _cpu_s([e.pid for e in place.cluster.executor_pids()])
-
     t0 = time.monotonic()
     with (
         serving(job, state_dir, "--parallelism", "2", *flags, start_timeout_s=START_S) as url,
         httpx.Client(base_url=url, timeout=30) as client,
     ):
-        figures = _follow_run(client, cpu, t0)
-        if mode != "cluster":
-            del figures["executor_jvm_cpu_s"]
+        run_pid = _run_pid(state_dir)
+        figures = _follow_run(client, lambda: _component_cpu(place, run_pid, mode), t0)
         yield url, figures
     shutil.rmtree(state_dir, ignore_errors=True)
 
@@ -213,12 +251,20 @@ def _order(r: int) -> tuple[str, ...]:
     return MODES if r % 2 == 0 else ("cluster", "local", "local_tcp")
 
 
+def _per_cpu_s(run: dict[str, Any]) -> float:
+    cpu: dict[str, float] = run["cpu_s"]
+    return float(run["events"]) / max(0.01, sum(cpu.values()))
+
+
 def _throughput_summary(runs: dict[str, list[dict[str, Any]]], events: int) -> dict[str, Any]:
     rate = {m: [r["events_per_s"] for r in rs] for m, rs in runs.items()}
     for mode, rs in runs.items():
         if any(r["events"] != events for r in rs):
             raise RuntimeError(f"a {mode} run read {[r['events'] for r in rs]}, not {events}")
     per_round = [c / loc for c, loc in zip(rate["cluster"], rate["local"], strict=True)]
+    # events per CPU-second of every part: what a loaded host's scheduling does not move
+    per_cpu = {m: [_per_cpu_s(r) for r in rs] for m, rs in runs.items()}
+    cpu_ratio = [c / loc for c, loc in zip(per_cpu["cluster"], per_cpu["local"], strict=True)]
     tcp = [t / loc for t, loc in zip(rate["local_tcp"], rate["local"], strict=True)]
     return {
         "events": events,
@@ -227,7 +273,10 @@ def _throughput_summary(runs: dict[str, list[dict[str, Any]]], events: int) -> d
         "cluster_over_local_median": _median(per_round),
         "cluster_over_local_best": round(max(rate["cluster"]) / max(rate["local"]), 3),
         "local_tcp_over_local_median": _median(tcp),
-        "cluster_executor_jvm_cpu_s": [r["executor_jvm_cpu_s"] for r in runs["cluster"]],
+        **{f"{m}_events_per_cpu_s": [round(x) for x in xs] for m, xs in per_cpu.items()},
+        "cluster_over_local_per_cpu_median": _median(cpu_ratio),
+        # CPU seconds of each part within the timed part, per run: where the time went
+        **{f"{m}_cpu_s": [r["cpu_s"] for r in rs] for m, rs in runs.items()},
         "cluster_seconds": [r["seconds"] for r in runs["cluster"]],
         # from starting `weir run` to every worker reading: Spark's start-up, not timed above
         "cluster_start_s": [r["start_s"] for r in runs["cluster"]],
@@ -376,10 +425,14 @@ def _recover(client: httpx.Client, cluster: SparkCluster, log: LogTimes) -> dict
     """Kill executor 0 once two checkpoints are complete; seconds to each step of the restart."""
     _wait(lambda: _checkpointed(client, 2), 60.0, "two checkpoints")
     killed_at = time.time()
-    if not cluster.kill_executor(0):
+    killed = cluster.kill_executor(0)
+    if not killed:
         raise RuntimeError("no executor of the job ran on the cluster's first worker")
+    new_executor: list[float] = []
 
     def restarted() -> dict[str, Any] | None:
+        if not new_executor and any(e.pid not in killed for e in cluster.executor_pids()):
+            new_executor.append(time.time())  # the worker launched a JVM in its place
         body = _job_status(client, "fresh")
         return body if _restarted(body, killed_at) else None
 
@@ -396,6 +449,7 @@ def _recover(client: httpx.Client, cluster: SparkCluster, log: LogTimes) -> dict
         "restart_delay_ms": _DEFAULTS.restart_delay_ms,
         "restarts": body["restarts"],
         "noticed_s": since(noticed),
+        "new_executor_s": since(new_executor[0] if new_executor else None),
         "stage_resubmitted_s": since(resubmitted),
         "first_record_s": since(first),
         "status_shows_records_s": since(seen_at),
