@@ -4,7 +4,7 @@ runs at parallelism 2, every ratio from one run, on a standalone Spark cluster o
 the local runs share this host's cores, so neither side has cores of its own.
 
 1. ``throughput``: the Kafka benchmark's job (``kafka_bench.JOB``) over one Tansu topic, local
-   and on the cluster in alternating rounds, plus a local run with the TCP exchange (the
+   and on the cluster in rounds (the order rotating), plus a local run with the TCP exchange (the
    cluster's transport) that separates the exchange's cost from the rest. Each run is a real
    ``weir run`` timed as ``runs.timed_run`` times one: from the workers' run start to their
    finish, from their own status, so Spark's start-up (~25 s) is not in it. Goal: cluster /
@@ -65,7 +65,7 @@ KAFKA_JOB, KAFKA_OP = "kbench", "stats"
 class Settings:
     events: int = 500_000  # in the Kafka topic
     keys: int = 10_000
-    rounds: int = 2  # of throughput: local, cluster (alternating which goes first), local TCP
+    rounds: int = 3  # of throughput: local, cluster, local TCP, the order rotating
     fresh_rate: int = 5_000  # events/s of the freshness job
     fresh_seconds: float = 4.0
     queries: int = 2_000  # lookups per side and pattern
@@ -248,7 +248,10 @@ def throughput_and_queries(place: Place) -> dict[str, Any]:
 
 
 def _order(r: int) -> tuple[str, ...]:
-    return MODES if r % 2 == 0 else ("cluster", "local", "local_tcp")
+    """Round ``r``'s order: each mode first, second and third in turn (a broker's warm-up or
+    the host's drift falls on all three)."""
+    k = r % len(MODES)
+    return MODES[k:] + MODES[:k]
 
 
 def _per_cpu_s(run: dict[str, Any]) -> float:
@@ -431,7 +434,8 @@ def _recover(client: httpx.Client, cluster: SparkCluster, log: LogTimes) -> dict
     new_executor: list[float] = []
 
     def restarted() -> dict[str, Any] | None:
-        if not new_executor and any(e.pid not in killed for e in cluster.executor_pids()):
+        fresh = [e for e in cluster.executor_pids() if e.worker == 0 and e.pid not in killed]
+        if fresh and not new_executor:
             new_executor.append(time.time())  # the worker launched a JVM in its place
         body = _job_status(client, "fresh")
         return body if _restarted(body, killed_at) else None
