@@ -30,12 +30,10 @@ import json
 import multiprocessing as mp
 import os
 import platform
-import random
 import shutil
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -45,19 +43,17 @@ from typing import Any
 
 import httpx
 
-from loadtest import freshness, kafka_bench
+from loadtest import cluster_queries, freshness, kafka_bench, procs
 from loadtest.broker import tansu
 from loadtest.runs import serving
 from loadtest.spark_cluster import SparkCluster
 from weir.app.produce import produce
 from weir.engine.runtime.config import RunConfig
-from weir.state.keygroups import key_group, operator_for_key_group
 
 _DEFAULTS = RunConfig(job_file=Path("-"))
 START_S = 180.0  # a cluster job's Spark application and executors: ~25 s, more on a busy host
 RUN_S = 600.0
 RECOVERY_S = 120.0
-MAX_PARALLELISM = 128
 KAFKA_JOB, KAFKA_OP = "kbench", "stats"
 
 
@@ -76,10 +72,6 @@ class Settings:
 SMOKE = Settings(events=20_000, rounds=1, fresh_seconds=1.0, queries=200)
 
 
-def _percentile(values: list[float], q: float) -> float:
-    return round(freshness.percentile(values, q), 2)
-
-
 def _median(values: list[float]) -> float:
     return round(statistics.median(values), 3)
 
@@ -95,33 +87,7 @@ class Place:
         return ("--master", self.cluster.master_url, "--checkpoint-dir", str(store))
 
 
-# -- CPU of processes, from /proc ----------------------------------------------------------------
-
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return []  # gone: its CPU is lost to the figure
-
-
-def _cpu_s(pids: list[int]) -> float:
-    fields = [f for f in map(_stat, pids) if f]
-    return sum(int(f[11]) + int(f[12]) for f in fields) / _TICK  # utime + stime
-
-
-def _children(parent: int) -> list[tuple[int, bytes]]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (f := _stat(int(entry.name))) and int(f[1]) == parent:
-            try:
-                exe = (entry / "cmdline").read_bytes().split(b"\0")[0].rpartition(b"/")[2]
-            except OSError:
-                continue
-            found.append((int(entry.name), exe))
-    return found
+# -- CPU of a run's parts, from /proc -----------------------------------------------------------
 
 
 def _run_pid(state_dir: Path) -> int:
@@ -140,14 +106,15 @@ def _component_cpu(place: Place, run_pid: int, mode: str) -> dict[str, float]:
     """CPU seconds so far of each part of a run: the ``weir run`` process (job manager, API),
     its children (local workers; on a cluster the Spark driver's JVM), and on a cluster the
     executors' JVMs and their Python processes (PySpark's daemon and the weir tasks)."""
-    kids = _children(run_pid)
     out = {
-        "job_manager": _cpu_s([run_pid]),
-        "driver_jvm" if mode == "cluster" else "workers": _cpu_s([pid for pid, _ in kids]),
+        "job_manager": procs.cpu_seconds([run_pid]),
+        "driver_jvm" if mode == "cluster" else "workers": procs.cpu_seconds(
+            sorted(procs.children(run_pid))
+        ),
     }
     if mode == "cluster":
-        out["executor_jvm"] = _cpu_s([e.pid for e in place.cluster.executor_pids()])
-        out["executor_python"] = _cpu_s(place.cluster.python_worker_pids())
+        out["executor_jvm"] = procs.cpu_seconds([e.pid for e in place.cluster.executor_pids()])
+        out["executor_python"] = procs.cpu_seconds(place.cluster.python_worker_pids())
     return out
 
 
@@ -243,7 +210,7 @@ def throughput_and_queries(place: Place) -> dict[str, Any]:
                     continue
                 urls[mode], figures = last.enter_context(_finished_run(place, job, mode, s.rounds))
                 runs[mode].append(figures)
-            queries = query_latency(urls, s)
+            queries = cluster_queries.measure(urls, s.queries, s.concurrency, KAFKA_JOB, KAFKA_OP)
     return {"throughput": _throughput_summary(runs, s.events), "queries": queries}
 
 
@@ -286,84 +253,6 @@ def _throughput_summary(runs: dict[str, list[dict[str, Any]]], events: int) -> d
         "local_start_s": [r["start_s"] for r in runs["local"]],
         "cluster_hosts": runs["cluster"][-1]["hosts"],
     }
-
-
-# -- 2. query latency ----------------------------------------------------------------------------
-
-
-def _lookup_keys(urls: dict[str, str], candidates: int = 200) -> list[str]:
-    """Ids both jobs hold state for (the same answer from each), as many owned by worker 0 as
-    by worker 1."""
-    owned: dict[int, list[str]] = {0: [], 1: []}
-    with httpx.Client(timeout=30) as client:
-        for i in range(candidates):
-            key = f"ad-{i}"
-            path = f"/{KAFKA_JOB}/{KAFKA_OP}/state/{key}"
-            answers = [client.get(url + path) for url in urls.values()]
-            if any(a.status_code != 200 for a in answers):
-                continue
-            if answers[0].json()["windows"] != answers[1].json()["windows"]:
-                raise RuntimeError(f"local and cluster disagree on {key}: {answers}")
-            kg = key_group(key, MAX_PARALLELISM)
-            owned[operator_for_key_group(MAX_PARALLELISM, 2, kg)].append(key)
-    n = min(len(owned[0]), len(owned[1]))
-    if n < 10:
-        raise RuntimeError(f"too few keys with state on both workers: {owned}")
-    return owned[0][:n] + owned[1][:n]
-
-
-def _timed_lookups(url: str, keys: list[str]) -> list[float]:
-    """Milliseconds of each lookup of ``keys``, in order, over one keep-alive connection."""
-    took = []
-    with httpx.Client(base_url=url, timeout=30) as client:
-        for key in keys:
-            t0 = time.perf_counter()
-            r = client.get(f"/{KAFKA_JOB}/{KAFKA_OP}/state/{key}")
-            took.append((time.perf_counter() - t0) * 1000)
-            if r.status_code != 200:
-                raise RuntimeError(f"{url}: {key} answered {r.status_code} {r.text[:200]}")
-    return took
-
-
-def _concurrent_lookups(url: str, keys: list[str], clients: int) -> list[float]:
-    parts = [keys[i::clients] for i in range(clients)]
-    results: list[list[float]] = [[] for _ in parts]
-
-    def one(i: int) -> None:
-        results[i] = _timed_lookups(url, parts[i])
-
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return [ms for part in results for ms in part]
-
-
-def query_latency(urls: dict[str, str], s: Settings) -> dict[str, Any]:
-    """The same random sequence of lookups against each side, in halves ordered local,
-    cluster, cluster, local (the host's drift falls on both)."""
-    keys = _lookup_keys(urls)
-    sequence = random.Random(19).choices(keys, k=s.queries)
-    halves = [sequence[: s.queries // 2], sequence[s.queries // 2 :]]
-    out: dict[str, Any] = {"keys": len(keys), "lookups_per_side": s.queries}
-    patterns: dict[str, Callable[[str, list[str]], list[float]]] = {
-        "sequential": _timed_lookups,
-        f"concurrent_{s.concurrency}": lambda u, k: _concurrent_lookups(u, k, s.concurrency),
-    }
-    for name, run in patterns.items():
-        took: dict[str, list[float]] = {"local": [], "cluster": []}
-        for half, mode in zip((0, 0, 1, 1), ("local", "cluster", "cluster", "local"), strict=True):
-            took[mode] += run(urls[mode], halves[half])
-        row = {
-            f"{m}_{q}_ms": _percentile(v, p)
-            for m, v in took.items()
-            for q, p in (("p50", 0.5), ("p99", 0.99))
-        }
-        row["cluster_minus_local_p50_ms"] = round(row["cluster_p50_ms"] - row["local_p50_ms"], 2)
-        row["cluster_minus_local_p99_ms"] = round(row["cluster_p99_ms"] - row["local_p99_ms"], 2)
-        out[name] = row
-    return out
 
 
 # -- 3. freshness and 4. recovery ----------------------------------------------------------------
