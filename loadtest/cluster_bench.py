@@ -135,18 +135,21 @@ Cpu = Callable[[], dict[str, float]]
 
 def _follow_run(client: httpx.Client, cpu: Cpu, t0: float) -> dict[str, Any]:
     """Wait for the job to finish; its rate as ``timed_run`` computes one, ``cpu()``'s growth
-    from just before the first poll with every worker reading to the first with all done, and
-    the seconds from ``t0`` (the process's start) to every worker reading."""
+    from the last poll before every worker was reading to the first with all done, and the
+    seconds from ``t0`` (the process's start) to every worker reading."""
     deadline = time.monotonic() + START_S + RUN_S
     cpu_at_start: dict[str, float] = {}
+    before: dict[str, float] = {}
     start_s = 0.0
     while time.monotonic() < deadline:
-        # taken before the status is read, so a short run's whole timed part is inside
-        before = cpu() if not cpu_at_start else cpu_at_start
+        # taken before the status is read: when it says "not yet", the run had not started
+        # (but for the workers' status interval, 100 ms), however short the run
+        now = cpu() if not cpu_at_start else cpu_at_start
         body = _job_status(client, KAFKA_JOB)
         workers = body["workers"]
         if not cpu_at_start and all(w["run_started_at"] for w in workers):
-            cpu_at_start, start_s = before, time.monotonic() - t0
+            cpu_at_start, start_s = before or now, time.monotonic() - t0
+        before = now
         if body["state"] == "finished" and all(w["finished_at"] for w in workers):
             used = {k: round(v - cpu_at_start.get(k, 0.0), 2) for k, v in cpu().items()}
             started = min(w["run_started_at"] for w in workers)
