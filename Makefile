@@ -7,7 +7,8 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test check lint types bench bench-s3 bench-backfill soak compose-check clean
+.PHONY: venv system-deps demo test check lint types bench bench-s3 bench-backfill bench-cluster soak \
+	compose-check clean
 
 venv: $(STAMP)
 
@@ -51,7 +52,7 @@ $(QUIX)/.installed:
 	$(QUIX)/bin/python -m pip install --quiet quixstreams==3.28.0
 	touch $@
 
-bench: $(STAMP) $(QUIX)/.installed
+bench: $(STAMP) $(QUIX)/.installed system-deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m loadtest.bench
@@ -63,6 +64,11 @@ bench-s3: $(STAMP)
 
 bench-backfill: $(STAMP)
 	$(BIN)/python -m loadtest.backfill_bench
+
+# cluster mode on a standalone Spark cluster on loopback (two one-core workers, Java from
+# system-deps) beside local runs; also a section of make bench
+bench-cluster: $(STAMP) system-deps
+	$(BIN)/python -m loadtest.cluster_bench
 
 soak: $(STAMP)
 	$(BIN)/python -m loadtest.soak --minutes 30

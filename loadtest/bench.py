@@ -23,6 +23,9 @@
    mixed query load (``query_bench.py``).
 10. ``peers``: weir beside Quix Streams on the same Kafka topics, 10k and 1M keys
    (``peer_bench.py``).
+11. ``cluster``: cluster mode (``--master spark://…``) on a two-worker standalone Spark cluster
+   on this host beside local p=2: throughput, query latency through the driver, freshness and
+   recovery after an executor loss (``cluster_bench.py``; ``make bench-cluster`` runs it alone).
 
 ``--only`` runs some sections. The figures (``loadtest/plots.py``) and ``bench.json`` go to
 ``--out``; ``seconds`` in the JSON times each section.
@@ -44,6 +47,7 @@ from typing import Any
 
 from loadtest import (
     checkpoint_bench,
+    cluster_bench,
     freshness,
     kafka_bench,
     peer_bench,
@@ -192,7 +196,7 @@ def buffer_sweep(workdir: Path, events: int, keys: int, rate: int) -> list[dict[
 
 SECTIONS = (
     "single_worker", "parallel", "serving_cost", "freshness", "buffer_timeout", "checkpoints",
-    "s3_checkpoints", "kafka", "queries", "peers",
+    "s3_checkpoints", "kafka", "queries", "peers", "cluster",
 )  # fmt: skip
 
 
@@ -227,6 +231,7 @@ def main() -> None:
         "kafka": lambda: kafka_bench.measure(workdir),
         "queries": lambda: query_bench.measure(workdir),
         "peers": lambda: peer_bench.measure(workdir, args.peer_events),
+        "cluster": lambda: cluster_bench.run(workdir / "cluster"),
     }
     result: dict[str, Any] = {
         "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},

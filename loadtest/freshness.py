@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ job = Job("fresh")
     .aggregate("seen", count=agg.count(), newest=agg.max("ts"))
 )
 """
+FIRST_ANSWER_S = 120.0  # a cluster job's Spark application and executors start in ~25 s
 
 
 def probe_key(parallelism: int, max_parallelism: int = 128) -> str:
@@ -50,6 +52,38 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def probe(client: httpx.Client, key: str, *, warmup_s: float, seconds: float) -> list[float]:
+    """Query ``key`` every 10 ms for ``warmup_s + seconds`` from its first answer with state
+    (a cluster's workers start long after its API does); the ages seen after the warm-up."""
+    ages: list[float] = []
+    start: float | None = None
+    deadline = time.monotonic() + FIRST_ANSWER_S
+    while start is None or time.monotonic() - start < warmup_s + seconds:
+        r = client.get(f"/fresh/seen/state/{key}", params={"limit": 1})
+        now_ms = time.time() * 1000
+        if r.status_code == 200:
+            start = time.monotonic() if start is None else start
+            if time.monotonic() - start >= warmup_s:
+                ages.append(now_ms - r.json()["windows"][-1]["newest"])
+        elif start is None and time.monotonic() > deadline:
+            raise RuntimeError(
+                f"no query for {key} answered with state within {FIRST_ANSWER_S:.0f} s "
+                f"(last: {r.status_code} {r.text[:200]})"
+            )
+        time.sleep(0.01)
+    return ages
+
+
+def summary(ages: list[float]) -> dict[str, Any]:
+    if not ages:
+        raise RuntimeError("no query answered with state; the job never became visible")
+    return {
+        "samples": len(ages),
+        "p50_ms": round(statistics.median(ages), 1),
+        "p99_ms": round(percentile(ages, 0.99), 1),
+    }
+
+
 def measure(
     workdir: Path,
     *,
@@ -58,36 +92,36 @@ def measure(
     buffer_timeout_ms: int,
     seconds: float = 4.0,
     warmup_s: float = 1.5,
+    extra_args: Sequence[str] = (),
+    label: str = "",
 ) -> dict[str, Any]:
-    job_file = workdir / "fresh_job.py"
-    job_file.write_text(JOB.format(rate=rate))
-    ages: list[float] = []
+    """Freshness of one ``weir run``; ``extra_args``: more of its flags (``--master …``),
+    ``label``: names its state directory apart from other runs at this buffer timeout."""
+    job_file = write_job(workdir, rate)
     key = probe_key(parallelism)
     with (
         serving(
             job_file,
-            workdir / f"state-fresh-{buffer_timeout_ms}",
+            workdir / f"state-fresh-{buffer_timeout_ms}{label}",
             "--parallelism",
             str(parallelism),
             "--buffer-timeout-ms",
             str(buffer_timeout_ms),
+            *extra_args,
+            start_timeout_s=FIRST_ANSWER_S,
         ) as url,
         httpx.Client(base_url=url, timeout=5) as client,
     ):
-        start = time.monotonic()
-        while time.monotonic() - start < warmup_s + seconds:
-            r = client.get(f"/fresh/seen/state/{key}", params={"limit": 1})
-            now_ms = time.time() * 1000
-            if r.status_code == 200 and time.monotonic() - start >= warmup_s:
-                ages.append(now_ms - r.json()["windows"][-1]["newest"])
-            time.sleep(0.01)
-    if not ages:
-        raise RuntimeError("no query answered with state; the job never became visible")
+        ages = probe(client, key, warmup_s=warmup_s, seconds=seconds)
     return {
         "rate": rate,
         "parallelism": parallelism,
         "buffer_timeout_ms": buffer_timeout_ms,
-        "samples": len(ages),
-        "p50_ms": round(statistics.median(ages), 1),
-        "p99_ms": round(percentile(ages, 0.99), 1),
+        **summary(ages),
     }
+
+
+def write_job(workdir: Path, rate: int) -> Path:
+    job_file = workdir / "fresh_job.py"
+    job_file.write_text(JOB.format(rate=rate))
+    return job_file

@@ -3,6 +3,7 @@ watch their memory (Linux ``/proc``)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -40,3 +41,19 @@ def weir_run_pid(job_file: Path) -> int:
     if not out:
         raise RuntimeError(f"no weir run process for {job_file}")
     return int(out[0])
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds ``pids`` have used so far; a process gone meanwhile counts
+    nothing (so a difference of two calls is at least what the survivors used)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15
+    return total / _TICK

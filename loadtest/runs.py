@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -63,8 +63,16 @@ def timed_run(job_file: Path, state_dir: Path, parallelism: int, **settings: Any
 
 
 @contextmanager
-def serving(job_file: Path, state_dir: Path, *args: str) -> Iterator[str]:
-    """A real ``weir run`` process on a free loopback port; yields its base URL."""
+def serving(
+    job_file: Path,
+    state_dir: Path,
+    *args: str,
+    start_timeout_s: float = 60.0,
+    on_line: Callable[[str], None] | None = None,
+) -> Iterator[str]:
+    """A real ``weir run`` process on a free loopback port; yields its base URL. ``args`` come
+    after the defaults (a later ``--log-level`` wins); ``on_line`` sees each line of its log as
+    it is written (a cluster job's restarts are timed by theirs)."""
     cmd = [
         sys.executable,
         "-m",
@@ -89,12 +97,14 @@ def serving(job_file: Path, state_dir: Path, *args: str) -> Iterator[str]:
         assert proc.stderr is not None
         for line in proc.stderr:
             lines.append(line)
+            if on_line is not None:
+                on_line(line)
             if "serving on" in line:
                 started.set()
 
     threading.Thread(target=drain, daemon=True).start()
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + start_timeout_s
         while not started.wait(0.05):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("weir run did not start; its log:\n" + "".join(lines))
