@@ -32,7 +32,7 @@ import pytest
 from loadtest.spark_cluster import SparkCluster
 from tests.conftest import S3Place, _Servers
 from tests.integration.test_checkpoints import N_EVENTS, SLOW_IMPRESSIONS, SPEC
-from tests.reference import Outcome, Spec, canonical, group_emissions, simulate
+from tests.reference import AGGREGATES_SRC, Outcome, Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -177,25 +177,47 @@ def test_cluster_job_serves_the_models_windows_from_both_tasks(place: Place) -> 
     assert server.stop() == 0, server.stderr()
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [
-        Spec(bound=200, size=1_000, slide=250, lateness=1_000),
-        Spec(bound=200, size=0, gap=400, lateness=500),
-    ],
-    ids=["sliding", "session"],
-)
-def test_sliding_and_session_windows_on_the_cluster(place: Place, spec: Spec) -> None:
+SLIDING = Spec(bound=200, size=1_000, slide=250, lateness=1_000, op="slide")
+SESSION = Spec(bound=200, size=0, gap=400, lateness=500, op="sess")
+
+
+def test_sliding_and_session_windows_on_the_cluster(place: Place) -> None:
+    """One job, two operators on one keyed stream (one Spark start-up for both)."""
     lines = event_lines(make_events(6_000, seed=32))
-    ref = simulate(lines, spec)
-    name = "cs" if spec.slide else "cn"
-    server = _start(place, _job(place, name, spec, lines), "--parallelism", "2")
+    src = write_lines(place.root / "cs.jsonl", lines)
+    job = place.root / "cs.py"
+    job.write_text(
+        f"""from weir import Job, WatermarkStrategy, agg, sources, windows
+
+job = Job("cs", max_parallelism={MAX_P})
+keyed = (
+    job.source(
+        sources.jsonl({str(src)!r}),
+        timestamp="ts",
+        watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=200),
+    )
+    .filter(lambda e: e["event"] == "impression")
+    .key_by("id")
+)
+keyed.window(windows.sliding(size_ms=1000, slide_ms=250), allowed_lateness_ms=1000).aggregate(
+    "slide", {AGGREGATES_SRC}
+)
+keyed.window(windows.session(gap_ms=400), allowed_lateness_ms=500).aggregate(
+    "sess", {AGGREGATES_SRC}
+)
+""",
+        encoding="utf-8",
+    )
+    server = _start(place, job, "--parallelism", "2")
     server.wait_finished(90.0)
-    for key, windows in ref.state_by_key().items():
-        r = _state(server, key)
-        assert r.status_code == 200, (key, r.text)
-        assert r.json()["windows"] == windows, key
-    assert server.stop() == 0, server.stderr()  # its executors free their cores for the next
+    for spec in (SLIDING, SESSION):
+        expected = simulate(lines, spec).state_by_key()
+        assert expected
+        for key, windows in expected.items():
+            r = server.client().get(f"/cs/{spec.op}/state/{quote(key, safe='')}")
+            assert r.status_code == 200, (spec.op, key, r.text)
+            assert r.json()["windows"] == windows, (spec.op, key)
+    assert server.stop() == 0, server.stderr()
 
 
 # -- failure: an executor lost --------------------------------------------------------------
