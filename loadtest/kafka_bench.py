@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from loadtest.broker import tansu
+from loadtest.kafka_clients import bare_confluent_consumer
 from loadtest.runs import timed_run
 from weir.app.produce import produce
 
@@ -31,17 +32,7 @@ job = Job("kbench")
 
 
 def bare_consumer(bootstrap: str, topic: str, events: int, decode: bool) -> dict[str, Any]:
-    import confluent_kafka as ck
-
-    consumer = ck.Consumer(
-        {
-            "bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False,
-            "fetch.max.bytes": 64 * 1024 * 1024, "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "fetch.wait.max.ms": 50,
-        }
-    )  # fmt: skip
-    parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-    consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in parts])
+    consumer = bare_confluent_consumer(bootstrap, topic)
     n = 0
     t0 = time.perf_counter()
     while n < events:

@@ -63,7 +63,9 @@ def _reader_read(bootstrap: str, topic: str, events: int, variant: str) -> int:
     return n
 
 
-def _bare_confluent(bootstrap: str, topic: str, events: int) -> int:
+def bare_confluent_consumer(bootstrap: str, topic: str) -> Any:
+    """confluent-kafka's consumer alone (the client floor), assigned every partition of
+    ``topic`` from its start, with the fetch sizes weir's source uses."""
     import confluent_kafka as ck
 
     consumer = ck.Consumer(
@@ -75,6 +77,11 @@ def _bare_confluent(bootstrap: str, topic: str, events: int) -> int:
     )  # fmt: skip
     parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
     consumer.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in parts])
+    return consumer
+
+
+def _bare_confluent(bootstrap: str, topic: str, events: int) -> int:
+    consumer = bare_confluent_consumer(bootstrap, topic)
     n = 0
     try:
         while n < events:

@@ -22,7 +22,6 @@ import signal
 import time
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -30,7 +29,8 @@ from urllib.parse import quote
 import pytest
 
 from loadtest.spark_cluster import SparkCluster
-from tests.conftest import S3Place, _Servers
+from tests.cluster_support import START_S, ClusterPlace, cluster_place
+from tests.conftest import S3Place
 from tests.integration.test_checkpoints import N_EVENTS, SLOW_IMPRESSIONS, SPEC
 from tests.reference import AGGREGATES_SRC, Outcome, Spec, canonical, group_emissions, simulate
 from tests.support import (
@@ -44,31 +44,17 @@ from tests.support import (
     write_lines,
 )
 
-START_S = 120.0  # a driver's Spark application and its stage's executors start in ~25 s here
 MAX_P = 128
 
 
-@dataclass
-class Place:
-    root: Path
-    servers: _Servers
-    s3: S3Place
-    master: str
-
-    def cluster_flags(self) -> tuple[str, ...]:
-        return ("--master", self.master, "--checkpoint-dir", self.s3.url)
+Place = ClusterPlace
 
 
 @pytest.fixture(scope="module")
 def place(
     spark_cluster: SparkCluster, module_s3: S3Place, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Place]:
-    root = tmp_path_factory.mktemp("cluster")
-    servers = _Servers(root)
-    try:
-        yield Place(root, servers, module_s3, spark_cluster.master_url)
-    finally:
-        servers.stop_all()
+    yield from cluster_place(spark_cluster, module_s3, tmp_path_factory, "cluster")
 
 
 @pytest.fixture(autouse=True)

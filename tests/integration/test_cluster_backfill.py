@@ -17,7 +17,6 @@ import json
 import socket
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -26,7 +25,8 @@ import httpx
 import pytest
 
 from loadtest.spark_cluster import SparkCluster
-from tests.conftest import S3Place, _Servers
+from tests.cluster_support import START_S, ClusterPlace, cluster_place
+from tests.conftest import S3Place
 from tests.reference import Spec, simulate
 from tests.support import WeirResult, WeirServer, event_lines, job_text, make_events, write_lines
 from weir.state.bulkstore import fetch_ssts, read_manifest
@@ -34,28 +34,17 @@ from weir.state.keygroups import KeyGroupRange
 from weir.state.objectstore import S3Bucket, storage_location
 
 SPEC = Spec(bound=200, size=1_000, lateness=1_500)
-START_S = 120.0  # a driver's Spark application and its stage's executors start in ~25 s here
 BACKFILL_S = 300.0
 
 
-@dataclass
-class Place:
-    root: Path
-    servers: _Servers
-    s3: S3Place
-    master: str
+Place = ClusterPlace
 
 
 @pytest.fixture(scope="module")
 def place(
     spark_cluster: SparkCluster, module_s3: S3Place, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Place]:
-    root = tmp_path_factory.mktemp("cluster-backfill")
-    servers = _Servers(root)
-    try:
-        yield Place(root, servers, module_s3, spark_cluster.master_url)
-    finally:
-        servers.stop_all()
+    yield from cluster_place(spark_cluster, module_s3, tmp_path_factory, "cluster-backfill")
 
 
 def _job(place: Place, name: str, lines: list[str]) -> Path:
