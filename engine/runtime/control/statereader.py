@@ -17,9 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from weir.engine.errors import StateError
-from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.task import peerauth
-from weir.engine.runtime.task.exchange import parse_address
+from weir.engine.runtime.task.exchange import parse_address, prove
 from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
 from weir.engine.runtime.task.stateserver import MAX_ANSWER, recv_frame, send_frame
 
@@ -124,10 +123,7 @@ class RemoteReader:
             raise StateError(f"worker {self.index} at {address} is unreachable: {exc}") from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            hello = peerauth.hello(auth, peerauth.MANAGER)
-            sock.sendall(hello)
-            raw = recv_exact(sock, peerauth.ANSWER_BYTES, deadline)
-            sock.sendall(peerauth.check_answer(auth, hello, raw, self.index))
+            prove(sock, auth, peerauth.MANAGER, self.index, deadline)
         except (AuthFailed, OSError, ConnectionError) as exc:
             sock.close()
             raise StateError(f"worker {self.index} at {address}: {exc}") from None

@@ -68,6 +68,15 @@ def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
     raise ConfigError(f"exchange address {address!r} is not unix:<path> or tcp:<host>:<port>")
 
 
+def prove(sock: socket.socket, auth: PeerAuth, index: int, listener: int, deadline: float) -> None:
+    """The connector's side of the handshake (``peerauth``) on a connected socket: as worker
+    ``index`` (or ``peerauth.MANAGER``), to the listener that must prove it is ``listener``."""
+    hello = peerauth.hello(auth, index)
+    sock.sendall(hello)
+    raw = recv_exact(sock, peerauth.ANSWER_BYTES, deadline)
+    sock.sendall(peerauth.check_answer(auth, hello, raw, listener))
+
+
 def _socket_parent() -> str:
     """The temporary directory, unless its path would push a socket's past sun_path's 108
     bytes."""
@@ -144,10 +153,7 @@ class Exchange:
                 s.connect(where)
                 if family == socket.AF_UNIX and peer_uid(s) != os.getuid():
                     raise AuthFailed(f"{address} belongs to uid {peer_uid(s)}")
-                hello = peerauth.hello(self._auth, self.index)
-                s.sendall(hello)
-                raw = recv_exact(s, peerauth.ANSWER_BYTES, deadline)
-                s.sendall(peerauth.check_answer(self._auth, hello, raw, j))
+                prove(s, self._auth, self.index, j, deadline)
                 return s
             except (FileNotFoundError, ConnectionRefusedError):
                 s.close()

@@ -28,9 +28,8 @@ import msgpack
 from weir.app import logs
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import ManagerLink
-from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.task import peerauth
-from weir.engine.runtime.task.exchange import parse_address
+from weir.engine.runtime.task.exchange import parse_address, prove
 from weir.engine.runtime.task.main import run_worker
 from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.state.files import private_dir, write_private
@@ -133,10 +132,7 @@ def connect(address: str, auth: PeerAuth, index: int) -> socket.socket:
     deadline = time.monotonic() + CONNECT_S
     sock = socket.create_connection(where, timeout=CONNECT_S)  # type: ignore[arg-type]
     try:
-        hello = peerauth.hello(auth, index)
-        sock.sendall(hello)
-        raw = recv_exact(sock, peerauth.ANSWER_BYTES, deadline)
-        sock.sendall(peerauth.check_answer(auth, hello, raw, peerauth.MANAGER))
+        prove(sock, auth, index, peerauth.MANAGER, deadline)
     except BaseException:
         sock.close()
         raise
