@@ -295,6 +295,24 @@ class Job:
         self.sources.append(node)
         return DataStream(self, node.children)
 
+    def sql(
+        self,
+        name: str,
+        query: str,
+        *,
+        tables: dict[str, DataStream],
+        functions: dict[str, _agg.AggregateFunction] | None = None,
+        allowed_lateness_ms: int = 0,
+    ) -> ResultStream:
+        """A windowed SQL query (Flink's syntax) over ``tables`` (name -> a stream of this job),
+        as the queryable operator ``name``; ``functions`` name user-defined aggregates."""
+        from weir.engine.sql.build import add_view  # the SQL front end builds on this module
+
+        return add_view(
+            self, name, query, tables=tables, functions=functions,
+            allowed_lateness_ms=allowed_lateness_ms,
+        )  # fmt: skip
+
     def _register(self, op: WindowOperator | ProcessOperator) -> None:
         if op.name in self.operators:
             raise JobDefinitionError(f"job {self.name!r} has two operators named {op.name!r}")
