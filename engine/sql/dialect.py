@@ -43,6 +43,12 @@ class _FlinkParser(BaseParser):
     }
     SCHEMA_UNNAMED_CONSTRAINTS = {*BaseParser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
 
+    def _parse_as_command(self, start: Any) -> exp.Command:
+        # sqlglot keeps a statement it cannot parse as an opaque command; weir refuses it at
+        # the token where parsing stopped
+        self.raise_error(f"cannot parse this {start.text.upper()} statement", self._curr)
+        return super()._parse_as_command(start)  # only reached when errors are collected
+
     def _parse_select_or_expression(self, alias: bool = False) -> exp.Expr | None:
         if not self._is_table_query():
             return super()._parse_select_or_expression(alias)
