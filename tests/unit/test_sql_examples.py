@@ -120,3 +120,10 @@ def test_the_readme_has_sql_examples() -> None:
 def test_every_readme_sql_block_is_an_example_file(block: str) -> None:
     files = [p.read_text(encoding="utf-8") for p in SQL_FILES]
     assert any(block in f for f in files), f"README sql block not in app/examples/*.sql:\n{block}"
+
+
+def test_the_readme_python_sql_example_is_the_example_file() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Stream SQL", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    assert blocks and blocks[0] in (EXAMPLES / "ad_stats_sql.py").read_text(encoding="utf-8")
