@@ -45,7 +45,7 @@ def _load_file(path: Path) -> Job:
         )
     if path.is_dir() or path.suffix not in (".py", ".sql"):
         raise JobDefinitionError(
-            f"job file {path} is not a .py or .sql file; pass a Python job file, a SQL job "
+            f"job file {path} is not a .py file or a .sql file; pass a Python job file, a SQL job "
             "file, or package.module:attr"
         )
     directory = str(path.resolve().parent)  # the job's own modules import as in `python JOB.py`

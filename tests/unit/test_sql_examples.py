@@ -38,20 +38,31 @@ class Median:
 
 def _python_ad_stats() -> Job:
     job = Job("ad-stats-sql")
-    events = job.source(sources.jsonl("/unused.jsonl"), timestamp="ts",
-                        watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=2_000))  # fmt: skip
+    events = job.source(
+        sources.jsonl("/unused.jsonl"),
+        timestamp="ts",
+        watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=2_000),
+    )
     (
         events.filter(lambda e: e["event"] == "impression")
         .key_by("id")
         .window(windows.tumbling(ms=10_000), allowed_lateness_ms=5_000)
-        .aggregate("impressions", impressions=agg.count(), total=agg.sum("value"),
-                   max_value=agg.max("value"))  # fmt: skip
+        .aggregate(
+            "impressions",
+            impressions=agg.count(),
+            total=agg.sum("value"),
+            max_value=agg.max("value"),
+        )
     )
     (
         events.key_by(lambda e: composite_key(e["id"], e["event"]))
         .window(windows.sliding(size_ms=10_000, slide_ms=5_000), allowed_lateness_ms=5_000)
-        .aggregate("by_event", n=agg.count(), mean_value=agg.mean("value"),
-                   median_value=agg.custom(Median()))  # fmt: skip
+        .aggregate(
+            "by_event",
+            n=agg.count(),
+            mean_value=agg.mean("value"),
+            median_value=agg.custom(Median()),
+        )
     )
     return job
 
@@ -82,8 +93,11 @@ def test_user_sessions_sql_equals_the_python_job() -> None:
     ]  # fmt: skip
     job = Job("user-sessions")
     (
-        job.source(sources.jsonl("/unused.jsonl"), timestamp="rowtime",
-                   watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=10_000))  # fmt: skip
+        job.source(
+            sources.jsonl("/unused.jsonl"),
+            timestamp="rowtime",
+            watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=10_000),
+        )
         .filter(lambda c: not c["url"].endswith("/health"))
         .key_by("user_id")
         .window(windows.session(gap_ms=1_800_000), allowed_lateness_ms=60_000)
