@@ -52,9 +52,7 @@ class WindowSpec:
                 return windows.sliding(size_ms=ms["size"], slide_ms=ms["slide"])
             if self.kind == "SESSION":
                 return windows.session(gap_ms=ms["gap"])
-            raise SqlUnsupported(
-                f"{self.sql}: CUMULATE windows are not supported yet; use HOP or TUMBLE"
-            )
+            return windows.cumulate(size_ms=ms["size"], step_ms=ms["step"])
         except ValueError as exc:
             raise SqlError(f"{self.sql}: {exc}") from None
 

@@ -1,6 +1,7 @@
 """SQL jobs as real ``weir`` processes: ``weir sql JOB.sql --exit-at-end`` on a JSONL file gives
 the brute-force model's windows; a served SQL job answers a composite key over HTTP (uvicorn on
-loopback, httpx); ``weir backfill JOB.sql`` on Spark gives the windows streaming gives."""
+loopback, httpx); ``weir backfill JOB.sql`` of a CUMULATE view on Spark gives the windows
+streaming gives."""
 
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ SELECT id, event, TUMBLE_START(ts, INTERVAL '1' SECOND), TUMBLE_END(ts, INTERVAL
        COUNT(*) AS n, SUM(`value` * 2) AS doubled
 FROM events
 GROUP BY TUMBLE(ts, INTERVAL '1' SECOND), id, event;
+
+CREATE VIEW cumul AS
+SELECT id, event, window_start, window_end, COUNT(*) AS n, SUM(`value` * 2) AS doubled
+FROM TABLE(CUMULATE(TABLE events, DESCRIPTOR(ts), INTERVAL '250' MILLISECOND,
+                    INTERVAL '1' SECOND))
+GROUP BY id, event, window_start, window_end;
 """
 
 
@@ -87,7 +94,7 @@ def test_weir_sql_on_a_file_gives_the_reference_windows_and_serves_a_composite_k
     assert client.get("/sqljob/by_event/state/a%2Fb").status_code == 404  # one column: no key
 
 
-def test_weir_backfill_of_a_sql_job_gives_the_streamed_windows(
+def test_weir_backfill_of_a_sql_cumulate_view_gives_the_streamed_windows(
     tmp_path: Path, run_weir: Callable[..., WeirResult], weir_server: Callable[..., WeirServer]
 ) -> None:
     lines = event_lines(make_events(2_000, seed=32))
@@ -95,7 +102,7 @@ def test_weir_backfill_of_a_sql_job_gives_the_streamed_windows(
     job = tmp_path / "job.sql"
     job.write_text(_job(src, name="sqlback"))
     r = run_weir("backfill", str(job), "--input", str(src), "--master", "local[2]", "--op",
-                 "by_event", "--into-savepoint", str(tmp_path / "sp"), timeout=240)  # fmt: skip
+                 "cumul", "--into-savepoint", str(tmp_path / "sp"), timeout=240)  # fmt: skip
     assert r.rc == 0, r.stderr[-3000:]
     savepoint = json.loads(r.stdout.strip().splitlines()[-1])["savepoint"]
     empty = write_lines(tmp_path / "empty.jsonl", [])
@@ -104,11 +111,11 @@ def test_weir_backfill_of_a_sql_job_gives_the_streamed_windows(
     server.wait_finished()
     streamed = testing.run(load_job(job), [json.loads(line) for line in lines]).by_operator
     final: dict[str, dict[tuple[int, int], tuple[int, int]]] = {}
-    for x in streamed["by_event"]:
+    for x in streamed["cumul"]:
         final.setdefault(x["key"], {})[(x["start"], x["end"])] = (x["n"], x["doubled"])
     client = server.client()
     for key in sorted(final)[:6]:
-        got = client.get(f"/sqlback/by_event/state/{quote(key, safe='')}",
+        got = client.get(f"/sqlback/cumul/state/{quote(key, safe='')}",
                          params={"limit": 10_000})  # fmt: skip
         assert got.status_code == 200, (key, got.text)
         windows = {(w["start"], w["end"]): (w["n"], w["doubled"]) for w in got.json()["windows"]}

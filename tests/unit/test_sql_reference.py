@@ -25,6 +25,9 @@ def _interval(ms: int) -> str:
 def tvf_query(spec: Spec) -> str:
     if spec.gap is not None:
         window = f"SESSION(TABLE events PARTITION BY id, DESCRIPTOR(ts), {_interval(spec.gap)})"
+    elif spec.step is not None:
+        step, size = _interval(spec.step), _interval(spec.size)
+        window = f"CUMULATE(TABLE events, DESCRIPTOR(ts), {step}, {size})"
     elif spec.slide is not None:
         window = (
             f"HOP(TABLE events, DESCRIPTOR(ts), {_interval(spec.slide)}, {_interval(spec.size)})"
@@ -74,13 +77,18 @@ SPECS = {
     "tumble": Spec(bound=50, size=100, lateness=150),
     "hop": Spec(bound=50, size=100, slide=25, lateness=150),
     "session": Spec(bound=50, size=1, gap=60, lateness=150),
+    "cumulate": Spec(bound=50, size=100, step=25, lateness=150),
 }
 
 
-@pytest.mark.parametrize("form", ["tvf", "legacy"])
-@pytest.mark.parametrize("window", sorted(SPECS))
+FORMS = [
+    (w, f) for w in sorted(SPECS) for f in ("tvf", "legacy") if (w, f) != ("cumulate", "legacy")
+]
+
+
+@pytest.mark.parametrize(("window", "form"), FORMS)
 def test_each_sql_window_form_equals_the_reference_and_the_python_job(
-    form: str, window: str
+    window: str, form: str
 ) -> None:
     spec = SPECS[window]
     query = tvf_query(spec) if form == "tvf" else legacy_query(spec)
@@ -132,17 +140,17 @@ _event = st.fixed_dictionaries(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     events=st.lists(_event, max_size=40),
-    window=st.sampled_from(sorted(SPECS)),
-    form=st.sampled_from(["tvf", "legacy"]),
+    window_form=st.sampled_from(FORMS),
     lateness=st.sampled_from([0, 120]),
     cuts=st.lists(st.integers(1, 7), max_size=8),
 )
 def test_random_events_give_the_reference_windows_and_the_python_jobs_count_distinct(
-    events: list[dict[str, Any]], window: str, form: str, lateness: int, cuts: list[int]
+    events: list[dict[str, Any]], window_form: tuple[str, str], lateness: int, cuts: list[int]
 ) -> None:
+    window, form = window_form
     base = SPECS[window]
     spec = Spec(bound=base.bound, size=base.size, slide=base.slide, gap=base.gap,
-                lateness=lateness)  # fmt: skip
+                step=base.step, lateness=lateness)  # fmt: skip
     query = tvf_query(spec) if form == "tvf" else legacy_query(spec)
     query = query.replace(" FROM ", ", COUNT(DISTINCT `value`) AS kinds FROM ", 1)
     sql_run = run_batches(events, spec, cuts, job=sql_job(spec, query))
