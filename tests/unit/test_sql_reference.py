@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tests.inprocess import build_job, run_batches
 from tests.reference import Spec, group_emissions, simulate_decoded
-from weir import Job, WatermarkStrategy, agg, sources
+from weir import Job, WatermarkStrategy, agg, sources, windows
 
 AGGS = "COUNT(*) AS `count`, SUM(`value`) AS total, MIN(`value`) AS lo, MAX(`value`) AS hi, "
 AGGS += "AVG(`value`) AS `avg`"
@@ -159,3 +159,30 @@ def test_random_events_give_the_reference_windows_and_the_python_jobs_count_dist
     py_run = run_batches(events, spec, cuts, job=_distinct_python_job(spec))
     assert sql_run.results == py_run.results
     assert sql_run.late == py_run.late
+
+
+def test_count_of_a_column_counts_its_non_null_values_and_a_window_alone_keys_by_star() -> None:
+    spec = SPECS["tumble"]
+    events = [{**e, "event": None} if i % 3 == 0 else e for i, e in enumerate(EVENTS)]
+    query = (
+        "SELECT window_start, window_end, COUNT(*) AS n, COUNT(event) AS with_event, "
+        "SUM(`value` * 2) AS doubled FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), "
+        "INTERVAL '100' MILLISECOND)) GROUP BY window_start, window_end"
+    )
+    job = Job("inproc")
+    stream = job.source(
+        sources.jsonl("/unused.jsonl"),
+        timestamp="ts",
+        watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=spec.bound),
+    )
+    (
+        stream.map(lambda e: {**e, "flag": int(e["event"] is not None), "v2": e["value"] * 2})
+        .key_by(lambda e: "*")
+        .window(windows.tumbling(ms=100), allowed_lateness_ms=spec.lateness)
+        .aggregate("imps", n=agg.count(), with_event=agg.sum("flag"), doubled=agg.sum("v2"))
+    )
+    sql_run = run_batches(events, spec, [3] * 4, job=sql_job(spec, query))
+    py_run = run_batches(events, spec, [3] * 4, job=job)
+    assert {r["key"] for r in sql_run.results} == {"*"}
+    assert sql_run.results == py_run.results
+    assert any(r["with_event"] < r["n"] for r in sql_run.results)
