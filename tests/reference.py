@@ -40,10 +40,18 @@ class Spec:
     steps: tuple[Step, ...] = IMPRESSIONS_ONLY
     slide: int | None = None  # None: tumbling windows of ``size``; else sliding ``(size, slide)``
     gap: int | None = None  # session windows with this gap (``size`` is then unused)
+    step: int | None = None  # cumulate windows: every ``step`` within each ``size`` cycle
     op: str = "imps"
     ts_field: str = "ts"
     key_field: str = "id"
     value_field: str = "value"
+
+
+def cumulate_windows_of(t: int, size: int, step: int) -> list[tuple[int, int]]:
+    """Every cumulating window holding ``t``: by definition, ``[ws, ws + k*step)`` for each
+    ``k`` in ``1..size/step`` with ``ws + k*step > t``, where ``ws`` starts ``t``'s cycle."""
+    ws = (t // size) * size
+    return [(ws, ws + k * step) for k in range(1, size // step + 1) if ws + k * step > t]
 
 
 def window_of(t: int, size: int) -> tuple[int, int]:
@@ -225,7 +233,12 @@ class _Simulation:
             self._session(key, t, v, wm_before, rec)
             return
         taken = False
-        for start, end in windows_of(t, spec.size, spec.slide):
+        spans = (
+            cumulate_windows_of(t, spec.size, spec.step)
+            if spec.step is not None
+            else windows_of(t, spec.size, spec.slide)
+        )
+        for start, end in spans:
             wk = (key, start, end)
             if wm_before is None or end - 1 > wm_before:  # on time
                 w = self.state.get(wk)

@@ -1,13 +1,15 @@
-"""Window assigners: ``tumbling(ms=)``, ``sliding(size_ms=, slide_ms=)``, ``session(gap_ms=)``."""
+"""Window assigners: ``tumbling(ms=)``, ``sliding(size_ms=, slide_ms=)``, ``session(gap_ms=)``,
+``cumulate(size_ms=, step_ms=)``."""
 
 from __future__ import annotations
 
 from weir.engine.windows.base import TimeDomain, Window, is_late
+from weir.engine.windows.cumulate import CumulateWindows
 from weir.engine.windows.session import SessionWindows
 from weir.engine.windows.sliding import SlidingWindows
 from weir.engine.windows.tumbling import TumblingWindows
 
-WindowAssigner = TumblingWindows | SlidingWindows | SessionWindows
+WindowAssigner = TumblingWindows | SlidingWindows | SessionWindows | CumulateWindows
 
 
 def tumbling(ms: int, *, time: TimeDomain = "event") -> TumblingWindows:
@@ -25,13 +27,21 @@ def session(gap_ms: int, *, time: TimeDomain = "event") -> SessionWindows:
     return SessionWindows(gap_ms=gap_ms, time=time)
 
 
+def cumulate(size_ms: int, step_ms: int, *, time: TimeDomain = "event") -> CumulateWindows:
+    """Per ``size_ms`` cycle, windows from its start growing by ``step_ms``: ``[ws, ws + step)``,
+    ``[ws, ws + 2*step)``, … ``[ws, ws + size)`` (Flink's CUMULATE)."""
+    return CumulateWindows(size_ms=size_ms, step_ms=step_ms, time=time)
+
+
 __all__ = [
+    "CumulateWindows",
     "SessionWindows",
     "SlidingWindows",
     "TimeDomain",
     "TumblingWindows",
     "Window",
     "WindowAssigner",
+    "cumulate",
     "is_late",
     "session",
     "sliding",
