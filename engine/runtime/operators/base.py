@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from weir.engine.job import Operator
 from weir.engine.runtime.messages import TopStatus
+from weir.engine.runtime.operators.delta import StateDelta
 
 
 class OperatorRuntime(Protocol):
@@ -61,7 +62,14 @@ class OperatorRuntime(Protocol):
         """The results emitted since the last drain."""
         ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Write what RocksDB lacks, now."""
+        ...
+
+    def snapshot(self) -> StateDelta:
+        """At a checkpoint barrier: what RocksDB lacks, frozen, for the checkpoint's thread to
+        write; the operator goes on in memory and writes nothing newer until told."""
+        ...
 
     def purge(self, force: bool = False) -> int:
         """Delete state whose query retention has passed; returns how many windows went."""

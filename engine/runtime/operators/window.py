@@ -6,7 +6,9 @@ and ``awaiting_final`` those of fired windows still within allowed lateness. Mem
 authoritative for every window that can still change, so the hot path never reads RocksDB: a
 batch is folded in memory, firing a window end pops one bucket, and dirty entries reach RocksDB
 every flush, where the API reads them through its own secondary instance.
-Checkpointed: RocksDB itself (window state and cleanup timers).
+Checkpointed: RocksDB itself (window state and cleanup timers). At a barrier ``snapshot`` freezes
+what RocksDB lacks as one generation (``delta.py``), which the checkpoint's thread writes before
+it takes RocksDB's checkpoint; the worker writes nothing newer until then.
 
 Lateness is judged per record against the watermark it arrived under (``wms``), never against the
 batch's end, so batching changes no result: on-time records are folded; records for a window that
@@ -29,6 +31,7 @@ from weir.engine.runtime.operators.codec import (
     encode_keys,
     encode_window,
 )
+from weir.engine.runtime.operators.delta import StateDelta, slot_freezer
 from weir.engine.runtime.operators.fold import FoldPlan, take_columns
 from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
 from weir.engine.runtime.operators.topn import WindowTops
@@ -57,6 +60,7 @@ class WindowRuntime:
         # configuration
         self.op = op
         self.plan = FoldPlan(op.aggregates)
+        self._freeze = slot_freezer(op.aggregates)
         # sessions have their own runtime (session.py), which never uses this
         self._assigner = cast(TumblingWindows | SlidingWindows, op.assigner)
         self._lateness = op.allowed_lateness_ms
@@ -310,14 +314,25 @@ class WindowRuntime:
 
     def flush(self) -> None:
         """Write dirty open windows, fired windows and new cleanup timers in one batch."""
-        if not self._dirty and not self._writes:
-            return
+        self._delta(frozen=False).write(self._state)
+
+    def snapshot(self) -> StateDelta:
+        """The writes RocksDB lacks, frozen at a checkpoint barrier, for the checkpoint's thread
+        to write: the dirty slots copied (the fold goes on changing them in place), the rest
+        encoded already. No RocksDB work here; memory stays authoritative for every window."""
+        return self._delta(frozen=True)
+
+    def _delta(self, frozen: bool) -> StateDelta:
+        """One generation of writes, and a fresh one begins. ``frozen``: it must outlive what
+        the fold does next, so slots are copied (a user-defined accumulator's: encoded)."""
         self.tops.flushed(self.buckets, self._dirty)
-        batch = self._state.batch()
-        put = batch.put
+        slots: list[tuple[bytes, list[Any]]] = []
+        puts: dict[bytes, bytes] = {}
+        add = slots.append
+        # unfrozen slots are written before the fold runs again: no copy
+        freeze = self._freeze if frozen else None
         prefixes = self._prefixes.cache
         prefix = self._prefix
-        pack = encode_window
         for e, keys in self._dirty.items():
             bucket = self.buckets.get(e)
             if bucket is None:
@@ -325,12 +340,16 @@ class WindowRuntime:
             ns = self._namespace(e)
             for k in keys:
                 p = prefixes.get(k) or prefix(k)
-                put(p[1] + ns, pack(bucket[k]))
-        for skey, value in self._writes.items():
-            put(skey, value)
-        self._dirty.clear()
+                if freeze is not None:
+                    add((p[1] + ns, freeze(bucket[k])))
+                elif frozen:
+                    puts[p[1] + ns] = encode_window(bucket[k])
+                else:
+                    add((p[1] + ns, bucket[k]))
+        puts.update(self._writes)  # after the dirty slots, as a batch applies them
+        self._dirty = {}
         self._writes = {}
-        self._state.commit(batch)
+        return StateDelta(puts, slots)
 
     # -- restore -------------------------------------------------------------------------------
 

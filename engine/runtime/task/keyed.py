@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from weir.engine.runtime.messages import OperatorMarks, OperatorStatus
 from weir.engine.runtime.operators.base import OperatorRuntime
+from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.outputs import LateRecords
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
@@ -94,6 +95,10 @@ class KeyedSide:
             rt.flush()
             if purge:
                 rt.purge()
+
+    def snapshot_operators(self) -> list[StateDelta]:
+        """At a checkpoint barrier: every operator's unwritten state, frozen (no RocksDB work)."""
+        return [rt.snapshot() for rt in self.ops.values()]
 
     def flush_sinks(self) -> None:
         for writers in self.sinks.values():

@@ -37,6 +37,7 @@ from weir.engine.runtime.messages import (
     TriggerCheckpoint,
     WorkerStatus,
 )
+from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.factory import runtime_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords, OutputGate, side_sink
 from weir.engine.runtime.task.acceptor import Stopped
@@ -292,6 +293,8 @@ class Worker:
                     self.outputs.settled(n)
                     self.sources.resume(n)
                 case BackfillStep():
+                    self.snapshots.wait_written()  # files are ingested after the checkpoint
+                    self.snapshots.check()
                     self.link.send(backfill_step(msg, self.keyed.ops, self.state, self.range))
         return False
 
@@ -334,17 +337,27 @@ class Worker:
         if n is None or not self.barriers.aligned:
             return
         marks = self.keyed.marks()
-        self.snapshots.take(n, lambda: self._flush(purge=False), marks, self.chain.records_in)
+        self.snapshots.take(n, self._freeze, marks, self.chain.records_in)
         self.outputs.hold(n)  # everything before the barrier is written: the rest waits for n
         for peer, payload in self.barriers.release():
             self._on_frame(peer, payload)
 
     # -- state and shutdown ----------------------------------------------------------------------
 
-    def _flush(self, purge: bool = True) -> None:
-        """State to RocksDB (retention purges too, unless a snapshot is waiting), side outputs
-        and sinks."""
-        self.keyed.flush_operators(purge)
+    def _freeze(self) -> list[StateDelta]:
+        """A checkpoint's synchronous part: the operators' unwritten state frozen (the
+        checkpoint's thread writes it), side outputs and sinks flushed."""
+        generations = self.keyed.snapshot_operators()
+        self._flush_outputs()
+        return generations
+
+    def _flush(self) -> None:
+        """State to RocksDB, with the purges retention allows, unless a checkpoint's thread is
+        still writing (the state written then belongs after it); side outputs and sinks."""
+        self.snapshots.when_written(lambda: self.keyed.flush_operators(True))
+        self._flush_outputs()
+
+    def _flush_outputs(self) -> None:
         self.dead.flush()
         self.late.flush()
         self.keyed.flush_sinks()
@@ -352,6 +365,8 @@ class Worker:
             w.flush()
 
     def _finish(self) -> None:
+        self.snapshots.wait_written()
+        self.snapshots.check()
         self.keyed.finish()
         self._flush()
         self.finished = True
@@ -369,7 +384,10 @@ class Worker:
 
     def close(self) -> None:
         self.snapshots.join(10.0)
-        self._flush()
+        if self.snapshots.failure is None:
+            self._flush()  # skips the operators if a checkpoint still writes after all
+        else:
+            self._flush_outputs()
         # past the last checkpoint, which a restore from it cuts off again
         self.outputs.release()
         self.sources.close()
