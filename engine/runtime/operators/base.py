@@ -66,13 +66,14 @@ class OperatorRuntime(Protocol):
         """Write what RocksDB lacks, now."""
         ...
 
-    def snapshot(self) -> StateDelta:
-        """At a checkpoint barrier: what RocksDB lacks, frozen, for the checkpoint's thread to
-        write; the operator goes on in memory and writes nothing newer until told."""
+    def snapshot(self, barrier: bool = True) -> StateDelta:
+        """What RocksDB lacks, frozen (no RocksDB work), for the worker's state writer to write
+        while the operator goes on in memory; ``barrier``: the least work now."""
         ...
 
     def purge(self, force: bool = False) -> int:
-        """Delete state whose query retention has passed; returns how many windows went."""
+        """Delete state whose query retention has passed; returns how many windows went. It
+        reads and writes RocksDB: only while no frozen generation waits to be written."""
         ...
 
     def restore(self, watermark: int, data_watermark: int) -> None: ...

@@ -248,10 +248,11 @@ class ProcessRuntime:
         if len(self._cells) > 100_000:  # bound the cache: every cell is persisted by now
             self._cells.clear()
 
-    def snapshot(self) -> StateDelta:
+    def snapshot(self, barrier: bool = True) -> StateDelta:
         """Changed states and timers, encoded (a user's value may be changed in place later);
-        a fresh generation begins. The cache keeps every cell until a flush has written it, so
-        a read while a checkpoint writes this generation never reaches stale RocksDB."""
+        a fresh generation begins. The cache keeps every cell until ``flush`` writes what is
+        left and bounds it (the worker purges only when no generation waits to be written),
+        so a read never reaches a RocksDB older than a generation not yet written."""
         puts: dict[bytes, bytes] = {}
         deletes: list[bytes] = []
         for (key, name), cell in self._cells.items():
@@ -287,7 +288,11 @@ class ProcessRuntime:
                 keys.update(decode_keys(raw))
 
     def purge(self, force: bool = False) -> int:
-        return 0  # a process function manages its own state (clear() it, or use timers)
+        """A process function manages its own state (clear() it, or use timers); only the
+        cache is bounded here."""
+        if len(self._cells) > 100_000:
+            self.flush()
+        return 0
 
     def top_status(self) -> TopStatus | None:
         return None  # keys share no windows to rank

@@ -159,25 +159,25 @@ class SessionRuntime(WindowRuntime):
         )
         s.stored = s.end
 
-    def _delta(self, frozen: bool) -> StateDelta:
+    def _delta(self) -> StateDelta:
         """Live sessions of changed keys, finalized ones, and deletes of superseded ends
         (applied before the puts, so an end can be reused in the same batch); a fresh
-        generation begins. A live session's value is a new list (``[start, *slots]``), so it
-        is frozen as it is taken, unless a user-defined accumulator may change in place."""
-        slots: list[tuple[bytes, list[Any]]] = []
-        encode_now = frozen and self._freeze is None
+        generation begins. A live session's value is a new list (``[start, *slots]``), a copy
+        the fold cannot change, unless a user-defined accumulator may change in place: then it
+        is encoded now."""
+        rows: list[tuple[str, bytes, list[Any]]] = []
         for key in self._dirty_keys:
             for s in self.sessions.get(key, ()):
                 if s.stored is not None and s.stored != s.end:
                     self._deletes.append((key, s.stored))
-                skey = self._prefix(key)[1] + self._namespace(s.end)
-                if encode_now:
-                    self._writes[skey] = encode_session(s.start, s.slots)
+                ns = self._namespace(s.end)
+                if self._numbers:
+                    rows.append((key, ns, [s.start, *s.slots]))
                 else:
-                    slots.append((skey, [s.start, *s.slots]))
+                    self._writes[self._prefix(key)[1] + ns] = encode_session(s.start, s.slots)
                 s.stored = s.end
         self._dirty_keys = set()
         deletes = [self._prefix(k)[1] + self._namespace(e) for k, e in self._deletes]
         self._deletes = []
         puts, self._writes = self._writes, {}
-        return StateDelta(puts, slots, deletes)
+        return StateDelta(puts, rows, deletes, self._prefix)

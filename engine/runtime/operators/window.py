@@ -31,7 +31,12 @@ from weir.engine.runtime.operators.codec import (
     encode_keys,
     encode_window,
 )
-from weir.engine.runtime.operators.delta import StateDelta, slot_freezer
+from weir.engine.runtime.operators.delta import (
+    Segment,
+    StateDelta,
+    freeze_segment,
+    slots_are_numbers,
+)
 from weir.engine.runtime.operators.fold import FoldPlan, take_columns
 from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
 from weir.engine.runtime.operators.topn import WindowTops
@@ -43,6 +48,7 @@ from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
 
 Buckets = dict[int, dict[str, list[Any]]]
+MAX_UNRANKED = 100  # written generations whose keys the top-N has not seen yet
 
 
 class WindowRuntime:
@@ -60,7 +66,7 @@ class WindowRuntime:
         # configuration
         self.op = op
         self.plan = FoldPlan(op.aggregates)
-        self._freeze = slot_freezer(op.aggregates)
+        self._numbers = slots_are_numbers(op.aggregates)
         # sessions have their own runtime (session.py), which never uses this
         self._assigner = cast(TumblingWindows | SlidingWindows, op.assigner)
         self._lateness = op.allowed_lateness_ms
@@ -78,6 +84,7 @@ class WindowRuntime:
         self.buckets: Buckets = {}
         self.awaiting_final: Buckets = {}
         self._dirty: dict[int, set[str]] = {}
+        self._unranked: list[dict[int, set[str]]] = []  # frozen dirty keys the top-N has not seen
         self._writes: dict[bytes, bytes] = {}
         self._allowed: list[tuple[str, int, Any, list[Any]]] = []
         self._timer_ends: set[int] = set()
@@ -262,7 +269,15 @@ class WindowRuntime:
         self.tops.fired(start, end, self.results[len(self.results) - n :])
 
     def top_status(self) -> TopStatus | None:
+        self._rank()
         return self.tops.status(self.buckets)
+
+    def _rank(self) -> None:
+        """The top-N of the newest window learns of the keys written since it last asked: when
+        its status is read, not at every flush, where ranking cost more than the write."""
+        for dirty in self._unranked:
+            self.tops.flushed(self.buckets, dirty)
+        self._unranked = []
 
     def _apply_allowed(self) -> None:
         """Late-but-allowed records, in arrival order: each updates its (fired) window, which is
@@ -314,42 +329,37 @@ class WindowRuntime:
 
     def flush(self) -> None:
         """Write dirty open windows, fired windows and new cleanup timers in one batch."""
-        self._delta(frozen=False).write(self._state)
+        self._delta().write(self._state)
 
-    def snapshot(self) -> StateDelta:
-        """The writes RocksDB lacks, frozen at a checkpoint barrier, for the checkpoint's thread
-        to write: the dirty slots copied (the fold goes on changing them in place), the rest
-        encoded already. No RocksDB work here; memory stays authoritative for every window."""
-        return self._delta(frozen=True)
+    def snapshot(self, barrier: bool = True) -> StateDelta:
+        """What RocksDB lacks, frozen for the worker's state writer to write while the fold
+        goes on: the dirty slots copied (the fold changes them in place), the rest encoded
+        already."""
+        return self._delta()
 
-    def _delta(self, frozen: bool) -> StateDelta:
-        """One generation of writes, and a fresh one begins. ``frozen``: it must outlive what
-        the fold does next, so slots are copied (a user-defined accumulator's: encoded)."""
-        self.tops.flushed(self.buckets, self._dirty)
-        slots: list[tuple[bytes, list[Any]]] = []
+    def _delta(self) -> StateDelta:
+        """One generation of writes, and a fresh one begins. Slots of built-in aggregates are
+        copied as numbers; a user-defined accumulator may change in place: encoded now."""
+        if self.tops.current is not None:
+            self._unranked.append(self._dirty)
+            if len(self._unranked) > MAX_UNRANKED:  # nobody reads the status: bound the memory
+                self._rank()
+        segments: list[Segment] = []
         puts: dict[bytes, bytes] = {}
-        add = slots.append
-        # unfrozen slots are written before the fold runs again: no copy
-        freeze = self._freeze if frozen else None
-        prefixes = self._prefixes.cache
-        prefix = self._prefix
         for e, keys in self._dirty.items():
             bucket = self.buckets.get(e)
             if bucket is None:
                 continue
             ns = self._namespace(e)
-            for k in keys:
-                p = prefixes.get(k) or prefix(k)
-                if freeze is not None:
-                    add((p[1] + ns, freeze(bucket[k])))
-                elif frozen:
-                    puts[p[1] + ns] = encode_window(bucket[k])
-                else:
-                    add((p[1] + ns, bucket[k]))
+            if self._numbers:
+                segments.append(freeze_segment(ns, keys, bucket))
+            else:
+                for k in keys:
+                    puts[self._prefix(k)[1] + ns] = encode_window(bucket[k])
         puts.update(self._writes)  # after the dirty slots, as a batch applies them
         self._dirty = {}
         self._writes = {}
-        return StateDelta(puts, slots)
+        return StateDelta(puts, [], [], self._prefix, segments, self.plan.width)
 
     # -- restore -------------------------------------------------------------------------------
 

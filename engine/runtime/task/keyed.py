@@ -96,9 +96,13 @@ class KeyedSide:
             if purge:
                 rt.purge()
 
-    def snapshot_operators(self) -> list[StateDelta]:
-        """At a checkpoint barrier: every operator's unwritten state, frozen (no RocksDB work)."""
-        return [rt.snapshot() for rt in self.ops.values()]
+    def snapshot_operators(self, barrier: bool) -> list[StateDelta]:
+        """Every operator's unwritten state, frozen (no RocksDB work); the empty ones left out."""
+        return [d for d in (rt.snapshot(barrier) for rt in self.ops.values()) if len(d)]
+
+    def purge_operators(self) -> None:
+        for rt in self.ops.values():
+            rt.purge()
 
     def flush_sinks(self) -> None:
         for writers in self.sinks.values():

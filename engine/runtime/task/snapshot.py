@@ -2,19 +2,18 @@
 ``SubtaskCheckpointCoordinator``).
 
 Synchronous part, while the loop waits: each operator freezes what RocksDB lacks as one
-generation (``operators/delta.py``: references and copied slots, no encoding, no RocksDB call),
-and the side outputs are flushed. Asynchronous part, in a thread, as Flink's heap backend does
-it: the frozen generations are written to RocksDB, RocksDB's checkpoint is taken (a memtable
-flush and hard links), then the files new since the last *completed* checkpoint are uploaded
-(file I/O and CRCs release the GIL) and the checkpoint acknowledged.
+generation (``operators/delta.py``: the changed slots copied, no encoding, no RocksDB call), and
+the side outputs are flushed. Asynchronous part, as Flink's heap backend does it: the state
+writer's thread (``statewriter.py``) writes the generations, then takes RocksDB's checkpoint (a
+memtable flush and hard links); an upload thread then copies the files new since the last
+*completed* checkpoint (file I/O and CRCs release the GIL) and acknowledges the checkpoint.
 
-Exactly-once: from the barrier until RocksDB's checkpoint is taken (``writing``), the worker
-writes nothing to RocksDB; operators go on in memory, which stays authoritative, and their next
-flush writes the newer generation after the checkpoint. A checkpoint that fails or is declined
-after the barrier still writes its generations: they are the operators' only record of those
-changes. At most two generations exist: the frozen one and the live one, since a barrier that
-arrives while the previous checkpoint's thread runs is declined (the coordinator triggers the
-next one, and retries a stop's final one).
+Exactly-once: the generations frozen after the barrier queue behind the checkpoint in the
+writer, so none of them reaches RocksDB before its checkpoint is taken; meanwhile operators go
+on in memory, which stays authoritative for every window. A checkpoint that fails or is
+declined after the barrier still writes its generations: they are the operators' only record
+of those changes. A barrier that arrives while the previous checkpoint is still written or
+uploaded is declined (the coordinator triggers the next one, and retries a stop's final one).
 """
 
 from __future__ import annotations
@@ -25,9 +24,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
-from weir.engine.errors import WeirError, WorkerFailed
+from weir.engine.errors import WeirError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
     CheckpointAck,
@@ -38,6 +38,7 @@ from weir.engine.runtime.messages import (
     WorkerSnapshot,
 )
 from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.task.statewriter import StateWriter
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange
 from weir.state.rocksdb import RocksState
@@ -69,10 +70,9 @@ class Snapshotter:
         self._confirmed = confirmed
         self._uploaded: dict[int, list[FileRef]] = {}
         self._positions: dict[int, dict[str, SplitPosition]] = {}
-        self._upload: threading.Thread | None = None  # the checkpoint's thread
-        self._written = threading.Event()  # set: no checkpoint is writing to RocksDB
-        self._written.set()
-        self.failure: WorkerFailed | None = None  # a checkpoint thread could not write state
+        self._upload: threading.Thread | None = None
+        self.writer = StateWriter(index, state)
+        self._checkpointing = False  # a checkpoint's generations wait in the writer
 
     def begin(self, n: int, positions: dict[str, SplitPosition]) -> None:
         """Checkpoint ``n``'s barrier passed the source side at ``positions``."""
@@ -80,29 +80,12 @@ class Snapshotter:
         self._state.flush(wait=False)  # RocksDB's own threads flush the memtable while we align
 
     @property
-    def writing(self) -> bool:
-        """Is a checkpoint's thread still writing its generations or taking RocksDB's
-        checkpoint? Until it is done, the worker's own RocksDB writes wait."""
-        return not self._written.is_set()
-
-    def when_written(self, write: Callable[[], None]) -> bool:
-        """Run ``write`` (a flush of the operators) unless a checkpoint is still being written
-        (then the next flush does it); False when it did not run."""
-        self.check()
-        if self.writing:
-            return False
-        write()
-        return True
-
-    def wait_written(self, timeout_s: float | None = None) -> bool:
-        """Block until no checkpoint is being written (before the end of input's flush, a
-        backfill's ingest, the close); False on timeout."""
-        return self._written.wait(timeout_s)
+    def idle(self) -> bool:
+        """No generation is waiting to be written: the loop may write RocksDB itself."""
+        return self.writer.idle
 
     def check(self) -> None:
-        """A checkpoint's thread that could not write the state fails the worker."""
-        if self.failure is not None:
-            raise self.failure
+        self.writer.check()
 
     def take(
         self,
@@ -111,17 +94,16 @@ class Snapshotter:
         marks: dict[str, OperatorMarks],
         records_in: int,
     ) -> None:
-        """Every input is at barrier ``n``: the synchronous part (``freeze``), then the thread.
-        While an earlier checkpoint's thread still runs (state being written, or storage slow
+        """Every input is at barrier ``n``: the synchronous part (``freeze``); the writer takes
+        it from there. While the previous checkpoint is still written or uploaded (storage slow
         or away: it retries, then fails), ``n`` is declined rather than waited for, so that
         processing never stops on storage."""
-        if self._upload is not None and self._upload.is_alive():
+        if self._checkpointing or (self._upload is not None and self._upload.is_alive()):
             log.warning("worker=%d checkpoint=%d declined: an upload still runs", self._index, n)
             self._send(CheckpointDecline(n, "the previous checkpoint's upload is still running"))
             return
         t0 = time.perf_counter()
         generations = freeze()
-        sync_ms = round((time.perf_counter() - t0) * 1000, 3)
         part = WorkerSnapshot(
             index=self._index,
             key_groups=(self._range.start, self._range.end),
@@ -130,36 +112,24 @@ class Snapshotter:
             records_in=records_in,
             flush_ms=0.0,
             rocksdb_ms=0.0,
-            sync_ms=sync_ms,
+            sync_ms=round((time.perf_counter() - t0) * 1000, 3),
             files=(),
             size=0,
             incremental_size=0,
             async_ms=0.0,
         )
-        self._written.clear()
-        self._upload = threading.Thread(
-            target=self._persist,
-            args=(n, generations, part),
-            name=f"weir-checkpoint-{n}",
-            daemon=True,
-        )
-        self._upload.start()
+        self._checkpointing = True
+        self.writer.submit(generations, partial(self._checkpoint, n, part, time.perf_counter()))
 
-    def _persist(self, n: int, generations: list[StateDelta], part: WorkerSnapshot) -> None:
-        """The asynchronous part: the generations into RocksDB, RocksDB's checkpoint, the
-        upload. ``part``: the synchronous part's figures; the rest are added here."""
-        t0 = time.perf_counter()
-        local = self._cfg.job_dir(self._job) / f"worker-{self._index}" / f"chk-{n}"
+    def _checkpoint(self, n: int, part: WorkerSnapshot, t0: float, error: WeirError | None) -> None:
+        """On the writer's thread, once checkpoint ``n``'s generations (and every earlier one)
+        are written: RocksDB's checkpoint, then the upload thread. ``t0``: the barrier."""
         try:
-            try:
-                for generation in generations:
-                    generation.write(self._state)
-            except WeirError as exc:  # the state cannot be written: the worker must fail
-                log.error("worker=%d checkpoint=%d state write failed: %s", self._index, n, exc)
-                self.failure = WorkerFailed(self._index, f"state write failed: {exc}")
-                self._send(CheckpointDecline(n, str(exc)))
+            if error is not None:
+                self._send(CheckpointDecline(n, f"state write failed: {error}"))
                 return
             t1 = time.perf_counter()
+            local = self._cfg.job_dir(self._job) / f"worker-{self._index}" / f"chk-{n}"
             shutil.rmtree(local, ignore_errors=True)
             try:
                 self._state.checkpoint(local)
@@ -167,13 +137,19 @@ class Snapshotter:
                 log.error("worker=%d checkpoint=%d failed: %s", self._index, n, exc)
                 self._send(CheckpointDecline(n, str(exc)))
                 return
+            t2 = time.perf_counter()
+            part = replace(
+                part, flush_ms=round((t1 - t0) * 1000, 3), rocksdb_ms=round((t2 - t1) * 1000, 3)
+            )
+            self._upload = threading.Thread(
+                target=self._upload_snapshot,
+                args=(n, local, part, t0),
+                name=f"weir-upload-{n}",
+                daemon=True,
+            )
+            self._upload.start()
         finally:
-            self._written.set()
-        t2 = time.perf_counter()
-        part = replace(
-            part, flush_ms=round((t1 - t0) * 1000, 3), rocksdb_ms=round((t2 - t1) * 1000, 3)
-        )
-        self._upload_snapshot(n, local, part, t0)
+            self._checkpointing = False
 
     def _upload_snapshot(self, n: int, local: Path, part: WorkerSnapshot, t0: float) -> None:
         """``part``: the figures so far; the files and sizes are added here. ``t0``: when the
@@ -217,5 +193,10 @@ class Snapshotter:
         return positions
 
     def join(self, timeout_s: float | None = None) -> None:
+        """Wait for the state writer, then for the upload."""
+        self.writer.wait_idle(timeout_s)
         if self._upload is not None:
             self._upload.join(timeout_s)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        self.writer.close(timeout_s)

@@ -293,7 +293,7 @@ class Worker:
                     self.outputs.settled(n)
                     self.sources.resume(n)
                 case BackfillStep():
-                    self.snapshots.wait_written()  # files are ingested after the checkpoint
+                    self.snapshots.writer.wait_idle()  # ingested after what is frozen
                     self.snapshots.check()
                     self.link.send(backfill_step(msg, self.keyed.ops, self.state, self.range))
         return False
@@ -345,16 +345,22 @@ class Worker:
     # -- state and shutdown ----------------------------------------------------------------------
 
     def _freeze(self) -> list[StateDelta]:
-        """A checkpoint's synchronous part: the operators' unwritten state frozen (the
-        checkpoint's thread writes it), side outputs and sinks flushed."""
-        generations = self.keyed.snapshot_operators()
+        """A checkpoint's synchronous part: the operators' unwritten state frozen (the state
+        writer writes it), side outputs and sinks flushed."""
+        generations = self.keyed.snapshot_operators(barrier=True)
         self._flush_outputs()
         return generations
 
     def _flush(self) -> None:
-        """State to RocksDB, with the purges retention allows, unless a checkpoint's thread is
-        still writing (the state written then belongs after it); side outputs and sinks."""
-        self.snapshots.when_written(lambda: self.keyed.flush_operators(True))
+        """State to the state writer, side outputs and sinks. Only while the writer is idle:
+        the retention purge (it reads and writes RocksDB), then the operators' changes frozen
+        and handed over; else they wait in memory for the next flush."""
+        self.snapshots.check()
+        if self.snapshots.idle:
+            self.keyed.purge_operators()
+            generations = self.keyed.snapshot_operators(barrier=False)
+            if generations:
+                self.snapshots.writer.submit(generations)
         self._flush_outputs()
 
     def _flush_outputs(self) -> None:
@@ -365,7 +371,7 @@ class Worker:
             w.flush()
 
     def _finish(self) -> None:
-        self.snapshots.wait_written()
+        self.snapshots.writer.wait_idle()
         self.snapshots.check()
         self.keyed.finish()
         self._flush()
@@ -384,10 +390,10 @@ class Worker:
 
     def close(self) -> None:
         self.snapshots.join(10.0)
-        if self.snapshots.failure is None:
-            self._flush()  # skips the operators if a checkpoint still writes after all
-        else:
-            self._flush_outputs()
+        if self.snapshots.idle and self.snapshots.writer.failure is None:
+            self.keyed.flush_operators(purge=False)
+        self._flush_outputs()
+        self.snapshots.close(10.0)
         # past the last checkpoint, which a restore from it cuts off again
         self.outputs.release()
         self.sources.close()
