@@ -108,12 +108,19 @@ class Row:
     worse: bool
 
 
+def _section(name: str) -> str:
+    """The bench section a figure belongs to (``seconds.<section>`` times one)."""
+    parts = name.split(".")
+    first = parts[0].split("[")[0]
+    return parts[1] if first == "seconds" and len(parts) > 1 else first
+
+
 def compare(kept: dict[str, Any], now: dict[str, Any], threshold: float) -> list[Row]:
     """A row per figure of either run; figures of sections ``now`` did not run are left out."""
     old, new = flatten(kept), flatten(now)
-    ran = {name.split(".")[0].split("[")[0] for name in new}
+    ran = {_section(name) for name in new}
     # in the order the run wrote them, then what only the kept file has
-    names = [*new, *(n for n in old if n not in new and n.split(".")[0].split("[")[0] in ran)]
+    names = [*new, *(n for n in old if n not in new and _section(n) in ran)]
     rows = []
     for name in names:
         k, n = old.get(name), new.get(name)
