@@ -117,7 +117,8 @@ class WindowRuntime:
         if origin is not None:  # several windows per record: one (record, window) pair each
             keys, recs, ts, wms = take_columns(origin, keys, recs, ts, wms)
             cols = [[c[i] for i in origin] for c in cols]
-        if min(ends) - 1 > max(wms):  # nothing late: the common case
+        if min(ends) - 1 > max(wms) or all(e - 1 > w for e, w in zip(ends, wms, strict=True)):
+            # nothing late: the common case
             self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
             return
         on_time: list[int] = []
