@@ -62,3 +62,18 @@ def test_fold_equals_record_at_a_time(shape: str, ends_per_batch: int) -> None:
         all_recs += recs
     assert buckets == _naive(plan, all_keys, all_ends, all_recs)
     assert {e: set(b) for e, b in buckets.items()} == dirty
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_column_is_what_result_reports(shape: str) -> None:
+    plan = FoldPlan(SHAPES[shape])
+    buckets: dict[int, dict[str, list[Any]]] = {}
+    recs = [{"value": v, "w": v / 3} for v in range(-5, 20)]
+    keys = [f"k{v % 4}" for v in range(-5, 20)]
+    cols = plan.columns(recs)
+    assert cols is not None
+    plan.fold(buckets, {}, keys, [10] * len(keys), *cols, recs)
+    slots = list(buckets[10].values())
+    for name in plan.aggregates:
+        want = [plan.result(k, 0, 10, s, False)[name] for k, s in buckets[10].items()]
+        assert plan.column(name, slots) == want

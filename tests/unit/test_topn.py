@@ -19,13 +19,23 @@ def _brute(bucket: dict[str, list[Any]], i: int, k: int) -> list[tuple[str, floa
     return best(((key, s[i]) for key, s in bucket.items()), k)
 
 
+def _column(name: str, slots: list[list[Any]]) -> list[Any]:
+    return [s[{"up": 0, "any": 1}[name]] for s in slots]
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_current_top_equals_brute_force(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("from_slots", [False, True])
+def test_current_top_equals_brute_force(
+    seed: int, from_slots: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # rank again whenever it must
     monkeypatch.setattr("weir.engine.runtime.operators.topn.RESCAN_S", 0.0)
     rng = random.Random(seed)
     k = 5
-    tracker = CurrentTop(_result, k=k)
+    if from_slots:
+        tracker = CurrentTop(_result, k=k, names=["up", "any"], column=_column)
+    else:
+        tracker = CurrentTop(_result, k=k)
     bucket: dict[str, list[Any]] = {}
     end = 1000
     for step in range(300):

@@ -192,6 +192,18 @@ class FoldPlan:
         fn: ResultFn = env["result"]
         return fn
 
+    def column(self, name: str, slots: list[list[Any]]) -> list[Any]:
+        """Aggregate ``name``'s result for each accumulator in ``slots`` (what ``result`` puts
+        under ``name``), a column at a time."""
+        agg = self.aggregates[name]
+        lo = self.slices[name][0]
+        if isinstance(agg, UserDefined):
+            result = agg.function.result
+            return [result(a[lo]) for a in slots]
+        if agg.kind == "mean":
+            return [a[lo] / a[lo + 1] for a in slots]
+        return list(map(itemgetter(lo), slots))
+
     def columns(self, recs: list[Any]) -> list[list[Any]] | None:
         """The aggregated fields of ``recs``, a column each, to fold; None when a record lacks
         one or holds something that is not a number there (``bad_field`` says which)."""

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable
 from itertools import compress, repeat
 from math import isfinite
-from operator import ge, itemgetter, methodcaller, neg
+from operator import eq, ge, itemgetter, methodcaller, neg, not_, or_
 from typing import Any
 
 from weir.engine.runtime.messages import RankedWindow, TopStatus
@@ -29,6 +29,7 @@ from weir.engine.runtime.messages import RankedWindow, TopStatus
 TOP_K = 100
 RESCAN_S = 1.0
 Rank = tuple[float, str]
+Column = Callable[[str, list[list[Any]]], list[Any]]  # (aggregate, slots) -> its values
 Ranked = dict[str, list[tuple[str, int | float]]]  # aggregate -> best (key, value) pairs
 
 _NUMBERS = (int, float)
@@ -80,10 +81,13 @@ class CurrentTop:
         result: Callable[..., dict[str, Any]],
         k: int = TOP_K,
         names: Iterable[str] | None = None,
+        column: Column | None = None,
     ) -> None:
-        """``names``: the result fields to rank (None: every numeric one)."""
+        """``names``: the result fields to rank (None: every numeric one); ``column``: their
+        values straight from accumulator slots (``FoldPlan.column``), without result records."""
         self._result = result
         self._names = None if names is None else list(names)
+        self._column = column
         self.k = k
         self.end: int | None = None
         self._cands: dict[str, dict[str, Rank]] = {}
@@ -97,13 +101,10 @@ class CurrentTop:
             self.end = end
             self._rescan(bucket)
             return
-        result = self._result
-        changed = [k for k in keys if k in bucket]
-        rows = [result(k, 0, end, bucket[k], False) for k in changed]
-        if not rows:
+        changed = list(filter(bucket.__contains__, keys))
+        if not changed:
             return
-        for name in self._names or list(rows[0]):
-            values = list(map(itemgetter(name), rows))
+        for name, values in self._columns(end, bucket, changed).items():
             if all_finite(values):
                 self._offer_column(name, changed, values)
                 continue
@@ -111,14 +112,37 @@ class CurrentTop:
                 if _numeric(v):
                     self._offer(name, k, (-v, k))
 
+    def _columns(
+        self, end: int, bucket: dict[str, list[Any]], keys: list[str]
+    ) -> dict[str, list[Any]]:
+        """The values of ``keys`` by every field ranked."""
+        if self._column is not None and self._names is not None:
+            slots = list(map(bucket.__getitem__, keys))
+            return {name: self._column(name, slots) for name in self._names}
+        result = self._result
+        rows = [result(k, 0, end, bucket[k], False) for k in keys]
+        return {name: list(map(itemgetter(name), rows)) for name in self._names or rows[0]}
+
     def _offer_column(self, name: str, keys: list[str], values: list[Any]) -> None:
         """Every ``(key, value)`` offered at once: the best ``2 * k`` of the candidates and
         these stay; the best of the rest bounds what was turned away (as one offer at a time
-        would keep it: every key outside the candidates ranks after ``bound``)."""
+        would keep it: every key outside the candidates ranks after ``bound``). When the
+        candidates are full, a key outside them whose value is below the worst one's can only
+        be turned away, so only the best of those is looked at."""
         cands = self._cands.setdefault(name, {})
+        limit = 2 * self.k
+        if len(cands) >= limit:
+            floor = -max(cands.values())[0]
+            keep = list(map(or_, map(ge, values, repeat(floor)), map(cands.__contains__, keys)))
+            if not all(keep):
+                away = list(map(not_, keep))
+                out = list(compress(values, away))
+                top = max(out)
+                at_top = compress(compress(keys, away), map(eq, out, repeat(top)))
+                self._turn_away(name, (-top, min(at_top)))
+                keys, values = list(compress(keys, keep)), list(compress(values, keep))
         cands.update(zip(keys, zip(map(neg, values), keys, strict=True), strict=True))
         self._worst[name] = None
-        limit = 2 * self.k
         if len(cands) > limit:
             ranked = heapq.nsmallest(limit + 1, cands.values())
             self._cands[name] = {r[1]: r for r in ranked[:limit]}
@@ -209,10 +233,12 @@ class WindowTops:
         aggregates: Iterable[str],
         start_of: Callable[[int], int],
         track_current: bool,
+        column: Column | None = None,
     ) -> None:
         self._names = list(aggregates)
         self._start_of = start_of
-        self.current = CurrentTop(result, names=self._names) if track_current else None
+        tracker = CurrentTop(result, names=self._names, column=column)
+        self.current = tracker if track_current else None
         self.latest: RankedWindow | None = None
 
     def fired(self, start: int, end: int, results: list[dict[str, Any]]) -> None:

@@ -85,7 +85,11 @@ class WindowRuntime:
         self.results: list[dict[str, Any]] = []
         # top-N: the last fired window's, and the newest open one's (tumbling windows only)
         self.tops = WindowTops(
-            self.plan.result, self.plan.aggregates, self._start_of, type(self) is WindowRuntime
+            self.plan.result,
+            self.plan.aggregates,
+            self._start_of,
+            type(self) is WindowRuntime,
+            self.plan.column,
         )
         # progress
         self.watermark = MIN_WATERMARK
