@@ -209,7 +209,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--rate", type=int, default=5_000, help="events/s for freshness runs")
-    parser.add_argument("--peer-events", type=int, default=300_000, help="per peer workload")
+    parser.add_argument(
+        "--peer-events", type=int, default=peer_bench.EVENTS, help="per peer workload"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench-results"))
     parser.add_argument(
         "--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}"

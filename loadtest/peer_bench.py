@@ -7,28 +7,73 @@ from ``ts``, 1 s of allowed disorder, state in RocksDB, fault tolerance on (weir
 every 5 s; Quix: its changelog topics and a commit every 5 s, its default). Quix runs with
 ``closing_strategy="partition"``, its fastest. Two topics of 4 partitions written by ``weir
 produce`` (uniform ids, 10,000 events a second of event time): 10k ids (10 events per id and
-window) and 1M ids (300,000 events, so nearly every event is a key not seen before).
-Each rate is events over the time from the first record processed to the last; start-up and
-group joins are not counted on either side.
+window) and 1M ids (2M events by default, so most events are the first of their id in a window).
+Each rate is events over the time from the first record processed to the last (weir: the
+first record any worker read to the last worker's end, its final windows fired and written);
+start-up and group joins are not counted on either side. Beside each rate, peak resident memory:
+Quix's process, and the sum over weir's worker processes (sampled from ``/proc``: ``VmHWM``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from loadtest.broker import tansu
 from loadtest.kafka_bench import JOB, bare_consumer
+from loadtest.procs import worker_pids
 from loadtest.runs import timed_run
 from weir.app.produce import produce
 
 QUIX_PYTHON = Path(".bench-venvs/quix/bin/python")
 QUIX_JOB = Path(__file__).with_name("quix_job.py")
 WORKLOADS = (("10k_keys", 10_000), ("1m_keys", 1_000_000))
+EVENTS = 2_000_000
+SAMPLE_S = 0.1
+
+
+def peak_rss(pid: int) -> int:
+    """``pid``'s peak resident set (``VmHWM``) in bytes; 0 once it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+@contextmanager
+def workers_peak_rss() -> Iterator[dict[int, int]]:
+    """While the block runs, the peak RSS of each worker this process spawned, by pid (a peak
+    only grows, so the last sample before a worker exits is within one sample of its peak)."""
+    peaks: dict[int, int] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(SAMPLE_S):
+            for pid in worker_pids(os.getpid()):
+                peaks[pid] = max(peaks.get(pid, 0), peak_rss(pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield peaks
+    finally:
+        done.set()
+        sampler.join()
+
+
+def _mib(n: int) -> float:
+    return round(n / 2**20, 1)
 
 
 def quix(python: Path, bootstrap: str, topic: str, events: int) -> dict[str, Any]:
@@ -50,9 +95,22 @@ def quix(python: Path, bootstrap: str, topic: str, events: int) -> dict[str, Any
     return result
 
 
-def measure(
-    workdir: Path, events: int = 300_000, quix_python: Path = QUIX_PYTHON
-) -> dict[str, Any]:
+def weir_run(job: Path, state_dir: Path, parallelism: int) -> dict[str, Any]:
+    """A weir run of ``job`` to its end: its rate from the first record and its workers' peak
+    RSS."""
+    with workers_peak_rss() as peaks:
+        run = timed_run(job, state_dir, parallelism, checkpoint_interval_ms=5000)
+    seconds = run["seconds_from_first_record"]
+    return {
+        "events": run["events"],
+        "seconds": seconds,
+        "events_per_s": round(run["events"] / seconds),
+        "checkpoints": len(run.get("checkpoints", [])),
+        "peak_rss_mib": _mib(sum(peaks.values())),
+    }
+
+
+def measure(workdir: Path, events: int = EVENTS, quix_python: Path = QUIX_PYTHON) -> dict[str, Any]:
     out: dict[str, Any] = {"events_per_workload": events, "partitions": 4}
     with tansu(workdir) as bootstrap:
         for name, keys in WORKLOADS:
@@ -68,18 +126,18 @@ def measure(
                   file=sys.stderr)  # fmt: skip
             job = workdir / f"peer_{name}.py"
             job.write_text(JOB.format(bootstrap=bootstrap, topic=topic))
-            weir = {}
-            for p in (1, 2):
-                run = timed_run(job, workdir / f"peer-{name}-p{p}", p, checkpoint_interval_ms=5000)
-                weir[f"p{p}"] = {k: run[k] for k in ("events", "seconds", "events_per_s")}
-                weir[f"p{p}"]["checkpoints"] = len(run.get("checkpoints", []))
+            weir = {f"p{p}": weir_run(job, workdir / f"peer-{name}-p{p}", p) for p in (1, 2)}
             best = max(w["events_per_s"] for w in weir.values())
             out[name] = {
                 "keys": keys,
                 "bare_confluent_events_per_s": bare["events_per_s"],
                 "quix_streams": peer,
                 "weir": weir,
+                "weir_p1_over_quix": round(weir["p1"]["events_per_s"] / peer["events_per_s"], 1),
                 "weir_best_over_quix": round(best / peer["events_per_s"], 1),
+                "weir_p1_rss_over_quix": round(
+                    weir["p1"]["peak_rss_mib"] / peer["peak_rss_mib"], 2
+                ),
             }
             print(f"peer_bench: {name}: weir/Quix = {out[name]['weir_best_over_quix']}",
                   file=sys.stderr)  # fmt: skip
@@ -90,7 +148,7 @@ if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--events", type=int, default=EVENTS, help="per workload")
     parser.add_argument("--quix-python", type=Path, default=QUIX_PYTHON)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="weir-peer-bench-"))

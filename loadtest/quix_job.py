@@ -5,7 +5,7 @@ Tumbling 10 s windows of count+sum of ``value`` per message key (the event's ``i
 from the ``ts`` field, 1 s grace (weir's bounded out-of-orderness), ``closing_strategy=
 "partition"`` (Quix's fastest). Quix's defaults otherwise: RocksDB state, changelog topics, a
 commit every 5 s. Timed from the first message processed to the last of ``--events``; prints a
-JSON line.
+JSON line with the process's peak RSS.
 
     .bench-venvs/quix/bin/python loadtest/quix_job.py BOOTSTRAP TOPIC --events N
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import tempfile
 import time
 import uuid
@@ -95,6 +96,7 @@ def main() -> None:
                 "seconds": round(seconds, 3),
                 "events_per_s": round(seen / seconds),
                 "startup_s": round(first - started, 3),
+                "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                 "closing_strategy": args.closing_strategy,
             }
         )

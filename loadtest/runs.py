@@ -47,6 +47,7 @@ def timed_run(job_file: Path, state_dir: Path, parallelism: int, **settings: Any
     finally:
         manager.stop()
     started = min(s["run_started_at"] for s in status)
+    first = min((s["first_record_at"] for s in status if s["first_record_at"]), default=started)
     finished = max(s["finished_at"] for s in status)
     events = sum(s["records_in"] for s in status)
     seconds = finished - started
@@ -55,6 +56,7 @@ def timed_run(job_file: Path, state_dir: Path, parallelism: int, **settings: Any
         "events": events,
         "seconds": round(seconds, 3),
         "events_per_s": round(events / seconds),
+        "seconds_from_first_record": round(finished - first, 3),
         "backpressure": [s["backpressure"] for s in status],
     }
     if manager.checkpoints:

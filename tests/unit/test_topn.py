@@ -19,13 +19,23 @@ def _brute(bucket: dict[str, list[Any]], i: int, k: int) -> list[tuple[str, floa
     return best(((key, s[i]) for key, s in bucket.items()), k)
 
 
+def _column(name: str, slots: list[list[Any]]) -> list[Any]:
+    return [s[{"up": 0, "any": 1}[name]] for s in slots]
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_current_top_equals_brute_force(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("from_slots", [False, True])
+def test_current_top_equals_brute_force(
+    seed: int, from_slots: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # rank again whenever it must
     monkeypatch.setattr("weir.engine.runtime.operators.topn.RESCAN_S", 0.0)
     rng = random.Random(seed)
     k = 5
-    tracker = CurrentTop(_result, k=k)
+    if from_slots:
+        tracker = CurrentTop(_result, k=k, names=["up", "any"], column=_column)
+    else:
+        tracker = CurrentTop(_result, k=k)
     bucket: dict[str, list[Any]] = {}
     end = 1000
     for step in range(300):
@@ -50,3 +60,24 @@ def test_ranked_results_orders_by_value_then_key() -> None:
     results = [{"key": f"k{i}", "n": i % 3, "label": "a"} for i in range(10)]
     top = ranked_results(results, ["n", "label"], k=4)
     assert top == {"n": [("k2", 2), ("k5", 2), ("k8", 2), ("k1", 1)]}
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ranked_results_column_path_equals_pairwise(seed: int) -> None:
+    """Columns of finite numbers take the bounded path; the ranking is the pairwise one's,
+    ties and mixed ints and floats included, and odd columns still skip what is not a number."""
+    rng = random.Random(seed)
+    results = [
+        {"key": f"k{i:03d}", "n": rng.randint(0, 5), "x": rng.choice([rng.random(), 2, -1.5])}
+        for i in range(rng.randint(1, 300))
+    ]
+    odd = [*results, {"key": "nan", "n": float("nan"), "x": 10**400}]
+    for rows in (results, odd):
+        top = ranked_results(rows, ["n", "x"], k=7)
+        for name in ("n", "x"):
+            pairs = [
+                (r["key"], r[name])
+                for r in rows
+                if type(r[name]) in (int, float) and -float("inf") < r[name] < float("inf")
+            ]
+            assert top[name] == best(pairs, 7)

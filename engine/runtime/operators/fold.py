@@ -3,6 +3,8 @@
 For ``count=agg.count(), total=agg.sum("value")`` the generated loop is::
 
     def fold(buckets, dirty, keys, ends, c0, recs):
+        if ends and ends.count(ends[0]) == len(ends):
+            ...  # one window for the whole batch: the loop below without ``e``, one dirty update
         last = None
         for k, e, v0, r in zip(keys, ends, c0, recs):
             if e != last:
@@ -98,12 +100,37 @@ class FoldPlan:
                 v = col_of.get(agg.field or "", "0")
                 init.extend(agg.init_exprs(v))
                 update.extend(agg.update_stmts("a", pos, v))
+        # only user-defined aggregates read the record itself
+        rec = ["r"] if self._reads_records() else []
+        recs = ["recs"] if rec else []
         args = ", ".join(["buckets", "dirty", "keys", "ends", *cols, "recs"])
+        one_vars = ", ".join(["k", *cols, *rec])
+        one_zip = f"zip({', '.join(['keys', *cols, *recs])})" if cols or rec else "keys"
         loop_vars = ", ".join(["k", "e", *cols, "r"])
         zipped = ", ".join(["keys", "ends", *cols, "recs"])
+        accumulate = [
+            "        a = get(k)",
+            "        if a is None:",
+            f"            b[k] = [{', '.join(init)}]",
+            "        else:",
+            *[f"            {s}" for s in update],
+        ]
         body = "\n".join(
             [
                 f"def fold({args}):",
+                "    if ends and ends.count(ends[0]) == len(ends):",
+                "        e = ends[0]",
+                "        b = buckets.get(e)",
+                "        if b is None:",
+                "            b = buckets[e] = {}",
+                "        d = dirty.get(e)",
+                "        if d is None:",
+                "            d = dirty[e] = set()",
+                "        d.update(keys)",
+                "        get = b.get",
+                f"        for {one_vars} in {one_zip}:",
+                *["    " + line for line in accumulate],
+                "        return",
                 "    last = None",
                 f"    for {loop_vars} in zip({zipped}):",
                 "        if e != last:",
@@ -113,18 +140,18 @@ class FoldPlan:
                 "            d = dirty.get(e)",
                 "            if d is None:",
                 "                d = dirty[e] = set()",
+                "            get = b.get",
                 "            last = e",
                 "        d.add(k)",
-                "        a = b.get(k)",
-                "        if a is None:",
-                f"            b[k] = [{', '.join(init)}]",
-                "        else:",
-                *[f"            {s}" for s in update],
+                *accumulate,
             ]
         )
         exec(compile(body, f"<fold {list(self.aggregates)}>", "exec"), env)  # noqa: S102
         fold: FoldFn = env["fold"]
         return fold
+
+    def _reads_records(self) -> bool:
+        return any(isinstance(a, UserDefined) for a in self.aggregates.values())
 
     def _generate_merge(self) -> Callable[[list[Any], list[Any]], None]:
         """``merge_into(a, b)``: accumulator ``b`` merged into ``a``, in place, one call."""
@@ -164,6 +191,18 @@ class FoldPlan:
         exec(compile(body, f"<result {list(self.aggregates)}>", "exec"), env)  # noqa: S102
         fn: ResultFn = env["result"]
         return fn
+
+    def column(self, name: str, slots: list[list[Any]]) -> list[Any]:
+        """Aggregate ``name``'s result for each accumulator in ``slots`` (what ``result`` puts
+        under ``name``), a column at a time."""
+        agg = self.aggregates[name]
+        lo = self.slices[name][0]
+        if isinstance(agg, UserDefined):
+            result = agg.function.result
+            return [result(a[lo]) for a in slots]
+        if agg.kind == "mean":
+            return [a[lo] / a[lo + 1] for a in slots]
+        return list(map(itemgetter(lo), slots))
 
     def columns(self, recs: list[Any]) -> list[list[Any]] | None:
         """The aggregated fields of ``recs``, a column each, to fold; None when a record lacks

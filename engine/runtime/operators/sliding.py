@@ -58,8 +58,11 @@ class SlidingRuntime(WindowRuntime):
         keys, recs, ts, wms, cols = admitted
         g, size, slide = self._pane, self._size, self._slide
         panes = [t - t % g + g for t in ts]
-        first = [first_end_at_or_after(t + 1, size, slide) for t in ts]
-        if min(first) - 1 > max(wms):  # every window of every record is open
+        # the end of each record's first window: first_end_at_or_after(t + 1, size, slide)
+        first = [size - (size - 1 - t) // slide * slide for t in ts]
+        if min(first) - 1 > max(wms) or all(f - 1 > w for f, w in zip(first, wms, strict=True)):
+            # every window of every record is open: none of them fires before the batch ends
+            # (a window the watermark passes within it holds none of them), so all fold at once
             self.plan.fold(self.buckets, self._dirty, keys, panes, *cols, recs)
             return
         self._trace = trace or []

@@ -19,6 +19,9 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable, Iterable
+from itertools import compress, repeat
+from math import isfinite
+from operator import eq, ge, itemgetter, methodcaller, neg, not_, or_
 from typing import Any
 
 from weir.engine.runtime.messages import RankedWindow, TopStatus
@@ -26,9 +29,11 @@ from weir.engine.runtime.messages import RankedWindow, TopStatus
 TOP_K = 100
 RESCAN_S = 1.0
 Rank = tuple[float, str]
+Column = Callable[[str, list[list[Any]]], list[Any]]  # (aggregate, slots) -> its values
 Ranked = dict[str, list[tuple[str, int | float]]]  # aggregate -> best (key, value) pairs
 
 _NUMBERS = (int, float)
+_NUMBER_SET = frozenset(_NUMBERS)
 _INF = float("inf")
 
 
@@ -45,11 +50,44 @@ def best(entries: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]
     return [(key, -v) for v, key in heapq.nsmallest(k, ((-v, key) for key, v in entries))]
 
 
+def all_finite(values: list[Any]) -> bool:
+    """Is every value a finite int or float (``_numeric``), checked a column at a time?"""
+    types = set(map(type, values))
+    if not types <= _NUMBER_SET:
+        return False
+    try:
+        return float not in types or all(map(isfinite, values))
+    except OverflowError:  # an int too large for a float is still finite
+        return all(map(_numeric, values))
+
+
+def best_of_column(keys: list[str], values: list[Any], k: int) -> list[tuple[str, float]]:
+    """``best(zip(keys, values), k)`` for a column of finite numbers: the ``k``-th highest
+    value bounds what can rank, so only the few keys at or above it are paired and sorted."""
+    if not values:
+        return []
+    floor = heapq.nlargest(k, values)[-1]
+    mask = list(map(ge, values, repeat(floor)))
+    top = zip(map(neg, compress(values, mask)), compress(keys, mask), strict=True)
+    ranked = sorted(top)[:k]
+    return [(key, -v) for v, key in ranked]
+
+
 class CurrentTop:
     """The incremental top-K of one operator's newest open window, for every numeric aggregate."""
 
-    def __init__(self, result: Callable[..., dict[str, Any]], k: int = TOP_K) -> None:
+    def __init__(
+        self,
+        result: Callable[..., dict[str, Any]],
+        k: int = TOP_K,
+        names: Iterable[str] | None = None,
+        column: Column | None = None,
+    ) -> None:
+        """``names``: the result fields to rank (None: every numeric one); ``column``: their
+        values straight from accumulator slots (``FoldPlan.column``), without result records."""
         self._result = result
+        self._names = None if names is None else list(names)
+        self._column = column
         self.k = k
         self.end: int | None = None
         self._cands: dict[str, dict[str, Rank]] = {}
@@ -63,14 +101,52 @@ class CurrentTop:
             self.end = end
             self._rescan(bucket)
             return
-        result, numbers, offer = self._result, _NUMBERS, self._offer
-        for k in keys:
-            slots = bucket.get(k)
-            if slots is None:
+        changed = list(filter(bucket.__contains__, keys))
+        if not changed:
+            return
+        for name, values in self._columns(end, bucket, changed).items():
+            if all_finite(values):
+                self._offer_column(name, changed, values)
                 continue
-            for name, v in result(k, 0, end, slots, False).items():
-                if type(v) in numbers and -_INF < v < _INF:
-                    offer(name, k, (-v, k))
+            for k, v in zip(changed, values, strict=True):
+                if _numeric(v):
+                    self._offer(name, k, (-v, k))
+
+    def _columns(
+        self, end: int, bucket: dict[str, list[Any]], keys: list[str]
+    ) -> dict[str, list[Any]]:
+        """The values of ``keys`` by every field ranked."""
+        if self._column is not None and self._names is not None:
+            slots = list(map(bucket.__getitem__, keys))
+            return {name: self._column(name, slots) for name in self._names}
+        result = self._result
+        rows = [result(k, 0, end, bucket[k], False) for k in keys]
+        return {name: list(map(itemgetter(name), rows)) for name in self._names or rows[0]}
+
+    def _offer_column(self, name: str, keys: list[str], values: list[Any]) -> None:
+        """Every ``(key, value)`` offered at once: the best ``2 * k`` of the candidates and
+        these stay; the best of the rest bounds what was turned away (as one offer at a time
+        would keep it: every key outside the candidates ranks after ``bound``). When the
+        candidates are full, a key outside them whose value is below the worst one's can only
+        be turned away, so only the best of those is looked at."""
+        cands = self._cands.setdefault(name, {})
+        limit = 2 * self.k
+        if len(cands) >= limit:
+            floor = -max(cands.values())[0]
+            keep = list(map(or_, map(ge, values, repeat(floor)), map(cands.__contains__, keys)))
+            if not all(keep):
+                away = list(map(not_, keep))
+                out = list(compress(values, away))
+                top = max(out)
+                at_top = compress(compress(keys, away), map(eq, out, repeat(top)))
+                self._turn_away(name, (-top, min(at_top)))
+                keys, values = list(compress(keys, keep)), list(compress(values, keep))
+        cands.update(zip(keys, zip(map(neg, values), keys, strict=True), strict=True))
+        self._worst[name] = None
+        if len(cands) > limit:
+            ranked = heapq.nsmallest(limit + 1, cands.values())
+            self._cands[name] = {r[1]: r for r in ranked[:limit]}
+            self._turn_away(name, ranked[limit])
 
     def _offer(self, name: str, key: str, rank: Rank) -> None:
         cands = self._cands.setdefault(name, {})
@@ -100,7 +176,7 @@ class CurrentTop:
         end = self.end or 0
         for k, slots in bucket.items():
             for name, v in self._result(k, 0, end, slots, False).items():
-                if _numeric(v):
+                if _numeric(v) and (self._names is None or name in self._names):
                     values.setdefault(name, []).append((k, v))
         self._cands, self._worst, self._bound = {}, {}, {}
         for name, pairs in values.items():
@@ -129,7 +205,13 @@ def ranked_results(results: list[dict[str, Any]], names: Iterable[str], k: int =
     """The best ``k`` keys of a fired window by every numeric aggregate in ``names``."""
     out: Ranked = {}
     numbers = _NUMBERS
+    keys = list(map(itemgetter("key"), results))
     for name in names:
+        column = list(map(methodcaller("get", name), results))
+        if all_finite(column):
+            if column:
+                out[name] = best_of_column(keys, column, k)
+            continue
         pairs: list[tuple[str, float]] = []
         for r in results:
             v: Any = r.get(name)
@@ -151,10 +233,12 @@ class WindowTops:
         aggregates: Iterable[str],
         start_of: Callable[[int], int],
         track_current: bool,
+        column: Column | None = None,
     ) -> None:
         self._names = list(aggregates)
         self._start_of = start_of
-        self.current = CurrentTop(result) if track_current else None
+        tracker = CurrentTop(result, names=self._names, column=column)
+        self.current = tracker if track_current else None
         self.latest: RankedWindow | None = None
 
     def fired(self, start: int, end: int, results: list[dict[str, Any]]) -> None:

@@ -96,7 +96,11 @@ class WindowRuntime:
         self.results: list[dict[str, Any]] = []
         # top-N: the last fired window's, and the newest open one's (tumbling windows only)
         self.tops = WindowTops(
-            self.plan.result, self.plan.aggregates, self._start_of, type(self) is WindowRuntime
+            self.plan.result,
+            self.plan.aggregates,
+            self._start_of,
+            type(self) is WindowRuntime,
+            self.plan.column,
         )
         # progress
         self.watermark = MIN_WATERMARK
@@ -128,7 +132,8 @@ class WindowRuntime:
         if origin is not None:  # several windows per record: one (record, window) pair each
             keys, recs, ts, wms = take_columns(origin, keys, recs, ts, wms)
             cols = [[c[i] for i in origin] for c in cols]
-        if min(ends) - 1 > max(wms):  # nothing late: the common case
+        if min(ends) - 1 > max(wms) or all(e - 1 > w for e, w in zip(ends, wms, strict=True)):
+            # nothing late: the common case
             self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
             return
         on_time: list[int] = []
