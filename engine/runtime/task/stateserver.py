@@ -112,15 +112,20 @@ class StateServer:
             self._open.add(conn)
         try:
             with conn:
-                self._handshake(conn)
+                try:
+                    self._handshake(conn)
+                except AuthFailed as exc:
+                    # counted before the connection closes: whoever sees it closed sees the count
+                    self.refused += 1
+                    log.warning(
+                        "state server: worker=%d refused peer=%s: %s", self.index, addr, exc
+                    )
+                    return
                 conn.settimeout(None)  # proved: it may keep the connection for its next reads
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 while not self._stop.is_set():
                     request = recv_frame(conn, MAX_REQUEST, None)
                     send_frame(conn, self._answer(request))
-        except AuthFailed as exc:
-            self.refused += 1
-            log.warning("state server: worker=%d refused peer=%s: %s", self.index, addr, exc)
         except (OSError, ConnectionError, ValueError, msgpack.UnpackException):
             pass  # the client went away, or broke the protocol: its connection ends
         finally:
