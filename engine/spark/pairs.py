@@ -25,7 +25,7 @@ from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.sources.base import SourceBatch
 from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load, python_path
-from weir.engine.windows import SessionWindows, is_late
+from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, is_late
 
 # what the Python path adds to (kg, key, end): ts, the watermark the record arrived under, its
 # split and position there (streaming's order), and the pickled record
@@ -123,8 +123,8 @@ class _Selector:
         self.assigner = op.assigner
         self.lateness = op.allowed_lateness_ms
         self.m = plan.max_parallelism
-        self.lo = plan.from_ms if plan.from_ms is not None else -(1 << 62)
-        self.hi = plan.to_ms if plan.to_ms is not None else 1 << 62
+        self.lo = plan.from_ms if plan.from_ms is not None else MIN_TIME
+        self.hi = plan.to_ms if plan.to_ms is not None else MAX_TIME + 1
         self.split = split
         self.seq = 0  # records of the split so far
         self.late = self.dead = 0
