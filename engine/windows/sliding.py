@@ -95,7 +95,8 @@ class SlidingWindows:
 
     def _raw_start(self, end: int) -> int:
         if end == MAX_TIME:  # the earliest start of the windows that end at or past MAX_TIME
-            return self._ends(MAX_TIME - 1)[-1] - self.size_ms
+            lowest = MAX_TIME - self.size_ms
+            return lowest + (self.offset_ms - lowest) % self.slide_ms
         return end - self.size_ms
 
     # -- panes -------------------------------------------------------------------------------
