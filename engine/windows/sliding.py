@@ -74,7 +74,7 @@ class SlidingWindows:
         ends: list[int] = []
         origin: list[int] = []
         for i, t in enumerate(timestamps):
-            start = t - (t - o) % d
+            start = t - (t - o) % d if o else t - t % d
             while start > t - s:
                 ends.append(start + s)
                 origin.append(i)
@@ -113,7 +113,19 @@ class SlidingWindows:
 
     def pane_ends(self, timestamps: list[int]) -> list[int]:
         g, o = self.pane_ms, self.offset_ms
-        ends = [t - (t - o) % g + g for t in timestamps]
+        if o:
+            ends = [t - (t - o) % g + g for t in timestamps]
+        else:
+            ends = [t - t % g + g for t in timestamps]
+        if ends and max(ends) > MAX_TIME:
+            ends = [e if e < MAX_TIME else MAX_TIME for e in ends]
+        return ends
+
+    def first_ends_after(self, timestamps: list[int]) -> list[int]:
+        """Per timestamp, the end of the first window holding it (the batch form of
+        ``first_end_at_or_after(t + 1)``)."""
+        d, top = self.slide_ms, self.offset_ms + self.size_ms
+        ends = [top - (top - 1 - t) // d * d for t in timestamps]
         if ends and max(ends) > MAX_TIME:
             ends = [e if e < MAX_TIME else MAX_TIME for e in ends]
         return ends

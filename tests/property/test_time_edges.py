@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tests.inprocess import run_batches
 from tests.property.test_batching import PHASES, cuts, events
 from tests.reference import MAX_TIME, MIN_TIME, Spec, canonical, group_emissions, simulate_decoded
+from weir import windows
 
 EDGES = settings(max_examples=60, phases=PHASES)
 
@@ -60,3 +61,26 @@ def test_any_batching_at_the_edges_of_time_matches_reference(
     for r in run.results:  # a session of records at MAX_TIME alone is [MAX_TIME, MAX_TIME]
         assert MIN_TIME <= r["start"] <= r["end"] <= MAX_TIME
         assert r["start"] < r["end"] or r["start"] == MAX_TIME
+
+
+@given(
+    ts=st.lists(
+        st.one_of(
+            st.integers(-10_000, 10_000),
+            st.integers(MAX_TIME - 300, MAX_TIME),
+            st.integers(MIN_TIME, MIN_TIME + 300),
+        ),
+        min_size=1,
+    ),
+    shape=st.sampled_from([(10, 4, 1), (10, 5, 0), (12, 8, -3), (7, 7, 0), (100, 25, -24)]),
+)
+def test_sliding_batch_forms_agree_with_the_windows_of_each_timestamp(
+    ts: list[int], shape: tuple[int, int, int]
+) -> None:
+    """The operator's batch forms (first window end, pane end) against ``window_ends_of``."""
+    size, slide, offset = shape
+    sw = windows.sliding(size_ms=size, slide_ms=slide, offset_ms=offset)
+    assert sw.first_ends_after(ts) == [min(sw.window_ends_of(t)) for t in ts]
+    assert sw.first_ends_after(ts) == [sw.first_end_at_or_after(t + 1) for t in ts]
+    for t, p in zip(ts, sw.pane_ends(ts), strict=True):
+        assert p == sw.pane_end(t) and p in sw.panes_of(sw.window_ends_of(t)[0])

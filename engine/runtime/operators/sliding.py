@@ -52,7 +52,7 @@ class SlidingRuntime(WindowRuntime):
         keys, recs, ts, wms, cols = admitted
         sliding = self._sliding
         panes = sliding.pane_ends(ts)
-        first = list(map(sliding.first_end_at_or_after, [t + 1 for t in ts]))
+        first = sliding.first_ends_after(ts)
         if min(first) - 1 > max(wms):  # every window of every record is open
             self.plan.fold(self.buckets, self._dirty, keys, panes, *cols, recs)
             return
