@@ -1,9 +1,32 @@
-"""The HTTP query layer: ``create_app(registry)``."""
+"""The HTTP query layer: ``create_app(registry)``.
+
+Its names load on first use (PEP 562), so ``weir.client``, which lives in ``weir.api.client``,
+imports without the server's stack (FastAPI, the registry, RocksDB).
+"""
 
 from __future__ import annotations
 
-from weir.api.app import create_app
-from weir.api.registry import JobHandle, Registry, handle_for
-from weir.api.settings import ApiSettings
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from weir.api.app import create_app
+    from weir.api.registry import JobHandle, Registry, handle_for
+    from weir.api.settings import ApiSettings
 
 __all__ = ["ApiSettings", "JobHandle", "Registry", "create_app", "handle_for"]
+
+_HOMES = {
+    "ApiSettings": "weir.api.settings",
+    "JobHandle": "weir.api.registry",
+    "Registry": "weir.api.registry",
+    "create_app": "weir.api.app",
+    "handle_for": "weir.api.registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'weir.api' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

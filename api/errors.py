@@ -14,14 +14,10 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from weir.api.models import ErrorDetail
 from weir.engine.errors import StateError
 
 log = logging.getLogger(__name__)
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
 
 
 class ErrorBody(BaseModel):

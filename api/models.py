@@ -6,7 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from weir.api.errors import ErrorDetail
+
+class ErrorDetail(BaseModel):
+    """The ``error`` of every 4xx/5xx body: a stable code and a message naming the problem."""
+
+    code: str
+    message: str
 
 
 class WindowOut(BaseModel):

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 # what the Spark extra (weir[spark]: pyspark[sql]) installs and the backfill needs
 SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
+BACKFILL_SLOTS_S = 120.0  # a cluster with every core held by other applications: give up then
 
 
 def require_spark() -> None:
@@ -95,6 +96,11 @@ def _compute(
 
     spark = spark_session(args.master)
     try:
+        if not args.master.startswith("local"):
+            from weir.engine.spark.cluster import wait_for_slots
+
+            # Spark would wait for cores forever, warning every 15 s; a clear exit 2 instead
+            wait_for_slots(spark, 1, BACKFILL_SLOTS_S, barrier=False)
         with SparkProgress(spark.sparkContext, StatusLine()):
             return run_backfill(
                 job_file,

@@ -20,8 +20,14 @@ from weir.app.flags import (
     whole_number,
     without_argument_prefix,
 )
-from weir.app.options import api_flags, api_workers_flag, checkpoint_dir_flag, run_flags
-from weir.engine.errors import WeirError
+from weir.app.options import (
+    api_flags,
+    api_workers_flag,
+    checkpoint_dir_flag,
+    run_flags,
+    sql_commands,
+)
+from weir.engine.errors import ConfigError, WeirError
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
 
@@ -30,8 +36,8 @@ if TYPE_CHECKING:
 
 DEMO_JOB = Path(__file__).with_name("demo_job.py")
 JOB_HELP = (
-    "the job: a Python file that defines `job` (jobs/ads.py), or package.module:attr naming a "
-    "Job or a function returning one (mypkg.jobs:ads)"
+    "the job: a Python file that defines `job` (jobs/ads.py), a SQL job file (jobs/ads.sql), or "
+    "package.module:attr naming a Job or a function returning one (mypkg.jobs:ads)"
 )
 
 
@@ -51,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a job file and serve its state over HTTP")
     run.add_argument("job_file", metavar="JOB", help=JOB_HELP)
     run_flags(run)
+    sql_commands(sub)
     demo = sub.add_parser("demo", help="run the ad-stats demo job on generated events")
     run_flags(demo, demo=True)
     api = sub.add_parser(
@@ -89,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     back = sub.add_parser(
         "backfill", help="compute a job's windows over historical input on Spark and load them"
     )
-    back.add_argument("job_file", metavar="JOB.py", help="the job file `weir run` runs")
+    back.add_argument("job_file", metavar="JOB", help="the job `weir run` runs (.py or .sql)")
     env = Env(back)
     env.add(
         "--input",
@@ -347,6 +354,10 @@ def _run_command(args: argparse.Namespace) -> int:
 
         logs.configure("WARNING")
         return backfill.main(args)
+    if args.command == "explain":
+        from weir.app import explain
+
+        return explain.main(args.job_file, as_json=args.json)
     if args.command == "produce":
         from weir.app import produce
 
@@ -368,6 +379,11 @@ def _run_command(args: argparse.Namespace) -> int:
         )
     from weir.app import supervise
 
+    if args.command == "sql" and not str(args.job_file).endswith(".sql"):
+        raise ConfigError(
+            f"weir sql {args.job_file}: weir sql runs .sql job files; run a Python job with "
+            "weir run"
+        )
     job: Path | str = DEMO_JOB if args.command == "demo" else args.job_file
     cfg = config_from_args(args, job)
     api = _api_settings(args)

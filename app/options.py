@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 from weir.app.flags import (
     Env,
@@ -226,6 +227,25 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         metavar="N",
     )
     api_flags(env)
+
+
+def sql_commands(sub: Any) -> None:
+    """``weir sql JOB.sql`` (``weir run``'s flags) and ``weir explain JOB``."""
+    sql = sub.add_parser(
+        "sql",
+        help="run a SQL job file (SET, CREATE TABLE, CREATE FUNCTION, CREATE VIEW) as weir run "
+        "does, with the same flags",
+    )
+    sql.add_argument("job_file", metavar="JOB.sql", help="the SQL job file")
+    run_flags(sql)
+    explain = sub.add_parser(
+        "explain",
+        help="print the operator graph a job (.py, .sql or package.module:attr) compiles to",
+    )
+    explain.add_argument("job_file", metavar="JOB", help="the job, as weir run takes it")
+    explain.add_argument(
+        "--json", action="store_true", help="print the graph as JSON instead of text"
+    )
 
 
 def api_workers_flag(env: Env) -> None:

@@ -24,7 +24,13 @@ from weir.engine.errors import JobDefinitionError
 from weir.engine.sinks import Sink
 from weir.engine.sources import Source
 from weir.engine.watermarks import WatermarkStrategy
-from weir.engine.windows import SessionWindows, SlidingWindows, TumblingWindows, WindowAssigner
+from weir.engine.windows import (
+    CumulateWindows,
+    SessionWindows,
+    SlidingWindows,
+    TumblingWindows,
+    WindowAssigner,
+)
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 RESERVED_FIELDS = frozenset({"key", "start", "end", "final"})
@@ -200,7 +206,9 @@ class KeyedStream:
         self._node = node
 
     def window(self, assigner: WindowAssigner, allowed_lateness_ms: int = 0) -> WindowedStream:
-        if not isinstance(assigner, TumblingWindows | SlidingWindows | SessionWindows):
+        if not isinstance(
+            assigner, TumblingWindows | SlidingWindows | SessionWindows | CumulateWindows
+        ):
             raise JobDefinitionError(
                 f"window({assigner!r}): pass a window assigner such as windows.tumbling(ms=10_000)"
             )
@@ -343,6 +351,24 @@ class Job:
         node = SourceNode(source, timestamp, watermarks or WatermarkStrategy())
         self.sources.append(node)
         return DataStream(self, node.children)
+
+    def sql(
+        self,
+        name: str,
+        query: str,
+        *,
+        tables: dict[str, DataStream],
+        functions: dict[str, _agg.AggregateFunction] | None = None,
+        allowed_lateness_ms: int = 0,
+    ) -> ResultStream:
+        """A windowed SQL query (Flink's syntax) over ``tables`` (name -> a stream of this job),
+        as the queryable operator ``name``; ``functions`` name user-defined aggregates."""
+        from weir.engine.sql.build import add_view  # the SQL front end builds on this module
+
+        return add_view(
+            self, name, query, tables=tables, functions=functions,
+            allowed_lateness_ms=allowed_lateness_ms,
+        )  # fmt: skip
 
     def _register(self, op: WindowOperator | ProcessOperator) -> None:
         if op.name in self.operators:

@@ -106,7 +106,11 @@ class S3Server:
             "-admin.ui=false",
             *(f"-{flag}={port}" for flag, port in self.ports.items()),
         ]
-        env = {**os.environ, **self.env}
+        # weed's maintenance worker and admin socket go to $TMPDIR: keep them in the data
+        # directory, so a test's server leaves nothing behind in /tmp
+        scratch = self.data_dir / "tmp"
+        scratch.mkdir(exist_ok=True)
+        env = {**os.environ, **self.env, "TMPDIR": str(scratch)}
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
                 args,
@@ -186,3 +190,12 @@ class S3Server:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
         self.proc = None
+        self._remove_sockets()
+
+    def _remove_sockets(self) -> None:
+        """weed puts a Unix socket per gRPC/S3 port at a fixed /tmp path, whatever $TMPDIR
+        says; remove this server's ones (by its ports) once it has stopped."""
+        ports = {str(port) for port in self.ports.values()}
+        for sock in Path("/tmp").glob("seaweedfs-*.sock"):
+            if sock.stem.rsplit("-", 1)[-1] in ports:
+                sock.unlink(missing_ok=True)

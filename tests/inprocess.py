@@ -35,6 +35,8 @@ def build_job(spec: Spec, max_parallelism: int = 128) -> Job:
         assigner = windows.dynamic_session(itemgetter(spec.gap_field))
     elif spec.slide is not None:
         assigner = windows.sliding(size_ms=spec.size, slide_ms=spec.slide, offset_ms=spec.offset)
+    elif spec.step is not None:
+        assigner = windows.cumulate(size_ms=spec.size, step_ms=spec.step)
     stream.key_by(spec.key_field).window(assigner, allowed_lateness_ms=spec.lateness).aggregate(
         spec.op,
         count=agg.count(),

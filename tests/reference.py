@@ -44,10 +44,21 @@ class Spec:
     gap: int | None = None  # session windows with this gap (``size`` is then unused)
     gap_field: str | None = None  # dynamic session windows: each record's gap is this field
     offset: int = 0  # tumbling and sliding windows' offset (Flink's)
+    step: int | None = None  # cumulate windows: every ``step`` within each ``size`` cycle
     op: str = "imps"
     ts_field: str = "ts"
     key_field: str = "id"
     value_field: str = "value"
+
+
+def cumulate_windows_of(t: int, size: int, step: int) -> list[tuple[int, int]]:
+    """Every cumulating window holding ``t``: by definition, ``[ws, ws + k*step)`` for each
+    ``k`` in ``1..size/step`` with ``ws + k*step > t``, where ``ws`` starts ``t``'s cycle."""
+    ws = (t // size) * size
+    found = [(ws, ws + k * step) for k in range(1, size // step + 1) if ws + k * step > t]
+    if found[-1][1] >= MAX_TIME:  # the 64-bit rule, as for windows_of
+        found = [w for w in found if w[1] < MAX_TIME] + [(ws, MAX_TIME)]
+    return [(max(start, MIN_TIME), end) for start, end in found]
 
 
 def window_of(t: int, size: int, offset: int = 0) -> tuple[int, int]:
@@ -247,7 +258,12 @@ class _Simulation:
             self._session(key, t, v, wm_before, rec)
             return
         taken = False
-        for start, end in windows_of(t, spec.size, spec.slide, spec.offset):
+        spans = (
+            cumulate_windows_of(t, spec.size, spec.step)
+            if spec.step is not None
+            else windows_of(t, spec.size, spec.slide, spec.offset)
+        )
+        for start, end in spans:
             wk = (key, start, end)
             if end - 1 > wm_before:  # on time
                 w = self.state.get(wk)

@@ -13,9 +13,9 @@ import orjson
 from pydantic import BaseModel
 
 from weir.api.client._exceptions import WeirClientError
-from weir.api.errors import ErrorDetail
 from weir.api.models import (
     CheckpointList,
+    ErrorDetail,
     Health,
     JobDetail,
     JobsAnswer,

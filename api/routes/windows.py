@@ -78,7 +78,11 @@ def _grid(handle: JobHandle, op: str) -> _Grid:
             return _Grid(found, assigner.size_ms, assigner.slide_ms, assigner.offset_ms)
         if isinstance(assigner, TumblingWindows):
             return _Grid(found, assigner.size_ms, assigner.size_ms, assigner.offset_ms)
-    kind = "session windows" if isinstance(found, WindowOperator) else "no windows"
+    kind = (
+        f"{found.assigner.describe()['type']} windows"
+        if isinstance(found, WindowOperator)
+        else "no windows"
+    )
     raise ApiError(
         400,
         "not_supported",

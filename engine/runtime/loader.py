@@ -1,6 +1,7 @@
-"""Loading a job: a Python file that defines ``job = Job(...)`` at module level, or a module of an
-importable package named as ``package.module:attr``, whose attribute is a ``Job`` or a
-zero-argument function returning one. Every worker loads the same spec again itself."""
+"""Loading a job: a Python file that defines ``job = Job(...)`` at module level, a ``.sql`` file of
+Flink SQL statements (``weir.engine.sql.script``), or a module of an importable package named as
+``package.module:attr``, whose attribute is a ``Job`` or a zero-argument function returning one.
+Every worker loads the same spec again itself."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ MODULE_SPEC = re.compile(rf"^({_DOTTED}):({_DOTTED})$")
 
 
 def load_job(spec: Path | str) -> Job:
-    """The job that ``spec`` names: a path to a .py file, or ``package.module:attr`` (a file of
-    that name wins, so an odd file name still loads as a file)."""
+    """The job that ``spec`` names: a path to a .py or .sql file, or ``package.module:attr`` (a
+    file of that name wins, so an odd file name still loads as a file)."""
     found = MODULE_SPEC.match(str(spec))
     if found and not Path(spec).exists():
         return _load_attribute(found.group(1), found.group(2))
@@ -40,15 +41,20 @@ def _load_file(path: Path) -> Job:
     if not path.exists():
         raise JobDefinitionError(
             f"job file {path} does not exist; pass the path of a Python file that defines "
-            "`job = Job(...)`, or package.module:attr"
+            "`job = Job(...)`, a .sql job file, or package.module:attr"
         )
-    if path.is_dir() or path.suffix != ".py":
+    if path.is_dir() or path.suffix not in (".py", ".sql"):
         raise JobDefinitionError(
-            f"job file {path} is not a .py file; pass a Python job file, or package.module:attr"
+            f"job file {path} is not a .py file or a .sql file; pass a Python job file, a SQL job "
+            "file, or package.module:attr"
         )
     directory = str(path.resolve().parent)  # the job's own modules import as in `python JOB.py`
     if directory not in sys.path:
         sys.path.insert(0, directory)
+    if path.suffix == ".sql":
+        from weir.engine.sql import load_script  # imported late: sqlglot only for SQL jobs
+
+        return load_script(path)
     _refuse_legacy_imports(path)
     namespace = _loading(
         f"job file {path}", lambda: runpy.run_path(str(path), run_name="__weir_job__")

@@ -199,9 +199,10 @@ def task_slots(spark: Any) -> int:
     return int(sc.maxNumConcurrentTasks(profile))
 
 
-def wait_for_slots(spark: Any, n: int, timeout_s: float = 30.0) -> int:
+def wait_for_slots(spark: Any, n: int, timeout_s: float = 30.0, *, barrier: bool = True) -> int:
     """Wait until the application's executors offer at least ``n`` task slots at once and
-    return how many they offer; ``ConfigError`` after ``timeout_s`` with fewer."""
+    return how many they offer; ``ConfigError`` after ``timeout_s`` with fewer. A barrier stage
+    needs all ``n`` at once; other work (a backfill) needs ``n`` to start at all."""
     deadline = time.monotonic() + timeout_s
     while (slots := task_slots(spark)) < n and time.monotonic() < deadline:
         time.sleep(0.25)
@@ -209,6 +210,12 @@ def wait_for_slots(spark: Any, n: int, timeout_s: float = 30.0) -> int:
         return slots
     master = spark.sparkContext.master
     offers = f"{slots} task slot{'' if slots == 1 else 's'}"
+    if not barrier:
+        raise ConfigError(
+            f"the cluster at {master} offers {offers} after {timeout_s:g} s (other applications "
+            f"hold its cores, or it has none): free cores or add workers, or run on this host "
+            "with --master 'local[*]'"
+        )
     lower = f", or lower --parallelism to {slots}" if slots > 0 else ""
     raise ConfigError(
         f"the cluster at {master} offers {offers} after {timeout_s:g} s; a barrier stage needs "

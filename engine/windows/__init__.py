@@ -1,5 +1,5 @@
 """Window assigners: ``tumbling(ms=, offset_ms=)``, ``sliding(size_ms=, slide_ms=, offset_ms=)``,
-``session(gap_ms=)`` and ``dynamic_session(gap)``."""
+``session(gap_ms=)``, ``dynamic_session(gap)`` and ``cumulate(size_ms=, step_ms=)``."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from weir.engine.windows.base import (
     is_late,
     window_start_with_offset,
 )
+from weir.engine.windows.cumulate import CumulateWindows
 from weir.engine.windows.session import GapFunction, SessionWindows
 from weir.engine.windows.sliding import SlidingWindows
 from weir.engine.windows.tumbling import TumblingWindows
 
-WindowAssigner = TumblingWindows | SlidingWindows | SessionWindows
+WindowAssigner = TumblingWindows | SlidingWindows | SessionWindows | CumulateWindows
 
 
 def tumbling(ms: int, *, offset_ms: int = 0, time: TimeDomain = "event") -> TumblingWindows:
@@ -50,7 +51,14 @@ def dynamic_session(gap: Any, *, time: TimeDomain = "event") -> SessionWindows:
     return SessionWindows(time=time, gap=gap)
 
 
+def cumulate(size_ms: int, step_ms: int, *, time: TimeDomain = "event") -> CumulateWindows:
+    """Per ``size_ms`` cycle, windows from its start growing by ``step_ms``: ``[ws, ws + step)``,
+    ``[ws, ws + 2*step)``, … ``[ws, ws + size)`` (Flink's CUMULATE)."""
+    return CumulateWindows(size_ms=size_ms, step_ms=step_ms, time=time)
+
+
 __all__ = [
+    "CumulateWindows",
     "MAX_TIME",
     "MIN_TIME",
     "SessionWindows",
@@ -60,6 +68,7 @@ __all__ = [
     "Window",
     "WindowAssigner",
     "cleanup_time",
+    "cumulate",
     "dynamic_session",
     "is_late",
     "session",

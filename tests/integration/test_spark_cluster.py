@@ -138,6 +138,18 @@ def test_asking_for_more_slots_than_the_cluster_has_fails_in_time(session: Any) 
     assert time.monotonic() - t0 < 6
 
 
+def test_a_backfill_on_a_cluster_without_a_free_core_fails_in_time(session: Any) -> None:
+    # a backfill needs one slot to start; Spark alone would wait for cores forever
+    master = session.sparkContext.master
+    with pytest.raises(
+        ConfigError,
+        match=rf"the cluster at {master} offers 2 task slots after 1 s \(other applications "
+        r"hold its cores, or it has none\): free cores or add workers, or run on this host "
+        r"with --master 'local\[\*\]'",
+    ):
+        wait_for_slots(session, 3, timeout_s=1, barrier=False)
+
+
 def test_spark_own_slot_check_gives_up_in_seconds(session: Any) -> None:
     # the stage goes to Spark without wait_for_slots: its own check must not retry for minutes
     t0 = time.monotonic()

@@ -1,7 +1,7 @@
 """Batching invariance at both edges of the signed 64-bit event-time range: the events of
 ``test_batching`` moved next to ``-2**63`` or ``2**63 - 1`` (clamped into the range, so some
-land exactly on it), through tumbling, sliding and session windows with offsets, against the
-brute-force model."""
+land exactly on it), through tumbling, sliding, session and cumulate windows (offsets
+included), against the brute-force model."""
 
 from __future__ import annotations
 
@@ -34,11 +34,14 @@ def edge_events(draw: st.DrawFn) -> list[Any]:
 
 @st.composite
 def edge_specs(draw: st.DrawFn) -> Spec:
-    kind = draw(st.sampled_from(["tumbling", "sliding", "session"]))
+    kind = draw(st.sampled_from(["tumbling", "sliding", "session", "cumulate"]))
     bound = draw(st.sampled_from([0, 1, 10, 40]))
     lateness = draw(st.sampled_from([0, 5, 30, 150, 1 << 62]))
     if kind == "session":
         return Spec(bound=bound, size=1, gap=draw(st.sampled_from([1, 20, 60])), lateness=lateness)
+    if kind == "cumulate":
+        size, step = draw(st.sampled_from([(12, 4), (10, 10), (100, 25)]))
+        return Spec(bound=bound, size=size, step=step, lateness=lateness)
     size, slide = draw(st.sampled_from([(10, 5), (12, 8), (25, 1), (100, 25), (7, None)]))
     if kind == "tumbling":
         slide = None

@@ -26,6 +26,7 @@ SPECS = {
     "sliding": Spec(bound=3, size=10, slide=4, lateness=6),
     "sliding-offset": Spec(bound=3, size=12, slide=8, lateness=6, offset=3),
     "session": Spec(bound=3, size=1, gap=10, lateness=6),
+    "cumulate": Spec(bound=3, size=12, step=4, lateness=6),
 }
 
 

@@ -34,7 +34,7 @@ from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
 from weir.engine.runtime.operators.topn import WindowTops
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
+from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows, is_late
 from weir.state import layout
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
@@ -58,7 +58,7 @@ class WindowRuntime:
         self.op = op
         self.plan = FoldPlan(op.aggregates)
         # sessions have their own runtime (session.py), which never uses this
-        self._assigner = cast(TumblingWindows | SlidingWindows, op.assigner)
+        self._assigner = cast(TumblingWindows | SlidingWindows | CumulateWindows, op.assigner)
         self._lateness = op.allowed_lateness_ms
         self._state = state
         self._range = key_groups

@@ -54,7 +54,7 @@ class TaskPayload:
         cfg: RunConfig, job_name: str, manager: str, auth: PeerAuth, forwarded: Sequence[str]
     ) -> TaskPayload:
         spec = str(cfg.job_file)
-        text = Path(spec).read_text() if spec.endswith(".py") else None
+        text = Path(spec).read_text() if spec.endswith((".py", ".sql")) else None
         settings = {
             f.name: _plain(getattr(cfg, f.name))
             for f in dataclasses.fields(cfg)

@@ -1,0 +1,217 @@
+"""The SELECT list of a windowed query: GROUP BY columns and window bounds pass through (as the
+result's ``key``, ``start`` and ``end``); every other column is an aggregate, named by its alias
+(or, for a plain column, ``sum_value``, ``count``, ``count_distinct_id``, …)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlglot import exp
+
+from weir.engine import agg
+from weir.engine.agg import AggregateFunction
+from weir.engine.job import RESERVED_FIELDS
+from weir.engine.sql import windowing
+from weir.engine.sql.aggregates import Called, CountDistinct
+from weir.engine.sql.dialect import WeirFlink
+from weir.engine.sql.errors import SqlError, SqlUnsupported
+from weir.engine.sql.query import (
+    AGGREGATE_NAMES,
+    BUILTIN_AGGREGATES,
+    DERIVED_PREFIX,
+    Query,
+    QueryPlan,
+    TableDef,
+    at,
+    refuse_clauses,
+)
+from weir.engine.sql.scalar import Fn
+from weir.engine.sql.windowing import WINDOW_COLUMNS
+
+
+class _Select(Query):
+    def plan(self, name: str, lateness_ms: int | None) -> QueryPlan:
+        key_fields = self.key_fields()
+        group_sql = {i.sql(WeirFlink) for i in self.group}
+        aggregates: dict[str, Any] = {}
+        for item in self.select.expressions:
+            node = item.this if isinstance(item, exp.Alias) else item
+            if self._passes_through(node, group_sql):
+                continue
+            field_name, aggregate = self._aggregate(node, item)
+            if field_name in aggregates:
+                raise SqlError(f"two SELECT columns are named {field_name!r}; rename one (AS …)")
+            aggregates[field_name] = aggregate
+        if not aggregates:
+            raise SqlUnsupported(
+                f"view {name!r} selects no aggregate; a windowed query computes at least one "
+                f"({AGGREGATE_NAMES} or a CREATE FUNCTION aggregate)"
+            )
+        where = self.select.args.get("where")
+        return QueryPlan(
+            name=name,
+            table=self.table.name,
+            sql=self.select.sql(WeirFlink),
+            where=self.compiler.predicate(where.this) if where is not None else None,
+            where_sql=where.this.sql(WeirFlink) if where is not None else None,
+            derived=self.derived,
+            key_fields=key_fields,
+            window=self.window,
+            allowed_lateness_ms=(
+                self.table.allowed_lateness_ms if lateness_ms is None else lateness_ms
+            ),
+            aggregates=aggregates,
+        )
+
+    def _passes_through(self, node: exp.Expr, group_sql: set[str]) -> bool:
+        """Is ``node`` a key column or a window bound (part of every result as key/start/end)?"""
+        if isinstance(node, exp.Star):
+            raise SqlUnsupported("SELECT *: name the key columns, window bounds and aggregates")
+        if isinstance(node, exp.Column) and node.name in WINDOW_COLUMNS:
+            if not self.window.from_tvf or node.name == "window_time":
+                raise SqlUnsupported(
+                    f"{node.sql(WeirFlink)}{at(node)}: a result has window_start and "
+                    "window_end (as its "
+                    "start and end) with a window TVF, TUMBLE_START/TUMBLE_END (…) with a "
+                    "legacy group window"
+                )
+            return True
+        bound = windowing.LEGACY_BOUNDS.get(windowing.function_name(node))
+        if bound is not None:
+            self._check_bound(node, bound[0])
+            return True
+        return node.sql(WeirFlink) in group_sql
+
+    def _check_bound(self, node: exp.Expr, kind: str) -> None:
+        spec = self.window
+        args = node.expressions if isinstance(node, exp.Anonymous) else []
+        same = exp.Anonymous(this=kind, expressions=[a.copy() for a in args]).sql(WeirFlink)
+        if spec.from_tvf or kind != spec.kind or same != spec.sql:
+            raise SqlError(
+                f"{node.sql(WeirFlink)}{at(node)} does not match the query's window {spec.sql}; "
+                f"write {spec.kind}_START/{spec.kind}_END with the same arguments"
+            )
+
+    def _aggregate(self, node: exp.Expr, item: exp.Expr) -> tuple[str, Any]:
+        fname = windowing.function_name(node)
+        udaf = self.functions.get(fname.lower()) if fname else None
+        if udaf is not None:
+            return self._udaf(node, item, fname, udaf)
+        if isinstance(node, exp.Count):
+            return self._count(node, item)
+        kind = BUILTIN_AGGREGATES.get(type(node))
+        if kind is None:
+            raise self._not_an_aggregate(node, fname)
+        arg = node.this
+        if isinstance(arg, exp.Distinct):
+            raise SqlUnsupported(
+                f"{node.sql(WeirFlink)}: DISTINCT is supported in COUNT(DISTINCT …) only"
+            )
+        if isinstance(arg, exp.Column):
+            return self._named(item, f"{fname.lower()}_{arg.name}"), agg.Builtin(
+                kind, self._resolve(arg)
+            )
+        return self._named(item, None), agg.Builtin(kind, self._derive(arg))
+
+    def _count(self, node: exp.Count, item: exp.Expr) -> tuple[str, Any]:
+        arg = node.this
+        if arg is None or isinstance(arg, exp.Star):
+            return self._named(item, "count"), agg.count()
+        if isinstance(arg, exp.Distinct):
+            if len(arg.expressions) != 1:
+                raise SqlUnsupported(
+                    f"{node.sql(WeirFlink)}: COUNT(DISTINCT …) takes one expression"
+                )
+            inner = arg.expressions[0]
+            auto = f"count_distinct_{inner.name}" if isinstance(inner, exp.Column) else None
+            return self._named(item, auto), agg.custom(
+                CountDistinct(self.compiler.compile(inner), node.sql(WeirFlink))
+            )
+        value = self.compiler.compile(arg)
+        counted = self._derive_fn(
+            lambda r: 0 if value(r) is None else 1, f"{node.sql(WeirFlink)} flag"
+        )
+        auto = f"count_{arg.name}" if isinstance(arg, exp.Column) else None
+        return self._named(item, auto), agg.sum(counted)
+
+    def _derive_fn(self, fn: Fn, sql: str) -> str:
+        name = f"{DERIVED_PREFIX}{len(self.derived)}"
+        self.derived[name] = (fn, sql)
+        return name
+
+    def _udaf(
+        self, node: exp.Expr, item: exp.Expr, fname: str, udaf: AggregateFunction
+    ) -> tuple[str, Any]:
+        args = _call_args(node)
+        if not args or (len(args) == 1 and isinstance(args[0], exp.Star)):
+            return self._named(item, fname.lower()), agg.custom(
+                Called(udaf, None, node.sql(WeirFlink))
+            )
+        fns = [self.compiler.compile(a) for a in args]
+        if len(fns) == 1:
+            argument = fns[0]
+        else:
+            argument = lambda r: tuple(f(r) for f in fns)  # noqa: E731 - one closure
+        auto = f"{fname.lower()}_{args[0].name}" if isinstance(args[0], exp.Column) else None
+        return self._named(item, auto if len(args) == 1 else None), agg.custom(
+            Called(udaf, argument, node.sql(WeirFlink))
+        )
+
+    def _not_an_aggregate(self, node: exp.Expr, fname: str) -> SqlError:
+        registered = ", ".join(sorted(self.functions)) or "none (CREATE FUNCTION name AS …)"
+        if fname and isinstance(node, exp.AggFunc | exp.Anonymous):
+            return SqlError(
+                f"unknown aggregate function {fname}{at(node)} in "
+                f"{node.sql(WeirFlink)}; weir's SQL has "
+                f"{AGGREGATE_NAMES} and the registered {registered}"
+            )
+        return SqlUnsupported(
+            f"SELECT {node.sql(WeirFlink)}{at(node)}: a windowed result holds its "
+            "GROUP BY columns (as "
+            "its key), the window bounds and aggregates; group by this expression, or "
+            f"aggregate it ({AGGREGATE_NAMES}, registered: {registered})"
+        )
+
+    def _named(self, item: exp.Expr, auto: str | None) -> str:
+        if isinstance(item, exp.Alias):
+            name = item.alias
+        elif auto is not None:
+            name = auto
+        else:
+            raise SqlError(
+                f"{item.sql(WeirFlink)} needs a name for its result field: "
+                f"{item.sql(WeirFlink)} AS name"
+            )
+        if name in RESERVED_FIELDS:
+            raise SqlError(
+                f"{item.sql(WeirFlink)}: {name!r} is a field every window result has "
+                "(key, start, end, "
+                "final); name the column something else"
+            )
+        return name
+
+
+def _call_args(node: exp.Expr) -> list[exp.Expr]:
+    if isinstance(node, exp.Anonymous):
+        return list(node.expressions)
+    out: list[exp.Expr] = []
+    for key in node.arg_types:
+        value = node.args.get(key)
+        if isinstance(value, list):
+            out.extend(value)
+        elif isinstance(value, exp.Expr):
+            out.append(value)
+    return out
+
+
+def plan_query(
+    statement: exp.Expr,
+    name: str,
+    tables: Mapping[str, TableDef],
+    functions: Mapping[str, AggregateFunction],
+    lateness_ms: int | None = None,
+) -> QueryPlan:
+    """The plan of view ``name``'s query; ``lateness_ms`` overrides the table's lateness."""
+    select = refuse_clauses(statement)
+    return _Select(select, tables, functions).plan(name, lateness_ms)

@@ -1,0 +1,80 @@
+"""``weir explain JOB``: the operator graph of a Python job and of a SQL job, as text and JSON,
+from the one description next to the job API (``weir.engine.explain``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from weir.app.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "app" / "examples"
+DEMO = Path(__file__).resolve().parents[2] / "app" / "demo_job.py"
+
+
+def _explain(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["explain", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_explain_a_sql_job_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    graph = json.loads(_explain(capsys, str(EXAMPLES / "ad_stats.sql"), "--json"))
+    assert graph["job"] == "ad-stats-sql"
+    (source,) = graph["sources"]
+    assert source["source"].startswith("generator://ads")
+    assert (source["timestamp"], source["watermark_bound_ms"]) == ("ts", 2_000)
+    filtered, by_event = source["children"]
+    assert filtered == {
+        "type": "filter",
+        "function": "WHERE event = 'impression'",
+        "children": [
+            {
+                "type": "key_by",
+                "key": "id",
+                "operators": [
+                    {
+                        "name": "impressions",
+                        "type": "window",
+                        "window": {"type": "tumbling", "size_ms": 10_000, "time": "event"},
+                        "allowed_lateness_ms": 5_000,
+                        "aggregates": {
+                            "impressions": "count(*)",
+                            "total": "sum(value)",
+                            "max_value": "max(value)",
+                        },
+                        "sinks": [],
+                    }
+                ],
+            }
+        ],
+    }
+    assert by_event["key"] == "id|event"
+    (op,) = by_event["operators"]
+    assert op["window"] == {"type": "sliding", "size_ms": 10_000, "slide_ms": 5_000,
+                            "time": "event"}  # fmt: skip
+    assert op["aggregates"]["median_value"] == "MEDIAN(`value`)"
+
+
+def test_explain_a_sql_job_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _explain(capsys, str(EXAMPLES / "user_sessions.sql"))
+    assert text.splitlines() == [
+        "job user-sessions (max parallelism 128)",
+        "  source file:///var/lib/weir/clicks.jsonl  time: rowtime, watermark: max - 10000 ms - 1",
+        "    filter WHERE url NOT LIKE '%/health'",
+        "      key_by user_id",
+        "        window operator sessions: session (gap_ms=1800000, time=event), allowed "
+        "lateness 60000 ms",
+        "          clicks = count(*)",
+        "          pages = COUNT(DISTINCT url)",
+    ]
+
+
+def test_explain_a_python_job(capsys: pytest.CaptureFixture[str]) -> None:
+    text = _explain(capsys, str(DEMO))
+    assert "    filter <lambda>\n      key_by id\n" in text
+    assert "window operator impressions: tumbling (size_ms=10000, time=event)" in text
+    graph = json.loads(_explain(capsys, str(DEMO), "--json"))
+    (key_by,) = graph["sources"][0]["children"][0]["children"]
+    assert key_by["operators"][0]["aggregates"]["count"] == "count(*)"
