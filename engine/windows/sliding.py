@@ -153,10 +153,11 @@ class SlidingWindows:
         return panes
 
     def describe(self) -> dict[str, object]:
-        return {
+        shown: dict[str, object] = {
             "type": "sliding",
             "size_ms": self.size_ms,
             "slide_ms": self.slide_ms,
-            "offset_ms": self.offset_ms,
-            "time": self.time,
         }
+        if self.offset_ms:  # shown only when set: most windows are aligned to the epoch
+            shown["offset_ms"] = self.offset_ms
+        return {**shown, "time": self.time}

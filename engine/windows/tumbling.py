@@ -55,9 +55,7 @@ class TumblingWindows:
         return clamp_start(end - self.size_ms)
 
     def describe(self) -> dict[str, object]:
-        return {
-            "type": "tumbling",
-            "size_ms": self.size_ms,
-            "offset_ms": self.offset_ms,
-            "time": self.time,
-        }
+        shown: dict[str, object] = {"type": "tumbling", "size_ms": self.size_ms}
+        if self.offset_ms:  # shown only when set: most windows are aligned to the epoch
+            shown["offset_ms"] = self.offset_ms
+        return {**shown, "time": self.time}

@@ -174,6 +174,14 @@ def test_offset_windows_through_the_operators_match_the_reference(spec: Spec, ba
     assert all((s - spec.offset) % step == 0 for s in starts)
 
 
+def test_describe_shows_an_offset_when_set() -> None:
+    assert windows.tumbling(ms=10, offset_ms=-3).describe() == {
+        "type": "tumbling", "size_ms": 10, "offset_ms": -3, "time": "event"
+    }  # fmt: skip
+    assert windows.sliding(size_ms=10, slide_ms=5, offset_ms=2).describe()["offset_ms"] == 2
+    assert "offset_ms" not in windows.tumbling(ms=10).describe()
+
+
 def test_reference_windows_of_follows_flink_offsets() -> None:
     assert windows_of(100, 5000, 1000, 100)[-1] == (100, 5100)
     assert windows_of(0, 5000, None, -100) == [(-100, 4900)]

@@ -35,7 +35,7 @@ def test_a_valid_job_records_its_graph() -> None:
     assert op.describe() == {
         "name": "imps",
         "type": "window",
-        "window": {"type": "tumbling", "size_ms": 1_000, "offset_ms": 0, "time": "event"},
+        "window": {"type": "tumbling", "size_ms": 1_000, "time": "event"},
         "allowed_lateness_ms": 200,
         "aggregates": {"count": "count", "total": "sum"},
     }

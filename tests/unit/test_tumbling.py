@@ -50,7 +50,6 @@ def test_describe() -> None:
     assert windows.tumbling(ms=250).describe() == {
         "type": "tumbling",
         "size_ms": 250,
-        "offset_ms": 0,
         "time": "event",
     }
     assert windows.tumbling(ms=1, time="processing").describe()["time"] == "processing"
