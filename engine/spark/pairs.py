@@ -143,7 +143,7 @@ class _Selector:
     ) -> None:  # fmt: skip
         from weir.state.keygroups import key_groups
 
-        sel, rows, ends = self._kept(ts, wms)
+        sel, rows, ends = self._kept(ts, wms, recs)
         try:
             cols = [[recs[i][f] for i in rows] for f in self.fields]
             if not all(set(map(type, c)) <= {int, float} for c in cols):
@@ -167,10 +167,18 @@ class _Selector:
                 out[f + "__int"] += [type(v) is int for v in col]
         self.seq += len(keys)
 
-    def _kept(self, ts: list[int], wms: list[int]) -> tuple[list[int], list[int], list[int]]:
-        """``(pair indices, their records, window ends)`` of the pairs to keep."""
+    def _kept(
+        self, ts: list[int], wms: list[int], recs: list[Any]
+    ) -> tuple[list[int], list[int], list[int]]:
+        """``(pair indices, their records, window ends)`` of the pairs to keep. A record whose
+        dynamic session gap is unusable is dead here, as streaming's session operator makes it."""
         if isinstance(self.assigner, SessionWindows):
-            return list(range(len(ts))), list(range(len(ts))), [0] * len(ts)
+            keep = list(range(len(ts)))
+            if self.assigner.dynamic:
+                gap_of = self.assigner.gap_of
+                keep = [i for i in keep if gap_of(recs[i])[1] is None]
+                self.dead += len(ts) - len(keep)
+            return keep, keep, [0] * len(ts)
         ends, origin = self.assigner.expand(ts)
         idx = origin if origin is not None else range(len(ends))
         lateness = self.lateness
