@@ -28,7 +28,10 @@
    recovery after an executor loss (``cluster_bench.py``; ``make bench-cluster`` runs it alone).
 
 ``--only`` runs some sections. The figures (``loadtest/plots.py``) and ``bench.json`` go to
-``--out``; ``seconds`` in the JSON times each section.
+``--out``; ``seconds`` in the JSON times each section. Each figure is then printed beside the
+one kept from ``main`` (``loadtest/results/bench.json``, or ``--kept``) with its ratio, and
+flagged when worse by more than ``--gate-threshold``; the table is ``gate`` in the JSON
+(``loadtest/gate.py``; ``--no-gate`` skips it).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from loadtest import (
     checkpoint_bench,
     cluster_bench,
     freshness,
+    gate,
     kafka_bench,
     peer_bench,
     plots,
@@ -210,6 +214,16 @@ def main() -> None:
     parser.add_argument(
         "--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}"
     )
+    parser.add_argument(
+        "--kept", type=Path, default=gate.KEPT, help="the bench JSON of main, to compare with"
+    )
+    parser.add_argument(
+        "--gate-threshold",
+        type=gate.threshold_arg,
+        default=gate.DEFAULT_THRESHOLD,
+        help="flag a figure worse than the kept one by more than this (0.1 or 10%%)",
+    )
+    parser.add_argument("--no-gate", action="store_true", help="no comparison with --kept")
     args = parser.parse_args()
     only = [s for s in args.only.split(",") if s]
     unknown = sorted(set(only) - set(SECTIONS))
@@ -253,9 +267,13 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     result["seconds"]["total"] = round(time.monotonic() - started, 1)
     result["plots"] = plots.write_all(result, args.out)
+    if not args.no_gate:
+        result["gate"] = gate.gate(args.kept, result, args.gate_threshold)
     text = json.dumps(result, indent=2)
     print(text)
     (args.out / "bench.json").write_text(text + "\n")
+    if "gate" in result:  # last, where a run in a terminal ends
+        print(gate.render(result["gate"]), file=sys.stderr)
 
 
 if __name__ == "__main__":

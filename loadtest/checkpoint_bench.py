@@ -2,8 +2,10 @@
 
 - throughput of the same bounded job with a checkpoint every second and with none (interleaved
   rounds, best of each; goal: ratio >= 0.9);
-- the synchronous phase (flush + RocksDB checkpoint, while the worker's loop waits) with 1M
-  keys of state, p50/p99 over every checkpoint of the run (goal: p99 <= 50 ms);
+- the synchronous phase (the operators' unwritten state frozen at the barrier, while the
+  worker's loop waits; the write to RocksDB and RocksDB's checkpoint follow on the state
+  writer's thread) with 1M keys of state, p50/p99 over every checkpoint of the run (goal: p99
+  <= 50 ms);
 - recovery: a worker killed with SIGKILL, to the first record processed again by every worker
   after the restart from the latest checkpoint.
 """

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from weir.engine.job import Operator
 from weir.engine.runtime.messages import TopStatus
+from weir.engine.runtime.operators.delta import StateDelta
 
 
 class OperatorRuntime(Protocol):
@@ -65,10 +66,18 @@ class OperatorRuntime(Protocol):
         """Side outputs' records since the last drain, by tag (process functions only)."""
         ...
 
-    def flush(self) -> None: ...
+    def flush(self) -> None:
+        """Write what RocksDB lacks, now."""
+        ...
+
+    def snapshot(self, barrier: bool = True) -> StateDelta:
+        """What RocksDB lacks, frozen (no RocksDB work), for the worker's state writer to write
+        while the operator goes on in memory; ``barrier``: the least work now."""
+        ...
 
     def purge(self, force: bool = False) -> int:
-        """Delete state whose query retention has passed; returns how many windows went."""
+        """Delete state whose query retention has passed; returns how many windows went. It
+        reads and writes RocksDB: only while no frozen generation waits to be written."""
         ...
 
     def restore(self, watermark: int, data_watermark: int) -> None: ...

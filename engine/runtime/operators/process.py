@@ -34,6 +34,7 @@ from weir.engine.runtime.operators.codec import (
     encode_state,
     state_namespace,
 )
+from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME
@@ -297,6 +298,15 @@ class ProcessRuntime:
     # -- persistence -----------------------------------------------------------------------------
 
     def flush(self) -> None:
+        self.snapshot().write(self._state)
+        if len(self._cells) > 100_000:  # bound the cache: every cell is persisted by now
+            self._cells.clear()
+
+    def snapshot(self, barrier: bool = True) -> StateDelta:
+        """Changed states and timers, encoded (a user's value may be changed in place later);
+        a fresh generation begins. The cache keeps every cell until ``flush`` writes what is
+        left and bounds it (the worker purges only when no generation waits to be written),
+        so a read never reaches a RocksDB older than a generation not yet written."""
         puts: dict[bytes, bytes] = {}
         deletes: list[bytes] = []
         for (key, name), cell in self._cells.items():
@@ -317,9 +327,7 @@ class ProcessRuntime:
             else:
                 deletes.append(tkey)
         self._dirty_timers.clear()
-        if len(self._cells) > 100_000:  # bound the cache: every cell is persisted by now
-            self._cells.clear()
-        self._state.write(puts, deletes)
+        return StateDelta(puts, [], deletes)
 
     def restore(self, watermark: int, data_watermark: int) -> None:
         """Timers come back from RocksDB (keyed state is read from it on first use anyway)."""
@@ -334,7 +342,11 @@ class ProcessRuntime:
                 keys.update(decode_keys(raw))
 
     def purge(self, force: bool = False) -> int:
-        return 0  # a process function manages its own state (clear() it, or use timers)
+        """A process function manages its own state (clear() it, or use timers); only the
+        cache is bounded here."""
+        if len(self._cells) > 100_000:
+            self.flush()
+        return 0
 
     def top_status(self) -> TopStatus | None:
         return None  # keys share no windows to rank

@@ -25,6 +25,7 @@ from bisect import bisect_left
 from typing import Any
 
 from weir.engine.runtime.operators.codec import decode_session, encode_session
+from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.windows import SessionWindows, is_late
 
@@ -169,15 +170,25 @@ class SessionRuntime(WindowRuntime):
         )
         s.stored = s.end
 
-    def flush(self) -> None:
+    def _delta(self) -> StateDelta:
         """Live sessions of changed keys, finalized ones, and deletes of superseded ends
-        (applied before the puts, so an end can be reused in the same batch)."""
+        (applied before the puts, so an end can be reused in the same batch); a fresh
+        generation begins. A live session's value is a new list (``[start, *slots]``), a copy
+        the fold cannot change, unless a user-defined accumulator may change in place: then it
+        is encoded now."""
+        rows: list[tuple[str, bytes, list[Any]]] = []
         for key in self._dirty_keys:
             for s in self.sessions.get(key, ()):
-                self._store(key, s)
-        self._dirty_keys.clear()
+                if s.stored is not None and s.stored != s.end:
+                    self._deletes.append((key, s.stored))
+                ns = self._namespace(s.end)
+                if self._numbers:
+                    rows.append((key, ns, [s.start, *s.slots]))
+                else:
+                    self._writes[self._prefix(key)[1] + ns] = encode_session(s.start, s.slots)
+                s.stored = s.end
+        self._dirty_keys = set()
         deletes = [self._prefix(k)[1] + self._namespace(e) for k, e in self._deletes]
         self._deletes = []
-        if self._writes or deletes:
-            self._state.write(self._writes, deletes)
-            self._writes = {}
+        puts, self._writes = self._writes, {}
+        return StateDelta(puts, rows, deletes, self._prefix)

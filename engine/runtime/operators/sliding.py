@@ -15,6 +15,7 @@ from bisect import bisect_left
 from typing import Any
 
 from weir.engine.runtime.operators.codec import decode_window, encode_window
+from weir.engine.runtime.operators.delta import Segment, StateDelta, freeze_segment
 from weir.engine.runtime.operators.statekeys import KeyPrefixes
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.watermarks import MIN_WATERMARK
@@ -178,24 +179,28 @@ class SlidingRuntime(WindowRuntime):
     def open_windows(self) -> int:
         return sum(len(b) for b in self.buckets.values())
 
-    def flush(self) -> None:
-        """Dirty panes (under the pane state id), fired windows, timers, evicted panes."""
-        pane_rows: dict[bytes, bytes] = {}
+    def _delta(self) -> StateDelta:
+        """Dirty panes (under the pane state id), fired windows, timers, evicted panes; a fresh
+        generation begins. Panes' slots are copied (see ``WindowRuntime._delta``)."""
+        segments: list[Segment] = []
+        puts: dict[bytes, bytes] = {}
         for p, keys in self._dirty.items():
             bucket = self.buckets.get(p)
             if bucket is None:
                 continue
             ns = self._namespace(p)
-            for k in keys:
-                if k in bucket:
-                    pane_rows[self._pane_prefix(k)[1] + ns] = bytes(encode_window(bucket[k]))
-        self._dirty.clear()
+            present = [k for k in keys if k in bucket]
+            if self._numbers:
+                segments.append(freeze_segment(ns, present, bucket))
+            else:
+                for k in present:
+                    puts[self._pane_prefix(k)[1] + ns] = encode_window(bucket[k])
+        self._dirty = {}
         deletes = [self._pane_prefix(k)[1] + self._namespace(p) for k, p in self._pane_deletes]
         self._pane_deletes = []
-        self._writes.update(pane_rows)
-        if self._writes or deletes:
-            self._state.write(self._writes, deletes)
-            self._writes = {}
+        puts.update(self._writes)
+        self._writes = {}
+        return StateDelta(puts, [], deletes, self._pane_prefix, segments, self.plan.width)
 
     def _restore_windows(self, wm: int) -> None:
         """Stored panes are those some open window still needs; stored windows have fired."""

@@ -6,7 +6,9 @@ and ``awaiting_final`` those of fired windows still within allowed lateness. Mem
 authoritative for every window that can still change, so the hot path never reads RocksDB: a
 batch is folded in memory, firing a window end pops one bucket, and dirty entries reach RocksDB
 every flush, where the API reads them through its own secondary instance.
-Checkpointed: RocksDB itself (window state and cleanup timers).
+Checkpointed: RocksDB itself (window state and cleanup timers). At a barrier ``snapshot`` freezes
+what RocksDB lacks as one generation (``delta.py``), which the checkpoint's thread writes before
+it takes RocksDB's checkpoint; the worker writes nothing newer until then.
 
 Lateness is judged per record against the watermark it arrived under (``wms``), never against the
 batch's end, so batching changes no result: on-time records are folded; records for a window that
@@ -29,6 +31,12 @@ from weir.engine.runtime.operators.codec import (
     encode_keys,
     encode_window,
 )
+from weir.engine.runtime.operators.delta import (
+    Segment,
+    StateDelta,
+    freeze_segment,
+    slots_are_numbers,
+)
 from weir.engine.runtime.operators.fold import FoldPlan, take_columns
 from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
 from weir.engine.runtime.operators.topn import WindowTops
@@ -40,6 +48,7 @@ from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
 
 Buckets = dict[int, dict[str, list[Any]]]
+MAX_UNRANKED = 100  # written generations whose keys the top-N has not seen yet
 
 
 class WindowRuntime:
@@ -57,6 +66,7 @@ class WindowRuntime:
         # configuration
         self.op = op
         self.plan = FoldPlan(op.aggregates)
+        self._numbers = slots_are_numbers(op.aggregates)
         # sessions have their own runtime (session.py), which never uses this
         self._assigner = cast(TumblingWindows | SlidingWindows | CumulateWindows, op.assigner)
         self._lateness = op.allowed_lateness_ms
@@ -74,6 +84,7 @@ class WindowRuntime:
         self.buckets: Buckets = {}
         self.awaiting_final: Buckets = {}
         self._dirty: dict[int, set[str]] = {}
+        self._unranked: list[dict[int, set[str]]] = []  # frozen dirty keys the top-N has not seen
         self._writes: dict[bytes, bytes] = {}
         self._allowed: list[tuple[str, int, Any, list[Any]]] = []
         self._timer_ends: set[int] = set()
@@ -258,7 +269,15 @@ class WindowRuntime:
         self.tops.fired(start, end, self.results[len(self.results) - n :])
 
     def top_status(self) -> TopStatus | None:
+        self._rank()
         return self.tops.status(self.buckets)
+
+    def _rank(self) -> None:
+        """The top-N of the newest window learns of the keys written since it last asked: when
+        its status is read, not at every flush, where ranking cost more than the write."""
+        for dirty in self._unranked:
+            self.tops.flushed(self.buckets, dirty)
+        self._unranked = []
 
     def _apply_allowed(self) -> None:
         """Late-but-allowed records, in arrival order: each updates its (fired) window, which is
@@ -313,27 +332,37 @@ class WindowRuntime:
 
     def flush(self) -> None:
         """Write dirty open windows, fired windows and new cleanup timers in one batch."""
-        if not self._dirty and not self._writes:
-            return
-        self.tops.flushed(self.buckets, self._dirty)
-        batch = self._state.batch()
-        put = batch.put
-        prefixes = self._prefixes.cache
-        prefix = self._prefix
-        pack = encode_window
+        self._delta().write(self._state)
+
+    def snapshot(self, barrier: bool = True) -> StateDelta:
+        """What RocksDB lacks, frozen for the worker's state writer to write while the fold
+        goes on: the dirty slots copied (the fold changes them in place), the rest encoded
+        already."""
+        return self._delta()
+
+    def _delta(self) -> StateDelta:
+        """One generation of writes, and a fresh one begins. Slots of built-in aggregates are
+        copied as numbers; a user-defined accumulator may change in place: encoded now."""
+        if self.tops.current is not None:
+            self._unranked.append(self._dirty)
+            if len(self._unranked) > MAX_UNRANKED:  # nobody reads the status: bound the memory
+                self._rank()
+        segments: list[Segment] = []
+        puts: dict[bytes, bytes] = {}
         for e, keys in self._dirty.items():
             bucket = self.buckets.get(e)
             if bucket is None:
                 continue
             ns = self._namespace(e)
-            for k in keys:
-                p = prefixes.get(k) or prefix(k)
-                put(p[1] + ns, pack(bucket[k]))
-        for skey, value in self._writes.items():
-            put(skey, value)
-        self._dirty.clear()
+            if self._numbers:
+                segments.append(freeze_segment(ns, keys, bucket))
+            else:
+                for k in keys:
+                    puts[self._prefix(k)[1] + ns] = encode_window(bucket[k])
+        puts.update(self._writes)  # after the dirty slots, as a batch applies them
+        self._dirty = {}
         self._writes = {}
-        self._state.commit(batch)
+        return StateDelta(puts, [], [], self._prefix, segments, self.plan.width)
 
     # -- restore -------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from weir.engine.runtime.messages import OperatorMarks, OperatorStatus
 from weir.engine.runtime.operators.base import OperatorRuntime
+from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.outputs import LateRecords
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
@@ -105,6 +106,14 @@ class KeyedSide:
             rt.flush()
             if purge:
                 rt.purge()
+
+    def snapshot_operators(self, barrier: bool) -> list[StateDelta]:
+        """Every operator's unwritten state, frozen (no RocksDB work); the empty ones left out."""
+        return [d for d in (rt.snapshot(barrier) for rt in self.ops.values()) if len(d)]
+
+    def purge_operators(self) -> None:
+        for rt in self.ops.values():
+            rt.purge()
 
     def _writers(self) -> list[SinkWriter]:
         found = [w for writers in self.sinks.values() for w in writers]

@@ -1,12 +1,19 @@
 """A worker's part of a checkpoint once every input is at its barrier (Flink's
 ``SubtaskCheckpointCoordinator``).
 
-Synchronous part, while the loop waits: write the state memory holds and RocksDB does not yet
-(at most a flush interval of changes), then a RocksDB checkpoint (a memtable flush, mostly done
-already by the one started at the barrier, and hard links). Asynchronous part, in a thread: the
-upload of the files that are new since the last *completed* checkpoint (file I/O and CRCs
-release the GIL), then the acknowledgement. Files of a completed checkpoint are referenced by
-the next one instead of being uploaded again.
+Synchronous part, while the loop waits: each operator freezes what RocksDB lacks as one
+generation (``operators/delta.py``: the changed slots copied, no encoding, no RocksDB call), and
+the side outputs are flushed. Asynchronous part, as Flink's heap backend does it: the state
+writer's thread (``statewriter.py``) writes the generations, then takes RocksDB's checkpoint (a
+memtable flush and hard links); an upload thread then copies the files new since the last
+*completed* checkpoint (file I/O and CRCs release the GIL) and acknowledges the checkpoint.
+
+Exactly-once: the generations frozen after the barrier queue behind the checkpoint in the
+writer, so none of them reaches RocksDB before its checkpoint is taken; meanwhile operators go
+on in memory, which stays authoritative for every window. A checkpoint that fails or is
+declined after the barrier still writes its generations: they are the operators' only record
+of those changes. A barrier that arrives while the previous checkpoint is still written or
+uploaded is declined (the coordinator triggers the next one, and retries a stop's final one).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from weir.engine.errors import WeirError
@@ -29,6 +37,8 @@ from weir.engine.runtime.messages import (
     SplitPosition,
     WorkerSnapshot,
 )
+from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.task.statewriter import StateWriter
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange
 from weir.state.rocksdb import RocksState
@@ -61,59 +71,89 @@ class Snapshotter:
         self._uploaded: dict[int, list[FileRef]] = {}
         self._positions: dict[int, dict[str, SplitPosition]] = {}
         self._upload: threading.Thread | None = None
+        self.writer = StateWriter(index, state)
+        self._checkpointing = False  # a checkpoint's generations wait in the writer
 
     def begin(self, n: int, positions: dict[str, SplitPosition]) -> None:
         """Checkpoint ``n``'s barrier passed the source side at ``positions``."""
         self._positions[n] = positions
         self._state.flush(wait=False)  # RocksDB's own threads flush the memtable while we align
 
+    @property
+    def idle(self) -> bool:
+        """No generation is waiting to be written: the loop may write RocksDB itself."""
+        return self.writer.idle
+
+    def check(self) -> None:
+        self.writer.check()
+
     def take(
-        self, n: int, flush: Callable[[], None], marks: dict[str, OperatorMarks], records_in: int
+        self,
+        n: int,
+        freeze: Callable[[], list[StateDelta]],
+        marks: dict[str, OperatorMarks],
+        records_in: int,
     ) -> None:
-        """Every input is at barrier ``n``: the synchronous part, then the upload thread. While
-        an earlier upload still runs (storage slow or away: it retries, then fails), ``n`` is
-        declined rather than waited for, so that processing never stops on storage."""
-        if self._upload is not None and self._upload.is_alive():
+        """Every input is at barrier ``n``: the synchronous part (``freeze``); the writer takes
+        it from there. While the previous checkpoint is still written or uploaded (storage slow
+        or away: it retries, then fails), ``n`` is declined rather than waited for, so that
+        processing never stops on storage."""
+        if self._checkpointing or (self._upload is not None and self._upload.is_alive()):
             log.warning("worker=%d checkpoint=%d declined: an upload still runs", self._index, n)
             self._send(CheckpointDecline(n, "the previous checkpoint's upload is still running"))
             return
         t0 = time.perf_counter()
-        flush()
-        t1 = time.perf_counter()
-        local = self._cfg.job_dir(self._job) / f"worker-{self._index}" / f"chk-{n}"
-        shutil.rmtree(local, ignore_errors=True)
-        try:
-            self._state.checkpoint(local)
-        except WeirError as exc:
-            log.error("worker=%d checkpoint=%d failed: %s", self._index, n, exc)
-            self._send(CheckpointDecline(n, str(exc)))
-            return
-        t2 = time.perf_counter()
+        generations = freeze()
         part = WorkerSnapshot(
             index=self._index,
             key_groups=(self._range.start, self._range.end),
             sources=self._positions[n],
             operators=marks,
             records_in=records_in,
-            flush_ms=round((t1 - t0) * 1000, 3),
-            rocksdb_ms=round((t2 - t1) * 1000, 3),
-            sync_ms=round((t2 - t0) * 1000, 3),
+            flush_ms=0.0,
+            rocksdb_ms=0.0,
+            sync_ms=round((time.perf_counter() - t0) * 1000, 3),
             files=(),
             size=0,
             incremental_size=0,
             async_ms=0.0,
         )
-        self._upload = threading.Thread(
-            target=self._upload_snapshot,
-            args=(n, local, part),
-            name=f"weir-upload-{n}",
-            daemon=True,
-        )
-        self._upload.start()
+        self._checkpointing = True
+        self.writer.submit(generations, partial(self._checkpoint, n, part, time.perf_counter()))
 
-    def _upload_snapshot(self, n: int, local: Path, part: WorkerSnapshot) -> None:
-        """``part``: the synchronous part's figures; the files and sizes are added here."""
-        t0 = time.perf_counter()
+    def _checkpoint(self, n: int, part: WorkerSnapshot, t0: float, error: WeirError | None) -> None:
+        """On the writer's thread, once checkpoint ``n``'s generations (and every earlier one)
+        are written: RocksDB's checkpoint, then the upload thread. ``t0``: the barrier."""
+        try:
+            if error is not None:
+                self._send(CheckpointDecline(n, f"state write failed: {error}"))
+                return
+            t1 = time.perf_counter()
+            local = self._cfg.job_dir(self._job) / f"worker-{self._index}" / f"chk-{n}"
+            shutil.rmtree(local, ignore_errors=True)
+            try:
+                self._state.checkpoint(local)
+            except WeirError as exc:
+                log.error("worker=%d checkpoint=%d failed: %s", self._index, n, exc)
+                self._send(CheckpointDecline(n, str(exc)))
+                return
+            t2 = time.perf_counter()
+            part = replace(
+                part, flush_ms=round((t1 - t0) * 1000, 3), rocksdb_ms=round((t2 - t1) * 1000, 3)
+            )
+            self._upload = threading.Thread(
+                target=self._upload_snapshot,
+                args=(n, local, part, t0),
+                name=f"weir-upload-{n}",
+                daemon=True,
+            )
+            self._upload.start()
+        finally:
+            self._checkpointing = False
+
+    def _upload_snapshot(self, n: int, local: Path, part: WorkerSnapshot, t0: float) -> None:
+        """``part``: the figures so far; the files and sizes are added here. ``t0``: when the
+        asynchronous part began."""
         try:
             files, copied = self.storage.upload(
                 local,
@@ -153,5 +193,10 @@ class Snapshotter:
         return positions
 
     def join(self, timeout_s: float | None = None) -> None:
+        """Wait for the state writer, then for the upload."""
+        self.writer.wait_idle(timeout_s)
         if self._upload is not None:
             self._upload.join(timeout_s)
+
+    def close(self, timeout_s: float | None = None) -> None:
+        self.writer.close(timeout_s)

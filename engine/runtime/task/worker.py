@@ -37,6 +37,7 @@ from weir.engine.runtime.messages import (
     TriggerCheckpoint,
     WorkerStatus,
 )
+from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.factory import runtime_for
 from weir.engine.runtime.outputs import (
     DeadLetters,
@@ -299,6 +300,8 @@ class Worker:
                     self.outputs.settled(n)
                     self.sources.resume(n)
                 case BackfillStep():
+                    self.snapshots.writer.wait_idle()  # ingested after what is frozen
+                    self.snapshots.check()
                     self.link.send(backfill_step(msg, self.keyed.ops, self.state, self.range))
         return False
 
@@ -341,17 +344,33 @@ class Worker:
         if n is None or not self.barriers.aligned:
             return
         marks = self.keyed.marks()
-        self.snapshots.take(n, lambda: self._flush(purge=False), marks, self.chain.records_in)
+        self.snapshots.take(n, self._freeze, marks, self.chain.records_in)
         self.outputs.hold(n)  # everything before the barrier is written: the rest waits for n
         for peer, payload in self.barriers.release():
             self._on_frame(peer, payload)
 
     # -- state and shutdown ----------------------------------------------------------------------
 
-    def _flush(self, purge: bool = True) -> None:
-        """State to RocksDB (retention purges too, unless a snapshot is waiting), side outputs
-        and sinks."""
-        self.keyed.flush_operators(purge)
+    def _freeze(self) -> list[StateDelta]:
+        """A checkpoint's synchronous part: the operators' unwritten state frozen (the state
+        writer writes it), side outputs and sinks flushed."""
+        generations = self.keyed.snapshot_operators(barrier=True)
+        self._flush_outputs()
+        return generations
+
+    def _flush(self) -> None:
+        """State to the state writer, side outputs and sinks. Only while the writer is idle:
+        the retention purge (it reads and writes RocksDB), then the operators' changes frozen
+        and handed over; else they wait in memory for the next flush."""
+        self.snapshots.check()
+        if self.snapshots.idle:
+            self.keyed.purge_operators()
+            generations = self.keyed.snapshot_operators(barrier=False)
+            if generations:
+                self.snapshots.writer.submit(generations)
+        self._flush_outputs()
+
+    def _flush_outputs(self) -> None:
         self.dead.flush()
         self.late.flush()
         self.keyed.flush_sinks()
@@ -359,6 +378,8 @@ class Worker:
             w.flush()
 
     def _finish(self) -> None:
+        self.snapshots.writer.wait_idle()
+        self.snapshots.check()
         self.keyed.finish()
         self._flush()
         self.finished = True
@@ -376,7 +397,10 @@ class Worker:
 
     def close(self) -> None:
         self.snapshots.join(10.0)
-        self._flush()
+        if self.snapshots.idle and self.snapshots.writer.failure is None:
+            self.keyed.flush_operators(purge=False)
+        self._flush_outputs()
+        self.snapshots.close(10.0)
         # past the last checkpoint, which a restore from it cuts off again
         self.outputs.release()
         self.sources.close()

@@ -1,0 +1,95 @@
+"""The one thread that writes a worker's frozen state generations to RocksDB.
+
+The worker's loop freezes what its operators have not written (``operators/delta.py``: a copy
+of the changed slots, no encoding) at each flush and at each checkpoint barrier, and hands the
+generations here; this thread encodes and writes them, in the order they were handed over. A
+checkpoint's generations come with what to do once they are written (take RocksDB's
+checkpoint), so RocksDB's checkpoint holds everything before the barrier and nothing after it:
+later generations wait in the queue behind it.
+
+The loop writes to RocksDB itself (a purge, the end of input, a backfill's ingest) only while
+this thread is ``idle``: nothing queued, nothing being written. It freezes a flush's generation
+only then too, so at most two generations are frozen at once (one being written, and a
+barrier's behind it) besides the live one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+
+from weir.engine.errors import WeirError, WorkerFailed
+from weir.engine.runtime.operators.delta import StateDelta
+from weir.state.backend import StateBackend
+
+log = logging.getLogger(__name__)
+
+WRITE_CHUNK = 1024  # entries per RocksDB batch: the loop gets the GIL back between batches
+Then = Callable[[WeirError | None], None]  # runs on this thread once a job's writes are done
+
+
+class StateWriter:
+    def __init__(self, index: int, state: StateBackend) -> None:
+        self._index = index
+        self._state = state
+        self._jobs: deque[tuple[list[StateDelta], Then | None]] = deque()
+        self._cv = threading.Condition()
+        self._closing = False
+        self.failure: WorkerFailed | None = None
+        self._thread = threading.Thread(
+            target=self._run, name=f"weir-state-writer-{index}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def idle(self) -> bool:
+        """Nothing queued and nothing being written: the loop may write RocksDB itself."""
+        return not self._jobs
+
+    def submit(self, generations: list[StateDelta], then: Then | None = None) -> None:
+        with self._cv:
+            self._jobs.append((generations, then))
+            self._cv.notify_all()
+
+    def wait_idle(self, timeout_s: float | None = None) -> bool:
+        """Block until every generation handed over is written; False on timeout."""
+        with self._cv:
+            return self._cv.wait_for(lambda: not self._jobs, timeout_s)
+
+    def check(self) -> None:
+        """A generation that could not be written fails the worker (its changes exist nowhere
+        else; the job restarts from its last checkpoint)."""
+        if self.failure is not None:
+            raise self.failure
+
+    def close(self, timeout_s: float | None = None) -> None:
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                self._cv.wait_for(lambda: self._jobs or self._closing)
+                if not self._jobs:
+                    return
+                generations, then = self._jobs[0]
+            error = self._write(generations)
+            if then is not None:
+                then(error)
+            with self._cv:
+                self._jobs.popleft()
+                self._cv.notify_all()
+
+    def _write(self, generations: list[StateDelta]) -> WeirError | None:
+        try:
+            for generation in generations:
+                generation.write(self._state, WRITE_CHUNK)
+        except WeirError as exc:
+            log.error("worker=%d state write failed: %s", self._index, exc)
+            self.failure = WorkerFailed(self._index, f"state write failed: {exc}")
+            return exc
+        return None
