@@ -15,7 +15,15 @@ from weir.engine.errors import (
     WeirError,
     WorkerFailed,
 )
-from weir.engine.job import DataStream, Job, KeyedStream, ResultStream, WindowedStream
+from weir.engine.job import (
+    DataStream,
+    Job,
+    KeyedStream,
+    OutputTag,
+    ResultStream,
+    SideOutputStream,
+    WindowedStream,
+)
 from weir.engine.watermarks import WatermarkStrategy
 
 __all__ = [
@@ -24,7 +32,9 @@ __all__ = [
     "Job",
     "JobDefinitionError",
     "KeyedStream",
+    "OutputTag",
     "ResultStream",
+    "SideOutputStream",
     "SinkError",
     "SourceError",
     "StateError",

@@ -118,18 +118,36 @@ class WindowOperator(_StateIds):
         }
 
 
+@dataclass(frozen=True, slots=True)
+class OutputTag:
+    """Names a side output of a process function (Flink's ``OutputTag``): the function writes
+    ``ctx.output(tag, record)``, the job routes it with ``result.side_output(tag).sink(...)``."""
+
+    name: str
+
+    def __post_init__(self) -> None:
+        _check_name("output tag", self.name)
+
+
 @dataclass(eq=False)
 class ProcessOperator(_StateIds):
     """A keyed process function: per-record code with keyed state and timers, queryable as
-    ``/{job}/{name}/state/{key}`` (its states by name)."""
+    ``/{job}/{name}/state/{key}`` (its states by name). ``side_outputs``: the sinks of each
+    declared output tag (none attached: the default file, ``outputs.tagged_sinks``)."""
 
     name: str
     key: KeySelector
     function: Any
     sinks: list[Sink] = field(default_factory=list)
+    side_outputs: dict[str, list[Sink]] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "type": "process", "function": _qualname(self.function)}
+        return {
+            "name": self.name,
+            "type": "process",
+            "function": _qualname(self.function),
+            "side_outputs": sorted(self.side_outputs),
+        }
 
 
 def _qualname(fn: Any) -> str:
@@ -204,8 +222,9 @@ class KeyedStream:
         """A keyed process function: ``fn(event, ctx)``, or an object with
         ``process(event, ctx)`` and optionally ``on_timer(timestamp, ctx)``. ``ctx`` has
         ``key``, ``timestamp``, ``watermark``, ``value(name)``, ``list(name)``, ``map(name)``
-        state, ``register_event_time_timer(t)``, ``register_processing_time_timer(t)`` and
-        ``emit(record)``."""
+        state, ``register_event_time_timer(t)``, ``register_processing_time_timer(t)``,
+        ``emit(record)`` and ``output(tag, record)`` (a side output: ``side_output(tag)`` of
+        the result routes it)."""
         _check_name("operator", name)
         if not callable(fn) and not callable(getattr(fn, "process", None)):
             raise JobDefinitionError(
@@ -259,6 +278,36 @@ class ResultStream:
 
     def sink(self, sink: Sink) -> ResultStream:
         self.operator.sinks.append(sink)
+        return self
+
+    def side_output(self, tag: OutputTag) -> SideOutputStream:
+        """The records the process function writes with ``ctx.output(tag, record)`` (Flink's
+        ``getSideOutput``). Declaring the tag is what lets the function use it; with no
+        ``.sink(...)`` they go to ``side-<operator>-<tag>.jsonl`` in the job's directory."""
+        op = self.operator
+        if not isinstance(op, ProcessOperator):
+            raise JobDefinitionError(
+                f"side_output({tag!r}) on window operator {op.name!r}: side outputs come from "
+                "process functions (ctx.output); a window's late records have their own output "
+                "(--late-sink)"
+            )
+        if not isinstance(tag, OutputTag):
+            raise JobDefinitionError(
+                f"side_output({tag!r}): pass an OutputTag, e.g. OutputTag('alerts')"
+            )
+        op.side_outputs.setdefault(tag.name, [])
+        return SideOutputStream(op, tag)
+
+
+class SideOutputStream:
+    """One side output of a process function, to be routed to sinks."""
+
+    def __init__(self, op: ProcessOperator, tag: OutputTag) -> None:
+        self.operator = op
+        self.tag = tag
+
+    def sink(self, sink: Sink) -> SideOutputStream:
+        self.operator.side_outputs[self.tag.name].append(sink)
         return self
 
 

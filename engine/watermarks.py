@@ -4,6 +4,10 @@ A split's watermark after a record is ``max(event time seen in the split) - boun
 (DESIGN.md, "Time"). ``per_record_watermarks`` computes, for a batch, the watermark each record
 *arrives under* (the one left by the records before it): lateness is judged against that, so
 batching never changes which records are late.
+
+Event times cover the signed 64-bit range, so a watermark that would fall below it is
+``MIN_WATERMARK`` (as Flink's bounded out-of-orderness generator, whose running maximum starts
+at ``Long.MIN_VALUE + bound + 1``).
 """
 
 from __future__ import annotations
@@ -40,9 +44,8 @@ class WatermarkStrategy:
         return WatermarkStrategy(bound_ms=self.bound_ms, idle_timeout_ms=ms)
 
     def watermark_for(self, max_timestamp: int) -> int:
-        if max_timestamp == MIN_WATERMARK:
-            return MIN_WATERMARK
-        return max_timestamp - self.bound_ms - 1
+        wm = max_timestamp - self.bound_ms - 1
+        return wm if wm > MIN_WATERMARK else MIN_WATERMARK
 
 
 def per_record_watermarks(
@@ -56,10 +59,10 @@ def per_record_watermarks(
         return [], max_seen
     running = list(accumulate(timestamps, max, initial=max_seen))
     new_max = running.pop()
-    if running[0] == MIN_WATERMARK:  # nothing seen before: no watermark yet (MIN, not MIN - b)
-        first = next((i for i, m in enumerate(running) if m != MIN_WATERMARK), len(running))
-        return [MIN_WATERMARK] * first + _shift(running[first:], bound_ms), new_max
-    return _shift(running, bound_ms), new_max
+    wms = _shift(running, bound_ms)
+    if wms[0] < MIN_WATERMARK:  # near the start of time (or nothing seen yet): clamp
+        wms = [w if w > MIN_WATERMARK else MIN_WATERMARK for w in wms]
+    return wms, new_max
 
 
 def _shift(max_before: list[int], bound_ms: int) -> list[int]:

@@ -24,8 +24,23 @@ NAMESPACE_BYTES = 8
 
 
 def encode_namespace(value: int) -> bytes:
-    """A signed 64-bit integer as 8 bytes that sort in numeric order."""
-    return _Q.pack(value + _SIGN)
+    """A signed 64-bit integer as 8 bytes that sort in numeric order (event times and every
+    time derived from them are kept in that range: ``engine.windows.base``)."""
+    try:
+        return _Q.pack(value + _SIGN)
+    except struct.error:
+        raise StateError(
+            f"namespace {value} is outside the signed 64-bit range; times derived from event "
+            "times must be clamped to [-2**63, 2**63 - 1] (engine.windows.base)"
+        ) from None
+
+
+def namespace_upper_bound(prefix: bytes, value: int) -> bytes:
+    """The exclusive upper bound of ``prefix`` + every namespace up to ``value`` inclusive
+    (``value + 1`` has no encoding when ``value`` is the largest 64-bit integer)."""
+    if value < _SIGN - 1:
+        return prefix + encode_namespace(value + 1)
+    return prefix_upper_bound(prefix)
 
 
 def decode_namespace(raw: bytes) -> int:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from tests.reference import Spec
@@ -27,11 +28,13 @@ def build_job(spec: Spec, max_parallelism: int = 128) -> Job:
     )
     for kind, src in spec.steps:
         stream = getattr(stream, kind)(eval(src))  # noqa: S307 - test-owned source text
-    assigner: windows.WindowAssigner = windows.tumbling(ms=spec.size)
+    assigner: windows.WindowAssigner = windows.tumbling(ms=spec.size, offset_ms=spec.offset)
     if spec.gap is not None:
         assigner = windows.session(gap_ms=spec.gap)
+    elif spec.gap_field is not None:
+        assigner = windows.dynamic_session(itemgetter(spec.gap_field))
     elif spec.slide is not None:
-        assigner = windows.sliding(size_ms=spec.size, slide_ms=spec.slide)
+        assigner = windows.sliding(size_ms=spec.size, slide_ms=spec.slide, offset_ms=spec.offset)
     elif spec.step is not None:
         assigner = windows.cumulate(size_ms=spec.size, step_ms=spec.step)
     stream.key_by(spec.key_field).window(assigner, allowed_lateness_ms=spec.lateness).aggregate(

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 WindowKey = tuple[str, int, int]
+MIN_TIME = -(1 << 63)  # event time is a signed 64-bit integer (Flink's long)
+MAX_TIME = (1 << 63) - 1
 Step = tuple[str, str]  # ("filter" | "map" | "flat_map", source text of a lambda)
 
 IMPRESSIONS_ONLY: tuple[Step, ...] = (("filter", "lambda e: e['event'] == 'impression'"),)
@@ -40,6 +42,8 @@ class Spec:
     steps: tuple[Step, ...] = IMPRESSIONS_ONLY
     slide: int | None = None  # None: tumbling windows of ``size``; else sliding ``(size, slide)``
     gap: int | None = None  # session windows with this gap (``size`` is then unused)
+    gap_field: str | None = None  # dynamic session windows: each record's gap is this field
+    offset: int = 0  # tumbling and sliding windows' offset (Flink's)
     step: int | None = None  # cumulate windows: every ``step`` within each ``size`` cycle
     op: str = "imps"
     ts_field: str = "ts"
@@ -51,25 +55,44 @@ def cumulate_windows_of(t: int, size: int, step: int) -> list[tuple[int, int]]:
     """Every cumulating window holding ``t``: by definition, ``[ws, ws + k*step)`` for each
     ``k`` in ``1..size/step`` with ``ws + k*step > t``, where ``ws`` starts ``t``'s cycle."""
     ws = (t // size) * size
-    return [(ws, ws + k * step) for k in range(1, size // step + 1) if ws + k * step > t]
+    found = [(ws, ws + k * step) for k in range(1, size // step + 1) if ws + k * step > t]
+    if found[-1][1] >= MAX_TIME:  # the 64-bit rule, as for windows_of
+        found = [w for w in found if w[1] < MAX_TIME] + [(ws, MAX_TIME)]
+    return [(max(start, MIN_TIME), end) for start, end in found]
 
 
-def window_of(t: int, size: int) -> tuple[int, int]:
-    start = t - t % size
-    return start, start + size
+def window_of(t: int, size: int, offset: int = 0) -> tuple[int, int]:
+    return windows_of(t, size, None, offset)[0]
 
 
-def windows_of(t: int, size: int, slide: int | None) -> list[tuple[int, int]]:
-    """Every window holding ``t``: by definition, each ``[k*slide, k*slide + size)`` with
-    ``k*slide <= t < k*slide + size`` (brute force over k, not the engine's arithmetic)."""
-    if slide is None:
-        return [window_of(t, size)]
-    k_hi = t // slide
-    return [
-        (k * slide, k * slide + size)
-        for k in range(k_hi - size // slide - 1, k_hi + 1)
-        if k * slide <= t < k * slide + size
+def windows_of(t: int, size: int, slide: int | None, offset: int = 0) -> list[tuple[int, int]]:
+    """Every window holding ``t``: by definition, each ``[k*slide + offset, k*slide + offset +
+    size)`` holding ``t`` (brute force over k, not the engine's arithmetic), then the 64-bit
+    rule: a start before ``MIN_TIME`` is ``MIN_TIME``, and the windows ending at or past
+    ``MAX_TIME`` are one, ``[earliest of their starts, MAX_TIME)``, which holds ``MAX_TIME``
+    too."""
+    step = size if slide is None else slide
+    k_hi = (t - offset) // step
+    found = [
+        (k * step + offset, k * step + offset + size)
+        for k in range(k_hi - size // step - 1, k_hi + 1)
+        if k * step + offset <= t < k * step + offset + size
     ]
+    if found[-1][1] >= MAX_TIME:  # (a window holding MAX_TIME ends past it)
+        lowest = MAX_TIME - size  # every window ending at or past MAX_TIME, by brute force
+        k_lo = (lowest - offset) // step
+        edge = [k * step + offset for k in range(k_lo, k_lo + 2) if k * step + offset >= lowest]
+        found = [w for w in found if w[1] < MAX_TIME] + [(min(edge), MAX_TIME)]
+    return [(max(start, MIN_TIME), end) for start, end in found]
+
+
+def cleanup_time(end: int, lateness: int) -> int:
+    """Flink's ``TimeWindow.cleanupTime``: ``end - 1 + lateness``, clamped to ``MAX_TIME``."""
+    return min(end - 1 + lateness, MAX_TIME)
+
+
+def watermark_after(max_ts: int, bound: int) -> int:
+    return max(max_ts - bound - 1, MIN_TIME)
 
 
 def aggregates(values: list[int | float]) -> dict[str, Any]:
@@ -182,14 +205,16 @@ class _Simulation:
         t = value[spec.ts_field]
         if type(t) is float and t.is_integer():
             t = int(t)
-        if type(t) is not int:
+        if type(t) is not int or not MIN_TIME <= t <= MAX_TIME:
             self._dead("timestamp", value)
             return
-        wm_before = None if self.max_ts is None else self.max_ts - spec.bound - 1
+        # the watermark starts at MIN_TIME: a window whose last instant is MIN_TIME has
+        # fired by the time its first record comes (as Flink's EventTimeTrigger)
+        wm_before = MIN_TIME if self.max_ts is None else watermark_after(self.max_ts, spec.bound)
         self.max_ts = t if self.max_ts is None else max(self.max_ts, t)
         for rec in self._stateless([value]):
             self._keyed(rec, t, wm_before)
-        self._advance(self.max_ts - spec.bound - 1)
+        self._advance(watermark_after(self.max_ts, spec.bound))
 
     def _stateless(self, recs: list[Any]) -> list[Any]:
         for kind, fn in self.steps:
@@ -208,7 +233,7 @@ class _Simulation:
             recs = out
         return recs
 
-    def _keyed(self, rec: Any, t: int, wm_before: int | None) -> None:
+    def _keyed(self, rec: Any, t: int, wm_before: int) -> None:
         spec = self.spec
         if not isinstance(rec, dict) or spec.key_field not in rec:
             self._dead("key_by", rec)
@@ -229,24 +254,24 @@ class _Simulation:
             self._dead(f"aggregate:{spec.op}", rec)
             return
         self.out.records_to_op += 1
-        if spec.gap is not None:
+        if spec.gap is not None or spec.gap_field is not None:
             self._session(key, t, v, wm_before, rec)
             return
         taken = False
         spans = (
             cumulate_windows_of(t, spec.size, spec.step)
             if spec.step is not None
-            else windows_of(t, spec.size, spec.slide)
+            else windows_of(t, spec.size, spec.slide, spec.offset)
         )
         for start, end in spans:
             wk = (key, start, end)
-            if wm_before is None or end - 1 > wm_before:  # on time
+            if end - 1 > wm_before:  # on time
                 w = self.state.get(wk)
                 if w is None:
                     w = self.state[wk] = self.unfired[wk] = _Window()
                 w.values.append(v)
                 taken = True
-            elif wm_before < end - 1 + spec.lateness:  # behind the watermark, within lateness
+            elif wm_before < cleanup_time(end, spec.lateness):  # behind it, within lateness
                 w = self.state.setdefault(wk, _Window(fired=True))
                 w.values.append(v)
                 self.awaiting[wk] = w
@@ -257,18 +282,26 @@ class _Simulation:
                 {"op": spec.op, "key": key, "ts": t, "watermark": wm_before, "record": rec}
             )
 
-    def _session(self, key: str, t: int, v: int | float, wm: int | None, rec: Any) -> None:
+    def _session(self, key: str, t: int, v: int | float, wm: int, rec: Any) -> None:
         """Sessions, by definition: the record's window [t, t+gap) absorbs every live session
         of the key it overlaps or touches (Flink's ``TimeWindow.intersects``: events at most the
-        gap apart are one session); lateness is judged on the merged session."""
+        gap apart are one session); lateness is judged on the merged session. A dynamic gap
+        (``gap_field``) that is not a positive int sends the record to the dead letters; an end
+        past ``MAX_TIME`` is ``MAX_TIME``."""
         spec = self.spec
-        assert spec.gap is not None
+        gap = spec.gap
+        if spec.gap_field is not None:
+            gap = rec.get(spec.gap_field)
+            if type(gap) is not int or gap <= 0:
+                self._dead(f"gap:{spec.op}", rec)
+                return
+        assert gap is not None
         live = self.sessions.setdefault(key, [])
-        lo, hi = t, t + spec.gap
+        lo, hi = t, min(t + gap, MAX_TIME)
         overlapping = [s for s in live if s.start <= hi and lo <= s.end]
         start = min([lo] + [s.start for s in overlapping])
         end = max([hi] + [s.end for s in overlapping])
-        if wm is not None and end - 1 + spec.lateness <= wm:
+        if cleanup_time(end, spec.lateness) <= wm:
             self.out.late.append(
                 {"op": spec.op, "key": key, "ts": t, "watermark": wm, "record": rec}
             )
@@ -276,44 +309,44 @@ class _Simulation:
         values = [x for s in overlapping for x in s.values] + [v]
         merged = _Session(start, end, values)
         live[:] = [s for s in live if s not in overlapping] + [merged]
-        if wm is not None and end - 1 <= wm:
+        if end - 1 <= wm:
             merged.fired = True
             self._emit((key, start, end), _Window(values), final=False)
 
-    def _advance_sessions(self, wm: float) -> None:
+    def _advance_sessions(self, wm: int) -> None:
         lateness = self.spec.lateness
         for key, live in self.sessions.items():
             for s in live:
                 if not s.fired and s.end - 1 <= wm:
                     s.fired = True
-                    s.final = s.end - 1 + lateness <= wm
+                    s.final = cleanup_time(s.end, lateness) <= wm
                     self._emit((key, s.start, s.end), _Window(s.values), s.final)
-            for s in [s for s in live if s.end - 1 + lateness <= wm]:
+            for s in [s for s in live if cleanup_time(s.end, lateness) <= wm]:
                 if not s.final:
                     self._emit((key, s.start, s.end), _Window(s.values), final=True)
                 self.closed_sessions[(key, s.start, s.end)] = s.values
                 live.remove(s)
 
-    def _advance(self, wm: float) -> None:
-        if self.spec.gap is not None:
+    def _advance(self, wm: int) -> None:
+        if self.spec.gap is not None or self.spec.gap_field is not None:
             self._advance_sessions(wm)
             return
         lateness = self.spec.lateness
         for wk in [wk for wk in self.unfired if wk[2] - 1 <= wm]:
             w = self.unfired.pop(wk)
             w.fired = True
-            final = wk[2] - 1 + lateness <= wm
+            final = cleanup_time(wk[2], lateness) <= wm
             if not final:
                 self.awaiting[wk] = w
             self._emit(wk, w, final)
-        for wk in [wk for wk in self.awaiting if wk[2] - 1 + lateness <= wm]:
+        for wk in [wk for wk in self.awaiting if cleanup_time(wk[2], lateness) <= wm]:
             self._emit(wk, self.awaiting.pop(wk), final=True)
 
     def finish(self) -> Outcome:
-        self._advance(float("inf"))
+        self._advance(MAX_TIME)  # the end of the input: the final watermark
         spec = self.spec
         if self.max_ts is not None:
-            self.out.data_watermark = self.max_ts - spec.bound - 1
+            self.out.data_watermark = watermark_after(self.max_ts, spec.bound)
         self.out.windows = {wk: list(w.values) for wk, w in self.state.items()}
         self.out.windows.update(self.closed_sessions)
         return self.out

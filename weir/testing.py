@@ -6,6 +6,7 @@
     result.results  # window results (and process-function output), as the job's sinks get them
     result.late     # records past allowed lateness: {"op", "key", "ts", "watermark", "record"}
     result.dead     # dead letters: {"stage", "reason", "input"}
+    result.side     # process functions' side outputs: {operator: {tag: [records]}}
 
 The job's own chain and operators run (the real window, sliding, session and process operators)
 the way ``weir run`` runs them in one worker reading one split: the events replace the job's
@@ -53,6 +54,7 @@ class Result:
     dead: list[dict[str, Any]]
     by_operator: dict[str, list[Any]] = field(default_factory=dict)  # results, per operator name
     sunk: list[Any] = field(default_factory=list)  # what the stream's own .sink(...) nodes got
+    side: dict[str, dict[str, list[Any]]] = field(default_factory=dict)  # by operator, tag
 
 
 def run(
@@ -133,6 +135,7 @@ class Harness:
         self._chain = Chain(source, writers, self._dead, max_future_ms or None)
         self._results: list[Any] = []
         self._by_operator: dict[str, list[Any]] = {rt.op.name: [] for rt in self._ops}
+        self._side: dict[str, dict[str, list[Any]]] = {}
         self._closed = False
 
     def feed(self, items: Sequence[Any], *, decoded: bool = True) -> None:
@@ -166,6 +169,7 @@ class Harness:
             dead=self._dead_out.records,
             by_operator=self._by_operator,
             sunk=self._sunk.records,
+            side=self._side,
         )
 
     def close(self) -> None:
@@ -197,6 +201,8 @@ class Harness:
             out = rt.drain()
             self._results.extend(out)
             self._by_operator[rt.op.name].extend(out)
+            for tag, recs in rt.drain_side().items():
+                self._side.setdefault(rt.op.name, {}).setdefault(tag, []).extend(recs)
 
 
 class _Collected:

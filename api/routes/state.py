@@ -37,7 +37,6 @@ from weir.engine.runtime.operators.codec import (
     decode_session,
     decode_state,
     decode_window,
-    pane_size,
     uses_panes,
 )
 from weir.engine.runtime.operators.fold import FoldPlan
@@ -430,7 +429,5 @@ def _entries(
     stored = {_namespace(k): decode_window(v) for k, v in rows}
     if pane_rows and isinstance(assigner, SlidingWindows):
         panes = {_namespace(k): decode_window(v) for k, v in pane_rows}
-        stored = compose_stored(
-            assigner.size_ms, assigner.slide_ms, pane_size(assigner), plan.merge, stored, panes
-        )
+        stored = compose_stored(assigner, plan.merge, stored, panes)
     return [(assigner.start_of(end), end, slots) for end, slots in sorted(stored.items())]

@@ -35,8 +35,8 @@ from weir.api.models import WindowKeys
 from weir.api.registry import JobHandle, Registry
 from weir.api.routes.state import NOT_FRESH, StateSource, json_response
 from weir.engine.job import WindowOperator
-from weir.engine.runtime.operators.codec import compose_stored, decode_window, pane_size, uses_panes
-from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
+from weir.engine.runtime.operators.codec import compose_stored, decode_window, uses_panes
+from weir.engine.windows import MAX_TIME, MIN_TIME, SlidingWindows, TumblingWindows, is_late
 from weir.state import layout
 from weir.state.keygroups import key_group_of_stored
 
@@ -47,23 +47,27 @@ MAX_PAGE = 1_000
 
 @dataclass(frozen=True, slots=True)
 class _Grid:
-    """A tumbling or sliding operator's windows: ``size`` long, one starting every ``step``."""
+    """A tumbling or sliding operator's windows: ``size`` long, one starting every ``step``
+    from ``offset``."""
 
     op: WindowOperator
     size: int
     step: int
+    offset: int = 0
 
     def end_of(self, start: int) -> int:
         """The end of the window that starts at ``start``; a 400 when none starts there."""
-        if start % self.step:
-            below = start - start % self.step
+        if (start - self.offset) % self.step or not MIN_TIME <= start <= MAX_TIME:
+            below = start - (start - self.offset) % self.step
             raise ApiError(
                 400,
                 "invalid_window_start",
                 f"no window of operator {self.op.name!r} starts at {start}: starts are "
-                f"multiples of {self.step} ms; use {below} or {below + self.step}",
+                f"multiples of {self.step} ms (offset {self.offset} ms) within the 64-bit range; "
+                f"use {below} or {below + self.step}",
             )
-        return start + self.size
+        end = start + self.size
+        return end if end < MAX_TIME else MAX_TIME
 
 
 def _grid(handle: JobHandle, op: str) -> _Grid:
@@ -71,9 +75,9 @@ def _grid(handle: JobHandle, op: str) -> _Grid:
     if isinstance(found, WindowOperator):
         assigner = found.assigner
         if isinstance(assigner, SlidingWindows):
-            return _Grid(found, assigner.size_ms, assigner.slide_ms)
+            return _Grid(found, assigner.size_ms, assigner.slide_ms, assigner.offset_ms)
         if isinstance(assigner, TumblingWindows):
-            return _Grid(found, assigner.size_ms, assigner.size_ms)
+            return _Grid(found, assigner.size_ms, assigner.size_ms, assigner.offset_ms)
     kind = (
         f"{found.assigner.describe()['type']} windows"
         if isinstance(found, WindowOperator)
@@ -106,16 +110,14 @@ class _WindowReader:
         assigner = self.op.assigner
         if not self.panes or not isinstance(assigner, SlidingWindows):
             return None
-        pane = pane_size(assigner)
         sid = self.op.pane_state_id
-        first = layout.state_key(kg, sid, key, self.end - assigner.size_ms + pane)
+        first = layout.state_key(kg, sid, key, assigner.panes_of(self.end)[0])
         last = layout.state_key(kg, sid, key, self.end)
         rows = self.source.between(kg, first, layout.prefix_upper_bound(last))
         if not rows:
             return None
         panes = {layout.decode_state_key(k)[3]: decode_window(v) for k, v in rows}
-        size, slide = assigner.size_ms, assigner.slide_ms
-        return compose_stored(size, slide, pane, self.plan.merge, {}, panes).get(self.end)
+        return compose_stored(assigner, self.plan.merge, {}, panes).get(self.end)
 
 
 def _cursor(cursor: str | None, m: int) -> bytes | None:

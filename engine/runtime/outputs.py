@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from weir.engine.job import Job, ProcessOperator
 from weir.engine.runtime.config import RunConfig
 from weir.engine.sinks import JsonlSink, Sink, SinkWriter
 from weir.engine.sinks import from_url as sink_from_url
@@ -30,6 +31,19 @@ def side_sink(cfg: RunConfig, job: str, url: str | None, name: str) -> Sink:
     if url:
         return sink_from_url(url)
     return sink_from_url(f"file://{(cfg.job_dir(job) / name).resolve()}")
+
+
+def tagged_sinks(cfg: RunConfig, job: Job) -> dict[str, dict[str, list[Sink]]]:
+    """Each process function's side outputs' sinks, by operator and tag: the ones the job
+    attached, else ``<state-dir>/<job>/side-<operator>-<tag>.jsonl`` (like ``late.jsonl``)."""
+    out: dict[str, dict[str, list[Sink]]] = {}
+    for op in job.operators.values():
+        if isinstance(op, ProcessOperator) and op.side_outputs:
+            out[op.name] = {
+                tag: list(sinks) or [side_sink(cfg, job.name, None, f"side-{op.name}-{tag}.jsonl")]
+                for tag, sinks in op.side_outputs.items()
+            }
+    return out
 
 
 def _printable(item: Any) -> Any:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import SourceError
+from weir.engine.errors import ConfigError, SourceError
 from weir.engine.job import WindowOperator
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
@@ -49,6 +49,7 @@ from weir.engine.spark.output import BackfillOutput
 from weir.engine.spark.pairs import pairs_of_file, pairs_of_kafka
 from weir.engine.spark.plan import Plan, backfill_operator, python_path
 from weir.engine.spark.sst import python_ssts, write_ssts
+from weir.engine.windows import SessionWindows
 
 __all__ = ["BackfillResult", "backfill_operator", "run_backfill", "spark_session"]
 
@@ -117,6 +118,7 @@ def run_backfill(
     t0 = time.monotonic()
     job = load_job_file(job_file)
     op = backfill_operator(job, op_name)
+    _check_range(op, from_ms, to_ms)
     if not isinstance(inputs, Inputs):
         inputs = resolve_inputs(inputs, fmt, job)  # Kafka offsets are fixed here
     files, kafka = inputs.files, inputs.kafka
@@ -165,6 +167,18 @@ def run_backfill(
         splits=len(stats),
         kafka={f"{k.topic}/{p}": list(r) for k in kafka for p, r in sorted(k.ranges.items())},
     )
+
+
+def _check_range(op: WindowOperator, from_ms: int | None, to_ms: int | None) -> None:
+    """``--from``/``--to`` keep the sessions whose records all lie in the range, which a stored
+    session tells only when its gap is fixed (its last record is at ``end - gap``)."""
+    if (from_ms is None and to_ms is None) or not isinstance(op.assigner, SessionWindows):
+        return
+    if op.assigner.dynamic:
+        raise ConfigError(
+            f"operator {op.name!r} has dynamic session gaps: a backfill cannot cut its sessions "
+            "at --from/--to; backfill the whole input (filter it beforehand) instead"
+        )
 
 
 def _aggregated(

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine.job import WindowOperator
-from weir.engine.runtime.operators.codec import pane_size, uses_panes
+from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.windows import SlidingWindows
 
@@ -28,10 +28,8 @@ class WindowFolder:
     def __init__(self, op: WindowOperator) -> None:
         self.plan = FoldPlan(op.aggregates)
         assigner = op.assigner
-        self.pane = (
-            pane_size(assigner)
-            if isinstance(assigner, SlidingWindows) and uses_panes(assigner)
-            else None
+        self.panes = (
+            assigner if isinstance(assigner, SlidingWindows) and uses_panes(assigner) else None
         )
 
     def slots(
@@ -39,14 +37,14 @@ class WindowFolder:
     ) -> list[Any]:
         """``recs`` in streaming's order, with their event times and watermarks."""
         bucket: dict[str, list[Any]] = {}
-        if self.pane is None:
+        if self.panes is None:
             self._fold(bucket, key, end, recs)
             return bucket[key]
-        g = self.pane
+        pane_end = self.panes.pane_end
         open_ = [i for i, w in enumerate(wms) if end - 1 > w]
         panes: dict[int, dict[str, list[Any]]] = {}
         for i in open_:  # each pane in arrival order
-            p = ts[i] - ts[i] % g + g
+            p = pane_end(ts[i])
             self._fold(panes.setdefault(p, {}), key, p, [recs[i]])
         for p in sorted(panes):  # SlidingRuntime._compose
             have = bucket.get(key)

@@ -25,7 +25,7 @@ from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.sources.base import SourceBatch
 from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load, python_path
-from weir.engine.windows import SessionWindows, is_late
+from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, is_late
 
 # what the Python path adds to (kg, key, end): ts, the watermark the record arrived under, its
 # split and position there (streaming's order), and the pickled record
@@ -123,8 +123,8 @@ class _Selector:
         self.assigner = op.assigner
         self.lateness = op.allowed_lateness_ms
         self.m = plan.max_parallelism
-        self.lo = plan.from_ms if plan.from_ms is not None else -(1 << 62)
-        self.hi = plan.to_ms if plan.to_ms is not None else 1 << 62
+        self.lo = plan.from_ms if plan.from_ms is not None else MIN_TIME
+        self.hi = plan.to_ms if plan.to_ms is not None else MAX_TIME + 1
         self.split = split
         self.seq = 0  # records of the split so far
         self.late = self.dead = 0
@@ -143,7 +143,7 @@ class _Selector:
     ) -> None:  # fmt: skip
         from weir.state.keygroups import key_groups
 
-        sel, rows, ends = self._kept(ts, wms)
+        sel, rows, ends = self._kept(ts, wms, recs)
         try:
             cols = [[recs[i][f] for i in rows] for f in self.fields]
             if not all(set(map(type, c)) <= {int, float} for c in cols):
@@ -167,10 +167,18 @@ class _Selector:
                 out[f + "__int"] += [type(v) is int for v in col]
         self.seq += len(keys)
 
-    def _kept(self, ts: list[int], wms: list[int]) -> tuple[list[int], list[int], list[int]]:
-        """``(pair indices, their records, window ends)`` of the pairs to keep."""
+    def _kept(
+        self, ts: list[int], wms: list[int], recs: list[Any]
+    ) -> tuple[list[int], list[int], list[int]]:
+        """``(pair indices, their records, window ends)`` of the pairs to keep. A record whose
+        dynamic session gap is unusable is dead here, as streaming's session operator makes it."""
         if isinstance(self.assigner, SessionWindows):
-            return list(range(len(ts))), list(range(len(ts))), [0] * len(ts)
+            keep = list(range(len(ts)))
+            if self.assigner.dynamic:
+                gap_of = self.assigner.gap_of
+                keep = [i for i in keep if gap_of(recs[i])[1] is None]
+                self.dead += len(ts) - len(keep)
+            return keep, keep, [0] * len(ts)
         ends, origin = self.assigner.expand(ts)
         idx = origin if origin is not None else range(len(ends))
         lateness = self.lateness

@@ -21,7 +21,7 @@ from weir.engine.agg import Builtin
 from weir.engine.job import WindowOperator
 from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load
-from weir.engine.windows import SessionWindows
+from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows
 
 
 def slots_for(op: WindowOperator, row: dict[str, Any]) -> list[Any]:
@@ -126,9 +126,9 @@ def _within(plan: Plan, sessions: dict[bytes, bytes]) -> dict[bytes, bytes]:
     from weir.state import layout
 
     assigner = backfill_operator(load(plan.job_file), plan.op).assigner
-    assert isinstance(assigner, SessionWindows)
-    lo = plan.from_ms if plan.from_ms is not None else -(1 << 62)
-    hi = plan.to_ms if plan.to_ms is not None else 1 << 62
+    assert isinstance(assigner, SessionWindows) and assigner.gap_ms is not None  # _check_range
+    lo = plan.from_ms if plan.from_ms is not None else MIN_TIME
+    hi = plan.to_ms if plan.to_ms is not None else MAX_TIME + 1
     kept = {}
     for k, v in sessions.items():
         end = layout.decode_state_key(k)[3]

@@ -1,30 +1,54 @@
-"""Window assigners: ``tumbling(ms=)``, ``sliding(size_ms=, slide_ms=)``, ``session(gap_ms=)``,
-``cumulate(size_ms=, step_ms=)``."""
+"""Window assigners: ``tumbling(ms=, offset_ms=)``, ``sliding(size_ms=, slide_ms=, offset_ms=)``,
+``session(gap_ms=)``, ``dynamic_session(gap)`` and ``cumulate(size_ms=, step_ms=)``."""
 
 from __future__ import annotations
 
-from weir.engine.windows.base import TimeDomain, Window, is_late
+from typing import Any
+
+from weir.engine.windows.base import (
+    MAX_TIME,
+    MIN_TIME,
+    TimeDomain,
+    Window,
+    cleanup_time,
+    is_late,
+    window_start_with_offset,
+)
 from weir.engine.windows.cumulate import CumulateWindows
-from weir.engine.windows.session import SessionWindows
+from weir.engine.windows.session import GapFunction, SessionWindows
 from weir.engine.windows.sliding import SlidingWindows
 from weir.engine.windows.tumbling import TumblingWindows
 
 WindowAssigner = TumblingWindows | SlidingWindows | SessionWindows | CumulateWindows
 
 
-def tumbling(ms: int, *, time: TimeDomain = "event") -> TumblingWindows:
-    """Fixed-size windows of ``ms`` milliseconds, aligned to the epoch."""
-    return TumblingWindows(size_ms=ms, time=time)
+def tumbling(ms: int, *, offset_ms: int = 0, time: TimeDomain = "event") -> TumblingWindows:
+    """Fixed-size windows of ``ms`` milliseconds, aligned to the epoch shifted by ``offset_ms``
+    (Flink's offsets: ``offset_ms=-8 * 3_600_000`` gives days of UTC+8)."""
+    return TumblingWindows(size_ms=ms, time=time, offset_ms=offset_ms)
 
 
-def sliding(size_ms: int, slide_ms: int, *, time: TimeDomain = "event") -> SlidingWindows:
-    """Windows of ``size_ms``, one starting every ``slide_ms`` (aligned to the epoch)."""
-    return SlidingWindows(size_ms=size_ms, slide_ms=slide_ms, time=time)
+def sliding(
+    size_ms: int, slide_ms: int, *, offset_ms: int = 0, time: TimeDomain = "event"
+) -> SlidingWindows:
+    """Windows of ``size_ms``, one starting every ``slide_ms`` (aligned to the epoch shifted by
+    ``offset_ms``)."""
+    return SlidingWindows(size_ms=size_ms, slide_ms=slide_ms, time=time, offset_ms=offset_ms)
 
 
-def session(gap_ms: int, *, time: TimeDomain = "event") -> SessionWindows:
-    """Per key, events closer than ``gap_ms`` form one session ``[first t, last t + gap)``."""
-    return SessionWindows(gap_ms=gap_ms, time=time)
+def session(
+    gap_ms: int | None = None, *, gap: GapFunction | None = None, time: TimeDomain = "event"
+) -> SessionWindows:
+    """Per key, events at most ``gap_ms`` apart form one session ``[first t, last t + gap)``;
+    ``gap=fn`` takes each record's gap from the record instead (``dynamic_session``)."""
+    return SessionWindows(gap_ms=gap_ms, time=time, gap=gap)
+
+
+def dynamic_session(gap: Any, *, time: TimeDomain = "event") -> SessionWindows:
+    """Sessions whose gap is a function of the record, ``gap(record) -> ms`` (Flink's
+    ``DynamicEventTimeSessionWindows.withDynamicGap``): a record's window is ``[t, t +
+    gap(record))``; a gap that is not a positive integer sends the record to the dead letters."""
+    return SessionWindows(time=time, gap=gap)
 
 
 def cumulate(size_ms: int, step_ms: int, *, time: TimeDomain = "event") -> CumulateWindows:
@@ -35,15 +59,20 @@ def cumulate(size_ms: int, step_ms: int, *, time: TimeDomain = "event") -> Cumul
 
 __all__ = [
     "CumulateWindows",
+    "MAX_TIME",
+    "MIN_TIME",
     "SessionWindows",
     "SlidingWindows",
     "TimeDomain",
     "TumblingWindows",
     "Window",
     "WindowAssigner",
+    "cleanup_time",
     "cumulate",
+    "dynamic_session",
     "is_late",
     "session",
     "sliding",
     "tumbling",
+    "window_start_with_offset",
 ]

@@ -2,13 +2,15 @@
 windows that all start at its start and end every ``step``: a record at ``t`` belongs to
 ``[ws, ws + k*step)`` for every ``k`` with ``ws + k*step > t`` (``ws = t - t mod size``), so
 each window holds the running aggregate of its cycle so far. A window's end is unique per key
-(cycles do not overlap), which is what the window operator keys its state by."""
+(cycles do not overlap), which is what the window operator keys its state by. At the end of
+time, the windows of the last cycle that would end at or past ``MAX_TIME`` are one window
+``[ws, MAX_TIME)``, and the first cycle starts no earlier than ``MIN_TIME`` (``base``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from weir.engine.windows.base import TimeDomain, Window
+from weir.engine.windows.base import MAX_TIME, TimeDomain, Window, clamp_start
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +41,10 @@ class CumulateWindows:
         """Ends of every window holding ``t``, latest first."""
         ws = t - t % self.size_ms
         first = t - t % self.step_ms + self.step_ms  # the first step boundary after t
-        return list(range(ws + self.size_ms, first - 1, -self.step_ms))
+        ends = list(range(ws + self.size_ms, first - 1, -self.step_ms))
+        if ends[0] >= MAX_TIME:  # the windows at or past the end of time are one
+            ends = [MAX_TIME, *(e for e in ends if e < MAX_TIME)]
+        return ends
 
     def expand(self, timestamps: list[int]) -> tuple[list[int], list[int]]:
         """``(ends, origin)``: one entry per (record, window) pair; ``origin[i]`` is the index of
@@ -47,6 +52,12 @@ class CumulateWindows:
         size, step = self.size_ms, self.step_ms
         ends: list[int] = []
         origin: list[int] = []
+        if timestamps and max(timestamps) >= MAX_TIME - size:
+            for i, t in enumerate(timestamps):
+                edge = self.window_ends_of(t)
+                ends += edge
+                origin += [i] * len(edge)
+            return ends, origin
         for i, t in enumerate(timestamps):
             last = t - t % size + size
             mine = range(last, t - t % step, -step)
@@ -56,7 +67,7 @@ class CumulateWindows:
 
     def start_of(self, end: int) -> int:
         last = end - 1
-        return last - last % self.size_ms
+        return clamp_start(last - last % self.size_ms)
 
     def describe(self) -> dict[str, object]:
         return {

@@ -5,7 +5,7 @@ the records: every window, fired or open, holds exactly the records whose time f
 from __future__ import annotations
 
 from weir import Job, WatermarkStrategy, agg, sources, windows
-from weir.engine.runtime.operators.codec import compose_stored, decode_window, pane_size
+from weir.engine.runtime.operators.codec import compose_stored, decode_window
 from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.state import layout
@@ -47,7 +47,8 @@ def test_open_and_fired_windows_compose_from_what_is_stored() -> None:
     state.close()
     assert stored and panes, "both fired windows and open panes are expected"
     assert max(stored) <= 181  # fired windows end where the watermark is
-    got = compose_stored(SIZE, SLIDE, pane_size(op.assigner), rt.plan.merge, stored, panes)
+    assert isinstance(op.assigner, windows.SlidingWindows)
+    got = compose_stored(op.assigner, rt.plan.merge, stored, panes)
     assert any(end > 181 for end in got)  # and open windows come from the panes
     expected: dict[int, list[int]] = {}
     for t in times:

@@ -62,6 +62,10 @@ class OperatorRuntime(Protocol):
         """The results emitted since the last drain."""
         ...
 
+    def drain_side(self) -> dict[str, list[Any]]:
+        """Side outputs' records since the last drain, by tag (process functions only)."""
+        ...
+
     def flush(self) -> None:
         """Write what RocksDB lacks, now."""
         ...

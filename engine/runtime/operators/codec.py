@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable
-from math import gcd
 from typing import Any
 
 import msgpack
@@ -68,25 +67,13 @@ def decode_keys(raw: bytes) -> list[str]:
 # -- sliding windows' stored form ----------------------------------------------------------------
 
 
-def pane_size(assigner: SlidingWindows) -> int:
-    return gcd(assigner.size_ms, assigner.slide_ms)
-
-
 def uses_panes(assigner: object) -> bool:
     """Sliding windows run on panes unless they slide by their whole size (tumbling)."""
     return isinstance(assigner, SlidingWindows) and assigner.slide_ms < assigner.size_ms
 
 
-def first_end_at_or_after(x: int, size: int, slide: int) -> int:
-    """The smallest window end ``k*slide + size`` that is >= ``x``."""
-    k = -(-(x - size) // slide)
-    return k * slide + size
-
-
 def compose_stored(
-    op_size: int,
-    slide: int,
-    pane: int,
+    assigner: SlidingWindows,
     merge: Callable[[list[Any], list[Any]], list[Any]],
     windows: dict[int, list[Any]],
     panes: dict[int, list[Any]],
@@ -96,11 +83,9 @@ def compose_stored(
     out = dict(windows)
     composed: dict[int, list[Any]] = {}
     for p, slots in sorted(panes.items()):
-        e = first_end_at_or_after(p, op_size, slide)
-        while e - op_size <= p - pane:
+        for e in assigner.ends_holding_pane(p):
             if e not in windows:
                 have = composed.get(e)
                 composed[e] = list(slots) if have is None else merge(have, slots)
-            e += slide
     out.update(composed)
     return out

@@ -6,7 +6,12 @@ namespace``, the namespace a stable hash of the state's name, the value ``[name,
 (msgpack). A key's states are one prefix scan, which is what the query API answers with. States
 touched by a batch are cached and written back at each flush.
 
-Timers: an event-time timer fires once the watermark reaches it, *before* the first record that
+Side outputs: ``ctx.output(tag, record)`` writes to a tag the job declared
+(``result.side_output(tag)``); an undeclared tag, or a record JSON cannot hold exactly, goes to
+the dead letters with the reason, never to the sink.
+
+Timers: a timer's time is any signed 64-bit integer; an event-time timer fires once the
+watermark reaches it, *before* the first record that
 arrives under that watermark, so batching never changes what a function sees. Processing-time
 timers fire when the wall clock passes them (the worker ticks every 10 ms). Timers are kept in
 RocksDB too, one entry per key group, time and kind, listing the keys.
@@ -18,7 +23,9 @@ import heapq
 import time
 from typing import Any
 
-from weir.engine.job import ProcessOperator
+import orjson
+
+from weir.engine.job import OutputTag, ProcessOperator
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.codec import (
     decode_keys,
@@ -30,6 +37,7 @@ from weir.engine.runtime.operators.codec import (
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.windows import MAX_TIME, MIN_TIME
 from weir.state import layout
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange, key_group
@@ -104,20 +112,35 @@ class Context:
         return MapState(self._rt.cell(self.key, name, "map"))
 
     def register_event_time_timer(self, timestamp: int) -> None:
-        self._rt.add_timer(EVENT, int(timestamp), self.key)
+        self._rt.add_timer(EVENT, _timer_time(timestamp), self.key)
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        self._rt.add_timer(PROCESSING, int(timestamp), self.key)
+        self._rt.add_timer(PROCESSING, _timer_time(timestamp), self.key)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._rt.delete_timer(EVENT, int(timestamp), self.key)
+        self._rt.delete_timer(EVENT, _timer_time(timestamp), self.key)
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._rt.delete_timer(PROCESSING, int(timestamp), self.key)
+        self._rt.delete_timer(PROCESSING, _timer_time(timestamp), self.key)
 
     def emit(self, record: Any) -> None:
         self._rt.results.append(record)
         self._rt.results_out += 1
+
+    def output(self, tag: OutputTag, record: Any) -> None:
+        """Write ``record`` to the side output ``tag`` (Flink's ``ctx.output``)."""
+        self._rt.side_output(tag, record)
+
+
+def _timer_time(timestamp: Any) -> int:
+    """A timer's time as an int of the signed 64-bit range (it is stored in a state key); the
+    ValueError sends the record (or timer) being processed to the dead letters."""
+    t = int(timestamp)
+    if not MIN_TIME <= t <= MAX_TIME:
+        raise ValueError(
+            f"timer time {t} is outside the signed 64-bit range [{MIN_TIME}, {MAX_TIME}]"
+        )
+    return t
 
 
 class ProcessRuntime:
@@ -149,6 +172,7 @@ class ProcessRuntime:
         self._dirty_timers: set[tuple[int, int, int]] = set()  # (kind, time, key group)
         self._ctx = Context(self)
         self.results: list[Any] = []
+        self._side: dict[str, list[Any]] = {tag: [] for tag in op.side_outputs}
         self.watermark = MIN_WATERMARK
         self.data_watermark = MIN_WATERMARK
         self.records_in = 0
@@ -239,6 +263,36 @@ class ProcessRuntime:
 
     def drain(self) -> list[Any]:
         out, self.results = self.results, []
+        return out
+
+    def side_output(self, tag: OutputTag, record: Any) -> None:
+        name = tag.name if isinstance(tag, OutputTag) else None
+        pending = self._side.get(name) if name is not None else None
+        if pending is None:
+            declared = ", ".join(sorted(self._side)) or "none"
+            self._dead.add(
+                f"side_output:{self.op.name}",
+                f"ctx.output({tag!r}): not a side output of {self.op.name!r} (declared: "
+                f"{declared}); declare it with result.side_output(OutputTag(...))",
+                record,
+            )
+            return
+        try:
+            orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS)
+        except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
+            self._dead.add(
+                f"side_output:{self.op.name}",
+                f"side output {name!r} cannot hold the record as JSON: {exc}",
+                repr(record),  # as text: the dead letters' own JSON could not hold it either
+            )
+            return
+        pending.append(record)
+
+    def drain_side(self) -> dict[str, list[Any]]:
+        """The side outputs' records since the last drain, by tag (only tags that got some)."""
+        out = {tag: recs for tag, recs in self._side.items() if recs}
+        for tag in out:
+            self._side[tag] = []
         return out
 
     # -- persistence -----------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 sorted by start; each record is merged into them one at a time (merging needs the record's
 predecessor), with lateness judged on the *merged* session, as Flink does.
 
-- A record's window is ``[t, t + gap)``; it merges with every live session it overlaps or
-  touches (Flink's ``TimeWindow.intersects``: ``start <= other.end and end >= other.start``),
-  so events at most the gap apart are one session. If the merged session is past its allowed
+- A record's window is ``[t, t + gap)`` (the gap fixed, or the record's own: a record whose
+  gap is unusable goes to the dead letters; an end past ``MAX_TIME`` is ``MAX_TIME``); it
+  merges with every live session it overlaps or touches (Flink's ``TimeWindow.intersects``:
+  ``start <= other.end and end >= other.start``), so events at most the gap apart are one
+  session. If the merged session is past its allowed
   lateness the record is late and changes nothing.
 - A session fires when the watermark reaches ``end - 1`` (its first emission is final if its
   lateness had passed by then too); a merge into a fired session emits it again, ``final:
@@ -47,7 +49,8 @@ class SessionRuntime(WindowRuntime):
         super().__init__(*args, **kwargs)
         assigner = self.op.assigner
         assert isinstance(assigner, SessionWindows)
-        self._gap = assigner.gap_ms
+        self._sessions = assigner
+        self._gap = assigner.gap_ms  # None: a gap per record (``assigner.gap_of``)
         self.sessions: dict[str, list[Session]] = {}
         self._dirty_keys: set[str] = set()
         self._deletes: list[tuple[str, int]] = []
@@ -72,14 +75,22 @@ class SessionRuntime(WindowRuntime):
         if self.processing_time:
             trace = None
         self._trace = trace or []
+        gap = self._gap
+        gap_of = None if gap is not None else self._sessions.gap_of
         for i, (k, t, w, rec) in enumerate(zip(keys, ts, wms, recs, strict=True)):
-            self._merge(k, t, w, rec, [c[i] for c in cols])
+            if gap_of is not None:
+                gap, why = gap_of(rec)
+                if why is not None:
+                    self._dead.add(f"gap:{self.op.name}", why, rec)
+                    continue
+            assert gap is not None
+            self._merge(k, t, w, rec, [c[i] for c in cols], gap)
 
-    def _merge(self, key: str, t: int, wm: int, rec: Any, vals: list[Any]) -> None:
+    def _merge(self, key: str, t: int, wm: int, rec: Any, vals: list[Any], gap: int) -> None:
         live = self.sessions.get(key, [])
         if live:
             self._settle(key, live, wm)
-        lo, hi = t, t + self._gap
+        lo, hi = t, SessionWindows.end_of(t, gap)
         overlapping = [s for s in live if s.start <= hi and lo <= s.end]  # touching merges
         start = min([lo, *(s.start for s in overlapping)])
         end = max([hi, *(s.end for s in overlapping)])

@@ -14,12 +14,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from weir.engine.runtime.operators.codec import (
-    decode_window,
-    encode_window,
-    first_end_at_or_after,
-    pane_size,
-)
+from weir.engine.runtime.operators.codec import decode_window, encode_window
 from weir.engine.runtime.operators.delta import Segment, StateDelta, freeze_segment
 from weir.engine.runtime.operators.statekeys import KeyPrefixes
 from weir.engine.runtime.operators.window import WindowRuntime
@@ -35,7 +30,7 @@ class SlidingRuntime(WindowRuntime):
         self._sliding = assigner
         self._size = assigner.size_ms
         self._slide = assigner.slide_ms
-        self._pane = pane_size(assigner)
+        self._pane = assigner.pane_ms
         self._psid = self.op.pane_state_id
         self._fired_upto: int | None = None  # every window ending at or before this is done
         self._pane_deletes: list[tuple[str, int]] = []
@@ -56,10 +51,9 @@ class SlidingRuntime(WindowRuntime):
         if admitted is None:
             return
         keys, recs, ts, wms, cols = admitted
-        g, size, slide = self._pane, self._size, self._slide
-        panes = [t - t % g + g for t in ts]
-        # the end of each record's first window: first_end_at_or_after(t + 1, size, slide)
-        first = [size - (size - 1 - t) // slide * slide for t in ts]
+        sliding = self._sliding
+        panes = sliding.pane_ends(ts)
+        first = sliding.first_ends_after(ts)
         if min(first) - 1 > max(wms) or all(f - 1 > w for f, w in zip(first, wms, strict=True)):
             # every window of every record is open: none of them fires before the batch ends
             # (a window the watermark passes within it holds none of them), so all fold at once
@@ -110,7 +104,7 @@ class SlidingRuntime(WindowRuntime):
         """The end of the next window the watermark can pass (ends are aligned to the slide)."""
         if self._fired_upto is None:
             return MIN_WATERMARK
-        return first_end_at_or_after(self._fired_upto + 1, self._size, self._slide)
+        return self._sliding.first_end_at_or_after(self._fired_upto + 1)
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         self._trace = self._move_time(watermark, data_watermark, trace) or []
@@ -125,13 +119,13 @@ class SlidingRuntime(WindowRuntime):
         """Fire, in order, every window the watermark ``wm`` has passed that holds a pane; each
         is final if its lateness had passed at the first watermark that reached it."""
         due: set[int] = set()
-        size, slide, g = self._size, self._slide, self._pane
-        for p in self.buckets:  # windows holding pane [p - g, p): end >= p, start <= p - g
-            e = first_end_at_or_after(p, size, slide)
-            while e - size <= p - g and e - 1 <= wm:
+        holding = self._sliding.ends_holding_pane
+        for p in self.buckets:
+            for e in holding(p):
+                if e - 1 > wm:
+                    break
                 if self._fired_upto is None or e > self._fired_upto:
                     due.add(e)
-                e += slide
         trace = self._trace
         for end in sorted(due):
             fired_at = wm
@@ -149,7 +143,7 @@ class SlidingRuntime(WindowRuntime):
         merged: dict[str, list[Any]] = {}
         merge_into, copy = self.plan.merge_into, self.plan.copy
         get = merged.get
-        for p in range(end - self._size + self._pane, end + 1, self._pane):
+        for p in self._sliding.panes_of(end):
             for k, slots in self.buckets.get(p, {}).items():
                 have = get(k)
                 if have is None:
@@ -160,7 +154,7 @@ class SlidingRuntime(WindowRuntime):
 
     def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
         """Emit a composed window and materialise it (``_dirty`` here tracks panes)."""
-        start = end - self._size
+        start = self._sliding.start_of(end)
         final = is_late(end, self._lateness, wm)
         result = self.plan.result
         for k, slots in bucket.items():
@@ -174,18 +168,14 @@ class SlidingRuntime(WindowRuntime):
 
     def _evict(self, wm: int) -> None:
         """Panes whose last window has fired are no longer needed."""
-        size, slide = self._size, self._slide
-        for p in [p for p in self.buckets if self._last_end(p, size, slide) - 1 <= wm]:
+        for p in [p for p in self.buckets if self._last_end(p) - 1 <= wm]:
             for k in self.buckets.pop(p):
                 self._pane_deletes.append((k, p))
             self._dirty.pop(p, None)
 
-    def _last_end(self, pane_end: int, size: int, slide: int) -> int:
+    def _last_end(self, pane_end: int) -> int:
         """The end of the last window holding pane ``[pane_end - pane, pane_end)``."""
-        e = first_end_at_or_after(pane_end, size, slide)
-        while e + slide - size <= pane_end - self._pane:
-            e += slide
-        return e
+        return self._sliding.window_ends_of(pane_end - 1)[0]
 
     @property
     def open_windows(self) -> int:

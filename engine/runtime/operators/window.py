@@ -314,6 +314,9 @@ class WindowRuntime:
         out, self.results = self.results, []
         return out
 
+    def drain_side(self) -> dict[str, list[Any]]:
+        return {}  # windows have no side outputs of their own (late records: LateRecords)
+
     # -- state ---------------------------------------------------------------------------------
 
     def _put(self, key: str, end: int, slots: list[Any]) -> None:
@@ -418,10 +421,10 @@ class WindowRuntime:
         deletes: list[bytes] = []
         windows = 0
         lo_ns = layout.encode_namespace(due[0])
-        hi_ns = layout.encode_namespace(due[-1] + 1)
         for kg in self._range:
             tprefix = layout.state_prefix(kg, self._tsid)
-            for tkey, raw in self._state.scan(tprefix + lo_ns, tprefix + hi_ns):
+            hi = layout.namespace_upper_bound(tprefix, due[-1])
+            for tkey, raw in self._state.scan(tprefix + lo_ns, hi):
                 ns = layout.encode_namespace(layout.decode_timer_key(tkey)[2])
                 deletes.append(tkey)
                 for k in decode_keys(raw):

@@ -30,12 +30,15 @@ from weir.engine.runtime.task.framing import unencodable_reason
 from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK, per_record_watermarks
+from weir.engine.windows import MAX_TIME, MIN_TIME
 from weir.state.keygroups import canonical_key
 from weir.state.layout import MAX_KEY_BYTES
 
 _DICT_ONLY = frozenset({dict})
-TS_MAX = 1 << 62  # event times stay far from int64's edges, with room for window arithmetic
-TS_MIN = -TS_MAX
+# event times cover the signed 64-bit range, as Flink's longs; derived times are clamped to it
+# (``engine.windows.base``), so every one of them fits the state keys, frames and JSON
+TS_MAX = MAX_TIME
+TS_MIN = MIN_TIME
 Columns = tuple[list[Any], list[int], list[int]]  # records, timestamps, watermarks
 
 
@@ -170,7 +173,10 @@ class Chain:
         if type(t) is not int:
             return 0, f"timestamp {t!r} is not an integer epoch-milliseconds value"
         if not TS_MIN <= t <= TS_MAX:
-            return 0, f"timestamp {t} is outside the supported range [{TS_MIN}, {TS_MAX}]"
+            return 0, (
+                f"timestamp {t} is outside the signed 64-bit range [{TS_MIN}, {TS_MAX}] of "
+                "epoch milliseconds"
+            )
         if self._max_future is not None and t > self._future_limit():
             ahead = t - int(time.time() * 1000)
             return 0, (

@@ -26,15 +26,21 @@ class KeyedSide:
         parallelism: int,
         splits: list[str],
         open_sink: Callable[[Sink], SinkWriter] | None = None,
+        side_sinks: dict[str, dict[str, list[Sink]]] | None = None,
     ) -> None:
         """``splits``: the source's; worker ``j`` reads every ``parallelism``-th from ``j``.
-        ``open_sink``: how the operators' sinks are opened (the worker's ``OutputGate``)."""
+        ``open_sink``: how the operators' sinks are opened (the worker's ``OutputGate``);
+        ``side_sinks``: the process functions' side outputs' (``outputs.tagged_sinks``)."""
         opener = open_sink or (lambda s: s.open())
         self._node_ops = node_ops  # per key_by node (its index), the operators it feeds
         self.ops = {rt.op.name: rt for rts in node_ops for rt in rts}
         self._clocked = {n: rt for n, rt in self.ops.items() if rt.processing_time}
         self.sinks: dict[str, list[SinkWriter]] = {
             name: [opener(s) for s in rt.op.sinks] for name, rt in self.ops.items()
+        }
+        self.side_sinks: dict[str, dict[str, list[SinkWriter]]] = {
+            name: {tag: [opener(s) for s in sinks] for tag, sinks in tags.items()}
+            for name, tags in (side_sinks or {}).items()
         }
         self.channels = Inputs([str(i) for i in range(parallelism)])
         for j in range(parallelism):
@@ -81,6 +87,11 @@ class KeyedSide:
         if results:
             for w in self.sinks[name]:
                 w.write(results)
+        tags = self.side_sinks.get(name)
+        if tags is not None:
+            for tag, recs in rt.drain_side().items():
+                for w in tags[tag]:
+                    w.write(recs)
 
     def finish(self) -> None:
         """The end of every input: the final watermark fires every window; state is written
@@ -104,15 +115,17 @@ class KeyedSide:
         for rt in self.ops.values():
             rt.purge()
 
+    def _writers(self) -> list[SinkWriter]:
+        found = [w for writers in self.sinks.values() for w in writers]
+        return found + [w for tags in self.side_sinks.values() for ws in tags.values() for w in ws]
+
     def flush_sinks(self) -> None:
-        for writers in self.sinks.values():
-            for w in writers:
-                w.flush()
+        for w in self._writers():
+            w.flush()
 
     def close_sinks(self) -> None:
-        for writers in self.sinks.values():
-            for w in writers:
-                w.close()
+        for w in self._writers():
+            w.close()
 
     def marks(self) -> dict[str, OperatorMarks]:
         return {n: OperatorMarks(rt.watermark, rt.data_watermark) for n, rt in self.ops.items()}

@@ -39,7 +39,13 @@ from weir.engine.runtime.messages import (
 )
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.factory import runtime_for
-from weir.engine.runtime.outputs import DeadLetters, LateRecords, OutputGate, side_sink
+from weir.engine.runtime.outputs import (
+    DeadLetters,
+    LateRecords,
+    OutputGate,
+    side_sink,
+    tagged_sinks,
+)
 from weir.engine.runtime.task.acceptor import Stopped
 from weir.engine.runtime.task.barriers import BarrierAligner
 from weir.engine.runtime.task.chain import Chain, keyby_nodes, sink_nodes
@@ -98,7 +104,8 @@ class Worker:
         retention = cfg.state_retention_ms
         ops = [[runtime_for(op, *args, retention) for op in n.children] for n in keyby_nodes(node)]
         every = node.source.splits(p)
-        self.keyed = KeyedSide(ops, p, every, self.outputs.open)
+        sides = tagged_sinks(cfg, job)
+        self.keyed = KeyedSide(ops, p, every, self.outputs.open, sides)
         self.stream_sinks = {id(n): self.outputs.open(n.sink) for n in sink_nodes(node)}
         self.chain = Chain(node, self.stream_sinks, self.dead, cfg.max_future_ms)
         self.sources = SourceSide(node, self.chain, every[index::p], cfg.idle_timeout_ms)
