@@ -28,9 +28,6 @@ class SlidingRuntime(WindowRuntime):
         assigner = self.op.assigner
         assert isinstance(assigner, SlidingWindows)
         self._sliding = assigner
-        self._size = assigner.size_ms
-        self._slide = assigner.slide_ms
-        self._pane = assigner.pane_ms
         self._psid = self.op.pane_state_id
         self._fired_upto: int | None = None  # every window ending at or before this is done
         self._pane_deletes: list[tuple[str, int]] = []
