@@ -341,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs.error(str(exc))
         return exc.exit_code
     except KeyboardInterrupt:
+        logs.say("interrupted (Ctrl-C)")
         return 130
 
 

@@ -35,8 +35,18 @@ def configure(level: str = "INFO", fmt: str = "text") -> None:
 
 
 def quiet_clients() -> None:
-    """kafka-python logs every connection at INFO; weir logs what matters about them."""
+    """kafka-python logs every connection at INFO; weir logs what matters about them. Py4J logs
+    Ctrl-C during a call into Spark's JVM as an error with a traceback on the root logger; the
+    command then ends with its own line (exit 130), so that record is dropped."""
     logging.getLogger("kafka").setLevel(logging.ERROR)
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4JInterrupt) for f in root.filters):
+        root.addFilter(_Py4JInterrupt())
+
+
+class _Py4JInterrupt(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg != "KeyboardInterrupt while sending command."
 
 
 def say(text: str, **fields: Any) -> None:

@@ -80,8 +80,10 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    from weir.engine.spark.startup import get_or_create
+
     cores = os.cpu_count() or 2
-    return (
+    return get_or_create(
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
@@ -91,7 +93,6 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
         .config("spark.sql.shuffle.partitions", str(max(2, cores * 2)))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
-        .getOrCreate()
     )
 
 

@@ -181,7 +181,9 @@ def cluster_session(
     )
     for key, value in {**_SLOT_CHECK_CONF, **conf}.items():
         builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    from weir.engine.spark.startup import get_or_create
+
+    session = get_or_create(builder)
     try:
         check_conf(dict(session.sparkContext.getConf().getAll()))
     except ConfigError:

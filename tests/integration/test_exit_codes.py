@@ -6,14 +6,18 @@ at the end and no traceback."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
+import threading
 import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.support import WeirResult
+from tests.support import WEIR, WeirResult, wait_until
 
 Run = Callable[..., WeirResult]
 ERROR = "weir: error: "
@@ -114,3 +118,36 @@ def test_a_restore_that_fails_in_the_workers_exits_1_after_the_restarts(
     line = _last_error(result, 1)
     assert "cannot open RocksDB state" in line and "MANIFEST-" in line
     assert "restarting (attempt 1 of 1)" in result.stderr
+
+
+def test_ctrl_c_while_spark_starts_ends_with_one_line_and_130(
+    tmp_path: Path, job_file: Path
+) -> None:
+    """Ctrl-C while Spark's JVM starts (a backfill's session): no Java or Python stack trace
+    (PySpark's JVM dying under its removed connection file, Py4J logging the interrupted call),
+    one line of weir's, exit 130."""
+    events = tmp_path / "in.jsonl"
+    events.write_text("".join(f'{{"id": "a", "ts": {i}, "value": 1}}\n' for i in range(100)))
+    proc = subprocess.Popen(
+        [*WEIR, "backfill", str(job_file), "--input", str(events),
+         "--into-savepoint", str(tmp_path / "sp"), "--work-dir", str(tmp_path / "w")],
+        cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+    try:
+        # the JVM is up and the session is being built through Py4J calls
+        wait_until(lambda: any("log4j" in line for line in lines), 60, what="Spark's JVM")
+        os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole process group
+        rc = proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    reader.join(10)
+    stderr = "".join(lines)
+    assert rc == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert lines[-1].strip() == "weir: interrupted (Ctrl-C)", stderr
