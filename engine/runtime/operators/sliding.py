@@ -154,12 +154,10 @@ class SlidingRuntime(WindowRuntime):
         start = self._sliding.start_of(end)
         final = is_late(end, self._lateness, wm)
         result = self.plan.result
-        for k, slots in bucket.items():
-            self._put(k, end, slots)
-            self.results.append(result(k, start, end, slots, final))
+        self.results.extend([result(k, start, end, s, final) for k, s in bucket.items()])
         self.results_out += len(bucket)
         self._rank_fired(start, end, len(bucket))
-        self._add_timers(end, bucket)
+        self._materialise(end, bucket, None)  # composed now: RocksDB has none of it
         if not final:
             self.awaiting_final[end] = bucket
 

@@ -62,15 +62,20 @@ def all_finite(values: list[Any]) -> bool:
 
 
 def best_of_column(keys: list[str], values: list[Any], k: int) -> list[tuple[str, float]]:
-    """``best(zip(keys, values), k)`` for a column of finite numbers: the ``k``-th highest
-    value bounds what can rank, so only the few keys at or above it are paired and sorted."""
+    """``best(zip(keys, values), k)`` for a column of finite numbers."""
+    return [(key, -v) for v, key in best_ranks(keys, values, k)]
+
+
+def best_ranks(keys: list[str], values: list[Any], k: int) -> list[Rank]:
+    """The ``k`` smallest ``(-value, key)`` ranks of a column of finite numbers: the ``k``-th
+    highest value bounds what can rank, so only the few keys at or above it are paired and
+    sorted."""
     if not values:
         return []
     floor = heapq.nlargest(k, values)[-1]
     mask = list(map(ge, values, repeat(floor)))
     top = zip(map(neg, compress(values, mask)), compress(keys, mask), strict=True)
-    ranked = sorted(top)[:k]
-    return [(key, -v) for v, key in ranked]
+    return sorted(top)[:k]
 
 
 class CurrentTop:
@@ -171,18 +176,23 @@ class CurrentTop:
             self._bound[name] = rank
 
     def _rescan(self, bucket: dict[str, list[Any]]) -> None:
+        """Rank the whole window again, a column at a time (a new newest window, or a bound
+        that a shrinking value broke)."""
         self._last_rescan = time.monotonic()
-        values: dict[str, list[tuple[str, float]]] = {}
-        end = self.end or 0
-        for k, slots in bucket.items():
-            for name, v in self._result(k, 0, end, slots, False).items():
-                if _numeric(v) and (self._names is None or name in self._names):
-                    values.setdefault(name, []).append((k, v))
         self._cands, self._worst, self._bound = {}, {}, {}
-        for name, pairs in values.items():
-            ranked = heapq.nsmallest(2 * self.k + 1, ((-v, k) for k, v in pairs))
-            self._cands[name] = {r[1]: r for r in ranked[: 2 * self.k]}
-            self._bound[name] = ranked[2 * self.k] if len(ranked) > 2 * self.k else None
+        if not bucket:
+            return
+        keys = list(bucket)
+        limit = 2 * self.k
+        for name, values in self._columns(self.end or 0, bucket, keys).items():
+            if all_finite(values):
+                ranked = best_ranks(keys, values, limit + 1)
+            else:
+                pairs = ((-v, k) for k, v in zip(keys, values, strict=True) if _numeric(v))
+                ranked = heapq.nsmallest(limit + 1, pairs)
+            if ranked:
+                self._cands[name] = {r[1]: r for r in ranked[:limit]}
+                self._bound[name] = ranked[limit] if len(ranked) > limit else None
 
     def top(self, bucket: dict[str, list[Any]] | None) -> Ranked:
         """Every numeric aggregate's best K ``(key, value)``; ranks again when it must."""

@@ -256,16 +256,12 @@ class WindowRuntime:
     def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
         start = self._assigner.start_of(end)
         final = is_late(end, self._lateness, wm)
-        dirty = self._dirty.pop(end, set())
         result = self.plan.result
-        out = self.results
-        for k, slots in bucket.items():
-            if k in dirty:  # else RocksDB already holds this value
-                self._put(k, end, slots)
-            out.append(result(k, start, end, slots, final))
+        self.results.extend([result(k, start, end, s, final) for k, s in bucket.items()])
         self.results_out += len(bucket)
         self._rank_fired(start, end, len(bucket))
-        self._add_timers(end, bucket)
+        # keys not dirty: RocksDB already holds their value
+        self._materialise(end, bucket, self._dirty.pop(end, set()))
         if not final:
             self.awaiting_final[end] = bucket
 
@@ -322,12 +318,29 @@ class WindowRuntime:
     def _put(self, key: str, end: int, slots: list[Any]) -> None:
         self._writes[self._prefix(key)[1] + self._namespace(end)] = encode_window(slots)
 
-    def _add_timers(self, end: int, keys: dict[str, Any] | list[str]) -> None:
+    def _materialise(self, end: int, bucket: dict[str, list[Any]], dirty: set[str] | None) -> None:
+        """Write a fired window: the values of ``dirty`` keys (every key when None) and the
+        cleanup timers of all, with one key-prefix lookup a key."""
+        keys = list(bucket)
+        prefixes = list(map(self._prefix, keys))
+        ns = self._namespace(end)
+        writes = self._writes
+        by_group: dict[int, list[str]] = {}
+        for k, (kg, p) in zip(keys, prefixes, strict=True):
+            if dirty is None or k in dirty:
+                writes[p + ns] = encode_window(bucket[k])
+            by_group.setdefault(kg, []).append(k)
+        self._write_timers(end, by_group)
+
+    def _add_timers(self, end: int, keys: list[str]) -> None:
         """Cleanup timers for fired windows: one entry per key group, listing its keys."""
         by_group: dict[int, list[str]] = {}
         prefix = self._prefix
         for k in keys:
             by_group.setdefault(prefix(k)[0], []).append(k)
+        self._write_timers(end, by_group)
+
+    def _write_timers(self, end: int, by_group: dict[int, list[str]]) -> None:
         # nanoseconds keep entries apart across restarts; +1 keeps two flushes in the same
         # nanosecond from overwriting each other's cleanup timers
         seq = self._timer_seq = max(time.time_ns(), self._timer_seq + 1)
