@@ -308,11 +308,12 @@ def _write_ssts(plan: Plan, op: WindowOperator, windows: Any) -> list[Any]:
     )
 
     def ssts(batches: Iterator[Any]) -> Iterator[Any]:
-        rows: list[dict[str, Any]] = []
+        cols: dict[str, list[Any]] = {}
         for b in batches:
-            rows += b.to_pylist()
-        if rows:
-            yield pa.RecordBatch.from_pylist(write_ssts(plan, rows), schema=written_schema)
+            for name, values in b.to_pydict().items():
+                cols.setdefault(name, []).extend(values)
+        if cols.get("kg"):
+            yield pa.RecordBatch.from_pylist(write_ssts(plan, cols), schema=written_schema)
 
     def python(batches: Iterator[Any]) -> Iterator[Any]:
         written = list(python_ssts(plan, batches))

@@ -3,9 +3,10 @@
 cleanup timers, sorted and written with rocksdict's ``SstFileWriter``: one SST file per key
 group.
 
-Native path: accumulator slots built from Spark's aggregates (``slots_for``). Python path
-(sessions, user-defined aggregates): rows sorted by ``(kg, key, end, watermark, split,
-position)``, folded per window by ``folds.py`` or merged per key by ``sessions.py``.
+Native path: accumulator slots built from Spark's aggregates a column at a time
+(``slot_columns``). Python path (sessions, user-defined aggregates): rows sorted by ``(kg, key,
+end, watermark, split, position)``, folded per window by ``folds.py`` or merged per key by
+``sessions.py``.
 """
 
 from __future__ import annotations
@@ -24,47 +25,53 @@ from weir.engine.spark.plan import Plan, backfill_operator, load
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows
 
 
-def slots_for(op: WindowOperator, row: dict[str, Any]) -> list[Any]:
-    """The accumulator slots the streaming fold would hold for these Spark aggregates."""
-    slots: list[Any] = []
+def slot_columns(op: WindowOperator, cols: dict[str, list[Any]]) -> list[list[Any]]:
+    """The accumulator slots the streaming fold would hold for Spark's aggregates, a column per
+    slot (``mean`` is ``[sum, count]``)."""
+    n = [int(v) for v in cols["n"]]
+    out: list[list[Any]] = []
     for a in op.aggregates.values():
         assert isinstance(a, Builtin)
         if a.kind == "count":
-            slots.append(int(row["n"]))
+            out.append(n)
             continue
-        all_int = bool(row[f"{a.field}__allint"])
-        if a.kind == "mean":  # [sum, count]
-            slots += [_number(row[f"sum__{a.field}"], all_int), int(row["n"])]
-        else:
-            slots.append(_number(row[f"{a.kind}__{a.field}"], all_int))
-    return slots
+        all_int = cols[f"{a.field}__allint"]
+        spark_name = f"{'sum' if a.kind == 'mean' else a.kind}__{a.field}"
+        out.append(list(map(_number, cols[spark_name], all_int)))
+        if a.kind == "mean":
+            out.append(n)
+    return out
 
 
-def _number(v: Any, all_int: bool) -> Any:
+def _number(v: Any, all_int: Any) -> Any:
     """Spark aggregates doubles; the streaming fold keeps ints when every value was one."""
     return int(v) if all_int and float(v).is_integer() else v
 
 
-def write_ssts(plan: Plan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Native path: one SST file per key group in ``rows`` (Spark's aggregates per window)."""
+def write_ssts(plan: Plan, cols: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Native path: one SST file per key group in ``cols`` (Spark's aggregates per window, a
+    list per column: no object per row until the slots are packed)."""
     import msgpack
 
     from weir.state import layout
 
     op = backfill_operator(load(plan.job_file), plan.op)
-    pack = msgpack.Packer().pack
-    by_kg: dict[int, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_kg.setdefault(int(r["kg"]), []).append(r)
+    pack = msgpack.Packer().pack  # a tuple packs as the array a list would
+    slots = list(zip(*slot_columns(op, cols), strict=True))
+    by_kg: dict[int, list[int]] = {}
+    for i, kg in enumerate(cols["kg"]):
+        by_kg.setdefault(int(kg), []).append(i)
+    keys, ends, sid = cols["key"], cols["end"], op.state_id
+    prefix, namespace = layout.key_prefix, layout.encode_namespace
     written = []
-    for kg, group in sorted(by_kg.items()):
-        windows = {
-            layout.state_key(kg, op.state_id, str(r["key"]).encode(), int(r["end"])): pack(
-                slots_for(op, r)
-            )
-            for r in group
-        }
-        written.append(_write_key_group(plan, op, kg, windows, 0))
+    for kg, rows in sorted(by_kg.items()):
+        windows: dict[bytes, bytes] = {}
+        keys_by_end: dict[int, list[str]] = {}
+        for i in rows:
+            key, end = str(keys[i]), int(ends[i])
+            windows[prefix(kg, sid, key.encode()) + namespace(end)] = pack(slots[i])
+            keys_by_end.setdefault(end, []).append(key)
+        written.append(_write_key_group(plan, op, kg, windows, 0, keys_by_end))
     return written
 
 
@@ -138,19 +145,26 @@ def _within(plan: Plan, sessions: dict[bytes, bytes]) -> dict[bytes, bytes]:
 
 
 def _write_key_group(
-    plan: Plan, op: WindowOperator, kg: int, windows: dict[bytes, bytes], late: int
+    plan: Plan,
+    op: WindowOperator,
+    kg: int,
+    windows: dict[bytes, bytes],
+    late: int,
+    keys_by_end: dict[int, list[str]] | None = None,
 ) -> dict[str, Any]:
     """The key group's SST file: its windows and a cleanup timer per window end listing the
-    keys (as ``WindowRuntime._add_timers`` writes them), sorted."""
+    keys (as ``WindowRuntime._add_timers`` writes them), sorted. ``keys_by_end``: the windows'
+    keys by end, when the caller has them (else read back from the state keys)."""
     import msgpack
     from rocksdict import Options, SstFileWriter
 
     from weir.state import layout
 
-    keys_by_end: dict[int, list[str]] = {}
-    for k in windows:
-        _, _, key, end = layout.decode_state_key(k)
-        keys_by_end.setdefault(end, []).append(key.decode())
+    if keys_by_end is None:
+        keys_by_end = {}
+        for k in windows:
+            _, _, key, end = layout.decode_state_key(k)
+            keys_by_end.setdefault(end, []).append(key.decode())
     entries = dict(windows)
     seq = time.time_ns()
     for end, keys in keys_by_end.items():
