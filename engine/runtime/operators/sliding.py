@@ -14,8 +14,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from weir.engine.runtime.operators.codec import decode_window, encode_window
-from weir.engine.runtime.operators.delta import Segment, StateDelta, freeze_segment
+from weir.engine.runtime.operators.codec import decode_window
+from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.statekeys import KeyPrefixes
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.watermarks import MIN_WATERMARK
@@ -179,20 +179,7 @@ class SlidingRuntime(WindowRuntime):
     def _delta(self) -> StateDelta:
         """Dirty panes (under the pane state id), fired windows, timers, evicted panes; a fresh
         generation begins. Panes' slots are copied (see ``WindowRuntime._delta``)."""
-        segments: list[Segment] = []
-        puts: dict[bytes, bytes] = {}
-        for p, keys in self._dirty.items():
-            bucket = self.buckets.get(p)
-            if bucket is None:
-                continue
-            ns = self._namespace(p)
-            present = [k for k in keys if k in bucket]
-            if self._numbers:
-                segments.append(freeze_segment(ns, present, bucket))
-            else:
-                for k in present:
-                    puts[self._pane_prefix(k)[1] + ns] = encode_window(bucket[k])
-        self._dirty = {}
+        segments, puts = self._freeze_dirty(self._pane_prefix)
         deletes = [self._pane_prefix(k)[1] + self._namespace(p) for k, p in self._pane_deletes]
         self._pane_deletes = []
         puts.update(self._writes)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from weir.engine.job import WindowOperator
@@ -365,6 +365,17 @@ class WindowRuntime:
             self._unranked.append(self._dirty)
             if len(self._unranked) > MAX_UNRANKED:  # nobody reads the status: bound the memory
                 self._rank()
+        segments, puts = self._freeze_dirty(self._prefix)
+        puts.update(self._writes)  # after the dirty slots, as a batch applies them
+        self._writes = {}
+        return StateDelta(puts, [], [], self._prefix, segments, self.plan.width)
+
+    def _freeze_dirty(
+        self, prefix: Callable[[str], tuple[int, bytes]]
+    ) -> tuple[list[Segment], dict[bytes, bytes]]:
+        """The dirty entries of ``buckets`` (windows, or a sliding operator's panes), which
+        ``prefix`` keys, frozen: slots of built-in aggregates copied as numbers, a user-defined
+        accumulator (it may change in place) encoded now; ``_dirty`` starts afresh."""
         segments: list[Segment] = []
         puts: dict[bytes, bytes] = {}
         for e, keys in self._dirty.items():
@@ -372,15 +383,14 @@ class WindowRuntime:
             if bucket is None:
                 continue
             ns = self._namespace(e)
+            present = [k for k in keys if k in bucket]
             if self._numbers:
-                segments.append(freeze_segment(ns, keys, bucket))
+                segments.append(freeze_segment(ns, present, bucket))
             else:
-                for k in keys:
-                    puts[self._prefix(k)[1] + ns] = encode_window(bucket[k])
-        puts.update(self._writes)  # after the dirty slots, as a batch applies them
+                for k in present:
+                    puts[prefix(k)[1] + ns] = encode_window(bucket[k])
         self._dirty = {}
-        self._writes = {}
-        return StateDelta(puts, [], [], self._prefix, segments, self.plan.width)
+        return segments, puts
 
     # -- restore -------------------------------------------------------------------------------
 
