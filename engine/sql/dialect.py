@@ -11,6 +11,7 @@ goes beyond it, so the parser stays sqlglot's own.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import sqlglot
@@ -94,6 +95,18 @@ class WeirFlink(Dialect):
 def sql(node: exp.Expr) -> str:
     """``node`` as Flink SQL text (for messages and ``weir explain``)."""
     return node.sql(WeirFlink)
+
+
+class _NoCommandFallback(logging.Filter):
+    """sqlglot warns when it keeps an unknown statement as an opaque command; weir refuses such
+    a statement with its own message (naming the statement and what a job file holds), so the
+    warning would only repeat it, untidily, on stderr."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Falling back to parsing as a 'Command'" not in record.getMessage()
+
+
+logging.getLogger("sqlglot").addFilter(_NoCommandFallback())
 
 
 def parse(text: str, source: str = "<sql>") -> list[exp.Expr]:

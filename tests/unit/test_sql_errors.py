@@ -268,3 +268,12 @@ def test_the_command_line_exits_2_with_the_line_and_column(
         f"{job}:4:24: SQL syntax error: cannot parse this CREATE statement"
         in capsys.readouterr().err
     )
+
+
+def test_a_statement_weir_refuses_is_not_also_warned_about_by_the_parser(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING")
+    with pytest.raises(SqlUnsupported, match=r"statement 'SHOW TABLES'"):
+        _script(tmp_path, "SHOW TABLES;")
+    assert not [r for r in caplog.records if r.name.startswith("sqlglot")], caplog.text
