@@ -120,8 +120,7 @@ def test_window_join_matches_the_reference_at_any_batching(
     else:
         ref, late = window_join(arrivals, size, slide)
     got = Counter(
-        (r["key"], r["start"], r["end"], freeze(r["left"]), freeze(r["right"]))
-        for r in one.results
+        (r["key"], r["start"], r["end"], freeze(r["left"]), freeze(r["right"])) for r in one.results
     )
     assert got == ref
     assert late_of(one.late) == late_ref(late)
@@ -151,8 +150,6 @@ def test_interval_join_matches_the_reference_at_any_batching(
     ref, late = interval_join(
         arrivals, lower, lower + width, lower_inclusive=lo_incl, upper_inclusive=hi_incl
     )
-    got = Counter(
-        (r["key"], freeze(r["left"]), freeze(r["right"]), r["ts"]) for r in one.results
-    )
+    got = Counter((r["key"], freeze(r["left"]), freeze(r["right"]), r["ts"]) for r in one.results)
     assert got == ref
     assert late_of(one.late) == late_ref(late)

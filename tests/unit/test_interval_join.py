@@ -135,9 +135,7 @@ def test_flink_testRestoreFromSnapshot(tmp_path: Path) -> None:
     before = len(h.driver.out.results)
     h.driver.restart()  # a new runtime, its state restored from RocksDB
     h.element("left", 4).watermark("left", 4).element("right", 4).watermark("right", 4)
-    after = Counter(
-        (r["left"]["ts"], r["right"]["ts"]) for r in h.driver.out.results[before:]
-    )
+    after = Counter((r["left"]["ts"], r["right"]["ts"]) for r in h.driver.out.results[before:])
     assert after == Counter([(3, 4), (4, 3), (4, 4)])
     assert not h.driver.out.late
 

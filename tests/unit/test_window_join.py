@@ -91,9 +91,7 @@ def run(fn: WindowJoinFunction, items: list[Arrival], path: Path) -> JoinDriver:
 
 
 def pairs(d: JoinDriver) -> Counter[tuple[int, int, int, int]]:
-    return Counter(
-        (r["start"], r["end"], r["left"]["ts"], r["right"]["ts"]) for r in d.out.results
-    )
+    return Counter((r["start"], r["end"], r["left"]["ts"], r["right"]["ts"]) for r in d.out.results)
 
 
 def test_default_record_and_firing_at_end_minus_one(tmp_path: Path) -> None:
@@ -112,7 +110,7 @@ def test_default_record_and_firing_at_end_minus_one(tmp_path: Path) -> None:
 
 def test_a_function_returning_none_emits_nothing(tmp_path: Path) -> None:
     fn = WindowJoinFunction(
-        windows.tumbling(ms=10), lambda l, r: None if r["ts"] == 2 else (l["ts"], r["ts"])
+        windows.tumbling(ms=10), lambda a, b: None if b["ts"] == 2 else (a["ts"], b["ts"])
     )
     d = run(fn, arrivals(("left", 1, 0), ("right", 2, 0), ("right", 3, 0)), tmp_path)
     d.advance(9)
