@@ -16,6 +16,8 @@ from weir.engine.errors import (
     WorkerFailed,
 )
 from weir.engine.job import (
+    ConnectedKeyedStreams,
+    ConnectedStreams,
     DataStream,
     Job,
     KeyedStream,
@@ -28,6 +30,8 @@ from weir.engine.watermarks import WatermarkStrategy
 
 __all__ = [
     "ConfigError",
+    "ConnectedKeyedStreams",
+    "ConnectedStreams",
     "DataStream",
     "Job",
     "JobDefinitionError",
