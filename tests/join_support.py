@@ -1,7 +1,12 @@
-"""Drive a join's co-process function through the keyed process runtime directly, with records
-tagged by input: ``(side, record)`` items and a tiny adapter calling ``process1``/``process2``,
-batched as the tests draw, state written to a real backend, and the runtime rebuilt from that
-state (a restore) where the tests ask."""
+"""Drive a join's co-process function through the keyed co-process runtime directly, batched as
+the tests draw, state written to a real backend, and the runtime rebuilt from that state (a
+restore) where the tests ask.
+
+A batch is split by input as a worker's delivery is (the first input's records, then the
+second's), so the runtime's merge by watermark (``operators/interleave.py``) is what puts them
+back in order; ``ordered=True`` runs the function in exactly the given order instead (a
+one-input process runtime and a tiny adapter), for the rules that depend on the order of
+records under one watermark (session merging)."""
 
 from __future__ import annotations
 
@@ -10,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.join_reference import MAX_TIME, Arrival
-from weir.engine.job import ProcessOperator
-from weir.engine.runtime.operators.process import ProcessRuntime
+from weir.engine.job import CoProcessOperator, ProcessOperator
+from weir.engine.runtime.operators.process import CoProcessRuntime, ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
@@ -45,8 +50,18 @@ class JoinDriver:
     """One join function in a ``ProcessRuntime`` over ``state``; ``feed`` a batch, ``advance``
     the watermark, ``restart`` from what was flushed."""
 
-    def __init__(self, fn: Any, state: StateBackend | None = None, name: str = "joined") -> None:
-        self.op = ProcessOperator(name, "key", TwoInputs(fn))
+    def __init__(
+        self,
+        fn: Any,
+        state: StateBackend | None = None,
+        name: str = "joined",
+        ordered: bool = False,
+    ) -> None:
+        self.ordered = ordered
+        if ordered:
+            self.op = ProcessOperator(name, "key", TwoInputs(fn))
+        else:
+            self.op = CoProcessOperator(name, "key", fn, second_key="key")
         self.op.side_outputs["late"] = []
         self.state = state or MemoryState()
         self.out = Driven()
@@ -54,18 +69,21 @@ class JoinDriver:
         self.rt = self._runtime()
 
     def _runtime(self) -> ProcessRuntime:
-        return ProcessRuntime(
-            self.op, self.state, KeyGroupRange(0, MAX_PAR - 1), MAX_PAR,
-            LateRecords(None), self._dead, 3_600_000,
-        )  # fmt: skip
+        args = (self.state, KeyGroupRange(0, MAX_PAR - 1), MAX_PAR, LateRecords(None),
+                self._dead, 3_600_000)  # fmt: skip
+        if isinstance(self.op, CoProcessOperator):
+            return CoProcessRuntime(self.op, *args)
+        return ProcessRuntime(self.op, *args)
 
     def feed(self, arrivals: Sequence[Arrival]) -> None:
-        self.rt.process(
-            [a.key for a in arrivals],
-            [(a.side, a.rec) for a in arrivals],
-            [a.ts for a in arrivals],
-            [a.wm for a in arrivals],
-        )
+        """One delivery: its records, then the watermark unchanged (records run by then)."""
+        if self.ordered:
+            self.rt.process(*_columns(arrivals, lambda a: (a.side, a.rec)))
+        else:
+            assert isinstance(self.rt, CoProcessRuntime)
+            self.rt.process(*_columns([a for a in arrivals if a.side == "left"]))
+            self.rt.process2(*_columns([a for a in arrivals if a.side == "right"]))
+        self.rt.advance(self.rt.watermark, self.rt.data_watermark)
         self._collect()
 
     def advance(self, watermark: int) -> None:
@@ -92,17 +110,29 @@ class JoinDriver:
         return list(cell[2] or [])
 
 
+def _columns(
+    arrivals: Sequence[Arrival], rec: Any = None
+) -> tuple[list[str], list[Any], list[int], list[int]]:
+    return (
+        [a.key for a in arrivals],
+        [a.rec if rec is None else rec(a) for a in arrivals],
+        [a.ts for a in arrivals],
+        [a.wm for a in arrivals],
+    )
+
+
 def drive(
     fn: Any,
     arrivals: Sequence[Arrival],
     sizes: Sequence[int] = (),
     restarts: Sequence[bool] = (),
     state: StateBackend | None = None,
+    ordered: bool = False,
 ) -> Driven:
     """All ``arrivals`` in batches of ``sizes`` (the rest in one), the watermark advanced after
     each batch to the next record's, a restart after the batches ``restarts`` marks, then the
     final watermark."""
-    d = JoinDriver(fn, state)
+    d = JoinDriver(fn, state, ordered=ordered)
     pos, cuts = 0, [*sizes, max(len(arrivals) - sum(sizes), 0)]
     for i, n in enumerate(cuts):
         batch = arrivals[pos : pos + n]

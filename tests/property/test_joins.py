@@ -1,7 +1,8 @@
 """Both joins against the brute-force model (``tests/join_reference.py``), on two inputs
 interleaved at random, each a split with its own out-of-orderness bound (so some records are
 late), at any batching, with restores from the state written in between: the emitted pairs and
-the late records equal the model's, and the output, in order, does not depend on the batching."""
+the late records equal the model's whatever the batching. Batches reach the co-process runtime
+split by input, as a worker delivers them (``tests/join_support.py``)."""
 
 from __future__ import annotations
 
@@ -112,9 +113,13 @@ def test_window_join_matches_the_reference_at_any_batching(
     arrivals = data.draw(INPUTS)
     sizes, restarts = data.draw(cuts(len(arrivals)))
     kind, size, slide = shape
-    one = drive(window_fn(*shape), arrivals, [1] * len(arrivals))
-    cut = drive(window_fn(*shape), arrivals, sizes, restarts)
-    assert cut.results == one.results and cut.late == one.late
+    # sessions merge by arrival order, which a delivery keeps only up to records under one
+    # watermark (interleave.py): they run in the given order, the others as a worker delivers
+    ordered = kind == "session"
+    one = drive(window_fn(*shape), arrivals, [1] * len(arrivals), ordered=ordered)
+    cut = drive(window_fn(*shape), arrivals, sizes, restarts, ordered=ordered)
+    assert Counter(map(freeze, cut.results)) == Counter(map(freeze, one.results))
+    assert late_of(cut.late) == late_of(one.late)
     if kind == "session":
         ref, late = session_join(arrivals, size)
     else:
@@ -146,7 +151,8 @@ def test_interval_join_matches_the_reference_at_any_batching(
 
     one = drive(fn(), arrivals, [1] * len(arrivals))
     cut = drive(fn(), arrivals, sizes, restarts)
-    assert cut.results == one.results and cut.late == one.late
+    assert Counter(map(freeze, cut.results)) == Counter(map(freeze, one.results))
+    assert late_of(cut.late) == late_of(one.late)
     ref, late = interval_join(
         arrivals, lower, lower + width, lower_inclusive=lo_incl, upper_inclusive=hi_incl
     )

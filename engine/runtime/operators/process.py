@@ -35,6 +35,7 @@ from weir.engine.runtime.operators.codec import (
     state_namespace,
 )
 from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.operators.interleave import Pending
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME
@@ -378,8 +379,18 @@ class CoProcessRuntime(ProcessRuntime):
         retention_ms: int,
     ) -> None:
         super().__init__(op, state, key_groups, max_parallelism, late, dead, retention_ms)
-        self._process = op.function.process1
-        self._process2 = op.function.process2
+        self._inputs = (op.function.process1, op.function.process2)
+        self._pending = Pending()  # a delivery's records, run in watermark order (interleave)
+
+    def process(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        self._pending.add(0, keys, recs, ts, wms)
 
     def process2(
         self,
@@ -389,4 +400,9 @@ class CoProcessRuntime(ProcessRuntime):
         wms: list[int],
         trace: list[int] | None = None,
     ) -> None:
-        self._run(self._process2, keys, recs, ts, wms)
+        self._pending.add(1, keys, recs, ts, wms)
+
+    def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+        for side, keys, recs, ts, wms in self._pending.take():
+            self._run(self._inputs[side], keys, recs, ts, wms)
+        super().advance(watermark, data_watermark, trace)
