@@ -1,11 +1,11 @@
 """weir's public job API.
 
-from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
+from weir import Job, WatermarkStrategy, agg, joins, sinks, sources, windows
 """
 
 from __future__ import annotations
 
-from weir.engine import agg, sinks, sources, windows
+from weir.engine import agg, joins, sinks, sources, windows
 from weir.engine.errors import (
     ConfigError,
     JobDefinitionError,
@@ -47,6 +47,7 @@ __all__ = [
     "WindowedStream",
     "WorkerFailed",
     "agg",
+    "joins",
     "sinks",
     "sources",
     "windows",

@@ -21,7 +21,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weir.engine import agg as _agg
 from weir.engine.errors import JobDefinitionError
@@ -35,6 +35,9 @@ from weir.engine.windows import (
     TumblingWindows,
     WindowAssigner,
 )
+
+if TYPE_CHECKING:
+    from weir.engine.joins import IntervalJoin, JoinedStreams
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 RESERVED_FIELDS = frozenset({"key", "start", "end", "final"})
@@ -237,6 +240,15 @@ class DataStream:
                 f"{other._job.name!r}; a job can only {verb} its own streams"
             )
 
+    def join(self, other: DataStream) -> JoinedStreams:
+        """A window join (Flink's): ``.where(key).equal_to(other_key).window(assigner)
+        .apply(fn=None, *, name=...)`` pairs the records of one key in one window
+        (``weir.engine.joins``)."""
+        from weir.engine.joins import JoinedStreams  # built on this module
+
+        self._same_job("join", other)
+        return JoinedStreams(self, other)
+
 
 class KeyedStream:
     def __init__(self, job: Job, node: KeyByNode) -> None:
@@ -287,6 +299,20 @@ class KeyedStream:
                 "side (a.connect(a).key_by(k1, k2)) so each input has its own key_by"
             )
         return ConnectedKeyedStreams(self._job, self._node, other._node)
+
+    def interval_join(self, other: KeyedStream) -> IntervalJoin:
+        """An interval join (Flink's): ``.between(lower_ms, upper_ms)``, optionally
+        ``.lower_bound_exclusive()``/``.upper_bound_exclusive()``, then ``.process(fn=None, *,
+        name=...)`` pairs records of one key with ``other.ts - this.ts`` within the bounds
+        (``weir.engine.joins``)."""
+        from weir.engine.joins import IntervalJoin  # built on this module
+
+        if not isinstance(other, KeyedStream) or other._job is not self._job:
+            raise JobDefinitionError(
+                f"interval_join({other!r}): pass a keyed stream of the same job, e.g. "
+                "a.key_by('id').interval_join(b.key_by('id'))"
+            )
+        return IntervalJoin(self, other)
 
 
 class WindowedStream:
