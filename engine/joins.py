@@ -37,7 +37,7 @@ from weir.engine.runtime.operators.join_window import WindowJoinFunction
 from weir.engine.windows import SessionWindows, SlidingWindows, TumblingWindows
 
 if TYPE_CHECKING:
-    from weir.engine.job import DataStream, KeyedStream, KeySelector, ResultStream
+    from weir.engine.job import DataStream, Job, KeyedStream, KeySelector, ResultStream
 
 __all__ = [
     "LATE",
@@ -46,6 +46,7 @@ __all__ = [
     "JoinedStreams",
     "PairContext",
     "WindowedJoin",
+    "joins_of",
 ]
 
 
@@ -205,6 +206,17 @@ class IntervalJoined:
             upper_inclusive=self._inclusive[1], fn=fn,
         )  # fmt: skip
         return _with_late_output(self._left.connect(self._right).process(function, name=name))
+
+
+def joins_of(job: Job) -> list[tuple[str, str]]:
+    """The job's joins, ``(name, "window join" | "interval join")``."""
+    found = []
+    for op in job.operators.values():
+        if isinstance(op, ProcessOperator) and isinstance(op.function, WindowJoinFunction):
+            found.append((op.name, "window join"))
+        elif isinstance(op, ProcessOperator) and isinstance(op.function, IntervalJoinFunction):
+            found.append((op.name, "interval join"))
+    return found
 
 
 def _with_late_output(result: ResultStream) -> ResultStream:

@@ -63,6 +63,14 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
 def _refuse_several_inputs(job: Job) -> None:
     """The backfill runs one source's chain; a job of several inputs is refused rather than
     computed differently."""
+    from weir.engine.joins import joins_of  # the job API's, imported when a backfill needs it
+
+    for name, kind in joins_of(job):
+        raise JobDefinitionError(
+            f"operator {name!r} of job {job.name!r} is a {kind}; the backfill does not compute "
+            "joins: backfill a job file without it, or run the join over the bounded input "
+            "with weir run --exit-at-end"
+        )
     if len(job.sources) > 1:
         names = ", ".join(s.name for s in job.sources)
         raise JobDefinitionError(

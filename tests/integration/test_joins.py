@@ -18,6 +18,7 @@ import pytest
 from tests.integration.test_checkpoints import FAST, _wait_checkpoint
 from tests.join_reference import MIN_TIME, Arrival, freeze, interval_join, window_join
 from tests.support import (
+    WeirResult,
     WeirServer,
     alive,
     event_lines,
@@ -175,3 +176,21 @@ def test_a_running_joins_buffers_answer_over_http(
         assert all(ts == rec["ts"] for ts, rec in entries)
     missing = c.get("/live-joins/clicked/state/no-such-ad")
     assert missing.status_code == 404 and "no-such-ad" in missing.text
+
+
+def test_the_backfill_refuses_a_join_naming_it(
+    tmp_path: Path, run_weir: Callable[..., WeirResult]
+) -> None:
+    src = write_lines(tmp_path / "in.jsonl", event_lines(make_events(50, seed=1)))
+    result = run_weir(
+        "backfill", str(job_file(tmp_path, src)), "--input", str(src),
+        "--into-savepoint", str(tmp_path / "sp"),
+    )  # fmt: skip
+    assert result.rc == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.error_lines()[-1] == (
+        "weir: error: operator 'wjoin' of job 'joins' is a window join; the backfill does not "
+        "compute joins: backfill a job file without it, or run the join over the bounded input "
+        "with weir run --exit-at-end"
+    )
+    assert not (tmp_path / "sp").exists()
