@@ -9,9 +9,14 @@
 - a record older than the watermark it arrives under (``ts < watermark``) is late: it goes to
   the ``late`` side output and joins nothing (Flink drops it, or side-outputs it with
   ``sideOutputLeftLateData``);
-- buffers are cleaned by event-time timers: a left record at ``t`` can no longer join once the
-  watermark reaches ``t + max(upper, 0)``, a right one at ``t + max(-lower, 0)`` (clamped to the
-  64-bit range), and is then removed.
+- a left record at ``t`` can no longer join once the watermark reaches its cleanup time
+  ``t + max(upper, 0)``, a right one at ``t + max(-lower, 0)`` (clamped to the 64-bit range).
+
+Flink removes each record by a timer at its cleanup time. Here a lookup skips the entries whose
+cleanup time the watermark has reached, which is what makes the join exact, and the timers that
+remove them are rounded up to a grid of 1/16 of the interval's width (1 ms for narrow
+intervals): a key then holds one timer per grid step instead of one per record, and a buffer
+keeps at most that much of expired entries (visible to a query) before they go.
 
 A record within its source's out-of-orderness bound is never late and its partners are still
 buffered when it arrives, so for such input the result is every pair the bounds allow, whatever
@@ -88,6 +93,8 @@ class IntervalJoinFunction:
         self.lower = lower_ms if lower_inclusive else lower_ms + 1
         self.upper = upper_ms if upper_inclusive else upper_ms - 1
         self._fn: ProcessJoinFn = fn or default_pair
+        self._keep = (max(self.upper, 0), max(-self.lower, 0))  # cleanup offsets: left, right
+        self._grid = max(1, (self.upper - self.lower) // 16)
 
     def process1(self, event: Any, ctx: JoinContext) -> None:
         t = timestamp_of(ctx)
@@ -95,9 +102,10 @@ class IntervalJoinFunction:
             report_late(ctx, LEFT, event)
             return
         insert(ctx, LEFT, t, event)
-        for tr, right in between(entries_of(ctx, RIGHT), t + self.lower, t + self.upper):
+        lo = max(t + self.lower, _oldest_kept(ctx.watermark, self._keep[1]))
+        for tr, right in between(entries_of(ctx, RIGHT), lo, t + self.upper):
             self._fn(event, right, PairContext(ctx, t, tr))
-        ctx.register_event_time_timer(_clamp(t + max(self.upper, 0)))
+        ctx.register_event_time_timer(self._timer(t + self._keep[0]))
 
     def process2(self, event: Any, ctx: JoinContext) -> None:
         t = timestamp_of(ctx)
@@ -105,22 +113,25 @@ class IntervalJoinFunction:
             report_late(ctx, RIGHT, event)
             return
         insert(ctx, RIGHT, t, event)
-        for tl, left in between(entries_of(ctx, LEFT), t - self.upper, t - self.lower):
+        lo = max(t - self.upper, _oldest_kept(ctx.watermark, self._keep[0]))
+        for tl, left in between(entries_of(ctx, LEFT), lo, t - self.lower):
             self._fn(left, event, PairContext(ctx, tl, t))
-        ctx.register_event_time_timer(_clamp(t + max(-self.lower, 0)))
+        ctx.register_event_time_timer(self._timer(t + self._keep[1]))
 
     def on_timer(self, timestamp: int, ctx: JoinContext) -> None:
         """Every entry whose cleanup time has come goes: a timer at ``c`` stands for all the
         key's cleanup times up to ``c`` (earlier ones fired first), on both sides."""
-        drop_through(ctx, LEFT, _unclean(timestamp, max(self.upper, 0)))
-        drop_through(ctx, RIGHT, _unclean(timestamp, max(-self.lower, 0)))
+        drop_through(ctx, LEFT, _oldest_kept(timestamp, self._keep[0]) - 1)
+        drop_through(ctx, RIGHT, _oldest_kept(timestamp, self._keep[1]) - 1)
+
+    def _timer(self, cleanup: int) -> int:
+        """The grid step at or after ``cleanup``, within the 64-bit range."""
+        g = self._grid
+        at = -(-cleanup // g) * g
+        return at if at < MAX_TIME else MAX_TIME
 
 
-def _clamp(t: int) -> int:
-    return t if t < MAX_TIME else MAX_TIME
-
-
-def _unclean(timer: int, offset: int) -> int:
-    """The newest timestamp whose cleanup time ``ts + offset`` (clamped) is ``<= timer``; at
-    ``MAX_TIME`` every entry is due."""
-    return MAX_TIME if timer >= MAX_TIME else timer - offset
+def _oldest_kept(watermark: int, offset: int) -> int:
+    """The oldest timestamp whose cleanup time ``min(ts + offset, MAX_TIME)`` the watermark
+    has not reached; once the watermark is ``MAX_TIME``, none (every entry is due)."""
+    return watermark - offset + 1 if watermark < MAX_TIME else MAX_TIME + 1
