@@ -328,17 +328,28 @@ class ProcessRuntime:
                 else:
                     puts[skey] = encode_state(name, cell[1], cell[2])
                 cell[3] = False
-        for kind, at, kg in self._dirty_timers:
-            tkey = layout.timer_key(kg, self._tsid, at, kind)
-            keys = sorted(
-                k for k in self._timers[kind].get(at, ()) if key_group(k, self._max_par) == kg
-            )
-            if keys:
-                puts[tkey] = encode_keys(keys)
-            else:
-                deletes.append(tkey)
+        for (kind, at), kgs in self._dirty_timer_groups().items():
+            for kg, keys in kgs.items():
+                tkey = layout.timer_key(kg, self._tsid, at, kind)
+                if keys:
+                    puts[tkey] = encode_keys(sorted(keys))
+                else:
+                    deletes.append(tkey)
         self._dirty_timers.clear()
         return StateDelta(puts, [], deletes)
+
+    def _dirty_timer_groups(self) -> dict[tuple[int, int], dict[int, list[str]]]:
+        """The keys of each dirty timer entry, by (kind, time) and key group: each time's keys
+        are grouped once, however many of its key groups changed (many keys share a time)."""
+        out: dict[tuple[int, int], dict[int, list[str]]] = {}
+        for kind, at, kg in self._dirty_timers:
+            out.setdefault((kind, at), {})[kg] = []
+        for (kind, at), kgs in out.items():
+            for k in self._timers[kind].get(at, ()):
+                mine = kgs.get(key_group(k, self._max_par))
+                if mine is not None:
+                    mine.append(k)
+        return out
 
     def restore(self, watermark: int, data_watermark: int) -> None:
         """Timers come back from RocksDB (keyed state is read from it on first use anyway)."""
