@@ -214,3 +214,23 @@ def test_cleanup_times_near_the_end_of_time_are_clamped(tmp_path: Path) -> None:
     assert h.pairs() == Counter([(top - 2, top)])
     h.watermark("left", top).watermark("right", top)
     assert h.driver.buffer("key", "left") == [] and h.driver.buffer("key", "right") == []
+
+
+@pytest.mark.parametrize(
+    ("bounds", "first", "second"),
+    [((-40, 0), "right", "left"), ((0, 40), "left", "right")],
+    ids=["right-entry-expired", "left-entry-expired"],
+)
+def test_an_entry_past_its_cleanup_time_joins_nothing_before_its_timer_fires(
+    tmp_path: Path, bounds: tuple[int, int], first: str, second: str
+) -> None:
+    """Cleanup timers round up to 1/16 of the width (here 2 ms): an entry whose cleanup time
+    (9 + 40 = 49) the watermark reached is skipped although its timer (50) has not fired, as
+    Flink's per-record timer would have removed it; the buffer still shows it meanwhile."""
+    h = harness(tmp_path, bounds[0], True, bounds[1], True)
+    h.element(first, 9).watermark("left", 49).watermark("right", 49)
+    assert h.buffer_timestamps(first) == [9]
+    h.element(second, 49)  # at the watermark: not late, 40 ms from the entry
+    assert h.pairs() == Counter() and not h.driver.out.late
+    h.watermark("left", 50).watermark("right", 50)
+    assert h.buffer_timestamps(first) == []
