@@ -187,3 +187,12 @@ def test_the_last_window_of_time_holds_max_time(tmp_path: Path) -> None:
     d = run(fn, arrivals(("left", top, 0), ("right", top - 1, 0)), tmp_path)
     d.advance(top)
     assert [(r["end"], r["left"]["ts"]) for r in d.out.results] == [(top, top)]
+
+
+@pytest.mark.parametrize("offset", [0, 3, -4])
+def test_a_tumbling_records_window_is_the_assigners(offset: int) -> None:
+    assigner = windows.tumbling(ms=10, offset_ms=offset)
+    fn = WindowJoinFunction(assigner, None)
+    top = (1 << 63) - 1
+    for t in [-(1 << 63), -11, -1, 0, 2, 3, 9, 13, 10**15 + 7, top - 9, top - 1, top]:
+        assert fn._ends(t) == assigner.window_ends([t]), t

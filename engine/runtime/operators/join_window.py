@@ -98,7 +98,9 @@ class WindowJoinFunction:
     def _ends(self, t: int) -> list[int]:
         """The ends of the windows holding ``t``, latest first."""
         if isinstance(self.assigner, TumblingWindows):
-            return self.assigner.window_ends([t])
+            size, offset = self.assigner.size_ms, self.assigner.offset_ms
+            end = t - (t - offset) % size + size  # TumblingWindows.window_ends, for one record
+            return [end if end < MAX_TIME else MAX_TIME]
         assert isinstance(self.assigner, SlidingWindows)
         return self.assigner.window_ends_of(t)
 
