@@ -61,17 +61,25 @@ def window_join(
 ) -> tuple[Counter[Any], list[Arrival]]:
     """Tumbling (``slide=None``) or sliding window join: pairs ``(key, start, end, left,
     right)`` and the late arrivals."""
-    live: list[set[tuple[int, int]]] = [
-        {w for w in windows_of(a.ts, size, slide) if w[1] - 1 > a.wm} for a in arrivals
-    ]
+    live = [{w for w in windows_of(a.ts, size, slide) if w[1] - 1 > a.wm} for a in arrivals]
     late = [a for a, ws in zip(arrivals, live, strict=True) if not ws]
     pairs: Counter[Any] = Counter()
-    for i, a in enumerate(arrivals):
-        for j, b in enumerate(arrivals):
-            if a.side == "left" and b.side == "right" and a.key == b.key:
+    for lefts, rights in _sides_by_key(arrivals).values():
+        for i in lefts:
+            for j in rights:
+                a, b = arrivals[i], arrivals[j]
                 for w in live[i] & live[j]:
                     pairs[(a.key, w[0], w[1], freeze(a.rec), freeze(b.rec))] += 1
     return pairs, late
+
+
+def _sides_by_key(arrivals: Sequence[Arrival]) -> dict[Any, tuple[list[int], list[int]]]:
+    """Per key, the positions of its left and its right arrivals (the nested loops run per
+    key: records of different keys never join)."""
+    out: dict[Any, tuple[list[int], list[int]]] = {}
+    for i, a in enumerate(arrivals):
+        out.setdefault(a.key, ([], []))[a.side == "right"].append(i)
+    return out
 
 
 def session_join(arrivals: Sequence[Arrival], gap: int) -> tuple[Counter[Any], list[Arrival]]:
@@ -125,14 +133,14 @@ def interval_join(
 
     late = [a for a in arrivals if a.ts < a.wm]
     pairs: Counter[Any] = Counter()
-    for i, first in enumerate(arrivals):
-        for second in arrivals[i + 1 :]:
-            if first.side == second.side or first.key != second.key:
-                continue
-            if first.ts < first.wm or second.ts < second.wm or cleanup(first) <= second.wm:
-                continue
-            left, right = (first, second) if first.side == "left" else (second, first)
-            if lo <= right.ts - left.ts <= hi:
-                key = (left.key, freeze(left.rec), freeze(right.rec), max(left.ts, right.ts))
-                pairs[key] += 1
+    for lefts, rights in _sides_by_key(arrivals).values():
+        for i in lefts:
+            for j in rights:
+                left, right = arrivals[i], arrivals[j]
+                first, second = (left, right) if i < j else (right, left)
+                if left.ts < left.wm or right.ts < right.wm or cleanup(first) <= second.wm:
+                    continue
+                if lo <= right.ts - left.ts <= hi:
+                    key = (left.key, freeze(left.rec), freeze(right.rec), max(left.ts, right.ts))
+                    pairs[key] += 1
     return pairs, late
