@@ -1,8 +1,9 @@
 """Both joins in real ``weir run`` processes: one job holds a window join and an interval join of
 the impressions and clicks of one ad stream (a file: one split, late records included); at
 parallelism 1, 2 and 4 each join's output and late records equal the brute-force model's
-(``tests/join_reference.py``); a kill -9 of a worker mid-run leaves the output exactly once;
-a running join's buffers answer at ``/{job}/{name}/state/{key}``."""
+(``tests/join_reference.py``); a kill -9 of a worker mid-run leaves the output exactly once, and
+so does a kill -9 of the whole run restored at another parallelism (the buffers rescale by key
+groups); a running join's buffers answer at ``/{job}/{name}/state/{key}``."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tests.support import (
     WeirResult,
     WeirServer,
     alive,
+    children,
     event_lines,
     make_events,
     read_jsonl,
@@ -138,6 +140,27 @@ def test_joins_are_exactly_once_across_a_kill_9_of_a_worker(
     assert "restarted from" in server.stderr()
     assert not alive(victim)
     assert_equals_the_model(events, tmp_path, state)  # no pair lost, none twice
+
+
+def test_join_buffers_restored_at_another_parallelism_rescale_exactly(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    events = make_events(6_000, seed=6)
+    src = write_lines(tmp_path / "in.jsonl", event_lines(events))
+    state, job = tmp_path / "state", job_file(tmp_path, src, SLOW)
+    first = weir_server(job, "--exit-at-end", "--parallelism", "2", *FAST, state_dir=state)
+    _wait_checkpoint(first, at_least=2)
+    workers = children(first.proc.pid)
+    os.killpg(first.proc.pid, signal.SIGKILL)  # the job manager and its workers at once
+    first.proc.wait(10)
+    wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")
+    second = weir_server(
+        job, "--exit-at-end", "--parallelism", "3", *FAST, "--restore", "latest",
+        state_dir=state,
+    )  # fmt: skip
+    assert second.proc.wait(120) == 0, second.stderr()
+    assert "restored from" in second.stderr()
+    assert_equals_the_model(events, tmp_path, state)
 
 
 LIVE_JOB = """
