@@ -17,12 +17,14 @@ the worker.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from weir.engine.job import SourceNode
+from weir.engine.job import Job, SourceNode
 from weir.engine.runtime.messages import SplitPosition
 from weir.engine.runtime.task.chain import Chain, KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
+from weir.engine.runtime.task.graph import SplitId, split_prefix
 from weir.engine.runtime.task.routing import ACTIVE, ENDED, IDLE
 from weir.engine.sources import SplitReader
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
@@ -243,3 +245,17 @@ class SourceSides:
     def close(self) -> None:
         for side in self.sides:
             side.close()
+
+
+def source_sides(
+    job: Job, mine: list[SplitId], chain: Callable[[SourceNode], Chain], idle_ms: int | None
+) -> SourceSides:
+    """A worker's source sides: one per source it has splits of (``mine``), each with its own
+    chain (``chain(node)``)."""
+    sides = []
+    for i, node in enumerate(job.sources):
+        ids = [s.id for s in mine if s.source == i]
+        if ids:
+            prefix = split_prefix(job, i)
+            sides.append(SourceSide(node, chain(node), ids, idle_ms, index=i, prefix=prefix))
+    return SourceSides(sides)
