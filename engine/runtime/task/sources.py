@@ -1,6 +1,8 @@
-"""A worker's source side: its splits (every ``p``-th of the source's), read one batch at a
+"""A worker's source side: its splits (every ``p``-th of the job's), read one batch at a
 time in turn, through the chain; each split's watermark, idleness and end (``Inputs``), and
-where each split is, for checkpoints.
+where each split is, for checkpoints. A job of several sources has a side per source
+(``SourceSides``), each with its own chain, timestamps and watermarks: a side's outgoing
+watermark is its source's, never combined with another source's.
 
 A split's watermark only moves forward; a split quiet for the idle timeout stops holding the
 watermark back until it has data again; an ended split holds the maximum watermark. The
