@@ -234,3 +234,17 @@ def test_an_entry_past_its_cleanup_time_joins_nothing_before_its_timer_fires(
     assert h.pairs() == Counter() and not h.driver.out.late
     h.watermark("left", 50).watermark("right", 50)
     assert h.buffer_timestamps(first) == []
+
+
+def test_a_join_function_that_raises_goes_to_the_dead_letters_and_the_record_is_cleaned(
+    tmp_path: Path,
+) -> None:
+    def broken(left: Any, right: Any, ctx: PairContext) -> None:
+        raise ValueError("no")
+
+    h = FlinkHarness(IntervalJoinFunction(0, 1, fn=broken), tmp_path)
+    h.element("left", 1).element("right", 2)
+    assert h.driver.out.dead[0]["stage"] == "process:joined"
+    assert h.buffer_timestamps("right") == [2]  # buffered, with its cleanup timer
+    h.watermark("left", 5).watermark("right", 5)
+    assert h.buffer_timestamps("right") == [] and h.buffer_timestamps("left") == []

@@ -196,3 +196,14 @@ def test_a_tumbling_records_window_is_the_assigners(offset: int) -> None:
     top = (1 << 63) - 1
     for t in [-(1 << 63), -11, -1, 0, 2, 3, 9, 13, 10**15 + 7, top - 9, top - 1, top]:
         assert fn._ends(t) == assigner.window_ends([t]), t
+
+
+def test_a_join_function_that_raises_goes_to_the_dead_letters_and_the_window_is_cleaned(
+    tmp_path: Path,
+) -> None:
+    fn = WindowJoinFunction(windows.tumbling(ms=10), lambda a, b: a["missing"])
+    d = run(fn, arrivals(("left", 1, 0), ("right", 2, 0)), tmp_path)
+    d.advance(9)
+    assert d.out.results == [] and d.out.dead[0]["stage"] == "timer:joined"
+    assert "KeyError: 'missing'" in d.out.dead[0]["reason"]
+    assert d.rt.snapshot().puts == {} and d.buffer("k", "left") == []

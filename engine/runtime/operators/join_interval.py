@@ -18,6 +18,9 @@ remove them are rounded up to a grid of 1/16 of the interval's width (1 ms for n
 intervals): a key then holds one timer per grid step instead of one per record, and a buffer
 keeps at most that much of expired entries (visible to a query) before they go.
 
+A function that raises sends the record to the dead letters (the runtime's rule); the record
+stays buffered with its cleanup timer, and the pairs after the failing one are not emitted.
+
 A record within its source's out-of-orderness bound is never late and its partners are still
 buffered when it arrives, so for such input the result is every pair the bounds allow, whatever
 the interleaving of the two inputs.
@@ -102,10 +105,10 @@ class IntervalJoinFunction:
             report_late(ctx, LEFT, event)
             return
         insert(ctx, LEFT, t, event)
+        ctx.register_event_time_timer(self._timer(t + self._keep[0]))  # before fn can raise
         lo = max(t + self.lower, _oldest_kept(ctx.watermark, self._keep[1]))
         for tr, right in between(entries_of(ctx, RIGHT), lo, t + self.upper):
             self._fn(event, right, PairContext(ctx, t, tr))
-        ctx.register_event_time_timer(self._timer(t + self._keep[0]))
 
     def process2(self, event: Any, ctx: JoinContext) -> None:
         t = timestamp_of(ctx)
@@ -113,10 +116,10 @@ class IntervalJoinFunction:
             report_late(ctx, RIGHT, event)
             return
         insert(ctx, RIGHT, t, event)
+        ctx.register_event_time_timer(self._timer(t + self._keep[1]))
         lo = max(t - self.upper, _oldest_kept(ctx.watermark, self._keep[0]))
         for tl, left in between(entries_of(ctx, LEFT), lo, t - self.lower):
             self._fn(left, event, PairContext(ctx, tl, t))
-        ctx.register_event_time_timer(self._timer(t + self._keep[1]))
 
     def on_timer(self, timestamp: int, ctx: JoinContext) -> None:
         """Every entry whose cleanup time has come goes: a timer at ``c`` stands for all the

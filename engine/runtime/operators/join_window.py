@@ -15,6 +15,9 @@ copy its records into every window. Lateness is the window operator's, with no a
   judged on the merged session. The key's sessions are a value state ``sessions``
   (``[[start, end], ...]``) and each session fires by a timer at its ``end - 1``, moved when a
   merge moves the end.
+
+A join function that raises sends the window's timer (key and time) to the dead letters (the
+runtime's rule); the window's remaining pairs are not emitted, and its records still go.
 """
 
 from __future__ import annotations
@@ -70,13 +73,15 @@ class WindowJoinFunction:
                 return
         else:
             start = self.assigner.start_of(end)
-        self._emit(ctx, start, end)
         if isinstance(self.assigner, SessionWindows):
             upto = end - 1 if end < MAX_TIME else MAX_TIME  # the last session holds MAX_TIME
         else:
             upto = self._last_retired(end)
-        drop_through(ctx, LEFT, upto)
-        drop_through(ctx, RIGHT, upto)
+        try:
+            self._emit(ctx, start, end)
+        finally:  # a join function that raises loses the window's pairs, never its cleanup
+            drop_through(ctx, LEFT, upto)
+            drop_through(ctx, RIGHT, upto)
 
     # -- input -----------------------------------------------------------------------------------
 
