@@ -53,9 +53,12 @@ def write_inputs(workdir: Path, events: int, keys: int) -> Path:
 
 
 def measure(workdir: Path, events: int = 400_000, keys: int = 10_000) -> dict[str, Any]:
-    """Each join at parallelism 1 and 2; their ``p2_over_p1``."""
+    """Each join at parallelism 1 and 2; their ``p2_over_p1``, beside what two processes get
+    of this (shared) host right now: the ceiling for any p2/p1 figure."""
+    from loadtest.bench import parallel_capacity  # bench imports this module
+
     pattern = write_inputs(workdir, events, keys)
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"machine_parallel_capacity": parallel_capacity()}
     for kind, join in JOINS.items():
         job_file = workdir / f"{kind}_job.py"
         job_file.write_text(JOB.format(path=str(pattern), join=join))
