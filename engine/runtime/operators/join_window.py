@@ -71,12 +71,9 @@ class WindowJoinFunction:
             start = _pop_session(ctx, end)
             if start is None:
                 return
-        else:
-            start = self.assigner.start_of(end)
-        if isinstance(self.assigner, SessionWindows):
             upto = end - 1 if end < MAX_TIME else MAX_TIME  # the last session holds MAX_TIME
         else:
-            upto = self._last_retired(end)
+            start, upto = self.assigner.start_of(end), self._last_retired(end)
         try:
             self._emit(ctx, start, end)
         finally:  # a join function that raises loses the window's pairs, never its cleanup
