@@ -1,11 +1,11 @@
 """weir's public job API.
 
-from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
+from weir import Job, WatermarkStrategy, agg, joins, sinks, sources, windows
 """
 
 from __future__ import annotations
 
-from weir.engine import agg, sinks, sources, windows
+from weir.engine import agg, joins, sinks, sources, windows
 from weir.engine.errors import (
     ConfigError,
     JobDefinitionError,
@@ -16,6 +16,8 @@ from weir.engine.errors import (
     WorkerFailed,
 )
 from weir.engine.job import (
+    ConnectedKeyedStreams,
+    ConnectedStreams,
     DataStream,
     Job,
     KeyedStream,
@@ -28,6 +30,8 @@ from weir.engine.watermarks import WatermarkStrategy
 
 __all__ = [
     "ConfigError",
+    "ConnectedKeyedStreams",
+    "ConnectedStreams",
     "DataStream",
     "Job",
     "JobDefinitionError",
@@ -43,6 +47,7 @@ __all__ = [
     "WindowedStream",
     "WorkerFailed",
     "agg",
+    "joins",
     "sinks",
     "sources",
     "windows",

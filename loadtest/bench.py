@@ -26,6 +26,8 @@
 11. ``cluster``: cluster mode (``--master spark://…``) on a two-worker standalone Spark cluster
    on this host beside local p=2: throughput, query latency through the driver, freshness and
    recovery after an executor loss (``cluster_bench.py``; ``make bench-cluster`` runs it alone).
+12. ``joins``: a window join and an interval join of the ad stream's impressions and clicks at
+   parallelism 1 and 2 (``join_bench.py``).
 
 ``--only`` runs some sections. The figures (``loadtest/plots.py``) and ``bench.json`` go to
 ``--out``; ``seconds`` in the JSON times each section. Each figure is then printed beside the
@@ -53,6 +55,7 @@ from loadtest import (
     cluster_bench,
     freshness,
     gate,
+    join_bench,
     kafka_bench,
     peer_bench,
     plots,
@@ -124,9 +127,9 @@ def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     op = worker.keyed.ops["stats"]
     return {
-        "events": worker.chain.records_in,
+        "events": worker.sources.records_in,
         "seconds": round(seconds, 3),
-        "events_per_s": round(worker.chain.records_in / seconds),
+        "events_per_s": round(worker.sources.records_in / seconds),
         "windows_fired": op.results_out,
     }
 
@@ -200,7 +203,7 @@ def buffer_sweep(workdir: Path, events: int, keys: int, rate: int) -> list[dict[
 
 SECTIONS = (
     "single_worker", "parallel", "serving_cost", "freshness", "buffer_timeout", "checkpoints",
-    "s3_checkpoints", "kafka", "queries", "peers", "cluster",
+    "s3_checkpoints", "kafka", "queries", "peers", "cluster", "joins",
 )  # fmt: skip
 
 
@@ -248,6 +251,7 @@ def main() -> None:
         "queries": lambda: query_bench.measure(workdir),
         "peers": lambda: peer_bench.measure(workdir, args.peer_events),
         "cluster": lambda: cluster_bench.run(workdir / "cluster"),
+        "joins": lambda: join_bench.measure(workdir),
     }
     result: dict[str, Any] = {
         "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},

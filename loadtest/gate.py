@@ -47,6 +47,8 @@ EXPLICIT: tuple[tuple[str, Direction], ...] = (
     ("*.buffer_timeout_ms", "info"),  # settings echoed beside their results
     ("*.restart_delay_ms", "info"),
     ("*.rate", "info"),
+    ("joins.*.events_per_s", "higher"),  # join_bench: each join's input rate at p=1 and p=2
+    ("joins.*.p2_over_p1", "higher"),
     ("*backpressure*", "lower"),
     ("*non_2xx", "lower"),
     ("*.errors", "lower"),

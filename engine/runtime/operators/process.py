@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from weir.engine.job import OutputTag, ProcessOperator
+from weir.engine.job import CoProcessOperator, OutputTag, ProcessOperator
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.codec import (
     decode_keys,
@@ -35,6 +35,7 @@ from weir.engine.runtime.operators.codec import (
     state_namespace,
 )
 from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.operators.interleave import Pending
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME
@@ -219,6 +220,16 @@ class ProcessRuntime:
         wms: list[int],
         trace: list[int] | None = None,
     ) -> None:
+        self._run(self._process, keys, recs, ts, wms)
+
+    def _run(
+        self,
+        process: Any,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+    ) -> None:
         ctx = self._ctx
         event_heap = self._heaps[EVENT]
         for key, rec, t, w in zip(keys, recs, ts, wms, strict=True):
@@ -227,7 +238,7 @@ class ProcessRuntime:
             self.records_in += 1
             ctx.key, ctx.timestamp, ctx.watermark = key, t, w
             try:
-                self._process(rec, ctx)
+                process(rec, ctx)
             except Exception as exc:  # noqa: BLE001 - a bad record never stops the job
                 self._dead.add(f"process:{self.op.name}", f"{type(exc).__name__}: {exc}", rec)
 
@@ -317,17 +328,28 @@ class ProcessRuntime:
                 else:
                     puts[skey] = encode_state(name, cell[1], cell[2])
                 cell[3] = False
-        for kind, at, kg in self._dirty_timers:
-            tkey = layout.timer_key(kg, self._tsid, at, kind)
-            keys = sorted(
-                k for k in self._timers[kind].get(at, ()) if key_group(k, self._max_par) == kg
-            )
-            if keys:
-                puts[tkey] = encode_keys(keys)
-            else:
-                deletes.append(tkey)
+        for (kind, at), kgs in self._dirty_timer_groups().items():
+            for kg, keys in kgs.items():
+                tkey = layout.timer_key(kg, self._tsid, at, kind)
+                if keys:
+                    puts[tkey] = encode_keys(sorted(keys))
+                else:
+                    deletes.append(tkey)
         self._dirty_timers.clear()
         return StateDelta(puts, [], deletes)
+
+    def _dirty_timer_groups(self) -> dict[tuple[int, int], dict[int, list[str]]]:
+        """The keys of each dirty timer entry, by (kind, time) and key group: each time's keys
+        are grouped once, however many of its key groups changed (many keys share a time)."""
+        out: dict[tuple[int, int], dict[int, list[str]]] = {}
+        for kind, at, kg in self._dirty_timers:
+            out.setdefault((kind, at), {})[kg] = []
+        for (kind, at), kgs in out.items():
+            for k in self._timers[kind].get(at, ()):
+                mine = kgs.get(key_group(k, self._max_par))
+                if mine is not None:
+                    mine.append(k)
+        return out
 
     def restore(self, watermark: int, data_watermark: int) -> None:
         """Timers come back from RocksDB (keyed state is read from it on first use anyway)."""
@@ -350,3 +372,48 @@ class ProcessRuntime:
 
     def top_status(self) -> TopStatus | None:
         return None  # keys share no windows to rank
+
+
+class CoProcessRuntime(ProcessRuntime):
+    """A keyed co-process function (``CoProcessOperator``): ``process`` feeds the first input
+    to ``fn.process1``, ``process2`` the second to ``fn.process2``; state, timers, outputs,
+    snapshots and restore are the one-input runtime's, so the key's state is one."""
+
+    def __init__(
+        self,
+        op: CoProcessOperator,
+        state: StateBackend,
+        key_groups: KeyGroupRange,
+        max_parallelism: int,
+        late: LateRecords,
+        dead: DeadLetters,
+        retention_ms: int,
+    ) -> None:
+        super().__init__(op, state, key_groups, max_parallelism, late, dead, retention_ms)
+        self._inputs = (op.function.process1, op.function.process2)
+        self._pending = Pending()  # a delivery's records, run in watermark order (interleave)
+
+    def process(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        self._pending.add(0, keys, recs, ts, wms)
+
+    def process2(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        self._pending.add(1, keys, recs, ts, wms)
+
+    def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+        for side, keys, recs, ts, wms in self._pending.take():
+            self._run(self._inputs[side], keys, recs, ts, wms)
+        super().advance(watermark, data_watermark, trace)

@@ -1,6 +1,8 @@
-"""A worker's source side: its splits (every ``p``-th of the source's), read one batch at a
+"""A worker's source side: its splits (every ``p``-th of the job's), read one batch at a
 time in turn, through the chain; each split's watermark, idleness and end (``Inputs``), and
-where each split is, for checkpoints.
+where each split is, for checkpoints. A job of several sources has a side per source
+(``SourceSides``), each with its own chain, timestamps and watermarks: a side's outgoing
+watermark is its source's, never combined with another source's.
 
 A split's watermark only moves forward; a split quiet for the idle timeout stops holding the
 watermark back until it has data again; an ended split holds the maximum watermark. The
@@ -17,12 +19,14 @@ the worker.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from weir.engine.job import SourceNode
+from weir.engine.job import Job, SourceNode
 from weir.engine.runtime.messages import SplitPosition
 from weir.engine.runtime.task.chain import Chain, KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
+from weir.engine.runtime.task.graph import SplitId, split_prefix
 from weir.engine.runtime.task.routing import ACTIVE, ENDED, IDLE
 from weir.engine.sources import SplitReader
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
@@ -38,6 +42,7 @@ class Routable:
     data_watermark: int
     status: int
     had_records: bool
+    source: int = 0  # the index of the source read: watermarks travel per source
 
 
 @dataclass(slots=True)
@@ -52,8 +57,19 @@ class SplitStart:
 
 class SourceSide:
     def __init__(
-        self, node: SourceNode, chain: Chain, splits: list[str], idle_timeout_ms: int | None
+        self,
+        node: SourceNode,
+        chain: Chain,
+        splits: list[str],
+        idle_timeout_ms: int | None,
+        *,
+        index: int = 0,
+        prefix: str = "",
     ) -> None:
+        """``splits``: split ids, each ``prefix`` + the source's own split name (``graph``);
+        ``index``: the source's in the job."""
+        self.index = index
+        self._prefix = prefix
         self._source = node.source
         self._chain = chain
         self.inputs = Inputs(splits)
@@ -73,7 +89,7 @@ class SourceSide:
         self._chain.max_ts.update(start.max_ts)
         self.ended_offsets = dict(start.ended)
         self.readers = {
-            s: self._source.open(s, start.offsets.get(s))
+            s: self._source.open(s.removeprefix(self._prefix), start.offsets.get(s))
             for s in self.inputs.inputs
             if s not in start.ended
         }
@@ -127,7 +143,8 @@ class SourceSide:
         if not trace or trace[-1] != out_wm:
             trace.append(out_wm)
         status = self.status()
-        return Routable(keyed, trace, self.inputs.data_watermark(), status, bool(batch.items))
+        data_wm = self.inputs.data_watermark()
+        return Routable(keyed, trace, data_wm, status, bool(batch.items), self.index)
 
     def status(self) -> int:
         """This worker's input status, as its channel to every worker carries it."""
@@ -163,3 +180,84 @@ class SourceSide:
     def close(self) -> None:
         for reader in [*self.readers.values(), *self._ended_readers.values()]:
             reader.close()
+
+    @property
+    def records_in(self) -> int:
+        return self._chain.records_in
+
+
+class SourceSides:
+    """The source sides of a job's several sources (one per source this worker has splits of),
+    read in turn; one source works as ``SourceSide`` alone. Positions are keyed by split id,
+    which names the source when there are several."""
+
+    def __init__(self, sides: list[SourceSide]) -> None:
+        self.sides = sides
+        self._turn = 0
+        self.stopped_at: int | None = None
+
+    def open(self, starts: dict[int, SplitStart]) -> None:
+        for side in self.sides:
+            side.open(starts.get(side.index, SplitStart()))
+
+    @property
+    def reading(self) -> bool:
+        return self.stopped_at is None and any(s.readers for s in self.sides)
+
+    @property
+    def split_ids(self) -> list[str]:
+        return [split for side in self.sides for split in side.inputs.inputs]
+
+    @property
+    def first_record_at(self) -> float:
+        return min((s.first_record_at for s in self.sides if s.first_record_at), default=0.0)
+
+    @property
+    def records_in(self) -> int:
+        return sum(s.records_in for s in self.sides)
+
+    def stop_at(self, checkpoint: int) -> None:
+        self.stopped_at = checkpoint
+        for side in self.sides:
+            side.stop_at(checkpoint)
+
+    def resume(self, checkpoint: int) -> None:
+        if self.stopped_at == checkpoint:
+            self.stopped_at = None
+        for side in self.sides:
+            side.resume(checkpoint)
+
+    def read_next(self, batch_size: int) -> Routable:
+        """One batch of the next source in turn that has splits to read."""
+        live = [s for s in self.sides if s.readers]
+        side = live[self._turn % len(live)]
+        self._turn += 1
+        return side.read_next(batch_size)
+
+    def positions(self) -> dict[str, SplitPosition]:
+        return {k: v for side in self.sides for k, v in side.positions().items()}
+
+    def commit(self, positions: dict[str, SplitPosition]) -> None:
+        for side in self.sides:
+            side.commit(positions)
+
+    def lag(self) -> dict[str, int]:
+        return {k: v for side in self.sides for k, v in side.lag().items()}
+
+    def close(self) -> None:
+        for side in self.sides:
+            side.close()
+
+
+def source_sides(
+    job: Job, mine: list[SplitId], chain: Callable[[SourceNode], Chain], idle_ms: int | None
+) -> SourceSides:
+    """A worker's source sides: one per source it has splits of (``mine``), each with its own
+    chain (``chain(node)``)."""
+    sides = []
+    for i, node in enumerate(job.sources):
+        ids = [s.id for s in mine if s.source == i]
+        if ids:
+            prefix = split_prefix(job, i)
+            sides.append(SourceSide(node, chain(node), ids, idle_ms, index=i, prefix=prefix))
+    return SourceSides(sides)
