@@ -395,3 +395,38 @@ class Job:
     def replace_sinks(self, sink: Sink) -> None:
         for op in self.operators.values():
             op.sinks[:] = [sink]
+
+
+# -- broadcast state (Flink's broadcast state pattern) -------------------------------------------
+
+
+@dataclass(eq=False)
+class BroadcastNode:
+    """Where a broadcast stream leaves the graph: its records go to every worker (not by key
+    group), to the broadcast side of each operator connected to it. ``state_names``: the
+    broadcast states those operators may use (Flink's ``MapStateDescriptor``s; empty: any)."""
+
+    state_names: tuple[str, ...]
+    children: list[KeyedBroadcastOperator] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class KeyedBroadcastOperator(ProcessOperator):
+    """A keyed broadcast process function (Flink's ``KeyedBroadcastProcessFunction``): the
+    keyed input's records go to ``function.process_element`` (keyed state, timers, broadcast
+    state read-only), the broadcast input's to ``function.process_broadcast_element`` on every
+    worker (broadcast state writable, ``apply_to_keyed_state``). Its keyed state is queryable
+    as a process function's; its broadcast state is checkpointed once per worker."""
+
+    broadcast: BroadcastNode | None = field(default=None, repr=False)
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        return () if self.broadcast is None else self.broadcast.state_names
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "type": "keyed_broadcast",
+            "broadcast_states": list(self.state_names),
+        }

@@ -3,8 +3,9 @@ sessions merge), process functions run user code with keyed state and timers."""
 
 from __future__ import annotations
 
-from weir.engine.job import Operator, ProcessOperator
+from weir.engine.job import KeyedBroadcastOperator, Operator, ProcessOperator
 from weir.engine.runtime.operators.base import OperatorRuntime
+from weir.engine.runtime.operators.broadcast import KeyedBroadcastRuntime
 from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
@@ -26,6 +27,8 @@ def runtime_for(
     retention_ms: int,
 ) -> OperatorRuntime:
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
+    if isinstance(op, KeyedBroadcastOperator):
+        return KeyedBroadcastRuntime(op, *args)
     if isinstance(op, ProcessOperator):
         return ProcessRuntime(op, *args)
     if isinstance(op.assigner, SessionWindows):
