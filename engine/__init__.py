@@ -6,7 +6,9 @@ from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
 from __future__ import annotations
 
 from weir.engine import agg, sinks, sources, windows
+from weir.engine.broadcast import KeyedBroadcastProcessFunction
 from weir.engine.errors import (
+    BroadcastStateError,
     ConfigError,
     JobDefinitionError,
     SinkError,
@@ -16,6 +18,8 @@ from weir.engine.errors import (
     WorkerFailed,
 )
 from weir.engine.job import (
+    BroadcastConnectedStream,
+    BroadcastStream,
     DataStream,
     Job,
     KeyedStream,
@@ -27,10 +31,14 @@ from weir.engine.job import (
 from weir.engine.watermarks import WatermarkStrategy
 
 __all__ = [
+    "BroadcastConnectedStream",
+    "BroadcastStateError",
+    "BroadcastStream",
     "ConfigError",
     "DataStream",
     "Job",
     "JobDefinitionError",
+    "KeyedBroadcastProcessFunction",
     "KeyedStream",
     "OutputTag",
     "ResultStream",

@@ -12,6 +12,7 @@ from typing import Any
 
 from weir.engine import agg
 from weir.engine.job import (
+    BroadcastNode,
     Job,
     Node,
     Operator,
@@ -53,6 +54,12 @@ def _node(node: Node) -> dict[str, Any]:
         }
     if isinstance(node, SinkNode):
         return {"type": "sink", "sink": node.sink.describe()}
+    if isinstance(node, BroadcastNode):  # its operators are described under their key_by
+        return {
+            "type": "broadcast",
+            "states": list(node.state_names),
+            "operators": [op.name for op in node.children],
+        }
     key = node.key if isinstance(node.key, str) else _name(node.key)
     return {"type": "key_by", "key": key, "operators": [_operator(op) for op in node.children]}
 
@@ -93,6 +100,10 @@ def _render_node(node: dict[str, Any], depth: int, lines: list[str]) -> None:
     pad = "  " * depth
     if node["type"] == "sink":
         lines.append(f"{pad}-> sink {node['sink']}")
+    elif node["type"] == "broadcast":
+        states = ", ".join(node["states"]) or "any"
+        lines.append(f"{pad}broadcast to every worker (states: {states})")
+        lines += [f"{pad}  -> broadcast input of {name}" for name in node["operators"]]
     elif node["type"] == "key_by":
         lines.append(f"{pad}key_by {node['key']}")
         for op in node["operators"]:
@@ -112,6 +123,12 @@ def _render_operator(op: dict[str, Any], depth: int, lines: list[str]) -> None:
             f"allowed lateness {op['allowed_lateness_ms']} ms"
         )
         lines += [f"{pad}  {n} = {a}" for n, a in op["aggregates"].items()]
+    elif op["type"] == "keyed_broadcast":
+        states = ", ".join(op["broadcast_states"]) or "any"
+        lines.append(
+            f"{pad}keyed broadcast operator {op['name']}: {op['function']} "
+            f"(broadcast states: {states})"
+        )
     else:
         lines.append(f"{pad}process operator {op['name']}: {op['function']}")
     lines += [f"{pad}  -> sink {s}" for s in op["sinks"]]

@@ -74,6 +74,16 @@ class KeyByNode:
     children: list[WindowOperator | ProcessOperator] = field(default_factory=list)
 
 
+@dataclass(eq=False)
+class BroadcastNode:
+    """Where a broadcast stream leaves the graph: its records go to every worker (not by key
+    group), to the broadcast side of each operator connected to it. ``state_names``: the
+    broadcast states those operators may use (Flink's ``MapStateDescriptor``s; empty: any)."""
+
+    state_names: tuple[str, ...]
+    children: list[KeyedBroadcastOperator] = field(default_factory=list)
+
+
 class _StateIds:
     """An operator's state ids, derived from its name."""
 
@@ -155,7 +165,7 @@ def _qualname(fn: Any) -> str:
 
 
 Operator = WindowOperator | ProcessOperator
-Node = StatelessNode | SinkNode | KeyByNode
+Node = StatelessNode | SinkNode | KeyByNode | BroadcastNode
 
 
 @dataclass(eq=False)
@@ -199,6 +209,12 @@ class DataStream:
         self._children.append(SinkNode(sink))
         return self
 
+    def broadcast(self, *state_names: str) -> BroadcastStream:
+        """This stream sent whole to every worker (Flink's ``broadcast(descriptors...)``), for
+        ``keyed.connect(it).process(fn, name=...)``. ``state_names``: the broadcast states its
+        functions keep (none named: any name)."""
+        return BroadcastStream(self._job, self._children, _state_names(state_names))
+
 
 class KeyedStream:
     def __init__(self, job: Job, node: KeyByNode) -> None:
@@ -235,6 +251,16 @@ class KeyedStream:
         self._job._register(op)
         self._node.children.append(op)
         return ResultStream(op)
+
+    def connect(self, other: BroadcastStream) -> BroadcastConnectedStream:
+        """This keyed stream and a broadcast stream (``DataStream.broadcast``), for a keyed
+        broadcast process function (``process``)."""
+        if not isinstance(other, BroadcastStream) or other.job is not self._job:
+            raise JobDefinitionError(
+                f"connect({other!r}): pass a broadcast stream of the same job, e.g. "
+                "events.key_by('id').connect(rules.broadcast('rules'))"
+            )
+        return BroadcastConnectedStream(self._job, self._node, other)
 
 
 class WindowedStream:
@@ -401,16 +427,6 @@ class Job:
 
 
 @dataclass(eq=False)
-class BroadcastNode:
-    """Where a broadcast stream leaves the graph: its records go to every worker (not by key
-    group), to the broadcast side of each operator connected to it. ``state_names``: the
-    broadcast states those operators may use (Flink's ``MapStateDescriptor``s; empty: any)."""
-
-    state_names: tuple[str, ...]
-    children: list[KeyedBroadcastOperator] = field(default_factory=list)
-
-
-@dataclass(eq=False)
 class KeyedBroadcastOperator(ProcessOperator):
     """A keyed broadcast process function (Flink's ``KeyedBroadcastProcessFunction``): the
     keyed input's records go to ``function.process_element`` (keyed state, timers, broadcast
@@ -430,3 +446,65 @@ class KeyedBroadcastOperator(ProcessOperator):
             "type": "keyed_broadcast",
             "broadcast_states": list(self.state_names),
         }
+
+
+def _state_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    for n in names:
+        _check_name("broadcast state", n)
+    if len(set(names)) != len(names):
+        raise JobDefinitionError(
+            f"broadcast{names!r} names a broadcast state twice; name each once"
+        )
+    return names
+
+
+class BroadcastStream:
+    """A stream whose every record reaches every worker (``DataStream.broadcast``)."""
+
+    def __init__(self, job: Job, parent: list[Node], state_names: tuple[str, ...]) -> None:
+        self.job = job
+        self._parent = parent
+        self.state_names = state_names
+        self._node: BroadcastNode | None = None
+
+    def __repr__(self) -> str:
+        return f"BroadcastStream(state_names={self.state_names!r})"
+
+    def node(self) -> BroadcastNode:
+        """The graph node, added once the stream is connected (a broadcast stream nobody
+        reads costs nothing)."""
+        if self._node is None:
+            self._node = BroadcastNode(self.state_names)
+            self._parent.append(self._node)
+        return self._node
+
+
+class BroadcastConnectedStream:
+    """A keyed stream connected to a broadcast stream (``KeyedStream.connect``)."""
+
+    def __init__(self, job: Job, keyed: KeyByNode, broadcast: BroadcastStream) -> None:
+        self._job = job
+        self._keyed = keyed
+        self._broadcast = broadcast
+
+    def process(self, fn: Any, *, name: str) -> ResultStream:
+        """A keyed broadcast process function (Flink's ``KeyedBroadcastProcessFunction``): an
+        object with ``process_element(event, ctx)`` (the keyed stream's records: keyed state,
+        timers, ``ctx.broadcast_state(name)`` read-only), ``process_broadcast_element(event,
+        ctx)`` (the broadcast stream's, on every worker: ``ctx.broadcast_state(name)``
+        writable, ``ctx.apply_to_keyed_state(name, fn)``) and optionally ``on_timer(timestamp,
+        ctx)``. Its keyed state is queryable at ``/{job}/{name}/state/{key}``."""
+        _check_name("operator", name)
+        entries = ("process_element", "process_broadcast_element")
+        if not all(callable(getattr(fn, e, None)) for e in entries):
+            raise JobDefinitionError(
+                f"process({fn!r}) on a broadcast-connected stream: pass an object with "
+                "process_element(event, ctx), process_broadcast_element(event, ctx) and "
+                "optionally on_timer(timestamp, ctx), e.g. a KeyedBroadcastProcessFunction"
+            )
+        node = self._broadcast.node()
+        op = KeyedBroadcastOperator(name, self._keyed.key, fn, broadcast=node)
+        self._job._register(op)
+        self._keyed.children.append(op)
+        node.children.append(op)
+        return ResultStream(op)

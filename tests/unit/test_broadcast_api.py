@@ -1,0 +1,140 @@
+"""The broadcast job API: ``stream.broadcast(*states)``, ``keyed.connect(broadcast)``,
+``.process(fn, name=...)``; its errors, each naming the value and the fix; ``weir explain``
+showing the broadcast input; the backfill refusing a job that has one (exit 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from weir import Job, KeyedBroadcastProcessFunction, sources
+from weir.app.cli import main
+from weir.engine.errors import JobDefinitionError
+from weir.engine.job import KeyedBroadcastOperator
+
+JOB = """
+from weir import Job, KeyedBroadcastProcessFunction, sources
+
+class Limits(KeyedBroadcastProcessFunction):
+    def process_element(self, event, ctx):
+        ctx.emit(event)
+
+    def process_broadcast_element(self, rule, ctx):
+        ctx.broadcast_state("limits").put(rule["id"], rule["value"])
+
+job = Job("limits")
+events = job.source(sources.jsonl({path!r}))
+rules = events.filter(lambda e: e.get("event") == "rule").broadcast("limits")
+events.key_by("id").connect(rules).process(Limits(), name="checked")
+"""
+
+
+class Noop(KeyedBroadcastProcessFunction):
+    def process_element(self, event: Any, ctx: Any) -> None:
+        pass
+
+    def process_broadcast_element(self, event: Any, ctx: Any) -> None:
+        pass
+
+
+def _streams() -> tuple[Job, Any, Any]:
+    job = Job("j")
+    events = job.source(sources.jsonl("/unused.jsonl"))
+    return job, events, events.filter(lambda e: e.get("rule")).broadcast("rules", "limits")
+
+
+def test_connect_and_process_build_a_keyed_broadcast_operator() -> None:
+    job, events, rules = _streams()
+    result = events.key_by("id").connect(rules).process(Noop(), name="checked")
+    op = job.operators["checked"]
+    assert isinstance(op, KeyedBroadcastOperator) and result.operator is op
+    assert op.state_names == ("rules", "limits")
+    assert op.describe()["type"] == "keyed_broadcast"
+    assert op.describe()["broadcast_states"] == ["rules", "limits"]
+    # one broadcast node however many operators read it
+    events.key_by("user").connect(rules).process(Noop(), name="second")
+    assert job.operators["second"].broadcast is op.broadcast  # type: ignore[union-attr]
+    assert [o.name for o in op.broadcast.children] == ["checked", "second"]  # type: ignore[union-attr]
+
+
+def test_connect_wants_a_broadcast_stream() -> None:
+    _, events, _ = _streams()
+    message = (
+        r"connect\(.*\): pass a broadcast stream of the same job, e.g. "
+        r"events.key_by\('id'\).connect\(rules.broadcast"
+    )
+    with pytest.raises(JobDefinitionError, match=message):
+        events.key_by("id").connect(events)
+    other, _, foreign = _streams()
+    with pytest.raises(JobDefinitionError, match="pass a broadcast stream of the same job"):
+        events.key_by("id").connect(foreign)
+
+
+def test_process_wants_both_entry_points() -> None:
+    _, events, rules = _streams()
+
+    class OnlyElements:
+        def process_element(self, event: Any, ctx: Any) -> None:
+            pass
+
+    for fn in (OnlyElements(), lambda e, ctx: None):
+        with pytest.raises(JobDefinitionError, match=r"pass an object with process_element\("
+                           r"event, ctx\), process_broadcast_element\(event, ctx\)"):  # fmt: skip
+            events.key_by("id").connect(rules).process(fn, name="x")
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (("ok", "bad name"), r"broadcast state name 'bad name' is not allowed; use 1-64"),
+        (("rules", "rules"), r"broadcast\('rules', 'rules'\) names a broadcast state twice"),
+    ],
+    ids=["bad-name", "twice"],
+)
+def test_broadcast_state_names_are_checked(names: tuple[str, ...], message: str) -> None:
+    _, events, _ = _streams()
+    with pytest.raises(JobDefinitionError, match=message):
+        events.broadcast(*names)
+
+
+def test_the_base_classes_say_what_to_override() -> None:
+    with pytest.raises(NotImplementedError, match="override process_broadcast_element"):
+        KeyedBroadcastProcessFunction().process_broadcast_element({}, None)
+    with pytest.raises(NotImplementedError, match="override process_element"):
+        KeyedBroadcastProcessFunction().process_element({}, None)
+
+
+def test_explain_shows_the_broadcast_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_file = tmp_path / "job.py"
+    job_file.write_text(JOB.format(path=str(tmp_path / "in.jsonl")))
+    assert main(["explain", str(job_file)]) == 0
+    text = capsys.readouterr().out
+    assert "broadcast to every worker (states: limits)" in text
+    assert "-> broadcast input of checked" in text
+    assert "keyed broadcast operator checked: Limits (broadcast states: limits)" in text
+    assert main(["explain", str(job_file), "--json"]) == 0
+    (source,) = json.loads(capsys.readouterr().out)["sources"]
+    filtered, keyed = source["children"]
+    assert keyed["type"] == "key_by"
+    assert filtered["children"] == [
+        {"type": "broadcast", "states": ["limits"], "operators": ["checked"]}
+    ]
+
+
+def test_the_backfill_refuses_a_job_with_a_broadcast_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job_file = tmp_path / "job.py"
+    job_file.write_text(JOB.format(path=str(tmp_path / "in.jsonl")))
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "ts": 1}\n')
+    argv = ["backfill", str(job_file), "--input", str(tmp_path / "in.jsonl")]
+    assert main([*argv, "--into-savepoint", str(tmp_path / "sp")]) == 2
+    err = capsys.readouterr().err
+    assert "job 'limits' has a broadcast input (read by 'checked'); a backfill does not run" in err
+    assert "Backfill a job file without the broadcast input" in err
+    assert not (tmp_path / "sp").exists()
