@@ -117,7 +117,7 @@ def handle_for(
         job,
         runtime,
         [make_reader(i) for i in range(runtime.parallelism)],
-        source=job.sources[0].source.describe(),
+        source=job.describe_sources(),
         committed=committed,
         make_reader=make_reader,
     )

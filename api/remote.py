@@ -115,7 +115,7 @@ class RemoteRuntime:
     @property
     def source(self) -> str:
         body = self._status()
-        return self.job.sources[0].source.describe() if body is None else body.source
+        return self.job.describe_sources() if body is None else body.source
 
     @property
     def last_checkpoint(self) -> int | None:

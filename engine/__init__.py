@@ -20,6 +20,8 @@ from weir.engine.errors import (
 from weir.engine.job import (
     BroadcastConnectedStream,
     BroadcastStream,
+    ConnectedKeyedStreams,
+    ConnectedStreams,
     DataStream,
     Job,
     KeyedStream,
@@ -35,6 +37,8 @@ __all__ = [
     "BroadcastStateError",
     "BroadcastStream",
     "ConfigError",
+    "ConnectedKeyedStreams",
+    "ConnectedStreams",
     "DataStream",
     "Job",
     "JobDefinitionError",

@@ -3,7 +3,10 @@ Python job and a SQL job, since both are a ``Job``.
 
     source -> stateless steps (filter, map, flat_map) -> key_by -> operators -> sinks
 
-``describe`` gives it as JSON-ready data, ``render`` as indented text, one node a line.
+A job of several sources lists each by name; a step that a ``union`` shares is shown under
+every source feeding it, marked with their names, and a co-process function under each of its
+two key_by nodes, with which input that is. ``describe`` gives it as JSON-ready data,
+``render`` as indented text, one node a line.
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from typing import Any
 from weir.engine import agg
 from weir.engine.job import (
     BroadcastNode,
+    CoProcessOperator,
     Job,
+    KeyByNode,
     Node,
     Operator,
     SinkNode,
@@ -37,46 +42,72 @@ def describe_aggregate(a: agg.Aggregate) -> str:
     return f"custom {type(a.function).__module__}.{type(a.function).__qualname__}"
 
 
-def _operator(op: Operator) -> dict[str, Any]:
+def _operator(op: Operator, node: KeyByNode) -> dict[str, Any]:
     out = op.describe()
+    if isinstance(op, CoProcessOperator):
+        out["input"] = 2 if op.second is node else 1
     if isinstance(op, WindowOperator):
         out["aggregates"] = {n: describe_aggregate(a) for n, a in op.aggregates.items()}
     out["sinks"] = [s.describe() for s in op.sinks]
     return out
 
 
-def _node(node: Node) -> dict[str, Any]:
+def _reached(job: Job) -> dict[int, list[str]]:
+    """Which sources reach each node (by ``id``), in the job's order."""
+    found: dict[int, list[str]] = {}
+
+    def walk(nodes: list[Node], name: str) -> None:
+        for n in nodes:
+            names = found.setdefault(id(n), [])
+            if name not in names:
+                names.append(name)
+            if isinstance(n, StatelessNode):
+                walk(n.children, name)
+
+    for s in job.sources:
+        walk(s.children, s.name)
+    return found
+
+
+def _node(node: Node, reached: dict[int, list[str]]) -> dict[str, Any]:
+    union = reached.get(id(node), [])
+    out: dict[str, Any] = {"union": union} if len(union) > 1 else {}
     if isinstance(node, StatelessNode):
         return {
+            **out,
             "type": node.kind,
             "function": _name(node.fn),
-            "children": [_node(c) for c in node.children],
+            "children": [_node(c, reached) for c in node.children],
         }
     if isinstance(node, SinkNode):
-        return {"type": "sink", "sink": node.sink.describe()}
+        return {**out, "type": "sink", "sink": node.sink.describe()}
     if isinstance(node, BroadcastNode):  # its operators are described under their key_by
         return {
+            **out,
             "type": "broadcast",
             "states": list(node.state_names),
             "operators": [op.name for op in node.children],
         }
     key = node.key if isinstance(node.key, str) else _name(node.key)
-    return {"type": "key_by", "key": key, "operators": [_operator(op) for op in node.children]}
+    ops = [_operator(op, node) for op in node.children]
+    return {**out, "type": "key_by", "key": key, "operators": ops}
 
 
 def describe(job: Job) -> dict[str, Any]:
     """The job's graph: its source (with time attribute and watermarks) and what follows."""
     sources = []
+    reached = _reached(job)
     for s in job.sources:
         ts = s.timestamp if isinstance(s.timestamp, str) else _name(s.timestamp)
         sources.append(
             {
                 "type": "source",
+                "name": s.name,
                 "source": s.source.describe(),
                 "timestamp": ts,
                 "watermark_bound_ms": s.watermarks.bound_ms,
                 "idle_timeout_ms": s.watermarks.idle_timeout_ms,
-                "children": [_node(c) for c in s.children],
+                "children": [_node(c, reached) for c in s.children],
             }
         )
     return {"job": job.name, "max_parallelism": job.max_parallelism, "sources": sources}
@@ -85,9 +116,11 @@ def describe(job: Job) -> dict[str, Any]:
 def render(desc: dict[str, Any]) -> str:
     """``describe``'s graph as text, each step indented under the one feeding it."""
     lines = [f"job {desc['job']} (max parallelism {desc['max_parallelism']})"]
+    named = len(desc["sources"]) > 1
     for s in desc["sources"]:
+        name = f"{s['name']}: " if named else ""
         lines.append(
-            f"  source {s['source']}  time: {s['timestamp']}, watermark: max - "
+            f"  source {name}{s['source']}  time: {s['timestamp']}, watermark: max - "
             f"{s['watermark_bound_ms']} ms - 1"
             + (f", idle after {s['idle_timeout_ms']} ms" if s["idle_timeout_ms"] else "")
         )
@@ -98,6 +131,8 @@ def render(desc: dict[str, Any]) -> str:
 
 def _render_node(node: dict[str, Any], depth: int, lines: list[str]) -> None:
     pad = "  " * depth
+    if "union" in node:
+        lines.append(f"{pad}union of {', '.join(node['union'])}")
     if node["type"] == "sink":
         lines.append(f"{pad}-> sink {node['sink']}")
     elif node["type"] == "broadcast":
@@ -128,6 +163,10 @@ def _render_operator(op: dict[str, Any], depth: int, lines: list[str]) -> None:
         lines.append(
             f"{pad}keyed broadcast operator {op['name']}: {op['function']} "
             f"(broadcast states: {states})"
+        )
+    elif op["type"] == "co_process":
+        lines.append(
+            f"{pad}co-process operator {op['name']}: {op['function']} (input {op['input']} of 2)"
         )
     else:
         lines.append(f"{pad}process operator {op['name']}: {op['function']}")

@@ -1,4 +1,4 @@
-"""The job API: a ``Job`` is a tree of streams from one source to named, queryable operators.
+"""The job API: a ``Job`` is a graph of streams from its sources to named, queryable operators.
 
     job = Job("ad-stats", max_parallelism=128)
     (job.source(sources.generator("ads"), timestamp="ts",
@@ -8,6 +8,10 @@
         .window(windows.tumbling(ms=10_000), allowed_lateness_ms=5_000)
         .aggregate("impressions", count=agg.count(), total=agg.sum("value")))
 
+Several sources: each ``job.source(...)`` has its own name, timestamp and watermarks;
+``a.union(b)`` merges streams (one node appended under every parent, so downstream steps attach
+once), ``a.connect(b).key_by(ka, kb).process(fn, name=...)`` runs a keyed co-process function.
+
 Building a job only records the graph; the runtime compiles and runs it.
 """
 
@@ -15,9 +19,9 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from weir.engine import agg as _agg
 from weir.engine.errors import JobDefinitionError
@@ -174,17 +178,23 @@ class SourceNode:
     timestamp: TimestampSelector
     watermarks: WatermarkStrategy
     children: list[Node] = field(default_factory=list)
+    name: str = "source-0"  # stable: a job of several sources keys its checkpoint positions by it
 
 
 class DataStream:
     """A stream of records; stateless steps chain, ``key_by`` starts keyed processing."""
 
-    def __init__(self, job: Job, children: list[Node]) -> None:
+    def __init__(self, job: Job, children: list[Node], *, more: Sequence[list[Node]] = ()) -> None:
         self._job = job
-        self._children = children
+        # a union's stream has several parents: each step is appended under every one of them
+        self._targets: list[list[Node]] = [children, *more]
+
+    def _attach(self, node: Node) -> None:
+        for target in self._targets:
+            target.append(node)
 
     def _add(self, node: StatelessNode) -> DataStream:
-        self._children.append(node)
+        self._attach(node)
         return DataStream(self._job, node.children)
 
     def map(self, fn: Callable[[Record], Any]) -> DataStream:
@@ -202,18 +212,46 @@ class DataStream:
                 f"key_by({key!r}): pass a field name or a function of the record"
             )
         node = KeyByNode(key)
-        self._children.append(node)
+        self._attach(node)
         return KeyedStream(self._job, node)
 
     def sink(self, sink: Sink) -> DataStream:
-        self._children.append(SinkNode(sink))
+        self._attach(SinkNode(sink))
         return self
+
+    def union(self, *others: DataStream) -> DataStream:
+        """One stream of this one's records and every other's (Flink's ``union``): a step
+        attached to it runs once for each; its watermark is the minimum of theirs."""
+        if not others:
+            raise JobDefinitionError("union(): pass one or more streams of the same job")
+        for other in others:
+            self._same_job("union", other)
+        targets = [t for s in (self, *others) for t in s._targets]
+        return DataStream(self._job, targets[0], more=targets[1:])
+
+    def connect(self, other: DataStream) -> ConnectedStreams:
+        """Two streams for a co-process function: ``.key_by(key1, key2).process(fn, name=...)``
+        with ``fn.process1`` for this stream's records and ``fn.process2`` for ``other``'s."""
+        self._same_job("connect", other)
+        return ConnectedStreams(self, other)
+
+    def _same_job(self, verb: str, other: object) -> None:
+        if not isinstance(other, DataStream):
+            raise JobDefinitionError(
+                f"{verb}({other!r}): pass a DataStream (what job.source(...), map, filter or "
+                "flat_map return)"
+            )
+        if other._job is not self._job:
+            raise JobDefinitionError(
+                f"{verb}(): the streams belong to jobs {self._job.name!r} and "
+                f"{other._job.name!r}; a job can only {verb} its own streams"
+            )
 
     def broadcast(self, *state_names: str) -> BroadcastStream:
         """This stream sent whole to every worker (Flink's ``broadcast(descriptors...)``), for
         ``keyed.connect(it).process(fn, name=...)``. ``state_names``: the broadcast states its
         functions keep (none named: any name)."""
-        return BroadcastStream(self._job, self._children, _state_names(state_names))
+        return BroadcastStream(self._job, self._attach, _state_names(state_names))
 
 
 class KeyedStream:
@@ -252,15 +290,32 @@ class KeyedStream:
         self._node.children.append(op)
         return ResultStream(op)
 
-    def connect(self, other: BroadcastStream) -> BroadcastConnectedStream:
-        """This keyed stream and a broadcast stream (``DataStream.broadcast``), for a keyed
-        broadcast process function (``process``)."""
-        if not isinstance(other, BroadcastStream) or other.job is not self._job:
+    @overload
+    def connect(self, other: KeyedStream) -> ConnectedKeyedStreams: ...
+
+    @overload
+    def connect(self, other: BroadcastStream) -> BroadcastConnectedStream: ...
+
+    def connect(
+        self, other: KeyedStream | BroadcastStream
+    ) -> ConnectedKeyedStreams | BroadcastConnectedStream:
+        """This keyed stream and ``other`` for a keyed co-process function (``process``), or
+        with a broadcast stream (``DataStream.broadcast``) for a keyed broadcast process
+        function."""
+        if isinstance(other, BroadcastStream) and other.job is self._job:
+            return BroadcastConnectedStream(self._job, self._node, other)
+        if not isinstance(other, KeyedStream) or other._job is not self._job:
             raise JobDefinitionError(
-                f"connect({other!r}): pass a broadcast stream of the same job, e.g. "
+                f"connect({other!r}): pass a keyed stream of the same job, e.g. "
+                "a.key_by('id').connect(b.key_by('id')), or a broadcast stream of it, e.g. "
                 "events.key_by('id').connect(rules.broadcast('rules'))"
             )
-        return BroadcastConnectedStream(self._job, self._node, other)
+        if other._node is self._node:
+            raise JobDefinitionError(
+                "connect(): a keyed stream cannot be connected to itself; call key_by on each "
+                "side (a.connect(a).key_by(k1, k2)) so each input has its own key_by"
+            )
+        return ConnectedKeyedStreams(self._job, self._node, other._node)
 
 
 class WindowedStream:
@@ -365,16 +420,23 @@ class Job:
         *,
         timestamp: TimestampSelector = "ts",
         watermarks: WatermarkStrategy | None = None,
+        name: str | None = None,
     ) -> DataStream:
-        if self.sources:
+        """A source of the job, with its own timestamp and watermarks. ``name`` (default
+        ``source-<i>``) is how checkpoints of a job of several sources know its positions:
+        keep it when the job file changes."""
+        name = f"source-{len(self.sources)}" if name is None else name
+        _check_name("source", name)
+        if any(s.name == name for s in self.sources):
             raise JobDefinitionError(
-                f"job {self.name!r} already has a source; a job reads from one source"
+                f"job {self.name!r} has two sources named {name!r}; give each its own "
+                "job.source(..., name=...)"
             )
         if not (isinstance(timestamp, str) and timestamp) and not callable(timestamp):
             raise JobDefinitionError(
                 f"timestamp={timestamp!r}: pass a field name (epoch ms) or a function"
             )
-        node = SourceNode(source, timestamp, watermarks or WatermarkStrategy())
+        node = SourceNode(source, timestamp, watermarks or WatermarkStrategy(), name=name)
         self.sources.append(node)
         return DataStream(self, node.children)
 
@@ -416,11 +478,83 @@ class Job:
 
     def replace_source(self, source: Source) -> None:
         self.validate()
+        if len(self.sources) > 1:
+            names = ", ".join(s.name for s in self.sources)
+            raise JobDefinitionError(
+                f"job {self.name!r} reads {len(self.sources)} sources ({names}); --source "
+                "replaces the source of a one-source job: drop --source and set each source "
+                "in the job file"
+            )
         self.sources[0].source = source
 
     def replace_sinks(self, sink: Sink) -> None:
         for op in self.operators.values():
             op.sinks[:] = [sink]
+
+    def describe_sources(self) -> str:
+        """The source's URL; for several, ``name=URL`` each."""
+        if len(self.sources) == 1:
+            return self.sources[0].source.describe()
+        return ", ".join(f"{s.name}={s.source.describe()}" for s in self.sources)
+
+
+@dataclass(eq=False)
+class CoProcessOperator(ProcessOperator):
+    """A keyed co-process function (Flink's ``KeyedCoProcessFunction``): ``process1`` gets the
+    first input's records, ``process2`` the second's; both share the key's state and timers,
+    queryable and checkpointed as a one-input process function's. ``second``: the key_by node
+    of the second input (``key`` is the first's selector)."""
+
+    second_key: KeySelector = ""
+    second: KeyByNode | None = field(default=None, repr=False)
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "type": "co_process"}
+
+
+class ConnectedStreams:
+    """Two streams of one job, not keyed yet (``DataStream.connect``)."""
+
+    def __init__(self, first: DataStream, second: DataStream) -> None:
+        self._first = first
+        self._second = second
+
+    def key_by(self, key1: KeySelector, key2: KeySelector) -> ConnectedKeyedStreams:
+        """Key the first input by ``key1`` and the second by ``key2``; records whose keys are
+        equal meet in the same key's state."""
+        a = self._first.key_by(key1)
+        b = self._second.key_by(key2)
+        return ConnectedKeyedStreams(a._job, a._node, b._node)
+
+
+class ConnectedKeyedStreams:
+    """Two keyed streams of one job, for a keyed co-process function."""
+
+    def __init__(self, job: Job, first: KeyByNode, second: KeyByNode) -> None:
+        self._job = job
+        self._first = first
+        self._second = second
+
+    def process(self, fn: Any, *, name: str) -> ResultStream:
+        """A keyed co-process function: an object with ``process1(event, ctx)`` (first input),
+        ``process2(event, ctx)`` (second input) and optionally ``on_timer(timestamp, ctx)``,
+        with the same ``ctx`` as ``KeyedStream.process``. Its watermark is the minimum of its
+        two inputs'."""
+        _check_name("operator", name)
+        if not (
+            callable(getattr(fn, "process1", None)) and callable(getattr(fn, "process2", None))
+        ):
+            raise JobDefinitionError(
+                f"process({fn!r}) on connected streams: pass an object with process1(event, "
+                "ctx), process2(event, ctx) and optionally on_timer(timestamp, ctx)"
+            )
+        op = CoProcessOperator(
+            name, self._first.key, fn, second_key=self._second.key, second=self._second
+        )
+        self._job._register(op)
+        self._first.children.append(op)
+        self._second.children.append(op)
+        return ResultStream(op)
 
 
 # -- broadcast state (Flink's broadcast state pattern) -------------------------------------------
@@ -461,9 +595,11 @@ def _state_names(names: tuple[str, ...]) -> tuple[str, ...]:
 class BroadcastStream:
     """A stream whose every record reaches every worker (``DataStream.broadcast``)."""
 
-    def __init__(self, job: Job, parent: list[Node], state_names: tuple[str, ...]) -> None:
+    def __init__(
+        self, job: Job, attach: Callable[[Node], None], state_names: tuple[str, ...]
+    ) -> None:
         self.job = job
-        self._parent = parent
+        self._attach = attach  # under the stream's parent (each of a union's)
         self.state_names = state_names
         self._node: BroadcastNode | None = None
 
@@ -475,7 +611,7 @@ class BroadcastStream:
         reads costs nothing)."""
         if self._node is None:
             self._node = BroadcastNode(self.state_names)
-            self._parent.append(self._node)
+            self._attach(self._node)
         return self._node
 
 

@@ -124,9 +124,9 @@ def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
     seconds = time.perf_counter() - t0
     op = worker.keyed.ops["stats"]
     return {
-        "events": worker.chain.records_in,
+        "events": worker.sources.records_in,
         "seconds": round(seconds, 3),
-        "events_per_s": round(worker.chain.records_in / seconds),
+        "events_per_s": round(worker.sources.records_in / seconds),
         "windows_fired": op.results_out,
     }
 

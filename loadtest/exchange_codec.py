@@ -31,22 +31,22 @@ def sample_entries(records: int, entries: int) -> list[Entry]:
         chunk = recs[i : i + per]
         keys = [r["id"] for r in chunk]
         ts = [r["ts"] for r in chunk]
-        out.append(([(0, keys, chunk, ts, ts)], pack_ints(ts), ts[-1], 0))
+        out.append(([(0, keys, chunk, ts, ts)], pack_ints(ts), ts[-1], 0, 0))
     return out
 
 
 def _orjson_encode(entries: list[Entry]) -> bytes:
-    return orjson.dumps([[p, t.hex(), d, s] for p, t, d, s in entries])
+    return orjson.dumps([[p, t.hex(), d, s, i] for p, t, d, s, i in entries])
 
 
 def _orjson_decode(raw: bytes) -> Any:
-    return [[p, bytes.fromhex(t), d, s] for p, t, d, s in orjson.loads(raw)]
+    return [[p, bytes.fromhex(t), d, s, i] for p, t, d, s, i in orjson.loads(raw)]
 
 
 def _arrow_encode(entries: list[Entry]) -> bytes:
     sink = pa.BufferOutputStream()
     batches = []
-    for parts, _, _, _ in entries:
+    for parts, *_ in entries:
         for node, keys, recs, ts, wms in parts:
             cols = {"node": [node] * len(keys), "key": keys, "rec": recs, "ts": ts, "wm": wms}
             batches.append(pa.RecordBatch.from_pydict(cols))

@@ -9,7 +9,15 @@ from pathlib import Path
 
 from weir.engine.agg import UserDefined
 from weir.engine.errors import ConfigError, JobDefinitionError
-from weir.engine.job import Job, KeyedBroadcastOperator, WindowOperator
+from weir.engine.job import (
+    CoProcessOperator,
+    Job,
+    KeyedBroadcastOperator,
+    Node,
+    SourceNode,
+    StatelessNode,
+    WindowOperator,
+)
 from weir.engine.windows import SessionWindows
 
 
@@ -31,6 +39,7 @@ class Plan:
 def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
     """The window operator a backfill computes, checked for what Spark can run."""
     _refuse_broadcast(job)
+    _refuse_several_inputs(job)
     ops = [o for o in job.operators.values() if isinstance(o, WindowOperator)]
     if op_name is not None:
         ops = [o for o in ops if o.name == op_name]
@@ -62,6 +71,45 @@ def _refuse_broadcast(job: Job) -> None:
             "run broadcast state: the broadcast records' order against each key's records is "
             "the live job's alone. Backfill a job file without the broadcast input"
         )
+
+
+def _refuse_several_inputs(job: Job) -> None:
+    """The backfill runs one source's chain; a job of several inputs is refused rather than
+    computed differently."""
+    if len(job.sources) > 1:
+        names = ", ".join(s.name for s in job.sources)
+        raise JobDefinitionError(
+            f"job {job.name!r} reads {len(job.sources)} sources ({names}); the backfill computes "
+            "jobs of one source: backfill a job file with one job.source(...)"
+        )
+    connected = [o.name for o in job.operators.values() if isinstance(o, CoProcessOperator)]
+    if connected:
+        raise JobDefinitionError(
+            f"job {job.name!r} has connected streams (co-process operator "
+            f"{', '.join(connected)}); the backfill does not compute connect: backfill a job "
+            "file without it"
+        )
+    if job.sources and _has_union(job.sources[0]):
+        raise JobDefinitionError(
+            f"job {job.name!r} has a union; the backfill does not compute union: backfill a "
+            "job file without it"
+        )
+
+
+def _has_union(source: SourceNode) -> bool:
+    """Does a step hang under two parents (a union of two branches of the source)?"""
+    seen: set[int] = set()
+
+    def walk(nodes: list[Node]) -> bool:
+        for n in nodes:
+            if id(n) in seen:
+                return True
+            seen.add(id(n))
+            if isinstance(n, StatelessNode) and walk(n.children):
+                return True
+        return False
+
+    return walk(source.children)
 
 
 def python_path(op: WindowOperator) -> bool:

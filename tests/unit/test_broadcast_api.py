@@ -63,13 +63,13 @@ def test_connect_and_process_build_a_keyed_broadcast_operator() -> None:
 def test_connect_wants_a_broadcast_stream() -> None:
     _, events, _ = _streams()
     message = (
-        r"connect\(.*\): pass a broadcast stream of the same job, e.g. "
-        r"events.key_by\('id'\).connect\(rules.broadcast"
+        r"connect\(.*\): pass a keyed stream of the same job, .*, or a broadcast stream of "
+        r"it, e.g. events.key_by\('id'\).connect\(rules.broadcast\('rules'\)\)"
     )
     with pytest.raises(JobDefinitionError, match=message):
         events.key_by("id").connect(events)
     other, _, foreign = _streams()
-    with pytest.raises(JobDefinitionError, match="pass a broadcast stream of the same job"):
+    with pytest.raises(JobDefinitionError, match="or a broadcast stream of it"):
         events.key_by("id").connect(foreign)
 
 

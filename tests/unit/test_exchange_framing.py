@@ -51,11 +51,11 @@ CARRIED: list[Any] = [
 def _entry(recs: list[Any], node: int = 0) -> Entry:
     keys = [f"k{i}" for i in range(len(recs))]
     ts = list(range(len(recs)))
-    return ([(node, keys, recs, ts, ts)], pack_ints([10]), 9, 0)
+    return ([(node, keys, recs, ts, ts)], pack_ints([10]), 9, 0, 0)
 
 
 def test_every_carried_type_round_trips_exactly() -> None:
-    entries = [_entry(CARRIED), _entry([], node=1), ([], pack_ints([3, 4]), -5, 2)]
+    entries = [_entry(CARRIED), _entry([], node=1), ([], pack_ints([3, 4]), -5, 2, 0)]
     decoded = decode_frame(encode_entries(entries), nodes=2)
     assert decoded == entries
     assert isinstance(decoded, list)
@@ -78,14 +78,19 @@ def test_a_barrier_round_trips() -> None:
         (msgpack.packb([2, []]), "neither records nor a barrier"),
         (msgpack.packb([1, -1, True]), "neither records nor a barrier"),
         (msgpack.packb([1, 3, 1]), "neither records nor a barrier"),
-        (msgpack.packb([0, [[[], b"", 0, 0]]]), "malformed parts or trace"),
-        (msgpack.packb([0, [[[], b"1234567", 0, 0]]]), "malformed parts or trace"),
-        (msgpack.packb([0, [[[], b"\0" * 8, 0, 7]]]), "status 7"),
-        (msgpack.packb([0, [[[], b"\0" * 8, 1.5, 0]]]), "watermark 1.5"),
-        (msgpack.packb([0, [[[[5, [], [], b"", b""]], b"\0" * 8, 0, 0]]]), "keyed node 5"),
-        (msgpack.packb([0, [[[[0, ["a"], [], b"", b""]], b"\0" * 8, 0, 0]]]), "do not match"),
-        (msgpack.packb([0, [[[[0, ["a"], [1], b"", b""]], b"\0" * 8, 0, 0]]]), "timestamps"),
-        (msgpack.packb([0, [[[[0, [1], [1], b"\0" * 8, b"\0" * 8]], b"\0" * 8, 0, 0]]]), "keys"),
+        (msgpack.packb([0, [[[], b"", 0, 0, 0]]]), "malformed parts or trace"),
+        (msgpack.packb([0, [[[], b"1234567", 0, 0, 0]]]), "malformed parts or trace"),
+        (msgpack.packb([0, [[[], b"\0" * 8, 0, 7, 0]]]), "status 7"),
+        (msgpack.packb([0, [[[], b"\0" * 8, 1.5, 0, 0]]]), "watermark 1.5"),
+        (msgpack.packb([0, [[[[5, [], [], b"", b""]], b"\0" * 8, 0, 0, 0]]]), "keyed node 5"),
+        (msgpack.packb([0, [[[[0, ["a"], [], b"", b""]], b"\0" * 8, 0, 0, 0]]]), "do not match"),
+        (msgpack.packb([0, [[[[0, ["a"], [1], b"", b""]], b"\0" * 8, 0, 0, 0]]]), "timestamps"),
+        (msgpack.packb([0, [[[[0, [1], [1], b"\0" * 8, b"\0" * 8]], b"\0" * 8, 0, 0, 0]]]), "keys"),
+        (msgpack.packb([0, [[[], b"\0" * 8, 0, 0, 1]]]), "source 1; the job has 1"),
+        (
+            msgpack.packb([0, [[[], b"\0" * 8, 0, 0]]]),
+            r"\[parts, trace, watermark, status, source\]",
+        ),
         (msgpack.packb(msgpack.ExtType(9, b"x")), "unknown msgpack ext type 9"),
         (b"\x91" * 5000 + b"\xc0", "is not msgpack"),  # nested past msgpack's depth limit
         (msgpack.packb({"a": 1}) + b"extra", "is not msgpack"),
@@ -113,7 +118,7 @@ def test_an_unencodable_record_is_dead_lettered_with_its_type(record: Any, named
     dead: list[tuple[str, Any]] = []
     kept = drop_unencodable([_entry([good, record])], lambda why, r: dead.append((why, r)))
     assert decode_frame(encode_entries(kept), nodes=1) == [
-        ([(0, ["k0"], [good], [0], [0])], pack_ints([10]), 9, 0)
+        ([(0, ["k0"], [good], [0], [0])], pack_ints([10]), 9, 0, 0)
     ]
     assert len(dead) == 1 and dead[0][1] is record
     assert dead[0][0].startswith("the record cannot cross to another worker")
@@ -152,7 +157,7 @@ def test_json_records_are_never_checked_again() -> None:
     lines = [b'{"id": "ad-1", "ts": 1700000000000, "big": 18446744073709551615}']
     chain.process(SourceBatch(lines, decoded=False, offsets={}))
     assert dead.count == 0 and len(chain.keyed[0][2]) == 1
-    encode_entries([(chain.keyed, pack_ints([1]), 0, 0)])  # and they do cross
+    encode_entries([(chain.keyed, pack_ints([1]), 0, 0, 0)])  # and they do cross
 
 
 class _Sent:

@@ -108,13 +108,6 @@ def test_window_needs_an_assigner() -> None:
         _keyed(Job("j")).window(10)  # type: ignore[arg-type]
 
 
-def test_second_source_is_refused() -> None:
-    job = Job("j")
-    job.source(sources.jsonl("/a.jsonl"))
-    with pytest.raises(JobDefinitionError, match="job 'j' already has a source"):
-        job.source(sources.jsonl("/b.jsonl"))
-
-
 @pytest.mark.parametrize("bad", ["", 5])
 def test_bad_key_and_timestamp_selectors(bad: object) -> None:
     job = Job("j")

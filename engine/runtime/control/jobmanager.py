@@ -373,7 +373,7 @@ class JobManager:
 
     @property
     def source(self) -> str:
-        return self.job.sources[0].source.describe()
+        return self.job.describe_sources()
 
     @property
     def storage(self) -> CheckpointStorage:

@@ -9,11 +9,17 @@ what retention allows; after a restore it rebuilds what memory holds from RocksD
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from weir.engine.job import Operator
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.delta import StateDelta
+
+# what takes a keyed sub-batch for one input of an operator (keys, records, timestamps, the
+# watermarks they arrived under, the trace): ``process``, or a co-process function's
+# ``process2``
+Feed = Callable[[list[str], list[Any], list[int], list[int], list[int] | None], None]
 
 
 class OperatorRuntime(Protocol):

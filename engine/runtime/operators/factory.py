@@ -1,13 +1,20 @@
 """Which runtime runs an operator: window operators fold into windows (sliding ones on panes,
-sessions merge), process functions run user code with keyed state and timers."""
+sessions merge), process functions run user code with keyed state and timers (co-process
+functions with two inputs)."""
 
 from __future__ import annotations
 
-from weir.engine.job import KeyedBroadcastOperator, Operator, ProcessOperator
-from weir.engine.runtime.operators.base import OperatorRuntime
+from weir.engine.job import (
+    CoProcessOperator,
+    KeyByNode,
+    KeyedBroadcastOperator,
+    Operator,
+    ProcessOperator,
+)
+from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.broadcast import KeyedBroadcastRuntime
 from weir.engine.runtime.operators.codec import uses_panes
-from weir.engine.runtime.operators.process import ProcessRuntime
+from weir.engine.runtime.operators.process import CoProcessRuntime, ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
 from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
@@ -29,6 +36,8 @@ def runtime_for(
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
     if isinstance(op, KeyedBroadcastOperator):
         return KeyedBroadcastRuntime(op, *args)
+    if isinstance(op, CoProcessOperator):
+        return CoProcessRuntime(op, *args)
     if isinstance(op, ProcessOperator):
         return ProcessRuntime(op, *args)
     if isinstance(op.assigner, SessionWindows):
@@ -36,3 +45,31 @@ def runtime_for(
     if uses_panes(op.assigner):
         return SlidingRuntime(op, *args)
     return WindowRuntime(op, *args)
+
+
+def runtimes_for(
+    keyby: list[KeyByNode],
+    state: StateBackend,
+    key_groups: KeyGroupRange,
+    max_parallelism: int,
+    late: LateRecords,
+    dead: DeadLetters,
+    retention_ms: int,
+) -> tuple[dict[str, OperatorRuntime], list[list[tuple[str, Feed]]]]:
+    """One runtime per operator under the job's ``keyby`` nodes, and per node what each of its
+    operators takes its records with (a co-process function's second input: ``process2``)."""
+    args = (state, key_groups, max_parallelism, late, dead, retention_ms)
+    runtimes: dict[str, OperatorRuntime] = {}
+    feeds: list[list[tuple[str, Feed]]] = []
+    for node in keyby:
+        fed: list[tuple[str, Feed]] = []
+        for op in node.children:
+            rt = runtimes.get(op.name)
+            if rt is None:
+                rt = runtimes[op.name] = runtime_for(op, *args)
+            if isinstance(rt, CoProcessRuntime) and isinstance(op, CoProcessOperator):
+                fed.append((op.name, rt.process2 if op.second is node else rt.process))
+            else:
+                fed.append((op.name, rt.process))
+        feeds.append(fed)
+    return runtimes, feeds

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from weir.engine.job import OutputTag, ProcessOperator
+from weir.engine.job import CoProcessOperator, OutputTag, ProcessOperator
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.codec import (
     decode_keys,
@@ -219,6 +219,16 @@ class ProcessRuntime:
         wms: list[int],
         trace: list[int] | None = None,
     ) -> None:
+        self._run(self._process, keys, recs, ts, wms)
+
+    def _run(
+        self,
+        process: Any,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+    ) -> None:
         ctx = self._ctx
         event_heap = self._heaps[EVENT]
         for key, rec, t, w in zip(keys, recs, ts, wms, strict=True):
@@ -227,7 +237,7 @@ class ProcessRuntime:
             self.records_in += 1
             ctx.key, ctx.timestamp, ctx.watermark = key, t, w
             try:
-                self._process(rec, ctx)
+                process(rec, ctx)
             except Exception as exc:  # noqa: BLE001 - a bad record never stops the job
                 self._dead.add(f"process:{self.op.name}", f"{type(exc).__name__}: {exc}", rec)
 
@@ -371,3 +381,33 @@ class ProcessRuntime:
                 else:
                     found[key] = cell[1]
         return sorted(found.items())
+
+
+class CoProcessRuntime(ProcessRuntime):
+    """A keyed co-process function (``CoProcessOperator``): ``process`` feeds the first input
+    to ``fn.process1``, ``process2`` the second to ``fn.process2``; state, timers, outputs,
+    snapshots and restore are the one-input runtime's, so the key's state is one."""
+
+    def __init__(
+        self,
+        op: CoProcessOperator,
+        state: StateBackend,
+        key_groups: KeyGroupRange,
+        max_parallelism: int,
+        late: LateRecords,
+        dead: DeadLetters,
+        retention_ms: int,
+    ) -> None:
+        super().__init__(op, state, key_groups, max_parallelism, late, dead, retention_ms)
+        self._process = op.function.process1
+        self._process2 = op.function.process2
+
+    def process2(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        self._run(self._process2, keys, recs, ts, wms)

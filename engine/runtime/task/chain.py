@@ -59,13 +59,20 @@ class Chain:
         sink_writers: dict[int, SinkWriter],
         dead: DeadLetters,
         max_future_ms: int | None = None,
+        keyby_index: dict[int, int] | None = None,
     ) -> None:
+        """``keyby_index``: the job's key_by nodes by ``id`` (``graph.Graph``); by default
+        this source's own, numbered in definition order."""
         self._source = source
         # event times this far past the wall clock are refused: one such record would move the
         # watermark past every open window and close them all
         self._max_future = max_future_ms or None
         self._sinks = sink_writers  # keyed by id() of the SinkNode
-        self._keyby_index = {id(n): i for i, n in enumerate(keyby_nodes(source))}
+        self._keyby_index = (
+            {id(n): i for i, n in enumerate(keyby_nodes(source))}
+            if keyby_index is None
+            else keyby_index
+        )
         self.keyed: list[KeyedBatch] = []
         self._dead = dead
         self._bound = source.watermarks.bound_ms

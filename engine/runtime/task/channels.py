@@ -34,6 +34,14 @@ class Inputs:
     def __init__(self, names: list[str]) -> None:
         self.inputs = {n: Input() for n in names}
 
+    @classmethod
+    def of(cls, inputs: dict[str, Input]) -> Inputs:
+        """A view over inputs another ``Inputs`` owns (they are shared, not copied): an
+        operator's channels of the sources that feed it."""
+        found = cls([])
+        found.inputs = inputs
+        return found
+
     def active(self) -> list[Input]:
         return [i for i in self.inputs.values() if not i.idle]
 

@@ -2,7 +2,8 @@
 worst be refused, never run.
 
 A frame is ``[0, [entry, ...]]`` (records) or ``[1, checkpoint, stop_sources]`` (a barrier). An
-entry is ``[parts, trace, data_watermark, status]`` and a part, one keyed sub-batch, is ``[node,
+entry is ``[parts, trace, data_watermark, status, source]`` (the index of the source whose
+watermark the trace is) and a part, one keyed sub-batch, is ``[node,
 keys, records, timestamps, watermarks]``; the trace, timestamps and watermarks are packed int64
 arrays (a memcpy each way, not one msgpack integer per record).
 
@@ -33,9 +34,10 @@ MAX_FRAME = 64 * 1024 * 1024  # a length over this fails the peer before anythin
 TUPLE_EXT = 1
 _DATA, _BARRIER = 0, 1
 _STATUSES = frozenset({0, 1, 2})  # routing's ACTIVE, IDLE, ENDED
-# an entry of a frame: keyed sub-batches of one source batch, the sender's watermark after each
-# of its records (packed), its data watermark, and the sender's input status
-Entry = tuple[list["KeyedBatch"], bytes, int, int]
+# an entry of a frame: keyed sub-batches of one source batch, the sender's watermark of that
+# source after each of its records (packed), its data watermark, the sender's input status of
+# that source, and the source's index
+Entry = tuple[list["KeyedBatch"], bytes, int, int, int]
 
 
 class Unencodable(Exception):
@@ -84,8 +86,14 @@ def encode_entries(entries: list[Entry]) -> bytes:
     frame = [
         _DATA,
         [
-            [[[n, k, r, pack_ints(t), pack_ints(w)] for n, k, r, t, w in parts], trace, dwm, st]
-            for parts, trace, dwm, st in entries
+            [
+                [[n, k, r, pack_ints(t), pack_ints(w)] for n, k, r, t, w in parts],
+                trace,
+                dwm,
+                st,
+                src,
+            ]
+            for parts, trace, dwm, st, src in entries
         ],
     ]
     try:
@@ -112,7 +120,7 @@ def drop_unencodable(entries: list[Entry], dead: Callable[[str, Any], None]) -> 
     """``entries`` without the records the exchange cannot carry; each of those goes to
     ``dead(reason, record)``."""
     kept: list[Entry] = []
-    for parts, trace, dwm, st in entries:
+    for parts, trace, dwm, st, src in entries:
         clean: list[KeyedBatch] = []
         for node, keys, recs, ts, wms in parts:
             if unencodable_reason(recs) is None:
@@ -127,13 +135,14 @@ def drop_unencodable(entries: list[Entry], dead: Callable[[str, Any], None]) -> 
                 part = keys, recs, ts, wms
                 k, r, t, w = (list(compress(col, mask)) for col in part)
                 clean.append((node, k, r, t, w))
-        kept.append((clean, trace, dwm, st))
+        kept.append((clean, trace, dwm, st, src))
     return kept
 
 
-def decode_frame(payload: bytes, nodes: int) -> list[Entry] | tuple[int, bool]:
+def decode_frame(payload: bytes, nodes: int, sources: int = 1) -> list[Entry] | tuple[int, bool]:
     """A records frame's entries, or a barrier's ``(checkpoint, stop_sources)``; ``nodes``: how
-    many keyed nodes the job has. ``MessageError`` for anything weir did not send."""
+    many keyed nodes the job has, ``sources`` how many sources. ``MessageError`` for anything
+    weir did not send."""
     try:
         found = _unpack(payload)
     except MessageError:
@@ -146,21 +155,23 @@ def decode_frame(payload: bytes, nodes: int) -> list[Entry] | tuple[int, bool]:
         if type(found[1]) is int and found[1] >= 0 and type(found[2]) is bool:
             return found[1], found[2]
     if type(found) is list and len(found) == 2 and found[0] == _DATA and type(found[1]) is list:
-        return [_entry(e, nodes) for e in found[1]]
+        return [_entry(e, nodes, sources) for e in found[1]]
     raise MessageError(f"an exchange frame is neither records nor a barrier: {_shown(found)}")
 
 
-def _entry(raw: Any, nodes: int) -> Entry:
-    if not (type(raw) is list and len(raw) == 4):
+def _entry(raw: Any, nodes: int, sources: int) -> Entry:
+    if not (type(raw) is list and len(raw) == 5):
         raise MessageError(
-            f"an exchange entry is not [parts, trace, watermark, status]: {_shown(raw)}"
+            f"an exchange entry is not [parts, trace, watermark, status, source]: {_shown(raw)}"
         )
-    parts, trace, dwm, st = raw
+    parts, trace, dwm, st, src = raw
     if type(parts) is not list or type(trace) is not bytes or not trace or len(trace) % 8:
         raise MessageError(f"an exchange entry has malformed parts or trace: {_shown(raw)}")
     if type(dwm) is not int or type(st) is not int or st not in _STATUSES:
         raise MessageError(f"an exchange entry has watermark {dwm!r} and status {st!r}")
-    return [_part(p, nodes) for p in parts], trace, dwm, st
+    if type(src) is not int or not 0 <= src < sources:
+        raise MessageError(f"an exchange entry names source {src!r}; the job has {sources}")
+    return [_part(p, nodes) for p in parts], trace, dwm, st, src
 
 
 def _part(raw: Any, nodes: int) -> KeyedBatch:

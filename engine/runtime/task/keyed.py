@@ -1,7 +1,10 @@
 """A worker's keyed side: the operators of its key-group range, fed by one input channel per
-worker (its own included). An operator's watermark is the minimum over the non-idle channels
-(``Inputs``); a record arrives under the watermark it was produced under, combined with the
-other channels' current ones. Results go to each operator's sinks as they are emitted.
+worker (its own included) and source. An operator's watermark is the minimum over the non-idle
+channels of the sources that feed it (Flink's rule for several inputs: an operator fed only by
+source A never waits for source B); a record arrives under the watermark it was produced
+under, combined with those other channels' current ones. Operators fed by the same sources
+share one view of their channels (``_Group``). Results go to each operator's sinks as they are
+emitted.
 """
 
 from __future__ import annotations
@@ -9,31 +12,46 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from weir.engine.runtime.messages import OperatorMarks, OperatorStatus
-from weir.engine.runtime.operators.base import OperatorRuntime
+from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.outputs import LateRecords
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
+from weir.engine.runtime.task.graph import SplitId
 from weir.engine.runtime.task.routing import ENDED, IDLE
 from weir.engine.sinks import Sink, SinkWriter
 from weir.engine.watermarks import MAX_WATERMARK
 
 
+class _Group:
+    """The operators fed by one set of sources, with the channels of those sources."""
+
+    def __init__(self, sources: tuple[int, ...], marks: Inputs) -> None:
+        self.sources = sources
+        self.marks = marks
+        self.ops: list[tuple[str, OperatorRuntime]] = []
+        self.others = MAX_WATERMARK  # scratch of one delivery: the other channels' minimum
+        self.trace: list[int] = []  # and the delivered trace under it
+
+
 class KeyedSide:
     def __init__(
         self,
-        node_ops: list[list[OperatorRuntime]],
+        ops: dict[str, OperatorRuntime],
+        feeds: list[list[tuple[str, Feed]]],
+        inputs: dict[str, tuple[int, ...]],
         parallelism: int,
-        splits: list[str],
+        every: list[SplitId],
         open_sink: Callable[[Sink], SinkWriter] | None = None,
         side_sinks: dict[str, dict[str, list[Sink]]] | None = None,
     ) -> None:
-        """``splits``: the source's; worker ``j`` reads every ``parallelism``-th from ``j``.
-        ``open_sink``: how the operators' sinks are opened (the worker's ``OutputGate``);
-        ``side_sinks``: the process functions' side outputs' (``outputs.tagged_sinks``)."""
+        """``feeds``: per key_by node (its index), the operators' inputs it feeds; ``inputs``:
+        per operator, the sources feeding it; ``every``: the job's splits, worker ``j`` reads
+        every ``parallelism``-th from ``j``. ``open_sink``: how the operators' sinks are opened
+        (the worker's ``OutputGate``); ``side_sinks``: the process functions' side outputs'
+        (``outputs.tagged_sinks``)."""
         opener = open_sink or (lambda s: s.open())
-        self._node_ops = node_ops  # per key_by node (its index), the operators it feeds
-        self.ops = {rt.op.name: rt for rts in node_ops for rt in rts}
+        self.ops = ops
         self._clocked = {n: rt for n, rt in self.ops.items() if rt.processing_time}
         self.sinks: dict[str, list[SinkWriter]] = {
             name: [opener(s) for s in rt.op.sinks] for name, rt in self.ops.items()
@@ -42,11 +60,41 @@ class KeyedSide:
             name: {tag: [opener(s) for s in sinks] for tag, sinks in tags.items()}
             for name, tags in (side_sinks or {}).items()
         }
-        self.channels = Inputs([str(i) for i in range(parallelism)])
+        count = max([s.source + 1 for s in every] + [i + 1 for v in inputs.values() for i in v])
+        channels = [str(j) for j in range(parallelism)]
+        self.by_source = [Inputs(channels) for _ in range(count)]
         for j in range(parallelism):
-            if not splits[j::parallelism]:  # a worker without splits never holds time back
-                self.channels.inputs[str(j)].ended = True
-                self.channels.inputs[str(j)].watermark = MAX_WATERMARK
+            theirs = {s.source for s in every[j::parallelism]}
+            for src, marks in enumerate(self.by_source):
+                if src not in theirs:  # a worker without splits never holds time back
+                    marks.inputs[str(j)].ended = True
+                    marks.inputs[str(j)].watermark = MAX_WATERMARK
+        self.channels = self._view(range(count))  # every channel of every source
+        self._groups = self._group(inputs)
+        by_name = {name: g for g in self._groups for name, _ in g.ops}
+        self._with = [[g for g in self._groups if src in g.sources] for src in range(count)]
+        self._feeds: list[list[tuple[_Group, list[Feed]]]] = []
+        for node in feeds:
+            grouped: dict[int, tuple[_Group, list[Feed]]] = {}
+            for name, feed in node:
+                g = by_name[name]
+                grouped.setdefault(id(g), (g, []))[1].append(feed)
+            self._feeds.append(list(grouped.values()))
+
+    def _view(self, sources: range | tuple[int, ...]) -> Inputs:
+        return Inputs.of(
+            {f"{s}/{c}": mark for s in sources for c, mark in self.by_source[s].inputs.items()}
+        )
+
+    def _group(self, inputs: dict[str, tuple[int, ...]]) -> list[_Group]:
+        groups: dict[tuple[int, ...], _Group] = {}
+        for name, rt in self.ops.items():
+            sources = inputs[name]
+            group = groups.get(sources)
+            if group is None:
+                group = groups[sources] = _Group(sources, self._view(sources))
+            group.ops.append((name, rt))
+        return list(groups.values())
 
     @property
     def clocked(self) -> bool:
@@ -54,33 +102,51 @@ class KeyedSide:
         return bool(self._clocked)
 
     def deliver(
-        self, channel: str, keyed: list[KeyedBatch], trace: list[int], data_wm: int, status: int
+        self,
+        channel: str,
+        keyed: list[KeyedBatch],
+        trace: list[int],
+        data_wm: int,
+        status: int,
+        source: int = 0,
     ) -> None:
-        """Keyed records and watermark progress from one input channel."""
-        others = self.channels.others(channel)
-        arrived_trace = combine(trace, others)
+        """Keyed records and watermark progress of ``source`` from one input channel."""
+        key = f"{source}/{channel}"
+        groups = self._with[source]
+        for g in groups:
+            g.others = g.marks.others(key)
+            g.trace = combine(trace, g.others)
         for node, keys, recs, ts, wms in keyed:
-            arrived = combine(wms, others)
-            for rt in self._node_ops[node]:
-                rt.process(keys, recs, ts, arrived, arrived_trace)
-        mark = self.channels.inputs[channel]
+            for g, feeds in self._feeds[node]:
+                arrived = combine(wms, g.others)
+                for feed in feeds:
+                    feed(keys, recs, ts, arrived, g.trace)
+        mark = self.by_source[source].inputs[channel]
         mark.watermark = max(mark.watermark, trace[-1])
         mark.data_watermark = max(mark.data_watermark, data_wm)
         mark.ended = status == ENDED
         mark.idle = status == IDLE
-        self.advance(arrived_trace)
+        for g in groups:
+            self._advance(g, g.trace)
 
     def advance(self, trace: list[int]) -> None:
-        wm, data_wm = self.channels.watermark(), self.channels.data_watermark()
-        for name, rt in self.ops.items():
+        for g in self._groups:
+            self._advance(g, trace)
+
+    def _advance(self, group: _Group, trace: list[int]) -> None:
+        wm, data_wm = group.marks.watermark(), group.marks.data_watermark()
+        for name, rt in group.ops:
             rt.advance(wm, data_wm, trace)
             self._emit(name, rt)
 
     def tick(self) -> None:
-        wm, data_wm = self.channels.watermark(), self.channels.data_watermark()
-        for name, rt in self._clocked.items():
-            rt.advance(wm, data_wm)
-            self._emit(name, rt)
+        for g in self._groups:
+            clocked = [(n, rt) for n, rt in g.ops if n in self._clocked]
+            if clocked:
+                wm, data_wm = g.marks.watermark(), g.marks.data_watermark()
+                for name, rt in clocked:
+                    rt.advance(wm, data_wm)
+                    self._emit(name, rt)
 
     def _emit(self, name: str, rt: OperatorRuntime) -> None:
         results = rt.drain()

@@ -15,7 +15,8 @@ from weir.engine.errors import WeirError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.task.channels import Input, Inputs
-from weir.engine.runtime.task.sources import SplitStart
+from weir.engine.runtime.task.graph import SplitId
+from weir.engine.runtime.task.sources import SourceSide, SplitStart
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK, WatermarkStrategy
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange
@@ -53,34 +54,39 @@ def restore_db(
 
 def restore_positions(
     meta: dict[str, Any],
-    strategy: WatermarkStrategy,
-    every: list[str],
+    strategies: list[WatermarkStrategy],
+    every: list[SplitId],
     parallelism: int,
-    splits: Inputs,
-    channels: Inputs,
-) -> SplitStart:
-    """Split offsets and watermarks as of the checkpoint; every sender's channel starts at the
-    watermark its splits had (the same rule at any parallelism). Returns where this worker's
-    splits start."""
+    sides: list[SourceSide],
+    channels: list[Inputs],
+) -> dict[int, SplitStart]:
+    """Split offsets and watermarks as of the checkpoint; every sender's channel of each source
+    starts at the watermark its splits of that source had (the same rule at any parallelism).
+    Returns where this worker's splits start, per source index."""
     saved: dict[str, Any] = {}
     for w in meta["workers"]:
         saved.update(w["sources"])
-    start = SplitStart()
-    for split, mark in splits.inputs.items():
-        st = saved.get(split)
-        if st is None:
-            continue  # a split the checkpoint did not have (a new file): from its start
-        start.max_ts[split] = int(st["max_ts"])
-        mark.watermark = mark.data_watermark = strategy.watermark_for(int(st["max_ts"]))
-        start.offsets[split] = int(st["offset"])
-        if st["ended"]:
-            mark.watermark, mark.ended = MAX_WATERMARK, True
-            start.ended[split] = int(st["offset"])
+    starts: dict[int, SplitStart] = {}
+    for side in sides:
+        strategy = strategies[side.index]
+        start = starts[side.index] = SplitStart()
+        for split, mark in side.inputs.inputs.items():
+            st = saved.get(split)
+            if st is None:
+                continue  # a split the checkpoint did not have (a new file): from its start
+            start.max_ts[split] = int(st["max_ts"])
+            mark.watermark = mark.data_watermark = strategy.watermark_for(int(st["max_ts"]))
+            start.offsets[split] = int(st["offset"])
+            if st["ended"]:
+                mark.watermark, mark.ended = MAX_WATERMARK, True
+                start.ended[split] = int(st["offset"])
     for j in range(parallelism):
         theirs = every[j::parallelism]
-        if theirs:
-            _start_channel(channels.inputs[str(j)], [saved.get(s) for s in theirs], strategy)
-    return start
+        for src, marks in enumerate(channels):
+            mine = [saved.get(s.id) for s in theirs if s.source == src]
+            if mine:
+                _start_channel(marks.inputs[str(j)], mine, strategies[src])
+    return starts
 
 
 def _start_channel(

@@ -26,7 +26,7 @@ from weir.state.keygroups import key_groups
 
 ACTIVE, IDLE, ENDED = 0, 1, 2  # a sender's input status, carried by every entry
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the source
-Deliver = Callable[[str, list[KeyedBatch], list[int], int, int], None]
+Deliver = Callable[[str, list[KeyedBatch], list[int], int, int, int], None]
 DeadLetter = Callable[[str, Any], None]  # (reason, record)
 
 
@@ -38,9 +38,9 @@ class Barrier:
     stop_sources: bool
 
 
-def decode_frame(payload: bytes, nodes: int) -> list[Entry] | Barrier:
+def decode_frame(payload: bytes, nodes: int, sources: int = 1) -> list[Entry] | Barrier:
     """A frame's entries, or the checkpoint barrier it carries (``MessageError``: neither)."""
-    found = framing.decode_frame(payload, nodes)
+    found = framing.decode_frame(payload, nodes, sources)
     return Barrier(*found) if isinstance(found, tuple) else found
 
 
@@ -53,10 +53,11 @@ class Outbox:
     since: float = 0.0
 
     def add(self, entry: Entry, now: float) -> None:
-        parts, _, _, status = entry
-        if not self.entries:
+        parts, _, _, status, source = entry
+        last = self.entries[-1] if self.entries else None
+        if last is None:
             self.since = now
-        elif not parts and status == ACTIVE and not self.entries[-1][0] and not self.entries[-1][3]:
+        elif not parts and status == ACTIVE and not last[0] and not last[3] and last[4] == source:
             self.entries[-1] = entry  # only time moved: the last watermark is all that matters
             return
         self.entries.append(entry)
@@ -96,9 +97,17 @@ class Router:
             return False
         return self.exchange is None or self.exchange.pending_bytes == 0
 
-    def route(self, keyed: list[KeyedBatch], trace: list[int], data_wm: int, status: int) -> None:
+    def route(
+        self,
+        keyed: list[KeyedBatch],
+        trace: list[int],
+        data_wm: int,
+        status: int,
+        source: int = 0,
+    ) -> None:
+        """One source batch's keyed records, ``trace`` and status being ``source``'s."""
         if self.exchange is None:
-            self._deliver(str(self._index), keyed, trace, data_wm, status)
+            self._deliver(str(self._index), keyed, trace, data_wm, status, source)
             return
         parts: dict[int, list[KeyedBatch]] = {j: [] for j in range(self._p)}
         m, p = self._m, self._p
@@ -119,8 +128,8 @@ class Router:
         now = time.monotonic()
         packed = pack_ints(trace)
         for j, box in self.outboxes.items():
-            box.add((parts[j], packed, data_wm, status), now)
-        self._deliver(str(self._index), parts[self._index], trace, data_wm, status)
+            box.add((parts[j], packed, data_wm, status, source), now)
+        self._deliver(str(self._index), parts[self._index], trace, data_wm, status, source)
 
     def ship(self, now: float, timeout_s: float) -> None:
         """Send buffers that are full, older than the buffer timeout, or carry an end."""

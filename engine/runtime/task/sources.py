@@ -38,6 +38,7 @@ class Routable:
     data_watermark: int
     status: int
     had_records: bool
+    source: int = 0  # the index of the source read: watermarks travel per source
 
 
 @dataclass(slots=True)
@@ -52,8 +53,19 @@ class SplitStart:
 
 class SourceSide:
     def __init__(
-        self, node: SourceNode, chain: Chain, splits: list[str], idle_timeout_ms: int | None
+        self,
+        node: SourceNode,
+        chain: Chain,
+        splits: list[str],
+        idle_timeout_ms: int | None,
+        *,
+        index: int = 0,
+        prefix: str = "",
     ) -> None:
+        """``splits``: split ids, each ``prefix`` + the source's own split name (``graph``);
+        ``index``: the source's in the job."""
+        self.index = index
+        self._prefix = prefix
         self._source = node.source
         self._chain = chain
         self.inputs = Inputs(splits)
@@ -73,7 +85,7 @@ class SourceSide:
         self._chain.max_ts.update(start.max_ts)
         self.ended_offsets = dict(start.ended)
         self.readers = {
-            s: self._source.open(s, start.offsets.get(s))
+            s: self._source.open(s.removeprefix(self._prefix), start.offsets.get(s))
             for s in self.inputs.inputs
             if s not in start.ended
         }
@@ -127,7 +139,8 @@ class SourceSide:
         if not trace or trace[-1] != out_wm:
             trace.append(out_wm)
         status = self.status()
-        return Routable(keyed, trace, self.inputs.data_watermark(), status, bool(batch.items))
+        data_wm = self.inputs.data_watermark()
+        return Routable(keyed, trace, data_wm, status, bool(batch.items), self.index)
 
     def status(self) -> int:
         """This worker's input status, as its channel to every worker carries it."""
@@ -163,3 +176,70 @@ class SourceSide:
     def close(self) -> None:
         for reader in [*self.readers.values(), *self._ended_readers.values()]:
             reader.close()
+
+    @property
+    def records_in(self) -> int:
+        return self._chain.records_in
+
+
+class SourceSides:
+    """The source sides of a job's several sources (one per source this worker has splits of),
+    read in turn; one source works as ``SourceSide`` alone. Positions are keyed by split id,
+    which names the source when there are several."""
+
+    def __init__(self, sides: list[SourceSide]) -> None:
+        self.sides = sides
+        self._turn = 0
+        self.stopped_at: int | None = None
+
+    def open(self, starts: dict[int, SplitStart]) -> None:
+        for side in self.sides:
+            side.open(starts.get(side.index, SplitStart()))
+
+    @property
+    def reading(self) -> bool:
+        return self.stopped_at is None and any(s.readers for s in self.sides)
+
+    @property
+    def split_ids(self) -> list[str]:
+        return [split for side in self.sides for split in side.inputs.inputs]
+
+    @property
+    def first_record_at(self) -> float:
+        return min((s.first_record_at for s in self.sides if s.first_record_at), default=0.0)
+
+    @property
+    def records_in(self) -> int:
+        return sum(s.records_in for s in self.sides)
+
+    def stop_at(self, checkpoint: int) -> None:
+        self.stopped_at = checkpoint
+        for side in self.sides:
+            side.stop_at(checkpoint)
+
+    def resume(self, checkpoint: int) -> None:
+        if self.stopped_at == checkpoint:
+            self.stopped_at = None
+        for side in self.sides:
+            side.resume(checkpoint)
+
+    def read_next(self, batch_size: int) -> Routable:
+        """One batch of the next source in turn that has splits to read."""
+        live = [s for s in self.sides if s.readers]
+        side = live[self._turn % len(live)]
+        self._turn += 1
+        return side.read_next(batch_size)
+
+    def positions(self) -> dict[str, SplitPosition]:
+        return {k: v for side in self.sides for k, v in side.positions().items()}
+
+    def commit(self, positions: dict[str, SplitPosition]) -> None:
+        for side in self.sides:
+            side.commit(positions)
+
+    def lag(self) -> dict[str, int]:
+        return {k: v for side in self.sides for k, v in side.lag().items()}
+
+    def close(self) -> None:
+        for side in self.sides:
+            side.close()

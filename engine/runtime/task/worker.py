@@ -38,7 +38,7 @@ from weir.engine.runtime.messages import (
     WorkerStatus,
 )
 from weir.engine.runtime.operators.delta import StateDelta
-from weir.engine.runtime.operators.factory import runtime_for
+from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import (
     DeadLetters,
     LateRecords,
@@ -48,16 +48,17 @@ from weir.engine.runtime.outputs import (
 )
 from weir.engine.runtime.task.acceptor import Stopped
 from weir.engine.runtime.task.barriers import BarrierAligner
-from weir.engine.runtime.task.chain import Chain, keyby_nodes, sink_nodes
+from weir.engine.runtime.task.chain import Chain
 from weir.engine.runtime.task.exchange import Exchange
 from weir.engine.runtime.task.framing import unpack_ints
+from weir.engine.runtime.task.graph import Graph, SplitId, graph_of, split_ids
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
 from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.restore import restore_db, restore_operators, restore_positions
 from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame
 from weir.engine.runtime.task.snapshot import Snapshotter
-from weir.engine.runtime.task.sources import SourceSide, SplitStart
+from weir.engine.runtime.task.sources import SourceSide, SourceSides, SplitStart
 from weir.engine.runtime.task.stateserver import StateServer
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.checkpoints import CheckpointStorage, FileRef
@@ -84,7 +85,7 @@ class Worker:
         self.cfg, self.index, self.link, self.job = cfg, index, link, job
         self._terminated = terminated or threading.Event()
         p = cfg.parallelism
-        node = job.sources[0]
+        graph = graph_of(job)
         self.range = range_for_operator(job.max_parallelism, p, index)
         storage = CheckpointStorage(cfg.checkpoints_root, job.name)
         restored: dict[str, Any] | None = None
@@ -101,14 +102,12 @@ class Worker:
             side_sink(cfg, job.name, cfg.late_sink_url, "late.jsonl"), self.outputs
         )
         args = (self.state, self.range, job.max_parallelism, self.late, self.dead)
-        retention = cfg.state_retention_ms
-        ops = [[runtime_for(op, *args, retention) for op in n.children] for n in keyby_nodes(node)]
-        every = node.source.splits(p)
-        sides = tagged_sinks(cfg, job)
-        self.keyed = KeyedSide(ops, p, every, self.outputs.open, sides)
-        self.stream_sinks = {id(n): self.outputs.open(n.sink) for n in sink_nodes(node)}
-        self.chain = Chain(node, self.stream_sinks, self.dead, cfg.max_future_ms)
-        self.sources = SourceSide(node, self.chain, every[index::p], cfg.idle_timeout_ms)
+        ops, feeds = runtimes_for(graph.keyby, *args, cfg.state_retention_ms)
+        every = split_ids(job, p)
+        tagged = tagged_sinks(cfg, job)
+        self.keyed = KeyedSide(ops, feeds, graph.inputs, p, every, self.outputs.open, tagged)
+        self.stream_sinks = {id(n): self.outputs.open(n.sink) for n in graph.sinks}
+        self.sources = self._source_sides(graph, every)
         self.exchange: Exchange | None = None
         if p > 1:
             if auth is None:
@@ -132,7 +131,7 @@ class Worker:
             self.keyed.deliver,
             lambda why, rec: self.dead.add("exchange", why, rec),
         )
-        self._nodes = len(ops)
+        self._nodes = len(graph.keyby)
         self.barriers = BarrierAligner(index, p)
         self.snapshots = Snapshotter(
             cfg, job.name, index, self.range, self.state, link.send, confirmed
@@ -144,16 +143,32 @@ class Worker:
         self.backpressured_s = 0.0
         self.started = time.monotonic()
 
-    def _open(self, every: list[str], restored: dict[str, Any] | None) -> None:
+    def _source_sides(self, graph: Graph, every: list[SplitId]) -> SourceSides:
+        """A source side (its own chain) per source this worker has splits of."""
+        mine = every[self.index :: self.cfg.parallelism]
+        sides = []
+        for i, node in enumerate(self.job.sources):
+            ids = [s.id for s in mine if s.source == i]
+            if not ids:
+                continue
+            chain = Chain(
+                node, self.stream_sinks, self.dead, self.cfg.max_future_ms, graph.keyby_index
+            )
+            prefix = f"{node.name}/" if len(self.job.sources) > 1 else ""
+            idle = self.cfg.idle_timeout_ms
+            sides.append(SourceSide(node, chain, ids, idle, index=i, prefix=prefix))
+        return SourceSides(sides)
+
+    def _open(self, every: list[SplitId], restored: dict[str, Any] | None) -> None:
         """Open the splits from their start, or resume splits, channels and operators where
         checkpoint ``restored`` left them."""
-        start = SplitStart()
+        starts: dict[int, SplitStart] = {}
         if restored is not None:
-            strategy = self.job.sources[0].watermarks
-            p, splits, channels = self.cfg.parallelism, self.sources.inputs, self.keyed.channels
-            start = restore_positions(restored, strategy, every, p, splits, channels)
+            strategies = [s.watermarks for s in self.job.sources]
+            p, sides, channels = self.cfg.parallelism, self.sources.sides, self.keyed.by_source
+            starts = restore_positions(restored, strategies, every, p, sides, channels)
             restore_operators(restored, self.keyed.ops)
-        self.sources.open(start)
+        self.sources.open(starts)
 
     def status(self) -> WorkerStatus:
         elapsed = max(1e-9, time.monotonic() - self.started)
@@ -161,10 +176,10 @@ class Worker:
             "worker": self.index,
             "host": self.cfg.worker_host or HOSTNAME,
             "key_groups": (self.range.start, self.range.end),
-            "splits": list(self.sources.inputs.inputs),
+            "splits": self.sources.split_ids,
             "source_lag": self.sources.lag(),
             "watermark": self.keyed.channels.watermark(),
-            "records_in": self.chain.records_in,
+            "records_in": self.sources.records_in,
             "records_sent": self.router.records_sent,
             "records_received": self.records_received,
             "backpressure": round(self.backpressured_s / elapsed, 4),
@@ -197,8 +212,10 @@ class Worker:
                 self.close()
                 return
         self.run_started_at = time.time()
-        if not self.sources.readers:  # no splits, or all ended: tell everyone at once
-            self.router.route([], [MAX_WATERMARK], self.sources.inputs.data_watermark(), ENDED)
+        for side in self.sources.sides:
+            if not side.readers:  # all its splits ended: tell everyone at once
+                data_wm = side.inputs.data_watermark()
+                self.router.route([], [MAX_WATERMARK], data_wm, ENDED, side.index)
         flush_s = self.cfg.flush_interval_ms / 1000.0
         status_s = self.cfg.status_interval_ms / 1000.0
         timeout_s = self.cfg.buffer_timeout_ms / 1000.0
@@ -264,7 +281,9 @@ class Worker:
                 self.backpressured_s += time.monotonic() - t0
             else:
                 batch = self.sources.read_next(self.cfg.batch_size)
-                self.router.route(batch.keyed, batch.trace, batch.data_watermark, batch.status)
+                self.router.route(
+                    batch.keyed, batch.trace, batch.data_watermark, batch.status, batch.source
+                )
                 busy = batch.had_records or busy
         return busy
 
@@ -309,16 +328,16 @@ class Worker:
         if self.barriers.holds(peer):
             self.barriers.hold(peer, payload)  # after its barrier: waits for the snapshot
             return
-        frame = decode_frame(payload, self._nodes)
+        frame = decode_frame(payload, self._nodes, len(self.job.sources))
         if isinstance(frame, Barrier):
             if frame.checkpoint > self.barriers.last:
                 self._begin_barrier(frame)
             self.barriers.arrived(peer, frame.checkpoint)
             self._check_aligned()
             return
-        for keyed, trace, data_wm, status in frame:
+        for keyed, trace, data_wm, status, source in frame:
             self.records_received += sum(len(k[1]) for k in keyed)
-            self.keyed.deliver(str(peer), keyed, unpack_ints(trace), data_wm, status)
+            self.keyed.deliver(str(peer), keyed, unpack_ints(trace), data_wm, status, source)
 
     # -- checkpoints (aligned barriers) ----------------------------------------------------------
 
@@ -344,7 +363,7 @@ class Worker:
         if n is None or not self.barriers.aligned:
             return
         marks = self.keyed.marks()
-        self.snapshots.take(n, self._freeze, marks, self.chain.records_in)
+        self.snapshots.take(n, self._freeze, marks, self.sources.records_in)
         self.outputs.hold(n)  # everything before the barrier is written: the rest waits for n
         for peer, payload in self.barriers.release():
             self._on_frame(peer, payload)
@@ -389,7 +408,7 @@ class Worker:
         log.info(
             "worker=%d finished records_in=%d sent=%d received=%d dead_letters=%d",
             self.index,
-            self.chain.records_in,
+            self.sources.records_in,
             self.router.records_sent,
             self.records_received,
             self.dead.count,

@@ -1,0 +1,116 @@
+"""The job API of several inputs: sources with names, union, connect, and their errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from weir import Job, JobDefinitionError, agg, sources, windows
+from weir.engine.explain import describe, render
+from weir.engine.job import CoProcessOperator
+from weir.engine.runtime.task.graph import graph_of, split_ids
+
+
+class Enrich:
+    def process1(self, event: Any, ctx: Any) -> None:
+        ctx.value("last").set(event)
+
+    def process2(self, event: Any, ctx: Any) -> None:
+        ctx.emit({"key": ctx.key, "with": ctx.value("last").get()})
+
+
+def _two(job: Job) -> tuple[Any, Any]:
+    a = job.source(sources.jsonl("/a.jsonl"), name="clicks")
+    b = job.source(sources.jsonl("/b.jsonl"))
+    return a, b
+
+
+def test_sources_are_named_and_names_are_unique() -> None:
+    job = Job("j")
+    a, b = _two(job)
+    assert [s.name for s in job.sources] == ["clicks", "source-1"]
+    with pytest.raises(JobDefinitionError, match="two sources named 'clicks'.*name="):
+        job.source(sources.jsonl("/c.jsonl"), name="clicks")
+    with pytest.raises(JobDefinitionError, match="source name 'a b' is not allowed"):
+        job.source(sources.jsonl("/c.jsonl"), name="a b")
+
+
+def test_split_ids_name_the_source_only_when_there_are_several() -> None:
+    one = Job("one")
+    one.source(sources.jsonl("/a.jsonl"))
+    assert [s.id for s in split_ids(one, 2)] == ["/a.jsonl"]  # as one-source checkpoints hold
+    job = Job("j")
+    _two(job)
+    assert [(s.source, s.id, s.split) for s in split_ids(job, 2)] == [
+        (0, "clicks//a.jsonl", "/a.jsonl"),
+        (1, "source-1//b.jsonl", "/b.jsonl"),
+    ]
+
+
+def test_union_attaches_downstream_steps_once_under_every_input() -> None:
+    job = Job("j")
+    a, b = _two(job)
+    a.union(b).key_by("id").window(windows.tumbling(ms=10)).aggregate("n", n=agg.count())
+    graph = graph_of(job)
+    assert len(graph.keyby) == 1 and graph.inputs == {"n": (0, 1)}
+    only_a = a.key_by("id").window(windows.tumbling(ms=10)).aggregate("a_only", n=agg.count())
+    assert graph_of(job).inputs["a_only"] == (0,)
+    assert only_a.operator.name == "a_only"
+
+
+def test_connect_builds_one_co_process_operator_under_two_key_bys() -> None:
+    job = Job("j")
+    a, b = _two(job)
+    result = a.connect(b).key_by("id", "ad").process(Enrich(), name="enriched")
+    op = result.operator
+    assert isinstance(op, CoProcessOperator) and op.key == "id" and op.second_key == "ad"
+    graph = graph_of(job)
+    assert len(graph.keyby) == 2 and graph.inputs == {"enriched": (0, 1)}
+    assert [o.name for o in graph.operators] == ["enriched"]
+    keyed = Job("k")
+    c, d = _two(keyed)
+    keyed_op = c.key_by("id").connect(d.key_by("id")).process(Enrich(), name="e").operator
+    assert isinstance(keyed_op, CoProcessOperator)
+
+
+def test_connect_and_union_errors_name_the_fix() -> None:
+    job = Job("j")
+    a, b = _two(job)
+    other = Job("other").source(sources.jsonl("/x.jsonl"))
+    with pytest.raises(JobDefinitionError, match="jobs 'j' and 'other'; a job can only union"):
+        a.union(other)
+    with pytest.raises(JobDefinitionError, match=r"union\(\): pass one or more streams"):
+        a.union()
+    with pytest.raises(JobDefinitionError, match=r"connect\(5\): pass a DataStream"):
+        a.connect(5)  # type: ignore[arg-type]
+    with pytest.raises(JobDefinitionError, match="process1.*process2"):
+        a.connect(b).key_by("id", "id").process(lambda e, c: None, name="p")
+    keyed = a.key_by("id")
+    with pytest.raises(JobDefinitionError, match="cannot be connected to itself; call key_by"):
+        keyed.connect(keyed)
+    with pytest.raises(JobDefinitionError, match="pass a keyed stream of the same job"):
+        keyed.connect(other.key_by("id"))
+    a.connect(b).key_by("id", "id").process(Enrich(), name="dup")
+    with pytest.raises(JobDefinitionError, match="two operators named 'dup'"):
+        a.connect(b).key_by("id", "id").process(Enrich(), name="dup")
+
+
+def test_replace_source_refuses_several_sources() -> None:
+    job = Job("j")
+    _two(job)
+    with pytest.raises(JobDefinitionError, match=r"reads 2 sources \(clicks, source-1\); --source"):
+        job.replace_source(sources.jsonl("/c.jsonl"))
+
+
+def test_explain_shows_sources_unions_and_connected_operators() -> None:
+    job = Job("j")
+    a, b = _two(job)
+    a.union(b).key_by("id").window(windows.tumbling(ms=10)).aggregate("n", n=agg.count())
+    a.connect(b).key_by("id", "id").process(Enrich(), name="enriched")
+    text = render(describe(job))
+    assert "source clicks: file:///a.jsonl" in text
+    assert "source source-1: file:///b.jsonl" in text
+    assert "union of clicks, source-1" in text
+    assert "co-process operator enriched: Enrich (input 1 of 2)" in text
+    assert "co-process operator enriched: Enrich (input 2 of 2)" in text
