@@ -99,7 +99,7 @@ class Subtask:
         self._collect()
 
     def broadcast(self, record: Any, ts: int) -> None:
-        self.rt.process_broadcast([record], [ts], [self.watermark])
+        self.rt.process_broadcast([""], [record], [ts], [self.watermark])
         self._collect()
 
     def advance(self, watermark: int) -> None:

@@ -31,7 +31,7 @@ from typing import Any
 
 from weir.engine.job import Job
 from weir.engine.runtime.operators.base import OperatorRuntime
-from weir.engine.runtime.operators.factory import runtime_for
+from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.runtime.task.chain import Chain, keyby_nodes, sink_nodes
 from weir.engine.sinks import SinkWriter
@@ -115,22 +115,18 @@ class Harness:
         self._late = LateRecords(self._late_out)
         self._dead = DeadLetters(self._dead_out)
         groups = range_for_operator(job.max_parallelism, 1, 0)
-        self._node_ops: list[list[OperatorRuntime]] = [
-            [
-                runtime_for(
-                    op,
-                    self._state,
-                    groups,
-                    job.max_parallelism,
-                    self._late,
-                    self._dead,
-                    state_retention_ms,
-                )
-                for op in node.children
-            ]
-            for node in keyby_nodes(source)
-        ]
-        self._ops = [rt for rts in self._node_ops for rt in rts]
+        # per node, how each operator takes its records (a broadcast stream's: on its
+        # broadcast side); an operator under two nodes runs once
+        ops, self._feeds = runtimes_for(
+            keyby_nodes(source),
+            self._state,
+            groups,
+            job.max_parallelism,
+            self._late,
+            self._dead,
+            state_retention_ms,
+        )
+        self._ops: list[OperatorRuntime] = list(ops.values())
         writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in sink_nodes(source)}
         self._chain = Chain(source, writers, self._dead, max_future_ms or None)
         self._results: list[Any] = []
@@ -147,8 +143,8 @@ class Harness:
         if not trace or trace[-1] != watermark:
             trace.append(watermark)
         for node, keys, recs, ts, wms in chain.keyed:
-            for rt in self._node_ops[node]:
-                rt.process(keys, recs, ts, wms, trace)
+            for _, feed in self._feeds[node]:
+                feed(keys, recs, ts, wms, trace)
         self._advance(watermark, trace)
 
     def flush(self) -> None:

@@ -136,7 +136,9 @@ def run_engine(items: list[Item], sizes: list[int], flushes: list[int]) -> list[
                 keys = [r["id"] for _, r, _ in part]
                 rt.process(keys, [r for _, r, _ in part], [t for *_, t in part], pwms)
             else:
-                rt.process_broadcast([r for _, r, _ in part], [t for *_, t in part], pwms)
+                rt.process_broadcast(
+                    [""] * len(part), [r for _, r, _ in part], [t for *_, t in part], pwms
+                )
             j += run
         pos += n
         wm = after_all(items[:pos])

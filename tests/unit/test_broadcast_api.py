@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from weir import Job, KeyedBroadcastProcessFunction, sources
+from weir import Job, KeyedBroadcastProcessFunction, sources, testing
 from weir.app.cli import main
 from weir.engine.errors import JobDefinitionError
 from weir.engine.job import KeyedBroadcastOperator
 
 JOB = """
-from weir import Job, KeyedBroadcastProcessFunction, sources
+from weir import Job, KeyedBroadcastProcessFunction, sources, testing
 
 class Limits(KeyedBroadcastProcessFunction):
     def process_element(self, event, ctx):
@@ -138,3 +138,35 @@ def test_the_backfill_refuses_a_job_with_a_broadcast_input(
     assert "job 'limits' has a broadcast input (read by 'checked'); a backfill does not run" in err
     assert "Backfill a job file without the broadcast input" in err
     assert not (tmp_path / "sp").exists()
+
+
+def test_testing_run_feeds_the_broadcast_side_from_the_same_source() -> None:
+    """``weir.testing.run`` runs a broadcast stream cut from the job's one source: rule records
+    reach process_broadcast_element (once: one worker), events process_element."""
+
+    class Limits(KeyedBroadcastProcessFunction):
+        def process_broadcast_element(self, rule: Any, ctx: Any) -> None:
+            ctx.broadcast_state("limits").put(rule["kind"], rule["limit"])
+
+        def process_element(self, event: Any, ctx: Any) -> None:
+            limit = ctx.broadcast_state("limits").get(event["kind"])
+            ctx.emit([ctx.key, event["value"], limit])
+
+    job = Job("t")
+    stream = job.source(sources.jsonl("/unused.jsonl"))
+    rules = stream.filter(lambda e: "limit" in e).broadcast("limits")
+    events = stream.filter(lambda e: "limit" not in e)
+    events.key_by("id").connect(rules).process(Limits(), name="checked")
+    out = testing.run(
+        job,
+        [
+            {"kind": "a", "limit": 5, "ts": 1},
+            {"id": "x", "kind": "a", "value": 7, "ts": 2},
+            {"id": "y", "kind": "b", "value": 1, "ts": 3},
+            {"kind": "a", "limit": 9, "ts": 4},
+            {"id": "x", "kind": "a", "value": 8, "ts": 5},
+        ],
+        batch_size=2,
+    )
+    assert out.results == [["x", 7, 5], ["y", 1, None], ["x", 8, 9]]
+    assert out.dead == []

@@ -145,10 +145,18 @@ class KeyedBroadcastRuntime(ProcessRuntime):
         self._bctx = BroadcastContext(self)
         self.broadcast_in = 0
 
-    def process_broadcast(self, recs: list[Any], ts: list[int], wms: list[int]) -> None:
-        """A batch of the broadcast input; ``wms[i]``: the watermark record ``i`` arrived
-        under. A record whose function raises goes to the dead letters; the changes it made
-        before raising stay (every worker makes the same ones)."""
+    def process_broadcast(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        """A batch of the broadcast input (``keys``: none, the records are every worker's);
+        ``wms[i]``: the watermark record ``i`` arrived under. A record whose function raises
+        goes to the dead letters; the changes it made before raising stay (every worker makes
+        the same ones)."""
         ctx = self._bctx
         event_heap = self._heaps[EVENT]
         for rec, t, w in zip(recs, ts, wms, strict=True):

@@ -4,7 +4,10 @@ functions with two inputs)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from weir.engine.job import (
+    BroadcastNode,
     CoProcessOperator,
     KeyByNode,
     KeyedBroadcastOperator,
@@ -48,7 +51,7 @@ def runtime_for(
 
 
 def runtimes_for(
-    keyby: list[KeyByNode],
+    keyby: Sequence[KeyByNode | BroadcastNode],
     state: StateBackend,
     key_groups: KeyGroupRange,
     max_parallelism: int,
@@ -57,7 +60,8 @@ def runtimes_for(
     retention_ms: int,
 ) -> tuple[dict[str, OperatorRuntime], list[list[tuple[str, Feed]]]]:
     """One runtime per operator under the job's ``keyby`` nodes, and per node what each of its
-    operators takes its records with (a co-process function's second input: ``process2``)."""
+    operators takes its records with (a co-process function's second input: ``process2``; a
+    broadcast node's: ``process_broadcast``)."""
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
     runtimes: dict[str, OperatorRuntime] = {}
     feeds: list[list[tuple[str, Feed]]] = []
@@ -67,7 +71,9 @@ def runtimes_for(
             rt = runtimes.get(op.name)
             if rt is None:
                 rt = runtimes[op.name] = runtime_for(op, *args)
-            if isinstance(rt, CoProcessRuntime) and isinstance(op, CoProcessOperator):
+            if isinstance(node, BroadcastNode) and isinstance(rt, KeyedBroadcastRuntime):
+                fed.append((op.name, rt.process_broadcast))
+            elif isinstance(rt, CoProcessRuntime) and isinstance(op, CoProcessOperator):
                 fed.append((op.name, rt.process2 if op.second is node else rt.process))
             else:
                 fed.append((op.name, rt.process))

@@ -130,6 +130,7 @@ class Worker:
             cfg.batch_size,
             self.keyed.deliver,
             lambda why, rec: self.dead.add("exchange", why, rec),
+            graph.broadcast,
         )
         self._nodes = len(graph.keyby)
         self.barriers = BarrierAligner(index, p)
