@@ -1,0 +1,161 @@
+"""Several inputs through a real ``weir run``: two file sources, a union feeding a tumbling
+window and a connected co-process function (``tests.multiinput``), at parallelism 1, 2 and 4,
+equal to the brute-force reference; a kill -9 of a worker of the connected job recovers exactly
+once; the co-process function's keyed state restores at another parallelism; and a one-source
+job's checkpoint keeps its positions' format and restores."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.integration.test_checkpoints import (
+    FAST,
+    _assert_matches,
+    _checkpoint_then_stop,
+    _expected,
+    _wait_checkpoint,
+)
+from tests.multiinput import (
+    both_rows,
+    ctr_rows,
+    expected_both,
+    expected_ctr,
+    job_text,
+    make_events,
+)
+from tests.support import (
+    WeirResult,
+    WeirServer,
+    alive,
+    children,
+    read_jsonl,
+    wait_until,
+    worker_pids,
+    write_events,
+)
+
+
+def _inputs(tmp_path: Path, n: int, seed: int) -> tuple[Any, Any, Path, Path]:
+    views = make_events(n, seed, step=4)
+    clicks = make_events(n // 3, seed + 1, step=12)
+    return (
+        views,
+        clicks,
+        write_events(tmp_path / "views.jsonl", views),
+        write_events(tmp_path / "clicks.jsonl", clicks),
+    )
+
+
+def _job(tmp_path: Path, views: Path, clicks: Path, sleep: float = 0.0) -> tuple[Path, Path]:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    job = tmp_path / "job.py"
+    job.write_text(job_text(views, clicks, out, sleep), encoding="utf-8")
+    return job, out
+
+
+def _assert_reference(out: Path, views: Any, clicks: Any) -> None:
+    """Every window and every bucket once, with the reference's values."""
+    assert both_rows(read_jsonl(out / "both.jsonl")) == sorted(expected_both(views, clicks))
+    assert ctr_rows(read_jsonl(out / "ctr.jsonl")) == sorted(expected_ctr(views, clicks))
+
+
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
+def test_two_sources_union_and_connect_equal_the_reference(
+    tmp_path: Path, run_weir: Callable[..., WeirResult], parallelism: int
+) -> None:
+    views, clicks, v_path, c_path = _inputs(tmp_path, 3_000, seed=parallelism)
+    job, out = _job(tmp_path, v_path, c_path)
+    r = run_weir(
+        "run", str(job), "--exit-at-end", "--api-port", "0", "--state-dir",
+        str(tmp_path / "state"), "--parallelism", str(parallelism),
+    )  # fmt: skip
+    assert r.rc == 0, r.stderr
+    _assert_reference(out, views, clicks)
+
+
+def test_kill_9_of_a_worker_of_a_connected_job_is_exactly_once(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    views, clicks, v_path, c_path = _inputs(tmp_path, 12_000, seed=21)
+    job, out = _job(tmp_path, v_path, c_path, sleep=0.0004)
+    server = weir_server(job, "--exit-at-end", "--parallelism", "2", *FAST)
+    _wait_checkpoint(server)
+    victim = worker_pids(server.proc.pid)[1]
+    os.kill(victim, signal.SIGKILL)
+    assert server.proc.wait(120) == 0, server.stderr()
+    assert "restarting (attempt 1 of 3)" in server.stderr() and not alive(victim)
+    _assert_reference(out, views, clicks)
+
+
+def _state(base_url: str, job: str, key: str) -> dict[str, Any]:
+    with httpx.Client(base_url=base_url, timeout=10.0, trust_env=False) as c:
+        r = c.get(f"/{job}/ctr/state/{key}")
+        assert r.status_code == 200, r.text
+        body: dict[str, Any] = r.json()
+        return body
+
+
+def test_connected_state_restores_at_another_parallelism(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """Two checkpoints at parallelism 2, the whole run killed, then a restore at 4: every bucket
+    once, and each key's running totals (the co-process function's value state) are queryable
+    with the reference's counts."""
+    views, clicks, v_path, c_path = _inputs(tmp_path, 12_000, seed=5)
+    job, out = _job(tmp_path, v_path, c_path, sleep=0.0004)
+    state = tmp_path / "state"
+    first = weir_server(job, "--exit-at-end", "--parallelism", "2", *FAST, state_dir=state)
+    _wait_checkpoint(first, at_least=2)
+    workers = children(first.proc.pid)
+    os.killpg(first.proc.pid, signal.SIGKILL)
+    first.proc.wait(10)
+    wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")
+    meta = _latest_metadata(state / "checkpoints" / "two")
+    assert {s.split("/", 1)[0] for w in meta["workers"] for s in w["sources"]} == {
+        "views",
+        "clicks",
+    }
+    second = weir_server(job, "--parallelism", "4", *FAST, "--restore", "latest", state_dir=state)
+    second.wait_finished(90)
+    assert "restored from" in second.stderr()
+    _assert_reference(out, views, clicks)
+    for key in sorted({e["id"] for e in views})[:4]:
+        states = _state(second.base_url, "two", key)["state"]
+        assert states["total_views"] == sum(e["id"] == key for e in views), states
+        assert states["total_clicks"] == sum(e["id"] == key for e in clicks), states
+
+
+def _latest_metadata(base: Path) -> dict[str, Any]:
+    ids = sorted(int(d.name[4:]) for d in base.glob("chk-*") if (d / "_metadata").exists())
+    assert ids, f"no complete checkpoint under {base}"
+    meta: dict[str, Any] = json.loads((base / f"chk-{ids[-1]}" / "_metadata").read_text())
+    return meta
+
+
+def test_a_one_source_checkpoint_keeps_its_positions_format_and_restores(
+    tmp_path: Path,
+    write_job: Callable[..., Path],
+    weir_server: Callable[..., WeirServer],
+) -> None:
+    """A one-source job's checkpoint positions are keyed by the source's own split names, as
+    before several sources existed (no source name in them), and it restores at parallelism 1."""
+    out, state = tmp_path / "out.jsonl", tmp_path / "state"
+    job, lines = _checkpoint_then_stop(tmp_path, write_job, weir_server, 12, out, state)
+    meta = _latest_metadata(state / "checkpoints" / "t1")
+    assert sorted(s for w in meta["workers"] for s in w["sources"]) == [str(tmp_path / "in.jsonl")]
+    server = weir_server(
+        job, "--sink", f"file://{out}", "--exit-at-end", "--parallelism", "1", *FAST,
+        "--restore", "latest", state_dir=state,
+    )  # fmt: skip
+    assert server.proc.wait(90) == 0, server.stderr()
+    assert "restored from" in server.stderr()
+    _assert_matches(_expected(lines), out, state)
