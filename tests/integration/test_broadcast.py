@@ -30,6 +30,7 @@ from tests.support import (
     worker_pids,
     write_lines,
 )
+from weir.client import Client, NotFound
 from weir.engine.job import operator_state_id
 from weir.state import layout
 from weir.state.checkpoints import CheckpointStorage
@@ -37,7 +38,7 @@ from weir.state.rocksdb import RocksState
 
 JOB = """
 import time
-from weir import Job, KeyedBroadcastProcessFunction, WatermarkStrategy, sinks, sources
+from weir import Job, KeyedBroadcastProcessFunction, WatermarkStrategy, agg, sinks, sources, windows
 
 
 class Limits(KeyedBroadcastProcessFunction):
@@ -84,6 +85,7 @@ rules = job.source(sources.jsonl({rules!r}), name="rules", watermarks=wm)
     .process(Limits(), name="checked")
     .sink(sinks.jsonl({out!r}))
 )
+events.key_by("id").window(windows.tumbling(ms=1_000)).aggregate("counts", n=agg.count())
 """
 
 
@@ -179,7 +181,10 @@ def test_rules_and_events_equal_the_model(
 ) -> None:
     events, rules = _inputs(tmp_path, 3_000, seed=parallelism)
     state = tmp_path / "state"
-    server = weir_server(_job(tmp_path), "--parallelism", str(parallelism), state_dir=state)
+    server = weir_server(
+        _job(tmp_path), "--parallelism", str(parallelism), "--checkpoint-interval-ms", "100",
+        state_dir=state,
+    )  # fmt: skip
     server.wait_finished(60.0)
     want = _model(events, rules)
     assert len(want) > 500
@@ -194,6 +199,17 @@ def test_rules_and_events_equal_the_model(
         assert body["state"] == {"over": over[key]}, body  # nothing left pending
     ops = {o["name"]: o for o in c.get("/jobs/limits").json()["operators"]}
     assert ops["checked"]["type"] == "keyed_broadcast", ops
+    with Client(server.base_url) as client:
+        answer = client.broadcast_state("limits", "checked")
+        assert {f"rules:{k}": v for k, v in answer.states["rules"]} == _final_rules(rules)
+        if parallelism == 2:  # as of the latest checkpoint: each kind's versions so far
+            committed = client.broadcast_state("limits", "checked", consistency="committed")
+            assert committed.consistency == "committed" and committed.checkpoint
+            for kind, versions in committed.states.get("rules", []):
+                assert versions == _final_rules(rules)[f"rules:{kind}"][: len(versions)]
+        with pytest.raises(NotFound, match=r"operator 'counts' of job 'limits' has no broadcast "
+                           r"state \(it is a window operator\)"):  # fmt: skip
+            client.broadcast_state("limits", "counts")
     server.stop()
     for w in range(parallelism):
         assert _broadcast_entries(state, w) == _final_rules(rules), w
