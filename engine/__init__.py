@@ -6,7 +6,7 @@ from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
 from __future__ import annotations
 
 from weir.engine import agg, sinks, sources, windows
-from weir.engine.broadcast import KeyedBroadcastProcessFunction
+from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 from weir.engine.errors import (
     BroadcastStateError,
     ConfigError,
@@ -34,6 +34,7 @@ from weir.engine.watermarks import WatermarkStrategy
 
 __all__ = [
     "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
     "BroadcastStateError",
     "BroadcastStream",
     "ConfigError",

@@ -49,4 +49,29 @@ class KeyedBroadcastProcessFunction:
         )
 
 
-__all__ = ["KeyedBroadcastProcessFunction"]
+class BroadcastProcessFunction:
+    """A broadcast process function on a non-keyed stream (Flink's
+    ``BroadcastProcessFunction``): ``stream.connect(rules.broadcast(...)).process(fn,
+    name=...)``.
+
+    ``process_element(event, ctx)``: a record of the non-keyed stream, on the worker that read
+    it. ``ctx`` has ``timestamp``, ``watermark``, ``broadcast_state(name)`` (read-only),
+    ``emit`` and ``output``; no key, so no keyed state and no timers.
+
+    ``process_broadcast_element(event, ctx)``: as a keyed broadcast function's, without
+    ``apply_to_keyed_state``."""
+
+    def process_element(self, event: Any, ctx: Any) -> None:
+        raise NotImplementedError(
+            f"{type(self).__qualname__}: override process_element(event, ctx), which gets the "
+            "non-keyed input's records"
+        )
+
+    def process_broadcast_element(self, event: Any, ctx: Any) -> None:
+        raise NotImplementedError(
+            f"{type(self).__qualname__}: override process_broadcast_element(event, ctx), which "
+            "gets the broadcast input's records"
+        )
+
+
+__all__ = ["BroadcastProcessFunction", "KeyedBroadcastProcessFunction"]

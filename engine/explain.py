@@ -17,6 +17,7 @@ from weir.engine import agg
 from weir.engine.job import (
     BroadcastNode,
     CoProcessOperator,
+    ForwardNode,
     Job,
     KeyByNode,
     Node,
@@ -42,7 +43,7 @@ def describe_aggregate(a: agg.Aggregate) -> str:
     return f"custom {type(a.function).__module__}.{type(a.function).__qualname__}"
 
 
-def _operator(op: Operator, node: KeyByNode) -> dict[str, Any]:
+def _operator(op: Operator, node: KeyByNode | ForwardNode) -> dict[str, Any]:
     out = op.describe()
     if isinstance(op, CoProcessOperator):
         out["input"] = 2 if op.second is node else 1
@@ -87,6 +88,12 @@ def _node(node: Node, reached: dict[int, list[str]]) -> dict[str, Any]:
             "type": "broadcast",
             "states": list(node.state_names),
             "operators": [op.name for op in node.children],
+        }
+    if isinstance(node, ForwardNode):  # a broadcast function's non-keyed input
+        return {
+            **out,
+            "type": "forward",
+            "operators": [_operator(op, node) for op in node.children],
         }
     key = node.key if isinstance(node.key, str) else _name(node.key)
     ops = [_operator(op, node) for op in node.children]
@@ -139,8 +146,9 @@ def _render_node(node: dict[str, Any], depth: int, lines: list[str]) -> None:
         states = ", ".join(node["states"]) or "any"
         lines.append(f"{pad}broadcast to every worker (states: {states})")
         lines += [f"{pad}  -> broadcast input of {name}" for name in node["operators"]]
-    elif node["type"] == "key_by":
-        lines.append(f"{pad}key_by {node['key']}")
+    elif node["type"] in ("key_by", "forward"):
+        what = f"key_by {node['key']}" if node["type"] == "key_by" else "forward (no key)"
+        lines.append(f"{pad}{what}")
         for op in node["operators"]:
             _render_operator(op, depth + 1, lines)
     else:
@@ -158,11 +166,11 @@ def _render_operator(op: dict[str, Any], depth: int, lines: list[str]) -> None:
             f"allowed lateness {op['allowed_lateness_ms']} ms"
         )
         lines += [f"{pad}  {n} = {a}" for n, a in op["aggregates"].items()]
-    elif op["type"] == "keyed_broadcast":
+    elif op["type"] in ("keyed_broadcast", "broadcast"):
         states = ", ".join(op["broadcast_states"]) or "any"
+        kind = "keyed broadcast" if op["type"] == "keyed_broadcast" else "broadcast"
         lines.append(
-            f"{pad}keyed broadcast operator {op['name']}: {op['function']} "
-            f"(broadcast states: {states})"
+            f"{pad}{kind} operator {op['name']}: {op['function']} (broadcast states: {states})"
         )
     elif op["type"] == "co_process":
         lines.append(

@@ -88,6 +88,14 @@ class BroadcastNode:
     children: list[KeyedBroadcastOperator] = field(default_factory=list)
 
 
+@dataclass(eq=False)
+class ForwardNode:
+    """Where a non-keyed stream enters a broadcast process function: its records stay on the
+    worker that read them (Flink's forward partitioning), with no key."""
+
+    children: list[BroadcastOperator] = field(default_factory=list)
+
+
 class _StateIds:
     """An operator's state ids, derived from its name."""
 
@@ -169,7 +177,7 @@ def _qualname(fn: Any) -> str:
 
 
 Operator = WindowOperator | ProcessOperator
-Node = StatelessNode | SinkNode | KeyByNode | BroadcastNode
+Node = StatelessNode | SinkNode | KeyByNode | BroadcastNode | ForwardNode
 
 
 @dataclass(eq=False)
@@ -229,13 +237,27 @@ class DataStream:
         targets = [t for s in (self, *others) for t in s._targets]
         return DataStream(self._job, targets[0], more=targets[1:])
 
-    def connect(self, other: DataStream) -> ConnectedStreams:
-        """Two streams for a co-process function: ``.key_by(key1, key2).process(fn, name=...)``
-        with ``fn.process1`` for this stream's records and ``fn.process2`` for ``other``'s."""
-        self._same_job("connect", other)
-        return ConnectedStreams(self, other)
+    @overload
+    def connect(self, other: DataStream) -> ConnectedStreams: ...
 
-    def _same_job(self, verb: str, other: object) -> None:
+    @overload
+    def connect(self, other: BroadcastStream) -> BroadcastConnectedStream: ...
+
+    def connect(
+        self, other: DataStream | BroadcastStream
+    ) -> ConnectedStreams | BroadcastConnectedStream:
+        """Two streams for a co-process function: ``.key_by(key1, key2).process(fn, name=...)``
+        with ``fn.process1`` for this stream's records and ``fn.process2`` for ``other``'s.
+        With a broadcast stream (``broadcast``): a (non-keyed) broadcast process function,
+        ``.process(fn, name=...)``, which sees this stream's records on the worker that read
+        them."""
+        if isinstance(other, BroadcastStream) and other.job is self._job:
+            node = ForwardNode()
+            self._attach(node)
+            return BroadcastConnectedStream(self._job, node, other)
+        return ConnectedStreams(self, self._same_job("connect", other))
+
+    def _same_job(self, verb: str, other: object) -> DataStream:
         if not isinstance(other, DataStream):
             raise JobDefinitionError(
                 f"{verb}({other!r}): pass a DataStream (what job.source(...), map, filter or "
@@ -246,6 +268,7 @@ class DataStream:
                 f"{verb}(): the streams belong to jobs {self._job.name!r} and "
                 f"{other._job.name!r}; a job can only {verb} its own streams"
             )
+        return other
 
     def broadcast(self, *state_names: str) -> BroadcastStream:
         """This stream sent whole to every worker (Flink's ``broadcast(descriptors...)``), for
@@ -616,11 +639,15 @@ class BroadcastStream:
 
 
 class BroadcastConnectedStream:
-    """A keyed stream connected to a broadcast stream (``KeyedStream.connect``)."""
+    """A stream connected to a broadcast stream: keyed (``KeyedStream.connect``) for a keyed
+    broadcast process function, or not (``DataStream.connect``) for a broadcast process
+    function."""
 
-    def __init__(self, job: Job, keyed: KeyByNode, broadcast: BroadcastStream) -> None:
+    def __init__(
+        self, job: Job, first: KeyByNode | ForwardNode, broadcast: BroadcastStream
+    ) -> None:
         self._job = job
-        self._keyed = keyed
+        self._first = first
         self._broadcast = broadcast
 
     def process(self, fn: Any, *, name: str) -> ResultStream:
@@ -629,7 +656,9 @@ class BroadcastConnectedStream:
         timers, ``ctx.broadcast_state(name)`` read-only), ``process_broadcast_element(event,
         ctx)`` (the broadcast stream's, on every worker: ``ctx.broadcast_state(name)``
         writable, ``ctx.apply_to_keyed_state(name, fn)``) and optionally ``on_timer(timestamp,
-        ctx)``. Its keyed state is queryable at ``/{job}/{name}/state/{key}``."""
+        ctx)``. Its keyed state is queryable at ``/{job}/{name}/state/{key}``. On a non-keyed
+        stream, a broadcast process function (Flink's ``BroadcastProcessFunction``): the same
+        without keyed state, timers or ``apply_to_keyed_state``."""
         _check_name("operator", name)
         entries = ("process_element", "process_broadcast_element")
         if not all(callable(getattr(fn, e, None)) for e in entries):
@@ -639,8 +668,25 @@ class BroadcastConnectedStream:
                 "optionally on_timer(timestamp, ctx), e.g. a KeyedBroadcastProcessFunction"
             )
         node = self._broadcast.node()
-        op = KeyedBroadcastOperator(name, self._keyed.key, fn, broadcast=node)
-        self._job._register(op)
-        self._keyed.children.append(op)
+        first = self._first
+        if isinstance(first, ForwardNode):
+            op: KeyedBroadcastOperator = BroadcastOperator(name, "", fn, broadcast=node)
+            self._job._register(op)
+            first.children.append(op)  # type: ignore[arg-type]  # BroadcastOperator, built here
+        else:
+            op = KeyedBroadcastOperator(name, first.key, fn, broadcast=node)
+            self._job._register(op)
+            first.children.append(op)
         node.children.append(op)
         return ResultStream(op)
+
+
+@dataclass(eq=False)
+class BroadcastOperator(KeyedBroadcastOperator):
+    """A (non-keyed) broadcast process function (Flink's ``BroadcastProcessFunction``): its
+    other input's records go to ``process_element`` on the worker that read them, with the
+    broadcast states read-only and no keyed state or timers; the broadcast input's as a keyed
+    broadcast function's, without ``apply_to_keyed_state``."""
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "type": "broadcast"}

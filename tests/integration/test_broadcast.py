@@ -280,3 +280,47 @@ def test_a_worker_killed_with_sigkill_recovers_exactly_once(
     checked, seen = _split(out)
     assert checked == _as_json(_model(events, rules))
     assert seen == Counter({f"{r['kind']}@{r['ts']}": 2 for r in rules})
+
+
+NON_KEYED = """
+from weir import BroadcastProcessFunction, Job, sinks, sources
+
+
+class Enrich(BroadcastProcessFunction):
+    def process_broadcast_element(self, rule, ctx):
+        ctx.broadcast_state("rules").put(rule["kind"], rule["limit"])
+        ctx.emit({{"rule_seen": rule["kind"], "ts": rule["ts"]}})
+
+    def process_element(self, event, ctx):
+        ctx.emit({{**event, "limit": ctx.broadcast_state("rules").get(event["kind"])}})
+
+
+job = Job("enrich")
+stream = job.source(sources.jsonl({mixed!r}))
+rules = stream.filter(lambda e: "limit" in e).broadcast("rules")
+(stream.filter(lambda e: "limit" not in e).connect(rules).process(Enrich(), name="enriched")
+    .sink(sinks.jsonl({out!r})))
+"""
+
+
+def test_a_non_keyed_stream_is_enriched_once_where_it_is_read(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """Rules and events in one file, rules first: every worker gets the rules, each event is
+    processed once, on the worker reading the file (forward), after the rules before it."""
+    events, rules = _inputs(tmp_path, 2_000, seed=3)
+    rules = [r for r in rules if r["ts"] < 1_000]
+    write_lines(tmp_path / "mixed.jsonl", [json.dumps(x) for x in [*rules, *events]])
+    job = tmp_path / "enrich.py"
+    job.write_text(NON_KEYED.format(mixed=str(tmp_path / "mixed.jsonl"), out=str(tmp_path / "o")))
+    server = weir_server(job, "--parallelism", "2", state_dir=tmp_path / "state")
+    server.wait_finished(60.0)
+    got = read_jsonl(tmp_path / "o")
+    seen = Counter(f"{r['rule_seen']}@{r['ts']}" for r in got if "rule_seen" in r)
+    assert seen == Counter({f"{r['kind']}@{r['ts']}": 2 for r in rules})
+    final = {r["kind"]: r["limit"] for r in rules}
+    want = [{**e, "limit": final[e["kind"]]} for e in events]
+    assert _as_json([r for r in got if "rule_seen" not in r]) == _as_json(want)
+    with Client(server.base_url) as client:
+        states = client.broadcast_state("enrich", "enriched").states
+        assert dict(states["rules"]) == final

@@ -10,13 +10,27 @@ from typing import Any
 
 import pytest
 
-from weir import Job, KeyedBroadcastProcessFunction, sources, testing
+from weir import (
+    BroadcastProcessFunction,
+    BroadcastStateError,
+    Job,
+    KeyedBroadcastProcessFunction,
+    sources,
+    testing,
+)
 from weir.app.cli import main
 from weir.engine.errors import JobDefinitionError
 from weir.engine.job import KeyedBroadcastOperator
 
 JOB = """
-from weir import Job, KeyedBroadcastProcessFunction, sources, testing
+from weir import (
+    BroadcastProcessFunction,
+    BroadcastStateError,
+    Job,
+    KeyedBroadcastProcessFunction,
+    sources,
+    testing,
+)
 
 class Limits(KeyedBroadcastProcessFunction):
     def process_element(self, event, ctx):
@@ -170,3 +184,63 @@ def test_testing_run_feeds_the_broadcast_side_from_the_same_source() -> None:
     )
     assert out.results == [["x", 7, 5], ["y", 1, None], ["x", 8, 9]]
     assert out.dead == []
+
+
+class Enrich(BroadcastProcessFunction):
+    """A non-keyed broadcast function: each event gets the limit of its kind as of now."""
+
+    def __init__(self) -> None:
+        self.contexts: list[Any] = []
+
+    def process_broadcast_element(self, rule: Any, ctx: Any) -> None:
+        ctx.broadcast_state("limits").put(rule["kind"], rule["limit"])
+        self.contexts.append(ctx)
+
+    def process_element(self, event: Any, ctx: Any) -> None:
+        ctx.emit([event["id"], ctx.timestamp, ctx.broadcast_state("limits").get(event["kind"])])
+        self.contexts.append(ctx)
+
+
+def _non_keyed(fn: Any) -> Job:
+    job = Job("n")
+    stream = job.source(sources.jsonl("/unused.jsonl"))
+    rules = stream.filter(lambda e: "limit" in e).broadcast("limits")
+    stream.filter(lambda e: "limit" not in e).connect(rules).process(fn, name="enriched")
+    return job
+
+
+def test_a_non_keyed_stream_connects_to_a_broadcast_stream() -> None:
+    fn = Enrich()
+    job = _non_keyed(fn)
+    op = job.operators["enriched"]
+    assert op.describe()["type"] == "broadcast"
+    out = testing.run(
+        job,
+        [
+            {"kind": "a", "limit": 5, "ts": 1},
+            {"id": "x", "kind": "a", "ts": 2},
+            {"kind": "a", "limit": 9, "ts": 3},
+            {"id": "y", "kind": "a", "ts": 4},
+        ],
+        batch_size=1,
+    )
+    assert out.results == [["x", 2, 5], ["y", 4, 9]]
+    keyed_side, broadcast_side = fn.contexts[1], fn.contexts[0]
+    with pytest.raises(BroadcastStateError, match=r"ctx.value\('n'\) in a broadcast process "
+                       r"function on a non-keyed stream: .* key the stream first"):  # fmt: skip
+        keyed_side.value("n")
+    with pytest.raises(BroadcastStateError, match=r"register_event_time_timer\(5\) in a broadcast"):
+        keyed_side.register_event_time_timer(5)
+    with pytest.raises(BroadcastStateError, match="is read-only here"):
+        keyed_side.broadcast_state("limits").put("a", 1)
+    with pytest.raises(BroadcastStateError, match=r"apply_to_keyed_state\('n', ...\) in a "
+                       r"broadcast process function on a non-keyed stream"):  # fmt: skip
+        broadcast_side.apply_to_keyed_state("n", lambda k, s: None)
+
+
+def test_explain_shows_a_non_keyed_broadcast_function() -> None:
+    from weir.engine.explain import describe, render
+
+    text = render(describe(_non_keyed(Enrich())))
+    assert "forward (no key)" in text
+    assert "broadcast operator enriched: Enrich (broadcast states: limits)" in text

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from weir.engine.errors import BroadcastStateError
-from weir.engine.job import KeyedBroadcastOperator, OutputTag
+from weir.engine.job import BroadcastOperator, KeyedBroadcastOperator, OutputTag
 from weir.engine.runtime.operators.broadcast_state import (
     BroadcastState,
     BroadcastStates,
@@ -177,3 +177,66 @@ class KeyedBroadcastRuntime(ProcessRuntime):
         delta.puts.update(extra.puts)
         delta.deletes.extend(extra.deletes)
         return delta
+
+
+class NonKeyedContext(ReadOnlyContext):
+    """What a (non-keyed) broadcast process function's ``process_element`` sees: the record's
+    timestamp, the watermark, the broadcast states read-only, ``emit`` and ``output``; its
+    records have no key (``key`` is ``""``), so no keyed state and no timers."""
+
+    def _no_state(self, call: str) -> NoReturn:
+        raise BroadcastStateError(
+            f"{call} in a broadcast process function on a non-keyed stream: its records have "
+            "no key, so no keyed state and no timers; key the stream first "
+            "(stream.key_by(...).connect(broadcast)) for a keyed broadcast process function"
+        )
+
+    def value(self, name: str) -> NoReturn:
+        self._no_state(f"ctx.value({name!r})")
+
+    def list(self, name: str) -> NoReturn:
+        self._no_state(f"ctx.list({name!r})")
+
+    def map(self, name: str) -> NoReturn:
+        self._no_state(f"ctx.map({name!r})")
+
+    def register_event_time_timer(self, timestamp: int) -> NoReturn:
+        self._no_state(f"ctx.register_event_time_timer({timestamp!r})")
+
+    def register_processing_time_timer(self, timestamp: int) -> NoReturn:
+        self._no_state(f"ctx.register_processing_time_timer({timestamp!r})")
+
+    def delete_event_time_timer(self, timestamp: int) -> NoReturn:
+        self._no_state(f"ctx.delete_event_time_timer({timestamp!r})")
+
+    def delete_processing_time_timer(self, timestamp: int) -> NoReturn:
+        self._no_state(f"ctx.delete_processing_time_timer({timestamp!r})")
+
+
+class BroadcastRuntime(KeyedBroadcastRuntime):
+    """A (non-keyed) broadcast process function (``BroadcastOperator``): the keyed broadcast
+    runtime with a context that has no keyed state, no timers and no ``apply_to_keyed_state``;
+    its non-keyed input arrives on the worker that read it (``routing``: forward)."""
+
+    def __init__(
+        self,
+        op: BroadcastOperator,
+        state: StateBackend,
+        key_groups: KeyGroupRange,
+        max_parallelism: int,
+        late: LateRecords,
+        dead: DeadLetters,
+        retention_ms: int,
+    ) -> None:
+        super().__init__(op, state, key_groups, max_parallelism, late, dead, retention_ms)
+        self._ctx = NonKeyedContext(self, self.broadcast_states)
+        self._bctx = _NonKeyedBroadcastContext(self)
+
+
+class _NonKeyedBroadcastContext(BroadcastContext):
+    def apply_to_keyed_state(self, name: str, fn: Callable[[str, KeyedState], Any]) -> NoReturn:
+        raise BroadcastStateError(
+            f"apply_to_keyed_state({name!r}, ...) in a broadcast process function on a "
+            "non-keyed stream: there is no keyed state; key the stream first "
+            "(stream.key_by(...).connect(broadcast))"
+        )

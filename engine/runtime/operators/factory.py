@@ -8,14 +8,16 @@ from collections.abc import Sequence
 
 from weir.engine.job import (
     BroadcastNode,
+    BroadcastOperator,
     CoProcessOperator,
+    ForwardNode,
     KeyByNode,
     KeyedBroadcastOperator,
     Operator,
     ProcessOperator,
 )
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
-from weir.engine.runtime.operators.broadcast import KeyedBroadcastRuntime
+from weir.engine.runtime.operators.broadcast import BroadcastRuntime, KeyedBroadcastRuntime
 from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.process import CoProcessRuntime, ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
@@ -37,6 +39,8 @@ def runtime_for(
     retention_ms: int,
 ) -> OperatorRuntime:
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
+    if isinstance(op, BroadcastOperator):
+        return BroadcastRuntime(op, *args)
     if isinstance(op, KeyedBroadcastOperator):
         return KeyedBroadcastRuntime(op, *args)
     if isinstance(op, CoProcessOperator):
@@ -51,7 +55,7 @@ def runtime_for(
 
 
 def runtimes_for(
-    keyby: Sequence[KeyByNode | BroadcastNode],
+    keyby: Sequence[KeyByNode | BroadcastNode | ForwardNode],
     state: StateBackend,
     key_groups: KeyGroupRange,
     max_parallelism: int,

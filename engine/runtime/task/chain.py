@@ -19,6 +19,7 @@ import orjson
 
 from weir.engine.job import (
     BroadcastNode,
+    ForwardNode,
     KeyByNode,
     Node,
     Operator,
@@ -48,7 +49,8 @@ def _describe_error(exc: BaseException) -> str:
 
 
 KeyedBatch = tuple[int, list[str], list[Any], list[int], list[int]]  # node, keys, recs, ts, wms
-ExchangeNode = KeyByNode | BroadcastNode  # a node whose records cross the exchange
+# a node whose records go to the keyed side: by key group, to every worker, or to this one
+ExchangeNode = KeyByNode | BroadcastNode | ForwardNode
 
 
 class Chain:
@@ -214,6 +216,9 @@ class Chain:
                     self.keyed.append((self._keyby_index[id(node)], keys, krecs, kts, kwms))
             elif isinstance(node, BroadcastNode):
                 self._broadcast(node, recs, ts, wms, from_json)
+            elif isinstance(node, ForwardNode):  # stays on this worker: never encoded
+                keys = [""] * len(recs)
+                self.keyed.append((self._keyby_index[id(node)], keys, recs, ts, wms))
             elif isinstance(node, SinkNode):
                 self._sinks[id(node)].write(recs)
 
@@ -356,10 +361,10 @@ def _walk(source: SourceNode) -> list[tuple[Node | Operator, bool]]:
 
 
 def keyby_nodes(source: SourceNode) -> list[ExchangeNode]:
-    """Every node whose records cross the exchange, in definition order (their index is how
-    workers name them): key_by nodes, routed by key group, and broadcast nodes, sent to every
-    worker."""
-    return [n for n, _ in _walk(source) if isinstance(n, KeyByNode | BroadcastNode)]
+    """Every node whose records go to the keyed side, in definition order (their index is how
+    workers name them): key_by nodes, routed by key group, broadcast nodes, sent to every
+    worker, and forward nodes, kept by the worker that read them."""
+    return [n for n, _ in _walk(source) if isinstance(n, KeyByNode | BroadcastNode | ForwardNode)]
 
 
 def sink_nodes(source: SourceNode) -> list[SinkNode]:

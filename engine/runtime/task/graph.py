@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from weir.engine.job import BroadcastNode, Job, Operator, SinkNode
+from weir.engine.job import BroadcastNode, ForwardNode, Job, Operator, SinkNode
 from weir.engine.runtime.task.chain import ExchangeNode, keyby_nodes, sink_nodes
 
 T = TypeVar("T")
@@ -34,6 +34,11 @@ class Graph:
     def broadcast(self) -> frozenset[int]:
         """The indexes of the broadcast nodes: their records go to every worker."""
         return frozenset(i for i, n in enumerate(self.keyby) if isinstance(n, BroadcastNode))
+
+    @property
+    def forward(self) -> frozenset[int]:
+        """The indexes of the forward nodes: their records stay on the worker that read them."""
+        return frozenset(i for i, n in enumerate(self.keyby) if isinstance(n, ForwardNode))
 
 
 def _unique(items: list[T]) -> list[T]:

@@ -131,6 +131,7 @@ class Worker:
             self.keyed.deliver,
             lambda why, rec: self.dead.add("exchange", why, rec),
             graph.broadcast,
+            graph.forward,
         )
         self._nodes = len(graph.keyby)
         self.barriers = BarrierAligner(index, p)
