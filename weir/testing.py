@@ -29,11 +29,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from weir.engine.errors import JobDefinitionError
 from weir.engine.job import Job
-from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.task.chain import Chain, keyby_nodes, sink_nodes
+from weir.engine.runtime.task.chain import Chain
+from weir.engine.runtime.task.graph import graph_of
 from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MAX_WATERMARK
@@ -109,26 +110,26 @@ class Harness:
                 self._tmp = tempfile.TemporaryDirectory(prefix="weir-testing-")
                 state_dir = Path(self._tmp.name)
             state = RocksState(state_dir / "db")
+        if len(job.sources) > 1:
+            names = ", ".join(s.name for s in job.sources)
+            raise JobDefinitionError(
+                f"job {job.name!r} reads {len(job.sources)} sources ({names}); testing runs "
+                "one source's events: test a job of one source, or run it with weir run"
+            )
         source = job.sources[0]
         self._late_out, self._dead_out, self._sunk = _Collected(), _Collected(), _Collected()
         self._state = state
         self._late = LateRecords(self._late_out)
         self._dead = DeadLetters(self._dead_out)
         groups = range_for_operator(job.max_parallelism, 1, 0)
-        # per node, how each operator takes its records (a broadcast stream's: on its
-        # broadcast side); an operator under two nodes runs once
+        graph = graph_of(job)  # a connected stream's co-process function is one runtime
         ops, self._feeds = runtimes_for(
-            keyby_nodes(source),
-            self._state,
-            groups,
-            job.max_parallelism,
-            self._late,
-            self._dead,
+            graph.keyby, self._state, groups, job.max_parallelism, self._late, self._dead,
             state_retention_ms,
-        )
-        self._ops: list[OperatorRuntime] = list(ops.values())
-        writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in sink_nodes(source)}
-        self._chain = Chain(source, writers, self._dead, max_future_ms or None)
+        )  # fmt: skip
+        self._ops = list(ops.values())
+        writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in graph.sinks}
+        self._chain = Chain(source, writers, self._dead, max_future_ms or None, graph.keyby_index)
         self._results: list[Any] = []
         self._by_operator: dict[str, list[Any]] = {rt.op.name: [] for rt in self._ops}
         self._side: dict[str, dict[str, list[Any]]] = {}

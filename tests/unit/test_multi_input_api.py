@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from weir import Job, JobDefinitionError, agg, sources, windows
+from weir import Job, JobDefinitionError, agg, sources, testing, windows
 from weir.engine.explain import describe, render
 from weir.engine.job import CoProcessOperator
 from weir.engine.runtime.task.graph import graph_of, split_ids
+from weir.engine.spark.plan import backfill_operator
 
 
 class Enrich:
@@ -114,3 +115,55 @@ def test_explain_shows_sources_unions_and_connected_operators() -> None:
     assert "union of clicks, source-1" in text
     assert "co-process operator enriched: Enrich (input 1 of 2)" in text
     assert "co-process operator enriched: Enrich (input 2 of 2)" in text
+
+
+class Sides:
+    def process1(self, event: Any, ctx: Any) -> None:
+        ctx.emit(["1", ctx.key, event["ts"]])
+
+    def process2(self, event: Any, ctx: Any) -> None:
+        ctx.emit(["2", ctx.key, event["ts"]])
+
+
+def test_testing_runs_union_and_connect_of_one_source_and_refuses_several() -> None:
+    job = Job("one")
+    s = job.source(sources.jsonl("/a.jsonl"))
+    views = s.filter(lambda e: e["event"] == "view")
+    clicks = s.filter(lambda e: e["event"] == "click")
+    views.union(clicks).key_by("id").window(windows.tumbling(ms=10)).aggregate("n", n=agg.count())
+    views.connect(clicks).key_by("id", "id").process(Sides(), name="sides")
+    events = [
+        {"id": "a", "ts": 1, "event": "view"},
+        {"id": "a", "ts": 2, "event": "click"},
+        {"id": "b", "ts": 3, "event": "other"},
+    ]
+    result = testing.run(job, events)
+    assert result.by_operator["sides"] == [["1", "a", 1], ["2", "a", 2]]
+    assert [(r["key"], r["n"]) for r in result.by_operator["n"]] == [("a", 2)]
+    two = Job("two")
+    _two(two)
+    with pytest.raises(JobDefinitionError, match=r"reads 2 sources \(clicks, source-1\); testing"):
+        testing.run(two, events)
+
+
+def test_the_backfill_refuses_several_sources_connect_and_union() -> None:
+    job = Job("j")
+    a, b = _two(job)
+    a.key_by("id").window(windows.tumbling(ms=10)).aggregate("n", n=agg.count())
+    with pytest.raises(
+        JobDefinitionError, match=r"reads 2 sources .*backfill computes jobs of one"
+    ):
+        backfill_operator(job, None)
+    one = Job("one")
+    s = one.source(sources.jsonl("/a.jsonl"))
+    s.key_by("id").window(windows.tumbling(ms=10)).aggregate("n", n=agg.count())
+    s.connect(s).key_by("id", "id").process(Enrich(), name="enriched")
+    with pytest.raises(JobDefinitionError, match="co-process operator enriched.*does not compute"):
+        backfill_operator(one, "n")
+    unioned = Job("u")
+    t = unioned.source(sources.jsonl("/a.jsonl"))
+    t.filter(bool).union(t.map(dict)).key_by("id").window(windows.tumbling(ms=10)).aggregate(
+        "n", n=agg.count()
+    )
+    with pytest.raises(JobDefinitionError, match="has a union; the backfill does not compute"):
+        backfill_operator(unioned, "n")
