@@ -188,7 +188,11 @@ def test_rules_and_events_equal_the_model(
     server.wait_finished(60.0)
     want = _model(events, rules)
     assert len(want) > 500
-    checked, seen = _split(tmp_path / "out.jsonl")
+    # a finished job's last file writes wait for the checkpoint in flight to settle
+    lines = len(want) + len(rules) * parallelism
+    out = tmp_path / "out.jsonl"
+    wait_until(lambda: len(read_jsonl(out)) >= lines, 30.0, what=f"{lines} output lines")
+    checked, seen = _split(out)
     assert checked == _as_json(want)
     # every worker got every rule: each one's broadcast side saw it once
     assert seen == Counter({f"{r['kind']}@{r['ts']}": parallelism for r in rules})
