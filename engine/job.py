@@ -422,7 +422,7 @@ def _callable(kind: str, fn: object) -> Callable[[Record], Any]:
 
 
 class Job:
-    """A named dataflow from one source to one or more keyed window operators and sinks."""
+    """A named dataflow from one or more sources to keyed, queryable operators and sinks."""
 
     def __init__(self, name: str, *, max_parallelism: int = 128) -> None:
         self.name = _check_name("job", name)

@@ -75,6 +75,12 @@ def add_view(
     if not job.sources:
         raise SqlError(f"job.sql({name!r}): call job.source(...) first; the query reads it")
     ts = job.sources[0].timestamp
+    if any(s.timestamp != ts for s in job.sources):
+        raise SqlError(
+            f"job.sql({name!r}): the job's sources take their time from different fields; a "
+            "query's time attribute is one field: give every source the same timestamp= "
+            "(or use the DataStream API)"
+        )
     defs = {
         t: TableDef(t, None, ts if isinstance(ts, str) else None, allowed_lateness_ms)
         for t in tables

@@ -159,3 +159,17 @@ def test_a_one_source_checkpoint_keeps_its_positions_format_and_restores(
     assert server.proc.wait(90) == 0, server.stderr()
     assert "restored from" in server.stderr()
     _assert_matches(_expected(lines), out, state)
+
+
+def test_source_override_and_backfill_refuse_a_job_of_two_sources(
+    tmp_path: Path, run_weir: Callable[..., WeirResult]
+) -> None:
+    _, _, v_path, c_path = _inputs(tmp_path, 10, seed=3)
+    job, _ = _job(tmp_path, v_path, c_path)
+    r = run_weir(
+        "run", str(job), "--source", f"file://{v_path}", "--exit-at-end", "--api-port", "0",
+        "--state-dir", str(tmp_path / "state"),
+    )  # fmt: skip
+    assert r.rc == 2 and "reads 2 sources (views, clicks); --source replaces" in r.stderr
+    r = run_weir("backfill", str(job), "--input", str(v_path), "--into-savepoint", "sp")
+    assert r.rc == 2 and "the backfill computes jobs of one source" in r.stderr, r.stderr

@@ -1,7 +1,7 @@
 """Two inputs: whatever the batch sizes and however the two sources' batches interleave, a
 union feeding a window and a connected co-process function give the brute-force reference's
-results (every record within its own source's bound), and an operator fed by one source moves
-with that source alone."""
+results (every record within its own source's bound); an operator fed by one source moves
+with that source alone, and an idle input holds back no operator it feeds."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from tests.multiinput import (
     make_events,
     make_job,
 )
+from weir.engine.runtime.task.routing import IDLE
+from weir.engine.watermarks import MIN_WATERMARK
 
 
 def _batches(events: list[dict[str, object]], size: int) -> list[list[dict[str, object]]]:
@@ -61,3 +63,13 @@ def test_an_operator_fed_by_one_source_does_not_wait_for_the_other() -> None:
         harness.feed(1, [{"id": "ad-1", "ts": views[-1]["ts"], "value": 1}])
         assert harness.results("both") and harness.results("ctr")  # now both inputs moved
         assert ctr.watermark == harness.keyed.ops["both"].watermark
+
+
+def test_an_idle_input_stops_holding_back_the_operators_it_feeds() -> None:
+    views = make_events(200, 2, step=20)
+    with TwoInputHarness(make_job()) as harness:
+        harness.feed(0, views)
+        assert harness.results("both") == []
+        harness.keyed.deliver("0", [], [MIN_WATERMARK], MIN_WATERMARK, IDLE, 1)
+        assert harness.results("both"), "with clicks idle, the union moves with views alone"
+        assert harness.keyed.ops["ctr"].watermark == harness.keyed.ops["views_only"].watermark

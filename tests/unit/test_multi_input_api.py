@@ -11,6 +11,7 @@ from weir.engine.explain import describe, render
 from weir.engine.job import CoProcessOperator
 from weir.engine.runtime.task.graph import graph_of, split_ids
 from weir.engine.spark.plan import backfill_operator
+from weir.engine.sql.errors import SqlError
 
 
 class Enrich:
@@ -167,3 +168,15 @@ def test_the_backfill_refuses_several_sources_connect_and_union() -> None:
     )
     with pytest.raises(JobDefinitionError, match="has a union; the backfill does not compute"):
         backfill_operator(unioned, "n")
+
+
+def test_sql_refuses_sources_whose_time_attributes_differ() -> None:
+    job = Job("j")
+    a = job.source(sources.jsonl("/a.jsonl"), timestamp="ts")
+    job.source(sources.jsonl("/b.jsonl"), timestamp="at")
+    sql = (
+        "SELECT id, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE a, DESCRIPTOR(ts), "
+        "INTERVAL '1' SECOND)) GROUP BY id, window_start, window_end"
+    )
+    with pytest.raises(SqlError, match="different fields.*same timestamp="):
+        job.sql("q", sql, tables={"a": a})

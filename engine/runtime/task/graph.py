@@ -70,12 +70,16 @@ class SplitId:
     split: str  # the source's own name for it
 
 
+def split_prefix(job: Job, index: int) -> str:
+    """What the split ids of source ``index`` start with: its name, when there are several."""
+    return f"{job.sources[index].name}/" if len(job.sources) > 1 else ""
+
+
 def split_ids(job: Job, parallelism: int) -> list[SplitId]:
     """Every split of every source, in order; worker ``i`` of ``p`` reads every ``p``-th from
     ``i`` (``[i::p]``)."""
-    qualify = len(job.sources) > 1
     return [
-        SplitId(i, f"{s.name}/{split}" if qualify else split, split)
+        SplitId(i, split_prefix(job, i) + split, split)
         for i, s in enumerate(job.sources)
         for split in s.source.splits(parallelism)
     ]

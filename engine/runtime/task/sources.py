@@ -1,6 +1,8 @@
-"""A worker's source side: its splits (every ``p``-th of the source's), read one batch at a
+"""A worker's source side: its splits (every ``p``-th of the job's), read one batch at a
 time in turn, through the chain; each split's watermark, idleness and end (``Inputs``), and
-where each split is, for checkpoints.
+where each split is, for checkpoints. A job of several sources has a side per source
+(``SourceSides``), each with its own chain, timestamps and watermarks: a side's outgoing
+watermark is its source's, never combined with another source's.
 
 A split's watermark only moves forward; a split quiet for the idle timeout stops holding the
 watermark back until it has data again; an ended split holds the maximum watermark. The
@@ -17,12 +19,14 @@ the worker.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from weir.engine.job import SourceNode
+from weir.engine.job import Job, SourceNode
 from weir.engine.runtime.messages import SplitPosition
 from weir.engine.runtime.task.chain import Chain, KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
+from weir.engine.runtime.task.graph import SplitId, split_prefix
 from weir.engine.runtime.task.routing import ACTIVE, ENDED, IDLE
 from weir.engine.sources import SplitReader
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
@@ -243,3 +247,17 @@ class SourceSides:
     def close(self) -> None:
         for side in self.sides:
             side.close()
+
+
+def source_sides(
+    job: Job, mine: list[SplitId], chain: Callable[[SourceNode], Chain], idle_ms: int | None
+) -> SourceSides:
+    """A worker's source sides: one per source it has splits of (``mine``), each with its own
+    chain (``chain(node)``)."""
+    sides = []
+    for i, node in enumerate(job.sources):
+        ids = [s.id for s in mine if s.source == i]
+        if ids:
+            prefix = split_prefix(job, i)
+            sides.append(SourceSide(node, chain(node), ids, idle_ms, index=i, prefix=prefix))
+    return SourceSides(sides)

@@ -18,6 +18,7 @@ import logging
 import socket
 import threading
 import time
+from functools import partial
 from typing import Any
 
 from weir.engine.errors import WorkerFailed
@@ -51,14 +52,14 @@ from weir.engine.runtime.task.barriers import BarrierAligner
 from weir.engine.runtime.task.chain import Chain
 from weir.engine.runtime.task.exchange import Exchange
 from weir.engine.runtime.task.framing import unpack_ints
-from weir.engine.runtime.task.graph import Graph, SplitId, graph_of, split_ids
+from weir.engine.runtime.task.graph import SplitId, graph_of, split_ids
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
 from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.restore import restore_db, restore_operators, restore_positions
 from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame
 from weir.engine.runtime.task.snapshot import Snapshotter
-from weir.engine.runtime.task.sources import SourceSide, SourceSides, SplitStart
+from weir.engine.runtime.task.sources import SplitStart, source_sides
 from weir.engine.runtime.task.stateserver import StateServer
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.checkpoints import CheckpointStorage, FileRef
@@ -107,7 +108,11 @@ class Worker:
         tagged = tagged_sinks(cfg, job)
         self.keyed = KeyedSide(ops, feeds, graph.inputs, p, every, self.outputs.open, tagged)
         self.stream_sinks = {id(n): self.outputs.open(n.sink) for n in graph.sinks}
-        self.sources = self._source_sides(graph, every)
+        chain = partial(
+            Chain, sink_writers=self.stream_sinks, dead=self.dead,
+            max_future_ms=cfg.max_future_ms, keyby_index=graph.keyby_index,
+        )  # fmt: skip
+        self.sources = source_sides(job, every[index::p], chain, cfg.idle_timeout_ms)
         self.exchange: Exchange | None = None
         if p > 1:
             if auth is None:
@@ -144,22 +149,6 @@ class Worker:
         self.records_received = 0
         self.backpressured_s = 0.0
         self.started = time.monotonic()
-
-    def _source_sides(self, graph: Graph, every: list[SplitId]) -> SourceSides:
-        """A source side (its own chain) per source this worker has splits of."""
-        mine = every[self.index :: self.cfg.parallelism]
-        sides = []
-        for i, node in enumerate(self.job.sources):
-            ids = [s.id for s in mine if s.source == i]
-            if not ids:
-                continue
-            chain = Chain(
-                node, self.stream_sinks, self.dead, self.cfg.max_future_ms, graph.keyby_index
-            )
-            prefix = f"{node.name}/" if len(self.job.sources) > 1 else ""
-            idle = self.cfg.idle_timeout_ms
-            sides.append(SourceSide(node, chain, ids, idle, index=i, prefix=prefix))
-        return SourceSides(sides)
 
     def _open(self, every: list[SplitId], restored: dict[str, Any] | None) -> None:
         """Open the splits from their start, or resume splits, channels and operators where
