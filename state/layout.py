@@ -109,6 +109,8 @@ def prefix_upper_bound(prefix: bytes) -> bytes:
 
 BROADCAST_GROUP = 0xFFFF
 _NAME_BYTES = 0xFF
+# every broadcast entry of every operator (state ids stay below 0x4000: ``job.operator_state_id``)
+BROADCAST_BOUNDS = (b"\xff\xff", b"\xff\xff\xff\xff")
 
 
 def broadcast_prefix(state_id: int) -> bytes:

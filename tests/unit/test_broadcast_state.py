@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.broadcast_driver import Subtask, operator
+from tests.broadcast_driver import Subtask, operator, restore_all, snapshot_all
 from weir.engine.errors import BroadcastStateError
 from weir.state import layout
 from weir.state.keygroups import MAX_KEY_GROUPS
@@ -187,3 +187,23 @@ def test_a_failing_broadcast_record_goes_to_the_dead_letters_and_the_job_goes_on
     sub.element({"id": "x", "e": "a"}, 3)
     assert sub.output == [["x", 1, 1, [("a", 1)]]]
     sub.close()
+
+
+@pytest.mark.parametrize(("after", "expected"), [(3, [0, 0, 0]), (1, [0]), (2, [0, 1])])
+def test_a_rescale_gives_every_new_worker_old_worker_0s_copy(
+    tmp_path: Path, after: int, expected: list[int]
+) -> None:
+    """Copies can differ (broadcast records of several splits reach workers in different
+    orders): on a rescale every new worker takes old worker 0's, so they are equal again; at
+    the same parallelism each worker keeps its own."""
+    op = operator(Rules(), states=("rules",), key="id")
+    old = [Subtask(op, tmp_path / f"w{i}", parallelism=2, index=i) for i in range(2)]
+    for i, sub in enumerate(old):
+        sub.broadcast({"op": "put", "k": "a", "v": i}, 1)
+    storage, meta = snapshot_all(old, tmp_path)
+    for sub in old:
+        sub.close()
+    new = restore_all(op, storage, meta, after, tmp_path)
+    assert [sub.rt.broadcast_states.read_only("rules").get("a") for sub in new] == expected
+    for sub in new:
+        sub.close()

@@ -6,11 +6,11 @@ Storage: one RocksDB entry per map entry, under the worker's reserved broadcast 
 (``state/layout.py``: outside every key group), the map key msgpack-encoded in the state key and
 the value msgpack-encoded as the entry's value. So a worker's checkpoint holds its copy with
 everything else, barrier-aligned; a restore at the same parallelism gets each worker its own
-copy back, and a rescale gets every new worker the copy of the old worker whose RocksDB it
-starts from (``state/restore.py`` keeps the base instance's entries outside the key groups and
-copies key groups only): one old worker's copy, as Flink hands each new task one old task's
-broadcast state. The copies are equal when the function changes them only from what it is given
-(the broadcast record and the state), as Flink requires too.
+copy back, and a rescale gets every new worker old worker 0's copy (``state/restore.py``), as
+Flink hands each new task one old task's broadcast state. The copies are equal when the function
+changes them only from what it is given (the broadcast record and the state), as Flink requires
+too, and the broadcast records reach every worker in one order (one split, or records whose
+order does not matter).
 
 An entry is encoded when it is put, so a value that cannot be stored fails where it is put
 (``BroadcastStateError``), and a value changed in place afterwards is not what is stored: put it
