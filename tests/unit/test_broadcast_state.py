@@ -149,6 +149,8 @@ def test_an_undeclared_state_name_names_the_declared_ones_and_the_fix(captured: 
         captured.keyed.broadcast_state("rulez")
     with pytest.raises(BroadcastStateError, match=r"broadcast_state\(3\) in 'op': name"):
         captured.broadcast.broadcast_state(3)
+    with pytest.raises(BroadcastStateError, match=r"broadcast_state\(\[.rules.\]\) in .op.: name"):
+        captured.keyed.broadcast_state(["rules"])
 
 
 @pytest.mark.parametrize(

@@ -61,6 +61,8 @@ class BroadcastStates:
         self._backend = backend
         self._maps: dict[str, dict[Any, Any]] = {}
         self._pending: dict[bytes, bytes | None] = {}  # state key -> value (None: delete)
+        self._read_only: dict[str, ReadOnlyBroadcastState] = {}  # by name
+        self._writable: dict[str, BroadcastState] = {}
         self._load()
 
     def _load(self) -> None:
@@ -87,12 +89,24 @@ class BroadcastStates:
         return name
 
     def read_only(self, name: object) -> ReadOnlyBroadcastState:
-        checked = self.check_name(name)
-        return ReadOnlyBroadcastState(self, checked, self._maps.get(checked, {}))
+        # the keyed side asks for every record: one view per name, made once (a view holds
+        # no state of its own; its map is the one ``put`` fills)
+        view = self._read_only.get(name) if isinstance(name, str) else None
+        if view is None:
+            checked = self.check_name(name)
+            view = self._read_only[checked] = ReadOnlyBroadcastState(
+                self, checked, self._maps.setdefault(checked, {})
+            )
+        return view
 
     def writable(self, name: object) -> BroadcastState:
-        checked = self.check_name(name)
-        return BroadcastState(self, checked, self._maps.setdefault(checked, {}))
+        view = self._writable.get(name) if isinstance(name, str) else None
+        if view is None:
+            checked = self.check_name(name)
+            view = self._writable[checked] = BroadcastState(
+                self, checked, self._maps.setdefault(checked, {})
+            )
+        return view
 
     def names(self) -> list[str]:
         return sorted(n for n, m in self._maps.items() if m)
