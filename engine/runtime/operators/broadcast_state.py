@@ -61,8 +61,8 @@ class BroadcastStates:
         self._backend = backend
         self._maps: dict[str, dict[Any, Any]] = {}
         self._pending: dict[bytes, bytes | None] = {}  # state key -> value (None: delete)
-        self._read_only: dict[str, ReadOnlyBroadcastState] = {}  # by name
-        self._writable: dict[str, BroadcastState] = {}
+        self._read_only: dict[object, ReadOnlyBroadcastState] = {}  # by name
+        self._writable: dict[object, BroadcastState] = {}
         self._load()
 
     def _load(self) -> None:
@@ -91,22 +91,22 @@ class BroadcastStates:
     def read_only(self, name: object) -> ReadOnlyBroadcastState:
         # the keyed side asks for every record: one view per name, made once (a view holds
         # no state of its own; its map is the one ``put`` fills)
-        view = self._read_only.get(name) if isinstance(name, str) else None
-        if view is None:
+        try:
+            return self._read_only[name]  # an unhashable name: the TypeError
+        except (KeyError, TypeError):
             checked = self.check_name(name)
-            view = self._read_only[checked] = ReadOnlyBroadcastState(
-                self, checked, self._maps.setdefault(checked, {})
-            )
-        return view
+            view = ReadOnlyBroadcastState(self, checked, self._maps.setdefault(checked, {}))
+            self._read_only[checked] = view
+            return view
 
     def writable(self, name: object) -> BroadcastState:
-        view = self._writable.get(name) if isinstance(name, str) else None
-        if view is None:
+        try:
+            return self._writable[name]
+        except (KeyError, TypeError):
             checked = self.check_name(name)
-            view = self._writable[checked] = BroadcastState(
-                self, checked, self._maps.setdefault(checked, {})
-            )
-        return view
+            view = BroadcastState(self, checked, self._maps.setdefault(checked, {}))
+            self._writable[checked] = view
+            return view
 
     def names(self) -> list[str]:
         return sorted(n for n, m in self._maps.items() if m)
