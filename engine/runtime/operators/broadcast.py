@@ -14,6 +14,10 @@ Both inputs' records arrive under the operator's watermark, the minimum of its i
 event-time timers fire before a record of either input that arrives under a watermark that
 reaches them, so batching changes nothing a function sees. Broadcast state is stored and
 checkpointed as ``broadcast_state.py`` says; keyed state and timers as a process function's.
+
+A (non-keyed) broadcast process function (``BroadcastRuntime``) is the same runtime with a
+context that has no keyed state, no timers and no ``apply_to_keyed_state``: its other input's
+records carry no key and stay on the worker that read them.
 """
 
 from __future__ import annotations

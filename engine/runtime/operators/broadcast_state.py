@@ -108,9 +108,6 @@ class BroadcastStates:
             self._writable[checked] = view
             return view
 
-    def names(self) -> list[str]:
-        return sorted(n for n, m in self._maps.items() if m)
-
     def _key(self, name: str, key: Any) -> bytes:
         if not _plain_key(key):
             raise BroadcastStateError(
