@@ -35,6 +35,18 @@ class StateAnswer(BaseModel):
     state: dict[str, Any] | None = None  # a process function's states, by name
 
 
+class BroadcastAnswer(BaseModel):
+    """A keyed broadcast operator's broadcast states, as worker 0 holds them (every worker
+    holds the same): each state's entries as ``[key, value]`` pairs, in key order."""
+
+    job: str
+    op: str
+    watermark: int | None
+    checkpoint: int | None
+    consistency: str
+    states: dict[str, list[list[Any]]]
+
+
 class WindowKey(BaseModel):
     """One key's window in a window listing: ``key``, ``key_group``, the aggregates, ``final``."""
 

@@ -6,7 +6,9 @@ from weir import Job, WatermarkStrategy, agg, joins, sinks, sources, windows
 from __future__ import annotations
 
 from weir.engine import agg, joins, sinks, sources, windows
+from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 from weir.engine.errors import (
+    BroadcastStateError,
     ConfigError,
     JobDefinitionError,
     SinkError,
@@ -16,6 +18,8 @@ from weir.engine.errors import (
     WorkerFailed,
 )
 from weir.engine.job import (
+    BroadcastConnectedStream,
+    BroadcastStream,
     ConnectedKeyedStreams,
     ConnectedStreams,
     DataStream,
@@ -29,12 +33,17 @@ from weir.engine.job import (
 from weir.engine.watermarks import WatermarkStrategy
 
 __all__ = [
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStateError",
+    "BroadcastStream",
     "ConfigError",
     "ConnectedKeyedStreams",
     "ConnectedStreams",
     "DataStream",
     "Job",
     "JobDefinitionError",
+    "KeyedBroadcastProcessFunction",
     "KeyedStream",
     "OutputTag",
     "ResultStream",

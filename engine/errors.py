@@ -2,6 +2,7 @@
 
     WeirError                  (exit code of the weir command)
     ├── JobDefinitionError     a job file or job graph that cannot run (2)
+    │   └── BroadcastStateError  a function using broadcast state as the pattern forbids
     ├── ConfigError            a bad flag, URL or setting value (2)
     │   └── PathRefused        a path (flag or request) that leaves its directory (2)
     ├── SourceError            a source that cannot be opened or read (1)
@@ -39,6 +40,12 @@ class JobDefinitionError(WeirError):
     """The job file or the job graph is not something weir can run."""
 
     usage = True
+
+
+class BroadcastStateError(JobDefinitionError):
+    """A broadcast process function used broadcast state as the pattern forbids: it wrote it
+    from the keyed side, named a state its broadcast stream did not declare, stored a value
+    that cannot be encoded, or asked for a key's state on the broadcast side."""
 
 
 class ConfigError(WeirError):

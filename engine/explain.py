@@ -15,7 +15,9 @@ from typing import Any
 
 from weir.engine import agg
 from weir.engine.job import (
+    BroadcastNode,
     CoProcessOperator,
+    ForwardNode,
     Job,
     KeyByNode,
     Node,
@@ -41,7 +43,7 @@ def describe_aggregate(a: agg.Aggregate) -> str:
     return f"custom {type(a.function).__module__}.{type(a.function).__qualname__}"
 
 
-def _operator(op: Operator, node: KeyByNode) -> dict[str, Any]:
+def _operator(op: Operator, node: KeyByNode | ForwardNode) -> dict[str, Any]:
     out = op.describe()
     if isinstance(op, CoProcessOperator):
         out["input"] = 2 if op.second is node else 1
@@ -80,6 +82,19 @@ def _node(node: Node, reached: dict[int, list[str]]) -> dict[str, Any]:
         }
     if isinstance(node, SinkNode):
         return {**out, "type": "sink", "sink": node.sink.describe()}
+    if isinstance(node, BroadcastNode):  # its operators are described under their key_by
+        return {
+            **out,
+            "type": "broadcast",
+            "states": list(node.state_names),
+            "operators": [op.name for op in node.children],
+        }
+    if isinstance(node, ForwardNode):  # a broadcast function's non-keyed input
+        return {
+            **out,
+            "type": "forward",
+            "operators": [_operator(op, node) for op in node.children],
+        }
     key = node.key if isinstance(node.key, str) else _name(node.key)
     ops = [_operator(op, node) for op in node.children]
     return {**out, "type": "key_by", "key": key, "operators": ops}
@@ -127,8 +142,13 @@ def _render_node(node: dict[str, Any], depth: int, lines: list[str]) -> None:
         lines.append(f"{pad}union of {', '.join(node['union'])}")
     if node["type"] == "sink":
         lines.append(f"{pad}-> sink {node['sink']}")
-    elif node["type"] == "key_by":
-        lines.append(f"{pad}key_by {node['key']}")
+    elif node["type"] == "broadcast":
+        states = ", ".join(node["states"]) or "any"
+        lines.append(f"{pad}broadcast to every worker (states: {states})")
+        lines += [f"{pad}  -> broadcast input of {name}" for name in node["operators"]]
+    elif node["type"] in ("key_by", "forward"):
+        what = f"key_by {node['key']}" if node["type"] == "key_by" else "forward (no key)"
+        lines.append(f"{pad}{what}")
         for op in node["operators"]:
             _render_operator(op, depth + 1, lines)
     else:
@@ -146,6 +166,12 @@ def _render_operator(op: dict[str, Any], depth: int, lines: list[str]) -> None:
             f"allowed lateness {op['allowed_lateness_ms']} ms"
         )
         lines += [f"{pad}  {n} = {a}" for n, a in op["aggregates"].items()]
+    elif op["type"] in ("keyed_broadcast", "broadcast"):
+        states = ", ".join(op["broadcast_states"]) or "any"
+        kind = "keyed broadcast" if op["type"] == "keyed_broadcast" else "broadcast"
+        lines.append(
+            f"{pad}{kind} operator {op['name']}: {op['function']} (broadcast states: {states})"
+        )
     elif op["type"] == "co_process":
         lines.append(
             f"{pad}co-process operator {op['name']}: {op['function']} (input {op['input']} of 2)"

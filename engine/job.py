@@ -21,7 +21,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from weir.engine import agg as _agg
 from weir.engine.errors import JobDefinitionError
@@ -79,6 +79,24 @@ class SinkNode:
 class KeyByNode:
     key: KeySelector
     children: list[WindowOperator | ProcessOperator] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class BroadcastNode:
+    """Where a broadcast stream leaves the graph: its records go to every worker (not by key
+    group), to the broadcast side of each operator connected to it. ``state_names``: the
+    broadcast states those operators may use (Flink's ``MapStateDescriptor``s; empty: any)."""
+
+    state_names: tuple[str, ...]
+    children: list[KeyedBroadcastOperator] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class ForwardNode:
+    """Where a non-keyed stream enters a broadcast process function: its records stay on the
+    worker that read them (Flink's forward partitioning), with no key."""
+
+    children: list[BroadcastOperator] = field(default_factory=list)
 
 
 class _StateIds:
@@ -162,7 +180,7 @@ def _qualname(fn: Any) -> str:
 
 
 Operator = WindowOperator | ProcessOperator
-Node = StatelessNode | SinkNode | KeyByNode
+Node = StatelessNode | SinkNode | KeyByNode | BroadcastNode | ForwardNode
 
 
 @dataclass(eq=False)
@@ -222,13 +240,27 @@ class DataStream:
         targets = [t for s in (self, *others) for t in s._targets]
         return DataStream(self._job, targets[0], more=targets[1:])
 
-    def connect(self, other: DataStream) -> ConnectedStreams:
-        """Two streams for a co-process function: ``.key_by(key1, key2).process(fn, name=...)``
-        with ``fn.process1`` for this stream's records and ``fn.process2`` for ``other``'s."""
-        self._same_job("connect", other)
-        return ConnectedStreams(self, other)
+    @overload
+    def connect(self, other: DataStream) -> ConnectedStreams: ...
 
-    def _same_job(self, verb: str, other: object) -> None:
+    @overload
+    def connect(self, other: BroadcastStream) -> BroadcastConnectedStream: ...
+
+    def connect(
+        self, other: DataStream | BroadcastStream
+    ) -> ConnectedStreams | BroadcastConnectedStream:
+        """Two streams for a co-process function: ``.key_by(key1, key2).process(fn, name=...)``
+        with ``fn.process1`` for this stream's records and ``fn.process2`` for ``other``'s.
+        With a broadcast stream (``broadcast``): a (non-keyed) broadcast process function,
+        ``.process(fn, name=...)``, which sees this stream's records on the worker that read
+        them."""
+        if isinstance(other, BroadcastStream) and other.job is self._job:
+            node = ForwardNode()
+            self._attach(node)
+            return BroadcastConnectedStream(self._job, node, other)
+        return ConnectedStreams(self, self._same_job("connect", other))
+
+    def _same_job(self, verb: str, other: object) -> DataStream:
         if not isinstance(other, DataStream):
             raise JobDefinitionError(
                 f"{verb}({other!r}): pass a DataStream (what job.source(...), map, filter or "
@@ -239,6 +271,13 @@ class DataStream:
                 f"{verb}(): the streams belong to jobs {self._job.name!r} and "
                 f"{other._job.name!r}; a job can only {verb} its own streams"
             )
+        return other
+
+    def broadcast(self, *state_names: str) -> BroadcastStream:
+        """This stream sent whole to every worker (Flink's ``broadcast(descriptors...)``), for
+        ``keyed.connect(it).process(fn, name=...)``. ``state_names``: the broadcast states its
+        functions keep (none named: any name)."""
+        return BroadcastStream(self._job, self._attach, _state_names(state_names))
 
     def join(self, other: DataStream) -> JoinedStreams:
         """A window join (Flink's): ``.where(key).equal_to(other_key).window(assigner)
@@ -286,12 +325,25 @@ class KeyedStream:
         self._node.children.append(op)
         return ResultStream(op)
 
-    def connect(self, other: KeyedStream) -> ConnectedKeyedStreams:
-        """This keyed stream and ``other`` for a keyed co-process function (``process``)."""
+    @overload
+    def connect(self, other: KeyedStream) -> ConnectedKeyedStreams: ...
+
+    @overload
+    def connect(self, other: BroadcastStream) -> BroadcastConnectedStream: ...
+
+    def connect(
+        self, other: KeyedStream | BroadcastStream
+    ) -> ConnectedKeyedStreams | BroadcastConnectedStream:
+        """This keyed stream and ``other`` for a keyed co-process function (``process``), or
+        with a broadcast stream (``DataStream.broadcast``) for a keyed broadcast process
+        function."""
+        if isinstance(other, BroadcastStream) and other.job is self._job:
+            return BroadcastConnectedStream(self._job, self._node, other)
         if not isinstance(other, KeyedStream) or other._job is not self._job:
             raise JobDefinitionError(
                 f"connect({other!r}): pass a keyed stream of the same job, e.g. "
-                "a.key_by('id').connect(b.key_by('id'))"
+                "a.key_by('id').connect(b.key_by('id')), or a broadcast stream of it, e.g. "
+                "events.key_by('id').connect(rules.broadcast('rules'))"
             )
         if other._node is self._node:
             raise JobDefinitionError(
@@ -552,3 +604,115 @@ class ConnectedKeyedStreams:
         self._first.children.append(op)
         self._second.children.append(op)
         return ResultStream(op)
+
+
+# -- broadcast state (Flink's broadcast state pattern) -------------------------------------------
+
+
+@dataclass(eq=False)
+class KeyedBroadcastOperator(ProcessOperator):
+    """A keyed broadcast process function (Flink's ``KeyedBroadcastProcessFunction``): the
+    keyed input's records go to ``function.process_element`` (keyed state, timers, broadcast
+    state read-only), the broadcast input's to ``function.process_broadcast_element`` on every
+    worker (broadcast state writable, ``apply_to_keyed_state``). Its keyed state is queryable
+    as a process function's; its broadcast state is checkpointed once per worker."""
+
+    broadcast: BroadcastNode | None = field(default=None, repr=False)
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        return () if self.broadcast is None else self.broadcast.state_names
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            **super().describe(),
+            "type": "keyed_broadcast",
+            "broadcast_states": list(self.state_names),
+        }
+
+
+def _state_names(names: tuple[str, ...]) -> tuple[str, ...]:
+    for n in names:
+        _check_name("broadcast state", n)
+    if len(set(names)) != len(names):
+        raise JobDefinitionError(
+            f"broadcast{names!r} names a broadcast state twice; name each once"
+        )
+    return names
+
+
+class BroadcastStream:
+    """A stream whose every record reaches every worker (``DataStream.broadcast``)."""
+
+    def __init__(
+        self, job: Job, attach: Callable[[Node], None], state_names: tuple[str, ...]
+    ) -> None:
+        self.job = job
+        self._attach = attach  # under the stream's parent (each of a union's)
+        self.state_names = state_names
+        self._node: BroadcastNode | None = None
+
+    def __repr__(self) -> str:
+        return f"BroadcastStream(state_names={self.state_names!r})"
+
+    def node(self) -> BroadcastNode:
+        """The graph node, added once the stream is connected (a broadcast stream nobody
+        reads costs nothing)."""
+        if self._node is None:
+            self._node = BroadcastNode(self.state_names)
+            self._attach(self._node)
+        return self._node
+
+
+class BroadcastConnectedStream:
+    """A stream connected to a broadcast stream: keyed (``KeyedStream.connect``) for a keyed
+    broadcast process function, or not (``DataStream.connect``) for a broadcast process
+    function."""
+
+    def __init__(
+        self, job: Job, first: KeyByNode | ForwardNode, broadcast: BroadcastStream
+    ) -> None:
+        self._job = job
+        self._first = first
+        self._broadcast = broadcast
+
+    def process(self, fn: Any, *, name: str) -> ResultStream:
+        """A keyed broadcast process function (Flink's ``KeyedBroadcastProcessFunction``): an
+        object with ``process_element(event, ctx)`` (the keyed stream's records: keyed state,
+        timers, ``ctx.broadcast_state(name)`` read-only), ``process_broadcast_element(event,
+        ctx)`` (the broadcast stream's, on every worker: ``ctx.broadcast_state(name)``
+        writable, ``ctx.apply_to_keyed_state(name, fn)``) and optionally ``on_timer(timestamp,
+        ctx)``. Its keyed state is queryable at ``/{job}/{name}/state/{key}``. On a non-keyed
+        stream, a broadcast process function (Flink's ``BroadcastProcessFunction``): the same
+        without keyed state, timers or ``apply_to_keyed_state``."""
+        _check_name("operator", name)
+        entries = ("process_element", "process_broadcast_element")
+        if not all(callable(getattr(fn, e, None)) for e in entries):
+            raise JobDefinitionError(
+                f"process({fn!r}) on a broadcast-connected stream: pass an object with "
+                "process_element(event, ctx), process_broadcast_element(event, ctx) and "
+                "optionally on_timer(timestamp, ctx), e.g. a KeyedBroadcastProcessFunction"
+            )
+        node = self._broadcast.node()
+        first = self._first
+        if isinstance(first, ForwardNode):
+            op: KeyedBroadcastOperator = BroadcastOperator(name, "", fn, broadcast=node)
+            self._job._register(op)
+            first.children.append(op)  # type: ignore[arg-type]  # BroadcastOperator, built here
+        else:
+            op = KeyedBroadcastOperator(name, first.key, fn, broadcast=node)
+            self._job._register(op)
+            first.children.append(op)
+        node.children.append(op)
+        return ResultStream(op)
+
+
+@dataclass(eq=False)
+class BroadcastOperator(KeyedBroadcastOperator):
+    """A (non-keyed) broadcast process function (Flink's ``BroadcastProcessFunction``): its
+    other input's records go to ``process_element`` on the worker that read them, with the
+    broadcast states read-only and no keyed state or timers; the broadcast input's as a keyed
+    broadcast function's, without ``apply_to_keyed_state``."""
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "type": "broadcast"}

@@ -97,3 +97,41 @@ def prefix_upper_bound(prefix: bytes) -> bytes:
     if not stripped:
         raise ValueError("a prefix of only 0xff bytes has no upper bound")
     return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+# -- broadcast state -----------------------------------------------------------------------------
+# Broadcast state belongs to no key: every worker holds a whole copy. Its entries live under a
+# first two bytes that no key group takes (key groups are < MAX_KEY_GROUPS = 0x8000), so the
+# key-group ranges that restore, rescale and bulk load cut and copy never include it, while a
+# worker's RocksDB checkpoint carries it like any other entry.
+#
+#   broadcast key = 0xFFFF | state id (2 bytes BE) | name length (1 byte) | name | map key
+
+BROADCAST_GROUP = 0xFFFF
+_NAME_BYTES = 0xFF
+# every broadcast entry of every operator (state ids stay below 0x4000: ``job.operator_state_id``)
+BROADCAST_BOUNDS = (b"\xff\xff", b"\xff\xff\xff\xff")
+
+
+def broadcast_prefix(state_id: int) -> bytes:
+    """Prefix of every broadcast-state entry of one operator."""
+    return _HH.pack(BROADCAST_GROUP, state_id)
+
+
+def broadcast_key(state_id: int, name: str, key: bytes) -> bytes:
+    """The entry of map key ``key`` (encoded) in broadcast state ``name`` of one operator."""
+    raw = name.encode()
+    if len(raw) > _NAME_BYTES:
+        raise StateError(
+            f"broadcast state name of {len(raw)} bytes is longer than the {_NAME_BYTES}-byte limit"
+        )
+    return broadcast_prefix(state_id) + bytes([len(raw)]) + raw + key
+
+
+def decode_broadcast_key(raw: bytes) -> tuple[int, str, bytes]:
+    """Inverse of ``broadcast_key``: ``(state_id, name, key)``."""
+    group, sid = _HH.unpack_from(raw)
+    if group != BROADCAST_GROUP or len(raw) < 5 or len(raw) < 5 + raw[4]:
+        raise StateError(f"malformed broadcast state key {raw[:40]!r}")
+    n = raw[4]
+    return sid, raw[5 : 5 + n].decode(), raw[5 + n :]

@@ -5,6 +5,11 @@ as Flink does: the old instance with the largest overlap becomes the base and lo
 groups outside the new range (``delete_range``); every other overlapping old instance is opened
 on its own and the new range's keys are copied in. Every state key starts with its key group
 (state/layout.py), so each of these is a range operation.
+
+Broadcast state lies outside every key group: one whole copy per worker. A restore at the same
+ranges keeps each worker's own; on a rescale every new worker takes old worker 0's (Flink gives
+each new task one old task's copy), so the new copies are equal even where the old ones were
+not (broadcast records of several splits may reach the workers in different orders).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from rocksdict import Rdict, WriteBatch
 from weir.engine.errors import StateError
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange
-from weir.state.layout import key_group_bounds
+from weir.state.layout import BROADCAST_BOUNDS, key_group_bounds
 from weir.state.rocksdb import RocksOptions, _scan
 
 log = logging.getLogger(__name__)
@@ -78,7 +83,12 @@ def restore_worker_db(
             db.delete_range(hi, key_group_bounds(new_range.end + 1, old.end)[1])
         for _, w in overlapping[1:]:
             kgs = _overlap(_range(w["key_groups"]), new_range)
-            _copy_range(storage, n, w, kgs, db, target, cache)
+            lo, hi = key_group_bounds(kgs.start, kgs.end)
+            _copy_range(storage, n, w, lo, hi, db, target, cache, f"key groups {kgs.to_json()}")
+        first = next((w for w in workers if int(w["index"]) == 0), base)
+        if first is not base:
+            db.delete_range(*BROADCAST_BOUNDS)
+            _copy_range(storage, n, first, *BROADCAST_BOUNDS, db, target, cache, "broadcast state")
         db.flush()
     finally:
         db.close()
@@ -89,11 +99,14 @@ def _copy_range(
     storage: CheckpointStorage,
     n: int,
     worker: dict[str, Any],
-    kgs: KeyGroupRange,
+    lo: bytes,
+    hi: bytes,
     into: Rdict,
     target: Path,
     cache: Path | None,
+    what: str,
 ) -> None:
+    """Copy the keys in ``[lo, hi)`` of old ``worker``'s instance into ``into``."""
     tmp = target.parent / f"{target.name}.restore-{worker['index']}"
     files = [FileRef.from_json(f) for f in worker["files"]]
     storage.materialize(n, int(worker["index"]), files, tmp, cache)
@@ -102,7 +115,6 @@ def _copy_range(
     except Exception as exc:
         raise StateError(f"cannot open checkpointed state at {tmp}: {exc}") from exc
     try:
-        lo, hi = key_group_bounds(kgs.start, kgs.end)
         batch = WriteBatch(raw_mode=True)
         count = 0
         for k, v in _scan(src, lo, hi):
@@ -113,9 +125,8 @@ def _copy_range(
                 batch = WriteBatch(raw_mode=True)
         into.write(batch)
         log.info(
-            "restore copied key groups %d-%d (%d entries) from worker %s of chk-%d",
-            kgs.start,
-            kgs.end,
+            "restore copied %s (%d entries) from worker %s of chk-%d",
+            what,
             count,
             worker["index"],
             n,

@@ -33,6 +33,7 @@ from weir.api.client._core import (
     timeout_for,
 )
 from weir.api.models import (
+    BroadcastAnswer,
     CheckpointList,
     Health,
     JobDetail,
@@ -223,6 +224,21 @@ class AsyncClient:
                 min_checkpoint=min_checkpoint,
                 timeout_ms=timeout_ms,
             )  # fmt: skip
+        )
+
+    async def broadcast_state(
+        self,
+        job: str,
+        op: str,
+        *,
+        consistency: Consistency = "live",
+        min_watermark: int | None = None,
+        min_checkpoint: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> BroadcastAnswer:
+        """A keyed broadcast operator's broadcast states (every worker holds the same)."""
+        return await self._run(
+            calls.broadcast_state(job, op, consistency, min_watermark, min_checkpoint, timeout_ms)
         )
 
     async def top(

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 
 from weir.api.client._exceptions import WeirClientError
 from weir.api.models import (
+    BroadcastAnswer,
     CheckpointList,
     ErrorDetail,
     Health,
@@ -192,6 +193,20 @@ def top(
     params: dict[str, Any] = {"by": by, "n": n, "window": window}
     wait = fresh(params, min_watermark, min_checkpoint, timeout_ms)
     return Call("GET", f"/{seg(job)}/{seg(op)}/top", _model(TopAnswer), params, wait_s=wait)
+
+
+def broadcast_state(
+    job: str,
+    op: str,
+    consistency: Consistency,
+    min_watermark: int | None,
+    min_checkpoint: int | None,
+    timeout_ms: int | None,
+) -> Call[BroadcastAnswer]:
+    params: dict[str, Any] = {"consistency": consistency}
+    wait = fresh(params, min_watermark, min_checkpoint, timeout_ms)
+    path = f"/{seg(job)}/{seg(op)}/broadcast"
+    return Call("GET", path, _model(BroadcastAnswer), params, wait_s=wait)
 
 
 def window_page(

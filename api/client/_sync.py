@@ -31,6 +31,7 @@ from weir.api.client._core import (
     timeout_for,
 )
 from weir.api.models import (
+    BroadcastAnswer,
     CheckpointList,
     Health,
     JobDetail,
@@ -217,6 +218,21 @@ class Client:
                 min_checkpoint=min_checkpoint,
                 timeout_ms=timeout_ms,
             )  # fmt: skip
+        )
+
+    def broadcast_state(
+        self,
+        job: str,
+        op: str,
+        *,
+        consistency: Consistency = "live",
+        min_watermark: int | None = None,
+        min_checkpoint: int | None = None,
+        timeout_ms: int | None = None,
+    ) -> BroadcastAnswer:
+        """A keyed broadcast operator's broadcast states (every worker holds the same)."""
+        return self._run(
+            calls.broadcast_state(job, op, consistency, min_watermark, min_checkpoint, timeout_ms)
         )
 
     def top(

@@ -12,6 +12,7 @@ from weir.engine.errors import ConfigError, JobDefinitionError
 from weir.engine.job import (
     CoProcessOperator,
     Job,
+    KeyedBroadcastOperator,
     Node,
     SourceNode,
     StatelessNode,
@@ -37,6 +38,7 @@ class Plan:
 
 def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
     """The window operator a backfill computes, checked for what Spark can run."""
+    _refuse_broadcast(job)
     _refuse_several_inputs(job)
     ops = [o for o in job.operators.values() if isinstance(o, WindowOperator)]
     if op_name is not None:
@@ -58,6 +60,17 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
             f"operator {op.name!r} uses processing time; a backfill needs event time"
         )
     return op
+
+
+def _refuse_broadcast(job: Job) -> None:
+    found = [o for o in job.operators.values() if isinstance(o, KeyedBroadcastOperator)]
+    if found:
+        names = ", ".join(repr(o.name) for o in found)
+        raise JobDefinitionError(
+            f"job {job.name!r} has a broadcast input (read by {names}); a backfill does not "
+            "run broadcast state: the broadcast records' order against each key's records is "
+            "the live job's alone. Backfill a job file without the broadcast input"
+        )
 
 
 def _refuse_several_inputs(job: Job) -> None:

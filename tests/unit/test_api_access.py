@@ -38,6 +38,7 @@ ROUTES = {
     ("POST", "/jobs/{job}/backfills"): ADMIN,
     ("POST", "/jobs/{job}/savepoints"): ADMIN,
     ("GET", "/{job}/{op}/top"): READ,
+    ("GET", "/{job}/{op}/broadcast"): READ,
     ("GET", "/{job}/{op}/windows/{start}"): READ,
     ("GET", "/{job}/{op}/state"): READ,
     ("GET", "/{job}/{op}/state/{key:path}"): READ,

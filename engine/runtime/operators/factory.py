@@ -4,8 +4,20 @@ functions with two inputs)."""
 
 from __future__ import annotations
 
-from weir.engine.job import CoProcessOperator, KeyByNode, Operator, ProcessOperator
+from collections.abc import Sequence
+
+from weir.engine.job import (
+    BroadcastNode,
+    BroadcastOperator,
+    CoProcessOperator,
+    ForwardNode,
+    KeyByNode,
+    KeyedBroadcastOperator,
+    Operator,
+    ProcessOperator,
+)
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
+from weir.engine.runtime.operators.broadcast import BroadcastRuntime, KeyedBroadcastRuntime
 from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.process import CoProcessRuntime, ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
@@ -27,6 +39,10 @@ def runtime_for(
     retention_ms: int,
 ) -> OperatorRuntime:
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
+    if isinstance(op, BroadcastOperator):
+        return BroadcastRuntime(op, *args)
+    if isinstance(op, KeyedBroadcastOperator):
+        return KeyedBroadcastRuntime(op, *args)
     if isinstance(op, CoProcessOperator):
         return CoProcessRuntime(op, *args)
     if isinstance(op, ProcessOperator):
@@ -39,7 +55,7 @@ def runtime_for(
 
 
 def runtimes_for(
-    keyby: list[KeyByNode],
+    keyby: Sequence[KeyByNode | BroadcastNode | ForwardNode],
     state: StateBackend,
     key_groups: KeyGroupRange,
     max_parallelism: int,
@@ -48,7 +64,8 @@ def runtimes_for(
     retention_ms: int,
 ) -> tuple[dict[str, OperatorRuntime], list[list[tuple[str, Feed]]]]:
     """One runtime per operator under the job's ``keyby`` nodes, and per node what each of its
-    operators takes its records with (a co-process function's second input: ``process2``)."""
+    operators takes its records with (a co-process function's second input: ``process2``; a
+    broadcast node's: ``process_broadcast``)."""
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
     runtimes: dict[str, OperatorRuntime] = {}
     feeds: list[list[tuple[str, Feed]]] = []
@@ -58,7 +75,9 @@ def runtimes_for(
             rt = runtimes.get(op.name)
             if rt is None:
                 rt = runtimes[op.name] = runtime_for(op, *args)
-            if isinstance(rt, CoProcessRuntime) and isinstance(op, CoProcessOperator):
+            if isinstance(node, BroadcastNode) and isinstance(rt, KeyedBroadcastRuntime):
+                fed.append((op.name, rt.process_broadcast))
+            elif isinstance(rt, CoProcessRuntime) and isinstance(op, CoProcessOperator):
                 fed.append((op.name, rt.process2 if op.second is node else rt.process))
             else:
                 fed.append((op.name, rt.process))

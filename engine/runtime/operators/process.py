@@ -373,6 +373,27 @@ class ProcessRuntime:
     def top_status(self) -> TopStatus | None:
         return None  # keys share no windows to rank
 
+    def keys_holding(self, name: str) -> list[tuple[str, str]]:
+        """``(key, kind)`` of every key of this worker's key groups whose state ``name`` holds
+        something, in key order: RocksDB's, overridden by the cache (which holds whatever
+        RocksDB lacks yet). For a broadcast function's ``apply_to_keyed_state``."""
+        space = state_namespace(name)
+        found: dict[str, str] = {}
+        for kg in self._range:
+            prefix = layout.state_prefix(kg, self._sid)
+            for skey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
+                _, _, raw_key, ns = layout.decode_state_key(skey)
+                stored, kind, _ = decode_state(raw) if ns == space else ("", "", None)
+                if stored == name:
+                    found[raw_key.decode()] = kind
+        for (key, cname), cell in self._cells.items():
+            if cname == name:
+                if cell[2] is None:
+                    found.pop(key, None)
+                else:
+                    found[key] = cell[1]
+        return sorted(found.items())
+
 
 class CoProcessRuntime(ProcessRuntime):
     """A keyed co-process function (``CoProcessOperator``): ``process`` feeds the first input

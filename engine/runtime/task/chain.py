@@ -18,6 +18,8 @@ from typing import Any
 import orjson
 
 from weir.engine.job import (
+    BroadcastNode,
+    ForwardNode,
     KeyByNode,
     Node,
     Operator,
@@ -47,6 +49,8 @@ def _describe_error(exc: BaseException) -> str:
 
 
 KeyedBatch = tuple[int, list[str], list[Any], list[int], list[int]]  # node, keys, recs, ts, wms
+# a node whose records go to the keyed side: by key group, to every worker, or to this one
+ExchangeNode = KeyByNode | BroadcastNode | ForwardNode
 
 
 class Chain:
@@ -210,8 +214,24 @@ class Chain:
                     keys, krecs, kts, kwms = self._carried(keys, krecs, kts, kwms)
                 if keys:
                     self.keyed.append((self._keyby_index[id(node)], keys, krecs, kts, kwms))
+            elif isinstance(node, BroadcastNode):
+                self._broadcast(node, recs, ts, wms, from_json)
+            elif isinstance(node, ForwardNode):  # stays on this worker: never encoded
+                keys = [""] * len(recs)
+                self.keyed.append((self._keyby_index[id(node)], keys, recs, ts, wms))
             elif isinstance(node, SinkNode):
                 self._sinks[id(node)].write(recs)
+
+    def _broadcast(
+        self, node: BroadcastNode, recs: list[Any], ts: list[int], wms: list[int], exact: bool
+    ) -> None:
+        """A broadcast stream's records, for every worker: no key (the router sends the batch
+        whole to each), so each carries an empty one."""
+        keys = [""] * len(recs)
+        if not exact:
+            keys, recs, ts, wms = self._carried(keys, recs, ts, wms)
+        if recs:
+            self.keyed.append((self._keyby_index[id(node)], keys, recs, ts, wms))
 
     def _stateless(
         self, node: StatelessNode, recs: list[Any], ts: list[int], wms: list[int]
@@ -334,14 +354,17 @@ def _walk(source: SourceNode) -> list[tuple[Node | Operator, bool]]:
                 walk(n.children, exact and n.kind == "filter")
             elif isinstance(n, KeyByNode):
                 found.extend((op, exact) for op in n.children)
+            # a broadcast node's operators hang under their keyed input's key_by as well
 
     walk(source.children, True)
     return found
 
 
-def keyby_nodes(source: SourceNode) -> list[KeyByNode]:
-    """Every key_by node, in definition order (their index is how workers name them)."""
-    return [n for n, _ in _walk(source) if isinstance(n, KeyByNode)]
+def keyby_nodes(source: SourceNode) -> list[ExchangeNode]:
+    """Every node whose records go to the keyed side, in definition order (their index is how
+    workers name them): key_by nodes, routed by key group, broadcast nodes, sent to every
+    worker, and forward nodes, kept by the worker that read them."""
+    return [n for n, _ in _walk(source) if isinstance(n, KeyByNode | BroadcastNode | ForwardNode)]
 
 
 def sink_nodes(source: SourceNode) -> list[SinkNode]:

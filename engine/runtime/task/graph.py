@@ -13,15 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from weir.engine.job import Job, KeyByNode, Operator, SinkNode
-from weir.engine.runtime.task.chain import keyby_nodes, sink_nodes
+from weir.engine.job import BroadcastNode, ForwardNode, Job, Operator, SinkNode
+from weir.engine.runtime.task.chain import ExchangeNode, keyby_nodes, sink_nodes
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class Graph:
-    keyby: list[KeyByNode]  # definition order over the sources; the index is the node's id
+    keyby: list[ExchangeNode]  # definition order over the sources; the index is the node's id
     sinks: list[SinkNode]
     operators: list[Operator]
     inputs: dict[str, tuple[int, ...]]  # operator name -> indexes of the sources feeding it
@@ -29,6 +29,16 @@ class Graph:
     @property
     def keyby_index(self) -> dict[int, int]:
         return {id(n): i for i, n in enumerate(self.keyby)}
+
+    @property
+    def broadcast(self) -> frozenset[int]:
+        """The indexes of the broadcast nodes: their records go to every worker."""
+        return frozenset(i for i, n in enumerate(self.keyby) if isinstance(n, BroadcastNode))
+
+    @property
+    def forward(self) -> frozenset[int]:
+        """The indexes of the forward nodes: their records stay on the worker that read them."""
+        return frozenset(i for i, n in enumerate(self.keyby) if isinstance(n, ForwardNode))
 
 
 def _unique(items: list[T]) -> list[T]:

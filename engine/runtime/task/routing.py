@@ -1,5 +1,7 @@
 """Keyed records to the workers that own their key groups, and the frames that carry them over
-the exchange. Records for this worker's own key groups never leave the process.
+the exchange. Records for this worker's own key groups never leave the process. A broadcast
+stream's records go to every worker, this one included, in the same frames; a forward
+stream's (a broadcast function's non-keyed input) stay here.
 
 An outbox gathers, per source batch, the keyed sub-batches for one other worker with the
 sender's watermark after each record (an int64 array), its data watermark and its input status;
@@ -77,8 +79,15 @@ class Router:
         batch_size: int,
         deliver: Deliver,
         dead_letter: DeadLetter | None = None,
+        broadcast: frozenset[int] = frozenset(),
+        forward: frozenset[int] = frozenset(),
     ) -> None:
+        """``broadcast``: the nodes whose batches go whole to every worker (broadcast
+        streams) instead of by key group; ``forward``: the nodes whose batches stay here (a
+        broadcast function's non-keyed input)."""
         self._index = index
+        self._broadcast = broadcast
+        self._forward = forward
         self._p = parallelism
         self._m = max_parallelism
         self.exchange = exchange
@@ -111,7 +120,15 @@ class Router:
             return
         parts: dict[int, list[KeyedBatch]] = {j: [] for j in range(self._p)}
         m, p = self._m, self._p
-        for node, keys, recs, ts, wms in keyed:
+        for batch in keyed:
+            node, keys, recs, ts, wms = batch
+            if node in self._broadcast:
+                for part in parts.values():
+                    part.append(batch)
+                continue
+            if node in self._forward:
+                parts[self._index].append(batch)
+                continue
             owners = [kg * p // m for kg in key_groups(keys, m)]
             for j in range(p):
                 mask = list(map(j.__eq__, owners))

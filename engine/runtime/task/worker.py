@@ -135,6 +135,8 @@ class Worker:
             cfg.batch_size,
             self.keyed.deliver,
             lambda why, rec: self.dead.add("exchange", why, rec),
+            graph.broadcast,
+            graph.forward,
         )
         self._nodes = len(graph.keyby)
         self.barriers = BarrierAligner(index, p)
