@@ -155,11 +155,21 @@ def test_a_one_source_checkpoint_keeps_its_positions_format_and_restores(
     weir_server: Callable[..., WeirServer],
 ) -> None:
     """A one-source job's checkpoint positions are keyed by the source's own split names, as
-    before several sources existed (no source name in them), and it restores at parallelism 1."""
+    before several sources existed (no source name in them). It restores at parallelism 1 into
+    the job grown by a second source: the bare names are the first source's, which resumes
+    where it was (a replay from its start would emit every window twice)."""
     out, state = tmp_path / "out.jsonl", tmp_path / "state"
     job, lines = _checkpoint_then_stop(tmp_path, write_job, weir_server, 12, out, state)
     meta = _latest_metadata(state / "checkpoints" / "t1")
     assert sorted(s for w in meta["workers"] for s in w["sources"]) == [str(tmp_path / "in.jsonl")]
+    extra = tmp_path / "extra.jsonl"
+    extra.write_text('{"id": "x", "ts": 1}\n', encoding="utf-8")
+    job.write_text(
+        job.read_text(encoding="utf-8")
+        + f"job.source(sources.jsonl({str(extra)!r}), name='extra').key_by('id')"
+        ".process(lambda e, ctx: None, name='noop')\n",
+        encoding="utf-8",
+    )
     server = weir_server(
         job, "--sink", f"file://{out}", "--exit-at-end", "--parallelism", "1", *FAST,
         "--restore", "latest", state_dir=state,

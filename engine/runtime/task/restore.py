@@ -66,6 +66,7 @@ def restore_positions(
     saved: dict[str, Any] = {}
     for w in meta["workers"]:
         saved.update(w["sources"])
+    saved = _one_source_positions_to_the_first(saved, every)
     starts: dict[int, SplitStart] = {}
     for side in sides:
         strategy = strategies[side.index]
@@ -87,6 +88,22 @@ def restore_positions(
             if mine:
                 _start_channel(marks.inputs[str(j)], mine, strategies[src])
     return starts
+
+
+def _one_source_positions_to_the_first(
+    saved: dict[str, Any], every: list[SplitId]
+) -> dict[str, Any]:
+    """A one-source job's checkpoint names its splits bare; once the job has several sources,
+    split ids carry their source's name. The bare names are the first source's (the job's
+    original one, which the added sources follow), so it resumes where it was instead of from
+    its start."""
+    if any(s.id in saved for s in every) or all(s.id == s.split for s in every):
+        return saved
+    first = {s.split: s.id for s in every if s.source == 0}
+    if not any(k in first for k in saved):
+        return saved
+    log.info("one-source checkpoint: its splits are source 0's (%s)", ", ".join(sorted(first)))
+    return {first.get(k, k): v for k, v in saved.items()}
 
 
 def _start_channel(
