@@ -1,11 +1,11 @@
 """weir's public job API.
 
-from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
+from weir import Job, WatermarkStrategy, agg, evictors, sinks, sources, triggers, windows
 """
 
 from __future__ import annotations
 
-from weir.engine import agg, sinks, sources, windows
+from weir.engine import agg, evictors, sinks, sources, triggers, windows
 from weir.engine.errors import (
     ConfigError,
     JobDefinitionError,
@@ -43,7 +43,9 @@ __all__ = [
     "WindowedStream",
     "WorkerFailed",
     "agg",
+    "evictors",
     "sinks",
     "sources",
+    "triggers",
     "windows",
 ]

@@ -1,5 +1,6 @@
 """Which runtime runs an operator: window operators fold into windows (sliding ones on panes,
-sessions merge), process functions run user code with keyed state and timers."""
+sessions merge; count and global windows, triggers and evictors run on the triggered operator),
+process functions run user code with keyed state and timers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
 from weir.engine.runtime.operators.sliding import SlidingRuntime
+from weir.engine.runtime.operators.triggered import TriggeredRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.windows import SessionWindows
@@ -28,6 +30,8 @@ def runtime_for(
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
     if isinstance(op, ProcessOperator):
         return ProcessRuntime(op, *args)
+    if op.triggered:
+        return TriggeredRuntime(op, *args)
     if isinstance(op.assigner, SessionWindows):
         return SessionRuntime(op, *args)
     if uses_panes(op.assigner):
