@@ -128,6 +128,23 @@ class CountTrigger:
         return f"count({self.n})"
 
 
+def _next_firing(ctx: TriggerContext, interval: int, now: int, max_ts: int, event: bool) -> None:
+    """A continuous trigger's next firing: the first multiple of ``interval`` after ``now``
+    (the watermark, or the clock), at most the window's end. Flink adds one interval to the
+    firing time instead, which fires once per interval the watermark jumps over (with the same
+    contents each time) and, for a global window at the final watermark, once per interval up
+    to the end of time; one firing per jump is what is meant."""
+    nxt = min(now - now % interval + interval, max_ts)
+    if nxt <= now:  # at the end of time: the window's own end fires it
+        ctx.state.pop("next", None)
+        return
+    ctx.state["next"] = nxt
+    if event:
+        ctx.register_event_time_timer(nxt)
+    else:
+        ctx.register_processing_time_timer(nxt)
+
+
 @dataclass(frozen=True, slots=True)
 class ContinuousEventTimeTrigger:
     """Fires at every multiple of ``interval_ms`` the watermark passes while the window holds
@@ -152,9 +169,7 @@ class ContinuousEventTimeTrigger:
         if at == max_ts:
             return FIRE
         if ctx.state.get("next") == at:
-            nxt = min(at + self.interval_ms, max_ts)
-            ctx.state["next"] = nxt
-            ctx.register_event_time_timer(nxt)
+            _next_firing(ctx, self.interval_ms, max(ctx.watermark, at), max_ts, event=True)
             return FIRE
         return CONTINUE
 
@@ -188,9 +203,7 @@ class ContinuousProcessingTimeTrigger:
 
     def on_processing_time(self, at: int, max_ts: int, ctx: TriggerContext) -> Decision:
         if ctx.state.get("next") == at:
-            nxt = min(at + self.interval_ms, max_ts)
-            ctx.state["next"] = nxt
-            ctx.register_processing_time_timer(nxt)
+            _next_firing(ctx, self.interval_ms, max(ctx.now, at), max_ts, event=False)
             return FIRE
         return CONTINUE
 

@@ -86,7 +86,8 @@ class _WindowFunction:
         if self._global:
             return [(MIN_TIME, MAX_TIME)]
         ends, _ = assigner.expand([t])  # type: ignore[union-attr]  # sessions never come here
-        return [(assigner.start_of(e), e) for e in ends]  # type: ignore[union-attr]
+        # by end, as timers visit them, so a record's firings come in one documented order
+        return [(assigner.start_of(e), e) for e in sorted(ends)]  # type: ignore[union-attr]
 
     def _max_ts(self, end: int) -> int:
         return MAX_TIME if self._global else end - 1
@@ -141,6 +142,8 @@ class _WindowFunction:
         start, end = ts.span(self.op, entry, lo, hi)
         final = purge if self._global else is_late(end, self._lateness, wm)
         ctx.emit(self.plan.result(ctx.key, start, end, slots, final))
+        if not final and not self._global:
+            entry["pending"] = slots  # owed a final emission at its cleanup time
         if self._evictor is not None and "el" in entry:
             # before or after the function, what the evictor removed leaves the window's state
             # (Flink's EvictingWindowOperator writes back what is left after both)
@@ -176,7 +179,7 @@ class _WindowFunction:
             elif decision.purge:
                 self._clear_contents(entry)
             if self._is_cleanup(at, end, processing):
-                self._clean_up(entry, wm)
+                self._clean_up(ctx, entry)
         state.set(table)
 
     def _is_cleanup(self, at: int, end: int, processing: bool) -> bool:
@@ -186,12 +189,19 @@ class _WindowFunction:
             return not processing and at == cleanup_time(end, self._lateness)
         return processing and at == end - 1
 
-    def _clean_up(self, entry: ts.Entry, wm: int) -> None:
-        """Flink clears a window's state at its cleanup time; here its last contents stay as
-        ``last`` (final), so the window still answers queries, and the rest goes."""
+    def _clean_up(self, ctx: Context, entry: ts.Entry) -> None:
+        """Flink clears a window's state at its cleanup time. Here a window emitted with
+        ``final: false`` is emitted a last time, final (weir's contract for every window: its
+        current contents, or what it last fired with if they were purged), and its last
+        contents stay as ``last``, so the window still answers queries."""
         slots, _, _ = ts.contents(self.plan, self._evictor, entry)
+        if slots is None:
+            slots = entry.get("pending")
+        start, end = int(entry["s"]), int(entry["e"])
+        if entry.pop("pending", None) is not None and slots is not None:
+            ctx.emit(self.plan.result(ctx.key, start, end, slots, True))
         if slots is not None:
-            entry["last"] = [entry["s"], entry["e"], slots, True]
+            entry["last"] = [start, end, slots, True]
         self._clear_contents(entry)
         entry.pop("el", None)
         entry["tr"] = {}
