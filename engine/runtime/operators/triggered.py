@@ -140,6 +140,8 @@ class _WindowFunction:
         if slots is None:
             return  # Flink emits nothing for a window without contents
         start, end = ts.span(self.op, entry, lo, hi)
+        if not self._event and not self._global:  # processing-time windows: the clock's time
+            wm = max(wm, self.clock())
         final = purge if self._global else is_late(end, self._lateness, wm)
         ctx.emit(self.plan.result(ctx.key, start, end, slots, final))
         if not final and not self._global:
