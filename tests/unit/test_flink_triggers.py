@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from weir import Job, WatermarkStrategy, agg, evictors, sources, triggers, windows
+from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.factory import runtime_for
 from weir.engine.runtime.operators.triggered import TriggeredRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
@@ -79,13 +80,13 @@ class Harness:
         self.output: list[dict[str, Any]] = []
         self.rt = self._runtime()
 
-    def _runtime(self) -> TriggeredRuntime:
+    def _runtime(self) -> OperatorRuntime:
         rt = runtime_for(
             self.op, self.state, range_for_operator(128, 1, 0), 128, self.late,
             DeadLetters(None), 10**9,
         )  # fmt: skip
-        assert isinstance(rt, TriggeredRuntime)
-        rt.clock = lambda: self.now
+        if isinstance(rt, TriggeredRuntime):
+            rt.clock = lambda: self.now
         return rt
 
     def process_element(self, key: str, value: int, ts: int) -> None:
@@ -326,3 +327,89 @@ def test_count_window_query_shows_what_would_fire(tmp_path: Path) -> None:
     got = query_windows(h.op, FoldPlan(h.op.aggregates), rows, h.wm)
     # fired at 2 and 4 records; the next firing would see the last 3: ts 2, 3, 4
     assert [(s, e, slots, final) for s, e, slots, final in got] == [(2, 5, [12 + 13 + 14], False)]
+
+
+def _session_lateness_case(h: Harness) -> list[list[tuple[int, int, int, bool]]]:
+    """The records and watermarks of Flink's testDropDueToLatenessSession* cases; the windows
+    emitted after each step as ``(start, end, sum, final)``."""
+    steps: list[list[tuple[int, int, int, bool]]] = []
+
+    def emitted() -> None:
+        steps.append([(r["start"], r["end"], r["sum"], r["final"]) for r in h.output])
+        h.output = []
+
+    h.process_element("key2", 1, 1000)
+    h.process_watermark(1999)
+    h.process_element("key2", 1, 2000)
+    h.process_watermark(4998)
+    # not dropped: the session it joins has its max timestamp after the watermark
+    h.process_element("key2", 1, 4500)
+    h.process_element("key2", 1, 8500)  # a new session
+    h.process_watermark(7400)
+    h.process_element("key2", 1, 7000)  # merges the two sessions into one
+    h.process_watermark(11501)
+    emitted()
+    h.process_element("key2", 1, 11600)  # a new session
+    h.process_watermark(14600)
+    emitted()
+    h.process_element("key2", 1, 10000)
+    emitted()
+    h.process_element("key2", 1, 14500)
+    h.process_watermark(20000)
+    emitted()
+    h.process_watermark(100000)
+    emitted()
+    return steps
+
+
+def test_flink_window_operator_test_drop_due_to_lateness_session_with_lateness(
+    tmp_path: Path,
+) -> None:
+    """WindowOperatorTest#testDropDueToLatenessSessionWithLateness: sessions of gap 3 s,
+    EventTimeTrigger, allowed lateness 10 ms. The first session is cleaned up by the time 10000
+    arrives, so 10000 joins 11600's session, whose max timestamp the watermark has passed: an
+    immediate firing. weir adds the final emission of (1000, 11500) at its cleanup time."""
+    h = Harness(tmp_path, windows.session(gap_ms=3000), lateness=10)
+    assert _session_lateness_case(h) == [
+        [(1000, 11500, 5, False)],
+        [(11600, 14600, 1, False), (1000, 11500, 5, True)],
+        [(10000, 14600, 2, False)],  # Flink's "key2-2", 10000L, 14600L
+        [(10000, 17500, 3, True)],  # Flink's "key2-3", 10000L, 17500L
+        [],
+    ]
+    assert h.late_records() == []
+
+
+def test_flink_window_operator_test_drop_due_to_lateness_session_with_huge_lateness(
+    tmp_path: Path,
+) -> None:
+    """WindowOperatorTest#testDropDueToLatenessSessionWithHugeLateness: as above with 10 s of
+    allowed lateness: 10000 bridges every session into (1000, 14600) with 7 records, fired at
+    once; 14500 extends it to (1000, 17500), fired at 20000 and final at 27499."""
+    h = Harness(tmp_path, windows.session(gap_ms=3000), lateness=10_000)
+    steps = _session_lateness_case(h)
+    assert steps[0] == [(1000, 11500, 5, False)]
+    assert steps[1] == [(11600, 14600, 1, False)]
+    assert steps[2] == [(1000, 14600, 7, False)]  # Flink's "key2-7", 1000L, 14600L
+    assert steps[3] == [(1000, 17500, 8, False)]  # Flink's "key2-8", 1000L, 17500L
+    assert steps[4] == [(1000, 17500, 8, True)]  # weir: final once its lateness has passed
+
+
+def test_flink_window_operator_test_cleanup_timer_with_empty_list_state_for_tumbling_windows(
+    tmp_path: Path,
+) -> None:
+    """WindowOperatorTest#testCleanupTimerWithEmptyListStateForTumblingWindows, on the triggered
+    operator (an evictor keeps the window's records as a list, Flink's ListState): tumbling 2 s,
+    lateness 1 ms; the window fires at 1999 and its cleanup timer at 2000 leaves no contents, so
+    nothing more is emitted afterwards than weir's final emission."""
+    h = Harness(tmp_path, windows.tumbling(ms=2000), evictor=evictors.count(10), lateness=1)
+    h.process_element("key2", 1, 1000)
+    for wm in (1599, 1999):
+        h.process_watermark(wm)
+    assert [(r["sum"], r["final"]) for r in h.output] == [(1, False)]
+    h.process_watermark(2000)  # the cleanup timer
+    h.process_watermark(5000)
+    assert [(r["sum"], r["final"]) for r in h.output] == [(1, False), (1, True)]
+    h.process_element("key2", 1, 1500)  # past its lateness: dropped, the window stays done
+    h.process_watermark(6000)
+    assert h.late_records() == [1500] and len(h.output) == 2
