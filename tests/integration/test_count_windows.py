@@ -137,3 +137,10 @@ def test_kill_9_of_a_worker_restores_count_windows_exactly_once_and_they_answer_
              "avg": sum(values) / len(values), "final": False}
         )  # fmt: skip
     assert answer["key"] == key and answer["windows"] == expected
+    # routes over windows shared by keys have none to offer here, and say so
+    listing = c.get(f"/{server.job}/counts/windows/0")
+    assert listing.status_code == 400
+    assert "triggered count windows" in listing.json()["error"]["message"]
+    top = c.get(f"/{server.job}/counts/top", params={"by": "count"})
+    assert top.status_code == 400
+    assert "without a trigger or evictor" in top.json()["error"]["message"]
