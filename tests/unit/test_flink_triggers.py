@@ -16,11 +16,14 @@ import pytest
 from weir import Job, WatermarkStrategy, agg, evictors, sources, triggers, windows
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.factory import runtime_for
+from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.runtime.operators.triggered import TriggeredRuntime
+from weir.engine.runtime.operators.triggered_state import query_windows
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME
-from weir.state.keygroups import range_for_operator
+from weir.state import layout
+from weir.state.keygroups import key_group, range_for_operator
 from weir.state.memory import MemoryState
 
 
@@ -59,6 +62,7 @@ class Harness:
         trigger: triggers.Trigger | None = None,
         evictor: evictors.Evictor | None = None,
         lateness: int = 0,
+        retention_ms: int = 10**9,
     ) -> None:
         job = Job("flink")
         stream = (
@@ -72,7 +76,7 @@ class Harness:
             stream = stream.evictor(evictor)
         stream.aggregate("op", sum=agg.sum("v"))
         self.op = job.operators["op"]
-        self.tmp, self.restarts = tmp_path, 0
+        self.tmp, self.restarts, self.retention = tmp_path, 0, retention_ms
         self.state = MemoryState()
         self.late_sink = _Late()
         self.late = LateRecords(self.late_sink)
@@ -83,7 +87,7 @@ class Harness:
     def _runtime(self) -> OperatorRuntime:
         rt = runtime_for(
             self.op, self.state, range_for_operator(128, 1, 0), 128, self.late,
-            DeadLetters(None), 10**9,
+            DeadLetters(None), self.retention,
         )  # fmt: skip
         if isinstance(rt, TriggeredRuntime):
             rt.clock = lambda: self.now
@@ -309,24 +313,40 @@ def test_time_evictor_before_and_after_the_function(
     assert [r["sum"] for r in h.output] == want
 
 
+def _query(h: Harness, key: str) -> list[tuple[int, int, list[Any], bool]]:
+    """A key's windows as the query API reads them from the operator's state."""
+    h.rt.flush()
+    kg = key_group(key, 128)
+    prefix = layout.key_prefix(kg, h.op.state_id, key.encode())
+    rows = list(h.state.scan(prefix, layout.prefix_upper_bound(prefix)))
+    return query_windows(h.op, FoldPlan(h.op.aggregates), rows, h.wm)
+
+
 def test_count_window_query_shows_what_would_fire(tmp_path: Path) -> None:
     """A count window's state, as the query API reads it: after the evictor, the records the
     next firing would aggregate."""
-    from weir.engine.runtime.operators.fold import FoldPlan
-    from weir.engine.runtime.operators.triggered_state import query_windows
-    from weir.state import layout
-    from weir.state.keygroups import key_group
-
     h = Harness(tmp_path, windows.count(3, slide=2))
     for ts in range(5):
         h.process_element("key1", 10 + ts, ts)
-    h.rt.flush()
-    kg = key_group("key1", 128)
-    prefix = layout.key_prefix(kg, h.op.state_id, b"key1")
-    rows = list(h.state.scan(prefix, layout.prefix_upper_bound(prefix)))
-    got = query_windows(h.op, FoldPlan(h.op.aggregates), rows, h.wm)
     # fired at 2 and 4 records; the next firing would see the last 3: ts 2, 3, 4
-    assert [(s, e, slots, final) for s, e, slots, final in got] == [(2, 5, [12 + 13 + 14], False)]
+    assert _query(h, "key1") == [(2, 5, [12 + 13 + 14], False)]
+
+
+def test_closed_time_windows_answer_queries_until_their_retention_passes(tmp_path: Path) -> None:
+    """A triggered time window past its cleanup time answers queries, final, for the query
+    retention (counted from the data watermark), then leaves the key's state."""
+    h = Harness(
+        tmp_path, windows.tumbling(ms=100), triggers.count(2), lateness=10, retention_ms=250
+    )
+    h.process_element("key1", 1, 5)
+    h.process_element("key1", 2, 7)  # fires (0, 100): 3, not final
+    h.process_element("key1", 4, 150)
+    h.process_watermark(120)  # (0, 100) cleaned up: final emission, then closed
+    assert [(r["start"], r["sum"], r["final"]) for r in h.output] == [(0, 3, False), (0, 3, True)]
+    assert _query(h, "key1") == [(0, 100, [3], True), (100, 200, [4], False)]
+    h.process_element("key1", 8, 420)
+    h.process_watermark(415)  # (100, 200) closes; (0, 100) is past 109 + 250 ms: forgotten
+    assert _query(h, "key1") == [(100, 200, [4], True), (400, 500, [8], False)]
 
 
 def _session_lateness_case(h: Harness) -> list[list[tuple[int, int, int, bool]]]:

@@ -66,8 +66,17 @@ class _TriggerContext:
 class _WindowFunction:
     """The window logic, run by a ``ProcessRuntime`` as its process function."""
 
-    def __init__(self, op: WindowOperator, late: LateRecords, dead: DeadLetters, clock: Clock):
+    def __init__(
+        self,
+        op: WindowOperator,
+        late: LateRecords,
+        dead: DeadLetters,
+        clock: Clock,
+        retention_ms: int,
+    ) -> None:
         self.op = op
+        self.retention_ms = retention_ms
+        self.data_watermark = MIN_TIME  # kept by the runtime: retention counts from it
         self.plan = FoldPlan(op.aggregates)
         self.clock = clock
         self.timer_kind = EVENT
@@ -169,8 +178,6 @@ class _WindowFunction:
         processing = self.timer_kind == PROCESSING
         wm = ctx.watermark
         for end, entry in sorted(table.items()):
-            if entry.get("done"):
-                continue
             tctx = _TriggerContext(self, ctx, entry, wm)
             if processing:
                 decision = self._trigger.on_processing_time(at, self._max_ts(end), tctx)
@@ -181,8 +188,9 @@ class _WindowFunction:
             elif decision.purge:
                 self._clear_contents(entry)
             if self._is_cleanup(at, end, processing):
+                del table[end]
                 self._clean_up(ctx, entry)
-        state.set(table)
+        state.set(table or None)
 
     def _is_cleanup(self, at: int, end: int, processing: bool) -> bool:
         if self._global:
@@ -194,20 +202,29 @@ class _WindowFunction:
     def _clean_up(self, ctx: Context, entry: ts.Entry) -> None:
         """Flink clears a window's state at its cleanup time. Here a window emitted with
         ``final: false`` is emitted a last time, final (weir's contract for every window: its
-        current contents, or what it last fired with if they were purged), and its last
-        contents stay as ``last``, so the window still answers queries."""
+        current contents, or what it last fired with if they were purged), and what it last
+        held moves to the key's closed windows, so it still answers queries."""
         slots, _, _ = ts.contents(self.plan, self._evictor, entry)
         if slots is None:
-            slots = entry.get("pending")
+            slots = entry.get("pending", (entry.get("last") or [None] * 3)[2])
         start, end = int(entry["s"]), int(entry["e"])
-        if entry.pop("pending", None) is not None and slots is not None:
+        if entry.get("pending") is not None and slots is not None:
             ctx.emit(self.plan.result(ctx.key, start, end, slots, True))
-        if slots is not None:
-            entry["last"] = [start, end, slots, True]
-        self._clear_contents(entry)
-        entry.pop("el", None)
-        entry["tr"] = {}
-        entry["done"] = True
+        if slots is None:
+            return
+        closed_state = ctx.value(ts.CLOSED_NAME)
+        closed: dict[int, list[Any]] = closed_state.get() or {}
+        # closed windows stay for the query retention, counted from the data watermark as
+        # for every window; the key's state is read and written whole, so it must not grow
+        # with the key's history; they close in time order, so the oldest come first
+        horizon = self.data_watermark - self.retention_ms
+        while closed:
+            oldest = next(iter(closed))
+            if cleanup_time(oldest, self._lateness) >= horizon:
+                break
+            del closed[oldest]
+        closed[end] = [start, end, slots, True]
+        closed_state.set(closed)
 
 
 class TriggeredRuntime:
@@ -226,7 +243,7 @@ class TriggeredRuntime:
         clock: Clock = wall_clock,
     ) -> None:
         self.op = op
-        self._fn = _WindowFunction(op, late, dead, clock)
+        self._fn = _WindowFunction(op, late, dead, clock, retention_ms)
         inner = ProcessOperator(op.name, op.key, self._fn)
         self._rt = ProcessRuntime(
             inner, state, key_groups, max_parallelism, late, dead, retention_ms
@@ -278,6 +295,7 @@ class TriggeredRuntime:
         rt = self._rt
         rt.data_watermark = max(rt.data_watermark, data_watermark)
         rt.watermark = max(rt.watermark, watermark)
+        self._fn.data_watermark = rt.data_watermark
         rt._fire(EVENT, rt.watermark)
         now = MAX_WATERMARK if watermark == MAX_WATERMARK else self._fn.clock()
         self._fn.timer_kind = PROCESSING
@@ -303,6 +321,7 @@ class TriggeredRuntime:
 
     def restore(self, watermark: int, data_watermark: int) -> None:
         self._rt.restore(watermark, data_watermark)
+        self._fn.data_watermark = data_watermark
 
     def top_status(self) -> TopStatus | None:
         return None

@@ -1,16 +1,22 @@
 """The stored form of a triggered window operator's windows (``triggered.py``), read by the
 operator and by the query API alike.
 
-A key's windows are one process-style value state (``codec.encode_state``) named ``windows``:
-``{window end: entry}``, an entry a dict of
+A key's open windows are one process-style value state (``codec.encode_state``) named
+``windows``: ``{window end: entry}``, an entry a dict of
 
 - ``s``, ``e``: the window's start and end (a global window: ``MIN_TIME``, ``MAX_TIME``);
 - ``acc``: the accumulator slots of its contents (windows without an evictor), or ``el``: its
   records as ``[timestamp, record]`` in arrival order (windows with an evictor);
 - ``lo``, ``hi``: the least and greatest timestamp of the contents (accumulator windows);
 - ``tr``: the trigger's state for this window (a count, the next continuous firing);
-- ``last``: ``[start, end, slots, final]`` of what the window last held when its contents went
-  (a purging firing, or its cleanup), so a purged window still answers a query.
+- ``last``: ``[start, end, slots, final]`` of what the window last fired with when a purging
+  trigger cleared its contents, so a purged window still answers a query;
+- ``pending``: the slots of its last emission, when that was not final (a time window owes a
+  final emission at its cleanup time).
+
+A time window past its cleanup time leaves ``windows`` for the state named ``closed``,
+``{window end: [start, end, slots, true]}``, kept for the query retention, so the per-record
+work never reads a key's history.
 
 A global window reports the span of its contents, ``[least t, greatest t + 1)``, as its
 ``start``/``end``, so each count window of a key is its own result row.
@@ -27,6 +33,7 @@ from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.windows import MAX_TIME, MIN_TIME, CountWindows, GlobalWindows, is_late
 
 STATE_NAME = "windows"
+CLOSED_NAME = "closed"
 Entry = dict[str, Any]
 
 
@@ -81,20 +88,21 @@ def span(op: WindowOperator, entry: Entry, lo: int, hi: int) -> tuple[int, int]:
 def query_windows(
     op: WindowOperator, plan: FoldPlan, rows: list[tuple[bytes, bytes]], watermark: int
 ) -> list[tuple[int, int, list[Any], bool]]:
-    """A key's windows for a query, ``(start, end, slots, final)`` by end: each window's last
-    purged contents, then what it holds now (``final`` false: a trigger may fire it again)."""
+    """A key's windows for a query, ``(start, end, slots, final)`` by end: closed windows as
+    they ended; open ones with what they hold now (``final`` false: a trigger may fire them
+    again), a global window also with what it last fired with before a purge, and a purged
+    time window that holds nothing yet with its last firing."""
     out: list[tuple[int, int, list[Any], bool]] = []
-    for _, raw in rows:
-        name, _, table = decode_state(raw)
-        if name != STATE_NAME or not table:
-            continue
-        for _, entry in sorted(table.items()):
-            last = entry.get("last")
-            if last is not None:
-                out.append((int(last[0]), int(last[1]), list(last[2]), bool(last[3])))
-            slots, lo, hi = contents(plan, op.evictor, entry)
-            if slots is not None:
-                start, end = span(op, entry, lo, hi)
-                final = not is_global(op) and is_late(end, op.allowed_lateness_ms, watermark)
-                out.append((start, end, slots, final))
-    return out
+    states = dict(decode_state(raw)[0::2] for _, raw in rows)
+    for last in (states.get(CLOSED_NAME) or {}).values():
+        out.append((int(last[0]), int(last[1]), list(last[2]), bool(last[3])))
+    for _, entry in sorted((states.get(STATE_NAME) or {}).items()):
+        slots, lo, hi = contents(plan, op.evictor, entry)
+        last = entry.get("last")
+        if last is not None and (is_global(op) or slots is None):
+            out.append((int(last[0]), int(last[1]), list(last[2]), bool(last[3])))
+        if slots is not None:
+            start, end = span(op, entry, lo, hi)
+            final = not is_global(op) and is_late(end, op.allowed_lateness_ms, watermark)
+            out.append((start, end, slots, final))
+    return sorted(out, key=lambda w: (w[1], w[0]))
