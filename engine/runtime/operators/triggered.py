@@ -29,7 +29,7 @@ from typing import Any
 from weir.engine import triggers
 from weir.engine.job import ProcessOperator, WindowOperator
 from weir.engine.runtime.messages import TopStatus
-from weir.engine.runtime.operators import triggered_state as ts
+from weir.engine.runtime.operators import triggered_state as stored
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.runtime.operators.process import EVENT, PROCESSING, Context, ProcessRuntime
@@ -49,7 +49,7 @@ def wall_clock() -> int:
 class _TriggerContext:
     """``triggers.TriggerContext`` for one window of one key."""
 
-    def __init__(self, fn: _WindowFunction, ctx: Context, entry: ts.Entry, watermark: int):
+    def __init__(self, fn: _WindowFunction, ctx: Context, entry: stored.Entry, watermark: int):
         self._fn, self._ctx, self.state, self.watermark = fn, ctx, entry["tr"], watermark
 
     @property
@@ -81,7 +81,7 @@ class _WindowFunction:
         self.clock = clock
         self.timer_kind = EVENT
         self._late, self._dead = late, dead
-        self._global = ts.is_global(op)
+        self._global = stored.is_global(op)
         self._event = op.assigner.time == "event" and not self._global
         default: triggers.Trigger = (
             triggers.event_time() if op.assigner.time == "event" else triggers.processing_time()
@@ -108,8 +108,8 @@ class _WindowFunction:
             return
         t = int(ctx.timestamp or 0) if self.op.assigner.time == "event" else self.clock()
         wm = ctx.watermark
-        state = ctx.value(ts.STATE_NAME)
-        table: dict[int, ts.Entry] = state.get() or {}
+        state = ctx.value(stored.STATE_NAME)
+        table: dict[int, stored.Entry] = state.get() or {}
         taken = False
         for start, end in self._windows_of(t):
             if self._event and cleanup_time(end, self._lateness) <= wm:
@@ -117,7 +117,7 @@ class _WindowFunction:
             taken = True
             entry = table.get(end)
             if entry is None:
-                entry = table[end] = ts.new_entry(start, end, self._evictor is not None)
+                entry = table[end] = stored.new_entry(start, end, self._evictor is not None)
             self._add(entry, t, rec)
             tctx = _TriggerContext(self, ctx, entry, wm)
             decision = self._trigger.on_element(t, self._max_ts(end), tctx)
@@ -128,11 +128,11 @@ class _WindowFunction:
         if not taken:
             self._late.add(self.op.name, ctx.key, t, wm, rec)
 
-    def _add(self, entry: ts.Entry, t: int, rec: Any) -> None:
+    def _add(self, entry: stored.Entry, t: int, rec: Any) -> None:
         if "el" in entry:
             entry["el"].append([t, rec])
             return
-        entry["acc"] = ts.fold_records(self.plan, entry.get("acc"), [rec])
+        entry["acc"] = stored.fold_records(self.plan, entry.get("acc"), [rec])
         entry["lo"] = min(int(entry.get("lo", t)), t)
         entry["hi"] = max(int(entry.get("hi", t)), t)
 
@@ -144,11 +144,11 @@ class _WindowFunction:
         else:
             ctx.register_processing_time_timer(end - 1)
 
-    def _emit(self, ctx: Context, entry: ts.Entry, purge: bool, wm: int) -> None:
-        slots, lo, hi = ts.contents(self.plan, self._evictor, entry)
+    def _emit(self, ctx: Context, entry: stored.Entry, purge: bool, wm: int) -> None:
+        slots, lo, hi = stored.contents(self.plan, self._evictor, entry)
         if slots is None:
             return  # Flink emits nothing for a window without contents
-        start, end = ts.span(self.op, entry, lo, hi)
+        start, end = stored.span(self.op, entry, lo, hi)
         if not self._event and not self._global:  # processing-time windows: the clock's time
             wm = max(wm, self.clock())
         final = purge if self._global else is_late(end, self._lateness, wm)
@@ -164,15 +164,15 @@ class _WindowFunction:
             self._clear_contents(entry)
 
     @staticmethod
-    def _clear_contents(entry: ts.Entry) -> None:
+    def _clear_contents(entry: stored.Entry) -> None:
         for field in ("acc", "lo", "hi"):
             entry.pop(field, None)
         if "el" in entry:
             entry["el"] = []
 
     def on_timer(self, at: int, ctx: Context) -> None:
-        state = ctx.value(ts.STATE_NAME)
-        table: dict[int, ts.Entry] | None = state.get()
+        state = ctx.value(stored.STATE_NAME)
+        table: dict[int, stored.Entry] | None = state.get()
         if not table:
             return
         processing = self.timer_kind == PROCESSING
@@ -199,12 +199,12 @@ class _WindowFunction:
             return not processing and at == cleanup_time(end, self._lateness)
         return processing and at == end - 1
 
-    def _clean_up(self, ctx: Context, entry: ts.Entry) -> None:
+    def _clean_up(self, ctx: Context, entry: stored.Entry) -> None:
         """Flink clears a window's state at its cleanup time. Here a window emitted with
         ``final: false`` is emitted a last time, final (weir's contract for every window: its
         current contents, or what it last fired with if they were purged), and what it last
         held moves to the key's closed windows, so it still answers queries."""
-        slots, _, _ = ts.contents(self.plan, self._evictor, entry)
+        slots, _, _ = stored.contents(self.plan, self._evictor, entry)
         if slots is None:
             slots = entry.get("pending", (entry.get("last") or [None] * 3)[2])
         start, end = int(entry["s"]), int(entry["e"])
@@ -212,7 +212,7 @@ class _WindowFunction:
             ctx.emit(self.plan.result(ctx.key, start, end, slots, True))
         if slots is None:
             return
-        closed_state = ctx.value(ts.CLOSED_NAME)
+        closed_state = ctx.value(stored.CLOSED_NAME)
         closed: dict[int, list[Any]] = closed_state.get() or {}
         # closed windows stay for the query retention, counted from the data watermark as
         # for every window; the key's state is read and written whole, so it must not grow
@@ -285,11 +285,11 @@ class TriggeredRuntime:
         self,
         keys: list[str],
         recs: list[Any],
-        ts_: list[int],
+        ts: list[int],
         wms: list[int],
         trace: list[int] | None = None,
     ) -> None:
-        self._rt.process(keys, recs, ts_, wms, trace)
+        self._rt.process(keys, recs, ts, wms, trace)
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         rt = self._rt
