@@ -231,6 +231,9 @@ def test_flink_window_operator_test_continuous_processing_time_trigger(tmp_path:
     assert h.sums() == [("key1", 2)]
     h.set_processing_time(2000)
     assert h.sums() == [("key1", 2), ("key1", 3)]
+    h.process_element("key1", 1, 8)
+    h.process_watermark(MAX_WATERMARK)  # the end of input: one last firing, then no timer
+    assert h.sums() == [("key1", 2), ("key1", 3), ("key1", 4)]
 
 
 def test_flink_window_operator_test_lateness(tmp_path: Path) -> None:

@@ -46,6 +46,10 @@ def wall_clock() -> int:
     return int(time.time() * 1000)
 
 
+def _end_of_time() -> int:
+    return MAX_TIME
+
+
 class _TriggerContext:
     """``triggers.TriggerContext`` for one window of one key."""
 
@@ -297,12 +301,18 @@ class TriggeredRuntime:
         rt.watermark = max(rt.watermark, watermark)
         self._fn.data_watermark = rt.data_watermark
         rt._fire(EVENT, rt.watermark)
-        now = MAX_WATERMARK if watermark == MAX_WATERMARK else self._fn.clock()
+        clock = self._fn.clock
+        if watermark == MAX_WATERMARK:
+            # the end of the input is the end of processing time too: every processing-time
+            # timer fires once, and a continuous trigger sees the clock at its end (else it
+            # would schedule one firing after another up to the end of time)
+            self._fn.clock = _end_of_time
         self._fn.timer_kind = PROCESSING
         try:
-            rt._fire(PROCESSING, now)
+            rt._fire(PROCESSING, self._fn.clock())
         finally:
             self._fn.timer_kind = EVENT
+            self._fn.clock = clock
 
     def drain(self) -> list[Any]:
         return self._rt.drain()
