@@ -32,27 +32,33 @@ FAST = ("--batch-size", "64", "--restart-delay-ms", "100", "--checkpoint-interva
 
 
 def _records(n: int, seed: int) -> list[dict[str, Any]]:
-    """Distinct timestamps, a little out of order, so each count window's span is its own."""
+    """Distinct timestamps, a little out of order (one in 50 far behind: late for time
+    windows), so each count window's span is its own."""
     rng = random.Random(seed)
     return [
-        {"id": rng.choice(KEYS), "ts": i * 10 + rng.randrange(8), "value": rng.randrange(100)}
+        {
+            "id": rng.choice(KEYS),
+            "ts": i * 10 + rng.randrange(8) - (400 if rng.randrange(50) == 0 else 0),
+            "value": rng.randrange(100),
+        }
         for i in range(n)
     ]
 
 
-def _job(tmp_path: Path, src: Path, assigner: str, slow: bool = False) -> Path:
+def _job(tmp_path: Path, src: Path, window: str, slow: bool = False) -> Path:
+    """``window``: what follows ``key_by``, e.g. ``.window(windows.count(5))``."""
     # a slowed-down filter (~0.2 ms a record) makes a run last long enough to kill it midway
     step = "\n    .filter(lambda e: __import__('time').sleep(0.0002) is None)" if slow else ""
     path = tmp_path / "count_job.py"
     path.write_text(
-        f"""from weir import Job, WatermarkStrategy, agg, sources, windows
+        f"""from weir import Job, WatermarkStrategy, agg, evictors, sources, triggers, windows
 
 job = Job("cw", max_parallelism=128)
 (
     job.source(sources.jsonl({str(src)!r}), timestamp="ts",
                watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=50)){step}
     .key_by("id")
-    .window({assigner})
+    {window}
     .aggregate("counts", count=agg.count(), total=agg.sum("value"), lo=agg.min("value"),
                hi=agg.max("value"), avg=agg.mean("value"))
 )
@@ -62,19 +68,26 @@ job = Job("cw", max_parallelism=128)
     return path
 
 
-@pytest.mark.parametrize(
-    ("assigner", "spec", "parallelism"),
-    [
-        ("windows.count(5)", TSpec("count", 5), 1),
-        ("windows.count(5)", TSpec("count", 5), 2),
-        ("windows.count(4, slide=2)", TSpec("count", 4, 2), 2),
-    ],
-    ids=["count5-p1", "count5-p2", "count4-slide2-p2"],
+CONTINUOUS = (
+    ".window(windows.tumbling(ms=200), allowed_lateness_ms=100)"
+    ".trigger(triggers.continuous_event_time(50)).evictor(evictors.time(120))"
 )
-def test_count_windows_in_weir_run_equal_the_model(
+
+
+@pytest.mark.parametrize(
+    ("window", "spec", "parallelism"),
+    [
+        (".window(windows.count(5))", TSpec("count", 5, bound=50), 1),
+        (".window(windows.count(5))", TSpec("count", 5, bound=50), 2),
+        (".window(windows.count(4, slide=2))", TSpec("count", 4, 2, bound=50), 2),
+        (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, "continuous:50", "time:120"), 2),
+    ],
+    ids=["count5-p1", "count5-p2", "count4-slide2-p2", "tumbling-continuous-evictor-p2"],
+)
+def test_triggered_windows_in_weir_run_equal_the_model(
     tmp_path: Path,
     run_weir: Callable[..., WeirResult],
-    assigner: str,
+    window: str,
     spec: TSpec,
     parallelism: int,
 ) -> None:
@@ -82,7 +95,7 @@ def test_count_windows_in_weir_run_equal_the_model(
     src = write_lines(tmp_path / "in.jsonl", [json.dumps(r) for r in recs])
     out = tmp_path / "out.jsonl"
     result = run_weir(
-        "run", str(_job(tmp_path, src, assigner)), "--sink", f"file://{out}", "--exit-at-end",
+        "run", str(_job(tmp_path, src, window)), "--sink", f"file://{out}", "--exit-at-end",
         "--api-port", "0", "--state-dir", str(tmp_path / "state"),
         "--parallelism", str(parallelism),
     )  # fmt: skip
@@ -90,6 +103,8 @@ def test_count_windows_in_weir_run_equal_the_model(
     want = simulate(recs, spec).by_key
     assert sum(len(v) for v in want.values()) > 100
     assert by_key(read_jsonl(out)) == want
+    late = read_jsonl(tmp_path / "state" / "cw" / "late.jsonl")
+    assert sorted(r["ts"] for r in late) == sorted(r["ts"] for r in simulate(recs, spec).late)
 
 
 def test_kill_9_of_a_worker_restores_count_windows_exactly_once_and_they_answer_queries(
@@ -102,7 +117,7 @@ def test_kill_9_of_a_worker_restores_count_windows_exactly_once_and_they_answer_
     src = write_lines(tmp_path / "in.jsonl", [json.dumps(r) for r in recs])
     out = tmp_path / "out.jsonl"
     server = weir_server(
-        _job(tmp_path, src, "windows.count(7)", slow=True), "--sink", f"file://{out}",
+        _job(tmp_path, src, ".window(windows.count(7))", slow=True), "--sink", f"file://{out}",
         "--parallelism", "2", *FAST, state_dir=tmp_path / "state",
     )  # fmt: skip
     c = server.client()

@@ -293,13 +293,29 @@ class TriggeredRuntime:
         wms: list[int],
         trace: list[int] | None = None,
     ) -> None:
-        self._rt.process(keys, recs, ts, wms, trace)
+        """Event-time timers fire at each watermark of ``trace`` (the watermark after each
+        record of the stream's batch, whichever worker it went to) before the first record
+        that arrives under it, so a timer fires at the first watermark that reaches it, as if
+        the watermark advanced after every record (what ``final`` and the firings depend on)."""
+        rt = self._rt
+        if not trace:
+            rt.process(keys, recs, ts, wms)
+            return
+        j, n = 0, len(trace)
+        for i, w in enumerate(wms):
+            while j < n and trace[j] <= w:
+                rt._fire(EVENT, trace[j])
+                j += 1
+            rt.process(keys[i : i + 1], recs[i : i + 1], ts[i : i + 1], wms[i : i + 1])
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         rt = self._rt
         rt.data_watermark = max(rt.data_watermark, data_watermark)
         rt.watermark = max(rt.watermark, watermark)
         self._fn.data_watermark = rt.data_watermark
+        for point in trace or ():  # as in ``process``: each timer at the first that reaches it
+            if point <= rt.watermark:
+                rt._fire(EVENT, point)
         rt._fire(EVENT, rt.watermark)
         clock = self._fn.clock
         if watermark == MAX_WATERMARK:
