@@ -119,5 +119,8 @@ def test_the_backfill_refuses_triggered_operators_by_name(named: str) -> None:
         keyed.window(windows.tumbling(ms=100)).trigger(triggers.processing_time()).aggregate(
             "op", n=agg.count()
         )
-    with pytest.raises(JobDefinitionError, match=re.escape(f"operator 'op' has {named}, which")):
+    with pytest.raises(
+        JobDefinitionError, match=re.escape(f"operator 'op' has {named}, which")
+    ) as refused:
         backfill_operator(job, None)
+    assert refused.value.exit_code == 2  # `weir backfill` exits 2, a usage error
