@@ -159,3 +159,20 @@ def test_kill_9_of_a_worker_restores_count_windows_exactly_once_and_they_answer_
     top = c.get(f"/{server.job}/counts/top", params={"by": "count"})
     assert top.status_code == 400
     assert "without a trigger or evictor" in top.json()["error"]["message"]
+
+
+def test_weir_backfill_refuses_count_windows_naming_them(
+    tmp_path: Path, run_weir: Callable[..., WeirResult]
+) -> None:
+    """Count windows follow arrival order, which a batch over files does not have: the backfill
+    says so and exits 2 before Spark starts, writing nothing."""
+    src = write_lines(tmp_path / "in.jsonl", [json.dumps(r) for r in _records(20, seed=1)])
+    result = run_weir(
+        "backfill", str(_job(tmp_path, src, ".window(windows.count(5))")), "--input", str(src),
+        "--work-dir", str(tmp_path / "work"), "--into-savepoint", str(tmp_path / "sp"),
+    )  # fmt: skip
+    assert result.rc == 2, result.stderr
+    assert "operator 'counts' has count windows, which a backfill does not compute" in (
+        result.stderr
+    )
+    assert not (tmp_path / "sp").exists()
