@@ -1,11 +1,11 @@
 """weir's public job API.
 
-from weir import Job, WatermarkStrategy, agg, joins, sinks, sources, windows
+from weir import Job, WatermarkStrategy, agg, evictors, joins, sinks, sources, triggers, windows
 """
 
 from __future__ import annotations
 
-from weir.engine import agg, joins, sinks, sources, windows
+from weir.engine import agg, evictors, joins, sinks, sources, triggers, windows
 from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 from weir.engine.errors import (
     BroadcastStateError,
@@ -56,8 +56,10 @@ __all__ = [
     "WindowedStream",
     "WorkerFailed",
     "agg",
+    "evictors",
     "joins",
     "sinks",
     "sources",
+    "triggers",
     "windows",
 ]

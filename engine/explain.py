@@ -165,6 +165,7 @@ def _render_operator(op: dict[str, Any], depth: int, lines: list[str]) -> None:
             f"{pad}window operator {op['name']}: {op['window']['type']} ({window}), "
             f"allowed lateness {op['allowed_lateness_ms']} ms"
         )
+        lines += [f"{pad}  {k}: {op[k]}" for k in ("trigger", "evictor") if k in op]
         lines += [f"{pad}  {n} = {a}" for n, a in op["aggregates"].items()]
     elif op["type"] in ("keyed_broadcast", "broadcast"):
         states = ", ".join(op["broadcast_states"]) or "any"

@@ -24,12 +24,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from weir.engine import agg as _agg
+from weir.engine import evictors as _evictors
+from weir.engine import triggers as _triggers
 from weir.engine.errors import JobDefinitionError
 from weir.engine.sinks import Sink
 from weir.engine.sources import Source
 from weir.engine.watermarks import WatermarkStrategy
 from weir.engine.windows import (
+    CountWindows,
     CumulateWindows,
+    GlobalWindows,
     SessionWindows,
     SlidingWindows,
     TumblingWindows,
@@ -124,6 +128,8 @@ class WindowOperator(_StateIds):
     allowed_lateness_ms: int
     aggregates: dict[str, _agg.Aggregate]
     sinks: list[Sink] = field(default_factory=list)
+    trigger: _triggers.Trigger | None = None
+    evictor: _evictors.Evictor | None = None
 
     @property
     def pane_state_id(self) -> int:
@@ -140,7 +146,26 @@ class WindowOperator(_StateIds):
                 n: (a.kind if isinstance(a, _agg.Builtin) else "custom")
                 for n, a in self.aggregates.items()
             },
+            **self._describe_trigger(),
         }
+
+    @property
+    def triggered(self) -> bool:
+        """Does it run on the triggered window operator (``operators/triggered.py``) rather
+        than the accumulator fast path? Count and global windows, a custom trigger, an evictor."""
+        return (
+            self.trigger is not None
+            or self.evictor is not None
+            or isinstance(self.assigner, GlobalWindows | CountWindows)
+        )
+
+    def _describe_trigger(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {}
+        if self.trigger is not None:
+            shown["trigger"] = self.trigger.describe()
+        if self.evictor is not None:
+            shown["evictor"] = self.evictor.describe()
+        return shown
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +321,13 @@ class KeyedStream:
 
     def window(self, assigner: WindowAssigner, allowed_lateness_ms: int = 0) -> WindowedStream:
         if not isinstance(
-            assigner, TumblingWindows | SlidingWindows | SessionWindows | CumulateWindows
+            assigner,
+            TumblingWindows
+            | SlidingWindows
+            | SessionWindows
+            | CumulateWindows
+            | GlobalWindows
+            | CountWindows,
         ):
             raise JobDefinitionError(
                 f"window({assigner!r}): pass a window assigner such as windows.tumbling(ms=10_000)"
@@ -375,6 +406,16 @@ class WindowedStream:
         self._node = node
         self._assigner = assigner
         self._lateness = allowed_lateness_ms
+        self._trigger: _triggers.Trigger | None = None
+        self._evictor: _evictors.Evictor | None = None
+        if isinstance(assigner, CountWindows):  # Flink's countWindow(n[, m])
+            if assigner.slide is None:
+                self._trigger = _triggers.purging(_triggers.count(assigner.size))
+            else:
+                self._trigger = _triggers.count(assigner.slide)
+                self._evictor = _evictors.count(assigner.size)
+        elif isinstance(assigner, GlobalWindows):
+            self._trigger = _triggers.never()
 
     def aggregate(self, name: str, **aggregates: object) -> ResultStream:
         """A named, queryable window aggregation; each keyword is one result field."""
@@ -393,10 +434,47 @@ class WindowedStream:
             built = {n: _agg.as_aggregate(a, n) for n, a in aggregates.items()}
         except (TypeError, ValueError) as exc:
             raise JobDefinitionError(f"aggregate({name!r}): {exc}") from None
-        op = WindowOperator(name, self._node.key, self._assigner, self._lateness, built)
+        op = WindowOperator(
+            name, self._node.key, self._assigner, self._lateness, built,
+            trigger=self._trigger, evictor=self._evictor,
+        )  # fmt: skip
         self._job._register(op)
         self._node.children.append(op)
         return ResultStream(op)
+
+    def trigger(self, trigger: _triggers.Trigger) -> WindowedStream:
+        """When the window fires (emits its aggregate) and purges, instead of the assigner's
+        default (Flink's ``WindowedStream.trigger``); see ``weir.triggers``."""
+        if not isinstance(trigger, _triggers.Trigger):
+            raise JobDefinitionError(
+                f"trigger({trigger!r}): pass a trigger from weir.triggers, e.g. "
+                "triggers.count(100) or triggers.purging(triggers.count(100))"
+            )
+        self._check_triggerable("trigger")
+        self._trigger = trigger
+        return self
+
+    def evictor(self, evictor: _evictors.Evictor) -> WindowedStream:
+        """Which records the aggregate sees, removed before (or after) it runs (Flink's
+        ``WindowedStream.evictor``); see ``weir.evictors``. The window then keeps its records."""
+        if not isinstance(evictor, _evictors.Evictor):
+            raise JobDefinitionError(
+                f"evictor({evictor!r}): pass an evictor from weir.evictors, e.g. "
+                "evictors.count(100) or evictors.time(10_000)"
+            )
+        self._check_triggerable("evictor")
+        self._evictor = evictor
+        return self
+
+    def _check_triggerable(self, what: str) -> None:
+        """Merging (session) and cumulating windows keep their own firing rules here."""
+        if isinstance(self._assigner, SessionWindows | CumulateWindows):
+            kind = "session" if isinstance(self._assigner, SessionWindows) else "cumulate"
+            raise JobDefinitionError(
+                f"{what}(...) on {kind} windows is not supported; use it on tumbling, sliding, "
+                "count or global windows (windows.global_windows() with a trigger covers "
+                "most custom firing rules)"
+            )
 
 
 class ResultStream:

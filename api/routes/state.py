@@ -40,6 +40,7 @@ from weir.engine.runtime.operators.codec import (
     uses_panes,
 )
 from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.operators.triggered_state import query_windows
 from weir.engine.windows import SessionWindows, SlidingWindows, is_late
 from weir.state import layout
 from weir.state.keygroups import key_group
@@ -151,12 +152,19 @@ def key_answer(
     plan = handle.plan(op_def)
     lateness = op_def.allowed_lateness_ms
     windows: list[dict[str, Any]] = []
-    for start, end, slots in _entries(op_def, plan, rows, pane_rows):
+    if op_def.triggered:  # count/global windows, triggers, evictors: their own stored form
+        entries = query_windows(op_def, plan, rows, wm)
+    else:
+        entries = [
+            (s, e, a, is_late(e, lateness, wm))
+            for s, e, a in _entries(op_def, plan, rows, pane_rows)
+        ]
+    for start, end, slots, final in entries:
         if (bounds.from_ is not None and start < bounds.from_) or (
             bounds.to is not None and start > bounds.to
         ):
             continue
-        window = plan.result("", start, end, slots, is_late(end, lateness, wm))
+        window = plan.result("", start, end, slots, final)
         del window["key"]
         windows.append(window)
     answer["windows"] = windows[-bounds.limit :]

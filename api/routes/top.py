@@ -58,12 +58,16 @@ async def top(
     the ``n`` keys with the highest ``by`` in the window, ties by key."""
     handle = job_handle(reg, job)
     op_def = operator(handle, op)
-    if isinstance(op_def, ProcessOperator) or isinstance(op_def.assigner, SessionWindows):
+    if (
+        isinstance(op_def, ProcessOperator)
+        or isinstance(op_def.assigner, SessionWindows)
+        or op_def.triggered
+    ):
         raise ApiError(
             400,
             "top_unsupported",
             f"operator {op!r} has no shared windows to rank; top-N needs tumbling or sliding "
-            "windows",
+            "windows without a trigger or evictor",
         )
     if by not in op_def.aggregates:
         raise ApiError(

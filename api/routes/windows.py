@@ -72,17 +72,16 @@ class _Grid:
 
 def _grid(handle: JobHandle, op: str) -> _Grid:
     found = operator(handle, op)
-    if isinstance(found, WindowOperator):
+    if isinstance(found, WindowOperator) and not found.triggered:
         assigner = found.assigner
         if isinstance(assigner, SlidingWindows):
             return _Grid(found, assigner.size_ms, assigner.slide_ms, assigner.offset_ms)
         if isinstance(assigner, TumblingWindows):
             return _Grid(found, assigner.size_ms, assigner.size_ms, assigner.offset_ms)
-    kind = (
-        f"{found.assigner.describe()['type']} windows"
-        if isinstance(found, WindowOperator)
-        else "no windows"
-    )
+    kind = "no windows"
+    if isinstance(found, WindowOperator):  # triggered windows keep their own stored form
+        kind = "triggered " if found.triggered else ""
+        kind += f"{found.assigner.describe()['type']} windows"
     raise ApiError(
         400,
         "not_supported",

@@ -59,6 +59,12 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
         raise JobDefinitionError(
             f"operator {op.name!r} uses processing time; a backfill needs event time"
         )
+    if op.triggered:
+        raise JobDefinitionError(
+            f"operator {op.name!r} has {_triggered_part(op)}, which a backfill does not "
+            "compute (count windows follow arrival order, triggers fire between records); "
+            "run the job on the stream (weir run) over the same input instead"
+        )
     return op
 
 
@@ -118,6 +124,15 @@ def _has_union(source: SourceNode) -> bool:
         return False
 
     return walk(source.children)
+
+
+def _triggered_part(op: WindowOperator) -> str:
+    """What makes an operator a triggered one, as a backfill refusal names it."""
+    described = op.describe()
+    if op.assigner.describe()["type"] in ("count", "global"):
+        return f"{op.assigner.describe()['type']} windows"
+    parts = [f"{k} {described[k]}" for k in ("trigger", "evictor") if k in described]
+    return " and ".join(parts)
 
 
 def python_path(op: WindowOperator) -> bool:

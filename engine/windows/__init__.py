@@ -1,5 +1,6 @@
 """Window assigners: ``tumbling(ms=, offset_ms=)``, ``sliding(size_ms=, slide_ms=, offset_ms=)``,
-``session(gap_ms=)``, ``dynamic_session(gap)`` and ``cumulate(size_ms=, step_ms=)``."""
+``session(gap_ms=)``, ``dynamic_session(gap)``, ``cumulate(size_ms=, step_ms=)``, and the
+windows only triggers fire: ``count(n, slide=)`` and ``global_windows()``."""
 
 from __future__ import annotations
 
@@ -15,11 +16,19 @@ from weir.engine.windows.base import (
     window_start_with_offset,
 )
 from weir.engine.windows.cumulate import CumulateWindows
+from weir.engine.windows.global_windows import CountWindows, GlobalWindows
 from weir.engine.windows.session import GapFunction, SessionWindows
 from weir.engine.windows.sliding import SlidingWindows
 from weir.engine.windows.tumbling import TumblingWindows
 
-WindowAssigner = TumblingWindows | SlidingWindows | SessionWindows | CumulateWindows
+WindowAssigner = (
+    TumblingWindows
+    | SlidingWindows
+    | SessionWindows
+    | CumulateWindows
+    | GlobalWindows
+    | CountWindows
+)
 
 
 def tumbling(ms: int, *, offset_ms: int = 0, time: TimeDomain = "event") -> TumblingWindows:
@@ -57,7 +66,25 @@ def cumulate(size_ms: int, step_ms: int, *, time: TimeDomain = "event") -> Cumul
     return CumulateWindows(size_ms=size_ms, step_ms=step_ms, time=time)
 
 
+def count(n: int, *, slide: int | None = None) -> CountWindows:
+    """Per key, in arrival order: every ``n`` records form a window (Flink's ``countWindow(n)``:
+    a global window, purged by ``count(n)``); with ``slide=m``, every ``m`` records fire a
+    window of the last ``n`` (Flink's ``countWindow(n, m)``: a count evictor of ``n`` and a
+    count trigger of ``m``)."""
+    return CountWindows(size=n, slide=slide)
+
+
+def global_windows() -> GlobalWindows:
+    """One window per key over all time; it never fires unless a ``.trigger(...)`` says so
+    (Flink's ``GlobalWindows`` with its ``NeverTrigger``)."""
+    return GlobalWindows()
+
+
 __all__ = [
+    "CountWindows",
+    "GlobalWindows",
+    "count",
+    "global_windows",
     "CumulateWindows",
     "MAX_TIME",
     "MIN_TIME",

@@ -1,6 +1,7 @@
 """Which runtime runs an operator: window operators fold into windows (sliding ones on panes,
-sessions merge), process functions run user code with keyed state and timers (co-process
-functions with two inputs)."""
+sessions merge; count and global windows, triggers and evictors run on the triggered operator),
+process functions run user code with keyed state and timers (co-process functions with two
+inputs, broadcast functions with a broadcast input)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.process import CoProcessRuntime, ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
 from weir.engine.runtime.operators.sliding import SlidingRuntime
+from weir.engine.runtime.operators.triggered import TriggeredRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.windows import SessionWindows
@@ -47,6 +49,8 @@ def runtime_for(
         return CoProcessRuntime(op, *args)
     if isinstance(op, ProcessOperator):
         return ProcessRuntime(op, *args)
+    if op.triggered:
+        return TriggeredRuntime(op, *args)
     if isinstance(op.assigner, SessionWindows):
         return SessionRuntime(op, *args)
     if uses_panes(op.assigner):

@@ -1,0 +1,353 @@
+"""The triggered window operator: windows whose firing a trigger decides (count and global
+windows, ``.trigger(...)``, ``.evictor(...)``), as Flink's ``WindowOperator`` and
+``EvictingWindowOperator`` run them. Every other window keeps the accumulator fast path
+(``window.py``, ``sliding.py``); this one works record by record, which a trigger needs anyway
+(a count trigger fires *between* two records of a batch).
+
+Configuration: the operator (assigner, trigger, evictor, lateness), its fold plan, the clock.
+Transient: nothing beyond the process runtime's cache. Checkpointed: each key's windows and
+trigger state as one keyed state, and the timers, through the process runtime
+(``process.py``), so snapshots, restore and rescale by key groups work as for process
+functions; the stored form is ``triggered_state.py``'s.
+
+Per record (Flink's ``processElement``): each window it belongs to that is not past its
+cleanup time (``end - 1 + allowed lateness``, event-time windows only) takes it and asks the
+trigger; a record no window takes goes to the late output. A firing emits the window's
+aggregate (after an evictor that evicts before, and then one that evicts after); a purge clears
+the contents. A timer asks every window of the key (a trigger only answers to its own times),
+then cleans up the windows whose cleanup time it is. Global windows are never late and never
+cleaned up. ``final`` is true when the emitted ``(key, start, end)`` will not change again:
+a time window past its allowed lateness, or a global window's purged contents.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from weir.engine import triggers
+from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.runtime.messages import TopStatus
+from weir.engine.runtime.operators import triggered_state as stored
+from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.operators.process import EVENT, PROCESSING, Context, ProcessRuntime
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.watermarks import MAX_WATERMARK
+from weir.engine.windows import MAX_TIME, MIN_TIME, cleanup_time, is_late
+from weir.state.backend import StateBackend
+from weir.state.keygroups import KeyGroupRange
+
+Clock = Callable[[], int]
+
+
+def wall_clock() -> int:
+    return int(time.time() * 1000)
+
+
+def _end_of_time() -> int:
+    return MAX_TIME
+
+
+class _TriggerContext:
+    """``triggers.TriggerContext`` for one window of one key."""
+
+    def __init__(self, fn: _WindowFunction, ctx: Context, entry: stored.Entry, watermark: int):
+        self._fn, self._ctx, self.state, self.watermark = fn, ctx, entry["tr"], watermark
+
+    @property
+    def now(self) -> int:
+        return self._fn.clock()
+
+    def register_event_time_timer(self, at: int) -> None:
+        self._ctx.register_event_time_timer(at)
+
+    def register_processing_time_timer(self, at: int) -> None:
+        self._ctx.register_processing_time_timer(at)
+
+
+class _WindowFunction:
+    """The window logic, run by a ``ProcessRuntime`` as its process function."""
+
+    def __init__(
+        self,
+        op: WindowOperator,
+        late: LateRecords,
+        dead: DeadLetters,
+        clock: Clock,
+        retention_ms: int,
+    ) -> None:
+        self.op = op
+        self.retention_ms = retention_ms
+        self.data_watermark = MIN_TIME  # kept by the runtime: retention counts from it
+        self.plan = FoldPlan(op.aggregates)
+        self.clock = clock
+        self.timer_kind = EVENT
+        self._late, self._dead = late, dead
+        self._global = stored.is_global(op)
+        self._event = op.assigner.time == "event" and not self._global
+        default: triggers.Trigger = (
+            triggers.event_time() if op.assigner.time == "event" else triggers.processing_time()
+        )
+        self._trigger = op.trigger or default
+        self._evictor = op.evictor
+        self._lateness = op.allowed_lateness_ms
+
+    def _windows_of(self, t: int) -> list[tuple[int, int]]:
+        assigner = self.op.assigner
+        if self._global:
+            return [(MIN_TIME, MAX_TIME)]
+        ends, _ = assigner.expand([t])  # type: ignore[union-attr]  # sessions never come here
+        # by end, as timers visit them, so a record's firings come in one documented order
+        return [(assigner.start_of(e), e) for e in sorted(ends)]  # type: ignore[union-attr]
+
+    def _max_ts(self, end: int) -> int:
+        return MAX_TIME if self._global else end - 1
+
+    def process(self, rec: Any, ctx: Context) -> None:
+        reason = self.plan.bad_field(rec)
+        if reason is not None:
+            self._dead.add(f"aggregate:{self.op.name}", reason, rec)
+            return
+        t = int(ctx.timestamp or 0) if self.op.assigner.time == "event" else self.clock()
+        wm = ctx.watermark
+        state = ctx.value(stored.STATE_NAME)
+        table: dict[int, stored.Entry] = state.get() or {}
+        taken = False
+        for start, end in self._windows_of(t):
+            if self._event and cleanup_time(end, self._lateness) <= wm:
+                continue  # Flink's isWindowLate: past its allowed lateness
+            taken = True
+            entry = table.get(end)
+            if entry is None:
+                entry = table[end] = stored.new_entry(start, end, self._evictor is not None)
+            self._add(entry, t, rec)
+            tctx = _TriggerContext(self, ctx, entry, wm)
+            decision = self._trigger.on_element(t, self._max_ts(end), tctx)
+            if decision.fire:
+                self._emit(ctx, entry, decision.purge, wm)
+            self._register_cleanup(ctx, end)
+        state.set(table)
+        if not taken:
+            self._late.add(self.op.name, ctx.key, t, wm, rec)
+
+    def _add(self, entry: stored.Entry, t: int, rec: Any) -> None:
+        if "el" in entry:
+            entry["el"].append([t, rec])
+            return
+        entry["acc"] = stored.fold_records(self.plan, entry.get("acc"), [rec])
+        entry["lo"] = min(int(entry.get("lo", t)), t)
+        entry["hi"] = max(int(entry.get("hi", t)), t)
+
+    def _register_cleanup(self, ctx: Context, end: int) -> None:
+        if self._global:
+            return  # Flink: a global window's cleanup time is Long.MAX, never registered
+        if self._event:
+            ctx.register_event_time_timer(cleanup_time(end, self._lateness))
+        else:
+            ctx.register_processing_time_timer(end - 1)
+
+    def _emit(self, ctx: Context, entry: stored.Entry, purge: bool, wm: int) -> None:
+        slots, lo, hi = stored.contents(self.plan, self._evictor, entry)
+        if slots is None:
+            return  # Flink emits nothing for a window without contents
+        start, end = stored.span(self.op, entry, lo, hi)
+        if not self._event and not self._global:  # processing-time windows: the clock's time
+            wm = max(wm, self.clock())
+        final = purge if self._global else is_late(end, self._lateness, wm)
+        ctx.emit(self.plan.result(ctx.key, start, end, slots, final))
+        if not final and not self._global:
+            entry["pending"] = slots  # owed a final emission at its cleanup time
+        if self._evictor is not None and "el" in entry:
+            # before or after the function, what the evictor removed leaves the window's state
+            # (Flink's EvictingWindowOperator writes back what is left after both)
+            entry["el"] = self._evictor.evict(entry["el"])
+        if purge:
+            entry["last"] = [start, end, slots, final]
+            self._clear_contents(entry)
+
+    @staticmethod
+    def _clear_contents(entry: stored.Entry) -> None:
+        for field in ("acc", "lo", "hi"):
+            entry.pop(field, None)
+        if "el" in entry:
+            entry["el"] = []
+
+    def on_timer(self, at: int, ctx: Context) -> None:
+        state = ctx.value(stored.STATE_NAME)
+        table: dict[int, stored.Entry] | None = state.get()
+        if not table:
+            return
+        processing = self.timer_kind == PROCESSING
+        wm = ctx.watermark
+        for end, entry in sorted(table.items()):
+            tctx = _TriggerContext(self, ctx, entry, wm)
+            if processing:
+                decision = self._trigger.on_processing_time(at, self._max_ts(end), tctx)
+            else:
+                decision = self._trigger.on_event_time(at, self._max_ts(end), tctx)
+            if decision.fire:
+                self._emit(ctx, entry, decision.purge, wm)
+            elif decision.purge:
+                self._clear_contents(entry)
+            if self._is_cleanup(at, end, processing):
+                del table[end]
+                self._clean_up(ctx, entry)
+        state.set(table or None)
+
+    def _is_cleanup(self, at: int, end: int, processing: bool) -> bool:
+        if self._global:
+            return False
+        if self._event:
+            return not processing and at == cleanup_time(end, self._lateness)
+        return processing and at == end - 1
+
+    def _clean_up(self, ctx: Context, entry: stored.Entry) -> None:
+        """Flink clears a window's state at its cleanup time. Here a window emitted with
+        ``final: false`` is emitted a last time, final (weir's contract for every window: its
+        current contents, or what it last fired with if they were purged), and what it last
+        held moves to the key's closed windows, so it still answers queries."""
+        slots, _, _ = stored.contents(self.plan, self._evictor, entry)
+        if slots is None:
+            slots = entry.get("pending", (entry.get("last") or [None] * 3)[2])
+        start, end = int(entry["s"]), int(entry["e"])
+        if entry.get("pending") is not None and slots is not None:
+            ctx.emit(self.plan.result(ctx.key, start, end, slots, True))
+        if slots is None:
+            return
+        closed_state = ctx.value(stored.CLOSED_NAME)
+        closed: dict[int, list[Any]] = closed_state.get() or {}
+        # closed windows stay for the query retention, counted from the data watermark as
+        # for every window; the key's state is read and written whole, so it must not grow
+        # with the key's history; they close in time order, so the oldest come first
+        horizon = self.data_watermark - self.retention_ms
+        while closed:
+            oldest = next(iter(closed))
+            if cleanup_time(oldest, self._lateness) >= horizon:
+                break
+            del closed[oldest]
+        closed[end] = [start, end, slots, True]
+        closed_state.set(closed)
+
+
+class TriggeredRuntime:
+    """The ``OperatorRuntime`` of a triggered window operator: the window logic over a process
+    runtime's keyed state and timers. ``clock`` is its processing time (injectable)."""
+
+    def __init__(
+        self,
+        op: WindowOperator,
+        state: StateBackend,
+        key_groups: KeyGroupRange,
+        max_parallelism: int,
+        late: LateRecords,
+        dead: DeadLetters,
+        retention_ms: int,
+        clock: Clock = wall_clock,
+    ) -> None:
+        self.op = op
+        self._fn = _WindowFunction(op, late, dead, clock, retention_ms)
+        inner = ProcessOperator(op.name, op.key, self._fn)
+        self._rt = ProcessRuntime(
+            inner, state, key_groups, max_parallelism, late, dead, retention_ms
+        )
+        trigger = op.trigger or triggers.event_time()
+        self.processing_time = op.assigner.time == "processing" or triggers.uses_processing_time(
+            trigger
+        )
+
+    @property
+    def clock(self) -> Clock:
+        return self._fn.clock
+
+    @clock.setter
+    def clock(self, clock: Clock) -> None:
+        self._fn.clock = clock
+
+    @property
+    def watermark(self) -> int:
+        return self._rt.watermark
+
+    @property
+    def data_watermark(self) -> int:
+        return self._rt.data_watermark
+
+    @property
+    def records_in(self) -> int:
+        return self._rt.records_in
+
+    @property
+    def results_out(self) -> int:
+        return self._rt.results_out
+
+    @property
+    def open_windows(self) -> int:
+        return 0  # not counted: it would take a read of every key's state
+
+    def process(
+        self,
+        keys: list[str],
+        recs: list[Any],
+        ts: list[int],
+        wms: list[int],
+        trace: list[int] | None = None,
+    ) -> None:
+        """Event-time timers fire at each watermark of ``trace`` (the watermark after each
+        record of the stream's batch, whichever worker it went to) before the first record
+        that arrives under it, so a timer fires at the first watermark that reaches it, as if
+        the watermark advanced after every record (what ``final`` and the firings depend on)."""
+        rt = self._rt
+        if not trace:
+            rt.process(keys, recs, ts, wms)
+            return
+        j, n = 0, len(trace)
+        for i, w in enumerate(wms):
+            while j < n and trace[j] <= w:
+                rt._fire(EVENT, trace[j])
+                j += 1
+            rt.process(keys[i : i + 1], recs[i : i + 1], ts[i : i + 1], wms[i : i + 1])
+
+    def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
+        rt = self._rt
+        rt.data_watermark = max(rt.data_watermark, data_watermark)
+        rt.watermark = max(rt.watermark, watermark)
+        self._fn.data_watermark = rt.data_watermark
+        for point in trace or ():  # as in ``process``: each timer at the first that reaches it
+            if point <= rt.watermark:
+                rt._fire(EVENT, point)
+        rt._fire(EVENT, rt.watermark)
+        clock = self._fn.clock
+        if watermark == MAX_WATERMARK:
+            # the end of the input is the end of processing time too: every processing-time
+            # timer fires once, and a continuous trigger sees the clock at its end (else it
+            # would schedule one firing after another up to the end of time)
+            self._fn.clock = _end_of_time
+        self._fn.timer_kind = PROCESSING
+        try:
+            rt._fire(PROCESSING, self._fn.clock())
+        finally:
+            self._fn.timer_kind = EVENT
+            self._fn.clock = clock
+
+    def drain(self) -> list[Any]:
+        return self._rt.drain()
+
+    def drain_side(self) -> dict[str, list[Any]]:
+        return {}
+
+    def flush(self) -> None:
+        self._rt.flush()
+
+    def snapshot(self, barrier: bool = True) -> StateDelta:
+        return self._rt.snapshot(barrier)
+
+    def purge(self, force: bool = False) -> int:
+        return self._rt.purge(force)
+
+    def restore(self, watermark: int, data_watermark: int) -> None:
+        self._rt.restore(watermark, data_watermark)
+        self._fn.data_watermark = data_watermark
+
+    def top_status(self) -> TopStatus | None:
+        return None
