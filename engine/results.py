@@ -1,0 +1,60 @@
+"""What an operator gives: its results and side outputs, to be routed to sinks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from weir.engine.errors import JobDefinitionError
+from weir.engine.sinks import Sink
+
+if TYPE_CHECKING:
+    pass
+
+
+from weir.engine.nodes import (
+    OutputTag,
+    ProcessOperator,
+    WindowOperator,
+)
+
+
+class ResultStream:
+    """The output of an operator: window results ``{"key", "start", "end", <aggregates>,
+    "final"}``, or what a process function emits."""
+
+    def __init__(self, op: WindowOperator | ProcessOperator) -> None:
+        self.operator = op
+
+    def sink(self, sink: Sink) -> ResultStream:
+        self.operator.sinks.append(sink)
+        return self
+
+    def side_output(self, tag: OutputTag) -> SideOutputStream:
+        """The records the process function writes with ``ctx.output(tag, record)`` (Flink's
+        ``getSideOutput``). Declaring the tag is what lets the function use it; with no
+        ``.sink(...)`` they go to ``side-<operator>-<tag>.jsonl`` in the job's directory."""
+        op = self.operator
+        if not isinstance(op, ProcessOperator):
+            raise JobDefinitionError(
+                f"side_output({tag!r}) on window operator {op.name!r}: side outputs come from "
+                "process functions (ctx.output); a window's late records have their own output "
+                "(--late-sink)"
+            )
+        if not isinstance(tag, OutputTag):
+            raise JobDefinitionError(
+                f"side_output({tag!r}): pass an OutputTag, e.g. OutputTag('alerts')"
+            )
+        op.side_outputs.setdefault(tag.name, [])
+        return SideOutputStream(op, tag)
+
+
+class SideOutputStream:
+    """One side output of a process function, to be routed to sinks."""
+
+    def __init__(self, op: ProcessOperator, tag: OutputTag) -> None:
+        self.operator = op
+        self.tag = tag
+
+    def sink(self, sink: Sink) -> SideOutputStream:
+        self.operator.side_outputs[self.tag.name].append(sink)
+        return self

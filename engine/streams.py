@@ -1,0 +1,314 @@
+"""The job API's streams: each method records a node of the job's graph (``weir.engine.job``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, overload
+
+from weir.engine import agg as _agg
+from weir.engine import evictors as _evictors
+from weir.engine import triggers as _triggers
+from weir.engine.errors import JobDefinitionError
+from weir.engine.sinks import Sink
+from weir.engine.windows import (
+    CountWindows,
+    CumulateWindows,
+    GlobalWindows,
+    SessionWindows,
+    SlidingWindows,
+    TumblingWindows,
+    WindowAssigner,
+)
+
+if TYPE_CHECKING:
+    from weir.engine.job import Job
+    from weir.engine.joins import IntervalJoin, JoinedStreams
+
+
+from weir.engine.connected import (
+    BroadcastConnectedStream,
+    BroadcastStream,
+    ConnectedKeyedStreams,
+    ConnectedStreams,
+)
+from weir.engine.nodes import (
+    RESERVED_FIELDS,
+    ForwardNode,
+    KeyByNode,
+    KeySelector,
+    Node,
+    ProcessOperator,
+    Record,
+    SinkNode,
+    StatelessNode,
+    WindowOperator,
+    _check_name,
+    _state_names,
+)
+from weir.engine.results import ResultStream
+
+
+class DataStream:
+    """A stream of records; stateless steps chain, ``key_by`` starts keyed processing."""
+
+    def __init__(self, job: Job, children: list[Node], *, more: Sequence[list[Node]] = ()) -> None:
+        self._job = job
+        # a union's stream has several parents: each step is appended under every one of them
+        self._targets: list[list[Node]] = [children, *more]
+
+    def _attach(self, node: Node) -> None:
+        for target in self._targets:
+            target.append(node)
+
+    def _add(self, node: StatelessNode) -> DataStream:
+        self._attach(node)
+        return DataStream(self._job, node.children)
+
+    def map(self, fn: Callable[[Record], Any]) -> DataStream:
+        return self._add(StatelessNode("map", _callable("map", fn)))
+
+    def filter(self, fn: Callable[[Record], Any]) -> DataStream:
+        return self._add(StatelessNode("filter", _callable("filter", fn)))
+
+    def flat_map(self, fn: Callable[[Record], Iterable[Any]]) -> DataStream:
+        return self._add(StatelessNode("flat_map", _callable("flat_map", fn)))
+
+    def key_by(self, key: KeySelector) -> KeyedStream:
+        if not (isinstance(key, str) and key) and not callable(key):
+            raise JobDefinitionError(
+                f"key_by({key!r}): pass a field name or a function of the record"
+            )
+        node = KeyByNode(key)
+        self._attach(node)
+        return KeyedStream(self._job, node)
+
+    def sink(self, sink: Sink) -> DataStream:
+        self._attach(SinkNode(sink))
+        return self
+
+    def union(self, *others: DataStream) -> DataStream:
+        """One stream of this one's records and every other's (Flink's ``union``): a step
+        attached to it runs once for each; its watermark is the minimum of theirs."""
+        if not others:
+            raise JobDefinitionError("union(): pass one or more streams of the same job")
+        for other in others:
+            self._same_job("union", other)
+        targets = [t for s in (self, *others) for t in s._targets]
+        return DataStream(self._job, targets[0], more=targets[1:])
+
+    @overload
+    def connect(self, other: DataStream) -> ConnectedStreams: ...
+
+    @overload
+    def connect(self, other: BroadcastStream) -> BroadcastConnectedStream: ...
+
+    def connect(
+        self, other: DataStream | BroadcastStream
+    ) -> ConnectedStreams | BroadcastConnectedStream:
+        """Two streams for a co-process function: ``.key_by(key1, key2).process(fn, name=...)``
+        with ``fn.process1`` for this stream's records and ``fn.process2`` for ``other``'s.
+        With a broadcast stream (``broadcast``): a (non-keyed) broadcast process function,
+        ``.process(fn, name=...)``, which sees this stream's records on the worker that read
+        them."""
+        if isinstance(other, BroadcastStream) and other.job is self._job:
+            node = ForwardNode()
+            self._attach(node)
+            return BroadcastConnectedStream(self._job, node, other)
+        return ConnectedStreams(self, self._same_job("connect", other))
+
+    def _same_job(self, verb: str, other: object) -> DataStream:
+        if not isinstance(other, DataStream):
+            raise JobDefinitionError(
+                f"{verb}({other!r}): pass a DataStream (what job.source(...), map, filter or "
+                "flat_map return)"
+            )
+        if other._job is not self._job:
+            raise JobDefinitionError(
+                f"{verb}(): the streams belong to jobs {self._job.name!r} and "
+                f"{other._job.name!r}; a job can only {verb} its own streams"
+            )
+        return other
+
+    def broadcast(self, *state_names: str) -> BroadcastStream:
+        """This stream sent whole to every worker (Flink's ``broadcast(descriptors...)``), for
+        ``keyed.connect(it).process(fn, name=...)``. ``state_names``: the broadcast states its
+        functions keep (none named: any name)."""
+        return BroadcastStream(self._job, self._attach, _state_names(state_names))
+
+    def join(self, other: DataStream) -> JoinedStreams:
+        """A window join (Flink's): ``.where(key).equal_to(other_key).window(assigner)
+        .apply(fn=None, *, name=...)`` pairs the records of one key in one window
+        (``weir.engine.joins``)."""
+        from weir.engine.joins import JoinedStreams  # built on this module
+
+        self._same_job("join", other)
+        return JoinedStreams(self, other)
+
+
+class KeyedStream:
+    def __init__(self, job: Job, node: KeyByNode) -> None:
+        self._job = job
+        self._node = node
+
+    def window(self, assigner: WindowAssigner, allowed_lateness_ms: int = 0) -> WindowedStream:
+        if not isinstance(
+            assigner,
+            TumblingWindows
+            | SlidingWindows
+            | SessionWindows
+            | CumulateWindows
+            | GlobalWindows
+            | CountWindows,
+        ):
+            raise JobDefinitionError(
+                f"window({assigner!r}): pass a window assigner such as windows.tumbling(ms=10_000)"
+            )
+        if not isinstance(allowed_lateness_ms, int) or allowed_lateness_ms < 0:
+            raise JobDefinitionError(
+                f"allowed_lateness_ms={allowed_lateness_ms!r} must be an integer >= 0"
+            )
+        return WindowedStream(self._job, self._node, assigner, allowed_lateness_ms)
+
+    def process(self, fn: Any, *, name: str) -> ResultStream:
+        """A keyed process function: ``fn(event, ctx)``, or an object with
+        ``process(event, ctx)`` and optionally ``on_timer(timestamp, ctx)``. ``ctx`` has
+        ``key``, ``timestamp``, ``watermark``, ``value(name)``, ``list(name)``, ``map(name)``
+        state, ``register_event_time_timer(t)``, ``register_processing_time_timer(t)``,
+        ``emit(record)`` and ``output(tag, record)`` (a side output: ``side_output(tag)`` of
+        the result routes it)."""
+        _check_name("operator", name)
+        if not callable(fn) and not callable(getattr(fn, "process", None)):
+            raise JobDefinitionError(
+                f"process({fn!r}): pass a function fn(event, ctx) or an object with "
+                "process(event, ctx) and optionally on_timer(timestamp, ctx)"
+            )
+        op = ProcessOperator(name, self._node.key, fn)
+        self._job._register(op)
+        self._node.children.append(op)
+        return ResultStream(op)
+
+    @overload
+    def connect(self, other: KeyedStream) -> ConnectedKeyedStreams: ...
+
+    @overload
+    def connect(self, other: BroadcastStream) -> BroadcastConnectedStream: ...
+
+    def connect(
+        self, other: KeyedStream | BroadcastStream
+    ) -> ConnectedKeyedStreams | BroadcastConnectedStream:
+        """This keyed stream and ``other`` for a keyed co-process function (``process``), or
+        with a broadcast stream (``DataStream.broadcast``) for a keyed broadcast process
+        function."""
+        if isinstance(other, BroadcastStream) and other.job is self._job:
+            return BroadcastConnectedStream(self._job, self._node, other)
+        if not isinstance(other, KeyedStream) or other._job is not self._job:
+            raise JobDefinitionError(
+                f"connect({other!r}): pass a keyed stream of the same job, e.g. "
+                "a.key_by('id').connect(b.key_by('id')), or a broadcast stream of it, e.g. "
+                "events.key_by('id').connect(rules.broadcast('rules'))"
+            )
+        if other._node is self._node:
+            raise JobDefinitionError(
+                "connect(): a keyed stream cannot be connected to itself; call key_by on each "
+                "side (a.connect(a).key_by(k1, k2)) so each input has its own key_by"
+            )
+        return ConnectedKeyedStreams(self._job, self._node, other._node)
+
+    def interval_join(self, other: KeyedStream) -> IntervalJoin:
+        """An interval join (Flink's): ``.between(lower_ms, upper_ms)``, optionally
+        ``.lower_bound_exclusive()``/``.upper_bound_exclusive()``, then ``.process(fn=None, *,
+        name=...)`` pairs records of one key with ``other.ts - this.ts`` within the bounds
+        (``weir.engine.joins``)."""
+        from weir.engine.joins import IntervalJoin  # built on this module
+
+        if not isinstance(other, KeyedStream) or other._job is not self._job:
+            raise JobDefinitionError(
+                f"interval_join({other!r}): pass a keyed stream of the same job, e.g. "
+                "a.key_by('id').interval_join(b.key_by('id'))"
+            )
+        return IntervalJoin(self, other)
+
+
+class WindowedStream:
+    def __init__(
+        self, job: Job, node: KeyByNode, assigner: WindowAssigner, allowed_lateness_ms: int
+    ) -> None:
+        self._job = job
+        self._node = node
+        self._assigner = assigner
+        self._lateness = allowed_lateness_ms
+        self._trigger: _triggers.Trigger | None = None
+        self._evictor: _evictors.Evictor | None = None
+        if isinstance(assigner, CountWindows):  # Flink's countWindow(n[, m])
+            if assigner.slide is None:
+                self._trigger = _triggers.purging(_triggers.count(assigner.size))
+            else:
+                self._trigger = _triggers.count(assigner.slide)
+                self._evictor = _evictors.count(assigner.size)
+        elif isinstance(assigner, GlobalWindows):
+            self._trigger = _triggers.never()
+
+    def aggregate(self, name: str, **aggregates: object) -> ResultStream:
+        """A named, queryable window aggregation; each keyword is one result field."""
+        _check_name("operator", name)
+        if not aggregates:
+            raise JobDefinitionError(
+                f"aggregate({name!r}) has no aggregates; add e.g. count=agg.count()"
+            )
+        clash = sorted(RESERVED_FIELDS & aggregates.keys())
+        if clash:
+            raise JobDefinitionError(
+                f"aggregate({name!r}): field name(s) {', '.join(clash)} are reserved for the "
+                "result record; rename them"
+            )
+        try:
+            built = {n: _agg.as_aggregate(a, n) for n, a in aggregates.items()}
+        except (TypeError, ValueError) as exc:
+            raise JobDefinitionError(f"aggregate({name!r}): {exc}") from None
+        op = WindowOperator(
+            name, self._node.key, self._assigner, self._lateness, built,
+            trigger=self._trigger, evictor=self._evictor,
+        )  # fmt: skip
+        self._job._register(op)
+        self._node.children.append(op)
+        return ResultStream(op)
+
+    def trigger(self, trigger: _triggers.Trigger) -> WindowedStream:
+        """When the window fires (emits its aggregate) and purges, instead of the assigner's
+        default (Flink's ``WindowedStream.trigger``); see ``weir.triggers``."""
+        if not isinstance(trigger, _triggers.Trigger):
+            raise JobDefinitionError(
+                f"trigger({trigger!r}): pass a trigger from weir.triggers, e.g. "
+                "triggers.count(100) or triggers.purging(triggers.count(100))"
+            )
+        self._check_triggerable("trigger")
+        self._trigger = trigger
+        return self
+
+    def evictor(self, evictor: _evictors.Evictor) -> WindowedStream:
+        """Which records the aggregate sees, removed before (or after) it runs (Flink's
+        ``WindowedStream.evictor``); see ``weir.evictors``. The window then keeps its records."""
+        if not isinstance(evictor, _evictors.Evictor):
+            raise JobDefinitionError(
+                f"evictor({evictor!r}): pass an evictor from weir.evictors, e.g. "
+                "evictors.count(100) or evictors.time(10_000)"
+            )
+        self._check_triggerable("evictor")
+        self._evictor = evictor
+        return self
+
+    def _check_triggerable(self, what: str) -> None:
+        """Merging (session) and cumulating windows keep their own firing rules here."""
+        if isinstance(self._assigner, SessionWindows | CumulateWindows):
+            kind = "session" if isinstance(self._assigner, SessionWindows) else "cumulate"
+            raise JobDefinitionError(
+                f"{what}(...) on {kind} windows is not supported; use it on tumbling, sliding, "
+                "count or global windows (windows.global_windows() with a trigger covers "
+                "most custom firing rules)"
+            )
+
+
+def _callable(kind: str, fn: object) -> Callable[[Record], Any]:
+    if not callable(fn):
+        raise JobDefinitionError(f"{kind}({fn!r}): pass a function of one record")
+    return fn
