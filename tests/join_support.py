@@ -16,7 +16,8 @@ from typing import Any
 
 from tests.join_reference import MAX_TIME, Arrival
 from weir.engine.job import CoProcessOperator, ProcessOperator
-from weir.engine.runtime.operators.process import CoProcessRuntime, ProcessRuntime
+from weir.engine.runtime.operators.coprocess import CoProcessRuntime
+from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange

@@ -20,7 +20,8 @@ from weir.engine.job import (
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.broadcast import BroadcastRuntime, KeyedBroadcastRuntime
 from weir.engine.runtime.operators.codec import uses_panes
-from weir.engine.runtime.operators.process import CoProcessRuntime, ProcessRuntime
+from weir.engine.runtime.operators.coprocess import CoProcessRuntime
+from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
 from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.operators.triggered import TriggeredRuntime

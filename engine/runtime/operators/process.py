@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from weir.engine.job import CoProcessOperator, OutputTag, ProcessOperator
+from weir.engine.job import OutputTag, ProcessOperator
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.codec import (
     decode_keys,
@@ -35,7 +35,6 @@ from weir.engine.runtime.operators.codec import (
     state_namespace,
 )
 from weir.engine.runtime.operators.delta import StateDelta
-from weir.engine.runtime.operators.interleave import Pending
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME
@@ -393,48 +392,3 @@ class ProcessRuntime:
                 else:
                     found[key] = cell[1]
         return sorted(found.items())
-
-
-class CoProcessRuntime(ProcessRuntime):
-    """A keyed co-process function (``CoProcessOperator``): ``process`` feeds the first input
-    to ``fn.process1``, ``process2`` the second to ``fn.process2``; state, timers, outputs,
-    snapshots and restore are the one-input runtime's, so the key's state is one."""
-
-    def __init__(
-        self,
-        op: CoProcessOperator,
-        state: StateBackend,
-        key_groups: KeyGroupRange,
-        max_parallelism: int,
-        late: LateRecords,
-        dead: DeadLetters,
-        retention_ms: int,
-    ) -> None:
-        super().__init__(op, state, key_groups, max_parallelism, late, dead, retention_ms)
-        self._inputs = (op.function.process1, op.function.process2)
-        self._pending = Pending()  # a delivery's records, run in watermark order (interleave)
-
-    def process(
-        self,
-        keys: list[str],
-        recs: list[Any],
-        ts: list[int],
-        wms: list[int],
-        trace: list[int] | None = None,
-    ) -> None:
-        self._pending.add(0, keys, recs, ts, wms)
-
-    def process2(
-        self,
-        keys: list[str],
-        recs: list[Any],
-        ts: list[int],
-        wms: list[int],
-        trace: list[int] | None = None,
-    ) -> None:
-        self._pending.add(1, keys, recs, ts, wms)
-
-    def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
-        for side, keys, recs, ts, wms in self._pending.take():
-            self._run(self._inputs[side], keys, recs, ts, wms)
-        super().advance(watermark, data_watermark, trace)
