@@ -75,7 +75,10 @@ def refuse_clauses(select: exp.Expr) -> exp.Select:
             "… GROUP BY over a window"
         )
     refusals = {
-        "joins": "JOIN: joins arrive with the DataStream API, issue 22; a query reads one table",
+        "joins": (
+            "JOIN: a query reads one table; join streams with the job API (a.join(b) or "
+            "a.key_by(...).interval_join(...), see the README's Joins)"
+        ),
         "order": "ORDER BY on an unbounded stream: windows are emitted as the watermark passes "
         "them; sort the results where you read them",
         "limit": "LIMIT on an unbounded stream: the stream has no end to count from",

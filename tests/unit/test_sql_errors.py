@@ -44,7 +44,7 @@ REFUSED = {
     "join": (
         f"SELECT e.id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} AS e "
         f"JOIN other ON e.id = other.id {GROUP}",
-        r"JOIN: joins arrive with the DataStream API, issue 22",
+        r"JOIN: a query reads one table; join streams with the job API \(a.join\(b\)",
     ),
     "order by": (
         f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} {GROUP} ORDER BY id",
