@@ -80,9 +80,18 @@ CONTINUOUS = (
         (".window(windows.count(5))", TSpec("count", 5, bound=50), 1),
         (".window(windows.count(5))", TSpec("count", 5, bound=50), 2),
         (".window(windows.count(4, slide=2))", TSpec("count", 4, 2, bound=50), 2),
+        (".window(windows.count(4, slide=2))", TSpec("count", 4, 2, bound=50), 4),
         (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, "continuous:50", "time:120"), 2),
+        (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, "continuous:50", "time:120"), 4),
     ],
-    ids=["count5-p1", "count5-p2", "count4-slide2-p2", "tumbling-continuous-evictor-p2"],
+    ids=[
+        "count5-p1",
+        "count5-p2",
+        "count4-slide2-p2",
+        "count4-slide2-p4",
+        "tumbling-continuous-evictor-p2",
+        "tumbling-continuous-evictor-p4",
+    ],
 )
 def test_triggered_windows_in_weir_run_equal_the_model(
     tmp_path: Path,
