@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -41,7 +40,8 @@ class Selector:
     ``end`` is 0."""
 
     def __init__(self, plan: Plan, op: WindowOperator, split: str) -> None:
-        self.fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
+        self.plan = FoldPlan(op.aggregates)
+        self.fields = self.plan.fields  # the fields the streaming fold reads
         self.python = python_path(op)
         self.assigner = op.assigner
         self.lateness = op.allowed_lateness_ms
@@ -55,15 +55,18 @@ class Selector:
 
     def columns(self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]) -> Columns:
         """The kept pairs of one keyed batch (in split order)."""
+        n = len(keys)
+        if not self.python:
+            keys, recs, ts, wms, cols = self._admit(keys, recs, ts, wms)
         sel, rows, ends = self._kept(ts, wms, recs)
         kgs = self._key_groups(keys)
         if self.python:
             out = self._python(keys, recs, ts, wms, rows.tolist())
             out["kg"], out["end"] = kgs[rows].tolist(), ends[sel].tolist()
         else:
-            sel, rows, vals = self._values(sel, rows, recs)
+            vals = self._values(cols, rows)
             out = {"kg": kgs[rows], "key": _take(keys, rows), "end": ends[sel], **vals}
-        self.seq += len(keys)
+        self.seq += n
         return out
 
     def arrow_columns(self, keys: Any, t: Any, w: Any, values: dict[str, Any]) -> Columns:
@@ -108,33 +111,34 @@ class Selector:
                 known[k] = crc(k.encode()) % m
             return np.array(list(map(known.__getitem__, keys)), dtype=np.int32)
 
-    def _values(self, sel: Any, rows: Any, recs: list[Any]) -> tuple[Any, Any, Columns]:
-        """The aggregated fields of the kept pairs; a kept record whose field is missing or not a
-        number is dead (only kept ones: a late record is late, whatever its fields)."""
+    def _admit(
+        self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]
+    ) -> tuple[list[str], list[Any], list[int], list[int], list[list[Any]]]:
+        """The records whose aggregated fields are all numbers, and those fields: the others
+        are dead before lateness is judged, as streaming's window operator makes them
+        (``WindowRuntime._admit``)."""
+        cols = self.plan.columns(recs)
+        if cols is None:
+            keep = [i for i, r in enumerate(recs) if self.plan.bad_field(r) is None]
+            self.dead += len(recs) - len(keep)
+            keys, recs = [keys[i] for i in keep], [recs[i] for i in keep]
+            ts, wms = [ts[i] for i in keep], [wms[i] for i in keep]
+            cols = self.plan.columns(recs) or [[] for _ in self.fields]
+        return keys, recs, ts, wms, cols
+
+    def _values(self, cols: list[list[Any]], rows: Any) -> Columns:
+        """The kept pairs' aggregated fields as doubles, and whether each was an int."""
         out: Columns = {}
-        try:
-            for f in self.fields:
-                col = list(map(itemgetter(f), recs))
-                kinds = set(map(type, col))
-                if not kinds <= {int, float}:
-                    raise TypeError(f)
-                nums = np.array(col, dtype=np.float64)[rows]
-                if kinds == {int}:
-                    ints = np.ones(len(rows), dtype=np.bool_)
-                elif kinds == {float}:
-                    ints = np.zeros(len(rows), dtype=np.bool_)
-                else:
-                    ints = np.array([type(v) is int for v in col], dtype=np.bool_)[rows]
-                out[f], out[f + "__int"] = nums, ints
-            return sel, rows, out
-        except (KeyError, TypeError, IndexError):
-            pass
-        s, r, cols, bad = _good_fields(sel.tolist(), rows.tolist(), recs, self.fields)
-        self.dead += bad
         for f, col in zip(self.fields, cols, strict=True):
-            out[f] = np.array(list(map(float, col)), dtype=np.float64)
-            out[f + "__int"] = np.array([type(v) is int for v in col], dtype=np.bool_)
-        return np.array(s, dtype=np.int64), np.array(r, dtype=np.int64), out
+            kinds = set(map(type, col))
+            out[f] = np.array(col, dtype=np.float64)[rows]
+            if kinds <= {int}:
+                out[f + "__int"] = np.ones(len(rows), dtype=np.bool_)
+            elif kinds == {float}:
+                out[f + "__int"] = np.zeros(len(rows), dtype=np.bool_)
+            else:
+                out[f + "__int"] = np.array([type(v) is int for v in col], dtype=np.bool_)[rows]
+        return out
 
     def _kept(self, ts: list[int], wms: list[int], recs: list[Any]) -> tuple[Any, Any, Any]:
         """``(pair indices, their records, window ends)`` of the pairs to keep. A record whose
@@ -200,23 +204,3 @@ def _identity(rows: Any, n: int) -> bool:
 
 def _take(values: list[Any], rows: Any) -> list[Any]:
     return values if _identity(rows, len(values)) else [values[i] for i in rows.tolist()]
-
-
-def _good_fields(
-    sel: list[int], rows: list[int], recs: list[Any], fields: list[str]
-) -> tuple[list[int], list[int], list[list[Any]], int]:
-    """The slow path: drop records whose aggregated fields are missing or not numbers."""
-    keep_sel: list[int] = []
-    keep_rows: list[int] = []
-    cols: list[list[Any]] = [[] for _ in fields]
-    for j, i in zip(sel, rows, strict=True):
-        try:
-            vals = [recs[i][f] for f in fields]
-        except (KeyError, TypeError, IndexError):
-            continue
-        if all(type(v) in (int, float) for v in vals):
-            keep_sel.append(j)
-            keep_rows.append(i)
-            for c, v in zip(cols, vals, strict=True):
-                c.append(v)
-    return keep_sel, keep_rows, cols, len(sel) - len(keep_sel)
