@@ -16,15 +16,17 @@ import hashlib
 import itertools
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.engine.errors import SourceError, WeirError
 from weir.engine.sources.base import SourceBatch
-from weir.engine.spark.columnar import PlainJob, watermarks
 from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load
-from weir.engine.spark.selector import Selector
 from weir.engine.watermarks import MIN_WATERMARK
+
+if TYPE_CHECKING:  # numpy and pyarrow come with the Spark extra: imported in the tasks only
+    from weir.engine.spark.columnar import PlainJob
+    from weir.engine.spark.selector import Selector
 
 
 def pairs_of_file(plan: Plan, path: str, fmt: str) -> Iterator[dict[str, Any]]:
@@ -72,6 +74,7 @@ def pairs_of_split(
     from weir.engine.runtime.outputs import DeadLetters
     from weir.engine.runtime.task.chain import Chain, keyby_nodes
     from weir.engine.sinks import from_url as sink_from_url
+    from weir.engine.spark.selector import Selector
 
     job = load(plan.job_file)
     op = backfill_operator(job, plan.op)
@@ -122,6 +125,8 @@ def _from_columns(
 ) -> dict[str, Any]:  # fmt: skip
     """A clean block's pairs; the block moves the split's max event time (``max_ts``, the
     chain's) as the chain would."""
+    from weir.engine.spark.columnar import watermarks
+
     t = table.column(plain.ts).to_numpy()
     wms, max_ts[split] = watermarks(t, max_ts.get(split, MIN_WATERMARK), bound_ms)
     values = {f: table.column(f).to_numpy() for f in plain.fields}
