@@ -15,33 +15,35 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import pickle
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.engine.errors import SourceError, WeirError
-from weir.engine.job import WindowOperator
-from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.sources.base import SourceBatch
 from weir.engine.spark.output import task_output
-from weir.engine.spark.plan import Plan, backfill_operator, load, python_path
-from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, is_late
+from weir.engine.spark.plan import Plan, backfill_operator, load
+from weir.engine.watermarks import MIN_WATERMARK
 
-# what the Python path adds to (kg, key, end): ts, the watermark the record arrived under, its
-# split and position there (streaming's order), and the pickled record
-PYTHON_COLUMNS = ["ts", "wm", "split", "seq", "rec"]
+if TYPE_CHECKING:  # numpy and pyarrow come with the Spark extra: imported in the tasks only
+    from weir.engine.spark.columnar import PlainJob
+    from weir.engine.spark.selector import Selector
 
 
-def pairs_of_file(plan: Plan, path: str, fmt: str) -> Iterator[dict[str, list[Any]]]:
+def pairs_of_file(plan: Plan, path: str, fmt: str) -> Iterator[dict[str, Any]]:
     """One input file's pairs: the file is one split."""
+    from weir.engine.spark.columnar import column_batches, plain_job
     from weir.engine.spark.inputs import file_batches
 
-    yield from pairs_of_split(plan, path, file_batches(path, fmt))
+    plain = plain_job(load(plan.job_file), backfill_operator(load(plan.job_file), plan.op))
+    if fmt == "jsonl" and plain is not None:  # read as columns (``columnar.py``)
+        yield from pairs_of_split(plan, path, column_batches(path, plain), plain)
+    else:
+        yield from pairs_of_split(plan, path, file_batches(path, fmt))
 
 
 def pairs_of_kafka(
     plan: Plan, topic: str, metadata: bool, batches: Iterator[Any]
-) -> Iterator[dict[str, list[Any]]]:
+) -> Iterator[dict[str, Any]]:
     """One Kafka partition's pairs, from the Arrow batches of the ``weir-kafka`` data source's
     Spark partition that read it, in offset order: the partition is one split."""
     from weir.engine.spark.kafka_source import source_batch
@@ -62,14 +64,17 @@ def pairs_of_kafka(
 
 
 def pairs_of_split(
-    plan: Plan, split: str, batches: Iterator[SourceBatch]
-) -> Iterator[dict[str, list[Any]]]:
+    plan: Plan, split: str, batches: Iterator[Any], plain: PlainJob | None = None
+) -> Iterator[dict[str, Any]]:
     """The kept ``(record, window)`` pairs of one split, in column batches; the split's counts
     (late, dead) and max event time go to ``stats/`` of the output (``output.TaskOutput``). A
-    ``WeirError`` (an unreadable input) goes to its ``errors/`` for the driver to report."""
+    ``WeirError`` (an unreadable input) goes to its ``errors/`` for the driver to report.
+    ``batches``: ``SourceBatch`` es, and for a ``plain`` job also Arrow record batches of its fields
+    (``columnar.column_batches``)."""
     from weir.engine.runtime.outputs import DeadLetters
     from weir.engine.runtime.task.chain import Chain, keyby_nodes
     from weir.engine.sinks import from_url as sink_from_url
+    from weir.engine.spark.selector import Selector
 
     job = load(plan.job_file)
     op = backfill_operator(job, plan.op)
@@ -81,20 +86,26 @@ def pairs_of_split(
     with output.dead_letters(_file_name(split)) as dead_path:
         dead = DeadLetters(sink_from_url(f"file://{dead_path}"))
         chain = Chain(source, {}, dead)
-        select = _Selector(plan, op, split)
+        select = Selector(plan, op, split)
+        bound = source.watermarks.bound_ms
         max_ts = None
         try:
             for batch in batches:
+                if plain is not None and not isinstance(batch, SourceBatch):
+                    out = _from_columns(select, chain.max_ts, plain, split, batch, bound)
+                    max_ts = chain.max_ts[split]
+                    if len(out["key"]):
+                        yield out
+                    continue
                 chain.process(batch, split)
-                out = select.empty()
                 for node, keys, recs, ts, wms in chain.keyed:
                     if node == node_index:
-                        select.add(out, keys, recs, ts, wms)
+                        out = select.columns(keys, recs, ts, wms)
+                        if len(out["key"]):
+                            yield out
                 if batch.items:
                     t = chain.max_ts.get(split)
                     max_ts = t if t is not None else max_ts
-                if out["key"]:
-                    yield out
         except WeirError as exc:
             output.put_text(f"errors/{_file_name(split)}.txt", str(exc))
             raise
@@ -108,110 +119,19 @@ def pairs_of_split(
     output.put_text(f"stats/{_file_name(split)}.json", json.dumps(stats))
 
 
-class _Selector:
-    """Keyed records of one split to output columns. Native path: the kept pairs' aggregated
-    fields as doubles (and whether each was an int). Python path: the kept pairs with the
-    record itself (pickled: it stays inside Spark's own executors, and a ``map`` may have made
-    it anything), its event time, the watermark it arrived under and its position in the split,
-    so the next stage folds each window's records in streaming's order. Sessions keep every
-    record (lateness depends on the session a record joins: the next stage decides it); their
-    ``end`` is 0."""
+def _from_columns(
+    select: Selector, max_ts: dict[str, int], plain: PlainJob, split: str, table: Any,
+    bound_ms: int,
+) -> dict[str, Any]:  # fmt: skip
+    """A clean block's pairs; the block moves the split's max event time (``max_ts``, the
+    chain's) as the chain would."""
+    from weir.engine.spark.columnar import watermarks
 
-    def __init__(self, plan: Plan, op: WindowOperator, split: str) -> None:
-        self.fields = FoldPlan(op.aggregates).fields  # the fields the streaming fold reads
-        self.python = python_path(op)
-        self.assigner = op.assigner
-        self.lateness = op.allowed_lateness_ms
-        self.m = plan.max_parallelism
-        self.lo = plan.from_ms if plan.from_ms is not None else MIN_TIME
-        self.hi = plan.to_ms if plan.to_ms is not None else MAX_TIME + 1
-        self.split = split
-        self.seq = 0  # records of the split so far
-        self.late = self.dead = 0
-
-    def empty(self) -> dict[str, list[Any]]:
-        names = ["kg", "key", "end"]
-        if self.python:
-            names += PYTHON_COLUMNS
-        else:
-            names += [c for f in self.fields for c in (f, f + "__int")]
-        return {n: [] for n in names}
-
-    def add(
-        self, out: dict[str, list[Any]], keys: list[str], recs: list[Any], ts: list[int],
-        wms: list[int],
-    ) -> None:  # fmt: skip
-        from weir.state.keygroups import key_groups
-
-        sel, rows, ends = self._kept(ts, wms, recs)
-        try:
-            cols = [[recs[i][f] for i in rows] for f in self.fields]
-            if not all(set(map(type, c)) <= {int, float} for c in cols):
-                raise TypeError
-        except (KeyError, TypeError, IndexError):
-            sel, rows, cols, bad = _good_fields(sel, rows, recs, self.fields)
-            self.dead += bad
-        kgs = key_groups(keys, self.m)
-        out["kg"] += [kgs[i] for i in rows]
-        out["key"] += [keys[i] for i in rows]
-        out["end"] += [ends[j] for j in sel]
-        if self.python:
-            out["ts"] += [ts[i] for i in rows]
-            out["wm"] += [wms[i] for i in rows]
-            out["split"] += [self.split] * len(rows)
-            out["seq"] += [self.seq + i for i in rows]
-            out["rec"] += [pickle.dumps(recs[i], protocol=pickle.HIGHEST_PROTOCOL) for i in rows]
-        else:
-            for f, col in zip(self.fields, cols, strict=True):
-                out[f] += list(map(float, col))
-                out[f + "__int"] += [type(v) is int for v in col]
-        self.seq += len(keys)
-
-    def _kept(
-        self, ts: list[int], wms: list[int], recs: list[Any]
-    ) -> tuple[list[int], list[int], list[int]]:
-        """``(pair indices, their records, window ends)`` of the pairs to keep. A record whose
-        dynamic session gap is unusable is dead here, as streaming's session operator makes it."""
-        if isinstance(self.assigner, SessionWindows):
-            keep = list(range(len(ts)))
-            if self.assigner.dynamic:
-                gap_of = self.assigner.gap_of
-                keep = [i for i in keep if gap_of(recs[i])[1] is None]
-                self.dead += len(ts) - len(keep)
-            return keep, keep, [0] * len(ts)
-        ends, origin = self.assigner.expand(ts)
-        idx = origin if origin is not None else range(len(ends))
-        lateness = self.lateness
-        # the streaming rule, per (record, window): kept while the window can change; a record
-        # is late when all its windows are
-        on_time = [j for j, i in enumerate(idx) if not is_late(ends[j], lateness, wms[i])]
-        if origin is None:  # one window a record (tumbling): a late pair is a late record
-            self.late += len(ends) - len(on_time)
-        else:
-            self.late += len(set(idx)) - len({idx[j] for j in on_time})
-        sel = [j for j in on_time if self.lo <= ts[idx[j]] < self.hi]
-        return sel, [idx[j] for j in sel], ends
+    t = table.column(plain.ts).to_numpy()
+    wms, max_ts[split] = watermarks(t, max_ts.get(split, MIN_WATERMARK), bound_ms)
+    values = {f: table.column(f).to_numpy() for f in plain.fields}
+    return select.arrow_columns(table.column(plain.key), t, wms, values)
 
 
 def _file_name(split: str) -> str:
     return hashlib.sha1(split.encode()).hexdigest()  # noqa: S324 - a file name, not security
-
-
-def _good_fields(
-    sel: list[int], rows: list[int], recs: list[Any], fields: list[str]
-) -> tuple[list[int], list[int], list[list[Any]], int]:
-    """The slow path: drop records whose aggregated fields are missing or not numbers."""
-    keep_sel: list[int] = []
-    keep_rows: list[int] = []
-    cols: list[list[Any]] = [[] for _ in fields]
-    for j, i in zip(sel, rows, strict=True):
-        try:
-            vals = [recs[i][f] for f in fields]
-        except (KeyError, TypeError, IndexError):
-            continue
-        if all(type(v) in (int, float) for v in vals):
-            keep_sel.append(j)
-            keep_rows.append(i)
-            for c, v in zip(cols, vals, strict=True):
-                c.append(v)
-    return keep_sel, keep_rows, cols, len(sel) - len(keep_sel)
