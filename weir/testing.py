@@ -17,13 +17,18 @@ the result. Event time makes the result deterministic: no wall clock limits time
 (``weir run``'s ``--max-future-ms`` is off unless ``max_future_ms`` is given), and
 processing-time windows and timers fire only if the clock passes them during the run.
 
+A job of several sources takes its events per source, ``testing.run(job, {"views": [...],
+"clicks": [...]})``: each source's events go through its own chain, batch by batch, taking turns
+in the mapping's order, and a source whose events are all in has ended (as a file does). Each
+operator's watermark is the minimum over the sources that feed it, as in ``weir run``.
+
 ``Harness`` drives the same thing batch by batch, for tests of batching itself.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -34,10 +39,11 @@ from weir.engine.job import Job
 from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.runtime.task.chain import Chain
+from weir.engine.runtime.task.channels import combine
 from weir.engine.runtime.task.graph import graph_of
 from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
-from weir.engine.watermarks import MAX_WATERMARK
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.state.backend import StateBackend
 from weir.state.keygroups import range_for_operator
 from weir.state.rocksdb import RocksState
@@ -60,7 +66,7 @@ class Result:
 
 def run(
     job: Job,
-    events: Iterable[Any],
+    events: Iterable[Any] | Mapping[str, Iterable[Any]],
     *,
     batch_size: int = 1024,
     state_retention_ms: int = DEFAULT_RETENTION_MS,
@@ -68,21 +74,29 @@ def run(
 ) -> Result:
     """Run ``job`` over ``events`` (decoded values, normally dicts) and return its output.
 
-    ``batch_size`` is how many events go through the chain at once; like ``weir run
-    --batch-size`` it changes no window's results nor any late record, only how the results of
-    different windows interleave."""
+    ``events``: a list for a job of one source, or a mapping of source name to a list (a job of
+    several sources; a source left out has no events). ``batch_size`` is how many events go
+    through the chain at once; like ``weir run --batch-size`` it changes no window's results
+    nor any late record of a one-source job, only how the results of different windows
+    interleave."""
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} is too small; use 1 or more")
     with Harness(
         job, state_retention_ms=state_retention_ms, max_future_ms=max_future_ms
     ) as harness:
-        batch: list[Any] = []
-        for event in events:
-            batch.append(event)
+        per_source = harness.events_by_source(events)
+        turns = [(name, iter(items)) for name, items in per_source.items()]
+        for name, items in per_source.items():
+            if not items:
+                harness.end(name)
+        while turns:
+            name, it = turns.pop(0)
+            batch = [e for _, e in zip(range(batch_size), it, strict=False)]
+            harness.feed(batch, source=name)
             if len(batch) == batch_size:
-                harness.feed(batch)
-                batch = []
-        harness.feed(batch)
+                turns.append((name, it))
+            else:
+                harness.end(name)
         return harness.finish()
 
 
@@ -110,13 +124,6 @@ class Harness:
                 self._tmp = tempfile.TemporaryDirectory(prefix="weir-testing-")
                 state_dir = Path(self._tmp.name)
             state = RocksState(state_dir / "db")
-        if len(job.sources) > 1:
-            names = ", ".join(s.name for s in job.sources)
-            raise JobDefinitionError(
-                f"job {job.name!r} reads {len(job.sources)} sources ({names}); testing runs "
-                "one source's events: test a job of one source, or run it with weir run"
-            )
-        source = job.sources[0]
         self._late_out, self._dead_out, self._sunk = _Collected(), _Collected(), _Collected()
         self._state = state
         self._late = LateRecords(self._late_out)
@@ -128,25 +135,92 @@ class Harness:
             state_retention_ms,
         )  # fmt: skip
         self._ops = list(ops.values())
+        self._inputs = graph.inputs  # operator -> the sources feeding it
         writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in graph.sinks}
-        self._chain = Chain(source, writers, self._dead, max_future_ms or None, graph.keyby_index)
+        self._names = [src.name for src in job.sources]
+        self._chains = [
+            Chain(src, writers, self._dead, max_future_ms or None, graph.keyby_index)
+            for src in job.sources
+        ]
+        self._marks = [MIN_WATERMARK] * len(self._chains)  # each source's watermark
+        self._data_marks = [MIN_WATERMARK] * len(self._chains)  # the last its records made
         self._results: list[Any] = []
         self._by_operator: dict[str, list[Any]] = {rt.op.name: [] for rt in self._ops}
         self._side: dict[str, dict[str, list[Any]]] = {}
         self._closed = False
 
-    def feed(self, items: Sequence[Any], *, decoded: bool = True) -> None:
-        """One source batch: decoded values, or (``decoded=False``) raw JSON lines as bytes."""
-        chain = self._chain
+    def feed(
+        self, items: Sequence[Any], *, decoded: bool = True, source: str | None = None
+    ) -> None:
+        """One source batch: decoded values, or (``decoded=False``) raw JSON lines as bytes.
+        ``source``: the source's name (needed when the job has several)."""
+        i = self._source_index(source)
+        chain = self._chains[i]
         chain.process(SourceBatch(items=list(items), decoded=decoded), SPLIT)
-        watermark = chain.watermark(SPLIT)
+        watermark = max(self._marks[i], chain.watermark(SPLIT))
         trace = list(chain.trace)  # the watermark after each record
         if not trace or trace[-1] != watermark:
             trace.append(watermark)
         for node, keys, recs, ts, wms in chain.keyed:
-            for _, feed in self._feeds[node]:
-                feed(keys, recs, ts, wms, trace)
-        self._advance(watermark, trace)
+            for name, feed in self._feeds[node]:
+                others = self._others(name, i)
+                feed(keys, recs, ts, combine(wms, others), combine(trace, others))
+        self._marks[i] = watermark
+        self._data_marks[i] = max(self._data_marks[i], chain.watermark(SPLIT))
+        self._advance(trace, i)
+
+    @property
+    def by_operator(self) -> dict[str, list[Any]]:
+        """Each operator's output so far."""
+        return self._by_operator
+
+    def end(self, source: str | None = None) -> None:
+        """``source`` has no more events (a file at its end): it stops holding time back."""
+        i = self._source_index(source)
+        self._marks[i] = MAX_WATERMARK
+        self._advance([MAX_WATERMARK], i)
+
+    def events_by_source(
+        self, events: Iterable[Any] | Mapping[str, Iterable[Any]]
+    ) -> dict[str, list[Any]]:
+        """``run``'s ``events`` as a list per source name, every source named."""
+        if isinstance(events, Mapping):
+            unknown = sorted(set(events) - set(self._names))
+            if unknown:
+                raise JobDefinitionError(
+                    f"events for {', '.join(map(repr, unknown))}: the job's sources are "
+                    f"{', '.join(self._names)}; key the events by those names"
+                )
+            given = {n: list(items) for n, items in events.items()}  # turns in this order
+            return given | {n: [] for n in self._names if n not in given}
+        if len(self._names) > 1:
+            raise JobDefinitionError(
+                f"the job reads {len(self._names)} sources ({', '.join(self._names)}); pass "
+                "the events per source: {'<source name>': [events], ...}"
+            )
+        return {self._names[0]: list(events)}
+
+    def _source_index(self, source: str | None) -> int:
+        if source is None:
+            if len(self._names) > 1:
+                raise JobDefinitionError(
+                    f"the job reads {len(self._names)} sources ({', '.join(self._names)}); "
+                    "name the one these events come from: feed(items, source=...)"
+                )
+            return 0
+        if source not in self._names:
+            raise JobDefinitionError(
+                f"source {source!r} is not one of the job's ({', '.join(self._names)})"
+            )
+        return self._names.index(source)
+
+    def _ended_empty(self, source: int) -> bool:
+        return self._marks[source] == MAX_WATERMARK and self._data_marks[source] == MIN_WATERMARK
+
+    def _others(self, op: str, source: int) -> int:
+        """The watermark of the other sources feeding ``op`` (the bound on a record of
+        ``source`` arriving there)."""
+        return min((self._marks[j] for j in self._inputs[op] if j != source), default=MAX_WATERMARK)
 
     def flush(self) -> None:
         for rt in self._ops:
@@ -156,7 +230,8 @@ class Harness:
     def finish(self) -> Result:
         """The end of the input: a final watermark fires every window."""
         try:
-            self._advance(MAX_WATERMARK, [MAX_WATERMARK])
+            self._marks = [MAX_WATERMARK] * len(self._marks)
+            self._advance([MAX_WATERMARK], None)
             self.flush()
         finally:
             self.close()
@@ -191,10 +266,21 @@ class Harness:
     ) -> None:
         self.close()
 
-    def _advance(self, watermark: int, trace: list[int]) -> None:
-        data_watermark = self._chain.watermark(SPLIT)
+    def _advance(self, trace: list[int], source: int | None) -> None:
+        """Every operator to the minimum over its sources; those ``source`` feeds along its
+        ``trace`` (the watermark after each of its records, bounded by their other sources)."""
         for rt in self._ops:
-            rt.advance(watermark, data_watermark, trace)
+            inputs = self._inputs[rt.op.name]
+            watermark = min((self._marks[j] for j in inputs), default=MAX_WATERMARK)
+            data = min(
+                # a source that ended with no records does not hold retention back (as channels)
+                (self._data_marks[j] for j in inputs if not self._ended_empty(j)),
+                default=MIN_WATERMARK,
+            )
+            if source in inputs:
+                rt.advance(watermark, data, combine(trace, self._others(rt.op.name, source)))
+            else:
+                rt.advance(watermark, data, [watermark])
             out = rt.drain()
             self._results.extend(out)
             self._by_operator[rt.op.name].extend(out)

@@ -6,6 +6,14 @@ from typing import Any
 
 import pytest
 
+from tests.multiinput import (
+    both_rows,
+    ctr_rows,
+    expected_both,
+    expected_ctr,
+    make_events,
+    make_job,
+)
 from weir import Job, JobDefinitionError, agg, sources, testing, windows
 from weir.engine.explain import describe, render
 from weir.engine.job import CoProcessOperator
@@ -126,7 +134,7 @@ class Sides:
         ctx.emit(["2", ctx.key, event["ts"]])
 
 
-def test_testing_runs_union_and_connect_of_one_source_and_refuses_several() -> None:
+def test_testing_runs_union_and_connect_of_one_source() -> None:
     job = Job("one")
     s = job.source(sources.jsonl("/a.jsonl"))
     views = s.filter(lambda e: e["event"] == "view")
@@ -141,10 +149,46 @@ def test_testing_runs_union_and_connect_of_one_source_and_refuses_several() -> N
     result = testing.run(job, events)
     assert result.by_operator["sides"] == [["1", "a", 1], ["2", "a", 2]]
     assert [(r["key"], r["n"]) for r in result.by_operator["n"]] == [("a", 2)]
-    two = Job("two")
-    _two(two)
-    with pytest.raises(JobDefinitionError, match=r"reads 2 sources \(clicks, source-1\); testing"):
-        testing.run(two, events)
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 1024])
+def test_testing_runs_a_job_of_several_sources_as_the_reference_says(batch_size: int) -> None:
+    views, clicks = make_events(400, seed=5, step=30), make_events(250, seed=6, step=50)
+    result = testing.run(make_job(), {"views": views, "clicks": clicks}, batch_size=batch_size)
+    assert both_rows(result.by_operator["both"]) == sorted(expected_both(views, clicks))
+    assert ctr_rows(result.by_operator["ctr"]) == sorted(expected_ctr(views, clicks))
+    assert both_rows([{**r, "total": 0} for r in result.by_operator["views_only"]]) == sorted(
+        (k, s, e, n, 0) for k, s, e, n, _ in expected_both(views, [])
+    )
+    assert result.late == [] and result.dead == []
+
+
+def test_testing_holds_an_operator_back_only_by_the_sources_that_feed_it() -> None:
+    """The window on ``views`` alone fires on views' watermark while ``clicks`` has sent
+    nothing; the union's window waits for clicks (Flink's rule for several inputs)."""
+    views = [{"id": "a", "ts": t, "value": 1} for t in (10, 20, 5_000)]
+    with testing.Harness(make_job()) as harness:
+        harness.feed(views, source="views")
+        fired = {r["start"] for r in harness.by_operator["views_only"]}
+        assert fired == {0}, harness.by_operator
+        assert harness.by_operator["both"] == []
+        harness.end("clicks")
+        assert [r["n"] for r in harness.by_operator["both"]] == [2]
+
+
+def test_testing_names_the_sources_when_events_do_not_match_them() -> None:
+    job = make_job()
+    with pytest.raises(JobDefinitionError, match=r"reads 2 sources \(views, clicks\); pass"):
+        testing.run(job, [{"id": "a", "ts": 1, "value": 1}])
+    with pytest.raises(JobDefinitionError, match=r"events for 'click': the job's sources are"):
+        testing.run(job, {"click": []})
+    with (
+        testing.Harness(job) as harness,
+        pytest.raises(
+            JobDefinitionError, match=r"name the one these events come from: feed\(items, source="
+        ),
+    ):
+        harness.feed([{"id": "a", "ts": 1, "value": 1}])
 
 
 def test_the_backfill_refuses_several_sources_connect_and_union() -> None:
@@ -180,3 +224,26 @@ def test_sql_refuses_sources_whose_time_attributes_differ() -> None:
     )
     with pytest.raises(SqlError, match="different fields.*same timestamp="):
         job.sql("q", sql, tables={"a": a})
+
+
+class _Limits:
+    def process_broadcast_element(self, rule: Any, ctx: Any) -> None:
+        ctx.broadcast_state("limits").put(rule["kind"], rule["limit"])
+
+    def process_element(self, event: Any, ctx: Any) -> None:
+        limit = ctx.broadcast_state("limits").get(event["kind"])
+        if limit is not None and event["value"] > limit:
+            ctx.emit([ctx.key, event["value"]])
+
+
+def test_testing_feeds_a_broadcast_source_in_the_order_of_the_mapping() -> None:
+    job = Job("limits")
+    events = job.source(sources.jsonl("/e.jsonl"), name="events")
+    rules = job.source(sources.jsonl("/r.jsonl"), name="rules")
+    events.key_by("id").connect(rules.broadcast("limits")).process(_Limits(), name="limits")
+    rule = [{"kind": "x", "limit": 5, "ts": 0}]
+    evs = [{"id": "a", "kind": "x", "value": v, "ts": 10 + v} for v in range(8)]
+    result = testing.run(job, {"rules": rule, "events": evs})
+    assert result.by_operator["limits"] == [["a", 6], ["a", 7]]
+    # events first: the rule arrives after them, so nothing was over a known limit
+    assert testing.run(job, {"events": evs, "rules": rule}).by_operator["limits"] == []
