@@ -207,3 +207,23 @@ def test_a_join_function_that_raises_goes_to_the_dead_letters_and_the_window_is_
     assert d.out.results == [] and d.out.dead[0]["stage"] == "timer:joined"
     assert "KeyError: 'missing'" in d.out.dead[0]["reason"]
     assert d.rt.snapshot().puts == {} and d.buffer("k", "left") == []
+
+
+def test_weir_testing_collects_a_joins_late_records_as_its_late_side_output() -> None:
+    from weir import Job, WatermarkStrategy, sources, testing, windows
+
+    job = Job("j")
+    s = job.source(sources.jsonl("/x"), watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=0))
+    left = s.filter(lambda e: e["side"] == "a")
+    right = s.filter(lambda e: e["side"] == "b")
+    left.join(right).where("id").equal_to("id").window(windows.tumbling(ms=10)).apply(name="w")
+    events = [
+        {"side": "a", "id": "k", "ts": 1},
+        {"side": "b", "id": "k", "ts": 2},
+        {"side": "a", "id": "k", "ts": 50},
+        {"side": "b", "id": "k", "ts": 3},  # behind the watermark 49: late for [0, 10)
+    ]
+    result = testing.run(job, events, batch_size=1)
+    assert [(r["left"]["ts"], r["right"]["ts"]) for r in result.by_operator["w"]] == [(1, 2)]
+    late = result.side["w"]["late"]
+    assert [(r["side"], r["ts"], r["watermark"]) for r in late] == [("right", 3, 49)]
