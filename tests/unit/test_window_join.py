@@ -13,6 +13,7 @@ import pytest
 
 from tests.join_reference import MIN_TIME, Arrival
 from tests.join_support import JoinDriver
+from weir import Job, WatermarkStrategy, sources, testing
 from weir.engine import windows
 from weir.engine.runtime.operators.join_window import WindowJoinFunction
 from weir.state.rocksdb import RocksState
@@ -210,8 +211,6 @@ def test_a_join_function_that_raises_goes_to_the_dead_letters_and_the_window_is_
 
 
 def test_weir_testing_collects_a_joins_late_records_as_its_late_side_output() -> None:
-    from weir import Job, WatermarkStrategy, sources, testing, windows
-
     job = Job("j")
     s = job.source(sources.jsonl("/x"), watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=0))
     left = s.filter(lambda e: e["side"] == "a")
