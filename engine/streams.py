@@ -282,6 +282,7 @@ class WindowedStream:
                 "triggers.count(100) or triggers.purging(triggers.count(100))"
             )
         self._check_triggerable("trigger")
+        self._check_mergeable(trigger)
         self._trigger = trigger
         return self
 
@@ -298,13 +299,22 @@ class WindowedStream:
         return self
 
     def _check_triggerable(self, what: str) -> None:
-        """Merging (session) and cumulating windows keep their own firing rules here."""
-        if isinstance(self._assigner, SessionWindows | CumulateWindows):
-            kind = "session" if isinstance(self._assigner, SessionWindows) else "cumulate"
+        """Cumulating windows keep their own firing rule here."""
+        if isinstance(self._assigner, CumulateWindows):
             raise JobDefinitionError(
-                f"{what}(...) on {kind} windows is not supported; use it on tumbling, sliding, "
-                "count or global windows (windows.global_windows() with a trigger covers "
-                "most custom firing rules)"
+                f"{what}(...) on cumulate windows is not supported; use it on tumbling, "
+                "sliding, session, count or global windows (windows.global_windows() with a "
+                "trigger covers most custom firing rules)"
+            )
+
+    def _check_mergeable(self, trigger: _triggers.Trigger) -> None:
+        """Session windows merge, and so must their trigger's state (Flink fails a job whose
+        trigger's ``canMerge()`` is false on a merging assigner)."""
+        if isinstance(self._assigner, SessionWindows) and not _triggers.can_merge(trigger):
+            raise JobDefinitionError(
+                f"trigger({trigger.describe()}) cannot merge, and session windows merge; use a "
+                "trigger that merges (event_time, processing_time, count, continuous_*, "
+                "purging of one of those, never) or a tumbling/global window"
             )
 
 

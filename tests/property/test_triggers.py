@@ -1,4 +1,4 @@
-"""Count and global windows, triggers and evictors against the brute-force model in
+"""Count, global and session windows, triggers and evictors against the brute-force model in
 ``tests/trigger_reference.py``, at any batch size and with state flushed at any point
 (batching invariance, DESIGN.md "Time"): per key, the same results in the same order, and the
 same late records."""
@@ -25,7 +25,7 @@ EVICTORS = st.sampled_from([None, "count:2", "count-after:3", "time:30", "time-a
 
 @st.composite
 def specs(draw: st.DrawFn) -> TSpec:
-    window = draw(st.sampled_from(["count", "global", "tumbling", "sliding"]))
+    window = draw(st.sampled_from(["count", "global", "tumbling", "sliding", "session"]))
     lateness = draw(st.sampled_from([0, 30, 120]))
     bound = draw(st.sampled_from([0, 20]))
     if window == "count":
@@ -35,6 +35,11 @@ def specs(draw: st.DrawFn) -> TSpec:
     trigger, evictor = draw(TRIGGERS), draw(EVICTORS)
     if window == "global":
         return TSpec("global", 0, None, lateness, bound, trigger, evictor)
+    if window == "session":  # gaps small enough that sessions merge, bridge and stay apart
+        if trigger is None and evictor is None:
+            trigger = "event"  # the triggered operator's, not the default session path's
+        return TSpec("session", draw(st.sampled_from([10, 30])), None, lateness, bound, trigger,
+                     evictor)  # fmt: skip
     size = draw(st.sampled_from([50, 100]))
     slide = 25 if window == "sliding" else None
     return TSpec(window, size, slide, lateness, bound, trigger, evictor)
