@@ -157,13 +157,14 @@ class _Model:
             for w in hit:
                 del self.windows[key][w.end]
             nexts = [w.next_fire for w in hit if w.next_fire is not None]
+            owed = [w.owed for w in hit if w.owed is not None]
             merged = _Win(
                 start,
                 end,
                 [e for w in hit for e in w.elements],
                 sum(w.count for w in hit),
-                min(nexts, default=None),
-            )  # fmt: skip; what the merged windows owed, the merged one supersedes
+                min(nexts, default=None), owed[-1] if owed else None,
+            )  # fmt: skip
             self.windows[key][end] = merged
             if merged.next_fire is not None:
                 self.timers.add((merged.next_fire, key))
@@ -281,8 +282,8 @@ class _Model:
             {"key": key, "start": start, "end": end, **aggregates([v for _, v in seen]),
              "final": final}
         )  # fmt: skip
-        if not self.global_ and not final:
-            w.owed = [v for _, v in seen]
+        if not self.global_:  # a final emission pays what the window owed
+            w.owed = None if final else [v for _, v in seen]
         if self.purging:
             w.elements = []
 

@@ -199,6 +199,8 @@ class _WindowFunction:
         ctx.emit(self.plan.result(ctx.key, start, end, slots, final))
         if not final and not self._global:
             entry["pending"] = slots  # owed a final emission at its cleanup time
+        elif final:
+            entry.pop("pending", None)  # paid: the cleanup emits nothing more
         if self._evictor is not None and "el" in entry:
             # before or after the function, what the evictor removed leaves the window's state
             # (Flink's EvictingWindowOperator writes back what is left after both)

@@ -50,10 +50,10 @@ def new_entry(start: int, end: int, evicting: bool) -> Entry:
 
 def merge_entries(plan: FoldPlan, old: list[Entry], start: int, end: int) -> Entry:
     """The session ``[start, end)`` that ``old`` (by time, each its own session) merge into:
-    the union of their contents (an evictor's records in that order) and the latest ``last``
-    among them, for queries. Not their ``pending``: what they emitted is superseded by the
-    merged window, which owes a final emission only for its own non-final ones. The trigger's
-    state is the trigger's to merge (``on_merge``)."""
+    the union of their contents (an evictor's records in that order), and the latest
+    ``pending`` and ``last`` among them: a session emitted ``final: false`` and merged away is
+    superseded by the merged one, which then owes the final emission. The trigger's state is
+    the trigger's to merge (``on_merge``)."""
     entry = new_entry(start, end, "el" in old[0])
     if "el" in entry:
         entry["el"] = [element for o in old for element in o["el"]]
@@ -65,9 +65,10 @@ def merge_entries(plan: FoldPlan, old: list[Entry], start: int, end: int) -> Ent
         entry["acc"] = acc
         entry["lo"] = min(int(o["lo"]) for o in held)
         entry["hi"] = max(int(o["hi"]) for o in held)
-    kept = [o["last"] for o in old if o.get("last") is not None]
-    if kept:
-        entry["last"] = kept[-1]
+    for name in ("pending", "last"):
+        kept = [o[name] for o in old if o.get(name) is not None]
+        if kept:
+            entry[name] = kept[-1]
     return entry
 
 
