@@ -94,3 +94,26 @@ def test_triggered_windows_equal_the_model_at_any_batch_size(
     got, late = run(spec, recs, sizes, flushes)
     assert got == want.by_key
     assert late == [(r["key"], r["ts"]) for r in want.late]
+
+
+@TRIGGERED
+@given(
+    gap=st.sampled_from([10, 30]),
+    lateness=st.sampled_from([0, 30, 120]),
+    recs=records(),
+    sizes=st.lists(st.integers(1, 7), max_size=8),
+)
+def test_sessions_under_an_explicit_event_time_trigger_emit_what_the_session_operator_does(
+    gap: int, lateness: int, recs: list[dict[str, Any]], sizes: list[int]
+) -> None:
+    """The triggered operator and the default session operator (``session.py``, untouched by a
+    trigger) are two implementations of one rule: per key, the same emissions and the same late
+    records; only the order of a key's emissions at one watermark may differ."""
+    explicit = TSpec("session", gap, None, lateness, 20, "event")
+    default = TSpec("session", gap, None, lateness, 20)
+    got, late = run(explicit, recs, sizes, [])
+    want, want_late = run(default, recs, sizes, [])
+    assert {k: sorted(map(repr, v)) for k, v in got.items()} == {
+        k: sorted(map(repr, v)) for k, v in want.items()
+    }
+    assert sorted(late) == sorted(want_late)
