@@ -275,7 +275,8 @@ class WindowedStream:
 
     def trigger(self, trigger: _triggers.Trigger) -> WindowedStream:
         """When the window fires (emits its aggregate) and purges, instead of the assigner's
-        default (Flink's ``WindowedStream.trigger``); see ``weir.triggers``."""
+        default (Flink's ``WindowedStream.trigger``); see ``weir.triggers``. On session windows
+        the trigger must merge (every one of ``weir.triggers`` does)."""
         if not isinstance(trigger, _triggers.Trigger):
             raise JobDefinitionError(
                 f"trigger({trigger!r}): pass a trigger from weir.triggers, e.g. "
@@ -288,7 +289,8 @@ class WindowedStream:
 
     def evictor(self, evictor: _evictors.Evictor) -> WindowedStream:
         """Which records the aggregate sees, removed before (or after) it runs (Flink's
-        ``WindowedStream.evictor``); see ``weir.evictors``. The window then keeps its records."""
+        ``WindowedStream.evictor``); see ``weir.evictors``. The window then keeps its records
+        (a merged session: its parts' records, by time)."""
         if not isinstance(evictor, _evictors.Evictor):
             raise JobDefinitionError(
                 f"evictor({evictor!r}): pass an evictor from weir.evictors, e.g. "
