@@ -47,13 +47,17 @@ def restore_worker_db(
     new_range: KeyGroupRange,
     target: Path,
     cache: Path | None = None,
+    *,
+    broadcast: bool = False,
 ) -> dict[str, FileRef]:
     """Build the RocksDB at ``target`` holding exactly ``new_range`` of checkpoint ``n``. Only
-    the files of the old instances overlapping ``new_range`` are fetched; ``cache``: local
-    copies of remote SST files to link instead of downloading (``CheckpointStorage.materialize``).
+        the files of the old instances overlapping ``new_range`` are fetched; ``cache``: local
+        copies of remote SST files to link instead of downloading (``CheckpointStorage.materialize``).
+    ``broadcast``: the job keeps broadcast state, so on a rescale old worker 0's copy replaces the
+    base's (its files are fetched for that alone when it does not overlap ``new_range``).
 
-    Returns the SST files the new instance still shares with the checkpoint by local name (so
-    the next checkpoint need not upload them again); empty after a rescale."""
+        Returns the SST files the new instance still shares with the checkpoint by local name (so
+        the next checkpoint need not upload them again); empty after a rescale."""
     workers = meta["workers"]
     overlapping = [
         (len(_overlap(_range(w["key_groups"]), new_range)), w)
@@ -86,7 +90,7 @@ def restore_worker_db(
             lo, hi = key_group_bounds(kgs.start, kgs.end)
             _copy_range(storage, n, w, lo, hi, db, target, cache, f"key groups {kgs.to_json()}")
         first = next((w for w in workers if int(w["index"]) == 0), base)
-        if first is not base:
+        if broadcast and first is not base:
             db.delete_range(*BROADCAST_BOUNDS)
             _copy_range(storage, n, first, *BROADCAST_BOUNDS, db, target, cache, "broadcast state")
         db.flush()

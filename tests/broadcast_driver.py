@@ -144,7 +144,9 @@ def restore_all(
     out = []
     for i in range(parallelism):
         target = tmp / f"restored-{parallelism}-{i}"
-        restore_worker_db(storage, n, meta, range_for_operator(m, parallelism, i), target)
+        restore_worker_db(
+            storage, n, meta, range_for_operator(m, parallelism, i), target, broadcast=True
+        )
         out.append(
             Subtask(op, target, max_parallelism=m, parallelism=parallelism, index=i, watermark=wm)
         )

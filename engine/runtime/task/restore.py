@@ -32,10 +32,11 @@ def restore_db(
     index: int,
     key_groups: KeyGroupRange,
     own: CheckpointStorage,
+    broadcast: bool = False,
 ) -> tuple[dict[str, Any], dict[str, FileRef]]:
     """Rebuild worker ``index``'s RocksDB from checkpoint ``cfg.restore_from``. Returns the
     checkpoint's metadata, and the SST files the next checkpoint may reference (those already
-    in this job's own storage)."""
+    in this job's own storage). ``broadcast``: the job keeps broadcast state."""
     assert cfg.restore_from is not None
     chk = cfg.restore_from
     storage, n = CheckpointStorage.at(chk)
@@ -47,7 +48,7 @@ def restore_db(
         )
     target = cfg.worker_state_path(job_name, index)
     cache = cfg.sst_cache_path(job_name) if storage.store.remote else None
-    known = restore_worker_db(storage, n, meta, key_groups, target, cache)
+    known = restore_worker_db(storage, n, meta, key_groups, target, cache, broadcast=broadcast)
     log.info("worker=%d restored key groups %s from %s", index, key_groups.to_json(), chk)
     return meta, (known if storage.where == own.where else {})
 

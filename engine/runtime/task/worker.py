@@ -93,8 +93,9 @@ class Worker:
         confirmed: dict[str, FileRef] = {}
         if cfg.restore_from is not None:
             restored, confirmed = restore_db(
-                cfg, job.name, job.max_parallelism, index, self.range, storage
-            )
+                cfg, job.name, job.max_parallelism, index, self.range, storage,
+                broadcast=bool(graph.broadcast),
+            )  # fmt: skip
         self.state = RocksState(cfg.worker_state_path(job.name, index))
         self.outputs = OutputGate()  # file outputs: exactly-once through the checkpoints
         dead_sink = side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl")
