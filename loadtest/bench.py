@@ -110,6 +110,20 @@ SLIDING = "windows.sliding(size_ms=10_000, slide_ms=2_000)"
 
 
 def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    worker = finished_worker(job_file, state_dir)
+    seconds = time.perf_counter() - t0
+    op = worker.keyed.ops["stats"]
+    return {
+        "events": worker.sources.records_in,
+        "seconds": round(seconds, 3),
+        "events_per_s": round(worker.sources.records_in / seconds),
+        "windows_fired": op.results_out,
+    }
+
+
+def finished_worker(job_file: Path, state_dir: Path) -> Worker:
+    """One worker of ``job_file`` run in this process with its real loop until its input ends."""
     cfg = RunConfig(job_file=job_file, state_dir=state_dir)
     job = load_configured_job(cfg)
     parent, child = mp.Pipe()
@@ -122,16 +136,8 @@ def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
                 return
 
     threading.Thread(target=stop_when_finished, daemon=True).start()
-    t0 = time.perf_counter()
     worker.run()
-    seconds = time.perf_counter() - t0
-    op = worker.keyed.ops["stats"]
-    return {
-        "events": worker.sources.records_in,
-        "seconds": round(seconds, 3),
-        "events_per_s": round(worker.sources.records_in / seconds),
-        "windows_fired": op.results_out,
-    }
+    return worker
 
 
 def throughput(workdir: Path, events: int, keys: int) -> dict[str, Any]:

@@ -153,10 +153,7 @@ class SlidingRuntime(WindowRuntime):
         """Emit a composed window and materialise it (``_dirty`` here tracks panes)."""
         start = self._sliding.start_of(end)
         final = is_late(end, self._lateness, wm)
-        result = self.plan.result
-        self.results.extend([result(k, start, end, s, final) for k, s in bucket.items()])
-        self.results_out += len(bucket)
-        self._rank_fired(start, end, len(bucket))
+        self._results_of(start, end, bucket, final)
         self._materialise(end, bucket, None)  # composed now: RocksDB has none of it
         if not final:
             self.awaiting_final[end] = bucket

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from weir.engine.runtime.messages import OperatorMarks, OperatorStatus
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import LateRecords
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
@@ -56,6 +57,9 @@ class KeyedSide:
         self.sinks: dict[str, list[SinkWriter]] = {
             name: [opener(s) for s in rt.op.sinks] for name, rt in self.ops.items()
         }
+        for name, rt in self.ops.items():
+            if not self.sinks[name] and isinstance(rt, WindowRuntime):
+                rt.emits = False  # only queried: firing needs no result records
         self.side_sinks: dict[str, dict[str, list[SinkWriter]]] = {
             name: {tag: [opener(s) for s in sinks] for tag, sinks in tags.items()}
             for name, tags in (side_sinks or {}).items()
