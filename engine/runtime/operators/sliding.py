@@ -138,15 +138,11 @@ class SlidingRuntime(WindowRuntime):
     def _compose(self, end: int) -> dict[str, list[Any]]:
         """The window ending at ``end``: its panes merged, per key."""
         merged: dict[str, list[Any]] = {}
-        merge_into, copy = self.plan.merge_into, self.plan.copy
-        get = merged.get
+        merge_bucket = self.plan.merge_bucket
         for p in self._sliding.panes_of(end):
-            for k, slots in self.buckets.get(p, {}).items():
-                have = get(k)
-                if have is None:
-                    merged[k] = copy(slots)
-                else:
-                    merge_into(have, slots)
+            pane = self.buckets.get(p)
+            if pane:
+                merge_bucket(merged, pane)
         return merged
 
     def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
