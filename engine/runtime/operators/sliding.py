@@ -30,9 +30,10 @@ class SlidingRuntime(WindowRuntime):
         self._sliding = assigner
         self._psid = self.op.pane_state_id
         self._fired_upto: int | None = None  # every window ending at or before this is done
-        self._pane_deletes: list[tuple[str, int]] = []
+        self._pane_deletes: list[tuple[int, list[str]]] = []  # (pane end, its keys)
         self._trace: list[int] = []
-        self._pane_prefix = KeyPrefixes(self._psid, self._max_par).prefix
+        self._pane_prefixes = KeyPrefixes(self._psid, self._max_par)
+        self._pane_prefix = self._pane_prefixes.prefix
 
     # ``self.buckets`` holds panes: {pane end: {key: slots}}; ``self._dirty`` their changes
 
@@ -157,8 +158,7 @@ class SlidingRuntime(WindowRuntime):
     def _evict(self, wm: int) -> None:
         """Panes whose last window has fired are no longer needed."""
         for p in [p for p in self.buckets if self._last_end(p) - 1 <= wm]:
-            for k in self.buckets.pop(p):
-                self._pane_deletes.append((k, p))
+            self._pane_deletes.append((p, list(self.buckets.pop(p))))
             self._dirty.pop(p, None)
 
     def _last_end(self, pane_end: int) -> int:
@@ -173,7 +173,10 @@ class SlidingRuntime(WindowRuntime):
         """Dirty panes (under the pane state id), fired windows, timers, evicted panes; a fresh
         generation begins. Panes' slots are copied (see ``WindowRuntime._delta``)."""
         segments, puts = self._freeze_dirty(self._pane_prefix)
-        deletes = [self._pane_prefix(k)[1] + self._namespace(p) for k, p in self._pane_deletes]
+        deletes: list[bytes] = []
+        for p, keys in self._pane_deletes:
+            ns = self._namespace(p)
+            deletes.extend([prefix + ns for _, prefix in self._pane_prefixes.many(keys)])
         self._pane_deletes = []
         puts.update(self._writes)
         self._writes = {}

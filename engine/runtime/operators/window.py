@@ -330,7 +330,7 @@ class WindowRuntime:
         """Write a fired window: the values of ``dirty`` keys (every key when None) and the
         cleanup timers of all, with one key-prefix lookup a key."""
         keys = list(bucket)
-        prefixes = list(map(self._prefix, keys))
+        prefixes = self._prefixes.many(keys)
         ns = self._namespace(end)
         writes = self._writes
         by_group: dict[int, list[str]] = {}
