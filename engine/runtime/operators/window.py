@@ -332,11 +332,15 @@ class WindowRuntime:
         keys = list(bucket)
         prefixes = self._prefixes.many(keys)
         ns = self._namespace(end)
-        writes = self._writes
+        if dirty is None or dirty.issuperset(keys):  # every key: encoded in one pass in C
+            values = map(encode_window, bucket.values())
+            self._writes.update(zip([p + ns for _, p in prefixes], values, strict=True))
+        else:
+            for k, (_, p) in zip(keys, prefixes, strict=True):
+                if k in dirty:
+                    self._writes[p + ns] = encode_window(bucket[k])
         by_group: dict[int, list[str]] = {}
-        for k, (kg, p) in zip(keys, prefixes, strict=True):
-            if dirty is None or k in dirty:
-                writes[p + ns] = encode_window(bucket[k])
+        for k, (kg, _) in zip(keys, prefixes, strict=True):
             by_group.setdefault(kg, []).append(k)
         self._write_timers(end, by_group)
 
