@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -122,9 +123,12 @@ def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
     }
 
 
-def finished_worker(job_file: Path, state_dir: Path) -> Worker:
-    """One worker of ``job_file`` run in this process with its real loop until its input ends."""
+def finished_worker(job_file: Path, state_dir: Path, status_interval_ms: int = 0) -> Worker:
+    """One worker of ``job_file`` run in this process with its real loop until its input ends
+    (``status_interval_ms``: 0 keeps the default)."""
     cfg = RunConfig(job_file=job_file, state_dir=state_dir)
+    if status_interval_ms:
+        cfg = replace(cfg, status_interval_ms=status_interval_ms)
     job = load_configured_job(cfg)
     parent, child = mp.Pipe()
     worker = Worker(cfg, 0, ManagerLink(child), job)
