@@ -64,7 +64,7 @@ def per_record_watermarks(
     """
     if not timestamps:
         return [], max_seen
-    if len(timestamps) >= VECTOR_MIN and bound_ms < _VECTOR_BOUND:
+    if len(timestamps) >= VECTOR_MIN and bound_ms < _VECTOR_BOUND and _numpy() is not None:
         try:
             return _vector_watermarks(timestamps, max_seen, bound_ms)
         except OverflowError:  # a time outside int64: the exact Python path below
@@ -98,7 +98,11 @@ def _vector_watermarks(
 
 
 @cache
-def _numpy() -> ModuleType:
-    import numpy  # at the first large batch: ``import weir`` and small jobs never pay for it
-
+def _numpy() -> ModuleType | None:
+    """numpy, imported at the first large batch (``import weir`` and small jobs never pay for
+    it); None without it (it comes with the ``spark`` extra): the Python path then."""
+    try:
+        import numpy
+    except ImportError:
+        return None
     return numpy

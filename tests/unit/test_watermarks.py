@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 
 import pytest
 
@@ -11,6 +12,7 @@ from weir.engine.watermarks import (
     MIN_WATERMARK,
     VECTOR_MIN,
     WatermarkStrategy,
+    _numpy,
     per_record_watermarks,
 )
 
@@ -103,3 +105,15 @@ def test_large_batches_equal_brute_force_at_the_int64_edges(seed: int, bound: in
             got = per_record_watermarks(ts, max_seen, bound)
             assert got == _brute(ts, max_seen, bound), (n, max_seen)
             assert all(type(w) is int for w in got[0])
+
+
+def test_without_numpy_large_batches_take_the_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # numpy comes with the spark extra: a plain install has no numpy to import
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    _numpy.cache_clear()
+    try:
+        ts = list(range(VECTOR_MIN * 2, 0, -1))
+        assert _numpy() is None
+        assert per_record_watermarks(ts, MIN_WATERMARK, 5) == _brute(ts, MIN_WATERMARK, 5)
+    finally:
+        _numpy.cache_clear()
