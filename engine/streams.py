@@ -275,19 +275,22 @@ class WindowedStream:
 
     def trigger(self, trigger: _triggers.Trigger) -> WindowedStream:
         """When the window fires (emits its aggregate) and purges, instead of the assigner's
-        default (Flink's ``WindowedStream.trigger``); see ``weir.triggers``."""
+        default (Flink's ``WindowedStream.trigger``); see ``weir.triggers``. On session windows
+        the trigger must merge (every one of ``weir.triggers`` does)."""
         if not isinstance(trigger, _triggers.Trigger):
             raise JobDefinitionError(
                 f"trigger({trigger!r}): pass a trigger from weir.triggers, e.g. "
                 "triggers.count(100) or triggers.purging(triggers.count(100))"
             )
         self._check_triggerable("trigger")
+        self._check_mergeable(trigger)
         self._trigger = trigger
         return self
 
     def evictor(self, evictor: _evictors.Evictor) -> WindowedStream:
         """Which records the aggregate sees, removed before (or after) it runs (Flink's
-        ``WindowedStream.evictor``); see ``weir.evictors``. The window then keeps its records."""
+        ``WindowedStream.evictor``); see ``weir.evictors``. The window then keeps its records
+        (a merged session: its parts' records, by time)."""
         if not isinstance(evictor, _evictors.Evictor):
             raise JobDefinitionError(
                 f"evictor({evictor!r}): pass an evictor from weir.evictors, e.g. "
@@ -298,13 +301,22 @@ class WindowedStream:
         return self
 
     def _check_triggerable(self, what: str) -> None:
-        """Merging (session) and cumulating windows keep their own firing rules here."""
-        if isinstance(self._assigner, SessionWindows | CumulateWindows):
-            kind = "session" if isinstance(self._assigner, SessionWindows) else "cumulate"
+        """Cumulating windows keep their own firing rule here."""
+        if isinstance(self._assigner, CumulateWindows):
             raise JobDefinitionError(
-                f"{what}(...) on {kind} windows is not supported; use it on tumbling, sliding, "
-                "count or global windows (windows.global_windows() with a trigger covers "
-                "most custom firing rules)"
+                f"{what}(...) on cumulate windows is not supported; use it on tumbling, "
+                "sliding, session, count or global windows (windows.global_windows() with a "
+                "trigger covers most custom firing rules)"
+            )
+
+    def _check_mergeable(self, trigger: _triggers.Trigger) -> None:
+        """Session windows merge, and so must their trigger's state (Flink fails a job whose
+        trigger's ``canMerge()`` is false on a merging assigner)."""
+        if isinstance(self._assigner, SessionWindows) and not _triggers.can_merge(trigger):
+            raise JobDefinitionError(
+                f"trigger({trigger.describe()}) cannot merge, and session windows merge; use a "
+                "trigger that merges (event_time, processing_time, count, continuous_*, "
+                "purging of one of those, never) or a tumbling/global window"
             )
 
 

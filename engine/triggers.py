@@ -15,12 +15,17 @@ Each method answers a ``Decision``: fire (emit) and purge (clear the contents).
   event / processing time while the window has contents, aligned to multiples of ``ms``.
 - ``purging(t)``: as ``t``, purging whenever it fires (Flink's ``PurgingTrigger``).
 - ``never()``: never fires (the default of global windows).
+
+On merging (session) windows a trigger must merge (``can_merge``, Flink's ``Trigger.canMerge``):
+``on_merge`` builds the merged window's trigger state from the merged windows' states (a count
+sums, a continuous trigger keeps the earliest next firing) and registers its timers again for
+the merged window, as Flink's ``onMerge`` does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from weir.engine.windows.base import MAX_TIME
 
@@ -65,8 +70,20 @@ def _check_interval(kind: str, ms: object) -> None:
         )
 
 
+def _earliest_next(ctx: TriggerContext, merged: list[dict[str, Any]]) -> int | None:
+    """A continuous trigger's merged state: the earliest next firing of the merged windows
+    (Flink merges it with ``Min``)."""
+    nexts = [int(m["next"]) for m in merged if m.get("next") is not None]
+    if not nexts:
+        return None
+    ctx.state["next"] = min(nexts)
+    return min(nexts)
+
+
 @dataclass(frozen=True, slots=True)
 class EventTimeTrigger:
+    can_merge: ClassVar[bool] = True
+
     def on_element(self, t: int, max_ts: int, ctx: TriggerContext) -> Decision:
         if max_ts <= ctx.watermark:
             return FIRE  # a record within allowed lateness: fire the update at once
@@ -79,12 +96,18 @@ class EventTimeTrigger:
     def on_processing_time(self, at: int, max_ts: int, ctx: TriggerContext) -> Decision:
         return CONTINUE
 
+    def on_merge(self, max_ts: int, merged: list[dict[str, Any]], ctx: TriggerContext) -> None:
+        if max_ts > ctx.watermark:
+            ctx.register_event_time_timer(max_ts)
+
     def describe(self) -> str:
         return "event_time()"
 
 
 @dataclass(frozen=True, slots=True)
 class ProcessingTimeTrigger:
+    can_merge: ClassVar[bool] = True
+
     def on_element(self, t: int, max_ts: int, ctx: TriggerContext) -> Decision:
         ctx.register_processing_time_timer(max_ts)
         return CONTINUE
@@ -94,6 +117,10 @@ class ProcessingTimeTrigger:
 
     def on_processing_time(self, at: int, max_ts: int, ctx: TriggerContext) -> Decision:
         return FIRE if at == max_ts else CONTINUE
+
+    def on_merge(self, max_ts: int, merged: list[dict[str, Any]], ctx: TriggerContext) -> None:
+        if max_ts > ctx.now:
+            ctx.register_processing_time_timer(max_ts)
 
     def describe(self) -> str:
         return "processing_time()"
@@ -110,6 +137,8 @@ class CountTrigger:
                 "e.g. triggers.count(100)"
             )
 
+    can_merge: ClassVar[bool] = True
+
     def on_element(self, t: int, max_ts: int, ctx: TriggerContext) -> Decision:
         seen = int(ctx.state.get("count", 0)) + 1
         if seen >= self.n:
@@ -123,6 +152,13 @@ class CountTrigger:
 
     def on_processing_time(self, at: int, max_ts: int, ctx: TriggerContext) -> Decision:
         return CONTINUE
+
+    def on_merge(self, max_ts: int, merged: list[dict[str, Any]], ctx: TriggerContext) -> None:
+        # Flink sums the counts (``ReducingState`` merge); a merged count past ``n`` fires at
+        # the window's next record, as Flink's does
+        seen = sum(int(m.get("count", 0)) for m in merged)
+        if seen:
+            ctx.state["count"] = seen
 
     def describe(self) -> str:
         return f"count({self.n})"
@@ -155,6 +191,8 @@ class ContinuousEventTimeTrigger:
     def __post_init__(self) -> None:
         _check_interval("continuous_event_time", self.interval_ms)
 
+    can_merge: ClassVar[bool] = True
+
     def on_element(self, t: int, max_ts: int, ctx: TriggerContext) -> Decision:
         if max_ts <= ctx.watermark:
             return FIRE
@@ -176,6 +214,13 @@ class ContinuousEventTimeTrigger:
     def on_processing_time(self, at: int, max_ts: int, ctx: TriggerContext) -> Decision:
         return CONTINUE
 
+    def on_merge(self, max_ts: int, merged: list[dict[str, Any]], ctx: TriggerContext) -> None:
+        nxt = _earliest_next(ctx, merged)
+        if nxt is not None:
+            ctx.register_event_time_timer(nxt)
+        if max_ts > ctx.watermark:
+            ctx.register_event_time_timer(max_ts)
+
     def describe(self) -> str:
         return f"continuous_event_time({self.interval_ms})"
 
@@ -189,6 +234,8 @@ class ContinuousProcessingTimeTrigger:
 
     def __post_init__(self) -> None:
         _check_interval("continuous_processing_time", self.interval_ms)
+
+    can_merge: ClassVar[bool] = True
 
     def on_element(self, t: int, max_ts: int, ctx: TriggerContext) -> Decision:
         if "next" not in ctx.state:
@@ -207,12 +254,19 @@ class ContinuousProcessingTimeTrigger:
             return FIRE
         return CONTINUE
 
+    def on_merge(self, max_ts: int, merged: list[dict[str, Any]], ctx: TriggerContext) -> None:
+        nxt = _earliest_next(ctx, merged)
+        if nxt is not None:
+            ctx.register_processing_time_timer(nxt)
+
     def describe(self) -> str:
         return f"continuous_processing_time({self.interval_ms})"
 
 
 @dataclass(frozen=True, slots=True)
 class NeverTrigger:
+    can_merge: ClassVar[bool] = True
+
     def on_element(self, t: int, max_ts: int, ctx: TriggerContext) -> Decision:
         return CONTINUE
 
@@ -221,6 +275,9 @@ class NeverTrigger:
 
     def on_processing_time(self, at: int, max_ts: int, ctx: TriggerContext) -> Decision:
         return CONTINUE
+
+    def on_merge(self, max_ts: int, merged: list[dict[str, Any]], ctx: TriggerContext) -> None:
+        return None
 
     def describe(self) -> str:
         return "never()"
@@ -251,6 +308,10 @@ class PurgingTrigger:
                 "triggers.count(100) (a purging trigger purges already)"
             )
 
+    @property
+    def can_merge(self) -> bool:
+        return can_merge(self.inner)
+
     def on_element(self, t: int, max_ts: int, ctx: TriggerContext) -> Decision:
         return _purge(self.inner.on_element(t, max_ts, ctx))
 
@@ -260,11 +321,19 @@ class PurgingTrigger:
     def on_processing_time(self, at: int, max_ts: int, ctx: TriggerContext) -> Decision:
         return _purge(self.inner.on_processing_time(at, max_ts, ctx))
 
+    def on_merge(self, max_ts: int, merged: list[dict[str, Any]], ctx: TriggerContext) -> None:
+        self.inner.on_merge(max_ts, merged, ctx)
+
     def describe(self) -> str:
         return f"purging({self.inner.describe()})"
 
 
 Trigger = Basic | PurgingTrigger
+
+
+def can_merge(trigger: object) -> bool:
+    """May it run on merging (session) windows? Flink's ``Trigger.canMerge``."""
+    return getattr(trigger, "can_merge", False) is True
 
 
 def uses_processing_time(trigger: Trigger) -> bool:
@@ -304,6 +373,7 @@ __all__ = [
     "Decision",
     "Trigger",
     "TriggerContext",
+    "can_merge",
     "continuous_event_time",
     "continuous_processing_time",
     "count",

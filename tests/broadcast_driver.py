@@ -18,31 +18,7 @@ from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import canonical_key, key_group, range_for_operator
 from weir.state.restore import restore_worker_db
 from weir.state.rocksdb import RocksState
-
-
-class Collected:
-    """A sink that keeps what it is given."""
-
-    def __init__(self) -> None:
-        self.records: list[Any] = []
-
-    def describe(self) -> str:
-        return "memory://"
-
-    def prepare(self) -> None:
-        return None
-
-    def open(self) -> Collected:
-        return self
-
-    def write(self, records: list[Any]) -> None:
-        self.records.extend(records)
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
+from weir.testing import Collected
 
 
 def operator(

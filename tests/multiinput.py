@@ -13,24 +13,13 @@ from __future__ import annotations
 
 import inspect
 import random
-import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
-from weir.engine.runtime.operators.factory import runtimes_for
-from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.task.chain import Chain
-from weir.engine.runtime.task.graph import SplitId, graph_of
-from weir.engine.runtime.task.keyed import KeyedSide
-from weir.engine.runtime.task.routing import ACTIVE, ENDED
-from weir.engine.sources import SourceBatch
-from weir.engine.watermarks import MAX_WATERMARK
-from weir.state.keygroups import range_for_operator
-from weir.state.rocksdb import RocksState
+from weir import Job, WatermarkStrategy, agg, sources, testing, windows
 
 BOUND_MS = 100
 WINDOW_MS = 1_000
@@ -42,7 +31,7 @@ KEYS = [f"ad-{i}" for i in range(12)]
 # (a run long enough to be killed in the middle)
 JOB = """
 from typing import Any
-from weir import Job, WatermarkStrategy, agg, sinks, sources, windows
+from weir import Job, WatermarkStrategy, agg, sinks, sources, testing, windows
 
 BUCKET_MS = @BUCKET@
 @CLASS@
@@ -173,60 +162,27 @@ def ctr_rows(results: Sequence[dict[str, Any]]) -> list[Any]:
     return sorted((r["key"], r["bucket"], r["views"], r["clicks"]) for r in results)
 
 
-class _Memory:
-    def __init__(self) -> None:
-        self.records: list[Any] = []
-
-    def write(self, records: list[Any]) -> None:
-        self.records.extend(records)
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-
 class TwoInputHarness:
-    """One worker's chains (one per source), keyed side and operators over a real RocksDB,
-    fed by hand: ``feed(source, events)`` is one source batch of that source."""
+    """``weir.testing.Harness`` (one worker's chains, the worker's keyed side and operators over
+    a real RocksDB) fed by source index: ``feed(source, events)`` is one batch of that source;
+    ``keyed`` is its keyed side, for checks of operators' watermarks and idle inputs."""
 
     def __init__(self, job: Job) -> None:
-        self._tmp = tempfile.TemporaryDirectory(prefix="weir-two-")
-        self._state = RocksState(Path(self._tmp.name) / "db")
-        graph = graph_of(job)
-        dead = DeadLetters(None)
-        late = LateRecords(None)
-        groups = range_for_operator(job.max_parallelism, 1, 0)
-        ops, feeds = runtimes_for(graph.keyby, self._state, groups, 64, late, dead, 3_600_000)
-        job.replace_sinks(sinks.stdout())  # one sink each, opened as memory below
-        self.out: dict[str, _Memory] = {}
-        every = [SplitId(i, s.name, s.name) for i, s in enumerate(job.sources)]
-        self.keyed = KeyedSide(ops, feeds, graph.inputs, 1, every, lambda s: _Memory())
-        self.out = {name: writers[0] for name, writers in self.keyed.sinks.items()}  # type: ignore[misc]
-        self._chains = [Chain(s, {}, dead, None, graph.keyby_index) for s in job.sources]
+        self._harness = testing.Harness(job)
         self._names = [s.name for s in job.sources]
+        self.keyed = self._harness._keyed
 
     def results(self, op: str) -> list[Any]:
-        return self.out[op].records
+        return self._harness.by_operator[op]
 
     def feed(self, source: int, events: list[dict[str, Any]]) -> None:
-        chain, split = self._chains[source], self._names[source]
-        chain.process(SourceBatch(items=events, decoded=True), split)
-        wm = chain.watermark(split)
-        trace = list(chain.trace)
-        if not trace or trace[-1] != wm:
-            trace.append(wm)
-        self.keyed.deliver("0", chain.keyed, trace, wm, ACTIVE, source)
+        self._harness.feed(events, source=self._names[source])
 
     def finish(self) -> None:
-        for i, (chain, split) in enumerate(zip(self._chains, self._names, strict=True)):
-            self.keyed.deliver("0", [], [MAX_WATERMARK], chain.watermark(split), ENDED, i)
-        self.keyed.finish()
+        self._harness.finish()
 
     def close(self) -> None:
-        self._state.close()
-        self._tmp.cleanup()
+        self._harness.close()
 
     def __enter__(self) -> TwoInputHarness:
         return self

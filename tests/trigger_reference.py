@@ -25,8 +25,8 @@ Element = tuple[int, int | float]
 
 @dataclass(frozen=True)
 class TSpec:
-    window: str  # "count", "global", "tumbling", "sliding"
-    size: int  # records (count windows) or ms (time windows)
+    window: str  # "count", "global", "tumbling", "sliding", "session"
+    size: int  # records (count windows) or ms (time windows; a session's gap)
     slide: int | None = None  # records (count) or ms (sliding)
     lateness: int = 0
     bound: int = 0
@@ -66,6 +66,7 @@ def build_job(spec: TSpec) -> Job:
         "global": windows.global_windows,
         "tumbling": lambda: windows.tumbling(ms=spec.size),
         "sliding": lambda: windows.sliding(size_ms=spec.size, slide_ms=spec.slide or spec.size),
+        "session": lambda: windows.session(gap_ms=spec.size),
     }[spec.window]()
     stream = (
         job.source(
@@ -140,6 +141,37 @@ class _Model:
             start -= slide
         return sorted(found, key=lambda w: w[1])
 
+    def session_of(self, key: str, t: int) -> list[tuple[int, int]]:
+        """Flink's merging: ``[t, t + gap)`` and every window of the key it overlaps or touches
+        become one, unless that one is already past its cleanup time (then nothing merges)."""
+        start, end = t, t + self.spec.size
+        hit = sorted(
+            (w for w in self.windows[key].values() if w.start <= end and start <= w.end),
+            key=lambda w: w.start,
+        )
+        start = min([start, *(w.start for w in hit)])
+        end = max([end, *(w.end for w in hit)])
+        if cleanup_time(end, self.spec.lateness) <= self.wm:
+            return [(start, end)]  # ``feed`` finds it late
+        if hit and (len(hit) > 1 or (hit[0].start, hit[0].end) != (start, end)):
+            for w in hit:
+                del self.windows[key][w.end]
+            nexts = [w.next_fire for w in hit if w.next_fire is not None]
+            owed = [w.owed for w in hit if w.owed is not None]
+            merged = _Win(
+                start,
+                end,
+                [e for w in hit for e in w.elements],
+                sum(w.count for w in hit),
+                min(nexts, default=None), owed[-1] if owed else None,
+            )  # fmt: skip
+            self.windows[key][end] = merged
+            if merged.next_fire is not None:
+                self.timers.add((merged.next_fire, key))
+            if self.trig.partition(":")[0] in ("event", "continuous") and end - 1 > self.wm:
+                self.timers.add((end - 1, key))
+        return [(start, end)]
+
     def wmax(self, w: _Win) -> int:
         return MAX_TIME if self.global_ else w.end - 1
 
@@ -148,7 +180,8 @@ class _Model:
     def feed(self, rec: dict[str, Any]) -> None:
         key, t, v = rec["id"], rec["ts"], rec["value"]
         taken = False
-        for start, end in self.windows_of(t):
+        found = self.session_of(key, t) if self.spec.window == "session" else self.windows_of(t)
+        for start, end in found:
             if not self.global_ and cleanup_time(end, self.spec.lateness) <= self.wm:
                 continue
             taken = True
@@ -249,8 +282,8 @@ class _Model:
             {"key": key, "start": start, "end": end, **aggregates([v for _, v in seen]),
              "final": final}
         )  # fmt: skip
-        if not self.global_ and not final:
-            w.owed = [v for _, v in seen]
+        if not self.global_:  # a final emission pays what the window owed
+            w.owed = None if final else [v for _, v in seen]
         if self.purging:
             w.elements = []
 

@@ -39,11 +39,12 @@ from weir.engine.job import Job
 from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.runtime.task.chain import Chain
-from weir.engine.runtime.task.channels import combine
-from weir.engine.runtime.task.graph import graph_of
+from weir.engine.runtime.task.graph import SplitId, graph_of
+from weir.engine.runtime.task.keyed import KeyedSide
+from weir.engine.runtime.task.routing import ACTIVE, ENDED
 from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
-from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
+from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.backend import StateBackend
 from weir.state.keygroups import range_for_operator
 from weir.state.rocksdb import RocksState
@@ -124,26 +125,28 @@ class Harness:
                 self._tmp = tempfile.TemporaryDirectory(prefix="weir-testing-")
                 state_dir = Path(self._tmp.name)
             state = RocksState(state_dir / "db")
-        self._late_out, self._dead_out, self._sunk = _Collected(), _Collected(), _Collected()
+        self._late_out, self._dead_out, self._sunk = Collected(), Collected(), Collected()
         self._state = state
         self._late = LateRecords(self._late_out)
         self._dead = DeadLetters(self._dead_out)
         groups = range_for_operator(job.max_parallelism, 1, 0)
         graph = graph_of(job)  # a connected stream's co-process function is one runtime
-        ops, self._feeds = runtimes_for(
+        ops, feeds = runtimes_for(
             graph.keyby, self._state, groups, job.max_parallelism, self._late, self._dead,
             state_retention_ms,
         )  # fmt: skip
         self._ops = list(ops.values())
-        self._inputs = graph.inputs  # operator -> the sources feeding it
         writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in graph.sinks}
         self._names = [src.name for src in job.sources]
         self._chains = [
             Chain(src, writers, self._dead, max_future_ms or None, graph.keyby_index)
             for src in job.sources
         ]
-        self._marks = [MIN_WATERMARK] * len(self._chains)  # each source's watermark
-        self._data_marks = [MIN_WATERMARK] * len(self._chains)  # the last its records made
+        # the worker's own keyed side: each operator's watermark is the minimum over the sources
+        # feeding it, a record arrives under its own source's watermark bounded by the others'
+        every = [SplitId(i, SPLIT, SPLIT) for i in range(len(self._chains))]
+        self._keyed = KeyedSide(ops, feeds, graph.inputs, 1, every, collect=self._collect)
+        self._ended = [False] * len(self._chains)
         self._results: list[Any] = []
         self._by_operator: dict[str, list[Any]] = {rt.op.name: [] for rt in self._ops}
         self._side: dict[str, dict[str, list[Any]]] = {}
@@ -157,17 +160,11 @@ class Harness:
         i = self._source_index(source)
         chain = self._chains[i]
         chain.process(SourceBatch(items=list(items), decoded=decoded), SPLIT)
-        watermark = max(self._marks[i], chain.watermark(SPLIT))
+        watermark = chain.watermark(SPLIT)
         trace = list(chain.trace)  # the watermark after each record
         if not trace or trace[-1] != watermark:
             trace.append(watermark)
-        for node, keys, recs, ts, wms in chain.keyed:
-            for name, feed in self._feeds[node]:
-                others = self._others(name, i)
-                feed(keys, recs, ts, combine(wms, others), combine(trace, others))
-        self._marks[i] = watermark
-        self._data_marks[i] = max(self._data_marks[i], chain.watermark(SPLIT))
-        self._advance(trace, i)
+        self._keyed.deliver("0", chain.keyed, trace, watermark, ACTIVE, i)
 
     @property
     def by_operator(self) -> dict[str, list[Any]]:
@@ -177,8 +174,10 @@ class Harness:
     def end(self, source: str | None = None) -> None:
         """``source`` has no more events (a file at its end): it stops holding time back."""
         i = self._source_index(source)
-        self._marks[i] = MAX_WATERMARK
-        self._advance([MAX_WATERMARK], i)
+        if not self._ended[i]:
+            self._ended[i] = True
+            data = self._chains[i].watermark(SPLIT)
+            self._keyed.deliver("0", [], [MAX_WATERMARK], data, ENDED, i)
 
     def events_by_source(
         self, events: Iterable[Any] | Mapping[str, Iterable[Any]]
@@ -214,14 +213,6 @@ class Harness:
             )
         return self._names.index(source)
 
-    def _ended_empty(self, source: int) -> bool:
-        return self._marks[source] == MAX_WATERMARK and self._data_marks[source] == MIN_WATERMARK
-
-    def _others(self, op: str, source: int) -> int:
-        """The watermark of the other sources feeding ``op`` (the bound on a record of
-        ``source`` arriving there)."""
-        return min((self._marks[j] for j in self._inputs[op] if j != source), default=MAX_WATERMARK)
-
     def flush(self) -> None:
         for rt in self._ops:
             rt.flush()
@@ -230,9 +221,9 @@ class Harness:
     def finish(self) -> Result:
         """The end of the input: a final watermark fires every window."""
         try:
-            self._marks = [MAX_WATERMARK] * len(self._marks)
-            self._advance([MAX_WATERMARK], None)
-            self.flush()
+            for name in self._names:
+                self.end(name)
+            self._keyed.finish()
         finally:
             self.close()
         return Result(
@@ -266,29 +257,14 @@ class Harness:
     ) -> None:
         self.close()
 
-    def _advance(self, trace: list[int], source: int | None) -> None:
-        """Every operator to the minimum over its sources; those ``source`` feeds along its
-        ``trace`` (the watermark after each of its records, bounded by their other sources)."""
-        for rt in self._ops:
-            inputs = self._inputs[rt.op.name]
-            watermark = min((self._marks[j] for j in inputs), default=MAX_WATERMARK)
-            data = min(
-                # a source that ended with no records does not hold retention back (as channels)
-                (self._data_marks[j] for j in inputs if not self._ended_empty(j)),
-                default=MIN_WATERMARK,
-            )
-            if source in inputs:
-                rt.advance(watermark, data, combine(trace, self._others(rt.op.name, source)))
-            else:
-                rt.advance(watermark, data, [watermark])
-            out = rt.drain()
-            self._results.extend(out)
-            self._by_operator[rt.op.name].extend(out)
-            for tag, recs in rt.drain_side().items():
-                self._side.setdefault(rt.op.name, {}).setdefault(tag, []).extend(recs)
+    def _collect(self, name: str, results: list[Any], side: dict[str, list[Any]]) -> None:
+        self._results.extend(results)
+        self._by_operator[name].extend(results)
+        for tag, recs in side.items():
+            self._side.setdefault(name, {}).setdefault(tag, []).extend(recs)
 
 
-class _Collected:
+class Collected:
     """A sink that keeps what it is given, in memory."""
 
     def __init__(self) -> None:
@@ -300,7 +276,7 @@ class _Collected:
     def prepare(self) -> None:
         return None
 
-    def open(self) -> _Collected:
+    def open(self) -> Collected:
         return self
 
     def write(self, records: list[dict[str, Any]]) -> None:
@@ -313,4 +289,4 @@ class _Collected:
         return None
 
 
-__all__ = ["Harness", "Result", "run"]
+__all__ = ["Collected", "Harness", "Result", "run"]

@@ -1,8 +1,9 @@
 """Count windows in a real ``weir run`` (issue 22 item 4): a bounded file (one split, so each
-key's records arrive in file order at any parallelism) through ``windows.count(n)`` and
-``windows.count(n, slide=m)``, compared with the brute-force model in
-``tests/trigger_reference.py``; a kill -9 of a worker in the middle, recovered from a checkpoint
-of the windows' kept records and trigger counts; and a key's count window queried over HTTP.
+key's records arrive in file order at any parallelism) through ``windows.count(n)``,
+``windows.count(n, slide=m)``, and time and session windows under a trigger and an evictor,
+compared with the brute-force model in ``tests/trigger_reference.py``; a kill -9 of a worker in
+the middle, recovered from a checkpoint of the windows' kept records and trigger counts; and a
+key's count window queried over HTTP.
 """
 
 from __future__ import annotations
@@ -73,6 +74,11 @@ CONTINUOUS = (
     ".trigger(triggers.continuous_event_time(50)).evictor(evictors.time(120))"
 )
 
+SESSION = (
+    ".window(windows.session(gap_ms=60), allowed_lateness_ms=100)"
+    ".trigger(triggers.continuous_event_time(50)).evictor(evictors.count(4))"
+)
+
 
 @pytest.mark.parametrize(
     ("window", "spec", "parallelism"),
@@ -83,6 +89,7 @@ CONTINUOUS = (
         (".window(windows.count(4, slide=2))", TSpec("count", 4, 2, bound=50), 4),
         (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, "continuous:50", "time:120"), 2),
         (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, "continuous:50", "time:120"), 4),
+        (SESSION, TSpec("session", 60, None, 100, 50, "continuous:50", "count:4"), 2),
     ],
     ids=[
         "count5-p1",
@@ -91,6 +98,7 @@ CONTINUOUS = (
         "count4-slide2-p4",
         "tumbling-continuous-evictor-p2",
         "tumbling-continuous-evictor-p4",
+        "session-continuous-evictor-p2",
     ],
 )
 def test_triggered_windows_in_weir_run_equal_the_model(

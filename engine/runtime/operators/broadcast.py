@@ -51,6 +51,35 @@ KeyedState = ValueState | ListState | MapState
 _KINDS: dict[str, type[KeyedState]] = {"value": ValueState, "list": ListState, "map": MapState}
 
 
+class _NoKeyedState:
+    """Keyed state and timers, each refused with the context's ``_refused`` message (a
+    context with no current key)."""
+
+    def _refused(self, call: str) -> NoReturn:
+        raise NotImplementedError
+
+    def value(self, name: str) -> NoReturn:
+        self._refused(f"ctx.value({name!r})")
+
+    def list(self, name: str) -> NoReturn:
+        self._refused(f"ctx.list({name!r})")
+
+    def map(self, name: str) -> NoReturn:
+        self._refused(f"ctx.map({name!r})")
+
+    def register_event_time_timer(self, timestamp: int) -> NoReturn:
+        self._refused(f"ctx.register_event_time_timer({timestamp!r})")
+
+    def register_processing_time_timer(self, timestamp: int) -> NoReturn:
+        self._refused(f"ctx.register_processing_time_timer({timestamp!r})")
+
+    def delete_event_time_timer(self, timestamp: int) -> NoReturn:
+        self._refused(f"ctx.delete_event_time_timer({timestamp!r})")
+
+    def delete_processing_time_timer(self, timestamp: int) -> NoReturn:
+        self._refused(f"ctx.delete_processing_time_timer({timestamp!r})")
+
+
 class ReadOnlyContext(Context):
     """What ``process_element`` and ``on_timer`` see: a process function's context, plus the
     broadcast states, read-only (Flink's ``ReadOnlyContext``)."""
@@ -63,7 +92,7 @@ class ReadOnlyContext(Context):
         return self._states.read_only(name)
 
 
-class BroadcastContext:
+class BroadcastContext(_NoKeyedState):
     """What ``process_broadcast_element`` sees (Flink's ``KeyedBroadcastProcessFunction.
     Context``): the record's timestamp, the operator's watermark, writable broadcast state,
     every key's state through ``apply_to_keyed_state``, ``emit`` and ``output``."""
@@ -101,27 +130,12 @@ class BroadcastContext:
     def output(self, tag: OutputTag, record: Any) -> None:
         self._rt.side_output(tag, record)
 
-    def _no_key(self, call: str) -> NoReturn:
+    def _refused(self, call: str) -> NoReturn:
         raise BroadcastStateError(
             f"{call} in process_broadcast_element: the broadcast side has no current key; "
             "reach every key's state with ctx.apply_to_keyed_state(name, fn), or register "
             "timers in process_element"
         )
-
-    def value(self, name: str) -> NoReturn:
-        self._no_key(f"ctx.value({name!r})")
-
-    def list(self, name: str) -> NoReturn:
-        self._no_key(f"ctx.list({name!r})")
-
-    def map(self, name: str) -> NoReturn:
-        self._no_key(f"ctx.map({name!r})")
-
-    def register_event_time_timer(self, timestamp: int) -> NoReturn:
-        self._no_key(f"ctx.register_event_time_timer({timestamp!r})")
-
-    def register_processing_time_timer(self, timestamp: int) -> NoReturn:
-        self._no_key(f"ctx.register_processing_time_timer({timestamp!r})")
 
 
 class KeyedBroadcastRuntime(ProcessRuntime):
@@ -183,38 +197,17 @@ class KeyedBroadcastRuntime(ProcessRuntime):
         return delta
 
 
-class NonKeyedContext(ReadOnlyContext):
+class NonKeyedContext(_NoKeyedState, ReadOnlyContext):
     """What a (non-keyed) broadcast process function's ``process_element`` sees: the record's
     timestamp, the watermark, the broadcast states read-only, ``emit`` and ``output``; its
     records have no key (``key`` is ``""``), so no keyed state and no timers."""
 
-    def _no_state(self, call: str) -> NoReturn:
+    def _refused(self, call: str) -> NoReturn:
         raise BroadcastStateError(
             f"{call} in a broadcast process function on a non-keyed stream: its records have "
             "no key, so no keyed state and no timers; key the stream first "
             "(stream.key_by(...).connect(broadcast)) for a keyed broadcast process function"
         )
-
-    def value(self, name: str) -> NoReturn:
-        self._no_state(f"ctx.value({name!r})")
-
-    def list(self, name: str) -> NoReturn:
-        self._no_state(f"ctx.list({name!r})")
-
-    def map(self, name: str) -> NoReturn:
-        self._no_state(f"ctx.map({name!r})")
-
-    def register_event_time_timer(self, timestamp: int) -> NoReturn:
-        self._no_state(f"ctx.register_event_time_timer({timestamp!r})")
-
-    def register_processing_time_timer(self, timestamp: int) -> NoReturn:
-        self._no_state(f"ctx.register_processing_time_timer({timestamp!r})")
-
-    def delete_event_time_timer(self, timestamp: int) -> NoReturn:
-        self._no_state(f"ctx.delete_event_time_timer({timestamp!r})")
-
-    def delete_processing_time_timer(self, timestamp: int) -> NoReturn:
-        self._no_state(f"ctx.delete_processing_time_timer({timestamp!r})")
 
 
 class BroadcastRuntime(KeyedBroadcastRuntime):

@@ -18,6 +18,14 @@ the contents. A timer asks every window of the key (a trigger only answers to it
 then cleans up the windows whose cleanup time it is. Global windows are never late and never
 cleaned up. ``final`` is true when the emitted ``(key, start, end)`` will not change again:
 a time window past its allowed lateness, or a global window's purged contents.
+
+Session windows merge as Flink's ``MergingWindowSet`` merges them: a record's window
+``[t, t + gap)`` and every window of its key it overlaps or touches become one window, unless
+that merged window is past its cleanup time (then the record is late and nothing merges). The
+merged window's contents are the union (an evictor's records in the merged windows' time
+order, then the new record), its trigger state what the trigger's ``on_merge`` makes of theirs.
+Timers of the windows merged away stay registered: a trigger and the cleanup only answer to
+the times of the windows that exist when they fire.
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.runtime.operators.process import EVENT, PROCESSING, Context, ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK
-from weir.engine.windows import MAX_TIME, MIN_TIME, cleanup_time, is_late
+from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, cleanup_time, is_late
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
 
@@ -86,6 +94,7 @@ class _WindowFunction:
         self.timer_kind = EVENT
         self._late, self._dead = late, dead
         self._global = stored.is_global(op)
+        self._sessions = op.assigner if isinstance(op.assigner, SessionWindows) else None
         self._event = op.assigner.time == "event" and not self._global
         default: triggers.Trigger = (
             triggers.event_time() if op.assigner.time == "event" else triggers.processing_time()
@@ -98,7 +107,7 @@ class _WindowFunction:
         assigner = self.op.assigner
         if self._global:
             return [(MIN_TIME, MAX_TIME)]
-        ends, _ = assigner.expand([t])  # type: ignore[union-attr]  # sessions never come here
+        ends, _ = assigner.expand([t])  # type: ignore[union-attr]  # not sessions: _session_of
         # by end, as timers visit them, so a record's firings come in one documented order
         return [(assigner.start_of(e), e) for e in sorted(ends)]  # type: ignore[union-attr]
 
@@ -114,8 +123,15 @@ class _WindowFunction:
         wm = ctx.watermark
         state = ctx.value(stored.STATE_NAME)
         table: dict[int, stored.Entry] = state.get() or {}
+        if self._sessions is None:
+            windows = self._windows_of(t)
+        else:
+            merged = self._session_of(rec, t, ctx, table)
+            if merged is None:
+                return
+            windows = [merged]
         taken = False
-        for start, end in self._windows_of(t):
+        for start, end in windows:
             if self._event and cleanup_time(end, self._lateness) <= wm:
                 continue  # Flink's isWindowLate: past its allowed lateness
             taken = True
@@ -131,6 +147,30 @@ class _WindowFunction:
         state.set(table)
         if not taken:
             self._late.add(self.op.name, ctx.key, t, wm, rec)
+
+    def _session_of(
+        self, rec: Any, t: int, ctx: Context, table: dict[int, stored.Entry]
+    ) -> tuple[int, int] | None:
+        """The record's session, merged into ``table`` unless it is late (then ``process``
+        sends the record to the late output); ``None`` for a record without a usable gap."""
+        assert self._sessions is not None
+        gap, why = self._sessions.gap_of(rec)
+        if why is not None:
+            self._dead.add(f"gap:{self.op.name}", why, rec)
+            return None
+        start, end = t, self._sessions.end_of(t, gap)
+        # Flink's TimeWindow.intersects: touching windows merge
+        ends = sorted(e for e, entry in table.items() if int(entry["s"]) <= end and start <= e)
+        start = min([start, *(int(table[e]["s"]) for e in ends)])
+        end = max([end, *ends])
+        if self._event and cleanup_time(end, self._lateness) <= ctx.watermark:
+            return start, end  # late even merged: nothing merges, as Flink retires it
+        if ends and (ends != [end] or int(table[end]["s"]) != start):
+            old = [table.pop(e) for e in ends]
+            entry = table[end] = stored.merge_entries(self.plan, old, start, end)
+            tctx = _TriggerContext(self, ctx, entry, ctx.watermark)
+            self._trigger.on_merge(end - 1, [o["tr"] for o in old], tctx)
+        return start, end
 
     def _add(self, entry: stored.Entry, t: int, rec: Any) -> None:
         if "el" in entry:
@@ -159,6 +199,8 @@ class _WindowFunction:
         ctx.emit(self.plan.result(ctx.key, start, end, slots, final))
         if not final and not self._global:
             entry["pending"] = slots  # owed a final emission at its cleanup time
+        elif final:
+            entry.pop("pending", None)  # paid: the cleanup emits nothing more
         if self._evictor is not None and "el" in entry:
             # before or after the function, what the evictor removed leaves the window's state
             # (Flink's EvictingWindowOperator writes back what is left after both)

@@ -48,6 +48,30 @@ def new_entry(start: int, end: int, evicting: bool) -> Entry:
     return entry
 
 
+def merge_entries(plan: FoldPlan, old: list[Entry], start: int, end: int) -> Entry:
+    """The session ``[start, end)`` that ``old`` (by time, each its own session) merge into:
+    the union of their contents (an evictor's records in that order), and the latest
+    ``pending`` and ``last`` among them: a session emitted ``final: false`` and merged away is
+    superseded by the merged one, which then owes the final emission. The trigger's state is
+    the trigger's to merge (``on_merge``)."""
+    entry = new_entry(start, end, "el" in old[0])
+    if "el" in entry:
+        entry["el"] = [element for o in old for element in o["el"]]
+    held = [o for o in old if o.get("acc") is not None]
+    if held:
+        acc = held[0]["acc"]
+        for o in held[1:]:
+            acc = plan.merge(acc, o["acc"])
+        entry["acc"] = acc
+        entry["lo"] = min(int(o["lo"]) for o in held)
+        entry["hi"] = max(int(o["hi"]) for o in held)
+    for name in ("pending", "last"):
+        kept = [o[name] for o in old if o.get(name) is not None]
+        if kept:
+            entry[name] = kept[-1]
+    return entry
+
+
 def has_contents(entry: Entry) -> bool:
     return bool(entry.get("el")) or entry.get("acc") is not None
 

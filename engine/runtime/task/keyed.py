@@ -10,6 +10,7 @@ emitted.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from weir.engine.runtime.messages import OperatorMarks, OperatorStatus
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
@@ -22,6 +23,8 @@ from weir.engine.runtime.task.graph import SplitId
 from weir.engine.runtime.task.routing import ENDED, IDLE
 from weir.engine.sinks import Sink, SinkWriter
 from weir.engine.watermarks import MAX_WATERMARK
+
+Collect = Callable[[str, list[Any], dict[str, list[Any]]], None]
 
 
 class _Group:
@@ -45,17 +48,21 @@ class KeyedSide:
         every: list[SplitId],
         open_sink: Callable[[Sink], SinkWriter] | None = None,
         side_sinks: dict[str, dict[str, list[Sink]]] | None = None,
+        collect: Collect | None = None,
     ) -> None:
         """``feeds``: per key_by node (its index), the operators' inputs it feeds; ``inputs``:
         per operator, the sources feeding it; ``every``: the job's splits, worker ``j`` reads
         every ``parallelism``-th from ``j``. ``open_sink``: how the operators' sinks are opened
         (the worker's ``OutputGate``); ``side_sinks``: the process functions' side outputs'
-        (``outputs.tagged_sinks``)."""
+        (``outputs.tagged_sinks``). ``collect``: instead of sinks, each operator's output goes
+        to it as ``collect(name, results, side_outputs)`` (``weir.testing``)."""
+        self._collect = collect
         opener = open_sink or (lambda s: s.open())
         self.ops = ops
         self._clocked = {n: rt for n, rt in self.ops.items() if rt.processing_time}
         self.sinks: dict[str, list[SinkWriter]] = {
-            name: [opener(s) for s in rt.op.sinks] for name, rt in self.ops.items()
+            name: [opener(s) for s in rt.op.sinks] if collect is None else []
+            for name, rt in self.ops.items()
         }
         for name, rt in self.ops.items():
             if not self.sinks[name] and isinstance(rt, WindowRuntime):
@@ -154,6 +161,9 @@ class KeyedSide:
 
     def _emit(self, name: str, rt: OperatorRuntime) -> None:
         results = rt.drain()
+        if self._collect is not None:
+            self._collect(name, results, rt.drain_side())
+            return
         if results:
             for w in self.sinks[name]:
                 w.write(results)
