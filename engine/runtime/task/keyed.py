@@ -64,8 +64,8 @@ class KeyedSide:
             name: [opener(s) for s in rt.op.sinks] if collect is None else []
             for name, rt in self.ops.items()
         }
-        for name, rt in self.ops.items():
-            if not self.sinks[name] and isinstance(rt, WindowRuntime):
+        for rt in self.ops.values():
+            if collect is None and not rt.op.sinks and isinstance(rt, WindowRuntime):
                 rt.emits = False  # only queried: firing needs no result records
         self.side_sinks: dict[str, dict[str, list[SinkWriter]]] = {
             name: {tag: [opener(s) for s in sinks] for tag, sinks in tags.items()}
