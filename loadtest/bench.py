@@ -47,6 +47,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,24 @@ SLIDING = "windows.sliding(size_ms=10_000, slide_ms=2_000)"
 
 
 def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    worker = finished_worker(job_file, state_dir)
+    seconds = time.perf_counter() - t0
+    op = worker.keyed.ops["stats"]
+    return {
+        "events": worker.sources.records_in,
+        "seconds": round(seconds, 3),
+        "events_per_s": round(worker.sources.records_in / seconds),
+        "windows_fired": op.results_out,
+    }
+
+
+def finished_worker(job_file: Path, state_dir: Path, status_interval_ms: int = 0) -> Worker:
+    """One worker of ``job_file`` run in this process with its real loop until its input ends
+    (``status_interval_ms``: 0 keeps the default)."""
     cfg = RunConfig(job_file=job_file, state_dir=state_dir)
+    if status_interval_ms:
+        cfg = replace(cfg, status_interval_ms=status_interval_ms)
     job = load_configured_job(cfg)
     parent, child = mp.Pipe()
     worker = Worker(cfg, 0, ManagerLink(child), job)
@@ -122,16 +140,8 @@ def run_worker(job_file: Path, state_dir: Path) -> dict[str, Any]:
                 return
 
     threading.Thread(target=stop_when_finished, daemon=True).start()
-    t0 = time.perf_counter()
     worker.run()
-    seconds = time.perf_counter() - t0
-    op = worker.keyed.ops["stats"]
-    return {
-        "events": worker.sources.records_in,
-        "seconds": round(seconds, 3),
-        "events_per_s": round(worker.sources.records_in / seconds),
-        "windows_fired": op.results_out,
-    }
+    return worker
 
 
 def throughput(workdir: Path, events: int, keys: int) -> dict[str, Any]:

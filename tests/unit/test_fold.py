@@ -77,3 +77,32 @@ def test_column_is_what_result_reports(shape: str) -> None:
     for name in plan.aggregates:
         want = [plan.result(k, 0, 10, s, False)[name] for k, s in buckets[10].items()]
         assert plan.column(name, slots) == want
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_merge_bucket_equals_one_merge_per_key_and_leaves_the_panes_alone(shape: str) -> None:
+    rng = random.Random(shape)
+    plan = FoldPlan(SHAPES[shape])
+    panes: dict[int, dict[str, list[Any]]] = {}
+    for _ in range(60):
+        rec = {"value": rng.randint(-9, 9), "w": rng.random()}
+        cols = plan.columns([rec])
+        assert cols is not None
+        plan.fold(panes, {}, [f"k{rng.randint(0, 9)}"], [rng.choice([10, 20, 30])], *cols, [rec])
+    before = {p: _results(plan, p, b) for p, b in panes.items()}
+    merged: dict[str, list[Any]] = {}
+    for p in sorted(panes):
+        plan.merge_bucket(merged, panes[p])
+    expected: dict[str, list[Any]] = {}
+    for p in sorted(panes):
+        for k, s in panes[p].items():
+            expected[k] = s if k not in expected else plan.merge(expected[k], s)
+    assert merged == expected
+    for slots in merged.values():  # a composed window changed in place after composing ...
+        plan.merge_into(slots, plan.copy(slots))
+    for p, b in panes.items():  # ... leaves its panes' accumulators as they were
+        assert _results(plan, p, b) == before[p]
+
+
+def _results(plan: FoldPlan, end: int, bucket: dict[str, list[Any]]) -> dict[str, Any]:
+    return {k: plan.result(k, 0, end, s, False) for k, s in bucket.items()}

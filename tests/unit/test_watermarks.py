@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import random
+import sys
+
 import pytest
 
 from weir.engine.watermarks import (
     MAX_WATERMARK,
     MIN_WATERMARK,
+    VECTOR_MIN,
     WatermarkStrategy,
+    _numpy,
     per_record_watermarks,
 )
 
@@ -77,3 +82,38 @@ def test_splitting_a_batch_gives_the_same_watermarks() -> None:
 def test_watermark_constants_are_int64_extremes() -> None:
     assert MIN_WATERMARK == -(2**63)
     assert MAX_WATERMARK == 2**63 - 1
+
+
+def _brute(ts: list[int], max_seen: int, bound: int) -> tuple[list[int], int]:
+    out = []
+    for i in range(len(ts)):
+        seen = max([max_seen, *ts[:i]])
+        out.append(max(seen - bound - 1, MIN_WATERMARK))
+    return out, max([max_seen, *ts])
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("bound", [0, 1_000, 2**62 - 1, 2**62, 2**70])
+def test_large_batches_equal_brute_force_at_the_int64_edges(seed: int, bound: int) -> None:
+    rng = random.Random(seed)
+    for n in (VECTOR_MIN - 1, VECTOR_MIN, 300):  # each side of the numpy path's threshold
+        lo, hi = rng.choice(
+            [(-(2**63), -(2**63) + 5_000), (-5_000, 5_000), (2**63 - 5_000, 2**63 - 1)]
+        )
+        ts = [rng.randint(lo, hi) for _ in range(n)]
+        for max_seen in (MIN_WATERMARK, rng.randint(lo, hi)):
+            got = per_record_watermarks(ts, max_seen, bound)
+            assert got == _brute(ts, max_seen, bound), (n, max_seen)
+            assert all(type(w) is int for w in got[0])
+
+
+def test_without_numpy_large_batches_take_the_python_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # numpy comes with the spark extra: a plain install has no numpy to import
+    monkeypatch.setitem(sys.modules, "numpy", None)
+    _numpy.cache_clear()
+    try:
+        ts = list(range(VECTOR_MIN * 2, 0, -1))
+        assert _numpy() is None
+        assert per_record_watermarks(ts, MIN_WATERMARK, 5) == _brute(ts, MIN_WATERMARK, 5)
+    finally:
+        _numpy.cache_clear()

@@ -40,6 +40,7 @@ from weir.engine.agg import Aggregate, Builtin, UserDefined
 
 FoldFn = Callable[..., None]
 ResultFn = Callable[[str, int, int, list[Any], bool], dict[str, Any]]
+BucketMerge = Callable[[dict[str, list[Any]], dict[str, list[Any]]], None]
 _NUMBER_TYPES = frozenset({int, float})
 
 
@@ -77,6 +78,7 @@ class FoldPlan:
         # composed from panes must not hold a pane's own object (a later merge would change the
         # pane). Built-in slots are numbers: a list copy is enough.
         self.copy: Callable[[list[Any]], list[Any]] = self._copy_udas if self._udas else list.copy
+        self.merge_bucket: BucketMerge = self._generate_merge_bucket()
 
     def _copy_udas(self, slots: list[Any]) -> list[Any]:
         out = slots.copy()
@@ -156,20 +158,44 @@ class FoldPlan:
     def _generate_merge(self) -> Callable[[list[Any], list[Any]], None]:
         """``merge_into(a, b)``: accumulator ``b`` merged into ``a``, in place, one call."""
         env: dict[str, Any] = {}
-        lines = ["def merge_into(a, b):"]
+        lines = ["def merge_into(a, b):", *self._merge_lines(env, "    ")]
+        exec(compile("\n".join(lines) + "\n", "<merge>", "exec"), env)  # noqa: S102
+        fn: Callable[[list[Any], list[Any]], None] = env["merge_into"]
+        return fn
+
+    def _merge_lines(self, env: dict[str, Any], indent: str) -> list[str]:
+        """The statements merging accumulator ``b`` into ``a`` in place."""
+        lines: list[str] = []
         for j, (name, agg) in enumerate(self.aggregates.items()):
             lo, hi = self.slices[name]
             if isinstance(agg, UserDefined):
                 env[f"u{j}"] = agg.function
-                lines.append(f"    a[{lo}] = u{j}.merge(a[{lo}], b[{lo}])")
+                lines.append(f"a[{lo}] = u{j}.merge(a[{lo}], b[{lo}])")
             elif agg.kind == "min":
-                lines.append(f"    if b[{lo}] < a[{lo}]: a[{lo}] = b[{lo}]")
+                lines.append(f"if b[{lo}] < a[{lo}]: a[{lo}] = b[{lo}]")
             elif agg.kind == "max":
-                lines.append(f"    if b[{lo}] > a[{lo}]: a[{lo}] = b[{lo}]")
+                lines.append(f"if b[{lo}] > a[{lo}]: a[{lo}] = b[{lo}]")
             else:  # count, sum, mean: every slot adds
-                lines.extend(f"    a[{i}] += b[{i}]" for i in range(lo, hi))
-        exec(compile("\n".join(lines) + "\n", "<merge>", "exec"), env)  # noqa: S102
-        fn: Callable[[list[Any], list[Any]], None] = env["merge_into"]
+                lines.extend(f"a[{i}] += b[{i}]" for i in range(lo, hi))
+        return [indent + line for line in lines]
+
+    def _generate_merge_bucket(self) -> BucketMerge:
+        """``merge_bucket(into, bucket)``: every key's accumulator of ``bucket`` merged into
+        ``into`` (a copy, see ``copy``, for a key ``into`` lacks), in one loop with the merge
+        inlined: composing a sliding window from its panes runs this once per pane."""
+        env: dict[str, Any] = {"copy": self.copy}
+        lines = [
+            "def merge_bucket(into, bucket):",
+            "    get = into.get",
+            "    for k, b in bucket.items():",
+            "        a = get(k)",
+            "        if a is None:",
+            "            into[k] = copy(b)",
+            "        else:",
+            *self._merge_lines(env, "            "),
+        ]
+        exec(compile("\n".join(lines) + "\n", "<merge_bucket>", "exec"), env)  # noqa: S102
+        fn: BucketMerge = env["merge_bucket"]
         return fn
 
     def _generate_result(self) -> ResultFn:

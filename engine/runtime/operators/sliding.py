@@ -30,9 +30,10 @@ class SlidingRuntime(WindowRuntime):
         self._sliding = assigner
         self._psid = self.op.pane_state_id
         self._fired_upto: int | None = None  # every window ending at or before this is done
-        self._pane_deletes: list[tuple[str, int]] = []
+        self._pane_deletes: list[tuple[int, list[str]]] = []  # (pane end, its keys)
         self._trace: list[int] = []
-        self._pane_prefix = KeyPrefixes(self._psid, self._max_par).prefix
+        self._pane_prefixes = KeyPrefixes(self._psid, self._max_par)
+        self._pane_prefix = self._pane_prefixes.prefix
 
     # ``self.buckets`` holds panes: {pane end: {key: slots}}; ``self._dirty`` their changes
 
@@ -138,25 +139,18 @@ class SlidingRuntime(WindowRuntime):
     def _compose(self, end: int) -> dict[str, list[Any]]:
         """The window ending at ``end``: its panes merged, per key."""
         merged: dict[str, list[Any]] = {}
-        merge_into, copy = self.plan.merge_into, self.plan.copy
-        get = merged.get
+        merge_bucket = self.plan.merge_bucket
         for p in self._sliding.panes_of(end):
-            for k, slots in self.buckets.get(p, {}).items():
-                have = get(k)
-                if have is None:
-                    merged[k] = copy(slots)
-                else:
-                    merge_into(have, slots)
+            pane = self.buckets.get(p)
+            if pane:
+                merge_bucket(merged, pane)
         return merged
 
     def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
         """Emit a composed window and materialise it (``_dirty`` here tracks panes)."""
         start = self._sliding.start_of(end)
         final = is_late(end, self._lateness, wm)
-        result = self.plan.result
-        self.results.extend([result(k, start, end, s, final) for k, s in bucket.items()])
-        self.results_out += len(bucket)
-        self._rank_fired(start, end, len(bucket))
+        self._results_of(start, end, bucket, final)
         self._materialise(end, bucket, None)  # composed now: RocksDB has none of it
         if not final:
             self.awaiting_final[end] = bucket
@@ -164,8 +158,7 @@ class SlidingRuntime(WindowRuntime):
     def _evict(self, wm: int) -> None:
         """Panes whose last window has fired are no longer needed."""
         for p in [p for p in self.buckets if self._last_end(p) - 1 <= wm]:
-            for k in self.buckets.pop(p):
-                self._pane_deletes.append((k, p))
+            self._pane_deletes.append((p, list(self.buckets.pop(p))))
             self._dirty.pop(p, None)
 
     def _last_end(self, pane_end: int) -> int:
@@ -180,7 +173,10 @@ class SlidingRuntime(WindowRuntime):
         """Dirty panes (under the pane state id), fired windows, timers, evicted panes; a fresh
         generation begins. Panes' slots are copied (see ``WindowRuntime._delta``)."""
         segments, puts = self._freeze_dirty(self._pane_prefix)
-        deletes = [self._pane_prefix(k)[1] + self._namespace(p) for k, p in self._pane_deletes]
+        deletes: list[bytes] = []
+        for p, keys in self._pane_deletes:
+            ns = self._namespace(p)
+            deletes.extend([prefix + ns for _, prefix in self._pane_prefixes.many(keys)])
         self._pane_deletes = []
         puts.update(self._writes)
         self._writes = {}

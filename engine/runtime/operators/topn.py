@@ -213,20 +213,19 @@ class CurrentTop:
 
 def ranked_results(results: list[dict[str, Any]], names: Iterable[str], k: int = TOP_K) -> Ranked:
     """The best ``k`` keys of a fired window by every numeric aggregate in ``names``."""
-    out: Ranked = {}
-    numbers = _NUMBERS
     keys = list(map(itemgetter("key"), results))
-    for name in names:
-        column = list(map(methodcaller("get", name), results))
+    return ranked_columns(keys, {n: list(map(methodcaller("get", n), results)) for n in names}, k)
+
+
+def ranked_columns(keys: list[str], columns: dict[str, list[Any]], k: int = TOP_K) -> Ranked:
+    """``ranked_results`` of a window given as its keys and a column of values per aggregate."""
+    out: Ranked = {}
+    for name, column in columns.items():
         if all_finite(column):
             if column:
                 out[name] = best_of_column(keys, column, k)
             continue
-        pairs: list[tuple[str, float]] = []
-        for r in results:
-            v: Any = r.get(name)
-            if type(v) in numbers and -_INF < v < _INF:
-                pairs.append((r["key"], v))
+        pairs = [(key, v) for key, v in zip(keys, column, strict=True) if _numeric(v)]
         if pairs:
             out[name] = list(best(pairs, k))
     return out
@@ -247,6 +246,7 @@ class WindowTops:
     ) -> None:
         self._names = list(aggregates)
         self._start_of = start_of
+        self._column = column
         tracker = CurrentTop(result, names=self._names, column=column)
         self.current = tracker if track_current else None
         self.latest: RankedWindow | None = None
@@ -256,6 +256,16 @@ class WindowTops:
         if not results or (self.latest is not None and self.latest["end"] > end):
             return
         self.latest = {"start": start, "end": end, "by": ranked_results(results, self._names)}
+
+    def fired_slots(self, start: int, end: int, bucket: dict[str, list[Any]]) -> None:
+        """``fired`` for a window whose result records were not built: ranked from its slots
+        (needs ``column``)."""
+        if not bucket or (self.latest is not None and self.latest["end"] > end):
+            return
+        assert self._column is not None
+        slots = list(bucket.values())
+        columns = {name: self._column(name, slots) for name in self._names}
+        self.latest = {"start": start, "end": end, "by": ranked_columns(list(bucket), columns)}
 
     def flushed(self, buckets: dict[int, dict[str, list[Any]]], dirty: dict[int, set[str]]) -> None:
         """State is about to be written: ``dirty`` keys of the open windows in ``buckets``."""

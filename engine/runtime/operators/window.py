@@ -80,6 +80,9 @@ class WindowRuntime:
         self._sid = op.state_id
         self._tsid = op.timer_state_id
         self.processing_time = op.assigner.time == "processing"
+        # False when nothing reads the results (no sink: the windows are only queried), so
+        # firing builds no result record; the worker decides, every other caller drains them
+        self.emits = True
         # transient
         self.buckets: Buckets = {}
         self.awaiting_final: Buckets = {}
@@ -256,18 +259,22 @@ class WindowRuntime:
     def _fire(self, end: int, bucket: dict[str, list[Any]], wm: int) -> None:
         start = self._assigner.start_of(end)
         final = is_late(end, self._lateness, wm)
-        result = self.plan.result
-        self.results.extend([result(k, start, end, s, final) for k, s in bucket.items()])
-        self.results_out += len(bucket)
-        self._rank_fired(start, end, len(bucket))
+        self._results_of(start, end, bucket, final)
         # keys not dirty: RocksDB already holds their value
         self._materialise(end, bucket, self._dirty.pop(end, set()))
         if not final:
             self.awaiting_final[end] = bucket
 
-    def _rank_fired(self, start: int, end: int, n: int) -> None:
-        """Rank the window that just fired (its ``n`` results are the last ones built)."""
-        self.tops.fired(start, end, self.results[len(self.results) - n :])
+    def _results_of(self, start: int, end: int, bucket: dict[str, list[Any]], final: bool) -> None:
+        """The fired window's results (when ``emits``), counted, and its top-N ranked."""
+        self.results_out += len(bucket)
+        if not self.emits:
+            self.tops.fired_slots(start, end, bucket)
+            return
+        result = self.plan.result
+        results = [result(k, start, end, s, final) for k, s in bucket.items()]
+        self.results.extend(results)
+        self.tops.fired(start, end, results)
 
     def top_status(self) -> TopStatus | None:
         self._rank()
@@ -303,7 +310,8 @@ class WindowRuntime:
                 self._emit(k, start, end, slots, True)
 
     def _emit(self, key: str, start: int, end: int, slots: list[Any], final: bool) -> None:
-        self.results.append(self.plan.result(key, start, end, slots, final))
+        if self.emits:
+            self.results.append(self.plan.result(key, start, end, slots, final))
         self.results_out += 1
 
     def drain(self) -> list[dict[str, Any]]:
@@ -322,13 +330,17 @@ class WindowRuntime:
         """Write a fired window: the values of ``dirty`` keys (every key when None) and the
         cleanup timers of all, with one key-prefix lookup a key."""
         keys = list(bucket)
-        prefixes = list(map(self._prefix, keys))
+        prefixes = self._prefixes.many(keys)
         ns = self._namespace(end)
-        writes = self._writes
+        if dirty is None or dirty.issuperset(keys):  # every key: encoded in one pass in C
+            values = map(encode_window, bucket.values())
+            self._writes.update(zip([p + ns for _, p in prefixes], values, strict=True))
+        else:
+            for k, (_, p) in zip(keys, prefixes, strict=True):
+                if k in dirty:
+                    self._writes[p + ns] = encode_window(bucket[k])
         by_group: dict[int, list[str]] = {}
-        for k, (kg, p) in zip(keys, prefixes, strict=True):
-            if dirty is None or k in dirty:
-                writes[p + ns] = encode_window(bucket[k])
+        for k, (kg, _) in zip(keys, prefixes, strict=True):
             by_group.setdefault(kg, []).append(k)
         self._write_timers(end, by_group)
 

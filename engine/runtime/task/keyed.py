@@ -15,6 +15,7 @@ from typing import Any
 from weir.engine.runtime.messages import OperatorMarks, OperatorStatus
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import LateRecords
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine
@@ -63,6 +64,9 @@ class KeyedSide:
             name: [opener(s) for s in rt.op.sinks] if collect is None else []
             for name, rt in self.ops.items()
         }
+        for rt in self.ops.values():
+            if collect is None and not rt.op.sinks and isinstance(rt, WindowRuntime):
+                rt.emits = False  # only queried: firing needs no result records
         self.side_sinks: dict[str, dict[str, list[SinkWriter]]] = {
             name: {tag: [opener(s) for s in sinks] for tag, sinks in tags.items()}
             for name, tags in (side_sinks or {}).items()
