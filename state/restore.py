@@ -51,13 +51,13 @@ def restore_worker_db(
     broadcast: bool = False,
 ) -> dict[str, FileRef]:
     """Build the RocksDB at ``target`` holding exactly ``new_range`` of checkpoint ``n``. Only
-        the files of the old instances overlapping ``new_range`` are fetched; ``cache``: local
-        copies of remote SST files to link instead of downloading (``CheckpointStorage.materialize``).
-    ``broadcast``: the job keeps broadcast state, so on a rescale old worker 0's copy replaces the
-    base's (its files are fetched for that alone when it does not overlap ``new_range``).
+    the files of the old instances overlapping ``new_range`` are fetched; ``cache``: local
+    copies of remote SST files to link instead of downloading (``CheckpointStorage.materialize``).
+    ``broadcast``: the job keeps broadcast state, so on a rescale old worker 0's copy replaces
+    the base's (its files are fetched for that alone when it does not overlap ``new_range``).
 
-        Returns the SST files the new instance still shares with the checkpoint by local name (so
-        the next checkpoint need not upload them again); empty after a rescale."""
+    Returns the SST files the new instance still shares with the checkpoint by local name (so
+    the next checkpoint need not upload them again); empty after a rescale."""
     workers = meta["workers"]
     overlapping = [
         (len(_overlap(_range(w["key_groups"]), new_range)), w)
