@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 
 from weir.app import logs
 from weir.engine.errors import WeirError, WorkerFailed
-from weir.engine.runtime import heap
+from weir.engine.runtime import collector, heap
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import Failed, ManagerLink
@@ -45,15 +45,16 @@ def run_worker(
         job = load_configured_job(cfg)
         worker = Worker(cfg, index, link, job, terminated, auth)
         profile_dir = os.environ.get("WEIR_PROFILE_DIR")
-        if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
-            cProfile.runctx(
-                "worker.run()",
-                {},
-                {"worker": worker},
-                os.path.join(profile_dir, f"worker-{index}.prof"),
-            )
-        else:
-            worker.run()
+        with collector.tuned():  # the job loaded and restored: the loop's collector settings
+            if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
+                cProfile.runctx(
+                    "worker.run()",
+                    {},
+                    {"worker": worker},
+                    os.path.join(profile_dir, f"worker-{index}.prof"),
+                )
+            else:
+                worker.run()
     except WorkerFailed as exc:
         _report_failure(link, index, exc.reason)
         return False
