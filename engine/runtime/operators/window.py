@@ -49,6 +49,9 @@ from weir.state.keygroups import KeyGroupRange
 
 Buckets = dict[int, dict[str, list[Any]]]
 MAX_UNRANKED = 100  # written generations whose keys the top-N has not seen yet
+# the newest window's top-N learns of changed keys at most this often: a status is read every
+# 100 ms, and ranking every key changed since the last read cost up to a sixth of the loop
+RANK_INTERVAL_S = 1.0
 
 
 class WindowRuntime:
@@ -88,6 +91,7 @@ class WindowRuntime:
         self.awaiting_final: Buckets = {}
         self._dirty: dict[int, set[str]] = {}
         self._unranked: list[dict[int, set[str]]] = []  # frozen dirty keys the top-N has not seen
+        self._ranked_at = 0.0
         self._writes: dict[bytes, bytes] = {}
         self._allowed: list[tuple[str, int, Any, list[Any]]] = []
         self._timer_ends: set[int] = set()
@@ -277,15 +281,23 @@ class WindowRuntime:
         self.tops.fired(start, end, results)
 
     def top_status(self) -> TopStatus | None:
-        self._rank()
+        if time.monotonic() - self._ranked_at >= RANK_INTERVAL_S:
+            self._rank()
         return self.tops.status(self.buckets)
 
     def _rank(self) -> None:
-        """The top-N of the newest window learns of the keys written since it last asked: when
-        its status is read, not at every flush, where ranking cost more than the write."""
-        for dirty in self._unranked:
-            self.tops.flushed(self.buckets, dirty)
+        """The top-N of the newest window learns of the keys written since it last did: when
+        its status is read (at most every ``RANK_INTERVAL_S``), not at every flush, where
+        ranking cost more than the write. A key changed in several flushes is offered once."""
+        self._ranked_at = time.monotonic()
+        if not self._unranked:
+            return
+        dirty: dict[int, set[str]] = {}
+        for flushed in self._unranked:
+            for end, keys in flushed.items():
+                dirty.setdefault(end, set()).update(keys)
         self._unranked = []
+        self.tops.flushed(self.buckets, dirty)
 
     def _apply_allowed(self) -> None:
         """Late-but-allowed records, in arrival order: each updates its (fired) window, which is
