@@ -179,3 +179,44 @@ def test_a_read_after_an_idle_spell_still_sees_writes_within_the_bound(
     finally:
         reader.close()
         db.close()
+
+
+def _active_memtable_entries(db: RocksState) -> int:
+    return int(db._db.property_int_value("rocksdb.num-entries-active-mem-table") or 0)
+
+
+def test_a_key_rewritten_in_the_memtable_is_updated_in_place_and_every_reader_sees_the_last(
+    tmp_path: Path,
+) -> None:
+    """Every state flush rewrites the open windows' changed keys: the memtable keeps one entry
+    per key (a value that grows gets a new one), and the secondary (queries), a checkpoint and
+    the primary itself all answer the last value written."""
+    db = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=0)
+    try:
+        for i in range(200):
+            db.write({b"k": b"%03d" % i, b"other": b"%03d" % (i // 2)})
+        assert _active_memtable_entries(db) == 2
+        assert db.get(b"k") == b"199" and reader.get(b"k") == b"199"
+        db.write({b"k": b"a longer value"})
+        assert _active_memtable_entries(db) == 3
+        assert db.get(b"k") == b"a longer value" and reader.get(b"k") == b"a longer value"
+        db.checkpoint(tmp_path / "chk")
+        copy = RocksState(tmp_path / "chk")
+        try:
+            assert list(copy.scan(b"", b"\xff")) == [(b"k", b"a longer value"), (b"other", b"099")]
+        finally:
+            copy.close()
+    finally:
+        reader.close()
+        db.close()
+
+
+def test_without_in_place_updates_each_write_is_a_version(tmp_path: Path) -> None:
+    db = RocksState(tmp_path / "db", RocksOptions(inplace_updates=False))
+    try:
+        for i in range(200):
+            db.write({b"k": b"%03d" % i})
+        assert _active_memtable_entries(db) == 200 and db.get(b"k") == b"199"
+    finally:
+        db.close()
