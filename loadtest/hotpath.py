@@ -1,5 +1,6 @@
 """CPU per event of the ``single_worker`` job in this process: the worker thread's CPU time
-(``time.thread_time``), which a loaded, shared host disturbs far less than wall-clock rates.
+(``time.thread_time``), which a loaded, shared host disturbs far less than wall-clock rates;
+the process's (the state writer's thread too) and the wall-clock rate beside it.
 
     python -m loadtest.hotpath dense|sparse|sliding [--events N] [--no-status]
 
@@ -41,14 +42,16 @@ def cpu_per_event(name: str, events: int, workdir: Path, no_status: bool) -> dic
         job = run / "job.py"
         job.write_text(bench.JOB.format(path=str(data), window=window))
         status_ms = 60_000 if no_status else RunConfig(job_file=job).status_interval_ms
-        thread0, process0 = time.thread_time(), time.process_time()
+        wall0, thread0, process0 = time.perf_counter(), time.thread_time(), time.process_time()
         worker = bench.finished_worker(job, run / "state", status_interval_ms=status_ms)
+        wall_s = time.perf_counter() - wall0
         thread_s, process_s = time.thread_time() - thread0, time.process_time() - process0
     finally:
         shutil.rmtree(run)
     n = worker.sources.records_in
     return {
         "events": n,
+        "events_per_s": round(n / wall_s),
         "events_per_thread_cpu_s": round(n / thread_s),
         "events_per_process_cpu_s": round(n / process_s),
     }
