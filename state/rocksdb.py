@@ -57,14 +57,6 @@ class RocksOptions:
     # The memtable stays RocksDB's skiplist: a vector memtable makes puts cheaper, but secondary
     # instances inherit the primary's memtable type and a seek there sorts the whole memtable.
     # Queries are the product, so writes pay instead (the README has the figures).
-    # In-place updates: a put of a key the memtable holds, with a value no longer than the held
-    # one, overwrites it instead of adding a version. Every flush rewrites the open windows'
-    # changed keys, so this is most puts: each costs about half, and the memtable (so the SST
-    # files a checkpoint uploads) holds a key once. What RocksDB gives up for it is
-    # point-in-time reads of the active memtable under concurrent writes, and reverse iteration
-    # over it; the primary has one writer at a time and is never read backwards, and readers
-    # (the API's secondaries, checkpoints' copies) open their own memtables.
-    inplace_updates: bool = True
 
     def to_options(self) -> Options:
         opts = Options(raw_mode=True)
@@ -74,9 +66,6 @@ class RocksOptions:
         opts.set_max_log_file_size(self.log_file_kb * 1024)
         opts.set_keep_log_file_num(self.log_files_kept)
         opts.set_max_manifest_file_size(self.manifest_kb * 1024)
-        if self.inplace_updates:  # RocksDB requires writers one at a time for it
-            opts.set_allow_concurrent_memtable_write(False)
-            opts.set_inplace_update_support(True)
         table = BlockBasedOptions()
         table.set_block_cache(Cache(self.block_cache_mb * 1024 * 1024))
         opts.set_block_based_table_factory(table)
