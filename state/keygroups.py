@@ -36,9 +36,13 @@ def key_group_of_stored(key: bytes, max_parallelism: int) -> int:
 
 def key_groups(keys: Iterable[str], max_parallelism: int) -> list[int]:
     """Key groups of many canonical keys (the batch form the hot path uses)."""
-    crc = zlib.crc32
+    return key_groups_of_stored(map(str.encode, keys), max_parallelism)
+
+
+def key_groups_of_stored(keys: Iterable[bytes], max_parallelism: int) -> list[int]:
+    """``key_group_of_stored`` of many keys."""
     m = max_parallelism
-    return [crc(k.encode()) % m for k in keys]
+    return [g % m for g in map(zlib.crc32, keys)]
 
 
 @dataclass(frozen=True, slots=True)

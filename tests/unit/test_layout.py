@@ -97,3 +97,16 @@ def test_decode_state_key_refuses_truncated_bytes() -> None:
     raw = layout.state_key(1, 2, b"abc", 42)
     with pytest.raises(StateError, match="malformed state key"):
         layout.decode_state_key(raw[:-1])
+
+
+def test_key_prefixes_of_many_keys_equal_key_prefix_of_each() -> None:
+    keys = [b"", b"ad-1", "é".encode(), b"x" * 300]
+    groups = [0, 5, 127, 65535]
+    assert layout.key_prefixes(groups, 7, keys) == [
+        layout.key_prefix(g, 7, k) for g, k in zip(groups, keys, strict=True)
+    ]
+
+
+def test_key_prefixes_refuse_a_key_too_long_naming_its_length() -> None:
+    with pytest.raises(StateError, match="70000 bytes"):
+        layout.key_prefixes([1, 2], 3, [b"ok", b"k" * 70_000])

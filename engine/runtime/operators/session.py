@@ -170,12 +170,12 @@ class SessionRuntime(WindowRuntime):
         )
         s.stored = s.end
 
-    def _delta(self) -> StateDelta:
+    def _delta(self, warm: bool = True) -> StateDelta:
         """Live sessions of changed keys, finalized ones, and deletes of superseded ends
         (applied before the puts, so an end can be reused in the same batch); a fresh
         generation begins. A live session's value is a new list (``[start, *slots]``), a copy
         the fold cannot change, unless a user-defined accumulator may change in place: then it
-        is encoded now."""
+        is encoded now. ``warm`` is not used: the rows' prefixes are made as they are written."""
         rows: list[tuple[str, bytes, list[Any]]] = []
         for key in self._dirty_keys:
             for s in self.sessions.get(key, ()):

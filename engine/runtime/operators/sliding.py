@@ -169,10 +169,10 @@ class SlidingRuntime(WindowRuntime):
     def open_windows(self) -> int:
         return sum(len(b) for b in self.buckets.values())
 
-    def _delta(self) -> StateDelta:
+    def _delta(self, warm: bool = True) -> StateDelta:
         """Dirty panes (under the pane state id), fired windows, timers, evicted panes; a fresh
         generation begins. Panes' slots are copied (see ``WindowRuntime._delta``)."""
-        segments, puts = self._freeze_dirty(self._pane_prefix)
+        segments, puts = self._freeze_dirty(self._pane_prefixes, warm)
         deletes: list[bytes] = []
         for p, keys in self._pane_deletes:
             ns = self._namespace(p)

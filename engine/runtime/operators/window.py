@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from itertools import compress
 from typing import Any, cast
 
 from weir.engine.job import WindowOperator
@@ -347,10 +348,11 @@ class WindowRuntime:
         if dirty is None or dirty.issuperset(keys):  # every key: encoded in one pass in C
             values = map(encode_window, bucket.values())
             self._writes.update(zip([p + ns for _, p in prefixes], values, strict=True))
-        else:
-            for k, (_, p) in zip(keys, prefixes, strict=True):
-                if k in dirty:
-                    self._writes[p + ns] = encode_window(bucket[k])
+        else:  # the dirty ones, picked a column at a time
+            mask = list(map(dirty.__contains__, keys))
+            values = map(encode_window, map(bucket.__getitem__, compress(keys, mask)))
+            chosen = [p + ns for _, p in compress(prefixes, mask)]
+            self._writes.update(zip(chosen, values, strict=True))
         by_group: dict[int, list[str]] = {}
         for k, (kg, _) in zip(keys, prefixes, strict=True):
             by_group.setdefault(kg, []).append(k)
@@ -379,37 +381,43 @@ class WindowRuntime:
     def snapshot(self, barrier: bool = True) -> StateDelta:
         """What RocksDB lacks, frozen for the worker's state writer to write while the fold
         goes on: the dirty slots copied (the fold changes them in place), the rest encoded
-        already."""
-        return self._delta()
+        already. Not at a barrier, the new keys' state-key prefixes are made now, in one batch
+        (the writer would make them one at a time); at a barrier nothing is added to the
+        checkpoint's synchronous part."""
+        return self._delta(warm=not barrier)
 
-    def _delta(self) -> StateDelta:
+    def _delta(self, warm: bool = True) -> StateDelta:
         """One generation of writes, and a fresh one begins. Slots of built-in aggregates are
         copied as numbers; a user-defined accumulator may change in place: encoded now."""
         if self.tops.current is not None:
             self._unranked.append(self._dirty)
             if len(self._unranked) > MAX_UNRANKED:  # nobody reads the status: bound the memory
                 self._rank()
-        segments, puts = self._freeze_dirty(self._prefix)
+        segments, puts = self._freeze_dirty(self._prefixes, warm)
         puts.update(self._writes)  # after the dirty slots, as a batch applies them
         self._writes = {}
         return StateDelta(puts, [], [], self._prefix, segments, self.plan.width)
 
     def _freeze_dirty(
-        self, prefix: Callable[[str], tuple[int, bytes]]
+        self, prefixes: KeyPrefixes, warm: bool
     ) -> tuple[list[Segment], dict[bytes, bytes]]:
         """The dirty entries of ``buckets`` (windows, or a sliding operator's panes), which
-        ``prefix`` keys, frozen: slots of built-in aggregates copied as numbers, a user-defined
-        accumulator (it may change in place) encoded now; ``_dirty`` starts afresh."""
+        ``prefixes`` keys, frozen: slots of built-in aggregates copied as numbers (``warm``:
+        their keys' prefixes made now), a user-defined accumulator (it may change in place)
+        encoded now; ``_dirty`` starts afresh."""
         segments: list[Segment] = []
         puts: dict[bytes, bytes] = {}
+        prefix = prefixes.prefix
         for e, keys in self._dirty.items():
             bucket = self.buckets.get(e)
             if bucket is None:
                 continue
             ns = self._namespace(e)
-            present = [k for k in keys if k in bucket]
+            present = list(filter(bucket.__contains__, keys))
             if self._numbers:
                 segments.append(freeze_segment(ns, present, bucket))
+                if warm:
+                    prefixes.warm(present)
             else:
                 for k in present:
                     puts[prefix(k)[1] + ns] = encode_window(bucket[k])
