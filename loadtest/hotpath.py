@@ -2,7 +2,11 @@
 (``time.thread_time``), which a loaded, shared host disturbs far less than wall-clock rates;
 the process's (the state writer's thread too) and the wall-clock rate beside it.
 
-    python -m loadtest.hotpath dense|sparse|sliding [--events N] [--no-status]
+    python -m loadtest.hotpath dense|sparse|sliding|peer [--events N] [--keys K] [--no-status]
+
+``peer`` is the peer bench's event time (10,000 events a second, tumbling 10 s windows) over
+``--keys`` ids: at 1M ids most events are the first of their id in a window, so nearly every
+event is a new entry in memory and a RocksDB put.
 
 Compare two trees by running this alternately with each on ``PYTHONPATH`` and keeping the
 minimum of several runs of each. ``--no-status`` sets the status interval to a minute: the
@@ -25,18 +29,23 @@ from loadtest.workloads import write_ads
 from weir.engine.runtime.config import RunConfig
 
 KEYS = 10_000
-STEPS = {  # event-time step per event (ms), window
+STEPS = {  # event-time step per event (ms) at KEYS keys, window
     "dense": (10_000 / (KEYS * 10), bench.TUMBLING),
     "sparse": (10_000 / KEYS, bench.TUMBLING),
     "sliding": (10_000 / (KEYS * 10), bench.SLIDING),
+    "peer": (0.1, bench.TUMBLING),
 }
 
 
-def cpu_per_event(name: str, events: int, workdir: Path, no_status: bool) -> dict[str, float]:
+def cpu_per_event(
+    name: str, events: int, workdir: Path, no_status: bool, keys: int = KEYS
+) -> dict[str, float]:
     step, window = STEPS[name]
-    data = workdir / f"events-{events}-{step:g}.jsonl"
+    if name != "peer":  # the same events and windows per key at any number of keys
+        step = step * KEYS / keys
+    data = workdir / f"events-{events}-{keys}-{step:g}.jsonl"
     if not data.exists():
-        write_ads(data, events, KEYS, step_ms=step)
+        write_ads(data, events, keys, step_ms=step)
     run = Path(tempfile.mkdtemp(dir=workdir))
     try:
         job = run / "job.py"
@@ -64,10 +73,12 @@ def main() -> None:
     parser.add_argument(
         "--workdir", type=Path, default=Path(tempfile.gettempdir()) / "weir-hotpath"
     )
+    parser.add_argument("--keys", type=int, default=KEYS, help="distinct ids")
     parser.add_argument("--no-status", action="store_true")
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    print(args.workload, cpu_per_event(args.workload, args.events, args.workdir, args.no_status))
+    result = cpu_per_event(args.workload, args.events, args.workdir, args.no_status, args.keys)
+    print(args.workload, result)
 
 
 if __name__ == "__main__":
