@@ -23,6 +23,7 @@ from typing import Any
 
 from weir.engine.errors import WorkerFailed
 from weir.engine.job import Job
+from weir.engine.runtime import collector
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
     BackfillStep,
@@ -225,6 +226,7 @@ class Worker:
                 self._flush()
                 done = time.monotonic()
                 next_flush = done + max(flush_s, FLUSH_BACKOFF * (done - now))
+                collector.settle(done)  # what lives on is left out of young passes
             if now - last_status >= status_s:
                 self.link.send(StatusReport(self.status()))
                 last_status = now
