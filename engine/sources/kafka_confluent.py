@@ -146,6 +146,9 @@ class ConfluentPartition:
 
         self._split = f"{topic}/{partition}"
         self._tp = ck.TopicPartition(topic, partition)
+        # unbound methods, mapped over a batch in C: no Python frame per message
+        self._error_of: Callable[[Any], Any] = ck.Message.error
+        self._value_of: Callable[[Any], bytes | None] = ck.Message.value
         self._consumer = _consumer(
             bootstrap, security, f"partition {self._split}",
             **{
@@ -186,7 +189,7 @@ class ConfluentPartition:
         msgs = self._consumer.consume(max_records, timeout_ms / 1000)
         if not msgs:
             return [], -1
-        if any(m.error() is not None for m in msgs):
+        if list(map(self._error_of, msgs)).count(None) != len(msgs):
             msgs = self._without_errors(msgs)
             if not msgs:
                 return [], -1
@@ -195,7 +198,7 @@ class ConfluentPartition:
             return [], -1
         last = msgs[-1].offset() + 1
         if lean:
-            return [m.value() for m in msgs], last
+            return list(map(self._value_of, msgs)), last
         part = self._tp.partition
         return [
             KafkaRecord(part, m.offset(), m.timestamp()[1], m.key(), m.value(), m.headers())
