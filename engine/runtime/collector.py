@@ -17,8 +17,8 @@ So, as CPython's documentation suggests for such a process (``gc.freeze``):
   reference counts still free it) and the young generation is ``YOUNG`` objects, not 700.
 - ``settle(now)`` at each flush of the loop: everything alive then is frozen too, so a young
   pass walks only what was made since the last flush and no object is walked twice. Young
-  passes still run (a user's function that makes cycles by the thousand has them collected
-  within a flush).
+  passes still run: a user's function that makes cyclic garbage by the tens of thousands a
+  flush has it collected there; less waits for the next full pass.
 - A cycle that becomes garbage after it was frozen is collected by the next full pass: every
   ``FULL_EVERY_S`` ``settle`` unfreezes everything and collects it all, once. The pass is
   timed and the next one waits so that full passes take at most ``FULL_SHARE`` of the time.
@@ -50,7 +50,6 @@ class _Schedule:
     every_s: float
     next_full: float
     full_passes: int = 0
-    last_full_s: float = 0.0
 
 
 _active: _Schedule | None = None
@@ -88,7 +87,6 @@ def settle(now: float) -> float:
         found = gc.collect()
         took = time.perf_counter() - started
         schedule.full_passes += 1
-        schedule.last_full_s = took
         schedule.next_full = now + max(schedule.every_s, took / FULL_SHARE)
         log.debug("full collection: %d unreachable objects in %.3f s", found, took)
     gc.freeze()
