@@ -46,7 +46,7 @@ class RocksOptions:
     # A memtable of 8 MiB, not RocksDB's 64: the state writer's puts hold the interpreter lock
     # (rocksdict does not release it), and a skiplist that outgrows the CPU's caches makes each
     # insert a chain of cache misses. 1M puts of 1024 took 2.6-3.5 us each at 8 MiB and
-    # 5.4-6.8 us at 64 (the writing thread's CPU), and less CPU in all with RocksDB's own
+    # 4.3-7.1 us at 64 (the writing thread's CPU), and less CPU in all with RocksDB's own
     # flushes and compactions counted; the worker's CPU per event fell by a tenth (README).
     write_buffer_mb: int = 8
     max_background_jobs: int = 2
