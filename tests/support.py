@@ -262,11 +262,21 @@ def uda_job_text(assigner: str, lateness: int, aggregates: str) -> str:
 
 
 def alive(pid: int) -> bool:
+    """``pid`` or any of its threads has not finished exiting. A killed process's main thread
+    can be a zombie while its other threads still run their exit, and their shared file table
+    (with RocksDB's ``LOCK``) is closed only when the last of them is done."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except FileNotFoundError:
         return False
-    return state != "Z"
+    for task in tasks:
+        try:
+            state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if state != "Z":
+            return True
+    return False
 
 
 def rss_bytes(pid: int) -> int:
