@@ -25,7 +25,7 @@ def test_missing_input_file_is_a_clear_error(
     result = run_weir(
         "run", str(job), "--source", f"file://{missing}", "--exit-at-end", "--api-port", "0",
         "--state-dir", str(tmp_path / "st"), "--parallelism", parallelism,
-        timeout=8.0,  # startup takes ~1 s; a run that hangs on a dead worker fails here
+        timeout=30.0,  # startup takes ~1-3 s; a run that hangs on a dead worker fails here
     )  # fmt: skip
     assert result.rc == 1, result.stderr  # the workers find the file missing: a failed job
     errors = [line for line in result.error_lines() if line.startswith("weir: error:")]

@@ -62,10 +62,15 @@ def _job(tmp_path: Path, views: Path, clicks: Path, sleep: float = 0.0) -> tuple
     return job, out
 
 
+def _rows(out: Path) -> tuple[Any, Any]:
+    return both_rows(read_jsonl(out / "both.jsonl")), ctr_rows(read_jsonl(out / "ctr.jsonl"))
+
+
 def _assert_reference(out: Path, views: Any, clicks: Any) -> None:
     """Every window and every bucket once, with the reference's values."""
-    assert both_rows(read_jsonl(out / "both.jsonl")) == sorted(expected_both(views, clicks))
-    assert ctr_rows(read_jsonl(out / "ctr.jsonl")) == sorted(expected_ctr(views, clicks))
+    both, ctr = _rows(out)
+    assert both == sorted(expected_both(views, clicks))
+    assert ctr == sorted(expected_ctr(views, clicks))
 
 
 @pytest.mark.parametrize("parallelism", [1, 2, 4])
@@ -127,6 +132,13 @@ def test_connected_state_restores_at_another_parallelism(
     second = weir_server(job, "--parallelism", "4", *FAST, "--restore", "latest", state_dir=state)
     second.wait_finished(90)
     assert "restored from" in second.stderr()
+    # the job is finished once every worker processed its input; the file sinks write the last
+    # rows when the final checkpoint completes, a moment later
+    want = sorted(expected_both(views, clicks)), sorted(expected_ctr(views, clicks))
+    try:
+        wait_until(lambda: _rows(out) == want, 30.0, what="the sinks' last rows")
+    except AssertionError:
+        pass  # the asserts below say what differs
     _assert_reference(out, views, clicks)
     for key in sorted({e["id"] for e in views})[:4]:
         want = {
