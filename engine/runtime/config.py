@@ -23,7 +23,7 @@ class RunConfig:
     parallelism: int = 1
     exit_at_end: bool = False
     state_retention_ms: int = 3_600_000
-    flush_interval_ms: int = 100
+    flush_interval_ms: int = 50  # as weir run's --flush-interval-ms
     batch_size: int = 8192
     status_interval_ms: int = 100
     buffer_timeout_ms: int = 10
