@@ -43,12 +43,12 @@ log = logging.getLogger(__name__)
 class RocksOptions:
     """Tuning for a worker's RocksDB instance."""
 
-    # A memtable of 8 MiB, not RocksDB's 64: the state writer's puts hold the interpreter lock
-    # (rocksdict does not release it), and a skiplist that outgrows the CPU's caches makes each
-    # insert a chain of cache misses. 1M puts of 1024 took 2.6-3.5 us each at 8 MiB and
-    # 4.3-7.1 us at 64 (the writing thread's CPU), and less CPU in all with RocksDB's own
-    # flushes and compactions counted; the worker's CPU per event fell by a tenth (README).
-    write_buffer_mb: int = 8
+    # RocksDB's 64 MiB memtable. 8 MiB made the state writer's puts cheaper (2.6-3.5 us against
+    # 4.3-7.1 us each: a smaller skiplist misses the caches less), but five times as many level-0
+    # files set off compactions that rewrite the state between two checkpoints, so an
+    # incremental checkpoint after a bulk load uploaded 44% of the state instead of under 5%
+    # (tests/unit/test_checkpoint_storage.py, in about half of the runs; README).
+    write_buffer_mb: int = 64
     max_background_jobs: int = 2
     block_cache_mb: int = 16  # bounded, so a worker's memory plateaus (memory holds open windows)
     disable_wal: bool = False
