@@ -134,9 +134,9 @@ def test_connected_state_restores_at_another_parallelism(
     assert "restored from" in second.stderr()
     # the job is finished once every worker processed its input; the file sinks write the last
     # rows when the final checkpoint completes, a moment later
-    want = sorted(expected_both(views, clicks)), sorted(expected_ctr(views, clicks))
+    rows = sorted(expected_both(views, clicks)), sorted(expected_ctr(views, clicks))
     try:
-        wait_until(lambda: _rows(out) == want, 30.0, what="the sinks' last rows")
+        wait_until(lambda: _rows(out) == rows, 30.0, what="the sinks' last rows")
     except AssertionError:
         pass  # the asserts below say what differs
     _assert_reference(out, views, clicks)
