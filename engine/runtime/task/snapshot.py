@@ -84,6 +84,10 @@ class Snapshotter:
         """No generation is waiting to be written: the loop may write RocksDB itself."""
         return self.writer.idle
 
+    def rested(self, now: float) -> bool:
+        """Idle, and the writer rested after its last write (``StateWriter.rested``)."""
+        return self.writer.rested(now)
+
     def check(self) -> None:
         self.writer.check()
 

@@ -372,11 +372,12 @@ class Worker:
         return generations
 
     def _flush(self) -> None:
-        """State to the state writer, side outputs and sinks. Only while the writer is idle:
-        the retention purge (it reads and writes RocksDB), then the operators' changes frozen
-        and handed over; else they wait in memory for the next flush."""
+        """State to the state writer, side outputs and sinks. Only while the writer is idle and
+        has rested after its last write (``StateWriter.rested``): the retention purge (it reads
+        and writes RocksDB), then the operators' changes frozen and handed over; else they wait
+        in memory for the next flush, and more of them coalesce into one write."""
         self.snapshots.check()
-        if self.snapshots.idle:
+        if self.snapshots.rested(time.monotonic()):
             self.keyed.purge_operators()
             generations = self.keyed.snapshot_operators(barrier=False)
             if generations:
