@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import msgpack
 
 from weir.engine.runtime.operators.delta import Segment, StateDelta
-from weir.engine.runtime.task.statewriter import REST, StateWriter
+from weir.engine.runtime.task.statewriter import MAX_REST_S, REST, StateWriter
 from weir.state.memory import MemoryState
 
 
@@ -28,25 +28,40 @@ class SlowState(MemoryState):
         super().write(puts, deletes)
 
 
-def _written(writer: StateWriter, puts: dict[bytes, bytes]) -> float:
-    """Hand one generation over, wait until it is written; the monotonic time it was."""
+def _written(writer: StateWriter, puts: dict[bytes, bytes]) -> tuple[float, float]:
+    """Hand one generation over, wait until it is written; the monotonic times just before it
+    was handed over and once it was written (the write, and so its rest, began after the
+    first: timing-free bounds for "not rested yet")."""
+    handed = time.monotonic()
     writer.submit([StateDelta(puts=puts)])
     assert writer.wait_idle(10.0), "the writer did not finish a one-entry generation in 10 s"
-    return time.monotonic()
+    return handed, time.monotonic()
 
 
 def test_a_heavy_write_makes_the_next_flush_wait_rest_times_its_cpu() -> None:
-    state = SlowState(cpu_s=0.2)
+    cpu_s = MAX_REST_S / REST / 2  # a rest of half the longest
+    state = SlowState(cpu_s=cpu_s)
     writer = StateWriter(0, state)
     try:
         assert writer.rested(time.monotonic()), "a writer that wrote nothing is rested"
-        done = _written(writer, {b"k": b"v"})
+        handed, done = _written(writer, {b"k": b"v"})
         assert state.get(b"k") == b"v"
-        # idle (nothing queued), yet not rested: it wrote 0.2 s of CPU a moment ago
+        # idle (nothing queued), yet not rested: it wrote cpu_s of CPU, then rests 3x that
         assert writer.idle
-        assert not writer.rested(done)
-        assert not writer.rested(done + REST * 0.2 * 0.5)
-        assert writer.rested(done + REST * 0.2 + 0.05)
+        assert not writer.rested(handed + cpu_s)
+        assert not writer.rested(handed + cpu_s + REST * cpu_s * 0.9)
+        assert writer.rested(done + REST * cpu_s + 0.01)
+    finally:
+        writer.close(5.0)
+
+
+def test_the_rest_is_never_longer_than_its_bound() -> None:
+    """A barrier copies what waits for the next flush, so the rest is bounded."""
+    writer = StateWriter(0, SlowState(cpu_s=MAX_REST_S))  # a rest of 3x the bound uncapped
+    try:
+        handed, done = _written(writer, {b"k": b"v"})
+        assert not writer.rested(handed + MAX_REST_S + MAX_REST_S * 0.9)
+        assert writer.rested(done + MAX_REST_S + 0.01)
     finally:
         writer.close(5.0)
 
@@ -54,9 +69,9 @@ def test_a_heavy_write_makes_the_next_flush_wait_rest_times_its_cpu() -> None:
 def test_a_light_write_leaves_the_flush_interval_in_charge() -> None:
     writer = StateWriter(0, SlowState(cpu_s=0.0))
     try:
-        done = _written(writer, {b"k": b"v"})
-        # a one-entry write costs microseconds: rested within a millisecond of it
-        assert writer.rested(done + 0.001)
+        _, done = _written(writer, {b"k": b"v"})
+        # a one-entry write costs microseconds: rested within milliseconds of it
+        assert writer.rested(done + 0.01)
     finally:
         writer.close(5.0)
 

@@ -33,6 +33,9 @@ WRITE_CHUNK = 1024  # entries per RocksDB batch: the loop gets the GIL back betw
 # RocksDB's write holds the GIL, so a flush's write takes the loop's time: after a write of
 # c CPU seconds the next flush waits REST * c, which keeps the writer to ~1/(1+REST) of it
 REST = 3.0
+# ... but never longer than this: what waits for the next flush is what a checkpoint barrier
+# copies in its synchronous part, and what a query cannot see yet
+MAX_REST_S = 0.1
 Then = Callable[[WeirError | None], None]  # runs on this thread once a job's writes are done
 
 
@@ -93,7 +96,8 @@ class StateWriter:
                 generations, then = self._jobs[0]
             cpu0 = time.thread_time()
             error = self._write(generations)
-            self._rested_at = time.monotonic() + REST * (time.thread_time() - cpu0)
+            rest = min(REST * (time.thread_time() - cpu0), MAX_REST_S)
+            self._rested_at = time.monotonic() + rest
             if then is not None:
                 then(error)
             with self._cv:
