@@ -61,7 +61,8 @@ class StateWriter:
     def rested(self, now: float) -> bool:
         """Idle, and the rest after the last write is over: a flush may be handed over. Under
         load this coalesces more changes per flush (a key changed ten times is written once),
-        so fresher state costs the loop at most a quarter of its time; a light load, whose
+        so fresher state costs the loop at most a quarter of its time (while a write takes
+        under ``MAX_REST_S / REST`` of CPU; past that the bound wins); a light load, whose
         writes are short, flushes at the flush interval."""
         return not self._jobs and now >= self._rested_at
 
