@@ -24,7 +24,7 @@ class RunConfig:
     exit_at_end: bool = False
     state_retention_ms: int = 3_600_000
     flush_interval_ms: int = 50  # as weir run's --flush-interval-ms
-    batch_size: int = 8192
+    batch_size: int = 1024  # as weir run's --batch-size (app/options.py says why this size)
     status_interval_ms: int = 100
     buffer_timeout_ms: int = 10
     idle_timeout_ms: int | None = None
