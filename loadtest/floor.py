@@ -7,7 +7,7 @@ is its own time over this; issue 21's in-process goals are read against it.
     python -m loadtest.floor dense|sparse [--events N] [--batch B ...]
 
 Prints JSON: events per second of this thread's CPU for each batch size, and the CPU time of
-each step per event (ns). The event files are ``loadtest.hotpath``'s (made if missing).
+each step per event (ns). The event files are ``loadtest.hotpath``'s (``event_file``).
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from typing import Any
 
 import orjson
 
-from loadtest.hotpath import KEYS, STEPS
-from loadtest.workloads import write_ads
+from loadtest.hotpath import event_file
 
 WINDOW_MS = 10_000
 STEP_NAMES = ("decode", "filter", "columns", "ends", "fold")
@@ -105,11 +104,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    step = STEPS[args.workload][0]
-    data = args.workdir / f"events-{args.events}-{KEYS}-{step:g}.jsonl"
-    if not data.exists():
-        write_ads(data, args.events, KEYS, step_ms=step)
-    lines = data.read_bytes().splitlines()
+    lines = event_file(args.workload, args.events, args.workdir).read_bytes().splitlines()
     out: dict[str, Any] = {"workload": args.workload, "events": len(lines)}
     for batch in args.batch:
         runs = [floor(lines, batch) for _ in range(args.rounds)]

@@ -37,15 +37,22 @@ STEPS = {  # event-time step per event (ms) at KEYS keys, window
 }
 
 
-def cpu_per_event(
-    name: str, events: int, workdir: Path, no_status: bool, keys: int = KEYS
-) -> dict[str, float]:
-    step, window = STEPS[name]
+def event_file(name: str, events: int, workdir: Path, keys: int = KEYS) -> Path:
+    """The JSONL events of workload ``name`` in ``workdir``, written the first time."""
+    step = STEPS[name][0]
     if name != "peer":  # the same events and windows per key at any number of keys
         step = step * KEYS / keys
     data = workdir / f"events-{events}-{keys}-{step:g}.jsonl"
     if not data.exists():
         write_ads(data, events, keys, step_ms=step)
+    return data
+
+
+def cpu_per_event(
+    name: str, events: int, workdir: Path, no_status: bool, keys: int = KEYS
+) -> dict[str, float]:
+    data = event_file(name, events, workdir, keys)
+    window = STEPS[name][1]
     run = Path(tempfile.mkdtemp(dir=workdir))
     try:
         job = run / "job.py"
