@@ -128,8 +128,8 @@ def run_flags(p: argparse.ArgumentParser, *, demo: bool = False) -> None:
         metavar="URL",
     )
     # 1,024: a batch's records (decoded dicts) then stay in a core's L2 cache while each step
-    # of the chain and the fold passes over them; 8,192 spilled to L3 and cost 1.1-1.25x more
-    # CPU per event in-process, 1.19x on Kafka at parallelism 1 (README, issue 21's sixth round)
+    # of the chain and the fold passes over them; 8,192 spilled to L3, and was 1.12-1.24x slower
+    # in-process and 1.19x on Kafka at parallelism 1 (README, issue 21's sixth round)
     env.add(
         "--batch-size",
         "records per source batch",
