@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.state.checkpoints import CheckpointStorage, FileRef, prune_cache
 from weir.state.rocksdb import BoundedIter, _scan
 

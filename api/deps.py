@@ -13,7 +13,7 @@ from fastapi import Query, Request
 from weir.api.errors import ApiError, not_found
 from weir.api.metrics import ApiMetrics
 from weir.api.registry import JobHandle, Registry
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.engine.job import ProcessOperator, WindowOperator
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.state.rocksdb import CATCH_UP_MS

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Protocol
 
 from weir.api.committed import CommittedReader, CommittedView
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.engine.job import Job, WindowOperator
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.statereader import RemoteReader, RemoteSeeker

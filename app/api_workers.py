@@ -22,7 +22,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from weir.api.settings import ApiSettings
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,8 @@ class MemberSpec:
 
 def member_main(spec: MemberSpec) -> None:
     """A member process: serves until SIGTERM/SIGINT or until its parent is gone."""
-    from weir.app import api_process, logs
+    from weir.app import api_process
+    from weir.base import logs
 
     logs.configure(spec.log_level, spec.log_format)
     until = threading.Event()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.app.progress import SparkProgress, StatusLine
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.state.objectstore import StorageLocation, storage_location
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from weir import __version__  # the installed package's version (its metadata)
-from weir.app import logs
 from weir.app.commands import backfill_command, produce_command
 from weir.app.flags import (
     Env,
@@ -28,7 +27,8 @@ from weir.app.options import (
     run_flags,
     sql_commands,
 )
-from weir.engine.errors import ConfigError, WeirError
+from weir.base import logs
+from weir.base.errors import ConfigError, WeirError
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.redact import redact_url
 
 Check = Callable[[str], Any]
@@ -128,7 +128,7 @@ def http_url(raw: str) -> str:
 
 def storage_url(raw: str) -> str:
     """A directory or ``s3://BUCKET/PREFIX``; never a URL of another scheme taken for a path."""
-    from weir.engine.errors import ConfigError
+    from weir.base.errors import ConfigError
     from weir.state.objectstore import SCHEMES, storage_location
 
     try:

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from weir.app import logs
-from weir.engine.errors import ConfigError, ControlError, MessageError, StateError
+from weir.base import logs
+from weir.base.errors import ConfigError, ControlError, MessageError, StateError
 from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.status import STALE_AFTER_S, read_status, status_path
 from weir.engine.runtime.view import SavepointResult

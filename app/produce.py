@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from weir.app.progress import StatusLine, rate_text
-from weir.engine.errors import ConfigError, SourceError
+from weir.base.errors import ConfigError, SourceError
 from weir.engine.kafka_security import KafkaSecurity
 from weir.engine.sources.base import SplitReader
 from weir.engine.sources.generator import GeneratorSource

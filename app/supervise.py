@@ -15,9 +15,9 @@ import uvicorn
 from fastapi import FastAPI
 
 from weir.api import ApiSettings, Registry, create_app, handle_for
-from weir.app import logs
 from weir.app.api_workers import ApiMembers, MemberSpec, listen
-from weir.engine.errors import ConfigError
+from weir.base import logs
+from weir.base.errors import ConfigError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.jobmanager import JobManager

@@ -5,9 +5,7 @@ from weir import Job, WatermarkStrategy, agg, evictors, joins, sinks, sources, t
 
 from __future__ import annotations
 
-from weir.engine import agg, evictors, joins, sinks, sources, triggers, windows
-from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
-from weir.engine.errors import (
+from weir.base.errors import (
     BroadcastStateError,
     ConfigError,
     JobDefinitionError,
@@ -17,6 +15,8 @@ from weir.engine.errors import (
     WeirError,
     WorkerFailed,
 )
+from weir.engine import agg, evictors, joins, sinks, sources, triggers, windows
+from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 from weir.engine.job import (
     BroadcastConnectedStream,
     BroadcastStream,

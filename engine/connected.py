@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 
 if TYPE_CHECKING:
     from weir.engine.job import Job

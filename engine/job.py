@@ -17,6 +17,7 @@ Building a job only records the graph; the runtime compiles and runs it.
 
 from __future__ import annotations
 
+from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
 from weir.engine.connected import (
     BroadcastConnectedStream,
@@ -24,7 +25,6 @@ from weir.engine.connected import (
     ConnectedKeyedStreams,
     ConnectedStreams,
 )
-from weir.engine.errors import JobDefinitionError
 from weir.engine.nodes import (
     NAME_PATTERN,
     RESERVED_FIELDS,

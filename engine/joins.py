@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 from weir.engine.job import ProcessOperator
 from weir.engine.runtime.operators.join_buffers import LATE
 from weir.engine.runtime.operators.join_interval import IntervalJoinFunction, PairContext

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.redact import REDACTED, redact_url
 
 CLIENTS = ("confluent", "kafka-python")

@@ -8,10 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
 from weir.engine import evictors as _evictors
 from weir.engine import triggers as _triggers
-from weir.engine.errors import JobDefinitionError
 from weir.engine.sinks import Sink
 from weir.engine.sources import Source
 from weir.engine.watermarks import WatermarkStrategy

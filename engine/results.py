@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 from weir.engine.sinks import Sink
 
 if TYPE_CHECKING:

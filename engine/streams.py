@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
+from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
 from weir.engine import evictors as _evictors
 from weir.engine import triggers as _triggers
-from weir.engine.errors import JobDefinitionError
 from weir.engine.sinks import Sink
 from weir.engine.windows import (
     CountWindows,

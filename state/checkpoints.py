@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import PathRefused, StateError, StorageError
-from weir.engine.paths import plain_name
-from weir.state.files import private_dir
+from weir.base.errors import PathRefused, StateError, StorageError
+from weir.base.files import private_dir
+from weir.base.paths import plain_name
 from weir.state.objectstore import (
     LocalStore,
     ObjectStore,

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 
-from weir.engine.errors import ConfigError, StorageError
-from weir.state.files import fsync_dir, private_dir, replacing, write_private
+from weir.base.errors import ConfigError, StorageError
+from weir.base.files import fsync_dir, private_dir, replacing, write_private
 
 if TYPE_CHECKING:
     from obstore.store import S3Store

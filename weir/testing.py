@@ -34,7 +34,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 from weir.engine.job import Job
 from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords

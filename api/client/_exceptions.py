@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weir.engine.errors import WeirError
+from weir.base.errors import WeirError
 
 
 class WeirClientError(WeirError):

@@ -30,7 +30,7 @@ from weir.api.errors import ApiError, ErrorBody, error_body, not_found
 from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.engine.job import ProcessOperator, WindowOperator
 from weir.engine.runtime.operators.codec import (
     compose_stored,

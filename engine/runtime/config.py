@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +29,7 @@ class RunConfig:
     buffer_timeout_ms: int = 10
     idle_timeout_ms: int | None = None
     log_level: str = "INFO"
-    log_format: str = "text"  # or "json" (app/logs.py), in the workers too
+    log_format: str = "text"  # or "json" (weir/base/logs.py), in the workers too
     # a directory or s3://BUCKET/PREFIX (state/objectstore.py); default: <state-dir>/checkpoints
     checkpoint_dir: str | Path | None = None
     checkpoint_interval_ms: int = 0  # 0: no periodic checkpoints

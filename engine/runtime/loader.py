@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import weir
-from weir.engine.errors import JobDefinitionError, WeirError
+from weir.base.errors import JobDefinitionError, WeirError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.sinks import from_url as sink_from_url

@@ -22,14 +22,14 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 import orjson
 
-from weir.engine.errors import ConfigError, SinkError
+from weir.base.errors import ConfigError, SinkError
+from weir.base.files import FILE_MODE, private_dir
 from weir.engine.kafka_security import KafkaSecurity
 from weir.engine.redact import redact_url
 
 # imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
 # function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
 from weir.engine.sinks.kafka import KafkaSink, from_url_parts
-from weir.state.files import FILE_MODE, private_dir
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from weir.engine.errors import ConfigError, SinkError, SourceError
+from weir.base.errors import ConfigError, SinkError, SourceError
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, check_netloc, security_of
 from weir.engine.redact import redact_url

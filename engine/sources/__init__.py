@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from weir.engine.errors import ConfigError, SourceError
+from weir.base.errors import ConfigError, SourceError
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, security_of
 from weir.engine.redact import redact_url

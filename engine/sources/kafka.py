@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, Protocol
 
 import orjson
 
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity, check_netloc
 from weir.engine.sources.base import SourceBatch
 from weir.engine.sources.kafka_connect import connect as connect

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity
 
 log = logging.getLogger(__name__)

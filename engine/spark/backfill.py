@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, SourceError
+from weir.base.errors import ConfigError, SourceError
 from weir.engine.job import WindowOperator
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs

@@ -28,7 +28,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 
 __all__ = [
     "check_conf",

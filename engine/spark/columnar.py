@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.job import Job, KeyByNode, WindowOperator
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.plan import python_path

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, SourceError
+from weir.base.errors import ConfigError, SourceError
 from weir.engine.job import Job
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, security_of

@@ -15,13 +15,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from weir.base.files import private_dir
 from weir.engine.job import Job, WindowOperator
 from weir.engine.spark.backfill import BackfillResult
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.bulkload import backfill_files
 from weir.state.bulkstore import fetch_ssts
 from weir.state.checkpoints import CheckpointStorage, now_ms
-from weir.state.files import private_dir
 from weir.state.keygroups import KeyGroupRange, range_for_operator
 from weir.state.objectstore import storage_location
 from weir.state.rocksdb import RocksState

@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from weir.base.files import private_dir
 from weir.engine.spark.plan import Plan
 from weir.state.bulkstore import MANIFEST, SstObject, manifest_bytes
-from weir.state.files import private_dir
 from weir.state.objectstore import (
     S3Bucket,
     StorageLocation,

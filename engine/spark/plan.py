@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from weir.base.errors import ConfigError, JobDefinitionError
 from weir.engine.agg import UserDefined
-from weir.engine.errors import ConfigError, JobDefinitionError
 from weir.engine.job import (
     CoProcessOperator,
     Job,

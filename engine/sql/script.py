@@ -20,9 +20,9 @@ from typing import Any
 
 from sqlglot import exp
 
+from weir.base.errors import ConfigError, WeirError
 from weir.engine import agg
 from weir.engine.agg import AggregateFunction
-from weir.engine.errors import ConfigError, WeirError
 from weir.engine.job import DataStream, Job
 from weir.engine.sources import from_url
 from weir.engine.sql.build import attach

@@ -15,7 +15,7 @@ import pytest
 
 from tests.support import write_lines
 from weir import testing
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.runtime.loader import load_job
 from weir.engine.runtime.operators.codec import decode_session
 from weir.engine.runtime.operators.fold import FoldPlan

@@ -19,7 +19,7 @@ import pytest
 from tests.kafka_broker import create_topic, send
 from tests.reference import group_emissions
 from tests.support import WeirResult, job_text, make_events, read_jsonl, write_events
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.runtime.loader import load_job
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.backfill import BackfillResult, backfill_operator, run_backfill

@@ -16,7 +16,7 @@ import pytest
 
 from loadtest.spark_cluster import SparkCluster
 from tests.support import wait_until
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.spark.cluster import (
     cluster_session,
     failure_summary,

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from weir.engine.errors import WorkerFailed
+from weir.base.errors import WorkerFailed
 from weir.engine.runtime.task import acceptor, peerauth
 from weir.engine.runtime.task.exchange import Exchange, parse_address
 from weir.engine.runtime.task.peerauth import PeerAuth

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
 from weir import Job, agg, sources, windows
-from weir.engine.errors import ConfigError, SourceError
+from weir.base.errors import ConfigError, SourceError
 from weir.engine.runtime.outputs import DeadLetters
 from weir.engine.runtime.task.chain import Chain
 from weir.engine.sources import SourceBatch

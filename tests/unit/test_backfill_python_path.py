@@ -18,8 +18,8 @@ import pytest
 from tests.inprocess import run_batches
 from tests.reference import Spec
 from tests.support import BUILTINS, UDA_JOB_BOUND, WITH_UDA, make_events, uda_job_text, write_events
+from weir.base.errors import JobDefinitionError
 from weir.engine.agg import UserDefined
-from weir.engine.errors import JobDefinitionError
 from weir.engine.runtime.loader import load_job
 from weir.engine.runtime.operators.codec import decode_session
 from weir.engine.spark.inputs import file_batches

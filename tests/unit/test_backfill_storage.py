@@ -12,7 +12,7 @@ import pytest
 from rocksdict import Options, SstFileWriter
 
 from weir.app.cli import build_parser, config_from_args
-from weir.engine.errors import ConfigError, PathRefused, StateError
+from weir.base.errors import ConfigError, PathRefused, StateError
 from weir.engine.runtime.control.backfill import LiveBackfill
 from weir.engine.spark.output import BackfillOutput
 from weir.state.bulkstore import MANIFEST, fetch_ssts, read_manifest

@@ -19,7 +19,7 @@ from weir import (
     testing,
 )
 from weir.app.cli import main
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 from weir.engine.job import KeyedBroadcastOperator
 
 JOB = """

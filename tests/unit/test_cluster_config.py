@@ -12,7 +12,7 @@ import msgpack
 import pytest
 
 from weir.app.cli import build_parser
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.spark_task import TaskPayload

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.runtime.config import RunConfig
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from weir import Job, WatermarkStrategy, agg, sources, windows
-from weir.engine.errors import StateError, WorkerFailed
+from weir.base.errors import StateError, WorkerFailed
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import CheckpointAck, CheckpointDecline, FromWorker
 from weir.engine.runtime.operators.base import OperatorRuntime

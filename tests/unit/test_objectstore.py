@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from obstore import exceptions as ox
 
-from weir.engine.errors import ConfigError, StorageError
+from weir.base.errors import ConfigError, StorageError
 from weir.state.objectstore import SCHEMES, S3Bucket, StorageLocation, s3_error, storage_location
 
 WHERE = "s3://bucket/prefix/j/chk-3/_metadata"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.restarts import FailureRateRestarts
 

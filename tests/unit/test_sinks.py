@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from weir import sinks
-from weir.engine.errors import ConfigError, SinkError
+from weir.base.errors import ConfigError, SinkError
 
 
 def test_file_url() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from weir import sources
-from weir.engine.errors import ConfigError, SourceError
+from weir.base.errors import ConfigError, SourceError
 from weir.engine.sources import GeneratorSource, JsonlSource
 
 

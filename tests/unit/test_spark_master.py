@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.spark.cluster import check_conf, check_reachable, cluster_session, parse_master
 
 

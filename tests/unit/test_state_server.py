@@ -13,7 +13,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.engine.runtime.control.statereader import RemoteReader
 from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.task import peerauth

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from weir.engine.errors import ConfigError, PathRefused
-from weir.engine.paths import confined
+from weir.base.errors import ConfigError, PathRefused
+from weir.base.paths import confined
 from weir.engine.runtime.messages import (
     BackfillPhase,
     BackfillReply,

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
-from weir.engine.errors import ConfigError, ControlError, SinkError, StateError, StorageError
+from weir.base.errors import ConfigError, ControlError, SinkError, StateError, StorageError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import (
+from weir.base.errors import (
     ConfigError,
     ControlError,
     MessageError,

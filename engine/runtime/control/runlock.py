@@ -15,8 +15,8 @@ import logging
 import os
 from pathlib import Path
 
-from weir.engine.errors import ConfigError
-from weir.state.files import FILE_MODE, private_dir
+from weir.base.errors import ConfigError
+from weir.base.files import FILE_MODE, private_dir
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from weir.engine.errors import WorkerFailed
+from weir.base.errors import WorkerFailed
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.workers import last_words, send_all
 from weir.engine.runtime.messages import FromWorker, ToWorker, WorkerLink

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.engine.runtime.task import peerauth
 from weir.engine.runtime.task.exchange import parse_address, prove
 from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth

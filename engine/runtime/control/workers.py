@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 from typing import Protocol
 
-from weir.engine.errors import MessageError, WorkerFailed
+from weir.base.errors import MessageError, WorkerFailed
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import Failed, FromWorker, ToWorker, WorkerLink
 from weir.engine.runtime.task.main import worker_main

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from weir.engine.errors import BroadcastStateError
+from weir.base.errors import BroadcastStateError
 from weir.engine.job import BroadcastOperator, KeyedBroadcastOperator, OutputTag
 from weir.engine.runtime.operators.broadcast_state import (
     BroadcastState,

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from weir.engine.errors import ConfigError, WorkerFailed
+from weir.base.errors import ConfigError, WorkerFailed
 from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.task import peerauth
 from weir.engine.runtime.task.acceptor import MAX_PENDING, Acceptor, Stopped, peer_uid

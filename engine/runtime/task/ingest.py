@@ -23,14 +23,14 @@ import json
 import shutil
 from pathlib import Path
 
-from weir.engine.errors import StateError, WeirError
+from weir.base.errors import StateError, WeirError
+from weir.base.files import private_dir, write_private
 from weir.engine.runtime.messages import BackfillPhase, BackfillReply, BackfillStep
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.windows import is_late
 from weir.state.bulkload import LoadRules, StagedFile, backfill_files, stage_sst
 from weir.state.bulkstore import fetch_ssts
-from weir.state.files import private_dir, write_private
 from weir.state.keygroups import KeyGroupRange
 from weir.state.objectstore import storage_location
 from weir.state.rocksdb import RocksState

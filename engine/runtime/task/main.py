@@ -14,8 +14,8 @@ import threading
 import traceback
 from multiprocessing.connection import Connection
 
-from weir.app import logs
-from weir.engine.errors import WeirError, WorkerFailed
+from weir.base import logs
+from weir.base.errors import WeirError, WorkerFailed
 from weir.engine.runtime import collector, heap
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job

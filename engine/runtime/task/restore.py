@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from weir.engine.errors import WeirError
+from weir.base.errors import WeirError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.task.channels import Input, Inputs

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-from weir.engine.errors import WorkerFailed
+from weir.base.errors import WorkerFailed
 from weir.engine.runtime.task import framing
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.exchange import Exchange

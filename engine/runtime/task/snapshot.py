@@ -27,7 +27,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from weir.engine.errors import WeirError
+from weir.base.errors import WeirError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
     CheckpointAck,

@@ -30,7 +30,7 @@ from typing import Any
 
 import msgpack
 
-from weir.engine.errors import WeirError
+from weir.base.errors import WeirError
 from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.task import peerauth
 from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth

@@ -21,7 +21,7 @@ import time
 from functools import partial
 from typing import Any
 
-from weir.engine.errors import WorkerFailed
+from weir.base.errors import WorkerFailed
 from weir.engine.job import Job
 from weir.engine.runtime import collector
 from weir.engine.runtime.config import RunConfig

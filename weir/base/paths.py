@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePath
 
-from weir.engine.errors import PathRefused
+from weir.base.errors import PathRefused
 
 
 def plain_name(name: str, what: str) -> str:

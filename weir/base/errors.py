@@ -11,7 +11,8 @@
     │   └── StorageError       checkpoint storage (a directory or S3) that cannot be reached,
     │                          read or written (1)
     ├── MessageError           bytes from another process that are not a message weir sent (1)
-    ├── ControlError           a job manager that cannot do what it was asked: the job is not
+    ├── ControlError           a job manager that cannot do what it was asked: its control
+    │                          channel cannot be reached, refuses or times out, the job is not
     │                          running, or a stop's savepoint failed and the job goes on (1)
     └── WorkerFailed           a worker process died or reported a fatal error (1)
 
@@ -82,8 +83,9 @@ class MessageError(WeirError):
 
 
 class ControlError(WeirError):
-    """A job manager cannot do what its control channel (or its API) asked: the job is not
-    running (any more), or a savepoint failed; the job is left as it was."""
+    """A job manager cannot do what its control channel (or its API) asked: the channel cannot
+    be reached, is not weir's, refuses the key, closes or does not answer in time; the job is
+    not running (any more); or a savepoint failed. The job is left as it was."""
 
 
 class WorkerFailed(WeirError):
