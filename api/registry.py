@@ -15,7 +15,8 @@ from typing import Protocol
 
 from weir.api.committed import CommittedReader, CommittedView
 from weir.base.errors import StateError
-from weir.engine.job import Job, WindowOperator
+from weir.engine.job import Job
+from weir.engine.nodes import WindowNode
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.statereader import RemoteReader, RemoteSeeker
 from weir.engine.runtime.operators.fold import FoldPlan
@@ -54,7 +55,7 @@ class JobHandle:
     make_reader: Callable[[int], StateReader] | None = None  # to follow a new parallelism
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def plan(self, op: WindowOperator) -> FoldPlan:
+    def plan(self, op: WindowNode) -> FoldPlan:
         plan = self.plans.get(op.name)
         if plan is None:
             plan = self.plans[op.name] = FoldPlan(op.aggregates)

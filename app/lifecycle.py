@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
 
 def job_name(raw: str) -> str:
     """A job name from the command line: it names directories, so the job API's rule holds."""
-    from weir.engine.job import NAME_PATTERN
+    from weir.engine.nodes import NAME_PATTERN
 
     if not NAME_PATTERN.match(raw):
         raise ConfigError(

@@ -14,17 +14,17 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine import agg
-from weir.engine.job import (
+from weir.engine.job import Job
+from weir.engine.nodes import (
     BroadcastNode,
-    CoProcessOperator,
+    CoProcessNode,
     ForwardNode,
-    Job,
     KeyByNode,
     Node,
-    Operator,
+    OperatorNode,
     SinkNode,
     StatelessNode,
-    WindowOperator,
+    WindowNode,
 )
 
 
@@ -43,11 +43,11 @@ def describe_aggregate(a: agg.Aggregate) -> str:
     return f"custom {type(a.function).__module__}.{type(a.function).__qualname__}"
 
 
-def _operator(op: Operator, node: KeyByNode | ForwardNode) -> dict[str, Any]:
+def _operator(op: OperatorNode, node: KeyByNode | ForwardNode) -> dict[str, Any]:
     out = op.describe()
-    if isinstance(op, CoProcessOperator):
+    if isinstance(op, CoProcessNode):
         out["input"] = 2 if op.second is node else 1
-    if isinstance(op, WindowOperator):
+    if isinstance(op, WindowNode):
         out["aggregates"] = {n: describe_aggregate(a) for n, a in op.aggregates.items()}
     out["sinks"] = [s.describe() for s in op.sinks]
     return out

@@ -1,5 +1,5 @@
 """A brute-force model of count and global windows, triggers and evictors, written from Flink's
-``WindowOperator``/``EvictingWindowOperator`` rules and weir's contract, not from the engine:
+``WindowNode``/``EvictingWindowOperator`` rules and weir's contract, not from the engine:
 every window keeps the plain list of its ``(timestamp, value)`` records, aggregates are
 recomputed from that list at every firing, and the watermark moves after every record.
 

@@ -31,7 +31,7 @@ from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.base.errors import StateError
-from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.operators.codec import (
     compose_stored,
     decode_session,
@@ -114,7 +114,7 @@ class StateSource:
 
 def key_answer(
     handle: JobHandle,
-    op_def: WindowOperator | ProcessOperator,
+    op_def: WindowNode | ProcessNode,
     key: str,
     bounds: Bounds,
     consistency: str = "live",
@@ -130,7 +130,7 @@ def key_answer(
     source = StateSource(handle, consistency)
     rows = source.scan(kg, prefix)
     pane_rows: list[tuple[bytes, bytes]] = []
-    if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
+    if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
         pane_rows = source.scan(kg, layout.key_prefix(kg, op_def.pane_state_id, raw_key))
     if not rows and not pane_rows:
         raise not_found(
@@ -146,7 +146,7 @@ def key_answer(
         "checkpoint": checkpoint,
         "consistency": consistency,
     }
-    if isinstance(op_def, ProcessOperator):
+    if isinstance(op_def, ProcessNode):
         answer.update(windows=[], state=dict(decode_state(value)[0::2] for _, value in rows))
         return answer
     plan = handle.plan(op_def)
@@ -248,7 +248,7 @@ async def list_keys(
             "next_cursor of the previous page, or start again without a cursor",
         ) from None
     ids = [op_def.state_id]
-    if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
+    if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
         ids.append(op_def.pane_state_id)
 
     await wait_fresh(fresh, handle, op)
@@ -262,7 +262,7 @@ async def list_keys(
 @dataclass(frozen=True, slots=True)
 class StreamTarget:
     handle: JobHandle
-    op: WindowOperator | ProcessOperator
+    op: WindowNode | ProcessNode
 
 
 async def stream_target(
@@ -404,7 +404,7 @@ async def lookup(
 
 
 def _lookup(
-    handle: JobHandle, op: WindowOperator | ProcessOperator, body: LookupRequest, bounds: Bounds
+    handle: JobHandle, op: WindowNode | ProcessNode, body: LookupRequest, bounds: Bounds
 ) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     for key in body.keys:
@@ -420,7 +420,7 @@ def _namespace(skey: bytes) -> int:
 
 
 def _entries(
-    op: WindowOperator,
+    op: WindowNode,
     plan: FoldPlan,
     rows: list[tuple[bytes, bytes]],
     pane_rows: list[tuple[bytes, bytes]],

@@ -26,7 +26,7 @@ from weir.api.errors import ApiError, ErrorBody
 from weir.api.models import TopAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.api.routes.state import NOT_FRESH, json_response
-from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.messages import RankedWindow
 from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.topn import TOP_K, best
@@ -59,7 +59,7 @@ async def top(
     handle = job_handle(reg, job)
     op_def = operator(handle, op)
     if (
-        isinstance(op_def, ProcessOperator)
+        isinstance(op_def, ProcessNode)
         or isinstance(op_def.assigner, SessionWindows)
         or op_def.triggered
     ):
@@ -87,7 +87,7 @@ async def top(
 
 
 def _ranked(
-    handle: JobHandle, op_def: WindowOperator, by: str, n: int, window: Literal["latest", "current"]
+    handle: JobHandle, op_def: WindowNode, by: str, n: int, window: Literal["latest", "current"]
 ) -> dict[str, Any]:
     job, op = handle.job.name, op_def.name
     reports: list[RankedWindow] = []

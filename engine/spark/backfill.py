@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from weir.base.errors import ConfigError, SourceError
-from weir.engine.job import WindowOperator
+from weir.engine.nodes import WindowNode
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
 from weir.engine.spark.output import BackfillOutput
@@ -170,7 +170,7 @@ def run_backfill(
     )
 
 
-def _check_range(op: WindowOperator, from_ms: int | None, to_ms: int | None) -> None:
+def _check_range(op: WindowNode, from_ms: int | None, to_ms: int | None) -> None:
     """``--from``/``--to`` keep the sessions whose records all lie in the range, which a stored
     session tells only when its gap is fixed (its last record is at ``end - gap``)."""
     if (from_ms is None and to_ms is None) or not isinstance(op.assigner, SessionWindows):
@@ -183,7 +183,7 @@ def _check_range(op: WindowOperator, from_ms: int | None, to_ms: int | None) -> 
 
 
 def _aggregated(
-    spark: Any, plan: Plan, op: WindowOperator, files: list[FileInput], kafka: list[KafkaInput]
+    spark: Any, plan: Plan, op: WindowNode, files: list[FileInput], kafka: list[KafkaInput]
 ) -> Any:
     """Stages 1 and 2: every split's pairs (one task per file, one per Kafka partition), then
     Spark's own aggregation by ``(key group, key, window end)``, or, on the Python path, the
@@ -285,7 +285,7 @@ def _kafka_pairs(plan: Plan, k: KafkaInput, pair_schema: Any) -> Any:
     return pairs
 
 
-def _write_ssts(plan: Plan, op: WindowOperator, windows: Any) -> list[Any]:
+def _write_ssts(plan: Plan, op: WindowNode, windows: Any) -> list[Any]:
     """Stage 3: one SST file per key group, written by the task that holds the key group (on
     the Python path, that task folds its windows first)."""
     import pyarrow as pa

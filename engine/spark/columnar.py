@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from weir.base.errors import SourceError
-from weir.engine.job import Job, KeyByNode, WindowOperator
+from weir.engine.job import Job
+from weir.engine.nodes import KeyByNode, WindowNode
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.plan import python_path
 from weir.engine.watermarks import MIN_WATERMARK
@@ -70,7 +71,7 @@ class PlainJob:
         return pa.schema(cols + [(f, pa.int64()) for f in self.fields])
 
 
-def plain_job(job: Job, op: WindowOperator) -> PlainJob | None:
+def plain_job(job: Job, op: WindowNode) -> PlainJob | None:
     """The job's fields when it is plain (see the module's docstring), else None."""
     source = job.sources[0]
     if python_path(op) or isinstance(op.assigner, SessionWindows):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weir.engine.job import WindowOperator
+from weir.engine.nodes import WindowNode
 from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.windows import SlidingWindows
@@ -25,7 +25,7 @@ from weir.engine.windows import SlidingWindows
 class WindowFolder:
     """The accumulator slots of one ``(key, window end)`` from its records."""
 
-    def __init__(self, op: WindowOperator) -> None:
+    def __init__(self, op: WindowNode) -> None:
         self.plan = FoldPlan(op.aggregates)
         assigner = op.assigner
         self.panes = (

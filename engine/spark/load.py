@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from weir.base.files import private_dir
-from weir.engine.job import Job, WindowOperator
+from weir.engine.job import Job
+from weir.engine.nodes import WindowNode
 from weir.engine.spark.backfill import BackfillResult
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.bulkload import backfill_files
@@ -38,7 +39,7 @@ def sst_files(sst_dir: str, kgs: KeyGroupRange, scratch: Path) -> list[Path]:
 
 def make_savepoint(
     job: Job,
-    op: WindowOperator,
+    op: WindowNode,
     result: BackfillResult,
     root: str | Path,
     work_dir: Path | None,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from weir.engine.job import WindowOperator
+from weir.engine.nodes import WindowNode
 from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.spark.plan import Plan, python_path
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, TumblingWindows, is_late
@@ -39,7 +39,7 @@ class Selector:
     record (lateness depends on the session a record joins: the next stage decides it); their
     ``end`` is 0."""
 
-    def __init__(self, plan: Plan, op: WindowOperator, split: str) -> None:
+    def __init__(self, plan: Plan, op: WindowNode, split: str) -> None:
         self.plan = FoldPlan(op.aggregates)
         self.fields = self.plan.fields  # the fields the streaming fold reads
         self.python = python_path(op)

@@ -19,13 +19,13 @@ from operator import itemgetter
 from typing import Any
 
 from weir.engine.agg import Builtin
-from weir.engine.job import WindowOperator
+from weir.engine.nodes import WindowNode
 from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows
 
 
-def slot_columns(op: WindowOperator, cols: dict[str, list[Any]]) -> list[list[Any]]:
+def slot_columns(op: WindowNode, cols: dict[str, list[Any]]) -> list[list[Any]]:
     """The accumulator slots the streaming fold would hold for Spark's aggregates, a column per
     slot (``mean`` is ``[sum, count]``)."""
     n = [int(v) for v in cols["n"]]
@@ -146,7 +146,7 @@ def _within(plan: Plan, sessions: dict[bytes, bytes]) -> dict[bytes, bytes]:
 
 def _write_key_group(
     plan: Plan,
-    op: WindowOperator,
+    op: WindowNode,
     kg: int,
     windows: dict[bytes, bytes],
     late: int,

@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from weir.engine import agg
 from weir.engine.agg import AggregateFunction
-from weir.engine.job import RESERVED_FIELDS
+from weir.engine.nodes import RESERVED_FIELDS
 from weir.engine.sql import windowing
 from weir.engine.sql.aggregates import Called, CountDistinct
 from weir.engine.sql.dialect import WeirFlink

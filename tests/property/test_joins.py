@@ -23,8 +23,8 @@ from tests.join_reference import (
 from tests.join_support import drive
 from tests.property.test_batching import BATCHING
 from weir.engine import windows
-from weir.engine.runtime.operators.join_interval import IntervalJoinFunction
-from weir.engine.runtime.operators.join_window import WindowJoinFunction
+from weir.engine.joins.interval import IntervalJoinFunction
+from weir.engine.joins.window import WindowJoinFunction
 
 
 @st.composite

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from weir.base.errors import BroadcastStateError
-from weir.engine.job import BroadcastOperator, KeyedBroadcastOperator, OutputTag
+from weir.engine.nodes import BroadcastProcessNode, KeyedBroadcastNode, OutputTag
 from weir.engine.runtime.operators.broadcast_state import (
     BroadcastState,
     BroadcastStates,
@@ -145,7 +145,7 @@ class KeyedBroadcastRuntime(ProcessRuntime):
 
     def __init__(
         self,
-        op: KeyedBroadcastOperator,
+        op: KeyedBroadcastNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,
@@ -211,13 +211,13 @@ class NonKeyedContext(_NoKeyedState, ReadOnlyContext):
 
 
 class BroadcastRuntime(KeyedBroadcastRuntime):
-    """A (non-keyed) broadcast process function (``BroadcastOperator``): the keyed broadcast
+    """A (non-keyed) broadcast process function (``BroadcastProcessNode``): the keyed broadcast
     runtime with a context that has no keyed state, no timers and no ``apply_to_keyed_state``;
     its non-keyed input arrives on the worker that read it (``routing``: forward)."""
 
     def __init__(
         self,
-        op: BroadcastOperator,
+        op: BroadcastProcessNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from weir.engine.job import OutputTag, ProcessOperator
+from weir.engine.nodes import OutputTag, ProcessNode
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.codec import (
     decode_keys,
@@ -148,7 +148,7 @@ class ProcessRuntime:
 
     def __init__(
         self,
-        op: ProcessOperator,
+        op: ProcessNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,

@@ -1,5 +1,5 @@
 """The triggered window operator: windows whose firing a trigger decides (count and global
-windows, ``.trigger(...)``, ``.evictor(...)``), as Flink's ``WindowOperator`` and
+windows, ``.trigger(...)``, ``.evictor(...)``), as Flink's ``WindowNode`` and
 ``EvictingWindowOperator`` run them. Every other window keeps the accumulator fast path
 (``window.py``, ``sliding.py``); this one works record by record, which a trigger needs anyway
 (a count trigger fires *between* two records of a batch).
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from weir.engine import triggers
-from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators import triggered_state as stored
 from weir.engine.runtime.operators.delta import StateDelta
@@ -80,7 +80,7 @@ class _WindowFunction:
 
     def __init__(
         self,
-        op: WindowOperator,
+        op: WindowNode,
         late: LateRecords,
         dead: DeadLetters,
         clock: Clock,
@@ -279,7 +279,7 @@ class TriggeredRuntime:
 
     def __init__(
         self,
-        op: WindowOperator,
+        op: WindowNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,
@@ -290,7 +290,7 @@ class TriggeredRuntime:
     ) -> None:
         self.op = op
         self._fn = _WindowFunction(op, late, dead, clock, retention_ms)
-        inner = ProcessOperator(op.name, op.key, self._fn)
+        inner = ProcessNode(op.name, op.key, self._fn)
         self._rt = ProcessRuntime(
             inner, state, key_groups, max_parallelism, late, dead, retention_ms
         )

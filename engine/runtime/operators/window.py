@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from itertools import compress
 from typing import Any, cast
 
-from weir.engine.job import WindowOperator
+from weir.engine.nodes import WindowNode
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.codec import (
     decode_keys,
@@ -58,7 +58,7 @@ RANK_INTERVAL_S = 1.0
 class WindowRuntime:
     def __init__(
         self,
-        op: WindowOperator,
+        op: WindowNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,

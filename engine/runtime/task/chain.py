@@ -17,12 +17,12 @@ from typing import Any
 
 import orjson
 
-from weir.engine.job import (
+from weir.engine.nodes import (
     BroadcastNode,
     ForwardNode,
     KeyByNode,
     Node,
-    Operator,
+    OperatorNode,
     SinkNode,
     SourceNode,
     StatelessNode,
@@ -342,10 +342,10 @@ class Chain:
         return key, None
 
 
-def _walk(source: SourceNode) -> list[tuple[Node | Operator, bool]]:
+def _walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
     """Every node below the source in definition order, with whether records reach it exactly
     as decoded from JSON (only filters on the way)."""
-    found: list[tuple[Node | Operator, bool]] = []
+    found: list[tuple[Node | OperatorNode, bool]] = []
 
     def walk(nodes: list[Node], exact: bool) -> None:
         for n in nodes:
