@@ -1,5 +1,5 @@
 """The triggered window operator: windows whose firing a trigger decides (count and global
-windows, ``.trigger(...)``, ``.evictor(...)``), as Flink's ``WindowNode`` and
+windows, ``.trigger(...)``, ``.evictor(...)``), as Flink's ``WindowOperator`` and
 ``EvictingWindowOperator`` run them. Every other window keeps the accumulator fast path
 (``window.py``, ``sliding.py``); this one works record by record, which a trigger needs anyway
 (a count trigger fires *between* two records of a batch).
