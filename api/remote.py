@@ -23,7 +23,7 @@ from weir.base.errors import ControlError, MessageError
 from weir.engine.job import Job
 from weir.engine.runtime.control import admin, status
 from weir.engine.runtime.messages import WorkerStatus
-from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.view import (
     BackfillEntry,
     CheckpointSummary,

@@ -37,9 +37,9 @@ def require_spark() -> None:
 
 def main(args: Any) -> int:
     require_spark()
+    from weir.engine.runtime.control.cluster import check_reachable
     from weir.engine.runtime.loader import load_job
     from weir.engine.spark.backfill import backfill_operator
-    from weir.engine.spark.cluster import check_reachable
     from weir.engine.spark.inputs import resolve_inputs
     from weir.engine.spark.load import make_savepoint
 
@@ -97,7 +97,7 @@ def _compute(
     spark = spark_session(args.master)
     try:
         if not args.master.startswith("local"):
-            from weir.engine.spark.cluster import wait_for_slots
+            from weir.engine.runtime.control.cluster import wait_for_slots
 
             # Spark would wait for cores forever, warning every 15 s; a clear exit 2 instead
             wait_for_slots(spark, 1, BACKFILL_SLOTS_S, barrier=False)

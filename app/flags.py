@@ -139,8 +139,8 @@ def storage_url(raw: str) -> str:
 
 
 def master_url(raw: str) -> str:
-    """A Spark cluster's master (``engine.spark.cluster.parse_master`` names the forms)."""
-    from weir.engine.spark.cluster import parse_master  # late: keeps --help fast
+    """A Spark cluster's master (``runtime.control.cluster.parse_master`` names the forms)."""
+    from weir.engine.runtime.control.cluster import parse_master  # late: keeps --help fast
 
     try:
         return parse_master(raw)

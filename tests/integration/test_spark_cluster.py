@@ -17,7 +17,7 @@ import pytest
 from loadtest.spark_cluster import SparkCluster
 from tests.support import wait_until
 from weir.base.errors import ConfigError
-from weir.engine.spark.cluster import (
+from weir.engine.runtime.control.cluster import (
     cluster_session,
     failure_summary,
     is_barrier_failure,

@@ -14,7 +14,7 @@ import pytest
 from weir.app.cli import build_parser
 from weir.base.errors import ConfigError
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.spark_task import TaskPayload
 
 JOB = "from weir import Job\njob = Job('j')\n"

@@ -10,7 +10,12 @@ import time
 import pytest
 
 from weir.base.errors import ConfigError
-from weir.engine.spark.cluster import check_conf, check_reachable, cluster_session, parse_master
+from weir.engine.runtime.control.cluster import (
+    check_conf,
+    check_reachable,
+    cluster_session,
+    parse_master,
+)
 
 
 @pytest.mark.parametrize(

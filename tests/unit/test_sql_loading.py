@@ -9,7 +9,7 @@ import msgpack
 
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job, load_job
-from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.spark_task import TaskPayload
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "app" / "examples" / "ad_stats.sql"

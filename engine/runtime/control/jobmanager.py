@@ -37,10 +37,10 @@ from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.backfill import LiveBackfill
 from weir.engine.runtime.control.commits import JobOutputs
 from weir.engine.runtime.control.coordinator import CheckpointCoordinator
+from weir.engine.runtime.control.launch import worker_group
 from weir.engine.runtime.control.restarts import FailureRateRestarts
 from weir.engine.runtime.control.runlock import RunLock
 from weir.engine.runtime.control.status import StatusPublisher, job_status, status_path
-from weir.engine.runtime.control.workers import worker_group
 from weir.engine.runtime.messages import (
     BackfillReply,
     CheckpointAck,
@@ -55,7 +55,7 @@ from weir.engine.runtime.messages import (
     Stop,
     WorkerStatus,
 )
-from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.view import (
     BackfillEntry,
     CheckpointSummary,

@@ -27,12 +27,12 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from weir.base.errors import WorkerFailed
+from weir.engine.runtime import peerauth
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.workers import last_words, send_all
 from weir.engine.runtime.messages import FromWorker, ToWorker, WorkerLink
-from weir.engine.runtime.task import peerauth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.acceptor import Acceptor, Stopped
-from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.spark_task import TaskPayload, run_task
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ class SparkWorkers:
     """``workers.WorkerGroup`` on a Spark cluster: one barrier stage per attempt."""
 
     def __init__(self, cfg: RunConfig) -> None:
-        from weir.engine.spark.cluster import check_conf, check_reachable, parse_master
+        from weir.engine.runtime.control.cluster import check_conf, check_reachable, parse_master
 
         self._master = parse_master(cfg.master or "")
         self._conf = dict(cfg.spark_conf)
@@ -116,7 +116,7 @@ class SparkWorkers:
     def spawn(self, cfg: RunConfig, job_name: str, attempt: int) -> None:
         """Submit ``cfg.parallelism`` tasks as one barrier stage, once the cluster offers that
         many slots at once (``ConfigError`` saying so when it does not)."""
-        from weir.engine.spark.cluster import wait_for_slots
+        from weir.engine.runtime.control.cluster import wait_for_slots
 
         spark = self._session(job_name, cfg.parallelism)
         wait_for_slots(spark, cfg.parallelism, SLOTS_S)
@@ -143,7 +143,7 @@ class SparkWorkers:
 
     def _session(self, job_name: str, parallelism: int) -> Any:
         if self._spark is None:
-            from weir.engine.spark.cluster import cluster_session
+            from weir.engine.runtime.control.cluster import cluster_session
 
             # the job takes the cores its stage needs, not the whole cluster (a standalone
             # master gives an application every free core unless told): other jobs fit beside
@@ -178,7 +178,7 @@ class SparkWorkers:
     def _run_stage(
         self, spark: Any, payload: bytes, n: int, group: str, done: threading.Event
     ) -> None:
-        from weir.engine.spark.cluster import failure_summary
+        from weir.engine.runtime.control.cluster import failure_summary
 
         sc = spark.sparkContext
         sc.setJobGroup(group, f"weir workers ({n})", interruptOnCancel=True)

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from weir.base.errors import StateError
-from weir.engine.runtime.task import peerauth
+from weir.engine.runtime import peerauth
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
 from weir.engine.runtime.task.exchange import parse_address, prove
-from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
 from weir.engine.runtime.task.stateserver import MAX_ANSWER, recv_frame, send_frame
 
 CONNECT_S = 5.0

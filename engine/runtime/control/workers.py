@@ -1,5 +1,6 @@
 """The job manager's workers, as a ``WorkerGroup``: local processes (``WorkerProcesses``, here),
-or the tasks of one Spark barrier stage (``spark_workers.SparkWorkers``, with ``--master``).
+or the tasks of one Spark barrier stage (``spark_workers.SparkWorkers``, with ``--master``);
+``launch.worker_group`` chooses.
 
 Local workers are spawned (not forked: each loads the job file itself, so user functions never
 need to be pickled), one pipe each (``messages.WorkerLink``), stopped in order or killed all at
@@ -17,8 +18,8 @@ from typing import Protocol
 from weir.base.errors import MessageError, WorkerFailed
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import Failed, FromWorker, ToWorker, WorkerLink
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.main import worker_main
-from weir.engine.runtime.task.peerauth import PeerAuth
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +88,6 @@ def last_words(link: Link) -> str | None:
     except (EOFError, OSError, MessageError):
         pass
     return None
-
-
-def worker_group(cfg: RunConfig) -> WorkerGroup:
-    """The job's workers: a barrier stage on the Spark cluster ``cfg.master``, else local
-    processes."""
-    if cfg.master is None:
-        return WorkerProcesses()
-    from weir.engine.runtime.control.spark_workers import SparkWorkers  # pyspark: only then
-
-    return SparkWorkers(cfg)
 
 
 class WorkerProcesses:

@@ -31,11 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.base.errors import ConfigError, WorkerFailed
+from weir.engine.runtime import peerauth
 from weir.engine.runtime.netio import recv_exact
-from weir.engine.runtime.task import peerauth
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
 from weir.engine.runtime.task.acceptor import MAX_PENDING, Acceptor, Stopped, peer_uid
 from weir.engine.runtime.task.framing import MAX_FRAME
-from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from weir.engine.runtime import collector, heap
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import Failed, ManagerLink
-from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.worker import Worker
 
 

@@ -27,12 +27,12 @@ import msgpack
 
 from weir.base import logs
 from weir.base.files import private_dir, write_private
+from weir.engine.runtime import peerauth
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import ManagerLink
-from weir.engine.runtime.task import peerauth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.exchange import parse_address, prove
 from weir.engine.runtime.task.main import run_worker
-from weir.engine.runtime.task.peerauth import PeerAuth
 
 CONNECT_S = 30.0
 _PATHS = {f.name for f in dataclasses.fields(RunConfig) if f.type in ("Path", Path)}

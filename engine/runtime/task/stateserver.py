@@ -31,9 +31,9 @@ from typing import Any
 import msgpack
 
 from weir.base.errors import WeirError
+from weir.engine.runtime import peerauth
 from weir.engine.runtime.netio import recv_exact
-from weir.engine.runtime.task import peerauth
-from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
 from weir.state.rocksdb import SecondaryReader
 
 log = logging.getLogger(__name__)

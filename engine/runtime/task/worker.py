@@ -48,6 +48,7 @@ from weir.engine.runtime.outputs import (
     side_sink,
     tagged_sinks,
 )
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.acceptor import Stopped
 from weir.engine.runtime.task.barriers import BarrierAligner
 from weir.engine.runtime.task.chain import Chain
@@ -56,7 +57,6 @@ from weir.engine.runtime.task.framing import unpack_ints
 from weir.engine.runtime.task.graph import SplitId, graph_of, split_ids
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
-from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.restore import restore_db, restore_operators, restore_positions
 from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame
 from weir.engine.runtime.task.snapshot import Snapshotter
