@@ -19,7 +19,7 @@ from weir.engine.job import Job
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.statereader import RemoteReader, RemoteSeeker
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored import FoldPlan
 from weir.engine.runtime.view import ClusterRuntime, JobRuntime
 from weir.state.keygroups import operator_for_key_group
 from weir.state.rocksdb import BoundedIter, SecondaryReader

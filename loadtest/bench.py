@@ -66,7 +66,7 @@ from loadtest import (
 )
 from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
-from weir.engine.runtime import collector
+from weir.engine.runtime import gctuning
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import FROM_WORKER, TO_WORKER, Finished, ManagerLink, Stop
@@ -141,7 +141,7 @@ def finished_worker(job_file: Path, state_dir: Path, status_interval_ms: int = 0
                 return
 
     threading.Thread(target=stop_when_finished, daemon=True).start()
-    with collector.tuned():  # as main.run_worker runs it
+    with gctuning.tuned():  # as main.run_worker runs it
         worker.run()
     return worker
 

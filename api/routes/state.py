@@ -32,15 +32,15 @@ from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.base.errors import StateError
 from weir.engine.nodes import ProcessNode, WindowNode
-from weir.engine.runtime.operators.codec import (
+from weir.engine.runtime.stored import (
+    FoldPlan,
     compose_stored,
     decode_session,
     decode_state,
     decode_window,
+    query_windows,
     uses_panes,
 )
-from weir.engine.runtime.operators.fold import FoldPlan
-from weir.engine.runtime.operators.triggered_state import query_windows
 from weir.engine.windows import SessionWindows, SlidingWindows, is_late
 from weir.state import layout
 from weir.state.keygroups import key_group

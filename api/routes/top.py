@@ -1,9 +1,9 @@
 """``GET /{job}/{op}/top``: the top-N keys of a window by an aggregate.
 
 Each worker keeps its own top keys (``engine/runtime/operators/topn.py``) and reports them with
-its status; this route merges them. Keys are partitioned across workers and ranked by
-``(-value, key)``, so the merge is exact for ``n`` up to the engine's ``TOP_K``. No request
-scans keys.
+its status; this route merges them (``engine/runtime/stored/ranking.py``). Keys are
+partitioned across workers and ranked by ``(-value, key)``, so the merge is exact for ``n`` up
+to the engine's ``TOP_K``. No request scans keys.
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ from weir.api.registry import JobHandle, Registry
 from weir.api.routes.state import NOT_FRESH, json_response
 from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.messages import RankedWindow
-from weir.engine.runtime.operators.codec import uses_panes
-from weir.engine.runtime.operators.topn import TOP_K, best
+from weir.engine.runtime.stored import TOP_K, best, uses_panes
 from weir.engine.windows import SessionWindows
 
 router = APIRouter(tags=["state"])

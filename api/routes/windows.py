@@ -35,7 +35,7 @@ from weir.api.models import WindowKeys
 from weir.api.registry import JobHandle, Registry
 from weir.api.routes.state import NOT_FRESH, StateSource, json_response
 from weir.engine.nodes import WindowNode
-from weir.engine.runtime.operators.codec import compose_stored, decode_window, uses_panes
+from weir.engine.runtime.stored import compose_stored, decode_window, uses_panes
 from weir.engine.windows import MAX_TIME, MIN_TIME, SlidingWindows, TumblingWindows, is_late
 from weir.state import layout
 from weir.state.keygroups import key_group_of_stored

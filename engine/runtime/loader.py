@@ -17,7 +17,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import weir
 from weir.base.errors import JobDefinitionError, WeirError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
@@ -177,7 +176,7 @@ def load_configured_job(cfg: RunConfig) -> Job:
 # weir's folders were once importable as top-level packages; job files written against them
 # (`from engine import Job`) get one line naming the new import instead of a traceback
 _LEGACY = {"engine", "state", "api", "app"}
-_WEIR_DIR = Path(weir.__file__).parent
+_WEIR_DIR = Path(__file__).parents[2]  # weir/, this module being weir/engine/runtime/loader.py
 
 
 def _legacy_message(what: str, module: str) -> str:

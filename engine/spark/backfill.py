@@ -43,7 +43,7 @@ from typing import Any
 
 from weir.base.errors import ConfigError, SourceError
 from weir.engine.nodes import WindowNode
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
 from weir.engine.spark.output import BackfillOutput
 from weir.engine.spark.pairs import pairs_of_file, pairs_of_kafka

@@ -39,7 +39,7 @@ import numpy as np
 from weir.base.errors import SourceError
 from weir.engine.job import Job
 from weir.engine.nodes import KeyByNode, WindowNode
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.plan import python_path
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.engine.windows import SessionWindows

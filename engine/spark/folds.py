@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine.nodes import WindowNode
-from weir.engine.runtime.operators.codec import uses_panes
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.codec import uses_panes
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.windows import SlidingWindows
 
 

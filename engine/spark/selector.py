@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from weir.engine.nodes import WindowNode
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.plan import Plan, python_path
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, TumblingWindows, is_late
 

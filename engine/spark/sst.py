@@ -129,7 +129,7 @@ def _within(plan: Plan, sessions: dict[bytes, bytes]) -> dict[bytes, bytes]:
     from every record (a session cut at the boundary is left out, never loaded partially)."""
     if plan.from_ms is None and plan.to_ms is None:
         return sessions
-    from weir.engine.runtime.operators.codec import decode_session
+    from weir.engine.runtime.stored.codec import decode_session
     from weir.state import layout
 
     assigner = backfill_operator(load(plan.job_file), plan.op).assigner

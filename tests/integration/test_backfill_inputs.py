@@ -21,7 +21,7 @@ from tests.reference import group_emissions
 from tests.support import WeirResult, job_text, make_events, read_jsonl, write_events
 from weir.base.errors import SourceError
 from weir.engine.runtime.loader import load_job
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.backfill import BackfillResult, backfill_operator, run_backfill
 from weir.state.layout import decode_state_key
 from weir.state.rocksdb import RocksState

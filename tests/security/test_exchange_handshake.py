@@ -16,8 +16,9 @@ from contextlib import contextmanager
 import pytest
 
 from weir.base.errors import WorkerFailed
+from weir.engine.runtime import peerauth
 from weir.engine.runtime.peerauth import PeerAuth
-from weir.engine.runtime.task import acceptor, peerauth
+from weir.engine.runtime.task import acceptor
 from weir.engine.runtime.task.exchange import Exchange, parse_address
 
 

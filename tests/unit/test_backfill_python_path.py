@@ -21,7 +21,7 @@ from tests.support import BUILTINS, UDA_JOB_BOUND, WITH_UDA, make_events, uda_jo
 from weir.base.errors import JobDefinitionError
 from weir.engine.agg import UserDefined
 from weir.engine.runtime.loader import load_job
-from weir.engine.runtime.operators.codec import decode_session
+from weir.engine.runtime.stored.codec import decode_session
 from weir.engine.spark.inputs import file_batches
 from weir.engine.spark.pairs import pairs_of_split
 from weir.engine.spark.plan import Plan, backfill_operator, python_path

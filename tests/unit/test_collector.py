@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from weir.engine.runtime import collector
+from weir.engine.runtime import gctuning as collector
 from weir.engine.runtime.task import main
 
 

@@ -18,10 +18,10 @@ from weir.base.errors import StateError, WorkerFailed
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import CheckpointAck, CheckpointDecline, FromWorker
 from weir.engine.runtime.operators.base import OperatorRuntime
-from weir.engine.runtime.operators.codec import decode_state, decode_window
 from weir.engine.runtime.operators.factory import runtime_for
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.codec import decode_state, decode_window
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.state import layout
 from weir.state.backend import Batch

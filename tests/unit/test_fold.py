@@ -12,7 +12,7 @@ import pytest
 from tests.support import Distinct
 from weir import agg
 from weir.engine.agg import Aggregate
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.fold import FoldPlan
 
 SHAPES: dict[str, dict[str, Aggregate]] = {
     "count": {"n": agg.count()},

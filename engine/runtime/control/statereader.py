@@ -18,9 +18,9 @@ from typing import Any
 
 from weir.base.errors import StateError
 from weir.engine.runtime import peerauth
-from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
-from weir.engine.runtime.task.exchange import parse_address, prove
-from weir.engine.runtime.task.stateserver import MAX_ANSWER, recv_frame, send_frame
+from weir.engine.runtime.netio import parse_address
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth, prove
+from weir.engine.runtime.stateproto import MAX_ANSWER, recv_frame, send_frame
 
 CONNECT_S = 5.0
 ANSWER_S = 30.0

@@ -19,7 +19,6 @@ from weir.engine.nodes import (
 )
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.broadcast import BroadcastRuntime, KeyedBroadcastRuntime
-from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.coprocess import CoProcessRuntime
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
@@ -27,6 +26,7 @@ from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.operators.triggered import TriggeredRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.codec import uses_panes
 from weir.engine.windows import SessionWindows
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange

@@ -27,15 +27,15 @@ import orjson
 
 from weir.engine.nodes import OutputTag, ProcessNode
 from weir.engine.runtime.messages import TopStatus
-from weir.engine.runtime.operators.codec import (
+from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.codec import (
     decode_keys,
     decode_state,
     encode_keys,
     encode_state,
     state_namespace,
 )
-from weir.engine.runtime.operators.delta import StateDelta
-from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME
 from weir.state import layout

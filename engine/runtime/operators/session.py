@@ -24,9 +24,9 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from weir.engine.runtime.operators.codec import decode_session, encode_session
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.runtime.stored.codec import decode_session, encode_session
 from weir.engine.windows import SessionWindows, is_late
 
 

@@ -8,7 +8,7 @@ Configuration: the operator (assigner, trigger, evictor, lateness), its fold pla
 Transient: nothing beyond the process runtime's cache. Checkpointed: each key's windows and
 trigger state as one keyed state, and the timers, through the process runtime
 (``process.py``), so snapshots, restore and rescale by key groups work as for process
-functions; the stored form is ``triggered_state.py``'s.
+functions; the stored form is ``stored/triggered.py``'s.
 
 Per record (Flink's ``processElement``): each window it belongs to that is not past its
 cleanup time (``end - 1 + allowed lateness``, event-time windows only) takes it and asks the
@@ -37,11 +37,11 @@ from typing import Any
 from weir.engine import triggers
 from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.messages import TopStatus
-from weir.engine.runtime.operators import triggered_state as stored
 from weir.engine.runtime.operators.delta import StateDelta
-from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.runtime.operators.process import EVENT, PROCESSING, Context, ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored import triggered as stored
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, cleanup_time, is_late
 from weir.state.backend import StateBackend

@@ -26,22 +26,22 @@ from typing import Any, cast
 
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.messages import TopStatus
-from weir.engine.runtime.operators.codec import (
-    decode_keys,
-    decode_window,
-    encode_keys,
-    encode_window,
-)
 from weir.engine.runtime.operators.delta import (
     Segment,
     StateDelta,
     freeze_segment,
     slots_are_numbers,
 )
-from weir.engine.runtime.operators.fold import FoldPlan, take_columns
 from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
 from weir.engine.runtime.operators.topn import WindowTops
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.codec import (
+    decode_keys,
+    decode_window,
+    encode_keys,
+    encode_window,
+)
+from weir.engine.runtime.stored.fold import FoldPlan, take_columns
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows, is_late
 from weir.state import layout

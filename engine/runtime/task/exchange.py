@@ -31,9 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from weir.base.errors import ConfigError, WorkerFailed
-from weir.engine.runtime import peerauth
-from weir.engine.runtime.netio import recv_exact
-from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
+from weir.engine.runtime.netio import parse_address
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth, prove
 from weir.engine.runtime.task.acceptor import MAX_PENDING, Acceptor, Stopped, peer_uid
 from weir.engine.runtime.task.framing import MAX_FRAME
 
@@ -55,26 +54,6 @@ class Peer:
     closed: bool = False
     sent_frames: int = 0
     received_frames: int = 0
-
-
-def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
-    """``unix:<path>`` or ``tcp:<host>:<port>`` as a socket family and address."""
-    kind, _, rest = address.partition(":")
-    if kind == "unix" and rest:
-        return socket.AF_UNIX, rest
-    host, _, port = rest.rpartition(":")
-    if kind == "tcp" and host and port.isdigit():
-        return socket.AF_INET, (host, int(port))
-    raise ConfigError(f"exchange address {address!r} is not unix:<path> or tcp:<host>:<port>")
-
-
-def prove(sock: socket.socket, auth: PeerAuth, index: int, listener: int, deadline: float) -> None:
-    """The connector's side of the handshake (``peerauth``) on a connected socket: as worker
-    ``index`` (or ``peerauth.MANAGER``), to the listener that must prove it is ``listener``."""
-    hello = peerauth.hello(auth, index)
-    sock.sendall(hello)
-    raw = recv_exact(sock, peerauth.ANSWER_BYTES, deadline)
-    sock.sendall(peerauth.check_answer(auth, hello, raw, listener))
 
 
 def _socket_parent() -> str:

@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 
 from weir.base import logs
 from weir.base.errors import WeirError, WorkerFailed
-from weir.engine.runtime import collector, heap
+from weir.engine.runtime import gctuning, heap
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import Failed, ManagerLink
@@ -45,7 +45,7 @@ def run_worker(
         job = load_configured_job(cfg)
         worker = Worker(cfg, index, link, job, terminated, auth)
         profile_dir = os.environ.get("WEIR_PROFILE_DIR")
-        with collector.tuned():  # the job loaded and restored: the loop's collector settings
+        with gctuning.tuned():  # the job loaded and restored: the loop's collector settings
             if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
                 cProfile.runctx(
                     "worker.run()",

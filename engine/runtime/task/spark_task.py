@@ -30,8 +30,8 @@ from weir.base.files import private_dir, write_private
 from weir.engine.runtime import peerauth
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import ManagerLink
-from weir.engine.runtime.peerauth import PeerAuth
-from weir.engine.runtime.task.exchange import parse_address, prove
+from weir.engine.runtime.netio import parse_address
+from weir.engine.runtime.peerauth import PeerAuth, prove
 from weir.engine.runtime.task.main import run_worker
 
 CONNECT_S = 30.0

@@ -23,7 +23,7 @@ from typing import Any
 
 from weir.base.errors import WorkerFailed
 from weir.engine.job import Job
-from weir.engine.runtime import collector
+from weir.engine.runtime import gctuning
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import (
     BackfillStep,
@@ -226,7 +226,7 @@ class Worker:
                 self._flush()
                 done = time.monotonic()
                 next_flush = done + max(flush_s, FLUSH_BACKOFF * (done - now))
-                collector.settle(done)  # what lives on is left out of young passes
+                gctuning.settle(done)  # what lives on is left out of young passes
             if now - last_status >= status_s:
                 self.link.send(StatusReport(self.status()))
                 last_status = now

@@ -28,8 +28,8 @@ from typing import Any
 
 from weir.engine.evictors import Evictor
 from weir.engine.nodes import WindowNode
-from weir.engine.runtime.operators.codec import decode_state
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.codec import decode_state
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.windows import MAX_TIME, MIN_TIME, CountWindows, GlobalWindows, is_late
 
 STATE_NAME = "windows"
