@@ -7,6 +7,9 @@ Its names load on first use (PEP 562), so a module that needs key groups or the 
 
 from __future__ import annotations
 
+if __name__ != "weir.state":  # the checkout's root on sys.path makes `state` importable too
+    raise ImportError(f"import weir.state, not {__name__}: this folder installs as weir.state")
+
 import importlib
 from typing import TYPE_CHECKING, Any
 
