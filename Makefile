@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test check lint types bench bench-s3 bench-backfill bench-cluster soak \
+.PHONY: venv system-deps demo test check lint types arch sizes deadcode bench bench-s3 bench-backfill bench-cluster soak \
 	compose-check clean
 
 venv: $(STAMP)
@@ -42,7 +42,24 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-check: lint types test
+# the import contract ([tool.importlinter] in pyproject.toml): layers import downward only, no
+# cycles, counting imports inside functions (docs/contributing/architecture.md)
+arch: $(STAMP)
+	$(BIN)/lint-imports
+
+# modules <= 450 lines, classes <= 300, functions <= 60 (.ci/sizes.py lists the waivers)
+sizes: $(STAMP)
+	$(BIN)/python .ci/sizes.py
+
+# unused code in the product; the tests and benchmarks count as its users, the reviewed
+# whitelist names what frameworks and other processes use
+deadcode: $(STAMP)
+	@out=$$($(BIN)/vulture app api engine state weir tests loadtest .ci/vulture_whitelist.py \
+	  --min-confidence 60 | grep -v -e '^tests/' -e '^loadtest/'); \
+	if [ -n "$$out" ]; then echo "$$out"; echo "deadcode: remove it, or add a reviewed entry \
+	to .ci/vulture_whitelist.py saying who uses it"; exit 1; fi; echo "deadcode: none found"
+
+check: lint types arch sizes deadcode test
 
 # the peer in make bench's comparison, in its own venv so its pins never meet weir's (with
 # -c constraints.txt, pip finds no versions that satisfy both)

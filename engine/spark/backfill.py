@@ -80,7 +80,7 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from weir.engine.spark.startup import get_or_create
+    from weir.engine.runtime.control.sparkstart import get_or_create
 
     cores = os.cpu_count() or 2
     return get_or_create(

@@ -20,9 +20,6 @@ from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.plan import Plan, python_path
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, TumblingWindows, is_late
 
-# what the Python path adds to (kg, key, end): ts, the watermark the record arrived under, its
-# split and position there (streaming's order), and the pickled record
-PYTHON_COLUMNS = ["ts", "wm", "split", "seq", "rec"]
 # within this, ``t - (t - offset) % size + size - 1 + lateness`` cannot overflow an int64
 _SAFE = 1 << 61
 _KG_CACHE = 1 << 20  # canonical keys whose key group is remembered (bounded for sparse keys)

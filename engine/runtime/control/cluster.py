@@ -181,7 +181,7 @@ def cluster_session(
     )
     for key, value in {**_SLOT_CHECK_CONF, **conf}.items():
         builder = builder.config(key, value)
-    from weir.engine.spark.startup import get_or_create
+    from weir.engine.runtime.control.sparkstart import get_or_create
 
     session = get_or_create(builder)
     try:

@@ -53,7 +53,6 @@ class TaskLink:
         self._held: list[ToWorker] = []
         self._lock = threading.Lock()
         self.lost = False
-        self.connected_at = 0.0
 
     def attach(self, sock: socket.socket) -> None:
         sock.setblocking(True)
@@ -64,7 +63,6 @@ class TaskLink:
                 link.send(msg)
             self._held = []
             self._link = link
-            self.connected_at = time.monotonic()
 
     def send(self, msg: ToWorker) -> None:
         with self._lock:

@@ -161,7 +161,6 @@ class KeyedBroadcastRuntime(ProcessRuntime):
         self._on_broadcast = fn.process_broadcast_element
         self._ctx = ReadOnlyContext(self, self.broadcast_states)
         self._bctx = BroadcastContext(self)
-        self.broadcast_in = 0
 
     def process_broadcast(
         self,
@@ -180,7 +179,6 @@ class KeyedBroadcastRuntime(ProcessRuntime):
         for rec, t, w in zip(recs, ts, wms, strict=True):
             if event_heap and event_heap[0] <= w:
                 self._fire(EVENT, w)
-            self.broadcast_in += 1
             self.records_in += 1
             ctx.timestamp, ctx.watermark = t, w
             try:

@@ -72,10 +72,6 @@ def merge_entries(plan: FoldPlan, old: list[Entry], start: int, end: int) -> Ent
     return entry
 
 
-def has_contents(entry: Entry) -> bool:
-    return bool(entry.get("el")) or entry.get("acc") is not None
-
-
 def fold_records(plan: FoldPlan, slots: list[Any] | None, recs: list[Any]) -> list[Any] | None:
     """``slots`` with ``recs`` folded in, by the operator's own generated fold."""
     if not recs:

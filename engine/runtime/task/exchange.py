@@ -52,8 +52,6 @@ class Peer:
     out_bytes: int = 0
     inbuf: bytearray = field(default_factory=bytearray)
     closed: bool = False
-    sent_frames: int = 0
-    received_frames: int = 0
 
 
 def _socket_parent() -> str:
@@ -184,7 +182,6 @@ class Exchange:
         frame = memoryview(_LEN.pack(len(payload)) + payload)
         peer.out.append(frame)
         peer.out_bytes += len(frame)
-        peer.sent_frames += 1
         self._write(peer)
 
     def _write(self, peer: Peer) -> None:
@@ -248,7 +245,6 @@ class Exchange:
             if len(buf) - pos - 4 < n:
                 break
             frames.append((peer.index, bytes(buf[pos + 4 : pos + 4 + n])))
-            peer.received_frames += 1
             pos += 4 + n
         if pos:
             del buf[:pos]
