@@ -19,9 +19,20 @@ LIMITS = {"module": 450, "class": 300, "function": 60}
 # "<path>:<qualified name>" (or "<path>" for a module) -> why it is over its limit for now
 _SETTINGS = "settings declared once (issue 36 item 3) replaces it"
 _HOT = "the hot path; issue 38 rewrites chain/fold/window internals, splitting them then"
+_LATER = "not split yet: a follow-up of issue 36 (each split moves code only)"
 WAIVED: dict[str, str] = {
     "app/options.py:run_flags": _SETTINGS,
     "engine/runtime/config.py:RunConfig.__post_init__": _SETTINGS,
+    "engine/runtime/operators/window.py": _HOT,
+    "engine/runtime/operators/window.py:WindowRuntime": _HOT,
+    "engine/runtime/task/worker.py:Worker": _HOT,
+    "engine/runtime/task/worker.py:Worker.__init__": _HOT,
+    "engine/runtime/control/coordinator.py": _LATER,
+    "engine/runtime/control/coordinator.py:CheckpointCoordinator": _LATER,
+    "engine/runtime/control/jobmanager.py": _LATER,
+    "engine/runtime/control/jobmanager.py:JobManager": _LATER,
+    "state/checkpoints.py": _LATER,
+    "state/checkpoints.py:CheckpointStorage": _LATER,
 }
 
 
