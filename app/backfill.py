@@ -16,7 +16,7 @@ from weir.state.objectstore import StorageLocation, storage_location
 
 if TYPE_CHECKING:
     from weir.engine.spark.backfill import BackfillResult
-    from weir.engine.spark.inputs import Inputs
+    from weir.engine.spark.inputs import BackfillInputs
 
 # what the Spark extra (weir[spark]: pyspark[sql]) installs and the backfill needs
 SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
@@ -89,7 +89,7 @@ def _note_shared_dir(master: str, work: StorageLocation) -> None:
 
 
 def _compute(
-    args: Any, job_file: Path, work: StorageLocation, op: str, inputs: Inputs
+    args: Any, job_file: Path, work: StorageLocation, op: str, inputs: BackfillInputs
 ) -> BackfillResult:
     """The windows on Spark, its stages shown on stderr while they run."""
     from weir.engine.spark.backfill import run_backfill, spark_session

@@ -42,9 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from weir.base.errors import ConfigError, SourceError
+from weir.engine.job import Job
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.stored.fold import FoldPlan
-from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
+from weir.engine.spark.inputs import BackfillInputs, FileInput, KafkaInput, resolve_inputs
 from weir.engine.spark.output import BackfillOutput
 from weir.engine.spark.pairs import pairs_of_file, pairs_of_kafka
 from weir.engine.spark.plan import Plan, backfill_operator, python_path
@@ -98,7 +99,7 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
 
 def run_backfill(
     job_file: Path,
-    inputs: list[str] | Inputs,
+    inputs: list[str] | BackfillInputs,
     out_dir: Path | str,
     *,
     fmt: str | None = None,
@@ -120,7 +121,7 @@ def run_backfill(
     job = load_job_file(job_file)
     op = backfill_operator(job, op_name)
     _check_range(op, from_ms, to_ms)
-    if not isinstance(inputs, Inputs):
+    if not isinstance(inputs, BackfillInputs):
         inputs = resolve_inputs(inputs, fmt, job)  # Kafka offsets are fixed here
     files, kafka = inputs.files, inputs.kafka
     out = BackfillOutput(out_dir)
@@ -146,25 +147,40 @@ def run_backfill(
         if session is None:
             spark.stop()
     out.write_manifest(written)
-    bound = job.sources[0].watermarks
     stats = [json.loads(t) for t in out.texts("stats")]
     unread = sorted({f.path for f in files} - {s["split"] for s in stats})
     if unread:
         raise SourceError(f"the backfill did not read {len(unread)} input files: {unread[0]} …")
+    result = _result(job, op, written, stats, out.sst_url, kafka)
+    result.files = len(files)
+    result.seconds = round(time.monotonic() - t0, 3)
+    result.compute_seconds = round(compute_s, 3)
+    return result
+
+
+def _result(
+    job: Job,
+    op: WindowNode,
+    written: list[dict[str, Any]],
+    stats: list[dict[str, Any]],
+    sst_url: str,
+    kafka: list[KafkaInput],
+) -> BackfillResult:
+    """What the tasks wrote and read, summed (``files`` and the times are the caller's)."""
     ends = [s["max_ts"] for s in stats if s["max_ts"] is not None]
     max_ts = min(ends) if ends else None  # the stream's watermark: the minimum over splits
+    bound = job.sources[0].watermarks
     return BackfillResult(
         op=op.name,
-        files=len(files),
+        files=0,
         windows=sum(int(w["windows"]) for w in written),
         late=sum(int(s["late"]) for s in stats) + sum(int(w["late"]) for w in written),
         dead=sum(int(s["dead"]) for s in stats),
         watermark=None if max_ts is None else bound.watermark_for(int(max_ts)),
         min_end=min((int(w["min_end"]) for w in written if w["windows"]), default=None),
         max_end=max((int(w["max_end"]) for w in written if w["windows"]), default=None),
-        sst_dir=out.sst_url,
-        seconds=round(time.monotonic() - t0, 3),
-        compute_seconds=round(compute_s, 3),
+        sst_dir=sst_url,
+        seconds=0.0,
         splits=len(stats),
         kafka={f"{k.topic}/{p}": list(r) for k in kafka for p, r in sorted(k.ranges.items())},
     )

@@ -75,12 +75,15 @@ class KafkaInput:
 
 
 @dataclass(frozen=True)
-class Inputs:
+class BackfillInputs:
+    """A backfill's ``--input`` values resolved: its files and its Kafka offset ranges (the
+    worker's per-channel ``task.channels.Inputs`` is another thing)."""
+
     files: list[FileInput]
     kafka: list[KafkaInput]
 
 
-def resolve_inputs(inputs: list[str], fmt: str | None, job: Job) -> Inputs:
+def resolve_inputs(inputs: list[str], fmt: str | None, job: Job) -> BackfillInputs:
     """``--input`` values as files (globs expanded, formats known, Parquet footers read) and
     Kafka ranges (offsets fixed now); every error names the input and the fix."""
     if fmt is not None and fmt not in FORMATS:
@@ -100,7 +103,7 @@ def resolve_inputs(inputs: list[str], fmt: str | None, job: Job) -> Inputs:
             files.append(f)
     if not files and not kafka:
         raise ConfigError("--input names nothing to read; pass files, globs or kafka:// URLs")
-    return Inputs(files, kafka)
+    return BackfillInputs(files, kafka)
 
 
 def _expand(raw: str) -> list[str]:
