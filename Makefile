@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test check lint types bench bench-s3 bench-backfill bench-cluster soak \
+.PHONY: venv system-deps demo test test-kernels check lint types bench bench-cpu bench-s3 bench-backfill bench-cluster soak \
 	compose-check clean
 
 venv: $(STAMP)
@@ -34,6 +34,12 @@ demo: $(STAMP)
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
+
+# the kernel reference suites on the pure-Python twins alone (make test runs them on both
+# implementations): what a machine without the compiled kernels runs
+test-kernels: $(STAMP)
+	WEIR_KERNELS=python $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/property/test_kernels_*.py tests/unit/test_columnar_loop.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
