@@ -58,10 +58,21 @@ $(QUIX)/.installed:
 	$(QUIX)/bin/python -m pip install --quiet quixstreams==3.28.0
 	touch $@
 
-bench: $(STAMP) $(QUIX)/.installed system-deps
+# PyFlink 2.3 for the cpu section's SQL peer, likewise in its own venv (Java 17 from system-deps)
+FLINK := .bench-venvs/flink
+$(FLINK)/.installed:
+	test -x $(FLINK)/bin/python || $(PYTHON) -m venv $(FLINK)
+	$(FLINK)/bin/python -m pip install --quiet apache-flink==2.3.0
+	touch $@
+
+bench: $(STAMP) $(QUIX)/.installed $(FLINK)/.installed system-deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m loadtest.bench
+
+# events per CPU-second beside DuckDB and PyFlink (issue 38); also a section of make bench
+bench-cpu: $(STAMP) $(FLINK)/.installed system-deps
+	$(BIN)/python -m loadtest.cpu_bench
 
 # checkpoints to S3 (SeaweedFS on loopback, from the dev extras) beside a local directory; also a
 # section of make bench
