@@ -1,7 +1,7 @@
 """The compiled kernels (``engine/kernels/_*.pyx``), built by the package's own build.
 
 Everything else about the package is in ``pyproject.toml``; setuptools reads this file only for
-the extension modules. ``-O3`` but no ``-march=native``: a wheel built here must run on any
+the extension modules. ``-O3`` (and ``-g0``) but no ``-march=native``: a wheel built here must run on any
 x86-64 (or aarch64) machine.
 """
 
@@ -18,7 +18,7 @@ extensions = [
         f"weir.engine.kernels.{name}",
         [f"weir/engine/kernels/{name}.pyx"],
         include_dirs=["weir/engine/kernels"],
-        extra_compile_args=["-O3"],
+        extra_compile_args=["-O3", "-g0"],  # -g0: no debug info in wheels
     )
     for name in KERNELS
 ]

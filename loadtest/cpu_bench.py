@@ -172,9 +172,9 @@ def pyflink(path: Path, workdir: Path) -> dict[str, Any]:
     if not FLINK_PYTHON.exists():
         raise RuntimeError(f"{FLINK_PYTHON} is missing: `make bench-cpu` installs PyFlink there")
     env = {**os.environ, "JAVA_TOOL_OPTIONS": "-Djava.net.preferIPv4Stack=true"}
-    return tree_cpu(
-        [str(FLINK_PYTHON.resolve()), str(FLINK_JOB.resolve()), str(path)], workdir, env
-    )
+    # absolute, not resolved: the venv's python is a link to the base interpreter
+    python = str(FLINK_PYTHON.absolute())
+    return tree_cpu([python, str(FLINK_JOB.resolve()), str(path)], workdir, env)
 
 
 def section(events: int, keys: int, workdir: Path, only: set[str]) -> dict[str, Any]:

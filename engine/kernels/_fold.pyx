@@ -261,6 +261,29 @@ cdef class WindowAcc:
         self.ndirty = 0
         return out
 
+    def export(self):
+        """See ``fold.WindowAcc.export``."""
+        cdef Py_ssize_t cap = self.cap
+        ids = np.flatnonzero(np.asarray(<uint8_t[:cap]> self.present)).astype(np.int32)
+        slots = []
+        objects = {}
+        cdef int j
+        for j in range(self.naggs):
+            if self.kind[j] != K_COUNT:
+                kinds = np.asarray(<uint8_t[:cap]> self.vk[j])[ids]
+                tags = np.where(kinds == FLOAT, 5, np.where(kinds == PY, 7, 4)).astype(np.uint8)
+                for row in np.flatnonzero(kinds == PY).tolist():
+                    objects[(len(slots), row)] = self.py[j][int(ids[row])]
+                slots.append((
+                    tags,
+                    np.asarray(<int64_t[:cap]> self.vi[j])[ids],
+                    np.asarray(<double[:cap]> self.vf[j])[ids],
+                ))
+            if self.kind[j] == K_COUNT or self.kind[j] == K_MEAN:
+                counts = np.asarray(<int64_t[:cap]> self.cnt[j])[ids]
+                slots.append((np.full(len(ids), 4, np.uint8), counts, np.zeros(len(ids))))
+        return ids, slots, objects
+
     def present_ids(self):
         """See ``fold.WindowAcc.present_ids``."""
         cdef Py_ssize_t i

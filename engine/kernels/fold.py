@@ -135,6 +135,38 @@ class WindowAcc:
         self._dirty = {}
         return out
 
+    def export(self) -> tuple[Array, list[tuple[Array, Array, Array]], dict[tuple[int, int], Any]]:
+        """Every key's accumulator as columns, for firing without a Python call per key.
+
+        Returns:
+            ``(ids, slots, objects)``: the ids with an accumulator (ascending ``int32``); per
+            slot of ``slots``' layout a ``(tags, i64, f64)`` column (``scan``'s ``INT``,
+            ``FLOAT``, or ``OTHER`` for an int past int64, whose value is
+            ``objects[(slot, row)]``).
+        """
+        ids = sorted(self._acc)
+        width = (
+            len(self.slots(ids[0]) or [])
+            if ids
+            else sum(2 if k == "mean" else 1 for k in self.kinds)
+        )
+        columns = [[self._acc_slots(k)[s] for k in ids] for s in range(width)]
+        objects: dict[tuple[int, int], Any] = {}
+        out = []
+        for s, col in enumerate(columns):
+            tags = np.array([TAG_FLOAT if type(v) is float else 4 for v in col], np.uint8)
+            for row, v in enumerate(col):
+                if type(v) is int and not -(1 << 63) <= v < (1 << 63):
+                    tags[row] = 7
+                    objects[(s, row)] = v
+            i64 = np.array([v if tags[r] == 4 else 0 for r, v in enumerate(col)], np.int64)
+            f64 = np.array([v if type(v) is float else 0.0 for v in col], np.float64)
+            out.append((tags, i64, f64))
+        return np.array(ids, np.int32), out, objects
+
+    def _acc_slots(self, kid: int) -> list[Any]:
+        return [x for group in self._acc[kid] for x in group]
+
     def present_ids(self) -> Array:
         """Every id with an accumulator, ascending."""
         return np.array(sorted(self._acc), np.int32)

@@ -101,3 +101,13 @@ def test_fold_equals_python_fold(
         else:
             assert got is not None and [_bits(x) for x in got] == [_bits(x) for x in expected]
     assert acc.present_ids().tolist() == sorted(int(k) for k in want)
+    ids, slots, objects = acc.export()  # the same accumulators as columns
+    assert ids.tolist() == sorted(int(k) for k in want)
+    for row, kid in enumerate(ids.tolist()):
+        exported = [
+            objects[(s, row)]
+            if t[row] == 7
+            else (float(f[row]) if t[row] == FLOAT else int(i[row]))
+            for s, (t, i, f) in enumerate(slots)
+        ]
+        assert [_bits(x) for x in exported] == [_bits(x) for x in want[str(kid)]]
