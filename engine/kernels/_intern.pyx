@@ -54,15 +54,26 @@ def crc32_of(const uint8_t[::1] data):
     return crc32(&data[0], data.shape[0]) if data.shape[0] else 0
 
 
-cdef class Interner:
-    """See ``intern.Interner``."""
+cdef struct KeyMeta:
+    int64_t off
+    int32_t length
+    int32_t group
 
-    cdef int32_t *table
+
+cdef uint64_t EMPTY = 0xFFFFFFFFFFFFFFFFULL
+
+
+cdef class Interner:
+    """See ``intern.Interner``.
+
+    A table slot is one ``uint64``, the key's hash's high 32 bits above its id, so a probe
+    touches one cache line for the slot and one for the key's bytes (with 1M keys every other
+    access misses the cache); a key's offset, length and group sit together in ``meta``."""
+
+    cdef uint64_t *table
     cdef uint64_t mask
     cdef uint64_t *hashes
-    cdef int64_t *koff
-    cdef int32_t *klen
-    cdef int32_t *kgroup
+    cdef KeyMeta *meta
     cdef uint8_t *arena
     cdef int64_t arena_len, arena_cap
     cdef Py_ssize_t n, id_cap
@@ -74,30 +85,25 @@ cdef class Interner:
             raise ValueError(f"max_parallelism={max_parallelism} must be >= 1")
         self.max_parallelism = max_parallelism
         self.mask = 1023
-        self.table = <int32_t *>malloc(1024 * sizeof(int32_t))
+        self.table = <uint64_t *>malloc(1024 * sizeof(uint64_t))
         self.id_cap = 512
         self.hashes = <uint64_t *>malloc(self.id_cap * sizeof(uint64_t))
-        self.koff = <int64_t *>malloc(self.id_cap * sizeof(int64_t))
-        self.klen = <int32_t *>malloc(self.id_cap * sizeof(int32_t))
-        self.kgroup = <int32_t *>malloc(self.id_cap * sizeof(int32_t))
+        self.meta = <KeyMeta *>malloc(self.id_cap * sizeof(KeyMeta))
         self.arena_cap = 1 << 14
         self.arena = <uint8_t *>malloc(self.arena_cap)
         self.arena_len = 0
         self.n = 0
         self._names = []
-        if not (self.table and self.hashes and self.koff and self.klen and self.kgroup
-                and self.arena):
+        if not (self.table and self.hashes and self.meta and self.arena):
             raise MemoryError()
         cdef Py_ssize_t i
         for i in range(1024):
-            self.table[i] = -1
+            self.table[i] = EMPTY
 
     def __dealloc__(self):
         free(self.table)
         free(self.hashes)
-        free(self.koff)
-        free(self.klen)
-        free(self.kgroup)
+        free(self.meta)
         free(self.arena)
 
     def __len__(self):
@@ -105,18 +111,18 @@ cdef class Interner:
 
     cdef int _grow_table(self) except -1 nogil:
         cdef uint64_t cap = (self.mask + 1) * 2, j
-        cdef int32_t *t = <int32_t *>malloc(cap * sizeof(int32_t))
+        cdef uint64_t *t = <uint64_t *>malloc(cap * sizeof(uint64_t))
         cdef Py_ssize_t i
         if t == NULL:
             with gil:
                 raise MemoryError()
         for j in range(cap):
-            t[j] = -1
+            t[j] = EMPTY
         for i in range(self.n):
             j = self.hashes[i] & (cap - 1)
-            while t[j] != -1:
+            while t[j] != EMPTY:
                 j = (j + 1) & (cap - 1)
-            t[j] = <int32_t>i
+            t[j] = (self.hashes[i] & 0xFFFFFFFF00000000ULL) | <uint64_t>i
         free(self.table)
         self.table = t
         self.mask = cap - 1
@@ -127,10 +133,8 @@ cdef class Interner:
         if self.n == self.id_cap:
             cap = self.id_cap * 2
             self.hashes = <uint64_t *>realloc(self.hashes, cap * sizeof(uint64_t))
-            self.koff = <int64_t *>realloc(self.koff, cap * sizeof(int64_t))
-            self.klen = <int32_t *>realloc(self.klen, cap * sizeof(int32_t))
-            self.kgroup = <int32_t *>realloc(self.kgroup, cap * sizeof(int32_t))
-            if not (self.hashes and self.koff and self.klen and self.kgroup):
+            self.meta = <KeyMeta *>realloc(self.meta, cap * sizeof(KeyMeta))
+            if not (self.hashes and self.meta):
                 with gil:
                     raise MemoryError()
             self.id_cap = cap
@@ -142,12 +146,12 @@ cdef class Interner:
                     raise MemoryError()
         if length:
             memcpy(self.arena + self.arena_len, p, length)
-        self.koff[self.n] = self.arena_len
-        self.klen[self.n] = <int32_t>length
+        self.meta[self.n].off = self.arena_len
+        self.meta[self.n].length = <int32_t>length
+        self.meta[self.n].group = <int32_t>(crc32(p, length) % <uint32_t>self.max_parallelism)
         self.arena_len += length
         self.hashes[self.n] = h
-        self.kgroup[self.n] = <int32_t>(crc32(p, length) % <uint32_t>self.max_parallelism)
-        self.table[slot] = <int32_t>self.n
+        self.table[slot] = (h & 0xFFFFFFFF00000000ULL) | <uint64_t>self.n
         self.n += 1
         if <uint64_t>self.n * 2 > self.mask:
             self._grow_table()
@@ -160,22 +164,24 @@ cdef class Interner:
         cdef int32_t[::1] ids = out
         cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
         cdef const uint8_t *p
-        cdef uint64_t h, j
+        cdef uint64_t h, j, e, high
         cdef int32_t k
         with nogil:
             for i in range(rows):
                 p = base + starts[i]
                 length = lens[i]
                 h = hash_bytes(p, length)
+                high = h & 0xFFFFFFFF00000000ULL
                 j = h & self.mask
                 while True:
-                    k = self.table[j]
-                    if k == -1:
+                    e = self.table[j]
+                    if e == EMPTY:
                         ids[i] = <int32_t>self.n
                         self._add(p, length, h, j)
                         break
-                    if (self.hashes[k] == h and self.klen[k] == length
-                            and memcmp(self.arena + self.koff[k], p, length) == 0):
+                    k = <int32_t>(e & 0xFFFFFFFFULL)
+                    if ((e & 0xFFFFFFFF00000000ULL) == high and self.meta[k].length == length
+                            and memcmp(self.arena + self.meta[k].off, p, length) == 0):
                         ids[i] = k
                         break
                     j = (j + 1) & self.mask
@@ -188,7 +194,7 @@ cdef class Interner:
         cdef int32_t[::1] g = out
         with nogil:
             for i in range(rows):
-                g[i] = self.kgroup[ids[i]]
+                g[i] = self.meta[ids[i]].group
         return out
 
     def partitions(self, const int32_t[::1] ids, int parallelism):
@@ -204,14 +210,15 @@ cdef class Interner:
         cdef int64_t p = parallelism, m = self.max_parallelism
         with nogil:
             for i in range(rows):
-                part[i] = <int32_t>(self.kgroup[ids[i]] * p // m)
+                part[i] = <int32_t>(self.meta[ids[i]].group * p // m)
         return out
 
     def key(self, Py_ssize_t kid):
         """See ``intern.Interner.key``."""
         if not 0 <= kid < self.n:
             raise IndexError(f"key id {kid} is not interned (0..{self.n - 1})")
-        return (<char *>self.arena)[self.koff[kid]:self.koff[kid] + self.klen[kid]].decode()
+        cdef KeyMeta m = self.meta[kid]
+        return (<char *>self.arena)[m.off:m.off + m.length].decode()
 
     def keys(self, Py_ssize_t start=0):
         """See ``intern.Interner.keys``."""
