@@ -1,8 +1,8 @@
 """The compiled kernels (``engine/kernels/_*.pyx``), built by the package's own build.
 
 Everything else about the package is in ``pyproject.toml``; setuptools reads this file only for
-the extension modules. ``-O3`` (and ``-g0``) but no ``-march=native``: a wheel built here must run on any
-x86-64 (or aarch64) machine.
+the extension modules. ``-O3`` (and ``-g0``) but no ``-march=native``: a wheel built here must
+run on any x86-64 (or aarch64) machine.
 """
 
 from __future__ import annotations
