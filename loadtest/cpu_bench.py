@@ -235,7 +235,11 @@ def measure(
     out: dict[str, Any] = {"events": events}
     for k in keys:
         out[f"{k}_keys"] = section(events, k, workdir, set())
-        out[f"{k}_keys"]["columnar_prototype"] = columnar_prototype(events, k, workdir)
+        row = out[f"{k}_keys"]
+        row["columnar_prototype"] = proto = columnar_prototype(events, k, workdir)
+        duck = row.get("duckdb", {}).get("events_per_cpu_s")
+        if duck:  # in-process loop, no start-up or state writes: the next phase's ceiling
+            row["columnar_prototype_over_duckdb"] = round(proto["events_per_cpu_s"] / duck, 3)
     return out
 
 
