@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test check lint types arch sizes deadcode bench bench-s3 bench-backfill bench-cluster soak \
+.PHONY: venv system-deps demo test test-kernels check lint types arch sizes deadcode bench bench-cpu bench-s3 bench-backfill bench-cluster soak \
 	compose-check clean
 
 venv: $(STAMP)
@@ -34,6 +34,12 @@ demo: $(STAMP)
 
 test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q
+
+# the kernel reference suites on the pure-Python twins alone (make test runs them on both
+# implementations): what a machine without the compiled kernels runs
+test-kernels: $(STAMP)
+	WEIR_KERNELS=python $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/property/test_kernels_*.py tests/unit/test_columnar_loop.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -69,10 +75,21 @@ $(QUIX)/.installed:
 	$(QUIX)/bin/python -m pip install --quiet quixstreams==3.28.0
 	touch $@
 
-bench: $(STAMP) $(QUIX)/.installed system-deps
+# PyFlink 2.3 for the cpu section's SQL peer, likewise in its own venv (Java 17 from system-deps)
+FLINK := .bench-venvs/flink
+$(FLINK)/.installed:
+	test -x $(FLINK)/bin/python || $(PYTHON) -m venv $(FLINK)
+	$(FLINK)/bin/python -m pip install --quiet apache-flink==2.3.0
+	touch $@
+
+bench: $(STAMP) $(QUIX)/.installed $(FLINK)/.installed system-deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m loadtest.bench
+
+# events per CPU-second beside DuckDB and PyFlink (issue 38); also a section of make bench
+bench-cpu: $(STAMP) $(FLINK)/.installed system-deps
+	$(BIN)/python -m loadtest.cpu_bench
 
 # checkpoints to S3 (SeaweedFS on loopback, from the dev extras) beside a local directory; also a
 # section of make bench

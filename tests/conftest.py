@@ -42,6 +42,8 @@ HEADLESS = re.compile(r"weir: job (\S+) running without an API")
 RUN_TIMEOUT_S = 60.0
 
 __all__ = ["S3Place", "WeirResult", "WeirServer"]
+# --kernels and the ``kernels`` fixture (each kernel test runs on both implementations)
+pytest_plugins = ["tests.kernel_impls"]
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _dockerfile_sources() -> list[str]:
     sources: list[str] = []
     for line in (ROOT / "Dockerfile").read_text().splitlines():
-        if line.startswith("COPY "):
+        if line.startswith("COPY ") and "--from=" not in line:  # not the build stage's wheel
             sources += line.split()[1:-1]
     return sources
 
@@ -56,6 +56,17 @@ def test_the_wheel_holds_weir_and_its_dist_info_only(wheel: zipfile.ZipFile) -> 
                    "api/dashboard.html", "engine/spark/backfill.py", "py.typed"):  # fmt: skip
         assert f"weir/{module}" in names, module
     assert not [n for n in names if n.startswith(("tests/", "loadtest/")) or "__pycache__" in n]
+
+
+def test_the_wheel_holds_the_compiled_kernels(wheel: zipfile.ZipFile) -> None:
+    names = wheel.namelist()
+    for kernel in ("_scan", "_timek", "_intern", "_fold", "_strk"):
+        built = [
+            n for n in names if n.startswith(f"weir/engine/kernels/{kernel}.") and n.endswith(".so")
+        ]
+        assert len(built) == 1, (kernel, built)
+        assert f"weir/engine/kernels/{kernel[1:]}.py" in names  # its pure-Python twin
+    assert not [n for n in names if n.endswith(".c")]  # Cython's output is rebuilt, not shipped
 
 
 def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
