@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test check lint types arch sizes deadcode bench bench-s3 bench-backfill bench-cluster soak \
+.PHONY: venv system-deps demo test check lint types arch sizes deadcode reference bench bench-s3 bench-backfill bench-cluster soak \
 	compose-check clean
 
 venv: $(STAMP)
@@ -58,6 +58,11 @@ deadcode: $(STAMP)
 	  --min-confidence 60 | grep -v -e '^tests/' -e '^loadtest/'); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "deadcode: remove it, or add a reviewed entry \
 	to .ci/vulture_whitelist.py saying who uses it"; exit 1; fi; echo "deadcode: none found"
+
+# docs/reference/cli.md, docs/reference/configuration.md and the README's table of weir run's
+# flags, made from the settings' declarations (a test fails while one differs)
+reference: $(STAMP)
+	$(BIN)/python -m weir.app.reference
 
 check: lint types arch sizes deadcode test
 

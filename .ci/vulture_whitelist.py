@@ -21,6 +21,8 @@ expires_at  # api/routes/auth.py, the stream token's answer
 
 # uvicorn reads it: set to stop the server
 _.should_exit  # app/httpserve.py
+# uvicorn calls it around serving: weir's server takes SIGTERM only (Ctrl-C is the command's)
+_.capture_signals  # app/httpserve.py
 
 # the context-manager protocol names __exit__'s third argument
 tb  # app/progress.py, weir/testing.py

@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from weir.app.interrupt import CTRL_C
 from weir.app.progress import SparkProgress, StatusLine
 from weir.base.errors import ConfigError
+from weir.base.settings import named
 from weir.state.objectstore import StorageLocation, storage_location
 
 if TYPE_CHECKING:
@@ -44,13 +46,14 @@ def main(args: Any) -> int:
     from weir.engine.spark.load import make_savepoint
 
     if bool(args.into_savepoint) == bool(args.live):
-        raise ConfigError("weir backfill needs exactly one of --into-savepoint DIR or --live URL")
-    if (
-        args.__dict__["from"] is not None
-        and args.to is not None
-        and args.to <= args.__dict__["from"]
-    ):
-        raise ConfigError(f"--to={args.to} is not after --from={args.__dict__['from']}")
+        raise ConfigError(
+            f"weir backfill needs exactly one of {named('into_savepoint')} DIR or "
+            f"{named('live')} URL"
+        )
+    if args.from_ms is not None and args.to_ms is not None and args.to_ms <= args.from_ms:
+        raise ConfigError(
+            f"{named('to_ms')}={args.to_ms} is not after {named('from_ms')}={args.from_ms}"
+        )
     job_file = Path(args.job_file)
     job = load_job(job_file)
     op = backfill_operator(job, args.op)
@@ -60,10 +63,11 @@ def main(args: Any) -> int:
         file=sys.stderr,
         flush=True,
     )
-    work = storage_location(args.work_dir, "--work-dir")
+    work = storage_location(args.work_dir, named("work_dir"))
     _note_shared_dir(args.master, work)
     check_reachable(args.master)  # in seconds, not after Spark's minute of retries
-    result = _compute(args, job_file, work.child(job.name), op.name, inputs)
+    with CTRL_C.doing(f"the backfill of job {job.name} on Spark"):
+        result = _compute(args, job_file, work.child(job.name), op.name, inputs)
     summary: dict[str, Any] = {"backfill": result.to_json()}
     if args.into_savepoint:
         summary["savepoint"] = make_savepoint(
@@ -107,8 +111,8 @@ def _compute(
                 inputs,
                 work.path if work.path is not None else work.url,
                 op_name=op,
-                from_ms=args.__dict__["from"],
-                to_ms=args.to,
+                from_ms=args.from_ms,
+                to_ms=args.to_ms,
                 master=args.master,
                 session=spark,
             )

@@ -135,7 +135,7 @@ class KafkaSource:
         if not found:
             raise SourceError(
                 f"Kafka topic {self.topic!r} does not exist on {self.bootstrap}; create it first "
-                f"(e.g. weir produce --topic {self.topic} --partitions 4) or fix the name"
+                f"(weir produce creates topics: `topic` {self.topic}) or fix the name"
             )
         return sorted(found)
 
