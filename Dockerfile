@@ -11,7 +11,7 @@ COPY state state
 COPY api api
 COPY weir weir
 # the Spark extra for the backfill service, at the versions the tests pass with
-RUN pip install --no-cache-dir -c constraints.txt '.[spark]'
+RUN pip install --no-cache-dir -c constraints.txt '.[all]'
 # an unprivileged user runs everything; the volumes' mount points are its own, so a named
 # volume created from them is too
 RUN useradd --create-home --uid 10001 --user-group weir \

@@ -16,7 +16,9 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
+	@# the distribution was called weir before weir-stream (the PyPI name weir is another project)
+	$(BIN)/python -m pip uninstall --quiet --yes weir 2>/dev/null || true
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,all]'
 	touch $(STAMP)
 
 # Debian's packages the tests use: Chromium (the dashboard's browser test), docker-compose

@@ -4,8 +4,10 @@
 # (Not Python to run: vulture reads the names; ruff skips this file.)
 
 # PEP 562 module attributes: the import system calls them (weir, weir.api, weir.state,
-# weir.engine.sql load their names on first use)
+# weir.engine.sql load their names on first use; dir(weir) and dir(weir.client) show the
+# public API only)
 __getattr__
+__dir__
 
 # FastAPI calls these: exception handlers and routes registered by decorators
 _api_error  # api/errors.py

@@ -4,7 +4,6 @@ ranges) on Spark, then load the windows into a savepoint (``--into-savepoint``) 
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from weir.app.interrupt import CTRL_C
 from weir.app.progress import SparkProgress, StatusLine
 from weir.base.errors import ConfigError
+from weir.base.extras import require
 from weir.base.settings import named
 from weir.state.objectstore import StorageLocation, storage_location
 
@@ -20,25 +20,11 @@ if TYPE_CHECKING:
     from weir.engine.spark.backfill import BackfillResult
     from weir.engine.spark.inputs import BackfillInputs
 
-# what the Spark extra (weir[spark]: pyspark[sql]) installs and the backfill needs
-SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
 BACKFILL_SLOTS_S = 120.0  # a cluster with every core held by other applications: give up then
 
 
-def require_spark() -> None:
-    """One line naming the extra when Spark is not installed (weir itself does not need it)."""
-    for name in SPARK_MODULES:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            raise ConfigError(
-                f"weir backfill runs on Spark and {name} is not installed; install weir's Spark "
-                "extra: pip install 'weir[spark]'"
-            ) from None
-
-
 def main(args: Any) -> int:
-    require_spark()
+    require("spark", "weir backfill (it runs on Spark)")
     from weir.engine.runtime.control.cluster import check_reachable
     from weir.engine.runtime.loader import load_job
     from weir.engine.spark.backfill import backfill_operator

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.base.errors import ConfigError, StorageError
+from weir.base.extras import require
 from weir.base.files import replacing
 from weir.base.settings import Choice, Setting, read_env
 from weir.state.storage import (
@@ -60,6 +61,7 @@ class S3Bucket:
     remote = True
 
     def __init__(self, where: StorageLocation, env: dict[str, str] | None = None) -> None:
+        require("s3", f"checkpoint storage on S3 ({where.url})")
         self.where = where
         # only what configures S3: this object crosses process boundaries
         self._env = {

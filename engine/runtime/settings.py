@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from weir.base.errors import ConfigError
+from weir.base.extras import require
 from weir.base.settings import BadValue, Choice, Parsed, Setting, Switch, WholeNumber, named
 
 __all__ = ["MASTER_FORMS", "RUN_SETTINGS", "parse_master", "spark_addresses"]
@@ -106,9 +107,11 @@ def storage(raw: str) -> str:
     from weir.state.objectstore import SCHEMES, storage_location
 
     try:
-        storage_location(raw)
+        where = storage_location(raw)
     except ConfigError:
         raise BadValue(f"is not a storage location weir supports; use {SCHEMES}") from None
+    if where.scheme == "s3":
+        require("s3", f"storage on S3 ({where.url})")  # before anything starts, in one line
     return raw
 
 

@@ -156,4 +156,4 @@ def test_ctrl_c_while_spark_starts_ends_with_one_line_and_130(
     stderr = "".join(lines)
     assert rc == 130, stderr
     assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
-    assert lines[-1].strip() == "weir: interrupted (Ctrl-C)", stderr
+    assert lines[-1].strip().startswith("weir: interrupted (Ctrl-C), stopping the backfill"), stderr

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from weir.base.errors import ConfigError
+from weir.base.errors import ConfigError, MissingExtra
 from weir.engine.runtime.control.cluster import (
     check_conf,
     check_reachable,
@@ -125,8 +125,9 @@ def test_the_session_refuses_before_contacting_the_master() -> None:
 
 
 def test_without_pyspark_the_session_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pyspark.sql", None)  # what an install without it gives
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # what an install without it gives
     with pytest.raises(
-        ConfigError, match=r"pyspark is not installed; .*pip install 'weir\[spark\]'"
+        MissingExtra,
+        match=r"spark extra, and pyspark is not installed: pip install 'weir-stream\[spark\]'",
     ):
         cluster_session(f"spark://127.0.0.1:{_closed_port()}", "t", {})

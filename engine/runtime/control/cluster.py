@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from weir.base.errors import ConfigError
+from weir.base.extras import require
 from weir.base.settings import read_env
 from weir.engine.runtime.settings import SPARK_LOCAL_IP, parse_master, spark_addresses
 
@@ -113,13 +114,9 @@ def cluster_session(
     else 127.0.0.1)."""
     master = parse_master(master)
     check_conf(conf)
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise ConfigError(
-            f"`master` {master} runs the job on Spark and pyspark is not installed; install "
-            "weir's Spark extra: pip install 'weir[spark]'"
-        ) from None
+    require("spark", f"`master` {master} (the workers on a Spark cluster)")
+    from pyspark.sql import SparkSession
+
     check_reachable(master)
     host = driver_host or read_env(SPARK_LOCAL_IP) or "127.0.0.1"
     # the executors run the tasks with the driver's interpreter path: weir's worker code and

@@ -57,6 +57,8 @@ def _abandon(starting: threading.Thread, before: set[int]) -> None:
     """Kill the JVMs (and what they started) that this start launched, then give its thread
     a moment to see them gone; a session that exists by then is stopped."""
     launched = _children() - before
+    # the starting thread's Py4J call fails as its JVM goes: that is the point, not news
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
     for pid in sorted(launched):
         for each in (*_descendants(pid), pid):
             with contextlib.suppress(ProcessLookupError):
