@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -37,6 +37,7 @@ __all__ = [
     "Setting",
     "Switch",
     "WholeNumber",
+    "example_of",
     "judge",
     "message",
     "named",
@@ -293,8 +294,3 @@ def read_env(setting: Setting, environ: Mapping[str, str] | None = None) -> Any:
         raise ConfigError(
             message(setting.env, shown, bad, example=example_of(setting), sep="=")
         ) from None
-
-
-def for_command(settings: Sequence[Setting], command: str) -> list[Setting]:
-    """The settings ``command`` takes, in their order."""
-    return [s for s in settings if command in s.commands]
