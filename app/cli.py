@@ -92,14 +92,14 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         args = parse(argv)
         command = args.command
-        CTRL_C.install(command)
-        _replace_deprecated(args)
-        if command in RUNS:
-            _check_environment()
-        code = _run_command(args)
-        if CTRL_C.pressed.is_set():  # a command that wound down in order (weir run)
-            CTRL_C.acknowledge()
-            return EXIT_INTERRUPTED
+        with CTRL_C.installed(command):
+            _replace_deprecated(args)
+            if command in RUNS:
+                _check_environment()
+            code = _run_command(args)
+            if CTRL_C.pressed.is_set():  # a command that wound down in order (weir run)
+                CTRL_C.acknowledge()
+                return EXIT_INTERRUPTED
         return code
     except BrokenPipeError:
         if not _stdout_gone():

@@ -1,7 +1,7 @@
 """Ctrl-C, the same for every command: at once, one line saying what is being stopped
 (``weir: interrupted (Ctrl-C), stopping job ads``), then the command stops and exits 130.
 
-``weir`` takes SIGINT itself for its whole run (``CtrlC.install``). A command says what it is
+``weir`` takes SIGINT itself for its whole run (``CtrlC.installed``). A command says what it is
 doing with ``doing(what, graceful)``: ``what`` goes in the line, and ``graceful`` (a function
 that asks the command to wind down, such as setting the event a job's run waits on) is called
 instead of raising ``KeyboardInterrupt`` where stopping in order matters (a job's workers flush
@@ -35,10 +35,21 @@ class CtrlC:
         self._doing: list[tuple[str, Callable[[], None] | None]] = []
         self._said: threading.Thread | None = None
 
-    def install(self, command: str) -> None:
-        """Take SIGINT for ``weir <command>`` (from the main thread)."""
+    @contextmanager
+    def installed(self, command: str) -> Iterator[None]:
+        """Take SIGINT for ``weir <command>`` while inside (from the main thread; elsewhere,
+        as when ``main`` runs in a test's thread, signals are left as they are)."""
+        self.pressed.clear()
+        self._said = None
         self._doing = [(f"weir {command}", None)]
-        signal.signal(signal.SIGINT, self._handle)
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self._handle)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
     @contextmanager
     def doing(self, what: str, graceful: Callable[[], None] | None = None) -> Iterator[None]:

@@ -58,10 +58,13 @@ def syntax_error(exc: SyntaxError) -> tuple[str, str]:
     return where, f"\n  {shown}\n  {caret}"
 
 
-def failed_to_load(what: str, exc: BaseException, path: Path | None) -> str:
+def failed_to_load(
+    what: str, exc: BaseException, path: Path | None, short: str | None = None
+) -> str:
     """``what`` (``job file jobs/ads.py``) failed: where in the user's code (``path``'s
     deepest frame, else the deepest frame outside weir and the import machinery), Python's
-    message, and that line; ``what`` is ``the job file`` when the place is in ``path``."""
+    message, and that line; ``short`` (``the job file``) stands for ``what`` when the place is
+    in ``path``, which it names already."""
     if isinstance(exc, SyntaxError):
         where, context = syntax_error(exc)
         filename = exc.filename
@@ -73,8 +76,8 @@ def failed_to_load(what: str, exc: BaseException, path: Path | None) -> str:
         where = f"{filename}:{lineno}"
         line = linecache.getline(filename, lineno).strip()
         context = f"\n  {line}" if line else ""
-    if path is not None and filename and Path(filename).resolve() == path.resolve():
-        what = "the job file"
+    if short and path is not None and filename and Path(filename).resolve() == path.resolve():
+        what = short
     return f"{where}: {what} failed to load: {python_says(exc)}{context}"
 
 

@@ -58,7 +58,10 @@ def _load_file(path: Path) -> Job:
         return load_script(path)
     _refuse_legacy_imports(path)
     namespace = _loading(
-        f"job file {path}", lambda: runpy.run_path(str(path), run_name="__weir_job__"), path
+        f"job file {path}",
+        lambda: runpy.run_path(str(path), run_name="__weir_job__"),
+        path,
+        "the job file",
     )
     job = namespace.get("job")
     if job is None:
@@ -73,7 +76,9 @@ def _load_file(path: Path) -> Job:
     return job
 
 
-def _loading(what: str, load: Callable[[], Any], path: Path | None = None) -> Any:
+def _loading(
+    what: str, load: Callable[[], Any], path: Path | None = None, short: str | None = None
+) -> Any:
     """Run ``load`` (a job file or module's code); whatever it raises names ``what``, the file
     and line in the user's code (``path``'s, when given) and Python's own message."""
     try:
@@ -83,9 +88,9 @@ def _loading(what: str, load: Callable[[], Any], path: Path | None = None) -> An
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] == "engine":
             raise JobDefinitionError(_legacy_message(what, "engine")) from None
-        raise JobDefinitionError(failed_to_load(what, exc, path)) from exc
+        raise JobDefinitionError(failed_to_load(what, exc, path, short)) from exc
     except Exception as exc:
-        raise JobDefinitionError(failed_to_load(what, exc, path)) from exc
+        raise JobDefinitionError(failed_to_load(what, exc, path, short)) from exc
 
 
 def _load_attribute(module_name: str, attr: str) -> Job:
