@@ -5,10 +5,12 @@ backfill abandons Spark's start-up within seconds and leaves no JVM behind."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,23 @@ class Command:
             raise AssertionError(f"not stopped in {timeout} s:\n{self.stderr()}") from None
 
 
+@pytest.fixture
+def weir(tmp_path: Path) -> Iterator[Callable[..., Command]]:
+    """``weir(*argv)`` starts a command; every one started is killed (its whole group) at the
+    end, whatever the test's outcome."""
+    started: list[Command] = []
+
+    def start(*argv: str) -> Command:
+        started.append(Command(tmp_path, *argv))
+        return started[-1]
+
+    yield start
+    for cmd in started:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(cmd.proc.pid, signal.SIGKILL)
+        cmd.proc.wait()
+
+
 def _stopped(cmd: Command, what: str, timeout: float = 30.0) -> None:
     """Exit 130, the line (said within a second of the Ctrl-C), nothing after it but logs."""
     sent = cmd.ctrl_c()
@@ -71,9 +90,9 @@ def _stopped(cmd: Command, what: str, timeout: float = 30.0) -> None:
     assert acknowledged < 5.0
 
 
-def test_weir_run_stops_its_job_and_says_so(tmp_path: Path) -> None:
+def test_weir_run_stops_its_job_and_says_so(tmp_path: Path, weir: Callable[..., Command]) -> None:
     (tmp_path / "live.py").write_text(LIVE_JOB)
-    cmd = Command(tmp_path, "run", "live.py", "--api-port", "0", "--parallelism", "2")
+    cmd = weir("run", "live.py", "--api-port", "0", "--parallelism", "2")
     wait_until(lambda: "serving on" in cmd.stderr(), 60.0, what="serving")
     workers = children(cmd.proc.pid)
     assert workers
@@ -81,29 +100,35 @@ def test_weir_run_stops_its_job_and_says_so(tmp_path: Path) -> None:
     wait_until(lambda: not any(alive(pid) for pid in workers), 10.0, what="workers gone")
 
 
-def test_weir_run_without_an_api_and_weir_api_say_the_same(tmp_path: Path) -> None:
+def test_weir_run_without_an_api_and_weir_api_say_the_same(
+    tmp_path: Path, weir: Callable[..., Command]
+) -> None:
     (tmp_path / "live.py").write_text(LIVE_JOB)
-    run = Command(tmp_path, "run", "live.py", "--no-api", "--parallelism", "1")
+    run = weir("run", "live.py", "--no-api", "--parallelism", "1")
     wait_until(lambda: "running without an API" in run.stderr(), 60.0, what="the job")
-    api = Command(tmp_path, "api", "live.py", "--api-port", "0", "--workers", "2")
+    api = weir("api", "live.py", "--api-port", "0", "--workers", "2")
     wait_until(lambda: "serving on" in api.stderr(), 60.0, what="weir api serving")
     _stopped(api, "the API of job live")
     _stopped(run, "job live")
 
 
-def test_weir_produce_into_a_file_stops_and_says_so(tmp_path: Path) -> None:
-    cmd = Command(tmp_path, "produce", "--file", "events.jsonl", "--count", "1000000000")
+def test_weir_produce_into_a_file_stops_and_says_so(
+    tmp_path: Path, weir: Callable[..., Command]
+) -> None:
+    cmd = weir("produce", "--file", "events.jsonl", "--count", "1000000000")
     out = tmp_path / "events.jsonl"
     wait_until(lambda: out.exists() and out.stat().st_size > 100_000, 60.0, what="events")
     _stopped(cmd, "weir produce")
 
 
 @pytest.mark.timeout(180)
-def test_the_backfill_abandons_sparks_start_up_within_seconds(tmp_path: Path) -> None:
+def test_the_backfill_abandons_sparks_start_up_within_seconds(
+    tmp_path: Path, weir: Callable[..., Command]
+) -> None:
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": "a", "event": "impression", "ts": 1, "value": 1}\n')
     (tmp_path / "job.py").write_text(job_text(src, bound=0, size=10, lateness=0))
-    cmd = Command(tmp_path, "backfill", "job.py", "--input", str(src), "--into-savepoint", "sp")
+    cmd = weir("backfill", "job.py", "--input", str(src), "--into-savepoint", "sp")
 
     def jvm() -> list[int]:
         return [p for p in children(cmd.proc.pid) if _comm(p) == "java"]
