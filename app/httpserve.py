@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import uvicorn
 from fastapi import FastAPI
@@ -69,7 +70,7 @@ def serve_http(
     sock: socket.socket | None = None,
     announce: bool = True,
 ) -> None:
-    """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
+    """Serve ``app`` until SIGTERM or until ``until`` is set (Ctrl-C sets it); prints the
     ``weir: job <name> serving on <url>`` line once listening (unless not ``announce``: a
     member of ``app.api_workers``), and hands ``on_serving`` the URL. ``sock``: a listening
     socket to serve instead of binding ``host:port``. Past ``max_connections`` open
@@ -85,7 +86,7 @@ def serve_http(
         access_log=False,
         limit_concurrency=max_connections,
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
 
     def watch() -> None:
         while not server.started and not until.is_set():
@@ -100,14 +101,24 @@ def serve_http(
         server.should_exit = True
 
     threading.Thread(target=watch, name="weir-watch", daemon=True).start()
-    # uvicorn re-raises the signal that stopped it once it has shut down; SIGTERM's default
-    # action would then kill this process before the caller cleans up. Ours does nothing, so
-    # a SIGTERM ends the process gracefully (exit 0).
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    try:
-        server.run(sockets=None if sock is None else [sock])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    server.run(sockets=None if sock is None else [sock])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, taking SIGTERM only: a graceful shutdown, then the caller cleans up
+    and exits 0 (uvicorn would re-raise the signal, whose default action kills the process
+    first). Ctrl-C is the command's (``app.interrupt``): it sets ``until``."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGTERM, self.handle_exit)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:

@@ -27,6 +27,7 @@ from weir.api.client._core import (
     Retries,
     answer,
     auth_headers,
+    checked_url,
     refused,
     retry_delay,
     stream_timeout,
@@ -93,7 +94,10 @@ class AsyncClient:
         self.retries = retries or Retries()
         self.reconnect = reconnect or Reconnect()
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=auth_headers(token), timeout=timeout, trust_env=trust_env
+            base_url=checked_url(base_url),
+            headers=auth_headers(token),
+            timeout=timeout,
+            trust_env=trust_env,
         )
 
     async def __aenter__(self) -> AsyncClient:

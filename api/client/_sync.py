@@ -25,6 +25,7 @@ from weir.api.client._core import (
     Retries,
     answer,
     auth_headers,
+    checked_url,
     refused,
     retry_delay,
     stream_timeout,
@@ -90,7 +91,10 @@ class Client:
         self.retries = retries or Retries()
         self.reconnect = reconnect or Reconnect()
         self._http = httpx.Client(
-            base_url=base_url, headers=auth_headers(token), timeout=timeout, trust_env=trust_env
+            base_url=checked_url(base_url),
+            headers=auth_headers(token),
+            timeout=timeout,
+            trust_env=trust_env,
         )
 
     def __enter__(self) -> Client:

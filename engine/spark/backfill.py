@@ -194,7 +194,7 @@ def _check_range(op: WindowNode, from_ms: int | None, to_ms: int | None) -> None
     if op.assigner.dynamic:
         raise ConfigError(
             f"operator {op.name!r} has dynamic session gaps: a backfill cannot cut its sessions "
-            "at --from/--to; backfill the whole input (filter it beforehand) instead"
+            "at `from_ms`/`to_ms`; backfill the whole input (filter it beforehand) instead"
         )
 
 

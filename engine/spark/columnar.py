@@ -241,6 +241,6 @@ def column_batches(path: str, plain: PlainJob, block_bytes: int = BLOCK_BYTES) -
         ) from None
     except OSError as exc:
         raise SourceError(
-            f"--input {path}: cannot read it as jsonl ({exc}); check the file or --format"
+            f"`input` {path}: cannot read it as jsonl ({exc}); check the file or `format`"
         ) from None
     yield SourceBatch([], decoded=False, end=True)

@@ -87,7 +87,7 @@ class _Script:
             raise SqlUnsupported(
                 f"INSERT INTO {s.this.sql(WeirFlink)}: a query's results are its "
                 "view's state (served over "
-                "HTTP) and go to --sink; write CREATE VIEW name AS SELECT …"
+                "HTTP) and go to `sink_url`; write CREATE VIEW name AS SELECT …"
             )
         elif isinstance(s, exp.Select):
             raise SqlUnsupported(

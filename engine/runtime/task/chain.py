@@ -192,7 +192,7 @@ class Chain:
             ahead = t - int(time.time() * 1000)
             return 0, (
                 f"timestamp {t} is {ahead} ms ahead of the wall clock, past the "
-                f"--max-future-ms limit of {self._max_future} ms"
+                f"`max_future_ms` limit of {self._max_future} ms"
             )
         return t, None
 
