@@ -150,3 +150,11 @@ def test_key_group_range_value() -> None:
 def test_range_for_operator_rejects_bad_parallelism(m: int, p: int, i: int, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         range_for_operator(m, p, i)
+
+
+@given(st.one_of(st.none(), st.integers(), st.text(max_size=6), st.sampled_from(["\\N", "\\\\N"])))
+def test_the_clients_path_form_is_the_canonical_key(key: str | int | None) -> None:
+    """``weir.client`` builds a key's path itself (it imports no part of the engine)."""
+    from weir.api.client._calls import path_key
+
+    assert path_key(key) == canonical_key(key)

@@ -272,3 +272,43 @@ def test_a_null_in_a_composite_key_is_backslash_n(tmp_path: Path) -> None:
     )
     got = testing.run(_sql(tmp_path, view), events)
     assert sorted(r["key"] for r in got.results) == [composite_key("a", 3), "a|\\N"]
+
+
+@pytest.mark.parametrize("trigger", [None, "count"])
+def test_a_record_in_a_gap_between_windows_is_in_none_and_not_late(trigger: str | None) -> None:
+    """HOP with slide 30 ms and size 10 ms: [0, 10), [30, 40), …; a record at 15 is in no
+    window, neither counted nor late (Flink's sliding windows drop it the same way)."""
+    from weir import triggers
+
+    job = Job("gaps")
+    windowed = (
+        job.source(sources.jsonl("/unused.jsonl"), timestamp="ts", watermarks=WatermarkStrategy())
+        .key_by("id")
+        .window(windows.sliding(size_ms=10, slide_ms=30))
+    )
+    if trigger:
+        windowed = windowed.trigger(triggers.count(1))
+    windowed.aggregate("v", c=agg.count())
+    events = [{"id": "a", "ts": t} for t in (1, 5, 15, 29, 31, 62)]
+    got = testing.run(job, events)
+    counts = {(r["start"], r["c"]) for r in got.results}  # 15 and 29 counted nowhere
+    assert counts == ({(0, 1), (0, 2), (30, 1), (60, 1)} if trigger else {(0, 2), (30, 1), (60, 1)})
+    assert not got.late and not got.dead
+
+
+def test_the_generated_column_check_takes_any_column_name_and_never_changes_the_record() -> None:
+    from sqlglot import exp
+
+    from weir.engine.sql.columns import ColumnTypeError, checker
+
+    d = exp.DType
+    check = checker(
+        {"it's": (d.DOUBLE, False), "a b": (d.BIGINT, True), "é": (d.FLOAT, False)}, "odd"
+    )
+    rec = {"it's": 1, "a b": 2.0, "é": 3}
+    assert check(rec) == {"it's": 1.0, "a b": 2, "é": 3.0}
+    assert rec == {"it's": 1, "a b": 2.0, "é": 3}  # the input is left as it was
+    same = {"it's": 1.5, "a b": 2, "é": None}
+    assert check(same) is same
+    with pytest.raises(ColumnTypeError, match="column 'a b' is declared NOT NULL"):
+        check({"it's": 1.0})

@@ -229,7 +229,8 @@ class FoldPlan:
         ``key`` is the key's value (``keygroups.key_value``): ``None`` for the NULL key, as SQL
         prints it."""
         env: dict[str, Any] = {"key_value": key_value}
-        fields = ['"key": key_value(k)', '"start": s', '"end": e']
+        # a key not starting with a backslash is its own value: no call for most keys
+        fields = ['"key": (key_value(k) if k[:1] == "\\\\" else k)', '"start": s', '"end": e']
         for j, (name, agg) in enumerate(self.aggregates.items()):
             lo = self.slices[name][0]
             if isinstance(agg, UserDefined):
