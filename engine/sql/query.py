@@ -204,6 +204,11 @@ class Query:
     def key_fields(self) -> tuple[str, ...]:
         fields = []
         for item in self.group:
+            if isinstance(item, exp.Cube | exp.Rollup | exp.GroupingSets):
+                raise SqlUnsupported(
+                    f"GROUP BY {item.sql(WeirFlink)}: a view is one grouping (one operator, one "
+                    "key); write one view per grouping set"
+                )
             if isinstance(item, exp.Column):
                 fields.append(self._resolve(item))
             else:

@@ -105,6 +105,16 @@ REFUSED = {
         f"WHERE window_start > 0 {GROUP}",
         r"window_start \(line 4, column \d+\) exists only after windowing",
     ),
+    "grouping sets": (
+        f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
+        "GROUP BY GROUPING SETS((id), ()), window_start, window_end",
+        r"a view is one grouping \(one operator, one key\); write one view per grouping set",
+    ),
+    "cube": (
+        f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
+        "GROUP BY CUBE(id), window_start, window_end",
+        r"GROUP BY CUBE \(id\): a view is one grouping",
+    ),
     "distinct sum": (
         f"SELECT id, window_start, window_end, SUM(DISTINCT `value`) AS s FROM {TUMBLE} {GROUP}",
         r"DISTINCT is supported in COUNT\(DISTINCT …\) only",
