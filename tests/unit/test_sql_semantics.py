@@ -51,12 +51,14 @@ def _python(
 
 
 def _both(tmp_path: Path, view: str, python: Job, events: list[dict[str, Any]]) -> Any:
-    """The view's result at parallelism 1, asserted equal to the job API's and to the view's at
-    parallelism 2."""
+    """The view's result at parallelism 1, asserted equal to the job API's and to both at
+    parallelism 2 and 4."""
     got = testing.run(_sql(tmp_path, view), events)
     assert testing.run(python, events).by_operator == got.by_operator
-    two = testing.run(_sql(tmp_path, view), events, parallelism=2).by_operator["v"]
-    assert sorted(map(repr, two)) == sorted(map(repr, got.by_operator["v"]))
+    want = sorted(map(repr, got.by_operator["v"]))
+    for p in (2, 4):
+        for job in (_sql(tmp_path, view), python):
+            assert sorted(map(repr, testing.run(job, events, parallelism=p).results)) == want
     return got
 
 
@@ -168,8 +170,9 @@ def test_declared_types_are_enforced_at_the_source(tmp_path: Path) -> None:
     assert type(rows[0][2]) is int and type(rows[0][3]) is float
 
 
+@pytest.mark.parametrize("parallelism", [1, 2, 4])
 def test_the_sql_watermark_is_max_minus_the_delay_the_datastream_one_less(
-    tmp_path: Path,
+    tmp_path: Path, parallelism: int
 ) -> None:
     """After 5 999 the SQL watermark is 4 999: the window [0, 5 000) has fired and a row at
     4 999 is late (Flink SQL drops it). The DataStream rule's watermark is 4 998: on time."""
@@ -178,13 +181,11 @@ def test_the_sql_watermark_is_max_minus_the_delay_the_datastream_one_less(
         "SELECT id, window_start, window_end, COUNT(*) AS c FROM TABLE(TUMBLE(TABLE t, "
         "DESCRIPTOR(ts), INTERVAL '5' SECOND)) GROUP BY id, window_start, window_end"
     )
-    sql = testing.run(_sql(tmp_path, view), events)
+    sql = testing.run(_sql(tmp_path, view), events, parallelism=parallelism)
     assert [(r["start"], r["c"]) for r in sql.results] == [(5_000, 1)]
     assert [(r["ts"], r["watermark"]) for r in sql.late] == [(4_999, 4_999)]
-    assert (
-        testing.run(_python(windows.tumbling(ms=5_000), c=agg.count()), events).by_operator
-        == sql.by_operator
-    )
+    python = _python(windows.tumbling(ms=5_000), c=agg.count())
+    assert testing.run(python, events, parallelism=parallelism).by_operator == sql.by_operator
     datastream = Job("ds")
     (
         datastream.source(
@@ -196,7 +197,7 @@ def test_the_sql_watermark_is_max_minus_the_delay_the_datastream_one_less(
         .window(windows.tumbling(ms=5_000))
         .aggregate("v", c=agg.count())
     )
-    ds = testing.run(datastream, events)
+    ds = testing.run(datastream, events, parallelism=parallelism)
     assert sorted((r["start"], r["c"]) for r in ds.results) == [(0, 1), (5_000, 1)]
     assert not ds.late
 
