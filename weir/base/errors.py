@@ -2,7 +2,9 @@
 
     WeirError                  (exit code of the weir command)
     ├── JobDefinitionError     a job file or job graph that cannot run (2)
-    │   └── BroadcastStateError  a function using broadcast state as the pattern forbids
+    │   ├── BroadcastStateError  a function using broadcast state as the pattern forbids
+    │   └── MalformedPatternError  a CEP pattern that cannot be compiled (Flink's
+    │                              MalformedPatternException)
     ├── ConfigError            a bad flag, URL or setting value (2)
     │   ├── PathRefused        a path (flag or request) that leaves its directory (2)
     │   └── MissingExtra       an optional part whose extra is not installed (2)
@@ -48,6 +50,12 @@ class BroadcastStateError(JobDefinitionError):
     """A broadcast process function used broadcast state as the pattern forbids: it wrote it
     from the keyed side, named a state its broadcast stream did not declare, stored a value
     that cannot be encoded, or asked for a key's state on the broadcast side."""
+
+
+class MalformedPatternError(JobDefinitionError):
+    """A CEP pattern (``weir.engine.cep``) or a ``MATCH_RECOGNIZE`` clause that cannot be
+    compiled: a quantifier applied twice, a name used twice, a NOT pattern at the end without
+    ``within``, a skip strategy naming no pattern (Flink's ``MalformedPatternException``)."""
 
 
 class ConfigError(WeirError):
