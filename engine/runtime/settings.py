@@ -17,6 +17,7 @@ from typing import Any
 from weir.base.errors import ConfigError
 from weir.base.extras import require
 from weir.base.settings import BadValue, Choice, Parsed, Setting, Switch, WholeNumber, named
+from weir.engine.kernels import KERNELS_SETTING
 
 __all__ = ["MASTER_FORMS", "RUN_SETTINGS", "parse_master", "spark_addresses"]
 
@@ -272,4 +273,4 @@ SPARK_LOCAL_IP = Setting(
     env="SPARK_LOCAL_IP",
     env_only=True,
 )
-RUN_ENVIRONMENT: tuple[Setting, ...] = (PROFILE_DIR, SPARK_LOCAL_IP)
+RUN_ENVIRONMENT: tuple[Setting, ...] = (PROFILE_DIR, SPARK_LOCAL_IP, KERNELS_SETTING)
