@@ -14,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from weir.engine.errors import ConfigError
-from weir.engine.redact import redact_url
+from weir.engine.redact import REDACTED, is_secret_name, redact_setting
 
 Check = Callable[[str], Any]
 
@@ -39,7 +39,10 @@ class BadValue(ValueError):
 
 
 def message(name: str, raw: str, bad: BadValue, *, example: str | None, env: bool) -> str:
-    """``--flag='x' is not …; e.g. --flag 4`` or ``WEIR_FLAG='x' is not …; e.g. WEIR_FLAG=4``."""
+    """``--flag='x' is not …; e.g. --flag 4`` or ``WEIR_FLAG='x' is not …; e.g. WEIR_FLAG=4``.
+
+    A secret's value is never quoted (``shown_value``)."""
+    raw = shown_value(env_name(name) if name.startswith("-") else name, raw)
     text = f"{name}: {bad.problem}" if bad.names_value else f"{name}={raw!r} {bad.problem}"
     if bad.fix:
         return f"{text}; {bad.fix}"
@@ -226,6 +229,16 @@ def without_argument_prefix(text: str) -> str:
     return _ARGUMENT_PREFIX.sub("", text, count=1)
 
 
+def shown_value(var: str, raw: str) -> str:
+    """``raw``, the value of ``var``, as ``--help`` may print it: a secret variable's value
+    (``WEIR_API_TOKEN``) never; a URL's password (a source's ``sasl_password=``,
+    ``user:pass@``) and a secret setting's value (``spark.authenticate.secret=``) as ``***``.
+    (argparse %-formats help texts: the caller doubles ``%``.)"""
+    if is_secret_name(var):
+        return REDACTED
+    return " ".join(redact_setting(item) for item in raw.split(" "))
+
+
 class Env:
     """Adds flags whose default comes from ``WEIR_<FLAG>``, shown in ``--help``.
 
@@ -254,8 +267,6 @@ class Env:
             value = FromEnv(var, raw, boolean if switch else check, many, example)
             if many and raw.split():
                 kw["required"] = False
-        # a URL's password (a source's sasl_password=, user:pass@) is never printed in --help;
-        # argparse %-formats help texts, so a URL's %2F must be %%2F
-        shown = default if raw is None else redact_url(raw).replace("%", "%%")
+        shown = default if raw is None else shown_value(var, raw).replace("%", "%%")
         note = f" (env {var}" + (f", default {shown})" if shown not in (None, False) else ")")
         self.parser.add_argument(flag, default=value, help=help + note, **kw)
