@@ -5,8 +5,9 @@ Each accepted connection has ``HANDSHAKE_S`` from its accept to prove itself (``
 however slowly its bytes arrive; at most ``MAX_PENDING`` wait at once and a new one past that
 evicts the oldest. Reads take exactly what the handshake's step needs, never a frame's byte. On
 the ``unix`` transport a connection from another uid (``SO_PEERCRED``) is dropped at once. Every
-dropped connection is logged with the peer it came from, and the acceptor goes on until every
-awaited worker has proved itself.
+dropped connection is counted and logged with the peer it came from (``DropLog``: the first of
+a reason at once, then one line per reason per interval with a count), and the acceptor goes on
+until every awaited worker has proved itself.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from weir.engine.errors import WorkerFailed
+from weir.engine.runtime.droplog import DropLog
 from weir.engine.runtime.netio import PendingConnections
 from weir.engine.runtime.task import peerauth
 from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
@@ -81,6 +83,7 @@ class Acceptor:
         self._listener = listener
         self._pending = PendingConnections[_Pending](listener, MAX_PENDING, self._dropped)
         self._proved: dict[int, socket.socket] = {}
+        self._drops = DropLog(log, "exchange: worker=%d", (index,))
 
     def run(self, should_stop: Callable[[], bool], deadline: float) -> dict[int, socket.socket]:
         """Every awaited worker's proved connection, by index; ``Stopped`` when
@@ -96,6 +99,7 @@ class Acceptor:
                     missing = sorted(awaited - set(self._proved))
                     raise WorkerFailed(self.index, f"workers {missing} never connected")
                 self._pending.expire(now, f"no handshake within {HANDSHAKE_S} s")
+                self._drops.flush(now)
                 for p in self._pending.ready(0.05):
                     if p is None:
                         self._accept()
@@ -108,6 +112,7 @@ class Acceptor:
             raise
         finally:
             self._pending.close()
+            self._drops.flush(force=True)
 
     def _accept(self) -> None:
         try:
@@ -149,4 +154,4 @@ class Acceptor:
 
     def _dropped(self, p: _Pending, why: str) -> None:
         self.refused += 1
-        log.warning("exchange: worker=%d dropped peer=%s reason=%s", self.index, p.peer, why)
+        self._drops.dropped(p.peer, why)
