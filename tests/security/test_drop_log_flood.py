@@ -30,9 +30,9 @@ from weir.engine.runtime.task.peerauth import PeerAuth
 FLOOD = 1_500
 FLOOD_CODE = r"""
 import socket, struct
-for _ in range(N):
+for _ in range(__N__):
     try:
-        with socket.create_connection(("127.0.0.1", PORT), timeout=5) as s:
+        with socket.create_connection(("127.0.0.1", __PORT__), timeout=5) as s:
             s.recv(4 + 14 + 32)
             s.sendall(struct.pack(">I", 64) + b"\0" * 64)
             s.recv(1)
@@ -62,7 +62,7 @@ def test_a_flood_on_the_control_channel_is_a_few_counted_lines(
     server = weir_server(job, "--no-api", "--parallelism", "2")
     port = _port(server)
     flood = stranger.run(
-        FLOOD_CODE.replace("N", str(FLOOD)).replace("PORT", str(port)), timeout_s=120.0
+        FLOOD_CODE.replace("__N__", str(FLOOD)).replace("__PORT__", str(port)), timeout_s=120.0
     )
     assert flood.stdout.strip() == "done", flood.stderr
     # the counts of the flood's last interval come out once the interval has passed
