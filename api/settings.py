@@ -27,8 +27,9 @@ class ApiSettings:
     ``host``: the address the API binds; without a token, an API bound off loopback serves
     only ``/health``. ``allowed_hosts``: more names a request's ``Host`` may carry (without a
     token, only loopback names and ``host`` are accepted; with one, any unless this is set).
-    ``max_body_bytes``, ``max_streams``, ``max_connections``: what one request, the event
-    streams and all connections together may hold."""
+    ``max_body_bytes``, ``max_streams``: what one request and the event streams together may
+    hold; ``max_connections``: connections waiting on their clients at once (``app.http_guard``
+    closes the one waiting longest past it)."""
 
     token: str | None = None
     cors_origins: tuple[str, ...] = ()

@@ -289,7 +289,8 @@ def api_flags(env: Env) -> None:
     )
     env.add(
         "--max-connections",
-        "open HTTP connections at most; more get 503",
+        "HTTP connections waiting on their clients (for a request, its body, or to read a "
+        "response) at most; past it the one waiting longest is closed",
         1024,
         type=whole_number(1),
         metavar="N",

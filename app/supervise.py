@@ -15,8 +15,10 @@ import uvicorn
 from fastapi import FastAPI
 
 from weir.api import ApiSettings, Registry, create_app, handle_for
-from weir.app import logs
+from weir.api.settings import MAX_CONNECTIONS
+from weir.app import http_guard, logs
 from weir.app.api_workers import ApiMembers, MemberSpec, listen
+from weir.app.http_guard import ConnectionGuard
 from weir.engine.errors import ConfigError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
@@ -75,10 +77,13 @@ def serve_http(
     """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
     ``weir: job <name> serving on <url>`` line once listening (unless not ``announce``: a
     member of ``app.api_workers``), and hands ``on_serving`` the URL. ``sock``: a listening
-    socket to serve instead of binding ``host:port``. Past ``max_connections`` open
-    connections, uvicorn answers 503."""
+    socket to serve instead of binding ``host:port``. At most ``max_connections`` connections
+    wait on their clients at once (``http_guard``: past it the one waiting longest is closed)."""
     # log_config=None: uvicorn's records go through weir's handler (and --log-format) too;
-    # uvicorn.access logs at INFO, below the level set here, so its access log is off outright
+    # uvicorn.access logs at INFO, below the level set here, so its access log is off outright.
+    # No limit_concurrency: it counted idle and half-sent connections, so holding them made
+    # every request a 503; the guard's deadlines and oldest-first rule replace it
+    guard = ConnectionGuard(max_connections or MAX_CONNECTIONS)
     config = uvicorn.Config(
         app,
         host=host,
@@ -86,7 +91,7 @@ def serve_http(
         log_level="warning",
         log_config=None,
         access_log=False,
-        limit_concurrency=max_connections,
+        http=http_guard.protocol(guard),
     )
     server = uvicorn.Server(config)
 
