@@ -158,6 +158,19 @@ def spark_setting(raw: str) -> tuple[str, str]:
     return key, value
 
 
+def spark_setting_typed(raw: str) -> tuple[str, str]:
+    """A Spark setting typed on the command line, where every local account reads it in the
+    process list: never a secret one."""
+    key, value = spark_setting(raw)
+    if is_secret_name(key):
+        raise BadValue(
+            "puts a secret on the command line, where every local user can read it",
+            fix="give it in WEIR_SPARK_CONF instead, or as spark.authenticate.secret.file=PATH "
+            "(a file only you can read)",
+        )
+    return key, value
+
+
 def source_url(raw: str) -> str:
     from weir.engine.sources import from_url  # late: keeps --help fast
 
@@ -251,6 +264,7 @@ class Env:
     def add(self, flag: str, help: str, default: Any = None, **kw: Any) -> None:
         var = env_name(flag)
         check: Check | None = kw.pop("type", None)
+        typed: Check | None = kw.pop("typed", None)  # stricter, for a value typed in argv
         options = kw.pop("choices", None)
         if options is not None:
             check = choice(options)
@@ -259,7 +273,7 @@ class Env:
         example = str(default) if numeric else None
         switch = kw.get("action") == "store_true"
         if check is not None and not switch:
-            kw["type"] = _FlagType(flag, check, example)
+            kw["type"] = _FlagType(flag, typed or check, example)
         raw = os.environ.get(var)
         value = default
         if raw is not None:

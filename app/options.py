@@ -14,6 +14,7 @@ from weir.app.flags import (
     sink_url,
     source_url,
     spark_setting,
+    spark_setting_typed,
     storage_url,
     whole_number,
 )
@@ -43,9 +44,11 @@ def cluster_flags(env: Env) -> None:
     env.add(
         "--spark-conf",
         "Spark settings for --master, KEY=VALUE each (spark.executor.memory=2g); the env "
-        "variable separates them with spaces",
+        "variable separates them with spaces. A secret (spark.authenticate.secret=) only in "
+        "the variable, or as spark.authenticate.secret.file=PATH: never on a command line",
         nargs="+",
         type=spark_setting,
+        typed=spark_setting_typed,
         default=[],
         metavar="KEY=VALUE",
     )

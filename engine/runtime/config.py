@@ -52,7 +52,7 @@ class RunConfig:
     # extra settings, and the address tasks reach this process at (None: SPARK_LOCAL_IP or
     # 127.0.0.1)
     master: str | None = None
-    spark_conf: tuple[tuple[str, str], ...] = ()
+    spark_conf: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may hold secrets
     driver_host: str | None = None
     # set by a cluster task for its worker: the host it binds and is known by, and that it
     # serves its live state to the job manager (``task.stateserver``)
