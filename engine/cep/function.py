@@ -102,6 +102,15 @@ class PatternFunction:
         self.matcher = Matcher(compile_pattern(pattern))
         self._fn: MatchFn = fn or default_match
 
+    def describe_function(self) -> dict[str, Any]:
+        """What ``weir explain`` shows: the pattern's steps, its skip strategy and window."""
+        compiled = self.matcher.nfa
+        return {
+            "pattern": self.pattern.describe(),
+            "skip": compiled.skip.describe(),
+            "within_ms": compiled.window_ms or None,
+        }
+
     def process(self, event: Any, ctx: KeyedContext) -> None:
         t = ctx.timestamp
         if t is None:

@@ -276,7 +276,8 @@ class Pattern:
         return [p._describe_one() for p in self.sequence()]
 
     def _describe_one(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": self.name, "contiguity": self.quantifier.strategy.value}
+        step = "begin" if self.previous is None else _METHOD[self.quantifier.strategy]
+        out: dict[str, Any] = {"name": self.name, "contiguity": step}
         if isinstance(self, GroupPattern):
             out["group"] = self.inner.describe()
         else:
@@ -322,6 +323,15 @@ class GroupPattern(Pattern):
 
     def subtype(self, cls: type) -> Pattern:
         raise MalformedPatternError("subtype(...) does not apply to a group pattern")
+
+
+_METHOD = {  # how a step is shown: the method that made it
+    ConsumingStrategy.STRICT: "next",
+    ConsumingStrategy.SKIP_TILL_NEXT: "followed_by",
+    ConsumingStrategy.SKIP_TILL_ANY: "followed_by_any",
+    ConsumingStrategy.NOT_NEXT: "not_next",
+    ConsumingStrategy.NOT_FOLLOW: "not_followed_by",
+}
 
 
 def _requantified(old: Quantifier, kind: Property) -> Quantifier:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from weir import Job, WatermarkStrategy, sources, testing
-from weir.base.errors import MalformedPatternError
-from weir.engine.cep import LATE, TIMED_OUT, Pattern
+from weir.base.errors import JobDefinitionError, MalformedPatternError
+from weir.engine.cep import LATE, TIMED_OUT, AfterMatchSkipStrategy, Pattern
 from weir.engine.runtime.stored.codec import decode_state
 from weir.state import layout
 from weir.state.keygroups import key_group
@@ -181,3 +181,27 @@ def test_a_pattern_that_can_match_nothing_is_refused() -> None:
         keyed.pattern(Pattern.begin("a").optional())
     with pytest.raises(MalformedPatternError, match="pass a Pattern"):
         keyed.pattern("a")  # type: ignore[arg-type]
+
+
+def test_weir_explain_shows_the_pattern() -> None:
+    from weir.engine.explain import describe, render
+
+    skip = AfterMatchSkipStrategy.skip_past_last_event()
+    pattern = (
+        Pattern.begin("fail", skip).where(lambda e: e["kind"] == "fail").times(3).consecutive()
+        .followed_by("ok").where(lambda e: e["kind"] == "ok").within(60_000)
+    )  # fmt: skip
+    job, _ = _job(pattern)
+    text = render(describe(job))
+    assert "pattern operator matches: skip skip_past_last_event, within 60000 ms" in text
+    here = "test_weir_explain_shows_the_pattern.<locals>.<lambda>"
+    assert f"begin fail where {here} (times, inner=strict, times 3..3)" in text
+    assert f"followed_by ok where {here} (single, within 60000 ms)" in text
+
+
+def test_the_backfill_refuses_a_pattern_operator_by_name() -> None:
+    from weir.engine.spark.plan import backfill_operator
+
+    job, _ = _job(_start_middle_end())
+    with pytest.raises(JobDefinitionError, match="'matches' of job 'cep' is a CEP pattern"):
+        backfill_operator(job, "matches")
