@@ -48,9 +48,9 @@ def test_testGreedyZeroOrMoreWithDummyEventsBeforeQuantifier() -> None:
 
 def test_an_optional_pattern_after_a_greedy_one_is_refused() -> None:
     """``testGreedyZeroOrMoreConsecutiveEndWithOptional``, ``testGreedyZeroOrMoreBeforeOptional``
-    and ``testGreedyZeroOrMoreBeforeOptional2`` predate Flink's ``checkIfPreviousPatternGreedy``: Flink now
-    refuses ``optional()`` after a greedy pattern ("Optional pattern cannot be preceded by
-    greedy pattern"), and so does weir."""
+    and ``testGreedyZeroOrMoreBeforeOptional2`` predate Flink's
+    ``checkIfPreviousPatternGreedy``: Flink now refuses ``optional()`` after a greedy pattern
+    ("Optional pattern cannot be preceded by greedy pattern"), and so does weir."""
     greedy = Pattern.begin("start").where(named("c")).followed_by("middle1").where(named("a"))
     greedy = greedy.one_or_more().optional().greedy()
     with pytest.raises(MalformedPatternError, match="cannot follow a greedy one"):
