@@ -503,3 +503,32 @@ def test_iterative_condition_sees_the_partial_match() -> None:
     )  # fmt: skip
     found = feed(pattern, [(1, s), (2, m1), (3, m2), (4, m3), (5, end)])
     same(found, [[s, m1, m2, end], [s, m1, end]])
+
+
+# -- group patterns (derived from Flink's documented semantics) ---------------------------------
+
+
+def _group() -> Pattern:
+    return Pattern.begin("m1").where(named("a")).followed_by("m2").where(named("b"))
+
+
+CABABD = [(i, ev(i, n)) for i, n in enumerate("cababd", 1)]
+GC, GA1, GB1, GA2, GB2, GD = (e for _, e in CABABD)
+
+
+def test_a_group_is_one_step_of_the_sequence() -> None:
+    pattern = Pattern.begin("start").where(named("c")).next(_group())
+    same(feed(pattern.followed_by("end").where(named("d")), CABABD), [[GC, GA1, GB1, GD]])
+    begins = Pattern.begin(_group()).followed_by("end").where(named("d"))
+    same(feed(begins, CABABD), [[GA1, GB1, GD], [GA2, GB2, GD]])
+
+
+def test_a_quantified_group_repeats_the_whole_sequence() -> None:
+    """A match maps each name to its events: two passes of the group give m1 [a1, a2] and
+    m2 [b1, b2] (flattened here name by name)."""
+    looped = Pattern.begin("start").where(named("c")).followed_by(_group()).one_or_more()
+    found = feed(looped.followed_by("end").where(named("d")), CABABD)
+    same(found, [[GC, GA1, GA2, GB1, GB2, GD], [GC, GA1, GB1, GD]])
+    optional = Pattern.begin("start").where(named("c")).followed_by(_group()).optional()
+    found = feed(optional.followed_by("end").where(named("d")), CABABD)
+    same(found, [[GC, GA1, GB1, GD], [GC, GD]])
