@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from weir.base.errors import SourceError
+from weir.engine.agg import Builtin
 from weir.engine.job import Job
 from weir.engine.nodes import KeyByNode, WindowNode
 from weir.engine.runtime.stored.fold import FoldPlan
@@ -76,6 +77,8 @@ def plain_job(job: Job, op: WindowNode) -> PlainJob | None:
     source = job.sources[0]
     if python_path(op) or isinstance(op.assigner, SessionWindows):
         return None
+    if any(isinstance(a, Builtin) and a.expr is not None for a in op.aggregates.values()):
+        return None  # an expression's input is computed from the record (the line path)
     if not isinstance(source.timestamp, str) or len(source.children) != 1:
         return None
     node = source.children[0]

@@ -59,5 +59,6 @@ class WindowFolder:
 
     def _fold(self, bucket: dict[str, list[Any]], key: str, end: int, recs: list[Any]) -> None:
         n = len(recs)
-        cols = [[r[f] for r in recs] for f in self.plan.fields]
+        cols = self.plan.columns(recs)  # fields and expressions' values
+        assert cols is not None  # stage 1 admitted only records whose inputs are numbers
         self.plan.fold({end: bucket}, {}, [key] * n, [end] * n, *cols, recs)

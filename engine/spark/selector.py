@@ -53,8 +53,9 @@ class Selector:
     def columns(self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]) -> Columns:
         """The kept pairs of one keyed batch (in split order)."""
         n = len(keys)
-        if not self.python:
-            keys, recs, ts, wms, cols = self._admit(keys, recs, ts, wms)
+        # records whose aggregated inputs are not numbers are dead before lateness is judged,
+        # on both paths (the Python path's fold reads the same inputs)
+        keys, recs, ts, wms, cols = self._admit(keys, recs, ts, wms)
         sel, rows, ends = self._kept(ts, wms, recs)
         kgs = self._key_groups(keys)
         if self.python:

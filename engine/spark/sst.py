@@ -32,11 +32,12 @@ def slot_columns(op: WindowNode, cols: dict[str, list[Any]]) -> list[list[Any]]:
     out: list[list[Any]] = []
     for a in op.aggregates.values():
         assert isinstance(a, Builtin)
-        if a.kind == "count":
+        if a.kind == "count" and not a.counts_values:
             out.append(n)
             continue
-        all_int = cols[f"{a.field}__allint"]
-        spark_name = f"{'sum' if a.kind == 'mean' else a.kind}__{a.field}"
+        # count(expr) sums its input's not-NULL flags (ints: every one was an int)
+        all_int = cols[f"{a.input}__allint"]
+        spark_name = f"{'sum' if a.kind in ('mean', 'count') else a.kind}__{a.input}"
         out.append(list(map(_number, cols[spark_name], all_int)))
         if a.kind == "mean":
             out.append(n)

@@ -37,6 +37,8 @@ from operator import itemgetter
 from typing import Any
 
 from weir.engine.agg import Aggregate, Builtin, UserDefined
+from weir.engine.expressions.steps import aggregate_input, input_reason
+from weir.engine.kernels import ir
 
 FoldFn = Callable[..., None]
 ResultFn = Callable[[str, int, int, list[Any], bool], dict[str, Any]]
@@ -54,10 +56,21 @@ class FoldPlan:
 
     def __init__(self, aggregates: dict[str, Aggregate]) -> None:
         self.aggregates = aggregates
+        # the columns the fold reads, by name (``Builtin.input``): fields, and the values of
+        # expressions, which ``_getters`` computes from the record
         self.fields: list[str] = []
+        self._getters: dict[str, Callable[[Any], Any]] = {}
+        self._exprs: dict[str, ir.Expr] = {}
         for a in aggregates.values():
-            if isinstance(a, Builtin) and a.field and a.field not in self.fields:
-                self.fields.append(a.field)
+            name = a.input if isinstance(a, Builtin) else None
+            if name is None or name in self.fields:
+                continue
+            self.fields.append(name)
+            if isinstance(a, Builtin) and a.expr is not None:
+                self._exprs[name] = a.expr
+                self._getters[name] = aggregate_input(a.expr, a.counts_values)
+            else:
+                self._getters[name] = itemgetter(name)
         self.slices: dict[str, tuple[int, int]] = {}
         pos = 0
         for name, a in aggregates.items():
@@ -99,7 +112,7 @@ class FoldPlan:
                 init.append(f"u{j}.add(u{j}.create(), r)")
                 update.append(f"a[{pos}] = u{j}.add(a[{pos}], r)")
             else:
-                v = col_of.get(agg.field or "", "0")
+                v = col_of.get(agg.input or "", "0")
                 init.extend(agg.init_exprs(v))
                 update.extend(agg.update_stmts("a", pos, v))
         # only user-defined aggregates read the record itself
@@ -236,17 +249,23 @@ class FoldPlan:
         cols: list[list[Any]] = []
         try:
             for f in self.fields:
-                col = list(map(itemgetter(f), recs))
+                col = list(map(self._getters[f], recs))
                 if not set(map(type, col)) <= _NUMBER_TYPES:
                     return None
                 cols.append(col)
-        except (KeyError, TypeError, IndexError):
+        except (KeyError, TypeError, IndexError, ir.ExprError):
             return None
         return cols
 
     def bad_field(self, rec: Any) -> str | None:
         """Why ``rec`` cannot be folded (None: it can)."""
         for f in self.fields:
+            e = self._exprs.get(f)
+            if e is not None:
+                reason = input_reason(e, rec, self._getters[f])
+                if reason is not None:
+                    return reason
+                continue
             try:
                 v = rec[f]
             except (KeyError, TypeError, IndexError):
