@@ -57,6 +57,40 @@ def test_the_per_record_closures_equal_the_reference_and_the_columns(
             assert i not in errors and ("value", _typed(ev.value(vec, i))) == want, (e, rec)
 
 
+@settings(max_examples=300)
+@given(st.lists(st.one_of(records.map(lambda rs: rs[0]), st.integers())), exprs)
+def test_the_step_forms_of_a_compiled_expression(recs: list[Any], e: ir.Expr) -> None:
+    """A filter's, an aggregate's and a key's form: the reference's value shaped as each step
+    takes it, and every error (a record that is not an object too) rewritten by ``wrap``."""
+    wrap = "step: {}".format
+    pred = compile_row(e, result="predicate", wrap=wrap)
+    flag = compile_row(e, result="flag", wrap=wrap)
+    req = compile_row(e, wrap=wrap, null="NULL where a value is needed")
+    for rec in recs:
+        if not isinstance(rec, dict):
+            want: Any = ("error", wrap("the record is int, not an object with fields"))
+            assert _outcome(pred, rec) == _outcome(flag, rec) == _outcome(req, rec) == want
+            continue
+        try:
+            v = ir.evaluate_row(e, rec)
+        except ir.ExprError as exc:
+            want = ("error", wrap(str(exc)))
+            assert _outcome(pred, rec) == _outcome(flag, rec) == _outcome(req, rec) == want
+            continue
+        assert _outcome(flag, rec) == ("value", _typed(0 if v is None else 1))
+        if v is None:
+            assert _outcome(req, rec) == ("error", "NULL where a value is needed")
+        else:
+            assert _outcome(req, rec) == ("value", _typed(v))
+        if v is None or type(v) is bool:
+            assert _outcome(pred, rec) == ("value", _typed(v is True))
+        else:
+            assert _outcome(pred, rec) == (
+                "error",
+                wrap(f"{type(v).__name__} {v!r} is not a boolean"),
+            )
+
+
 @settings(max_examples=500)
 @given(exprs)
 def test_the_rendered_text_builds_the_same_tree(e: ir.Expr) -> None:
