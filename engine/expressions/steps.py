@@ -5,7 +5,7 @@ the columnar evaluator.
 
 A record an expression fails on raises ``ir.ExprError`` whose message is the dead-letter
 reason after the step's name, and names the expression: the chain writes ``filter (col("v") /
-col("n") > 1) raised: division of 1 by zero``. The columnar loop must give the same reasons:
+col("n") > 1) raised: 1 / 0: division by zero``. The columnar loop must give the same reasons:
 it builds them with ``failure`` and ``null_reason`` from the evaluator's per-row errors.
 """
 
@@ -26,7 +26,7 @@ TIME_NEEDS = "an event time must be an integer (epoch milliseconds)"
 
 def failure(expr: ir.Expr, why: str) -> str:
     """The reason for a record ``expr`` failed on (``why``: the IR's error), to follow the
-    step's name: ``(col("v") / col("n")) raised: division of 1 by zero``."""
+    step's name: ``(col("v") / col("n")) raised: 1 / 0: division by zero``."""
     return f"({render(expr)}) raised: {why}"
 
 

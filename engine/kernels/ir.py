@@ -219,19 +219,22 @@ def compare(op: str, a: Scalar, b: Scalar) -> bool | None:
     return a >= b  # type: ignore[operator]
 
 
-_DIVISIONS = {"div": "division", "floordiv": "floor division", "mod": "modulo"}
+SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%"}
 
 
 def arith(op: str, a: Scalar, b: Scalar) -> Scalar:
     """``Arith`` on two values (the reference)."""
     if a is None or b is None:
         return None
+    symbol = SYMBOLS[op]
     if not (_is_num(a) and _is_num(b)):
-        raise ExprError(f"cannot {op} {_kind(a)} {a!r} and {_kind(b)} {b!r}")
+        raise ExprError(
+            f"cannot compute {_kind(a)} {a!r} {symbol} {_kind(b)} {b!r}: arithmetic takes numbers"
+        )
     x: float | int = a  # type: ignore[assignment]
     y: float | int = b  # type: ignore[assignment]
-    if op in _DIVISIONS and y == 0:
-        raise ExprError(f"{_DIVISIONS[op]} of {x!r} by zero")
+    if op in ("div", "floordiv", "mod") and y == 0:
+        raise ExprError(f"{x!r} {symbol} {y!r}: {'modulo' if op == 'mod' else 'division'} by zero")
     if op == "div":
         return float(x) / float(y)
     if op == "add":
@@ -245,7 +248,7 @@ def arith(op: str, a: Scalar, b: Scalar) -> Scalar:
     else:
         r = x % y
     if type(r) is int and not I64_MIN <= r <= I64_MAX:
-        raise ExprError(f"{op} of {x} and {y} overflows int64")
+        raise ExprError(f"{x} {symbol} {y} overflows int64")
     return r
 
 
@@ -257,7 +260,7 @@ def negate(v: Scalar) -> Scalar:
         raise ExprError(f"cannot negate {_kind(v)} {v!r}")
     r = -v  # type: ignore[operator]
     if type(r) is int and not I64_MIN <= r <= I64_MAX:
-        raise ExprError(f"negating {v} overflows int64")
+        raise ExprError(f"-({v}) overflows int64")
     return r
 
 
