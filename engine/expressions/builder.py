@@ -320,7 +320,13 @@ class When:
         self._cond = cond
 
     def then(self, value: IntoExpr) -> Then:
-        """The value where the condition is TRUE (a str is a literal, not a column name)."""
+        """The value where the condition is TRUE (a str is a literal, not a column name).
+
+        Example:
+            >>> from weir import col, when
+            >>> when(col("v") > 100).then("big")
+            when(col("v") > 100).then("big")
+        """
         return Then((*self._whens, (self._cond, to_ir(value))))
 
 
@@ -335,11 +341,23 @@ class Then(Expr):
         self._whens = whens
 
     def when(self, condition: IntoExpr) -> When:
-        """Another condition, tried where the previous ones are not TRUE."""
+        """Another condition, tried where the previous ones are not TRUE.
+
+        Example:
+            >>> from weir import col, when
+            >>> when(col("v") > 100).then("big").when(col("v") > 10).then("medium")
+            when(col("v") > 100).then("big").when(col("v") > 10).then("medium")
+        """
         return When(self._whens, to_ir(condition))
 
     def otherwise(self, value: IntoExpr) -> Expr:
-        """The value where no condition is TRUE."""
+        """The value where no condition is TRUE.
+
+        Example:
+            >>> from weir import col, when
+            >>> when(col("v") > 100).then("big").otherwise("small")
+            when(col("v") > 100).then("big").otherwise("small")
+        """
         return Expr(ir.Case(self._whens, to_ir(value)))
 
 
@@ -364,6 +382,12 @@ def to_ir(value: IntoExpr) -> ir.Expr:
 
     Raises:
         ExpressionError: ``value`` is neither an expression nor a scalar weir holds.
+
+    Example:
+        >>> to_ir(col("v") > 1)
+        Cmp(op='gt', left=Col(name='v'), right=Lit(value=1))
+        >>> to_ir("x")
+        Lit(value='x')
     """
     if isinstance(value, Expr):
         return value.ir

@@ -366,3 +366,17 @@ def test_each_builder_makes_its_node() -> None:
     )
     assert (v * 2).alias("w").output_name == "w" and (v * 2).output_name == "v"
     assert repr((v * 2).alias("w")) == '(col("v") * 2).alias("w")'
+
+
+def test_the_docstring_examples_run() -> None:
+    import doctest
+    import importlib
+
+    names = ["expressions", "expressions.builder", "expressions.render", "kernels.rows",
+             "batches", "agg", "streams"]  # fmt: skip
+    for name in names:
+        module = importlib.import_module(f"weir.engine.{name}")
+        failed, tried = doctest.testmod(module)
+        assert failed == 0 and tried > 0, name
+    failed, tried = doctest.testmod(testing)
+    assert failed == 0 and tried > 0
