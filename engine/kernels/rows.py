@@ -263,6 +263,8 @@ def _string(b: _Block, e: ir.StartsWith | ir.EndsWith | ir.Contains) -> str:
 
 
 def _cast(b: _Block, e: ir.Cast) -> str:
+    if e.to not in ("int", "float", "str"):  # it becomes source text: only these three
+        raise TypeError(f"Cast to {e.to!r}: the IR casts to int, float or str")
     x, v = b.node(e.x), b.g.var()
     same = f"type({x}) is {e.to}" + (f" and MIN <= {x} <= MAX" if e.to == "int" else "")
     b.line(f"{v} = {x} if {same} else cast({x}, {e.to!r})")

@@ -380,3 +380,15 @@ def test_the_docstring_examples_run() -> None:
         assert failed == 0 and tried > 0, name
     failed, tried = doctest.testmod(testing)
     assert failed == 0 and tried > 0
+
+
+def test_generated_code_takes_only_known_words_from_the_ir() -> None:
+    """Names and literals are constants of the generated function; the one word of a node
+    that becomes source text, a cast's type, is checked."""
+    from weir.engine.kernels.rows import compile_row
+
+    tricky = 'x") or __import__("os").system("true") or ("'
+    f = compile_row(ir.Cmp("eq", ir.Col(tricky), ir.Lit(tricky)))
+    assert f({tricky: tricky}) is True
+    with pytest.raises(TypeError, match=r"Cast to 'int\) or print\(1'"):
+        compile_row(ir.Cast(ir.Col("a"), "int) or print(1"))  # type: ignore[arg-type]
