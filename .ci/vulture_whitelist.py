@@ -34,6 +34,7 @@ tb  # app/progress.py, weir/testing.py
 source_lag  # engine/runtime/messages.py
 backpressure  # engine/runtime/messages.py
 dead_letters_by_stage  # engine/runtime/messages.py
+dead_letter_kinds  # engine/runtime/messages.py (summed by runtime/control/outcome.py)
 
 # in `weir backfill`'s JSON result (BackfillResult.to_json)
 compute_seconds  # engine/spark/backfill.py

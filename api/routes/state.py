@@ -27,6 +27,7 @@ from weir.api.deps import (
     wait_fresh,
 )
 from weir.api.errors import ApiError, ErrorBody, error_body, not_found
+from weir.api.hints import no_state
 from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
@@ -133,9 +134,7 @@ def key_answer(
     if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
         pane_rows = source.scan(kg, layout.key_prefix(kg, op_def.pane_state_id, raw_key))
     if not rows and not pane_rows:
-        raise not_found(
-            "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
-        )
+        raise not_found("key_not_found", no_state(handle, op_def, key, kg))
     wm, checkpoint = source.as_of(op)
     answer: dict[str, Any] = {
         "job": job,

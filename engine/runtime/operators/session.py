@@ -81,7 +81,7 @@ class SessionRuntime(WindowRuntime):
             if gap_of is not None:
                 gap, why = gap_of(rec)
                 if why is not None:
-                    self._dead.add(f"gap:{self.op.name}", why, rec)
+                    self._dead.add(f"gap:{self.op.name}", "unusable-gap", why, rec)
                     continue
             assert gap is not None
             self._merge(k, t, w, rec, [c[i] for c in cols], gap)

@@ -88,6 +88,7 @@ class _WindowFunction:
     ) -> None:
         self.op = op
         self.retention_ms = retention_ms
+        self.dropped = 0  # closed windows whose retention passed, since the last purge
         self.data_watermark = MIN_TIME  # kept by the runtime: retention counts from it
         self.plan = FoldPlan(op.aggregates)
         self.clock = clock
@@ -115,9 +116,9 @@ class _WindowFunction:
         return MAX_TIME if self._global else end - 1
 
     def process(self, rec: Any, ctx: Context) -> None:
-        reason = self.plan.bad_field(rec)
-        if reason is not None:
-            self._dead.add(f"aggregate:{self.op.name}", reason, rec)
+        bad = self.plan.bad_field(rec)
+        if bad is not None:
+            self._dead.add(f"aggregate:{self.op.name}", *bad, rec)
             return
         t = int(ctx.timestamp or 0) if self.op.assigner.time == "event" else self.clock()
         wm = ctx.watermark
@@ -156,7 +157,7 @@ class _WindowFunction:
         assert self._sessions is not None
         gap, why = self._sessions.gap_of(rec)
         if why is not None:
-            self._dead.add(f"gap:{self.op.name}", why, rec)
+            self._dead.add(f"gap:{self.op.name}", "unusable-gap", why, rec)
             return None
         start, end = t, self._sessions.end_of(t, gap)
         # Flink's TimeWindow.intersects: touching windows merge
@@ -269,6 +270,7 @@ class _WindowFunction:
             if cleanup_time(oldest, self._lateness) >= horizon:
                 break
             del closed[oldest]
+            self.dropped += 1
         closed[end] = [start, end, slots, True]
         closed_state.set(closed)
 
@@ -385,7 +387,8 @@ class TriggeredRuntime:
         return self._rt.snapshot(barrier)
 
     def purge(self, force: bool = False) -> int:
-        return self._rt.purge(force)
+        dropped, self._fn.dropped = self._fn.dropped, 0
+        return self._rt.purge(force) + dropped
 
     def restore(self, watermark: int, data_watermark: int) -> None:
         self._rt.restore(watermark, data_watermark)

@@ -244,15 +244,15 @@ class FoldPlan:
             return None
         return cols
 
-    def bad_field(self, rec: Any) -> str | None:
-        """Why ``rec`` cannot be folded (None: it can)."""
+    def bad_field(self, rec: Any) -> tuple[str, str] | None:
+        """Why ``rec`` cannot be folded, as the kind of reason and the reason (None: it can)."""
         for f in self.fields:
             try:
                 v = rec[f]
             except (KeyError, TypeError, IndexError):
-                return f"record has no field {f!r} to aggregate"
+                return "missing-field", f"record has no field {f!r} to aggregate"
             if type(v) not in _NUMBER_TYPES:
-                return f"field {f!r} is {type(v).__name__} {v!r}, not a number"
+                return "not-a-number", f"field {f!r} is {type(v).__name__} {v!r}, not a number"
         return None
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
