@@ -154,8 +154,6 @@ class JobStatus:
     written_at: int
     state: str
     failure: str | None  # why it failed for good (None unless state is failed)
-    dead_letter_problem: str | None  # the dead-letter share is above the run's limit
-    state_retention_ms: int
     source: str
     operators: list[str]
     parallelism: int
@@ -174,6 +172,8 @@ class JobStatus:
     api_url: str | None  # where ``weir run`` serves the HTTP API (None: it serves none)
     cluster: bool  # the workers run on a cluster (``--master``): they serve their live state
     ended: bool  # the job manager's last word: it has stopped the job and exits
+    dead_letter_problem: str | None = None  # the dead-letter share is above the run's limit
+    state_retention_ms: int = 0  # the run's --state-retention-ms (the 404's retention hint)
 
     def age_s(self, now_ms: int) -> float:
         return (now_ms - self.written_at) / 1000.0
