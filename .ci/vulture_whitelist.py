@@ -15,6 +15,10 @@ _invalid  # api/errors.py
 load_backfill  # api/routes/admin.py
 get_broadcast_state  # api/routes/broadcast.py
 get_job  # api/routes/jobs.py
+swagger_ui  # api/routes/docs.py
+swagger_ui_redirect  # api/routes/docs.py
+redoc  # api/routes/docs.py
+asset  # api/routes/docs.py
 
 # pydantic reads them: model settings and response fields serialised into answers
 model_config  # api/models.py

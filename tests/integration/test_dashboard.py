@@ -92,9 +92,9 @@ class Page:
 
 
 @contextmanager
-def _browse(url: str, profile: Path) -> Iterator[Page]:
+def _browse(url: str, profile: Path, *flags: str) -> Iterator[Page]:
     proc = subprocess.Popen(
-        [_chromium(), *FLAGS, f"--user-data-dir={profile}", url],
+        [_chromium(), *FLAGS, *flags, f"--user-data-dir={profile}", url],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -193,3 +193,43 @@ def test_with_a_token_the_page_streams_with_a_stream_token_and_polls_when_it_can
         wait_until(lambda: page.settled(reloaded), 30.0, what="the page to load again")
         assert page.evaluate(login) is True
         wait_until(lambda: page.settled(READY), 45.0, what="the page to update over SSE")
+
+
+# no name resolves but loopback's: a page that needs a CDN stays blank
+OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+LOADED_FROM = "performance.getEntriesByType('resource').map(e => e.name)"
+
+
+def test_swagger_ui_and_redoc_render_offline_from_weirs_own_assets(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """Issue 39 item 12: /docs loaded Swagger UI from a CDN and was blank offline."""
+    job = tmp_path / "dash.py"
+    job.write_text(JOB)
+    server = weir_server(job, "--parallelism", "1")
+    client = server.client()
+    html = client.get("/docs").text
+    assert "/docs/static/swagger-ui-bundle.js" in html and "cdn" not in html.lower()
+    assert "cdn" not in client.get("/redoc").text.lower()
+    assert client.get("/docs/static/../app.py").status_code == 404
+    artifacts = Path(os.environ.get("WEIR_TEST_ARTIFACTS", "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    operations = "document.querySelectorAll('.opblock').length"
+    with _browse(f"{server.base_url}/docs", tmp_path / "profile", OFFLINE) as page:
+        wait_until(lambda: (page.settled(operations) or 0) >= 10, 60.0,
+                   what="Swagger UI to render the operations")  # fmt: skip
+        shown = page.evaluate("document.body.innerText")
+        loaded = page.evaluate(LOADED_FROM)
+        shot = base64.b64decode(page.call("Page.captureScreenshot")["data"])
+        (artifacts / "docs.png").write_bytes(shot)
+    assert "get_state" in shown or "/{job}/{op}/state/{key}" in shown, shown[:2000]
+    assert loaded and all(u.startswith(server.base_url) for u in loaded), loaded
+    sections = "document.querySelectorAll('[data-section-id]').length"
+    with _browse(f"{server.base_url}/redoc", tmp_path / "profile2", OFFLINE) as page:
+        wait_until(lambda: (page.settled(sections) or 0) >= 10, 60.0,
+                   what="ReDoc to render the operations")  # fmt: skip
+        loaded = page.evaluate(LOADED_FROM)
+    # ReDoc's sidebar shows Redocly's logo from their site (an image, refused offline): the
+    # page renders without it, and nothing else comes from elsewhere
+    loaded = [u for u in loaded if not u.startswith("https://cdn.redoc.ly/redoc/logo")]
+    assert loaded and all(u.startswith(server.base_url) for u in loaded), loaded
