@@ -233,3 +233,56 @@ def test_swagger_ui_and_redoc_render_offline_from_weirs_own_assets(
     # page renders without it, and nothing else comes from elsewhere
     loaded = [u for u in loaded if not u.startswith("https://cdn.redoc.ly/redoc/logo")]
     assert loaded and all(u.startswith(server.base_url) for u in loaded), loaded
+
+
+WIDE_JOB = JOB.replace(
+    'n=agg.count(), total=agg.sum("value")',
+    'n=agg.count(), total=agg.sum("value"), mean_value=agg.avg("value"),'
+    ' smallest_value=agg.min("value"), largest_value=agg.max("value")',
+)
+# every element of each card within the card's right edge, and no sideways scroll of the page
+OVERFLOW = """(() => { const bad = [];
+  for (const s of document.querySelectorAll('main > section')) {
+    const edge = s.getBoundingClientRect().right + 0.5;
+    for (const e of s.querySelectorAll('*')) {
+      const r = e.getBoundingClientRect();
+      if (r.width && r.right > edge) bad.push(`${s.querySelector('h2').textContent.trim()}:` +
+        ` <${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}> ends at ${r.right} > ${edge}`);
+    }
+  }
+  if (document.documentElement.scrollWidth > innerWidth) bad.push('the page scrolls sideways');
+  return bad; })()"""
+KEY_TABLE_READY = (
+    "document.querySelector('#answer table') !== null"
+    " && document.querySelector('#workers table') !== null"
+    " && document.querySelector('#top table') !== null"
+)
+
+
+def test_the_dashboard_fits_common_screens(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """Issue 39 item 12: at 1400x1000 the Workers table overflowed its card and the key table
+    hid its last columns. Checked at 1280x800, 1400x1000 and 1920x1080, with screenshots."""
+    job = tmp_path / "wide.py"
+    job.write_text(WIDE_JOB)
+    server = weir_server(job, "--parallelism", "2")
+    client = server.client()
+    wait_until(
+        lambda: client.get("/dash/counts/top", params={"by": "n"}).status_code == 200,
+        30.0, what="a window to fire",
+    )  # fmt: skip
+    artifacts = Path(os.environ.get("WEIR_TEST_ARTIFACTS", "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with _browse(f"{server.base_url}/#key=ad-1", tmp_path / "profile") as page:
+        found = {}
+        for width, height in ((1280, 800), (1400, 1000), (1920, 1080)):
+            page.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                      deviceScaleFactor=1, mobile=False)  # fmt: skip
+            wait_until(lambda: page.settled(KEY_TABLE_READY), 45.0, what="the tables")
+            resized = f"innerWidth === {width}"
+            wait_until(lambda: page.evaluate(resized), 10.0, what="the resize")  # noqa: B023
+            found[(width, height)] = page.evaluate(OVERFLOW)
+            shot = base64.b64decode(page.call("Page.captureScreenshot")["data"])
+            (artifacts / f"dashboard-{width}x{height}.png").write_bytes(shot)
+    assert found == {size: [] for size in found}, found
