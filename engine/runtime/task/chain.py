@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from weir.engine.batches import from_batch, mask_of, to_batch
+from weir.engine.kernels.ir import ExprError
 from weir.engine.nodes import (
     BroadcastNode,
     ForwardNode,
@@ -51,6 +53,10 @@ def _describe_error(exc: BaseException) -> str:
 
 
 KeyedBatch = tuple[int, list[str], list[Any], list[int], list[int]]  # node, keys, recs, ts, wms
+# stateless kinds that give one record for each (``with_columns``: a map made of expressions),
+# and those that keep some records as they are
+_MAPS = frozenset({"map", "with_columns", "map_batch"})
+_FILTERS = frozenset({"filter", "filter_batch"})
 # a node whose records go to the keyed side: by key group, to every worker, or to this one
 ExchangeNode = KeyByNode | BroadcastNode | ForwardNode
 
@@ -198,19 +204,15 @@ class Chain:
             else:
                 assert self._ts_fn is not None
                 t = self._ts_fn(rec)
+        except ExprError as exc:  # an expression's reason names it
+            return 0, ("expression-error", f"timestamp {exc}")
         except Exception as exc:  # noqa: BLE001
             return 0, (type(exc).__name__, f"timestamp function raised {_describe_error(exc)}")
         if type(t) is float and t.is_integer():
             t = int(t)
-        if type(t) is not int:
-            why = f"timestamp {t!r} is not an integer epoch-milliseconds value"
-            return 0, ("not-an-integer", why)
-        if not TS_MIN <= t <= TS_MAX:
-            return 0, (
-                "out-of-range",
-                f"timestamp {t} is outside the signed 64-bit range [{TS_MIN}, {TS_MAX}] of "
-                "epoch milliseconds",
-            )
+        bad = _bad_time(t)
+        if bad is not None:
+            return 0, bad
         if self._max_future is not None and t > self._future_limit():
             ahead = t - int(time.time() * 1000)
             return 0, (
@@ -231,7 +233,7 @@ class Chain:
             if isinstance(node, StatelessNode):
                 out = self._stateless(node, recs, ts, wms)
                 if out[0]:
-                    self._push(node.children, *out, from_json and node.kind == "filter")
+                    self._push(node.children, *out, from_json and node.kind in _FILTERS)
             elif isinstance(node, KeyByNode):
                 keys, krecs, kts, kwms = self._keys(node, recs, ts, wms)
                 if keys and not from_json:
@@ -262,10 +264,10 @@ class Chain:
     ) -> Columns:
         fn = node.fn
         try:
-            if node.kind == "map":
-                return list(map(fn, recs)), ts, wms
-            if node.kind == "filter":
-                mask = list(map(fn, recs))
+            if node.kind in _MAPS:
+                return _apply(node, recs), ts, wms
+            if node.kind in _FILTERS:
+                mask = _mask(node, recs)
                 return (
                     list(compress(recs, mask)),
                     list(compress(ts, mask)),
@@ -289,12 +291,15 @@ class Chain:
         fn: Callable[[Any], Any] = node.fn
         for r, t, w in zip(recs, ts, wms, strict=True):
             try:
-                if node.kind == "map":
-                    produced = [fn(r)]
-                elif node.kind == "filter":
-                    produced = [r] if fn(r) else []
+                if node.kind in _MAPS:
+                    produced = _apply(node, [r])
+                elif node.kind in _FILTERS:
+                    produced = [r] if _mask(node, [r])[0] else []
                 else:
                     produced = list(fn(r))
+            except ExprError as exc:  # an expression's reason names it
+                self._dead.add(node.kind, "expression-error", f"{node.kind} {exc}", r)
+                continue
             except Exception as exc:  # noqa: BLE001
                 why = f"{node.kind} raised {_describe_error(exc)}"
                 self._dead.add(node.kind, type(exc).__name__, why, r)
@@ -355,6 +360,18 @@ class Chain:
         )
 
 
+def _bad_time(t: Any) -> Why | None:
+    """Why ``t`` is no timestamp: not an integer, or outside epoch milliseconds' range."""
+    if type(t) is not int:
+        return "not-an-integer", f"timestamp {t!r} is not an integer epoch-milliseconds value"
+    if not TS_MIN <= t <= TS_MAX:
+        return "out-of-range", (
+            f"timestamp {t} is outside the signed 64-bit range [{TS_MIN}, {TS_MAX}] of "
+            "epoch milliseconds"
+        )
+    return None
+
+
 def _key_of(sel: str | Callable[[Any], Any], rec: Any) -> tuple[str, Why | None]:
     try:
         if isinstance(sel, str):
@@ -364,6 +381,8 @@ def _key_of(sel: str | Callable[[Any], Any], rec: Any) -> tuple[str, Why | None]
         else:
             raw = sel(rec)
         key = canonical_key(raw)
+    except ExprError as exc:  # an expression's reason names it
+        return "", ("expression-error", f"key_by {exc}")
     except Exception as exc:  # noqa: BLE001
         return "", (type(exc).__name__, f"key: {_describe_error(exc)}")
     size = len(key.encode())
@@ -375,6 +394,20 @@ def _key_of(sel: str | Callable[[Any], Any], rec: Any) -> tuple[str, Why | None]
     return key, None
 
 
+def _apply(node: StatelessNode, recs: list[Any]) -> list[Any]:
+    """A map-like step's records: one out for each in."""
+    if node.kind == "map_batch":
+        return from_batch(node.fn(to_batch(recs)), len(recs), "map_batch")
+    return list(map(node.fn, recs))
+
+
+def _mask(node: StatelessNode, recs: list[Any]) -> list[Any]:
+    """A filter-like step's verdict on each record (truthy: kept)."""
+    if node.kind == "filter_batch":
+        return mask_of(node.fn(to_batch(recs)), len(recs))
+    return list(map(node.fn, recs))
+
+
 def _walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
     """Every node below the source in definition order, with whether records reach it exactly
     as decoded from JSON (only filters on the way)."""
@@ -384,7 +417,7 @@ def _walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
         for n in nodes:
             found.append((n, exact))
             if isinstance(n, StatelessNode):
-                walk(n.children, exact and n.kind == "filter")
+                walk(n.children, exact and n.kind in _FILTERS)
             elif isinstance(n, KeyByNode):
                 found.extend((op, exact) for op in n.children)
             # a broadcast node's operators hang under their keyed input's key_by as well
