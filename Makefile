@@ -87,7 +87,7 @@ docs-serve: $(STAMP)
 docstrings: $(STAMP)
 	$(BIN)/python .ci/docstrings.py
 
-check: lint types arch sizes deadcode test
+check: lint types arch sizes deadcode docstrings docs test
 
 # the peer in make bench's comparison, in its own venv so its pins never meet weir's (with
 # -c constraints.txt, pip finds no versions that satisfy both)
