@@ -73,15 +73,67 @@ class DataStream:
         return DataStream(self._job, node.children)
 
     def map(self, fn: Callable[[Record], Any]) -> DataStream:
+        """Transform each record into one new record.
+
+        Args:
+            fn: called with each record (a dict); returns the record that replaces it. A
+                record for which it raises goes to the dead letters (stage ``map``).
+
+        Returns:
+            The stream of the new records.
+
+        Example:
+            ``stream.map(lambda e: {**e, "cents": round(e["price"] * 100)})``
+        """
         return self._add(StatelessNode("map", _callable("map", fn)))
 
     def filter(self, fn: Callable[[Record], Any]) -> DataStream:
+        """Keep the records for which ``fn`` is true.
+
+        Args:
+            fn: called with each record; a falsy result drops it. A record for which it
+                raises goes to the dead letters (stage ``filter``).
+
+        Returns:
+            The stream of the records kept.
+
+        Example:
+            ``stream.filter(lambda e: e["event"] == "impression")``
+        """
         return self._add(StatelessNode("filter", _callable("filter", fn)))
 
     def flat_map(self, fn: Callable[[Record], Iterable[Any]]) -> DataStream:
+        """Turn each record into zero or more records.
+
+        Args:
+            fn: called with each record; returns an iterable of the records that replace it.
+                A record for which it raises goes to the dead letters (stage ``flat_map``).
+
+        Returns:
+            The stream of every record the calls returned, in order.
+
+        Example:
+            ``stream.flat_map(lambda e: ({**e, "tag": t} for t in e["tags"]))``
+        """
         return self._add(StatelessNode("flat_map", _callable("flat_map", fn)))
 
     def key_by(self, key: KeySelector) -> KeyedStream:
+        """Partition the stream by key, for windows and keyed state.
+
+        Args:
+            key: a field name, or a function of the record. Keys are strings or integers
+                (an integer is stored and queried as its decimal string); a record without
+                one goes to the dead letters (stage ``key_by``).
+
+        Returns:
+            The keyed stream, whose operators keep state per key and serve it over HTTP.
+
+        Raises:
+            JobDefinitionError: ``key`` is neither a non-empty field name nor callable.
+
+        Example:
+            ``stream.key_by("page")`` or ``stream.key_by(lambda e: e["user"]["id"])``
+        """
         if not (isinstance(key, str) and key) and not callable(key):
             raise JobDefinitionError(
                 f"key_by({key!r}): pass a field name or a function of the record"
@@ -91,6 +143,14 @@ class DataStream:
         return KeyedStream(self._job, node)
 
     def sink(self, sink: Sink) -> DataStream:
+        """Write the stream's records to ``sink`` as they pass (e.g. ``sinks.jsonl(path)``).
+
+        Args:
+            sink: where the records go; file sinks are exactly-once through checkpoints.
+
+        Returns:
+            This stream, so more steps can follow.
+        """
         self._attach(SinkNode(sink))
         return self
 
@@ -151,11 +211,34 @@ class DataStream:
 
 
 class KeyedStream:
+    """A stream partitioned by key (``DataStream.key_by``): window it, or run a process
+    function over it. Its operators keep their state per key, in RocksDB by key group, and
+    serve it at ``GET /{job}/{operator}/state/{key}``."""
+
     def __init__(self, job: Job, node: KeyByNode) -> None:
         self._job = job
         self._node = node
 
     def window(self, assigner: WindowAssigner, allowed_lateness_ms: int = 0) -> WindowedStream:
+        """Group each key's records into windows, for an aggregate.
+
+        Args:
+            assigner: which windows a record belongs to: ``windows.tumbling``, ``sliding``,
+                ``session``, ``dynamic_session``, ``cumulate``, ``count`` or
+                ``global_windows``.
+            allowed_lateness_ms: how long after a window fires a late record still updates
+                it (the window is emitted again); later records go to the late output.
+
+        Returns:
+            The windowed stream; ``.aggregate(...)`` names the operator.
+
+        Raises:
+            JobDefinitionError: ``assigner`` is not a window assigner, or the lateness is
+                negative.
+
+        Example:
+            ``keyed.window(windows.tumbling(ms=60_000), allowed_lateness_ms=5_000)``
+        """
         if not isinstance(
             assigner,
             TumblingWindows
@@ -228,6 +311,9 @@ class KeyedStream:
 
 
 class WindowedStream:
+    """A keyed stream with a window assigner (``KeyedStream.window``): give it a trigger or
+    an evictor if the defaults do not fit, then ``aggregate`` it into a named operator."""
+
     def __init__(
         self, job: Job, node: KeyByNode, assigner: WindowAssigner, allowed_lateness_ms: int
     ) -> None:
