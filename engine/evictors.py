@@ -61,10 +61,22 @@ Evictor = CountEvictor | TimeEvictor
 
 
 def count(n: int, do_evict_after: bool = False) -> CountEvictor:
+    """Keep the window's last ``n`` records (Flink's ``CountEvictor``).
+
+    Args:
+        n: records kept.
+        do_evict_after: evict after the aggregate runs instead of before.
+    """
     return CountEvictor(n, do_evict_after)
 
 
 def time(ms: int, do_evict_after: bool = False) -> TimeEvictor:
+    """Keep the records with ``t > newest t - ms`` (Flink's ``TimeEvictor``).
+
+    Args:
+        ms: how much event time before the newest record is kept.
+        do_evict_after: evict after the aggregate runs instead of before.
+    """
     return TimeEvictor(ms, do_evict_after)
 
 

@@ -192,10 +192,19 @@ class StdoutSink:
 
 
 def jsonl(path: str | Path) -> JsonlSink:
+    """A file of JSON lines, one a record; exactly-once through checkpoints.
+
+    Args:
+        path: the file (created, and appended to across runs of the same job).
+
+    Example:
+        ``result.sink(sinks.jsonl("/tmp/impressions.jsonl"))``
+    """
     return JsonlSink(Path(path))
 
 
 def stdout() -> StdoutSink:
+    """JSON lines on standard output (at-least-once across a recovery)."""
     return StdoutSink()
 
 
