@@ -32,6 +32,8 @@ from weir.engine.windows.base import MAX_TIME
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """What a trigger decides for its window: fire (emit the aggregate), purge (clear it)."""
+
     fire: bool = False
     purge: bool = False
 
@@ -45,7 +47,9 @@ class TriggerContext(Protocol):
     """What a trigger sees of the operator: the times, timers, and its window's own state."""
 
     @property
-    def watermark(self) -> int: ...
+    def watermark(self) -> int:
+        """The operator's event-time watermark."""
+        ...
 
     @property
     def now(self) -> int:
@@ -57,9 +61,13 @@ class TriggerContext(Protocol):
         """This trigger's state for the current window (checkpointed with it)."""
         ...
 
-    def register_event_time_timer(self, at: int) -> None: ...
+    def register_event_time_timer(self, at: int) -> None:
+        """Call the trigger's ``on_event_time`` when the watermark reaches ``at``."""
+        ...
 
-    def register_processing_time_timer(self, at: int) -> None: ...
+    def register_processing_time_timer(self, at: int) -> None:
+        """Call the trigger's ``on_processing_time`` when the clock reaches ``at``."""
+        ...
 
 
 def _check_interval(kind: str, ms: object) -> None:
