@@ -159,6 +159,11 @@ class Job:
         self.operators[op.name] = op
 
     def validate(self) -> None:
+        """Check the job is runnable (weir does this when it loads a job file).
+
+        Raises:
+            JobDefinitionError: the job's name is not a valid one, or it has no source.
+        """
         _check_name("job", self.name)  # again: a job file may have reassigned it (state paths)
         if not self.sources:
             raise JobDefinitionError(
@@ -166,6 +171,11 @@ class Job:
             )
 
     def replace_source(self, source: Source) -> None:
+        """Read ``source`` instead of the job's own (``weir run --source``).
+
+        Raises:
+            JobDefinitionError: the job is invalid, or has several sources.
+        """
         self.validate()
         if len(self.sources) > 1:
             names = ", ".join(s.name for s in self.sources)
@@ -177,6 +187,8 @@ class Job:
         self.sources[0].source = source
 
     def replace_sinks(self, sink: Sink) -> None:
+        """Send every operator's results to ``sink`` only (``weir run --sink``); side outputs
+        keep theirs."""
         for op in self.operators.values():
             op.sinks[:] = [sink]
 
