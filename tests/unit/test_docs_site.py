@@ -74,3 +74,12 @@ def test_every_page_of_the_nav_exists_in_the_users_order() -> None:
     assert [s for s in sections if s in order] == order
     assert sections.index("Benchmarks") > sections.index("Operations")
     assert sections[-1] == "Contributing"
+
+
+def test_the_python_reference_renders_every_public_name() -> None:
+    import weir.engine
+
+    page = (ROOT / "docs" / "reference" / "python.md").read_text()
+    missing = [n for n in weir.engine.__all__ if f"::: weir.{n}\n" not in page]
+    assert not missing, f"docs/reference/python.md has no '::: weir.<name>' for {missing}"
+    assert "::: weir.client\n" in page and "::: weir.testing\n" in page
