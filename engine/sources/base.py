@@ -13,12 +13,15 @@ from typing import Any, Protocol
 @dataclass(slots=True)
 class SourceBatch:
     """One batch a split reader read: raw JSON lines or decoded records (``decoded``), whether
-    the split has ended (``end``), and the offsets after it."""
+    the split has ended (``end``), the offsets after it, and ``first_line``: the line number
+    (from 1) of the first item in its file, for sources of lines (a dead letter's warning
+    names its line); None for others."""
 
     items: list[Any]
     decoded: bool
     end: bool = False
     offsets: dict[str, Any] = field(default_factory=dict)
+    first_line: int | None = None
 
 
 class SplitReader(Protocol):
