@@ -7,8 +7,8 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test check lint types bench bench-s3 bench-backfill bench-cluster soak \
-	compose-check clean
+.PHONY: venv system-deps demo test test-tiers test-fast test-integration test-cluster test-soak \
+	check lint types docs-if-any bench bench-s3 bench-backfill bench-cluster soak compose-check clean
 
 venv: $(STAMP)
 
@@ -32,8 +32,43 @@ system-deps:
 demo: $(STAMP)
 	$(BIN)/weir demo
 
-test: $(STAMP) system-deps
-	$(BIN)/python -m pytest -q
+# The suite in tiers (markers applied by folder and fixture, tests/support/tiers.py): fast (unit,
+# property, contract: no process, no server), integration (real processes on loopback), cluster
+# (the Spark standalone cluster, S3), soak (a leak check). `make test` runs them in that order
+# and stops at the first that fails. The process tiers run on pytest-xdist workers: they wait on
+# subprocesses and sockets more than they compute, so more workers than cores pay (the numbers:
+# docs/decisions/0005-test-tiers.md); WORKERS=0 runs a tier in one process.
+PYTEST := $(BIN)/python -m pytest -q
+FAST_WORKERS ?= 2
+INTEGRATION_WORKERS ?= 4
+CLUSTER_WORKERS ?= 2
+# $(call tier,NAME,WORKERS): one tier; pytest's exit 5 (no test selected) counts as a pass, so an
+# empty tier (say, with -k) never fails the run
+tier = @start=$$(date +%s); \
+	$(PYTEST) -m $(1) $(if $(filter-out 0,$(2)),-n $(2) --dist loadgroup) $(PYTEST_ARGS); \
+	rc=$$?; echo "weir tests: tier $(1) took $$(( $$(date +%s) - start )) s (exit $$rc)"; \
+	[ $$rc -eq 0 ] || [ $$rc -eq 5 ]
+
+# what CI runs (.ci/run), failing fast: lint, types, the docs build when there is one, the tiers
+test: lint types docs-if-any test-tiers
+
+test-tiers: $(STAMP) system-deps
+	$(call tier,fast,$(FAST_WORKERS))
+	$(call tier,integration,$(INTEGRATION_WORKERS))
+	$(call tier,cluster,$(CLUSTER_WORKERS))
+	$(call tier,soak,0)
+
+test-fast: $(STAMP)
+	$(call tier,fast,$(FAST_WORKERS))
+
+test-integration: $(STAMP) system-deps
+	$(call tier,integration,$(INTEGRATION_WORKERS))
+
+test-cluster: $(STAMP) system-deps
+	$(call tier,cluster,$(CLUSTER_WORKERS))
+
+test-soak: $(STAMP)
+	$(call tier,soak,0)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
@@ -42,7 +77,10 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-check: lint types test
+check: test
+
+docs-if-any:
+	@if [ -f mkdocs.yml ]; then $(MAKE) docs; fi
 
 # the peer in make bench's comparison, in its own venv so its pins never meet weir's (with
 # -c constraints.txt, pip finds no versions that satisfy both)
@@ -55,23 +93,23 @@ $(QUIX)/.installed:
 bench: $(STAMP) $(QUIX)/.installed system-deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
-	$(BIN)/python -m loadtest.bench
+	$(BIN)/python -m benchmarks.bench
 
 # checkpoints to S3 (SeaweedFS on loopback, from the dev extras) beside a local directory; also a
 # section of make bench
 bench-s3: $(STAMP)
-	$(BIN)/python -m loadtest.s3_bench
+	$(BIN)/python -m benchmarks.s3_bench
 
 bench-backfill: $(STAMP)
-	$(BIN)/python -m loadtest.backfill_bench
+	$(BIN)/python -m benchmarks.backfill_bench
 
 # cluster mode on a standalone Spark cluster on loopback (two one-core workers, Java from
 # system-deps) beside local runs; also a section of make bench
 bench-cluster: $(STAMP) system-deps
-	$(BIN)/python -m loadtest.cluster_bench
+	$(BIN)/python -m benchmarks.cluster_bench
 
 soak: $(STAMP)
-	$(BIN)/python -m loadtest.soak --minutes 30
+	$(BIN)/python -m benchmarks.soak --minutes 30
 
 # the file has no default token; a placeholder lets config check the rest of it
 compose-check: system-deps

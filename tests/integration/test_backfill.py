@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tests.reference import group_emissions
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -21,6 +20,7 @@ from tests.support import (
     read_jsonl,
     write_lines,
 )
+from tests.support.reference import group_emissions
 
 SIZE, BOUND, LATENESS = 1_000, 200, 1_500
 AGGS = ("count", "total", "lo", "hi", "avg")

@@ -26,7 +26,7 @@ from tests.support import (
     worker_pids,
     write_lines,
 )
-from tests.trigger_reference import TSpec, by_key, simulate
+from tests.support.trigger_reference import TSpec, by_key, simulate
 
 KEYS = ("ad-0", "ad-1", "ad-2", "a/b", "ü")
 FAST = ("--batch-size", "64", "--restart-delay-ms", "100", "--checkpoint-interval-ms", "150")

@@ -11,8 +11,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.reference import Spec, canonical, group_emissions, simulate
 from tests.support import WeirResult, WeirServer, event_lines, make_events, read_jsonl, write_lines
+from tests.support.reference import Spec, canonical, group_emissions, simulate
 
 # map -> flat_map -> filter, so a user function of each kind can raise
 STEPS = (

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from tests.integration.test_checkpoints import FAST, _wait_checkpoint
-from tests.join_reference import MIN_TIME, Arrival, freeze, interval_join, window_join
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -30,6 +29,7 @@ from tests.support import (
     worker_pids,
     write_lines,
 )
+from tests.support.join_reference import MIN_TIME, Arrival, freeze, interval_join, window_join
 
 BOUND, SIZE, LOWER, UPPER = 200, 500, -150, 60
 

@@ -17,9 +17,9 @@ from urllib.parse import urlencode
 
 import httpx
 
-from tests.kafka_broker import create_topic, read_topic, send
-from tests.kafka_tls import KEY_PASSWORD, TlsBroker
 from tests.support import WeirResult, WeirServer, impression_counts, job_text, make_events
+from tests.support.kafka_broker import create_topic, read_topic, send
+from tests.support.kafka_tls import KEY_PASSWORD, TlsBroker
 
 BOUND, SIZE = 300, 1_000
 SASL_SECRET = "sasl-pw-Zk42-never-shown"

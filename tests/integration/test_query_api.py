@@ -12,8 +12,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.reference import Spec, simulate
 from tests.support import WeirServer, event_lines, job_text, make_events, write_lines
+from tests.support.reference import Spec, simulate
 
 SPEC = Spec(bound=200, size=1_000, lateness=0)
 TOKEN = "s3cret-token"

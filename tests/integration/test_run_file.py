@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reference import Spec, canonical, group_emissions, simulate
 from tests.support import WeirResult, event_lines, job_text, make_events, read_jsonl, write_lines
+from tests.support.reference import Spec, canonical, group_emissions, simulate
 
 N_EVENTS = 3_000
 BOUND, SIZE = 200, 1_000

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from loadtest.spark_cluster import SparkCluster
 from tests.support import wait_until
+from tests.support.spark_cluster import SparkCluster
 from weir.engine.errors import ConfigError
 from weir.engine.spark.cluster import (
     cluster_session,

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from tests.reference import Spec, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -19,6 +18,7 @@ from tests.support import (
     read_jsonl,
     write_lines,
 )
+from tests.support.reference import Spec, group_emissions, simulate
 from weir import testing
 from weir.engine.runtime.loader import load_job
 from weir.engine.sql import composite_key

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.inprocess import run_batches
-from tests.reference import Spec, canonical, group_emissions, simulate, simulate_decoded
 from tests.support import event_lines
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec, canonical, group_emissions, simulate, simulate_decoded
 
 # Shrinking a failing example of these properties can take minutes; it is off unless
 # HYPOTHESIS_SHRINK=1, and tests/unit/test_window_operator.py holds hand-shrunk cases.

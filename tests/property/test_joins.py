@@ -12,7 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.join_reference import (
+from tests.property.test_batching import BATCHING
+from tests.support.join_reference import (
     MIN_TIME,
     Arrival,
     freeze,
@@ -20,8 +21,7 @@ from tests.join_reference import (
     session_join,
     window_join,
 )
-from tests.join_support import drive
-from tests.property.test_batching import BATCHING
+from tests.support.join_support import drive
 from weir.engine import windows
 from weir.engine.runtime.operators.join_interval import IntervalJoinFunction
 from weir.engine.runtime.operators.join_window import WindowJoinFunction

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.trigger_reference import TSpec, build_job, by_key, simulate
+from tests.support.trigger_reference import TSpec, build_job, by_key, simulate
 from weir.state.memory import MemoryState
 from weir.testing import Harness
 

@@ -26,7 +26,6 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.reference import IMPRESSIONS_ONLY, Outcome, Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirServer,
     alive,
@@ -35,6 +34,14 @@ from tests.support import (
     wait_until,
     worker_pids,
     write_lines,
+)
+from tests.support.reference import (
+    IMPRESSIONS_ONLY,
+    Outcome,
+    Spec,
+    canonical,
+    group_emissions,
+    simulate,
 )
 
 SEEDS = range(1, 9)

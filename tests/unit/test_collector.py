@@ -120,8 +120,8 @@ def test_settle_outside_the_loop_does_nothing() -> None:
 def test_the_worker_loop_settles_at_its_flushes(tmp_path: Path) -> None:
     """A real worker run in-process (the bench's harness) freezes what its windows hold at its
     flushes, and runs a full pass when one is due."""
-    from loadtest import bench
-    from loadtest.workloads import write_ads
+    from benchmarks import bench
+    from tests.support.workloads import write_ads
 
     data = tmp_path / "events.jsonl"
     write_ads(data, 20_000, 1_000, step_ms=1.0)

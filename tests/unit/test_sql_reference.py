@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.inprocess import build_job, run_batches
-from tests.reference import Spec, group_emissions, simulate_decoded
+from tests.support.inprocess import build_job, run_batches
+from tests.support.reference import Spec, group_emissions, simulate_decoded
 from weir import Job, WatermarkStrategy, agg, sources, windows
 
 AGGS = "COUNT(*) AS `count`, SUM(`value`) AS total, MIN(`value`) AS lo, MAX(`value`) AS hi, "

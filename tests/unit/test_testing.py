@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.inprocess import build_job
 from tests.property.test_batching import BAD_RECORDS
-from tests.reference import Spec, canonical, group_emissions, simulate_decoded
 from tests.support import make_events
+from tests.support.inprocess import build_job
+from tests.support.reference import Spec, canonical, group_emissions, simulate_decoded
 from weir import Job, JobDefinitionError, WatermarkStrategy, agg, sinks, sources, testing, windows
 from weir.engine.watermarks import MIN_WATERMARK
 
