@@ -22,7 +22,14 @@ from tests.support import write_events as _write_events
 from tests.support.s3_server import S3Server
 from tests.support.servers import S3Place, Servers, run_weir_in, unique_prefix
 from tests.support.spark_cluster import SparkCluster
-from tests.support.tiers import folder_of, forbid_processes, misplaced, tier_of, worker_groups
+from tests.support.tiers import (
+    folder_of,
+    forbid_processes,
+    mark_groups,
+    misplaced,
+    tier_of,
+    worker_groups,
+)
 
 # No example database: the suite writes nothing outside tmp dirs; examples are bounded per test.
 settings.register_profile(
@@ -44,12 +51,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     fast-folder test that uses a fixture which starts processes stops the run, naming where it
     belongs."""
     wrong = []
-    groups = worker_groups(items)
+    mark_groups(config, items, worker_groups(items))
     for item in items:
         folder = folder_of(item, TESTS_ROOT)
         item.add_marker(tier_of(folder, getattr(item, "fixturenames", ())))
-        if str(item.path) in groups:
-            item.add_marker(pytest.mark.xdist_group(groups[str(item.path)]))
         reason = misplaced(item, folder)
         if reason:
             wrong.append(reason)

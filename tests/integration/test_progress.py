@@ -91,6 +91,11 @@ def test_spark_progress_shows_stages_tasks_and_records(spark: Any) -> None:
         time.sleep(0.3)
         return kv
 
+    # jobs before the block (ten stages), as on the test session's shared SparkSession: none
+    # of them is counted
+    earlier = spark.sparkContext.parallelize(range(10), 2).map(lambda x: (x, x))
+    for _ in range(5):
+        assert earlier.reduceByKey(lambda a, b: a + b).count() == 10
     out = io.StringIO()
     pairs = spark.sparkContext.parallelize(range(1_000), 4).map(lambda x: (x % 8, x))
     with SparkProgress(spark.sparkContext, StatusLine(out, every_s=0.0), poll_s=0.05):

@@ -139,6 +139,28 @@ def worker_groups(items: Iterable[pytest.Item]) -> dict[str, str]:
     return groups
 
 
+def mark_groups(
+    config: pytest.Config, items: Iterable[pytest.Item], groups: dict[str, str]
+) -> None:
+    """Give each test of a grouped module its ``xdist_group`` marker and, on an xdist worker
+    under ``--dist loadgroup``, the ``@group`` suffix of its node id that the scheduler groups by.
+
+    pytest-xdist 3.8 appends that suffix by setting ``item._nodeid``, which pytest 9.2 no longer
+    reads (a node's id is ``item._id``, a ``NodeId``), so every test would land anywhere; the
+    suffix is put where pytest reads it until xdist follows.
+    """
+    from _pytest.nodeid import NodeId
+
+    suffix = bool(config.getoption("loadgroup", False))
+    for item in items:
+        group = groups.get(str(item.path))
+        if group is None:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
+        if suffix and "@" not in item.nodeid:
+            item._id = NodeId.parse(f"{item.nodeid}@{group}")
+
+
 def _shares_a_fixture(item: pytest.Item) -> bool:
     """``item`` uses a fixture scoped to its module or class (pytest's own fixture info)."""
     info = getattr(item, "_fixtureinfo", None)
