@@ -8,7 +8,10 @@ def test_x(write_events, write_job, weir_server):
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from hypothesis import HealthCheck, settings
 from tests import support
 from tests.support import WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
+from tests.support.jvm import quick_jvm_env
 from tests.support.s3_server import S3Server
 from tests.support.servers import S3Place, Servers, run_weir_in, unique_prefix
 from tests.support.spark_cluster import SparkCluster
@@ -41,6 +45,16 @@ settings.register_profile(
 settings.load_profile("weir")
 
 TESTS_ROOT = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every Spark JVM the suite starts, in this process or a child, runs with the quick-start
+    settings of ``tests.support.jvm`` (unless the environment already names its own)."""
+    conf_dir = Path(tempfile.mkdtemp(prefix="weir-test-spark-conf-"))
+    config.add_cleanup(lambda: shutil.rmtree(conf_dir, ignore_errors=True))
+    for name, value in quick_jvm_env(conf_dir).items():
+        os.environ.setdefault(name, value)
+
 
 __all__ = ["S3Place", "WeirResult", "WeirServer"]
 

@@ -1,9 +1,9 @@
 """Both joins in real ``weir run`` processes: one job holds a window join and an interval join of
 the impressions and clicks of one ad stream (a file: one split, late records included); at
 parallelism 1, 2 and 4 each join's output and late records equal the brute-force model's
-(``tests/join_reference.py``); a kill -9 of a worker mid-run leaves the output exactly once, and
-so does a kill -9 of the whole run restored at another parallelism (the buffers rescale by key
-groups); a running join's buffers answer at ``/{job}/{name}/state/{key}``."""
+(``tests/support/join_reference.py``); a kill -9 of a worker mid-run leaves the output exactly
+once, and so does a kill -9 of the whole run restored at another parallelism (the buffers rescale
+by key groups); a running join's buffers answer at ``/{job}/{name}/state/{key}``."""
 
 from __future__ import annotations
 

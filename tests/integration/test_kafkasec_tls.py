@@ -1,8 +1,8 @@
 """Kafka over TLS and SASL, end to end with real ``weir`` processes: a TLS proxy that requires a
 client certificate in front of a Tansu broker, and a Tansu broker that checks SASL SCRAM
-(``tests/kafka_tls.py``). Results over TLS equal the expected windows; a wrong CA, a plaintext
-client to the TLS port and a refused SASL login each fail within seconds with one line that
-names the fix; no secret reaches an output, ``/jobs`` or ``--help``."""
+(``tests/support/kafka_tls.py``). Results over TLS equal the expected windows; a wrong CA, a
+plaintext client to the TLS port and a refused SASL login each fail within seconds with one line
+that names the fix; no secret reaches an output, ``/jobs`` or ``--help``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``weir run JOB --exit-at-end`` on a bounded file: every emission, late record and window is
-compared with the brute-force model (tests/reference.py)."""
+compared with the brute-force model (tests/support/reference.py)."""
 
 from __future__ import annotations
 

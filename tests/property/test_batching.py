@@ -2,7 +2,7 @@
 every record, so how the input is cut into batches (and when state is flushed to the state
 backend) never changes which records are late nor any result. The engine's chain and window
 operator run in-process over the in-memory state backend (``tests/contract/`` holds RocksDB to
-the same behaviour) and are compared with the brute-force model in ``tests/reference.py``.
+the same behaviour) and are compared with the brute-force model in ``tests/support/reference.py``.
 """
 
 from __future__ import annotations

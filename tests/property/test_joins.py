@@ -1,8 +1,8 @@
-"""Both joins against the brute-force model (``tests/join_reference.py``), on two inputs
+"""Both joins against the brute-force model (``tests/support/join_reference.py``), on two inputs
 interleaved at random, each a split with its own out-of-orderness bound (so some records are
 late), at any batching, with restores from the state written in between: the emitted pairs and
 the late records equal the model's whatever the batching. Batches reach the co-process runtime
-split by input, as a worker delivers them (``tests/join_support.py``)."""
+split by input, as a worker delivers them (``tests/support/join_support.py``)."""
 
 from __future__ import annotations
 

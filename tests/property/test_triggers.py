@@ -1,5 +1,5 @@
 """Count, global and session windows, triggers and evictors against the brute-force model in
-``tests/trigger_reference.py``, at any batch size and with state flushed at any point
+``tests/support/trigger_reference.py``, at any batch size and with state flushed at any point
 (batching invariance, DESIGN.md "Time"): per key, the same results in the same order, and the
 same late records."""
 

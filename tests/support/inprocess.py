@@ -2,7 +2,7 @@
 split does: ``weir.testing.Harness`` over the in-memory state backend unless the caller passes
 one (the contract suite in ``tests/contract/`` holds both backends to the same behaviour), with the
 batch cuts and state flushes the property tests draw. ``build_job`` turns a reference ``Spec``
-into the job the brute-force model in ``tests/reference.py`` describes.
+into the job the brute-force model in ``tests/support/reference.py`` describes.
 """
 
 from __future__ import annotations

@@ -158,7 +158,10 @@ def mark_groups(
             continue
         item.add_marker(pytest.mark.xdist_group(group))
         if suffix and "@" not in item.nodeid:
-            item._id = NodeId.parse(f"{item.nodeid}@{group}")
+            # the suffix rides on the last name (with the parameters, if any), so the id reads
+            # back as exactly ``<nodeid>@<group>`` however pytest rebuilds it
+            path, _, rest = f"{item.nodeid}@{group}".partition("::")
+            item._id = NodeId(path=path, names=tuple(rest.split("::")))
 
 
 def _shares_a_fixture(item: pytest.Item) -> bool:

@@ -1,4 +1,4 @@
-"""Every SQL window form against the brute-force model (tests/reference.py) and against the
+"""Every SQL window form against the brute-force model (tests/support/reference.py) and against the
 equivalent Python job: identical emissions, late records included, for any batching."""
 
 from __future__ import annotations

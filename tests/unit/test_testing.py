@@ -1,5 +1,5 @@
-"""``weir.testing.run(job, events)`` against the brute-force model (tests/reference.py): tumbling,
-sliding and session windows with late data and dead letters, and a process function with
+"""``weir.testing.run(job, events)`` against the brute-force model (tests/support/reference.py):
+tumbling, sliding and session windows with late data and dead letters, and a process function with
 keyed state and event-time timers against a model written here from its contract."""
 
 from __future__ import annotations
