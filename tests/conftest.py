@@ -26,6 +26,7 @@ from tests.support.jvm import quick_jvm_env
 from tests.support.s3_server import S3Server
 from tests.support.servers import S3Place, Servers, run_weir_in, unique_prefix
 from tests.support.spark_cluster import SparkCluster
+from tests.support.sparksession import SharedSpark
 from tests.support.tiers import (
     folder_of,
     forbid_processes,
@@ -190,16 +191,19 @@ def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    """One real local SparkSession (``local[2]``, one JVM) for the session's backfills. A test
+def _shared_spark() -> Iterator[SharedSpark]:
+    shared = SharedSpark("local[2]")
+    yield shared
+    shared.stop()
+
+
+@pytest.fixture
+def spark(_shared_spark: SharedSpark) -> Any:
+    """The test process's one real local SparkSession (``local[2]``, one JVM,
+    ``tests.support.sparksession``), started again if an earlier test left it broken. A test
     runs the backfill on it in-process (``run_backfill(..., session=spark)`` or
     ``tests.support.backfill``) and never stops it."""
-    from weir.engine.spark.backfill import spark_session
-
-    session = spark_session("local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    return _shared_spark.get()
 
 
 @pytest.fixture

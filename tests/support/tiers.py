@@ -120,30 +120,39 @@ SHARED_SCOPES = frozenset({"module", "class", "package"})
 
 
 def worker_groups(items: Iterable[pytest.Item]) -> dict[str, str]:
-    """The xdist group of each test module that needs one, by module path: the JVM's group for a
-    module with a test that uses a JVM fixture (``JVM_GROUPS``), else the module itself for one
-    with a module- or class-scoped fixture (a server its tests share), so that fixture starts
-    once. Other modules' tests spread over every worker."""
+    """The xdist group of each test that needs one, by node id: a test that uses a JVM fixture
+    (``JVM_GROUPS``) joins that JVM's group; a module with a module- or class-scoped fixture (a
+    server its tests share) is a group of its own, so that fixture starts once, unless one of
+    its tests uses a JVM, which then takes the whole module. Other tests spread over every
+    worker."""
+    items = list(items)
+    jvm: dict[str, str] = {}  # node id -> group
+    module_jvm: dict[str, str] = {}  # module path -> a JVM group one of its tests uses
+    shared: set[str] = set()  # module paths with a shared fixture
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        group = next((g for fixture, g in JVM_GROUPS if fixture in names), None)
+        if group is not None:
+            jvm[item.nodeid] = group
+            module_jvm.setdefault(str(item.path), group)
+        if _shares_a_fixture(item):
+            shared.add(str(item.path))
     groups: dict[str, str] = {}
     for item in items:
         module = str(item.path)
-        names = set(getattr(item, "fixturenames", ()))
-        for fixture, group in JVM_GROUPS:
-            if fixture in names:
-                groups[module] = group
-                break
-        else:
-            if groups.get(module, "").startswith("spark") or not _shares_a_fixture(item):
-                continue
-            groups[module] = item.path.name
+        if item.nodeid in jvm:
+            groups[item.nodeid] = jvm[item.nodeid]
+        elif module in shared:
+            groups[item.nodeid] = module_jvm.get(module, item.path.name)
     return groups
 
 
 def mark_groups(
     config: pytest.Config, items: Iterable[pytest.Item], groups: dict[str, str]
 ) -> None:
-    """Give each test of a grouped module its ``xdist_group`` marker and, on an xdist worker
-    under ``--dist loadgroup``, the ``@group`` suffix of its node id that the scheduler groups by.
+    """Give each test in ``groups`` (node id -> group) its ``xdist_group`` marker and, on an
+    xdist worker under ``--dist loadgroup``, the ``@group`` suffix of its node id that the
+    scheduler groups by.
 
     pytest-xdist 3.8 appends that suffix by setting ``item._nodeid``, which pytest 9.2 no longer
     reads (a node's id is ``item._id``, a ``NodeId``), so every test would land anywhere; the
@@ -153,7 +162,7 @@ def mark_groups(
 
     suffix = bool(config.getoption("loadgroup", False))
     for item in items:
-        group = groups.get(str(item.path))
+        group = groups.get(item.nodeid)
         if group is None:
             continue
         item.add_marker(pytest.mark.xdist_group(group))
