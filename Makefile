@@ -36,10 +36,11 @@ demo: $(STAMP)
 # property, contract: no process, no server), integration (real processes on loopback), cluster
 # (the Spark standalone cluster, S3), soak (a leak check). `make test` runs them in that order
 # and stops at the first that fails. The process tiers run on pytest-xdist workers: they wait on
-# subprocesses and sockets more than they compute, so more workers than cores pay (the numbers:
-# docs/decisions/0005-test-tiers.md); WORKERS=0 runs a tier in one process.
+# subprocesses and sockets more than they compute, so more workers than cores pay; the fast tier
+# computes, and runs in one process (the numbers: docs/decisions/0005-test-tiers.md). A tier's
+# *_WORKERS=0 runs it in one process; PYTEST_ARGS adds options to every tier.
 PYTEST := $(BIN)/python -m pytest -q
-FAST_WORKERS ?= 2
+FAST_WORKERS ?= 0
 INTEGRATION_WORKERS ?= 4
 CLUSTER_WORKERS ?= 2
 # $(call tier,NAME,WORKERS): one tier; pytest's exit 5 (no test selected) counts as a pass, so an
