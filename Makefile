@@ -38,7 +38,8 @@ demo: $(STAMP)
 # and stops at the first that fails. The process tiers run on pytest-xdist workers: they wait on
 # subprocesses and sockets more than they compute, so more workers than cores pay; the fast tier
 # computes, and runs in one process (the numbers: docs/decisions/0005-test-tiers.md). A tier's
-# *_WORKERS=0 runs it in one process; PYTEST_ARGS adds options to every tier.
+# *_WORKERS=0 runs it in one process; PYTEST_ARGS adds options to every tier; JUNIT_DIR=DIR
+# writes each tier's JUnit XML there.
 PYTEST := $(BIN)/python -m pytest -q
 FAST_WORKERS ?= 0
 INTEGRATION_WORKERS ?= 4
@@ -46,7 +47,8 @@ CLUSTER_WORKERS ?= 2
 # $(call tier,NAME,WORKERS): one tier; pytest's exit 5 (no test selected) counts as a pass, so an
 # empty tier (say, with -k) never fails the run
 tier = @start=$$(date +%s); \
-	$(PYTEST) -m $(1) $(if $(filter-out 0,$(2)),-n $(2) --dist loadgroup) $(PYTEST_ARGS); \
+	$(PYTEST) -m $(1) $(if $(filter-out 0,$(2)),-n $(2) --dist loadgroup) \
+	$(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml) $(PYTEST_ARGS); \
 	rc=$$?; echo "weir tests: tier $(1) took $$(( $$(date +%s) - start )) s (exit $$rc)"; \
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
