@@ -8,7 +8,8 @@ export PYTHONUNBUFFERED := 1
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: venv system-deps demo test test-tiers test-fast test-integration test-cluster test-soak \
-	check lint types docs-if-any bench bench-s3 bench-backfill bench-cluster soak compose-check clean
+	test-kernels check lint types arch sizes deadcode reference reference-check docs-if-any bench \
+	bench-cpu bench-s3 bench-backfill bench-cluster soak compose-check clean
 
 venv: $(STAMP)
 
@@ -16,7 +17,9 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
+	@# the distribution was called weir before weir-stream (the PyPI name weir is another project)
+	$(BIN)/python -m pip uninstall --quiet --yes weir 2>/dev/null || true
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,all]'
 	touch $(STAMP)
 
 # Debian's packages the tests use: Chromium (the dashboard's browser test), docker-compose
@@ -52,8 +55,10 @@ tier = @start=$$(date +%s); \
 	rc=$$?; echo "weir tests: tier $(1) took $$(( $$(date +%s) - start )) s (exit $$rc)"; \
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ]
 
-# what CI runs (.ci/run), failing fast: lint, types, the docs build when there is one, the tiers
-test: lint types docs-if-any test-tiers
+# what CI runs (.ci/run), in this order and stopping at the first failure: the style, the types,
+# the import contract, the size limits, dead code, the generated pages' drift, the docs build when
+# there is one, the kernel reference suites on the pure-Python twins, then the tiers
+test: lint types arch sizes deadcode reference-check docs-if-any test-kernels test-tiers
 
 test-tiers: $(STAMP) system-deps
 	$(call tier,fast,$(FAST_WORKERS))
@@ -73,6 +78,12 @@ test-cluster: $(STAMP) system-deps
 test-soak: $(STAMP)
 	$(call tier,soak,0)
 
+# the kernel reference suites on the pure-Python twins alone (make test runs them on both
+# implementations): what a machine without the compiled kernels runs
+test-kernels: $(STAMP)
+	WEIR_KERNELS=python $(BIN)/python -m pytest -q -p no:cacheprovider \
+	  tests/property/test_kernels_*.py tests/unit/test_columnar_loop.py
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -80,10 +91,37 @@ lint: $(STAMP)
 types: $(STAMP)
 	$(BIN)/mypy
 
-check: test
+# the import contract ([tool.importlinter] in pyproject.toml): layers import downward only, no
+# cycles, counting imports inside functions (docs/contributing/architecture.md)
+arch: $(STAMP)
+	$(BIN)/lint-imports
+
+# modules <= 450 lines, classes <= 300, functions <= 60 (.ci/sizes.py lists the waivers)
+sizes: $(STAMP)
+	$(BIN)/python .ci/sizes.py
+
+# unused code in the product; the tests and benchmarks count as its users, the reviewed
+# whitelist names what frameworks and other processes use
+deadcode: $(STAMP)
+	@out=$$($(BIN)/vulture app api engine state weir tests benchmarks .ci/vulture_whitelist.py \
+	  --min-confidence 60 | grep -v -e '^tests/' -e '^benchmarks/'); \
+	if [ -n "$$out" ]; then echo "$$out"; echo "deadcode: remove it, or add a reviewed entry \
+	to .ci/vulture_whitelist.py saying who uses it"; exit 1; fi; echo "deadcode: none found"
+
+# docs/reference/cli.md, docs/reference/configuration.md and the README's table of weir run's
+# flags, made from the settings' declarations (a test fails while one differs)
+reference: $(STAMP)
+	$(BIN)/python -m weir.app.reference
+
+# the drift check of the generated pages alone (what make test runs; make reference rewrites them)
+reference-check: $(STAMP)
+	$(BIN)/python -m weir.app.reference --check
 
 docs-if-any:
 	@if [ -f mkdocs.yml ]; then $(MAKE) docs; fi
+
+# an alias: make check runs exactly what make test runs
+check: test
 
 # the peer in make bench's comparison, in its own venv so its pins never meet weir's (with
 # -c constraints.txt, pip finds no versions that satisfy both)
@@ -93,10 +131,21 @@ $(QUIX)/.installed:
 	$(QUIX)/bin/python -m pip install --quiet quixstreams==3.28.0
 	touch $@
 
-bench: $(STAMP) $(QUIX)/.installed system-deps
+# PyFlink 2.3 for the cpu section's SQL peer, likewise in its own venv (Java 17 from system-deps)
+FLINK := .bench-venvs/flink
+$(FLINK)/.installed:
+	test -x $(FLINK)/bin/python || $(PYTHON) -m venv $(FLINK)
+	$(FLINK)/bin/python -m pip install --quiet apache-flink==2.3.0
+	touch $@
+
+bench: $(STAMP) $(QUIX)/.installed $(FLINK)/.installed system-deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
 	$(BIN)/python -m benchmarks.bench
+
+# events per CPU-second beside DuckDB and PyFlink (issue 38); also a section of make bench
+bench-cpu: $(STAMP) $(FLINK)/.installed system-deps
+	$(BIN)/python -m benchmarks.cpu_bench
 
 # checkpoints to S3 (SeaweedFS on loopback, from the dev extras) beside a local directory; also a
 # section of make bench

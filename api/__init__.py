@@ -6,6 +6,9 @@ imports without the server's stack (FastAPI, the registry, RocksDB).
 
 from __future__ import annotations
 
+if __name__ != "weir.api":  # the checkout's root on sys.path makes `api` importable too
+    raise ImportError(f"import weir.api, not {__name__}: this folder installs as weir.api")
+
 import importlib
 from typing import TYPE_CHECKING, Any
 

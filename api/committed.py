@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rocksdict import AccessType, Options, Rdict
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.state.checkpoints import CheckpointStorage, FileRef, prune_cache
 from weir.state.rocksdb import BoundedIter, _scan
 
@@ -93,7 +93,6 @@ class CommittedReader:
         self.storage = storage
         self.workdir = workdir
         self.opener = opener
-        self.open_failures = 0
         self._view: CommittedView | None = None
         self._retired: CommittedView | None = None  # a request may still be reading it
         self._opening: int | None = None  # the checkpoint a thread is opening
@@ -141,7 +140,6 @@ class CommittedReader:
         try:
             fresh = self.opener(self.storage, n, self.workdir)
         except Exception as exc:  # the previous view goes on answering
-            self.open_failures += 1
             log.warning("committed view not replaced checkpoint=%d error=%s", n, exc)
             with self._lock:
                 self._opening = None

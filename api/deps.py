@@ -13,8 +13,8 @@ from fastapi import Query, Request
 from weir.api.errors import ApiError, not_found
 from weir.api.metrics import ApiMetrics
 from weir.api.registry import JobHandle, Registry
-from weir.engine.errors import StateError
-from weir.engine.job import ProcessOperator, WindowOperator
+from weir.base.errors import StateError
+from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.state.rocksdb import CATCH_UP_MS
 
@@ -46,7 +46,7 @@ def job_handle(reg: Registry, job: str) -> JobHandle:
     return handle
 
 
-def operator(handle: JobHandle, op: str) -> WindowOperator | ProcessOperator:
+def operator(handle: JobHandle, op: str) -> WindowNode | ProcessNode:
     found = handle.job.operators.get(op)
     if found is None:
         known = ", ".join(handle.job.operators) or "none"

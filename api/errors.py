@@ -15,7 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from weir.api.models import ErrorDetail
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from weir.api.deps import job_handle, operator
 from weir.api.errors import ApiError, api_error_response, state_error_response
 from weir.api.registry import Registry
 from weir.api.routes.state import MAX_LIMIT, Bounds, answer_as_of, json_answer, key_answer
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 
 # forms whose value pydantic and int() read alike; anything else is FastAPI's to judge
 _COUNT = re.compile(r"[0-9]{1,5}")

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Protocol
 
 from weir.api.committed import CommittedReader, CommittedView
-from weir.engine.errors import StateError
-from weir.engine.job import Job, WindowOperator
+from weir.base.errors import StateError
+from weir.engine.job import Job
+from weir.engine.nodes import WindowNode
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.statereader import RemoteReader, RemoteSeeker
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored import FoldPlan
 from weir.engine.runtime.view import ClusterRuntime, JobRuntime
 from weir.state.keygroups import operator_for_key_group
 from weir.state.rocksdb import BoundedIter, SecondaryReader
@@ -54,7 +55,7 @@ class JobHandle:
     make_reader: Callable[[int], StateReader] | None = None  # to follow a new parallelism
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def plan(self, op: WindowOperator) -> FoldPlan:
+    def plan(self, op: WindowNode) -> FoldPlan:
         plan = self.plans.get(op.name)
         if plan is None:
             plan = self.plans[op.name] = FoldPlan(op.aggregates)

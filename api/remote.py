@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ControlError, MessageError
+from weir.base.errors import ControlError, MessageError
 from weir.engine.job import Job
 from weir.engine.runtime.control import admin, status
 from weir.engine.runtime.messages import WorkerStatus
-from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.view import (
     BackfillEntry,
     CheckpointSummary,

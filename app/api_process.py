@@ -12,21 +12,27 @@ on one port (``app.api_workers``).
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import threading
+from multiprocessing.connection import wait
 from pathlib import Path
 
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
-from weir.app.api_workers import ApiMembers, MemberSpec, listen
-from weir.app.supervise import (
+from weir.app.api_workers import ApiMembers, MemberSpec
+from weir.app.httpserve import (
     check_port_free,
+    listen,
     raise_fd_limit,
     serve_http,
     warn_if_unguarded,
 )
+from weir.app.interrupt import CTRL_C
+from weir.base import logs
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_job
@@ -55,9 +61,31 @@ def run(
     spec = MemberSpec(
         str(job_file), state_dir, checkpoint_dir, sock.getsockname()[1], settings, *log_spec
     )
-    with ApiMembers(spec, workers - 1):
-        _serve(job, cfg, sock, settings, threading.Event(), announce=True)
+    until = threading.Event()
+    with (
+        ApiMembers(spec, workers - 1, member_main),
+        CTRL_C.doing(f"the API of job {job.name}", until.set),
+    ):
+        _serve(job, cfg, sock, settings, until, announce=True)
     return 0
+
+
+def member_main(spec: MemberSpec) -> None:
+    """A member process: serves until SIGTERM or until its parent is gone. Ctrl-C reaches the
+    whole process group; the parent stops its members in order, so a member ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logs.configure(spec.log_level, spec.log_format)
+    until = threading.Event()
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+
+        def orphaned() -> None:
+            wait([parent.sentinel])
+            log.warning("api member pid=%d: its parent is gone; stopping", os.getpid())
+            until.set()
+
+        threading.Thread(target=orphaned, name="weir-parent-watch", daemon=True).start()
+    serve_member(spec, until)
 
 
 def serve_member(spec: MemberSpec, until: threading.Event) -> None:

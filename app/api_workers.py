@@ -13,41 +13,20 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
-import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from weir.api.settings import ApiSettings
-from weir.engine.errors import ConfigError
+from weir.engine.runtime.control.workers import start_deaf_to_ctrl_c
 
 log = logging.getLogger(__name__)
 
 RESTART_DELAY_S = 1.0
 STOP_TIMEOUT_S = 10.0
-BACKLOG = 2048  # uvicorn's own
-
-
-def listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:
-    """A listening socket on ``host:port`` (0: any free port), shared with processes that
-    bind the same address with ``reuse_port``."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    if reuse_port:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-        sock.listen(BACKLOG)
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(
-            f"--api-port {port} on {host} is not available ({exc.strerror}); pass another "
-            "port, or 0 for any free one"
-        ) from None
-    return sock
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,29 +43,18 @@ class MemberSpec:
     log_format: str = "text"
 
 
-def member_main(spec: MemberSpec) -> None:
-    """A member process: serves until SIGTERM/SIGINT or until its parent is gone."""
-    from weir.app import api_process, logs
-
-    logs.configure(spec.log_level, spec.log_format)
-    until = threading.Event()
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-
-        def orphaned() -> None:
-            wait([parent.sentinel])
-            log.warning("api member pid=%d: its parent is gone; stopping", os.getpid())
-            until.set()
-
-        threading.Thread(target=orphaned, name="weir-parent-watch", daemon=True).start()
-    api_process.serve_member(spec, until)
-
-
 class ApiMembers:
     """``count`` member processes beside this one, kept running until ``stop``."""
 
-    def __init__(self, spec: MemberSpec, count: int, restart_delay_s: float = RESTART_DELAY_S):
+    def __init__(
+        self,
+        spec: MemberSpec,
+        count: int,
+        target: Callable[[MemberSpec], None],
+        restart_delay_s: float = RESTART_DELAY_S,
+    ):
         self.spec = spec
+        self.target = target  # the member's entry, by reference (spawn pickles its name)
         self.count = count
         self.restart_delay_s = restart_delay_s
         self.restarts = 0
@@ -110,9 +78,9 @@ class ApiMembers:
 
     def _spawn(self) -> BaseProcess:
         proc = self._ctx.Process(
-            target=member_main, args=(self.spec,), name="weir-api-member", daemon=True
+            target=self.target, args=(self.spec,), name="weir-api-member", daemon=True
         )
-        proc.start()
+        start_deaf_to_ctrl_c(proc)  # Ctrl-C is the parent's: it stops its members in order
         log.info("api member started pid=%s port=%d", proc.pid, self.spec.port)
         return proc
 

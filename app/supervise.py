@@ -4,113 +4,28 @@ supervised process. ``app/api_process.py`` serves the API from a process of its 
 from __future__ import annotations
 
 import logging
-import resource
 import signal
-import socket
 import threading
-from collections.abc import Callable
 from dataclasses import replace
 
-import uvicorn
-from fastapi import FastAPI
-
 from weir.api import ApiSettings, Registry, create_app, handle_for
-from weir.app import logs
-from weir.app.api_workers import ApiMembers, MemberSpec, listen
-from weir.engine.errors import ConfigError
+from weir.app.api_process import member_main
+from weir.app.api_workers import ApiMembers, MemberSpec
+from weir.app.httpserve import (
+    check_port_free,
+    listen,
+    raise_fd_limit,
+    serve_http,
+    warn_if_unguarded,
+)
+from weir.app.interrupt import CTRL_C
+from weir.base import logs
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.jobmanager import JobManager
-from weir.engine.runtime.loader import load_configured_job
+from weir.engine.runtime.loader import check_inputs, load_configured_job
 
 log = logging.getLogger(__name__)
-
-
-def check_port_free(host: str, port: int) -> None:
-    if port == 0:
-        return
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            raise ConfigError(
-                f"--api-port {port} on {host} is not available ({exc.strerror}); pass another "
-                "port, or 0 for any free one"
-            ) from None
-
-
-def warn_if_unguarded(api: ApiSettings) -> None:
-    if not api.guarded:
-        log.warning(
-            "the API binds %s, which other machines can reach, without a token: it serves "
-            "only /health and refuses every other route; set WEIR_API_TOKEN, or bind 127.0.0.1",
-            api.host,
-        )
-
-
-def raise_fd_limit() -> None:
-    """The soft limit on open descriptors up to the hard one: HTTP clients hold descriptors
-    in the process that also writes checkpoints, and the soft default (often 1024) would let
-    them make a checkpoint fail with "Too many open files"."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError) as exc:
-            log.warning("cannot raise the open-file limit soft=%s hard=%s: %s", soft, hard, exc)
-
-
-def serve_http(
-    app: FastAPI,
-    host: str,
-    port: int,
-    job: str,
-    until: threading.Event,
-    on_serving: Callable[[str], None] | None = None,
-    max_connections: int | None = None,
-    sock: socket.socket | None = None,
-    announce: bool = True,
-) -> None:
-    """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
-    ``weir: job <name> serving on <url>`` line once listening (unless not ``announce``: a
-    member of ``app.api_workers``), and hands ``on_serving`` the URL. ``sock``: a listening
-    socket to serve instead of binding ``host:port``. Past ``max_connections`` open
-    connections, uvicorn answers 503."""
-    # log_config=None: uvicorn's records go through weir's handler (and --log-format) too;
-    # uvicorn.access logs at INFO, below the level set here, so its access log is off outright
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        log_config=None,
-        access_log=False,
-        limit_concurrency=max_connections,
-    )
-    server = uvicorn.Server(config)
-
-    def watch() -> None:
-        while not server.started and not until.is_set():
-            until.wait(0.05)
-        if server.started and announce:
-            host, port = server.servers[0].sockets[0].getsockname()[:2]
-            url = f"http://{host}:{port}"
-            logs.say(f"job {job} serving on {url}", job=job, url=url)
-            if on_serving is not None:
-                on_serving(url)
-        until.wait()
-        server.should_exit = True
-
-    threading.Thread(target=watch, name="weir-watch", daemon=True).start()
-    # uvicorn re-raises the signal that stopped it once it has shut down; SIGTERM's default
-    # action would then kill this process before the caller cleans up. Ours does nothing, so
-    # a SIGTERM ends the process gracefully (exit 0).
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    try:
-        server.run(sockets=None if sock is None else [sock])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def run(
@@ -126,6 +41,7 @@ def run(
     ``api_workers`` > 1: that many API processes on the port, this one and others that read
     the job as ``weir api`` does (``app.api_workers``)."""
     job = load_configured_job(cfg)
+    check_inputs(job)  # a missing file is a usage error now, not a worker's failure later
     raise_fd_limit()
     if not serve_api:
         return _run_headless(cfg, job)
@@ -136,6 +52,7 @@ def run(
     manager = JobManager(cfg, job)
     registry = Registry()
     registry.add(handle_for(job, manager, cfg))
+    stop = _stop_when(manager.done)
     manager.start()
     spec = MemberSpec(
         str(cfg.job_file), cfg.state_dir,
@@ -143,14 +60,17 @@ def run(
         sock.getsockname()[1], api, cfg.log_level, cfg.log_format,
     )  # fmt: skip
     try:
-        with ApiMembers(spec, api_workers - 1):
+        with (
+            ApiMembers(spec, api_workers - 1, member_main),
+            CTRL_C.doing(f"job {job.name}", stop.set),
+        ):
             app = create_app(registry, api)
             serve_http(
                 app,
                 api_host,
                 api_port,
                 job.name,
-                manager.done,
+                stop,
                 manager.serving_at,
                 max_connections=api.max_connections,
                 sock=sock,
@@ -158,6 +78,18 @@ def run(
     finally:
         manager.stop()
     return _outcome(manager, job)
+
+
+def _stop_when(done: threading.Event) -> threading.Event:
+    """An event set when ``done`` is (the job ended) or by Ctrl-C (``app.interrupt``)."""
+    stop = threading.Event()
+
+    def follow() -> None:
+        done.wait()
+        stop.set()
+
+    threading.Thread(target=follow, name="weir-job-done", daemon=True).start()
+    return stop
 
 
 def _run_headless(cfg: RunConfig, job: Job) -> int:
@@ -170,12 +102,11 @@ def _run_headless(cfg: RunConfig, job: Job) -> int:
         job=job.name,
     )
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        while not stop.is_set() and not manager.done.wait(0.1):
-            pass
-    except KeyboardInterrupt:
-        pass
+        with CTRL_C.doing(f"job {job.name}", stop.set):
+            while not stop.is_set() and not manager.done.wait(0.1):
+                pass
     finally:
         manager.stop()
         signal.signal(signal.SIGTERM, previous)

@@ -28,6 +28,9 @@
    recovery after an executor loss (``cluster_bench.py``; ``make bench-cluster`` runs it alone).
 12. ``joins``: a window join and an interval join of the ad stream's impressions and clicks at
    parallelism 1 and 2 (``join_bench.py``).
+13. ``cpu``: events per CPU-second of the whole process tree on the peer workload, weir (lambda
+   and SQL jobs, p=1 and p=2) beside DuckDB's one-thread aggregate and PyFlink's SQL job, with
+   the columnar loop prototype's figure (``cpu_bench.py``; ``make bench-cpu`` runs it alone).
 
 ``--only`` runs some sections. The figures (``benchmarks/plots.py``) and ``bench.json`` go to
 ``--out``; ``seconds`` in the JSON times each section. Each figure is then printed beside the
@@ -54,6 +57,7 @@ from typing import Any
 from benchmarks import (
     checkpoint_bench,
     cluster_bench,
+    cpu_bench,
     freshness,
     gate,
     join_bench,
@@ -66,8 +70,8 @@ from benchmarks import (
 )
 from benchmarks.runs import timed_run
 from tests.support.workloads import write_ads
-from weir.engine.runtime import collector
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime import gctuning
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import FROM_WORKER, TO_WORKER, Finished, ManagerLink, Stop
 from weir.engine.runtime.task.worker import Worker
@@ -128,11 +132,12 @@ def finished_worker(job_file: Path, state_dir: Path, status_interval_ms: int = 0
     """One worker of ``job_file`` run in this process with its real loop until its input ends
     (``status_interval_ms``: 0 keeps the default)."""
     cfg = RunConfig(job_file=job_file, state_dir=state_dir)
+    facts = RunFacts()
     if status_interval_ms:
-        cfg = replace(cfg, status_interval_ms=status_interval_ms)
+        facts = replace(facts, status_interval_ms=status_interval_ms)
     job = load_configured_job(cfg)
     parent, child = mp.Pipe()
-    worker = Worker(cfg, 0, ManagerLink(child), job)
+    worker = Worker(cfg, 0, ManagerLink(child), job, facts=facts)
 
     def stop_when_finished() -> None:
         while True:
@@ -141,7 +146,7 @@ def finished_worker(job_file: Path, state_dir: Path, status_interval_ms: int = 0
                 return
 
     threading.Thread(target=stop_when_finished, daemon=True).start()
-    with collector.tuned():  # as main.run_worker runs it
+    with gctuning.tuned():  # as main.run_worker runs it
         worker.run()
     return worker
 
@@ -215,7 +220,7 @@ def buffer_sweep(workdir: Path, events: int, keys: int, rate: int) -> list[dict[
 
 SECTIONS = (
     "single_worker", "parallel", "serving_cost", "freshness", "buffer_timeout", "checkpoints",
-    "s3_checkpoints", "kafka", "queries", "peers", "cluster", "joins",
+    "s3_checkpoints", "kafka", "queries", "peers", "cluster", "joins", "cpu",
 )  # fmt: skip
 
 
@@ -264,6 +269,7 @@ def main() -> None:
         "peers": lambda: peer_bench.measure(workdir, args.peer_events),
         "cluster": lambda: cluster_bench.run(workdir / "cluster"),
         "joins": lambda: join_bench.measure(workdir),
+        "cpu": lambda: cpu_bench.measure(workdir, args.peer_events),
     }
     result: dict[str, Any] = {
         "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},

@@ -47,6 +47,9 @@ EXPLICIT: tuple[tuple[str, Direction], ...] = (
     ("*.buffer_timeout_ms", "info"),  # settings echoed beside their results
     ("*.restart_delay_ms", "info"),
     ("*.rate", "info"),
+    ("cpu.*.duckdb.*", "info"),  # the peers' own figures (weir's ratios to them are gated)
+    ("cpu.*.pyflink_sql.*", "info"),
+    ("*.events_per_cpu_s", "higher"),  # a rate, though its name ends in _s
     ("joins.*.events_per_s", "higher"),  # join_bench: each join's input rate at p=1 and p=2
     ("joins.*.p2_over_p1", "higher"),
     ("*backpressure*", "lower"),

@@ -22,7 +22,7 @@ from typing import Any
 from benchmarks import bare_kv
 from weir import Job, agg, sources, windows
 from weir.api import JobHandle, Registry, create_app
-from weir.engine.runtime.operators.codec import encode_window
+from weir.engine.runtime.stored.codec import encode_window
 from weir.state import layout
 from weir.state.keygroups import key_group
 from weir.state.rocksdb import RocksState, SecondaryReader

@@ -1,13 +1,21 @@
 """weir's public job API.
 
 from weir import Job, WatermarkStrategy, agg, evictors, joins, sinks, sources, triggers, windows
+
+This package's ``__init__`` is the job API's façade: it loads the core (``job``, ``streams``,
+``nodes``, windows, aggregates, sources, sinks) and the libraries built over it, whose import
+binds their methods to the core's classes: ``joins`` (``DataStream.join``,
+``KeyedStream.interval_join``) and ``sql`` (``Job.sql``; the parser itself loads with the first
+query). It loads no runtime: ``weir.engine.runtime`` and ``weir.engine.spark`` load when a job
+runs (``docs/contributing/architecture.md``).
 """
 
 from __future__ import annotations
 
-from weir.engine import agg, evictors, joins, sinks, sources, triggers, windows
-from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
-from weir.engine.errors import (
+if __name__ != "weir.engine":  # the checkout's root on sys.path makes `engine` importable too
+    raise ImportError(f"import weir.engine, not {__name__}: this folder installs as weir.engine")
+
+from weir.base.errors import (
     BroadcastStateError,
     ConfigError,
     JobDefinitionError,
@@ -17,6 +25,9 @@ from weir.engine.errors import (
     WeirError,
     WorkerFailed,
 )
+from weir.engine import agg, evictors, joins, sinks, sources, triggers, windows
+from weir.engine import sql as _sql  # noqa: F401 - binds Job.sql
+from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 from weir.engine.job import (
     BroadcastConnectedStream,
     BroadcastStream,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 
 if TYPE_CHECKING:
     from weir.engine.job import Job
@@ -14,11 +14,11 @@ if TYPE_CHECKING:
 
 from weir.engine.nodes import (
     BroadcastNode,
-    BroadcastOperator,
-    CoProcessOperator,
+    BroadcastProcessNode,
+    CoProcessNode,
     ForwardNode,
     KeyByNode,
-    KeyedBroadcastOperator,
+    KeyedBroadcastNode,
     KeySelector,
     Node,
     _check_name,
@@ -62,7 +62,7 @@ class ConnectedKeyedStreams:
                 f"process({fn!r}) on connected streams: pass an object with process1(event, "
                 "ctx), process2(event, ctx) and optionally on_timer(timestamp, ctx)"
             )
-        op = CoProcessOperator(
+        op = CoProcessNode(
             name, self._first.key, fn, second_key=self._second.key, second=self._second
         )
         self._job._register(op)
@@ -126,11 +126,11 @@ class BroadcastConnectedStream:
         node = self._broadcast.node()
         first = self._first
         if isinstance(first, ForwardNode):
-            op: KeyedBroadcastOperator = BroadcastOperator(name, "", fn, broadcast=node)
+            op: KeyedBroadcastNode = BroadcastProcessNode(name, "", fn, broadcast=node)
             self._job._register(op)
-            first.children.append(op)  # type: ignore[arg-type]  # BroadcastOperator, built here
+            first.children.append(op)  # type: ignore[arg-type]  # BroadcastProcessNode, built here
         else:
-            op = KeyedBroadcastOperator(name, first.key, fn, broadcast=node)
+            op = KeyedBroadcastNode(name, first.key, fn, broadcast=node)
             self._job._register(op)
             first.children.append(op)
         node.children.append(op)

@@ -17,6 +17,7 @@ Building a job only records the graph; the runtime compiles and runs it.
 
 from __future__ import annotations
 
+from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
 from weir.engine.connected import (
     BroadcastConnectedStream,
@@ -24,43 +25,42 @@ from weir.engine.connected import (
     ConnectedKeyedStreams,
     ConnectedStreams,
 )
-from weir.engine.errors import JobDefinitionError
 from weir.engine.nodes import (
     NAME_PATTERN,
     RESERVED_FIELDS,
     BroadcastNode,
-    BroadcastOperator,
-    CoProcessOperator,
+    BroadcastProcessNode,
+    CoProcessNode,
     ForwardNode,
     KeyByNode,
-    KeyedBroadcastOperator,
+    KeyedBroadcastNode,
     KeySelector,
     Node,
-    Operator,
+    OperatorNode,
     OutputTag,
-    ProcessOperator,
+    ProcessNode,
     Record,
     SinkNode,
     SourceNode,
     StatelessKind,
     StatelessNode,
     TimestampSelector,
-    WindowOperator,
+    WindowNode,
     _check_name,
     operator_state_id,
 )
 from weir.engine.results import ResultStream, SideOutputStream
 from weir.engine.sinks import Sink
 from weir.engine.sources import Source
-from weir.engine.streams import DataStream, KeyedStream, WindowedStream
+from weir.engine.streams import DataStream, KeyedStream, WindowedStream, _unbound
 from weir.engine.watermarks import WatermarkStrategy
 
 __all__ = [
     "BroadcastConnectedStream",
     "BroadcastNode",
-    "BroadcastOperator",
+    "BroadcastProcessNode",
     "BroadcastStream",
-    "CoProcessOperator",
+    "CoProcessNode",
     "ConnectedKeyedStreams",
     "ConnectedStreams",
     "DataStream",
@@ -68,13 +68,13 @@ __all__ = [
     "Job",
     "KeyByNode",
     "KeySelector",
-    "KeyedBroadcastOperator",
+    "KeyedBroadcastNode",
     "KeyedStream",
     "NAME_PATTERN",
     "Node",
-    "Operator",
+    "OperatorNode",
     "OutputTag",
-    "ProcessOperator",
+    "ProcessNode",
     "RESERVED_FIELDS",
     "Record",
     "ResultStream",
@@ -84,7 +84,7 @@ __all__ = [
     "StatelessKind",
     "StatelessNode",
     "TimestampSelector",
-    "WindowOperator",
+    "WindowNode",
     "WindowedStream",
     "operator_state_id",
 ]
@@ -101,7 +101,7 @@ class Job:
             )
         self.max_parallelism = max_parallelism
         self.sources: list[SourceNode] = []
-        self.operators: dict[str, WindowOperator | ProcessOperator] = {}
+        self.operators: dict[str, WindowNode | ProcessNode] = {}
 
     def __repr__(self) -> str:
         return f"Job({self.name!r}, operators={list(self.operators)})"
@@ -142,15 +142,12 @@ class Job:
         allowed_lateness_ms: int = 0,
     ) -> ResultStream:
         """A windowed SQL query (Flink's syntax) over ``tables`` (name -> a stream of this job),
-        as the queryable operator ``name``; ``functions`` name user-defined aggregates."""
-        from weir.engine.sql.build import add_view  # the SQL front end builds on this module
+        as the queryable operator ``name``; ``functions`` name user-defined aggregates. The SQL
+        library (``weir.engine.sql``, loaded with ``weir.engine``) binds its body: SQL builds
+        on the job API, which never imports it."""
+        raise _unbound("Job.sql")
 
-        return add_view(
-            self, name, query, tables=tables, functions=functions,
-            allowed_lateness_ms=allowed_lateness_ms,
-        )  # fmt: skip
-
-    def _register(self, op: WindowOperator | ProcessOperator) -> None:
+    def _register(self, op: WindowNode | ProcessNode) -> None:
         if op.name in self.operators:
             raise JobDefinitionError(f"job {self.name!r} has two operators named {op.name!r}")
         for other in self.operators.values():
@@ -173,8 +170,8 @@ class Job:
         if len(self.sources) > 1:
             names = ", ".join(s.name for s in self.sources)
             raise JobDefinitionError(
-                f"job {self.name!r} reads {len(self.sources)} sources ({names}); --source "
-                "replaces the source of a one-source job: drop --source and set each source "
+                f"job {self.name!r} reads {len(self.sources)} sources ({names}); `source_url` "
+                "replaces the source of a one-source job: drop `source_url` and set each source "
                 "in the job file"
             )
         self.sources[0].source = source

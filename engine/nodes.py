@@ -1,4 +1,14 @@
-"""The job graph's nodes and operators, as the job API records them (``weir.engine.job``)."""
+"""The job graph's nodes, as the job API records them (``weir.engine.job``), and ``OutputTag``.
+
+A leaf of the job API: it imports the definitions a node holds (aggregates, windows, triggers,
+sources, sinks) and none of the streams that build the graph, so the runtime, the joins and the
+backfill take node types from here (as Flink's operators take ``OutputTag`` from flink-core),
+never from the ``weir.engine.job`` façade.
+
+Every class here is a *description*: ``WindowNode`` is a keyed window aggregation as the job
+declares it; the code that runs it on a worker is the runtime's (``WindowRuntime`` in
+``weir.engine.runtime.operators``), which is what Flink calls the ``WindowOperator``.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +16,12 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
 from weir.engine import evictors as _evictors
 from weir.engine import triggers as _triggers
-from weir.engine.errors import JobDefinitionError
 from weir.engine.sinks import Sink
 from weir.engine.sources import Source
 from weir.engine.watermarks import WatermarkStrategy
@@ -20,10 +30,6 @@ from weir.engine.windows import (
     GlobalWindows,
     WindowAssigner,
 )
-
-if TYPE_CHECKING:
-    pass
-
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -73,7 +79,7 @@ class SinkNode:
 @dataclass(eq=False)
 class KeyByNode:
     key: KeySelector
-    children: list[WindowOperator | ProcessOperator] = field(default_factory=list)
+    children: list[WindowNode | ProcessNode] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -83,7 +89,7 @@ class BroadcastNode:
     broadcast states those operators may use (Flink's ``MapStateDescriptor``s; empty: any)."""
 
     state_names: tuple[str, ...]
-    children: list[KeyedBroadcastOperator] = field(default_factory=list)
+    children: list[KeyedBroadcastNode] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -91,7 +97,7 @@ class ForwardNode:
     """Where a non-keyed stream enters a broadcast process function: its records stay on the
     worker that read them (Flink's forward partitioning), with no key."""
 
-    children: list[BroadcastOperator] = field(default_factory=list)
+    children: list[BroadcastProcessNode] = field(default_factory=list)
 
 
 class _StateIds:
@@ -110,7 +116,7 @@ class _StateIds:
 
 
 @dataclass(eq=False)
-class WindowOperator(_StateIds):
+class WindowNode(_StateIds):
     """A keyed window aggregation: the unit of queryable state (``/{job}/{op}/state/{key}``)."""
 
     name: str
@@ -171,7 +177,7 @@ class OutputTag:
 
 
 @dataclass(eq=False)
-class ProcessOperator(_StateIds):
+class ProcessNode(_StateIds):
     """A keyed process function: per-record code with keyed state and timers, queryable as
     ``/{job}/{name}/state/{key}`` (its states by name). ``side_outputs``: the sinks of each
     declared output tag (none attached: the default file, ``outputs.tagged_sinks``)."""
@@ -195,7 +201,7 @@ def _qualname(fn: Any) -> str:
     return str(getattr(fn, "__qualname__", None) or type(fn).__qualname__)
 
 
-Operator = WindowOperator | ProcessOperator
+OperatorNode = WindowNode | ProcessNode
 
 
 Node = StatelessNode | SinkNode | KeyByNode | BroadcastNode | ForwardNode
@@ -211,7 +217,7 @@ class SourceNode:
 
 
 @dataclass(eq=False)
-class CoProcessOperator(ProcessOperator):
+class CoProcessNode(ProcessNode):
     """A keyed co-process function (Flink's ``KeyedCoProcessFunction``): ``process1`` gets the
     first input's records, ``process2`` the second's; both share the key's state and timers,
     queryable and checkpointed as a one-input process function's. ``second``: the key_by node
@@ -225,7 +231,7 @@ class CoProcessOperator(ProcessOperator):
 
 
 @dataclass(eq=False)
-class KeyedBroadcastOperator(ProcessOperator):
+class KeyedBroadcastNode(ProcessNode):
     """A keyed broadcast process function (Flink's ``KeyedBroadcastProcessFunction``): the
     keyed input's records go to ``function.process_element`` (keyed state, timers, broadcast
     state read-only), the broadcast input's to ``function.process_broadcast_element`` on every
@@ -257,7 +263,7 @@ def _state_names(names: tuple[str, ...]) -> tuple[str, ...]:
 
 
 @dataclass(eq=False)
-class BroadcastOperator(KeyedBroadcastOperator):
+class BroadcastProcessNode(KeyedBroadcastNode):
     """A (non-keyed) broadcast process function (Flink's ``BroadcastProcessFunction``): its
     other input's records go to ``process_element`` on the worker that read them, with the
     broadcast states read-only and no keyed state or timers; the broadcast input's as a keyed

@@ -2,27 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
+from weir.engine.nodes import OutputTag, ProcessNode, WindowNode
 from weir.engine.sinks import Sink
-
-if TYPE_CHECKING:
-    pass
-
-
-from weir.engine.nodes import (
-    OutputTag,
-    ProcessOperator,
-    WindowOperator,
-)
 
 
 class ResultStream:
     """The output of an operator: window results ``{"key", "start", "end", <aggregates>,
     "final"}``, or what a process function emits."""
 
-    def __init__(self, op: WindowOperator | ProcessOperator) -> None:
+    def __init__(self, op: WindowNode | ProcessNode) -> None:
         self.operator = op
 
     def sink(self, sink: Sink) -> ResultStream:
@@ -34,11 +23,11 @@ class ResultStream:
         ``getSideOutput``). Declaring the tag is what lets the function use it; with no
         ``.sink(...)`` they go to ``side-<operator>-<tag>.jsonl`` in the job's directory."""
         op = self.operator
-        if not isinstance(op, ProcessOperator):
+        if not isinstance(op, ProcessNode):
             raise JobDefinitionError(
                 f"side_output({tag!r}) on window operator {op.name!r}: side outputs come from "
                 "process functions (ctx.output); a window's late records have their own output "
-                "(--late-sink)"
+                "(`late_sink_url`)"
             )
         if not isinstance(tag, OutputTag):
             raise JobDefinitionError(
@@ -51,7 +40,7 @@ class ResultStream:
 class SideOutputStream:
     """One side output of a process function, to be routed to sinks."""
 
-    def __init__(self, op: ProcessOperator, tag: OutputTag) -> None:
+    def __init__(self, op: ProcessNode, tag: OutputTag) -> None:
         self.operator = op
         self.tag = tag
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
+from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
 from weir.engine import evictors as _evictors
 from weir.engine import triggers as _triggers
-from weir.engine.errors import JobDefinitionError
 from weir.engine.sinks import Sink
 from weir.engine.windows import (
     CountWindows,
@@ -20,10 +20,9 @@ from weir.engine.windows import (
     WindowAssigner,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: the joins library imports this module, never the reverse
     from weir.engine.job import Job
     from weir.engine.joins import IntervalJoin, JoinedStreams
-
 
 from weir.engine.connected import (
     BroadcastConnectedStream,
@@ -37,15 +36,24 @@ from weir.engine.nodes import (
     KeyByNode,
     KeySelector,
     Node,
-    ProcessOperator,
+    ProcessNode,
     Record,
     SinkNode,
     StatelessNode,
-    WindowOperator,
+    WindowNode,
     _check_name,
     _state_names,
 )
 from weir.engine.results import ResultStream
+
+
+def _unbound(method: str) -> JobDefinitionError:
+    """A library method called before its library bound it: only a program that imports this
+    module without ``weir.engine`` (which loads every library) can get here."""
+    return JobDefinitionError(
+        f"{method} is bound by a library of the job API that is not loaded; import weir (or "
+        "weir.engine) before building a job"
+    )
 
 
 class DataStream:
@@ -137,12 +145,9 @@ class DataStream:
 
     def join(self, other: DataStream) -> JoinedStreams:
         """A window join (Flink's): ``.where(key).equal_to(other_key).window(assigner)
-        .apply(fn=None, *, name=...)`` pairs the records of one key in one window
-        (``weir.engine.joins``)."""
-        from weir.engine.joins import JoinedStreams  # built on this module
-
-        self._same_job("join", other)
-        return JoinedStreams(self, other)
+        .apply(fn=None, *, name=...)`` pairs the records of one key in one window. The joins
+        library (``weir.engine.joins``, loaded with ``weir.engine``) binds its body."""
+        raise _unbound("DataStream.join")
 
 
 class KeyedStream:
@@ -182,7 +187,7 @@ class KeyedStream:
                 f"process({fn!r}): pass a function fn(event, ctx) or an object with "
                 "process(event, ctx) and optionally on_timer(timestamp, ctx)"
             )
-        op = ProcessOperator(name, self._node.key, fn)
+        op = ProcessNode(name, self._node.key, fn)
         self._job._register(op)
         self._node.children.append(op)
         return ResultStream(op)
@@ -217,16 +222,9 @@ class KeyedStream:
     def interval_join(self, other: KeyedStream) -> IntervalJoin:
         """An interval join (Flink's): ``.between(lower_ms, upper_ms)``, optionally
         ``.lower_bound_exclusive()``/``.upper_bound_exclusive()``, then ``.process(fn=None, *,
-        name=...)`` pairs records of one key with ``other.ts - this.ts`` within the bounds
-        (``weir.engine.joins``)."""
-        from weir.engine.joins import IntervalJoin  # built on this module
-
-        if not isinstance(other, KeyedStream) or other._job is not self._job:
-            raise JobDefinitionError(
-                f"interval_join({other!r}): pass a keyed stream of the same job, e.g. "
-                "a.key_by('id').interval_join(b.key_by('id'))"
-            )
-        return IntervalJoin(self, other)
+        name=...)`` pairs records of one key with ``other.ts - this.ts`` within the bounds. The
+        joins library (``weir.engine.joins``, loaded with ``weir.engine``) binds its body."""
+        raise _unbound("KeyedStream.interval_join")
 
 
 class WindowedStream:
@@ -265,7 +263,7 @@ class WindowedStream:
             built = {n: _agg.as_aggregate(a, n) for n, a in aggregates.items()}
         except (TypeError, ValueError) as exc:
             raise JobDefinitionError(f"aggregate({name!r}): {exc}") from None
-        op = WindowOperator(
+        op = WindowNode(
             name, self._node.key, self._assigner, self._lateness, built,
             trigger=self._trigger, evictor=self._evictor,
         )  # fmt: skip

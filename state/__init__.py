@@ -1,21 +1,53 @@
 """State: key groups, the key layout, the backend contract and its RocksDB and in-memory
-backends."""
+backends, checkpoint storage, restore and bulk load.
+
+Its names load on first use (PEP 562), so a module that needs key groups or the key layout
+(``weir.state.keygroups``, ``weir.state.layout``) does not load RocksDB.
+"""
 
 from __future__ import annotations
 
-from weir.state.backend import Batch, Snapshottable, StateBackend
-from weir.state.keygroups import (
-    KeyGroupRange,
-    canonical_key,
-    key_group,
-    key_groups,
-    operator_for_key_group,
-    range_for_operator,
-)
-from weir.state.memory import MemoryState
-from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
+if __name__ != "weir.state":  # the checkout's root on sys.path makes `state` importable too
+    raise ImportError(f"import weir.state, not {__name__}: this folder installs as weir.state")
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from weir.state.backend import Batch, Snapshottable, StateBackend
+    from weir.state.keygroups import (
+        NULL_KEY,
+        KeyGroupRange,
+        canonical_key,
+        key_group,
+        key_groups,
+        key_value,
+        operator_for_key_group,
+        range_for_operator,
+    )
+    from weir.state.memory import MemoryState
+    from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
+
+_HOMES = {
+    "NULL_KEY": "weir.state.keygroups",
+    "Batch": "weir.state.backend",
+    "KeyGroupRange": "weir.state.keygroups",
+    "MemoryState": "weir.state.memory",
+    "RocksOptions": "weir.state.rocksdb",
+    "RocksState": "weir.state.rocksdb",
+    "SecondaryReader": "weir.state.rocksdb",
+    "Snapshottable": "weir.state.backend",
+    "StateBackend": "weir.state.backend",
+    "canonical_key": "weir.state.keygroups",
+    "key_group": "weir.state.keygroups",
+    "key_groups": "weir.state.keygroups",
+    "key_value": "weir.state.keygroups",
+    "operator_for_key_group": "weir.state.keygroups",
+    "range_for_operator": "weir.state.keygroups",
+}
 
 __all__ = [
+    "NULL_KEY",
     "Batch",
     "KeyGroupRange",
     "MemoryState",
@@ -27,6 +59,14 @@ __all__ = [
     "canonical_key",
     "key_group",
     "key_groups",
+    "key_value",
     "operator_for_key_group",
     "range_for_operator",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'weir.state' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)

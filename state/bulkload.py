@@ -30,7 +30,7 @@ from typing import Any
 import msgpack
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.state import layout
 from weir.state.keygroups import KeyGroupRange
 

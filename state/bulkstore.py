@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
+from weir.base.files import private_dir
 from weir.state.bulkload import key_group_of
-from weir.state.files import private_dir
 from weir.state.keygroups import KeyGroupRange
 from weir.state.objectstore import ObjectStore, StorageLocation, open_store
 

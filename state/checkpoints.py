@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import PathRefused, StateError, StorageError
-from weir.engine.paths import plain_name
-from weir.state.files import private_dir
+from weir.base.errors import PathRefused, StateError, StorageError
+from weir.base.files import private_dir
+from weir.base.paths import plain_name
 from weir.state.objectstore import (
     LocalStore,
     ObjectStore,
@@ -99,7 +99,7 @@ class CheckpointStorage:
         if not (name.startswith("chk-") and name[4:].isdigit()):
             raise StateError(
                 f"{where.url} is not a checkpoint: its last part must be chk-<n>; pass "
-                "--restore latest or the path of a chk-<n> directory"
+                "`restore` latest or the path of a chk-<n> directory"
             )
         job = where.parent
         return CheckpointStorage(job.parent, job.name), int(name[4:])
@@ -132,7 +132,7 @@ class CheckpointStorage:
             except OSError as exc:
                 raise StorageError(
                     f"cannot create checkpoint storage {base}: {exc.strerror}; pass a writable "
-                    "--checkpoint-dir"
+                    "`checkpoint_dir`"
                 ) from exc
         elif probe:
             self.store.children(self.job)

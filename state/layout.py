@@ -15,7 +15,7 @@ import struct
 from itertools import repeat
 from operator import add
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 
 MAX_KEY_BYTES = 0xFFFF
 _SIGN = 1 << 63

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import msgpack
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
+from weir.base.files import DIR_MODE, replacing
 from weir.state.backend import Batch, Snapshottable, StateBackend
-from weir.state.files import DIR_MODE, replacing
 
 _MAGIC = b"weir-memory-state-1\n"
 _CRC_BYTES = 4

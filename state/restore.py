@@ -21,7 +21,7 @@ from typing import Any
 
 from rocksdict import Rdict, WriteBatch
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange
 from weir.state.layout import BROADCAST_BOUNDS, key_group_bounds

@@ -32,9 +32,9 @@ from rocksdict import (
     WriteOptions,
 )
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
+from weir.base.files import private_dir
 from weir.state.backend import Batch, Snapshottable, StateBackend
-from weir.state.files import private_dir
 
 log = logging.getLogger(__name__)
 

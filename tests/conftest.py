@@ -58,6 +58,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 __all__ = ["S3Place", "WeirResult", "WeirServer"]
+# --kernels and the ``kernels`` fixture (each kernel test runs on both implementations)
+pytest_plugins = ["tests.support.kernel_impls"]
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups

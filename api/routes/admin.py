@@ -14,7 +14,7 @@ from weir.api.deps import job_handle, registry
 from weir.api.errors import ApiError, ErrorBody
 from weir.api.models import BackfillAnswer, SavepointAnswer
 from weir.api.registry import Registry
-from weir.engine.errors import PathRefused, WeirError
+from weir.base.errors import PathRefused, WeirError
 
 ADMIN_TAG = "admin"
 

@@ -26,14 +26,14 @@ from weir.api.errors import ErrorBody, not_found
 from weir.api.models import BroadcastAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.api.routes.state import NOT_FRESH, StateSource, json_response
-from weir.engine.job import KeyedBroadcastOperator
+from weir.engine.nodes import KeyedBroadcastNode
 from weir.state import layout
 
 router = APIRouter(tags=["state"])
 
 
 def broadcast_answer(
-    handle: JobHandle, op_def: KeyedBroadcastOperator, consistency: str
+    handle: JobHandle, op_def: KeyedBroadcastNode, consistency: str
 ) -> dict[str, Any]:
     source = StateSource(handle, consistency)
     prefix = layout.broadcast_prefix(op_def.state_id)
@@ -71,7 +71,7 @@ async def get_broadcast_state(
     the operator's broadcast states, every worker's copy being the same."""
     handle = job_handle(reg, job)
     op_def = operator(handle, op)
-    if not isinstance(op_def, KeyedBroadcastOperator):
+    if not isinstance(op_def, KeyedBroadcastNode):
         raise not_found(
             "broadcast_state_not_found",
             f"operator {op!r} of job {job!r} has no broadcast state (it is a "

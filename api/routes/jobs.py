@@ -10,7 +10,8 @@ from fastapi import APIRouter, Depends, Response
 from weir.api.deps import job_handle, public_watermark, registry
 from weir.api.errors import ErrorBody
 from weir.api.models import CheckpointList, Health, JobDetail, JobsAnswer
-from weir.api.registry import Registry
+from weir.api.registry import JobHandle, Registry
+from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.view import JobRuntime
 
 router = APIRouter(tags=["jobs"])
@@ -73,6 +74,30 @@ def list_jobs(reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
 def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, Any]:
     h = job_handle(reg, job)
     workers = h.runtime.worker_status()
+    marks = [w["watermark"] for w in workers]
+    return {
+        "name": job,
+        "state": h.runtime.state(),
+        "source": h.runtime.source,
+        "parallelism": h.runtime.parallelism,
+        "max_parallelism": h.job.max_parallelism,
+        "watermark": public_watermark(min(marks)) if marks else None,
+        "records_in": sum(w["records_in"] for w in workers),
+        "dead_letters": sum(w["dead_letters"] for w in workers),
+        "operators": _operators(h, workers),
+        "workers": [_worker(h, i, w) for i, w in enumerate(workers)],
+        "checkpoints": [
+            {**c, "watermark": public_watermark(c["watermark"])}
+            for c in reversed(h.runtime.checkpoints[-10:])
+        ],
+        "last_checkpoint": h.runtime.last_checkpoint,
+        "backfills": h.runtime.backfills,
+        "restarts": h.runtime.restarts,
+    }
+
+
+def _operators(h: JobHandle, workers: list[WorkerStatus]) -> list[dict[str, Any]]:
+    """Each operator's description and its counters summed over the workers."""
     operators = []
     for name, op in h.job.operators.items():
         per_worker = [w["operators"][name] for w in workers if name in w["operators"]]
@@ -86,47 +111,30 @@ def get_job(job: str, reg: Annotated[Registry, Depends(registry)]) -> dict[str, 
                 "open_windows": sum(s["open_windows"] for s in per_worker),
             }
         )
-    marks = [w["watermark"] for w in workers]
+    return operators
+
+
+def _worker(h: JobHandle, i: int, w: WorkerStatus) -> dict[str, Any]:
+    """Worker ``i`` as ``JobDetail`` shows it, from the status it reported (``w``)."""
     return {
-        "name": job,
-        "state": h.runtime.state(),
-        "source": h.runtime.source,
-        "parallelism": h.runtime.parallelism,
-        "max_parallelism": h.job.max_parallelism,
-        "watermark": public_watermark(min(marks)) if marks else None,
-        "records_in": sum(w["records_in"] for w in workers),
-        "dead_letters": sum(w["dead_letters"] for w in workers),
-        "operators": operators,
-        "workers": [
-            {
-                "index": i,
-                "host": w["host"] or None,
-                "key_groups": h.runtime.ranges[i].to_json(),
-                "watermark": public_watermark(w["watermark"]),
-                "splits": w["splits"],
-                "source_lag": w["source_lag"],
-                "records_in": w["records_in"],
-                "records_sent": w["records_sent"],
-                "records_received": w["records_received"],
-                "backpressure": w["backpressure"],
-                "pending_bytes": w["pending_bytes"],
-                "dead_letters": w["dead_letters"],
-                "dead_letters_by_stage": w["dead_letters_by_stage"],
-                "finished": w["finished"],
-                "run_started_at": w["run_started_at"] or None,
-                "first_record_at": w["first_record_at"] or None,
-                "restored_from": w["restored_from"],
-                "finished_at": w["finished_at"] or None,
-            }
-            for i, w in enumerate(workers)
-        ],
-        "checkpoints": [
-            {**c, "watermark": public_watermark(c["watermark"])}
-            for c in reversed(h.runtime.checkpoints[-10:])
-        ],
-        "last_checkpoint": h.runtime.last_checkpoint,
-        "backfills": h.runtime.backfills,
-        "restarts": h.runtime.restarts,
+        "index": i,
+        "host": w["host"] or None,
+        "key_groups": h.runtime.ranges[i].to_json(),
+        "watermark": public_watermark(w["watermark"]),
+        "splits": w["splits"],
+        "source_lag": w["source_lag"],
+        "records_in": w["records_in"],
+        "records_sent": w["records_sent"],
+        "records_received": w["records_received"],
+        "backpressure": w["backpressure"],
+        "pending_bytes": w["pending_bytes"],
+        "dead_letters": w["dead_letters"],
+        "dead_letters_by_stage": w["dead_letters_by_stage"],
+        "finished": w["finished"],
+        "run_started_at": w["run_started_at"] or None,
+        "first_record_at": w["first_record_at"] or None,
+        "restored_from": w["restored_from"],
+        "finished_at": w["finished_at"] or None,
     }
 
 

@@ -30,20 +30,20 @@ from weir.api.errors import ApiError, ErrorBody, error_body, not_found
 from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
-from weir.engine.errors import StateError
-from weir.engine.job import ProcessOperator, WindowOperator
-from weir.engine.runtime.operators.codec import (
+from weir.base.errors import StateError
+from weir.engine.nodes import ProcessNode, WindowNode
+from weir.engine.runtime.stored import (
+    FoldPlan,
     compose_stored,
     decode_session,
     decode_state,
     decode_window,
+    query_windows,
     uses_panes,
 )
-from weir.engine.runtime.operators.fold import FoldPlan
-from weir.engine.runtime.operators.triggered_state import query_windows
 from weir.engine.windows import SessionWindows, SlidingWindows, is_late
 from weir.state import layout
-from weir.state.keygroups import key_group
+from weir.state.keygroups import key_group, key_value
 
 router = APIRouter(tags=["state"])
 
@@ -114,7 +114,7 @@ class StateSource:
 
 def key_answer(
     handle: JobHandle,
-    op_def: WindowOperator | ProcessOperator,
+    op_def: WindowNode | ProcessNode,
     key: str,
     bounds: Bounds,
     consistency: str = "live",
@@ -130,7 +130,7 @@ def key_answer(
     source = StateSource(handle, consistency)
     rows = source.scan(kg, prefix)
     pane_rows: list[tuple[bytes, bytes]] = []
-    if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
+    if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
         pane_rows = source.scan(kg, layout.key_prefix(kg, op_def.pane_state_id, raw_key))
     if not rows and not pane_rows:
         raise not_found(
@@ -140,13 +140,13 @@ def key_answer(
     answer: dict[str, Any] = {
         "job": job,
         "op": op,
-        "key": key,
+        "key": key_value(key),  # the path holds the canonical form: \N is the NULL key
         "key_group": kg,
         "watermark": public_watermark(wm),
         "checkpoint": checkpoint,
         "consistency": consistency,
     }
-    if isinstance(op_def, ProcessOperator):
+    if isinstance(op_def, ProcessNode):
         answer.update(windows=[], state=dict(decode_state(value)[0::2] for _, value in rows))
         return answer
     plan = handle.plan(op_def)
@@ -248,7 +248,7 @@ async def list_keys(
             "next_cursor of the previous page, or start again without a cursor",
         ) from None
     ids = [op_def.state_id]
-    if isinstance(op_def, WindowOperator) and uses_panes(op_def.assigner):
+    if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
         ids.append(op_def.pane_state_id)
 
     await wait_fresh(fresh, handle, op)
@@ -262,7 +262,7 @@ async def list_keys(
 @dataclass(frozen=True, slots=True)
 class StreamTarget:
     handle: JobHandle
-    op: WindowOperator | ProcessOperator
+    op: WindowNode | ProcessNode
 
 
 async def stream_target(
@@ -404,7 +404,7 @@ async def lookup(
 
 
 def _lookup(
-    handle: JobHandle, op: WindowOperator | ProcessOperator, body: LookupRequest, bounds: Bounds
+    handle: JobHandle, op: WindowNode | ProcessNode, body: LookupRequest, bounds: Bounds
 ) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     for key in body.keys:
@@ -420,7 +420,7 @@ def _namespace(skey: bytes) -> int:
 
 
 def _entries(
-    op: WindowOperator,
+    op: WindowNode,
     plan: FoldPlan,
     rows: list[tuple[bytes, bytes]],
     pane_rows: list[tuple[bytes, bytes]],

@@ -1,9 +1,9 @@
 """``GET /{job}/{op}/top``: the top-N keys of a window by an aggregate.
 
 Each worker keeps its own top keys (``engine/runtime/operators/topn.py``) and reports them with
-its status; this route merges them. Keys are partitioned across workers and ranked by
-``(-value, key)``, so the merge is exact for ``n`` up to the engine's ``TOP_K``. No request
-scans keys.
+its status; this route merges them (``engine/runtime/stored/ranking.py``). Keys are
+partitioned across workers and ranked by ``(-value, key)``, so the merge is exact for ``n`` up
+to the engine's ``TOP_K``. No request scans keys.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from weir.api.errors import ApiError, ErrorBody
 from weir.api.models import TopAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.api.routes.state import NOT_FRESH, json_response
-from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.messages import RankedWindow
-from weir.engine.runtime.operators.codec import uses_panes
-from weir.engine.runtime.operators.topn import TOP_K, best
+from weir.engine.runtime.stored import TOP_K, best, uses_panes
 from weir.engine.windows import SessionWindows
 
 router = APIRouter(tags=["state"])
@@ -59,7 +58,7 @@ async def top(
     handle = job_handle(reg, job)
     op_def = operator(handle, op)
     if (
-        isinstance(op_def, ProcessOperator)
+        isinstance(op_def, ProcessNode)
         or isinstance(op_def.assigner, SessionWindows)
         or op_def.triggered
     ):
@@ -87,7 +86,7 @@ async def top(
 
 
 def _ranked(
-    handle: JobHandle, op_def: WindowOperator, by: str, n: int, window: Literal["latest", "current"]
+    handle: JobHandle, op_def: WindowNode, by: str, n: int, window: Literal["latest", "current"]
 ) -> dict[str, Any]:
     job, op = handle.job.name, op_def.name
     reports: list[RankedWindow] = []

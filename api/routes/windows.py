@@ -34,8 +34,8 @@ from weir.api.metrics import ApiMetrics
 from weir.api.models import WindowKeys
 from weir.api.registry import JobHandle, Registry
 from weir.api.routes.state import NOT_FRESH, StateSource, json_response
-from weir.engine.job import WindowOperator
-from weir.engine.runtime.operators.codec import compose_stored, decode_window, uses_panes
+from weir.engine.nodes import WindowNode
+from weir.engine.runtime.stored import compose_stored, decode_window, uses_panes
 from weir.engine.windows import MAX_TIME, MIN_TIME, SlidingWindows, TumblingWindows, is_late
 from weir.state import layout
 from weir.state.keygroups import key_group_of_stored
@@ -50,7 +50,7 @@ class _Grid:
     """A tumbling or sliding operator's windows: ``size`` long, one starting every ``step``
     from ``offset``."""
 
-    op: WindowOperator
+    op: WindowNode
     size: int
     step: int
     offset: int = 0
@@ -72,14 +72,14 @@ class _Grid:
 
 def _grid(handle: JobHandle, op: str) -> _Grid:
     found = operator(handle, op)
-    if isinstance(found, WindowOperator) and not found.triggered:
+    if isinstance(found, WindowNode) and not found.triggered:
         assigner = found.assigner
         if isinstance(assigner, SlidingWindows):
             return _Grid(found, assigner.size_ms, assigner.slide_ms, assigner.offset_ms)
         if isinstance(assigner, TumblingWindows):
             return _Grid(found, assigner.size_ms, assigner.size_ms, assigner.offset_ms)
     kind = "no windows"
-    if isinstance(found, WindowOperator):  # triggered windows keep their own stored form
+    if isinstance(found, WindowNode):  # triggered windows keep their own stored form
         kind = "triggered " if found.triggered else ""
         kind += f"{found.assigner.describe()['type']} windows"
     raise ApiError(
@@ -94,7 +94,7 @@ class _WindowReader:
     """One key's window ``[start, end)`` of a tumbling or sliding operator, as stored: a
     window row, or (an open sliding window) composed from the panes it holds."""
 
-    def __init__(self, handle: JobHandle, op: WindowOperator, source: StateSource, end: int):
+    def __init__(self, handle: JobHandle, op: WindowNode, source: StateSource, end: int):
         self.op = op
         self.source = source
         self.end = end

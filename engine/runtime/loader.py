@@ -17,11 +17,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import weir
-from weir.engine.errors import JobDefinitionError, WeirError
+from weir.base.errors import ConfigError, JobDefinitionError, SourceError, WeirError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.joberrors import failed_to_load
 from weir.engine.sinks import from_url as sink_from_url
+from weir.engine.sources import JsonlSource
 from weir.engine.sources import from_url as source_from_url
 
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
@@ -57,7 +58,10 @@ def _load_file(path: Path) -> Job:
         return load_script(path)
     _refuse_legacy_imports(path)
     namespace = _loading(
-        f"job file {path}", lambda: runpy.run_path(str(path), run_name="__weir_job__")
+        f"job file {path}",
+        lambda: runpy.run_path(str(path), run_name="__weir_job__"),
+        path,
+        "the job file",
     )
     job = namespace.get("job")
     if job is None:
@@ -72,8 +76,11 @@ def _load_file(path: Path) -> Job:
     return job
 
 
-def _loading(what: str, load: Callable[[], Any]) -> Any:
-    """Run ``load`` (a job file or module's code); whatever it raises names ``what``."""
+def _loading(
+    what: str, load: Callable[[], Any], path: Path | None = None, short: str | None = None
+) -> Any:
+    """Run ``load`` (a job file or module's code); whatever it raises names ``what``, the file
+    and line in the user's code (``path``'s, when given) and Python's own message."""
     try:
         return load()
     except WeirError:
@@ -81,9 +88,9 @@ def _loading(what: str, load: Callable[[], Any]) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] == "engine":
             raise JobDefinitionError(_legacy_message(what, "engine")) from None
-        raise JobDefinitionError(f"{what} failed to load: {type(exc).__name__}: {exc}") from exc
+        raise JobDefinitionError(failed_to_load(what, exc, path, short)) from exc
     except Exception as exc:
-        raise JobDefinitionError(f"{what} failed to load: {type(exc).__name__}: {exc}") from exc
+        raise JobDefinitionError(failed_to_load(what, exc, path, short)) from exc
 
 
 def _load_attribute(module_name: str, attr: str) -> Job:
@@ -129,7 +136,7 @@ def _import(module_name: str, spec: str) -> ModuleType:
         _refuse_legacy_imports(origin)
     try:
         module: ModuleType = _loading(
-            f"job module {module_name}", lambda: importlib.import_module(module_name)
+            f"job module {module_name}", lambda: importlib.import_module(module_name), origin
         )
     except JobDefinitionError as exc:
         missing = exc.__cause__
@@ -165,7 +172,7 @@ def _jobs_in(module: ModuleType) -> str:
 
 
 def load_configured_job(cfg: RunConfig) -> Job:
-    """Load the job file and apply ``--source`` / ``--sink`` overrides."""
+    """Load the job file and apply the ``source_url`` / ``sink_url`` overrides."""
     job = load_job(cfg.job_file)
     if cfg.source_url:
         job.replace_source(source_from_url(cfg.source_url))
@@ -174,10 +181,34 @@ def load_configured_job(cfg: RunConfig) -> Job:
     return job
 
 
+def check_inputs(job: Job) -> None:
+    """Refuse, before anything starts, a file source whose file does not exist (or whose glob
+    matches none): a worker would find it only once the job and its API are up.
+
+    Raises:
+        ConfigError: naming the source, the missing path and the fix.
+    """
+    for side in job.sources:
+        source = side.source
+        if not isinstance(source, JsonlSource):
+            continue  # a broker or a generator: reached (and retried) by the workers
+        try:
+            paths = source.splits()
+        except SourceError as exc:
+            raise ConfigError(f"source {side.name!r}: {exc}") from None
+        for path in paths:
+            if not Path(path).is_file():
+                what = "is not a file" if Path(path).exists() else "does not exist"
+                raise ConfigError(
+                    f"source {side.name!r} reads {path}, which {what}; pass an existing JSONL "
+                    "file (a path or file:///path) or a glob"
+                )
+
+
 # weir's folders were once importable as top-level packages; job files written against them
 # (`from engine import Job`) get one line naming the new import instead of a traceback
 _LEGACY = {"engine", "state", "api", "app"}
-_WEIR_DIR = Path(weir.__file__).parent
+_WEIR_DIR = Path(__file__).parents[2]  # weir/, this module being weir/engine/runtime/loader.py
 
 
 def _legacy_message(what: str, module: str) -> str:

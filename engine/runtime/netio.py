@@ -1,5 +1,6 @@
 """Socket pieces shared by the control channel and the exchange.
 
+``parse_address``: an exchange or state server address (``unix:<path>``, ``tcp:<host>:<port>``).
 ``recv_exact``: blocking reads (the control client, the exchange's connecting side) of exact
 lengths by one absolute deadline, so a peer that dribbles bytes is cut off as surely as a
 silent one. ``PendingConnections``: the listening sides' handshakes in progress, served in one
@@ -13,6 +14,19 @@ import socket
 import time
 from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
+
+from weir.base.errors import ConfigError
+
+
+def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
+    """``unix:<path>`` or ``tcp:<host>:<port>`` as a socket family and address."""
+    kind, _, rest = address.partition(":")
+    if kind == "unix" and rest:
+        return socket.AF_UNIX, rest
+    host, _, port = rest.rpartition(":")
+    if kind == "tcp" and host and port.isdigit():
+        return socket.AF_INET, (host, int(port))
+    raise ConfigError(f"exchange address {address!r} is not unix:<path> or tcp:<host>:<port>")
 
 
 def recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:

@@ -20,7 +20,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from weir.engine.job import Job, ProcessOperator
+from weir.engine.job import Job
+from weir.engine.nodes import ProcessNode
 from weir.engine.runtime.config import RunConfig
 from weir.engine.sinks import JsonlSink, Sink, SinkWriter
 from weir.engine.sinks import from_url as sink_from_url
@@ -38,7 +39,7 @@ def tagged_sinks(cfg: RunConfig, job: Job) -> dict[str, dict[str, list[Sink]]]:
     attached, else ``<state-dir>/<job>/side-<operator>-<tag>.jsonl`` (like ``late.jsonl``)."""
     out: dict[str, dict[str, list[Sink]]] = {}
     for op in job.operators.values():
-        if isinstance(op, ProcessOperator) and op.side_outputs:
+        if isinstance(op, ProcessNode) and op.side_outputs:
             out[op.name] = {
                 tag: list(sinks) or [side_sink(cfg, job.name, None, f"side-{op.name}-{tag}.jsonl")]
                 for tag, sinks in op.side_outputs.items()

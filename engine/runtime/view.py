@@ -12,9 +12,9 @@ from typing import Any, Protocol, TypedDict, runtime_checkable
 
 import orjson
 
-from weir.engine.errors import MessageError
+from weir.base.errors import MessageError
 from weir.engine.runtime.messages import WorkerStatus
-from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.wire import from_plain
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage

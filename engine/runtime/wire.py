@@ -32,7 +32,7 @@ from typing import Any, Generic, TypeVar, Union
 
 import msgpack
 
-from weir.engine.errors import MessageError
+from weir.base.errors import MessageError
 
 M = TypeVar("M")
 T = TypeVar("T")

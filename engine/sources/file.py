@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.sources.base import SourceBatch
 
 _BYTES_PER_RECORD_HINT = 96

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from itertools import accumulate
 from typing import Any
 
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.sources.base import SourceBatch
 
 WORKLOADS = ("ads", "sensors")

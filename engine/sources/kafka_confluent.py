@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity
 from weir.engine.sources.kafka_connect import cut_at, retrying
 

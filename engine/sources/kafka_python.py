@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity
 from weir.engine.sources.kafka_connect import connect, cut_at
 

@@ -41,10 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from weir.engine.errors import ConfigError, SourceError
-from weir.engine.job import WindowOperator
-from weir.engine.runtime.operators.fold import FoldPlan
-from weir.engine.spark.inputs import FileInput, Inputs, KafkaInput, resolve_inputs
+from weir.base.errors import ConfigError, SourceError
+from weir.engine.job import Job
+from weir.engine.nodes import WindowNode
+from weir.engine.runtime.stored.fold import FoldPlan
+from weir.engine.spark.inputs import BackfillInputs, FileInput, KafkaInput, resolve_inputs
 from weir.engine.spark.output import BackfillOutput
 from weir.engine.spark.pairs import pairs_of_file, pairs_of_kafka
 from weir.engine.spark.plan import Plan, backfill_operator, python_path
@@ -80,7 +81,7 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
-    from weir.engine.spark.startup import get_or_create
+    from weir.engine.runtime.control.sparkstart import get_or_create
 
     cores = os.cpu_count() or 2
     return get_or_create(
@@ -98,7 +99,7 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
 
 def run_backfill(
     job_file: Path,
-    inputs: list[str] | Inputs,
+    inputs: list[str] | BackfillInputs,
     out_dir: Path | str,
     *,
     fmt: str | None = None,
@@ -120,7 +121,7 @@ def run_backfill(
     job = load_job_file(job_file)
     op = backfill_operator(job, op_name)
     _check_range(op, from_ms, to_ms)
-    if not isinstance(inputs, Inputs):
+    if not isinstance(inputs, BackfillInputs):
         inputs = resolve_inputs(inputs, fmt, job)  # Kafka offsets are fixed here
     files, kafka = inputs.files, inputs.kafka
     out = BackfillOutput(out_dir)
@@ -146,31 +147,46 @@ def run_backfill(
         if session is None:
             spark.stop()
     out.write_manifest(written)
-    bound = job.sources[0].watermarks
     stats = [json.loads(t) for t in out.texts("stats")]
     unread = sorted({f.path for f in files} - {s["split"] for s in stats})
     if unread:
         raise SourceError(f"the backfill did not read {len(unread)} input files: {unread[0]} …")
+    result = _result(job, op, written, stats, out.sst_url, kafka)
+    result.files = len(files)
+    result.seconds = round(time.monotonic() - t0, 3)
+    result.compute_seconds = round(compute_s, 3)
+    return result
+
+
+def _result(
+    job: Job,
+    op: WindowNode,
+    written: list[dict[str, Any]],
+    stats: list[dict[str, Any]],
+    sst_url: str,
+    kafka: list[KafkaInput],
+) -> BackfillResult:
+    """What the tasks wrote and read, summed (``files`` and the times are the caller's)."""
     ends = [s["max_ts"] for s in stats if s["max_ts"] is not None]
     max_ts = min(ends) if ends else None  # the stream's watermark: the minimum over splits
+    bound = job.sources[0].watermarks
     return BackfillResult(
         op=op.name,
-        files=len(files),
+        files=0,
         windows=sum(int(w["windows"]) for w in written),
         late=sum(int(s["late"]) for s in stats) + sum(int(w["late"]) for w in written),
         dead=sum(int(s["dead"]) for s in stats),
         watermark=None if max_ts is None else bound.watermark_for(int(max_ts)),
         min_end=min((int(w["min_end"]) for w in written if w["windows"]), default=None),
         max_end=max((int(w["max_end"]) for w in written if w["windows"]), default=None),
-        sst_dir=out.sst_url,
-        seconds=round(time.monotonic() - t0, 3),
-        compute_seconds=round(compute_s, 3),
+        sst_dir=sst_url,
+        seconds=0.0,
         splits=len(stats),
         kafka={f"{k.topic}/{p}": list(r) for k in kafka for p, r in sorted(k.ranges.items())},
     )
 
 
-def _check_range(op: WindowOperator, from_ms: int | None, to_ms: int | None) -> None:
+def _check_range(op: WindowNode, from_ms: int | None, to_ms: int | None) -> None:
     """``--from``/``--to`` keep the sessions whose records all lie in the range, which a stored
     session tells only when its gap is fixed (its last record is at ``end - gap``)."""
     if (from_ms is None and to_ms is None) or not isinstance(op.assigner, SessionWindows):
@@ -178,12 +194,12 @@ def _check_range(op: WindowOperator, from_ms: int | None, to_ms: int | None) -> 
     if op.assigner.dynamic:
         raise ConfigError(
             f"operator {op.name!r} has dynamic session gaps: a backfill cannot cut its sessions "
-            "at --from/--to; backfill the whole input (filter it beforehand) instead"
+            "at `from_ms`/`to_ms`; backfill the whole input (filter it beforehand) instead"
         )
 
 
 def _aggregated(
-    spark: Any, plan: Plan, op: WindowOperator, files: list[FileInput], kafka: list[KafkaInput]
+    spark: Any, plan: Plan, op: WindowNode, files: list[FileInput], kafka: list[KafkaInput]
 ) -> Any:
     """Stages 1 and 2: every split's pairs (one task per file, one per Kafka partition), then
     Spark's own aggregation by ``(key group, key, window end)``, or, on the Python path, the
@@ -252,6 +268,7 @@ def _native_aggregates(data: Any, fields: list[str]) -> Any:
             F.sum(f).alias(f"sum__{f}"),
             F.min(f).alias(f"min__{f}"),
             F.max(f).alias(f"max__{f}"),
+            F.count(f).alias(f"count__{f}"),  # the non-NULL values (SQL's COUNT(f))
             F.min(F.col(f"{f}__int").cast("int")).cast("boolean").alias(f"{f}__allint"),
         ]
     return data.groupBy("kg", "key", "end").agg(*aggs).repartition("kg")
@@ -285,7 +302,7 @@ def _kafka_pairs(plan: Plan, k: KafkaInput, pair_schema: Any) -> Any:
     return pairs
 
 
-def _write_ssts(plan: Plan, op: WindowOperator, windows: Any) -> list[Any]:
+def _write_ssts(plan: Plan, op: WindowNode, windows: Any) -> list[Any]:
     """Stage 3: one SST file per key group, written by the task that holds the key group (on
     the Python path, that task folds its windows first)."""
     import pyarrow as pa

@@ -21,7 +21,8 @@ block is clean only when:
 - no number overflows a double (orjson refuses ``1e400``, or 309 digits; pyarrow's skipped
   fields take them), and no line nests deeper than orjson's limit;
 - every record has the three fields, of those types (an integer event time and aggregated
-  field, a string key of at most ``MAX_KEY_BYTES``): no null, no other type. An int key, a
+  field, a string key of at most ``MAX_KEY_BYTES`` with no ``\\N`` in it, which only the
+  chain's ``canonical_key`` writes right): no null, no other type. An int key, a
   float value or a float event time make pyarrow fail the block, which the line path then
   reads (where that is the rule, columns are tried on few blocks: ``RETRY_EVERY``).
 """
@@ -36,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from weir.engine.errors import SourceError
-from weir.engine.job import Job, KeyByNode, WindowOperator
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.base.errors import SourceError
+from weir.engine.job import Job
+from weir.engine.nodes import KeyByNode, WindowNode
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.plan import python_path
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.engine.windows import SessionWindows
@@ -70,7 +72,7 @@ class PlainJob:
         return pa.schema(cols + [(f, pa.int64()) for f in self.fields])
 
 
-def plain_job(job: Job, op: WindowOperator) -> PlainJob | None:
+def plain_job(job: Job, op: WindowNode) -> PlainJob | None:
     """The job's fields when it is plain (see the module's docstring), else None."""
     source = job.sources[0]
     if python_path(op) or isinstance(op.assigner, SessionWindows):
@@ -158,6 +160,8 @@ class ColumnReader:
         key = table.column(self.plain.key)
         if n and pc.max(pc.binary_length(key)).as_py() > MAX_KEY_BYTES:
             return None
+        if n and pc.any(pc.match_substring(key, "\\N")).as_py():
+            return None  # a key shaped like the NULL key's form: the chain's canonical_key
         return table.combine_chunks().to_batches()[0]
 
 
@@ -240,6 +244,6 @@ def column_batches(path: str, plain: PlainJob, block_bytes: int = BLOCK_BYTES) -
         ) from None
     except OSError as exc:
         raise SourceError(
-            f"--input {path}: cannot read it as jsonl ({exc}); check the file or --format"
+            f"`input` {path}: cannot read it as jsonl ({exc}); check the file or `format`"
         ) from None
     yield SourceBatch([], decoded=False, end=True)

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from weir.engine.job import WindowOperator
-from weir.engine.runtime.operators.codec import uses_panes
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.nodes import WindowNode
+from weir.engine.runtime.stored.codec import uses_panes
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.windows import SlidingWindows
 
 
 class WindowFolder:
     """The accumulator slots of one ``(key, window end)`` from its records."""
 
-    def __init__(self, op: WindowOperator) -> None:
+    def __init__(self, op: WindowNode) -> None:
         self.plan = FoldPlan(op.aggregates)
         assigner = op.assigner
         self.panes = (
@@ -59,5 +59,7 @@ class WindowFolder:
 
     def _fold(self, bucket: dict[str, list[Any]], key: str, end: int, recs: list[Any]) -> None:
         n = len(recs)
-        cols = [[r[f] for r in recs] for f in self.plan.fields]
+        cols = self.plan.columns(recs)  # stage 1 admitted them (``Selector._admit``)
+        if cols is None:
+            raise AssertionError(f"a record of window {end} of key {key!r} cannot be folded")
         self.plan.fold({end: bucket}, {}, [key] * n, [end] * n, *cols, recs)

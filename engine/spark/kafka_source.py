@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity, resolve
 from weir.engine.sources.base import SourceBatch
 from weir.engine.sources.kafka import KafkaSource, records_with_metadata

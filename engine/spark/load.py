@@ -15,13 +15,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from weir.engine.job import Job, WindowOperator
+from weir.base.files import private_dir
+from weir.engine.job import Job
+from weir.engine.nodes import WindowNode
 from weir.engine.spark.backfill import BackfillResult
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.bulkload import backfill_files
 from weir.state.bulkstore import fetch_ssts
 from weir.state.checkpoints import CheckpointStorage, now_ms
-from weir.state.files import private_dir
 from weir.state.keygroups import KeyGroupRange, range_for_operator
 from weir.state.objectstore import storage_location
 from weir.state.rocksdb import RocksState
@@ -38,7 +39,7 @@ def sst_files(sst_dir: str, kgs: KeyGroupRange, scratch: Path) -> list[Path]:
 
 def make_savepoint(
     job: Job,
-    op: WindowOperator,
+    op: WindowNode,
     result: BackfillResult,
     root: str | Path,
     work_dir: Path | None,
@@ -60,27 +61,7 @@ def make_savepoint(
     try:
         for i in range(parallelism):
             kgs = range_for_operator(job.max_parallelism, parallelism, i)
-            state = RocksState(build / f"w{i}")
-            files = sst_files(result.sst_dir, kgs, build / f"sst-w{i}")
-            if files:
-                state.ingest(files)
-            local = build / f"chk-w{i}"
-            state.checkpoint(local)
-            state.close()
-            refs, copied = storage.upload(local, n, i, f"backfill-{n}-w{i}", {})
-            workers.append(
-                {
-                    "index": i,
-                    "key_groups": kgs.to_json(),
-                    "sources": {},
-                    "operators": {op.name: {"watermark": wm, "data_watermark": wm}},
-                    "files": [f.to_json() for f in refs],
-                    "size": sum(f.size for f in refs),
-                    "incremental_size": copied,
-                    "sync_ms": 0.0,
-                    "async_ms": 0.0,
-                }
-            )
+            workers.append(_worker_part(storage, n, i, kgs, result.sst_dir, build, op.name, wm))
     finally:
         shutil.rmtree(work_dir if temporary else build, ignore_errors=True)
     storage.write_metadata(
@@ -104,3 +85,36 @@ def make_savepoint(
         },
     )
     return storage.location(n)
+
+
+def _worker_part(
+    storage: CheckpointStorage,
+    n: int,
+    i: int,
+    kgs: KeyGroupRange,
+    sst_dir: str,
+    build: Path,
+    op_name: str,
+    wm: int,
+) -> dict[str, Any]:
+    """Worker ``i``'s RocksDB built from the backfill's SST files of its key groups, uploaded
+    as its part of savepoint ``n``; returns its entry in ``_metadata``."""
+    state = RocksState(build / f"w{i}")
+    files = sst_files(sst_dir, kgs, build / f"sst-w{i}")
+    if files:
+        state.ingest(files)
+    local = build / f"chk-w{i}"
+    state.checkpoint(local)
+    state.close()
+    refs, copied = storage.upload(local, n, i, f"backfill-{n}-w{i}", {})
+    return {
+        "index": i,
+        "key_groups": kgs.to_json(),
+        "sources": {},
+        "operators": {op_name: {"watermark": wm, "data_watermark": wm}},
+        "files": [f.to_json() for f in refs],
+        "size": sum(f.size for f in refs),
+        "incremental_size": copied,
+        "sync_ms": 0.0,
+        "async_ms": 0.0,
+    }

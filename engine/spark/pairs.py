@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from weir.engine.errors import SourceError, WeirError
+from weir.base.errors import SourceError, WeirError
 from weir.engine.sources.base import SourceBatch
 from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load

@@ -7,16 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from weir.base.errors import ConfigError, JobDefinitionError
 from weir.engine.agg import UserDefined
-from weir.engine.errors import ConfigError, JobDefinitionError
-from weir.engine.job import (
-    CoProcessOperator,
-    Job,
-    KeyedBroadcastOperator,
+from weir.engine.job import Job
+from weir.engine.nodes import (
+    CoProcessNode,
+    KeyedBroadcastNode,
     Node,
     SourceNode,
     StatelessNode,
-    WindowOperator,
+    WindowNode,
 )
 from weir.engine.windows import SessionWindows
 
@@ -36,11 +36,11 @@ class Plan:
     storage_env: dict[str, str] = field(default_factory=dict, repr=False)
 
 
-def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
+def backfill_operator(job: Job, op_name: str | None) -> WindowNode:
     """The window operator a backfill computes, checked for what Spark can run."""
     _refuse_broadcast(job)
     _refuse_several_inputs(job)
-    ops = [o for o in job.operators.values() if isinstance(o, WindowOperator)]
+    ops = [o for o in job.operators.values() if isinstance(o, WindowNode)]
     if op_name is not None:
         ops = [o for o in ops if o.name == op_name]
     if not ops:
@@ -52,7 +52,7 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
     if len(ops) > 1:
         raise ConfigError(
             f"job {job.name!r} has several window operators ({', '.join(o.name for o in ops)}); "
-            "pick one with --op"
+            "pick one with `op`"
         )
     op = ops[0]
     if op.assigner.time == "processing":
@@ -69,7 +69,7 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowOperator:
 
 
 def _refuse_broadcast(job: Job) -> None:
-    found = [o for o in job.operators.values() if isinstance(o, KeyedBroadcastOperator)]
+    found = [o for o in job.operators.values() if isinstance(o, KeyedBroadcastNode)]
     if found:
         names = ", ".join(repr(o.name) for o in found)
         raise JobDefinitionError(
@@ -88,7 +88,7 @@ def _refuse_several_inputs(job: Job) -> None:
         raise JobDefinitionError(
             f"operator {name!r} of job {job.name!r} is a {kind}; the backfill does not compute "
             "joins: backfill a job file without it, or run the join over the bounded input "
-            "with weir run --exit-at-end"
+            "with weir run `exit_at_end`"
         )
     if len(job.sources) > 1:
         names = ", ".join(s.name for s in job.sources)
@@ -96,7 +96,7 @@ def _refuse_several_inputs(job: Job) -> None:
             f"job {job.name!r} reads {len(job.sources)} sources ({names}); the backfill computes "
             "jobs of one source: backfill a job file with one job.source(...)"
         )
-    connected = [o.name for o in job.operators.values() if isinstance(o, CoProcessOperator)]
+    connected = [o.name for o in job.operators.values() if isinstance(o, CoProcessNode)]
     if connected:
         raise JobDefinitionError(
             f"job {job.name!r} has connected streams (co-process operator "
@@ -126,7 +126,7 @@ def _has_union(source: SourceNode) -> bool:
     return walk(source.children)
 
 
-def _triggered_part(op: WindowOperator) -> str:
+def _triggered_part(op: WindowNode) -> str:
     """What makes an operator a triggered one, as a backfill refusal names it."""
     described = op.describe()
     if op.assigner.describe()["type"] in ("count", "global"):
@@ -135,7 +135,7 @@ def _triggered_part(op: WindowOperator) -> str:
     return " and ".join(parts)
 
 
-def python_path(op: WindowOperator) -> bool:
+def python_path(op: WindowNode) -> bool:
     """Whether the windows are folded in Python tasks (the streaming fold itself) rather than by
     Spark's native aggregates: sessions (merging needs each record's predecessor) and
     user-defined aggregates (their objects run in Python)."""

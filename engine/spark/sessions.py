@@ -26,7 +26,7 @@ import struct
 from collections.abc import Mapping
 from typing import Any, cast
 
-from weir.engine.job import WindowOperator
+from weir.engine.nodes import WindowNode
 from weir.engine.runtime.operators.session import SessionRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK
@@ -51,7 +51,7 @@ class SessionReplay:
     """The streaming session operator over a key group's keys, one key after another; a task's
     key groups take turns (``finish`` leaves no session behind)."""
 
-    def __init__(self, op: WindowOperator, max_parallelism: int) -> None:
+    def __init__(self, op: WindowNode, max_parallelism: int) -> None:
         self._sid = op.state_id
         self._op = op.name
         self._writes = _Writes()

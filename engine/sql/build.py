@@ -13,7 +13,7 @@ job.sql("impressions", \"\"\"
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from weir.engine.agg import AggregateFunction
 from weir.engine.sql.dialect import parse
@@ -50,9 +50,8 @@ def attach(plan: QueryPlan, stream: DataStream) -> ResultStream:
     if plan.derived:
         label = ", ".join(f"{n} = {sql}" for n, (_, sql) in plan.derived.items())
         stream = stream.map(_labelled(_deriver(plan.derived), label))
-    key: Any = key_selector(plan.key_fields) if plan.key_fields else (lambda r: GLOBAL_KEY)
-    if not isinstance(key, str):
-        _labelled(key, "|".join(plan.key_fields) or GLOBAL_KEY)
+    key = key_selector(plan.key_fields) if plan.key_fields else (lambda r: GLOBAL_KEY)
+    _labelled(key, "|".join(plan.key_fields) or GLOBAL_KEY)
     return (
         stream.key_by(key)
         .window(plan.window.assigner(), allowed_lateness_ms=plan.allowed_lateness_ms)

@@ -8,7 +8,7 @@ JobDefinitionError
 
 from __future__ import annotations
 
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 
 
 class SqlError(JobDefinitionError):

@@ -43,10 +43,6 @@ def window_start_with_offset(timestamp: int, offset: int, size: int) -> int:
     return timestamp - (timestamp - offset) % size
 
 
-def clamp_end(end: int) -> int:
-    return end if end < MAX_TIME else MAX_TIME
-
-
 def clamp_start(start: int) -> int:
     return start if start > MIN_TIME else MIN_TIME
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.contract.backends import KINDS, Backend, Opened
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.state import layout
 from weir.state.keygroups import key_group, range_for_operator
 

@@ -16,7 +16,7 @@ import orjson
 
 from weir import testing
 from weir.engine.runtime.loader import load_job
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.backfill import backfill_operator, run_backfill
 from weir.engine.spark.columnar import BLOCK_BYTES
 from weir.state.layout import decode_state_key

@@ -15,10 +15,10 @@ import pytest
 
 from tests.support import write_lines
 from weir import testing
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.runtime.loader import load_job
-from weir.engine.runtime.operators.codec import decode_session
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.codec import decode_session
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.backfill import backfill_operator, run_backfill
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows
 from weir.state.layout import decode_state_key

@@ -19,9 +19,9 @@ import pytest
 from tests.support import WeirResult, job_text, make_events, read_jsonl, write_events
 from tests.support.kafka_broker import create_topic, send
 from tests.support.reference import group_emissions
-from weir.engine.errors import SourceError
+from weir.base.errors import SourceError
 from weir.engine.runtime.loader import load_job
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.backfill import BackfillResult, backfill_operator, run_backfill
 from weir.state.layout import decode_state_key
 from weir.state.rocksdb import RocksState

@@ -57,7 +57,7 @@ from tests.support.runtimes import (
 )
 from weir.api import Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
-from weir.engine.errors import ConfigError, ControlError, PathRefused
+from weir.base.errors import ConfigError, ControlError, PathRefused
 from weir.engine.runtime.control.status import RECENT_CHECKPOINTS, read_status, status_path
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.wire import from_plain

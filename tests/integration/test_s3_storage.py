@@ -21,7 +21,7 @@ from tests.support.broker import free_port
 from tests.support.s3_server import SECRET_KEY
 from tests.support.servers import S3Place
 from tests.unit.test_checkpoint_storage import _key, _take
-from weir.engine.errors import StorageError
+from weir.base.errors import StorageError
 from weir.state.checkpoints import METADATA, CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange
 from weir.state.rocksdb import RocksState

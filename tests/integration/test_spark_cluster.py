@@ -16,8 +16,8 @@ import pytest
 
 from tests.support import wait_until
 from tests.support.spark_cluster import SparkCluster
-from weir.engine.errors import ConfigError
-from weir.engine.spark.cluster import (
+from weir.base.errors import ConfigError
+from weir.engine.runtime.control.cluster import (
     cluster_session,
     failure_summary,
     is_barrier_failure,

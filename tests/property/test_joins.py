@@ -23,8 +23,8 @@ from tests.support.join_reference import (
 )
 from tests.support.join_support import drive
 from weir.engine import windows
-from weir.engine.runtime.operators.join_interval import IntervalJoinFunction
-from weir.engine.runtime.operators.join_window import WindowJoinFunction
+from weir.engine.joins.interval import IntervalJoinFunction
+from weir.engine.joins.window import WindowJoinFunction
 
 
 @st.composite

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from tests.support import wait_until
 from weir import Job, agg, sources, windows
-from weir.engine.runtime.operators.codec import encode_window
+from weir.engine.runtime.stored.codec import encode_window
 from weir.state import layout
 from weir.state.keygroups import key_group
 from weir.state.rocksdb import RocksState

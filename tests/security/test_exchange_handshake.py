@@ -15,10 +15,11 @@ from contextlib import contextmanager
 
 import pytest
 
-from weir.engine.errors import WorkerFailed
-from weir.engine.runtime.task import acceptor, peerauth
+from weir.base.errors import WorkerFailed
+from weir.engine.runtime import peerauth
+from weir.engine.runtime.peerauth import PeerAuth
+from weir.engine.runtime.task import acceptor
 from weir.engine.runtime.task.exchange import Exchange, parse_address
-from weir.engine.runtime.task.peerauth import PeerAuth
 
 
 def _dial(address: str) -> socket.socket:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import WEIR, WeirServer, job_text, write_events
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.runtime.control.runlock import RunLock
 
 FIRST = [{"id": "first", "event": "impression", "ts": t, "value": 1} for t in range(0, 50, 5)]

@@ -23,7 +23,7 @@ import httpx
 from tests.support.procs import children as children
 from tests.support.procs import worker_pids as worker_pids
 from tests.support.reference import AGGREGATES_SRC, IMPRESSIONS_ONLY, Step
-from weir.engine.errors import ConfigError
+from weir.base.errors import ConfigError
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.view import BackfillEntry, SavepointResult, unreported
 from weir.engine.watermarks import MIN_WATERMARK

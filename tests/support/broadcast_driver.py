@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from weir.engine.job import BroadcastNode, KeyedBroadcastOperator, KeySelector
+from weir.engine.job import BroadcastNode, KeyedBroadcastNode, KeySelector
 from weir.engine.runtime.operators.broadcast import KeyedBroadcastRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
@@ -28,8 +28,8 @@ def operator(
     states: tuple[str, ...] = ("broadcast-state",),
     key: KeySelector = canonical_key,
     side_outputs: tuple[str, ...] = (),
-) -> KeyedBroadcastOperator:
-    op = KeyedBroadcastOperator(name, key, fn, broadcast=BroadcastNode(states))
+) -> KeyedBroadcastNode:
+    op = KeyedBroadcastNode(name, key, fn, broadcast=BroadcastNode(states))
     op.side_outputs = {tag: [] for tag in side_outputs}
     return op
 
@@ -39,7 +39,7 @@ class Subtask:
 
     def __init__(
         self,
-        op: KeyedBroadcastOperator,
+        op: KeyedBroadcastNode,
         db: Path,
         *,
         max_parallelism: int = 128,
@@ -132,7 +132,7 @@ def snapshot_all(
 
 
 def restore_all(
-    op: KeyedBroadcastOperator,
+    op: KeyedBroadcastNode,
     storage: CheckpointStorage,
     meta: dict[str, Any],
     parallelism: int,

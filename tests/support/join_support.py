@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.support.join_reference import MAX_TIME, Arrival
-from weir.engine.job import CoProcessOperator, ProcessOperator
+from weir.engine.job import CoProcessNode, ProcessNode
 from weir.engine.runtime.operators.coprocess import CoProcessRuntime
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
@@ -60,9 +60,9 @@ class JoinDriver:
     ) -> None:
         self.ordered = ordered
         if ordered:
-            self.op = ProcessOperator(name, "key", TwoInputs(fn))
+            self.op = ProcessNode(name, "key", TwoInputs(fn))
         else:
-            self.op = CoProcessOperator(name, "key", fn, second_key="key")
+            self.op = CoProcessNode(name, "key", fn, second_key="key")
         self.op.side_outputs["late"] = []
         self.state = state or MemoryState()
         self.out = Driven()
@@ -72,7 +72,7 @@ class JoinDriver:
     def _runtime(self) -> ProcessRuntime:
         args = (self.state, KeyGroupRange(0, MAX_PAR - 1), MAX_PAR, LateRecords(None),
                 self._dead, 3_600_000)  # fmt: skip
-        if isinstance(self.op, CoProcessOperator):
+        if isinstance(self.op, CoProcessNode):
             return CoProcessRuntime(self.op, *args)
         return ProcessRuntime(self.op, *args)
 

@@ -1,5 +1,5 @@
 """A brute-force model of count and global windows, triggers and evictors, written from Flink's
-``WindowOperator``/``EvictingWindowOperator`` rules and weir's contract, not from the engine:
+``WindowNode``/``EvictingWindowOperator`` rules and weir's contract, not from the engine:
 every window keeps the plain list of its ``(timestamp, value)`` records, aggregates are
 recomputed from that list at every firing, and the watermark moves after every record.
 
@@ -222,6 +222,9 @@ class _Model:
         if at == self.wmax(w):
             return True
         if kind == "continuous" and w.next_fire == at:
+            if self.wmax(w) <= self.wm:  # the window's own end fires in this jump: once
+                w.next_fire = None
+                return False
             # the first multiple of the interval after the watermark (one firing per jump)
             now = max(self.wm, at)
             nxt = min(now - now % int(arg) + int(arg), self.wmax(w))

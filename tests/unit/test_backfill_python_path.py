@@ -18,10 +18,10 @@ import pytest
 from tests.support import BUILTINS, UDA_JOB_BOUND, WITH_UDA, make_events, uda_job_text, write_events
 from tests.support.inprocess import run_batches
 from tests.support.reference import Spec
+from weir.base.errors import JobDefinitionError
 from weir.engine.agg import UserDefined
-from weir.engine.errors import JobDefinitionError
 from weir.engine.runtime.loader import load_job
-from weir.engine.runtime.operators.codec import decode_session
+from weir.engine.runtime.stored.codec import decode_session
 from weir.engine.spark.inputs import file_batches
 from weir.engine.spark.pairs import pairs_of_split
 from weir.engine.spark.plan import Plan, backfill_operator, python_path

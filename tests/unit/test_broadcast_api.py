@@ -19,8 +19,8 @@ from weir import (
     testing,
 )
 from weir.app.cli import main
-from weir.engine.errors import JobDefinitionError
-from weir.engine.job import KeyedBroadcastOperator
+from weir.base.errors import JobDefinitionError
+from weir.engine.job import KeyedBroadcastNode
 
 JOB = """
 from weir import (
@@ -64,7 +64,7 @@ def test_connect_and_process_build_a_keyed_broadcast_operator() -> None:
     job, events, rules = _streams()
     result = events.key_by("id").connect(rules).process(Noop(), name="checked")
     op = job.operators["checked"]
-    assert isinstance(op, KeyedBroadcastOperator) and result.operator is op
+    assert isinstance(op, KeyedBroadcastNode) and result.operator is op
     assert op.state_names == ("rules", "limits")
     assert op.describe()["type"] == "keyed_broadcast"
     assert op.describe()["broadcast_states"] == ["rules", "limits"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.support.broadcast_driver import Subtask, operator, restore_all, snapshot_all
-from weir.engine.errors import BroadcastStateError
+from weir.base.errors import BroadcastStateError
 from weir.state import layout
 from weir.state.keygroups import MAX_KEY_GROUPS
 

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support import chk_dir, wait_until
 from weir import Job, agg, sources, windows
-from weir.engine.errors import ControlError
+from weir.base.errors import ControlError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.coordinator import (
     AckResult,

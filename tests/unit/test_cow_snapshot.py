@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from weir import Job, WatermarkStrategy, agg, sources, windows
-from weir.engine.errors import StateError, WorkerFailed
+from weir.base.errors import StateError, WorkerFailed
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.messages import CheckpointAck, CheckpointDecline, FromWorker
 from weir.engine.runtime.operators.base import OperatorRuntime
-from weir.engine.runtime.operators.codec import decode_state, decode_window
 from weir.engine.runtime.operators.factory import runtime_for
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.codec import decode_state, decode_window
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.state import layout
 from weir.state.backend import Batch
@@ -187,7 +187,7 @@ class Harness:
         self.state = GatedState(self.cfg.worker_state_path("j", 0))
         self.rt = _runtime(self.state, windows.tumbling(ms=100))
         self.sent: list[FromWorker] = []
-        self.snapshots = Snapshotter(self.cfg, "j", 0, KEYS, self.state, self.sent.append, {})
+        self.snapshots = Snapshotter(self.cfg, "j", 0, KEYS, self.state, self.sent.append, {}, "r1")
 
     def flush(self) -> None:
         """What the worker's loop does at a flush: hand over a generation, if the writer is

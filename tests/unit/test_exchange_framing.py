@@ -16,7 +16,7 @@ import msgpack
 import pytest
 
 from weir import Job, WatermarkStrategy, agg, sources, windows
-from weir.engine.errors import MessageError, WorkerFailed
+from weir.base.errors import MessageError, WorkerFailed
 from weir.engine.runtime.outputs import DeadLetters
 from weir.engine.runtime.task import framing
 from weir.engine.runtime.task.chain import Chain

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from weir.engine.runtime.task import peerauth
-from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
+from weir.engine.runtime import peerauth
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
 
 
 def _handshake(listener: PeerAuth, connector: PeerAuth) -> tuple[bytes, bytes, bytes]:

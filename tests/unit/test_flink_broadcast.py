@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.broadcast_driver import Subtask, key_for, operator, restore_all, snapshot_all
 from weir import OutputTag
-from weir.engine.errors import BroadcastStateError
+from weir.base.errors import BroadcastStateError
 
 STATE = "broadcast-state"  # Flink's STATE_DESCRIPTOR
 

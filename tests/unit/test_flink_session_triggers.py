@@ -15,7 +15,7 @@ import pytest
 
 from tests.unit.test_flink_triggers import Harness, _query
 from weir import Job, WatermarkStrategy, agg, evictors, sources, triggers, windows
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 from weir.engine.watermarks import MAX_WATERMARK
 
 Row = tuple[str, int, int, int, bool]

@@ -16,10 +16,10 @@ import pytest
 from weir import Job, WatermarkStrategy, agg, evictors, sources, triggers, windows
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.factory import runtime_for
-from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.runtime.operators.triggered import TriggeredRuntime
-from weir.engine.runtime.operators.triggered_state import query_windows
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.fold import FoldPlan
+from weir.engine.runtime.stored.triggered import query_windows
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME
 from weir.state import layout

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.join_reference import MIN_TIME, Arrival
 from tests.support.join_support import JoinDriver
-from weir.engine.runtime.operators.join_interval import IntervalJoinFunction, PairContext
+from weir.engine.joins.interval import IntervalJoinFunction, PairContext
 from weir.state.rocksdb import RocksState
 
 
@@ -199,7 +199,7 @@ def test_a_record_at_the_watermark_is_not_late_but_finds_what_cleanup_left(
     """Flink's ``isLate`` is ``ts < watermark``, and a buffer entry goes when the watermark
     reaches its cleanup time: a record exactly at the watermark is kept and joins what is still
     buffered, not what was cleaned at that watermark (outside any source bound, see
-    ``join_interval``)."""
+    ``weir.engine.joins.interval``)."""
     h = harness(tmp_path, 0, True, 1, True)
     h.element("left", 2).element("left", 3).watermark("left", 3).watermark("right", 3)
     h.element("right", 3)  # left 2 was cleaned at 2 + 1 <= 3; left 3 (cleanup 4) joins

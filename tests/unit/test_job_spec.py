@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import job_text
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job, load_job
 

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from weir import Job, JobDefinitionError, OutputTag, joins, sinks, sources, windows
-from weir.engine.job import CoProcessOperator, DataStream
-from weir.engine.runtime.operators.join_interval import IntervalJoinFunction
-from weir.engine.runtime.operators.join_window import WindowJoinFunction
+from weir.engine.job import CoProcessNode, DataStream
+from weir.engine.joins.interval import IntervalJoinFunction
+from weir.engine.joins.window import WindowJoinFunction
 
 
 def two_streams(job: Job | None = None) -> tuple[Job, DataStream, DataStream]:
@@ -29,7 +29,7 @@ def test_a_window_join_is_a_co_process_operator_with_a_late_output() -> None:
         .apply(name="clicked")
     )
     op = result.operator
-    assert isinstance(op, CoProcessOperator) and job.operators["clicked"] is op
+    assert isinstance(op, CoProcessNode) and job.operators["clicked"] is op
     assert isinstance(op.function, WindowJoinFunction)
     assert op.key == "id" and callable(op.second_key)
     assert op.side_outputs == {"late": []}
@@ -51,7 +51,7 @@ def test_an_interval_join_keeps_its_bounds_and_exclusivity() -> None:
 def test_a_self_join_keys_each_side_on_its_own() -> None:
     _, a, _ = two_streams()
     op = a.join(a).where("id").equal_to("id").window(windows.tumbling(ms=5)).apply(name="self")
-    assert isinstance(op.operator, CoProcessOperator) and op.operator.second is not None
+    assert isinstance(op.operator, CoProcessNode) and op.operator.second is not None
 
 
 MISTAKES: list[tuple[str, Any, str]] = [

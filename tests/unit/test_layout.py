@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.state import layout
 
 

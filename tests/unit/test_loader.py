@@ -8,7 +8,7 @@ import pytest
 
 from tests.support import job_text
 from weir import sinks, sources
-from weir.engine.errors import ConfigError, JobDefinitionError
+from weir.base.errors import ConfigError, JobDefinitionError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job, load_job
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from weir.app import logs
+from weir.base import logs
 
 
 def _record(msg: str, *args: Any, exc: bool = False) -> logging.LogRecord:

@@ -12,7 +12,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from weir.engine.errors import MessageError
+from weir.base.errors import MessageError
 from weir.engine.runtime import messages as m
 from weir.engine.runtime.view import unreported
 from weir.engine.runtime.wire import Codec, from_plain

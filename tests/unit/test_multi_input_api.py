@@ -16,7 +16,7 @@ from tests.support.multiinput import (
 )
 from weir import Job, JobDefinitionError, agg, sources, testing, windows
 from weir.engine.explain import describe, render
-from weir.engine.job import CoProcessOperator
+from weir.engine.job import CoProcessNode
 from weir.engine.runtime.task.graph import graph_of, split_ids
 from weir.engine.spark.plan import backfill_operator
 from weir.engine.sql.errors import SqlError
@@ -74,14 +74,14 @@ def test_connect_builds_one_co_process_operator_under_two_key_bys() -> None:
     a, b = _two(job)
     result = a.connect(b).key_by("id", "ad").process(Enrich(), name="enriched")
     op = result.operator
-    assert isinstance(op, CoProcessOperator) and op.key == "id" and op.second_key == "ad"
+    assert isinstance(op, CoProcessNode) and op.key == "id" and op.second_key == "ad"
     graph = graph_of(job)
     assert len(graph.keyby) == 2 and graph.inputs == {"enriched": (0, 1)}
     assert [o.name for o in graph.operators] == ["enriched"]
     keyed = Job("k")
     c, d = _two(keyed)
     keyed_op = c.key_by("id").connect(d.key_by("id")).process(Enrich(), name="e").operator
-    assert isinstance(keyed_op, CoProcessOperator)
+    assert isinstance(keyed_op, CoProcessNode)
 
 
 def test_connect_and_union_errors_name_the_fix() -> None:
@@ -109,7 +109,9 @@ def test_connect_and_union_errors_name_the_fix() -> None:
 def test_replace_source_refuses_several_sources() -> None:
     job = Job("j")
     _two(job)
-    with pytest.raises(JobDefinitionError, match=r"reads 2 sources \(clicks, source-1\); --source"):
+    with pytest.raises(
+        JobDefinitionError, match=r"reads 2 sources \(clicks, source-1\); `source_url`"
+    ):
         job.replace_source(sources.jsonl("/c.jsonl"))
 
 

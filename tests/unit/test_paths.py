@@ -11,8 +11,8 @@ import pytest
 
 from tests.support import chk_dir, job_text, shared_dir
 from weir import Job
-from weir.engine.errors import JobDefinitionError, PathRefused
-from weir.engine.paths import confined, plain_name
+from weir.base.errors import JobDefinitionError, PathRefused
+from weir.base.paths import confined, plain_name
 from weir.engine.runtime.loader import load_job
 from weir.state.checkpoints import CheckpointStorage, FileRef
 

@@ -21,7 +21,7 @@ from tests.support import LOCAL, wait_until
 from weir import Job, agg, sources, windows
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.remote import RemoteRuntime
-from weir.engine.errors import ConfigError, PathRefused
+from weir.base.errors import ControlError, PathRefused
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control import admin, status
 from weir.engine.runtime.view import STATUS_FORMAT, JobStatus, unreported
@@ -246,7 +246,7 @@ def test_a_call_round_trips_and_errors_keep_their_type(tmp_path: Path) -> None:
         }
         with pytest.raises(PathRefused, match="'/etc' is not under /allowed"):
             admin.call(server.port, key, "backfill", {"path": "/etc"}, 5.0)
-        with pytest.raises(ConfigError, match="unknown op 'rm'"):
+        with pytest.raises(ControlError, match="unknown op 'rm'"):
             admin.call(server.port, key, "rm", {}, 5.0)
     finally:
         server.stop()
@@ -255,9 +255,25 @@ def test_a_call_round_trips_and_errors_keep_their_type(tmp_path: Path) -> None:
 def test_a_wrong_key_gets_nothing_done(tmp_path: Path) -> None:
     server, key = _server(tmp_path)
     try:
-        with pytest.raises(ConfigError, match="closed the control channel"):
+        with pytest.raises(ControlError, match="closed the control channel"):
             admin.call(server.port, b"x" * 32, "echo", {}, 5.0)
     finally:
+        server.stop()
+
+
+def test_a_job_manager_that_does_not_answer_in_time_is_a_runtime_failure(tmp_path: Path) -> None:
+    """A control-channel timeout is the job manager's failure, not the command's usage: a
+    ``ControlError`` (exit 1), never a ``ConfigError`` (exit 2)."""
+    release = threading.Event()
+    key = admin.write_key(tmp_path)
+    server = admin.ControlServer(key, {"stall": lambda args: {"done": release.wait(10.0)}})
+    server.start()
+    try:
+        with pytest.raises(ControlError, match="did not answer stall in time") as err:
+            admin.call(server.port, key, "stall", {}, 0.1)
+        assert err.value.exit_code == 1
+    finally:
+        release.set()
         server.stop()
 
 
@@ -273,7 +289,7 @@ def test_a_silent_client_blocks_nobody(tmp_path: Path) -> None:
 def test_nothing_listening_is_a_clear_error(tmp_path: Path) -> None:
     server, key = _server(tmp_path)
     server.stop()
-    with pytest.raises(ConfigError, match="nothing listens at 127.0.0.1"):
+    with pytest.raises(ControlError, match="nothing listens at 127.0.0.1"):
         admin.call(server.port, key, "echo", {}, 5.0)
 
 

@@ -12,7 +12,7 @@ import pytest
 from rocksdict import Options, SstFileWriter
 
 from tests.support import wait_until
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.state import layout, rocksdb
 from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
 

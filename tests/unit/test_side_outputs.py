@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from weir import Job, OutputTag, agg, sinks, sources, testing, windows
-from weir.engine.errors import JobDefinitionError
+from weir.base.errors import JobDefinitionError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.outputs import tagged_sinks
 

@@ -5,9 +5,9 @@ the records: every window, fired or open, holds exactly the records whose time f
 from __future__ import annotations
 
 from weir import Job, WatermarkStrategy, agg, sources, windows
-from weir.engine.runtime.operators.codec import compose_stored, decode_window
 from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.codec import compose_stored, decode_window
 from weir.state import layout
 from weir.state.keygroups import key_group, range_for_operator
 from weir.state.memory import MemoryState

@@ -13,11 +13,11 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
+from weir.engine.runtime import peerauth
 from weir.engine.runtime.control.statereader import RemoteReader
 from weir.engine.runtime.netio import recv_exact
-from weir.engine.runtime.task import peerauth
-from weir.engine.runtime.task.peerauth import PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.stateserver import HANDSHAKE_S, StateServer
 from weir.state.rocksdb import RocksState, SecondaryReader
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.engine.runtime.operators import statekeys
 from weir.engine.runtime.operators.statekeys import KeyPrefixes
 from weir.state import layout

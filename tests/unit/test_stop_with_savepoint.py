@@ -10,9 +10,9 @@ from pathlib import Path
 
 from weir import Job, agg, sources, windows
 from weir.engine.runtime.outputs import DeadLetters
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.chain import Chain
 from weir.engine.runtime.task.exchange import Exchange
-from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.routing import Barrier, Router, decode_frame
 from weir.engine.runtime.task.sources import SourceSide, SplitStart
 

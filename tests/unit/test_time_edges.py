@@ -13,7 +13,7 @@ import pytest
 from tests.support.inprocess import run_batches
 from tests.support.reference import Spec, group_emissions, simulate_decoded
 from weir import Job, WatermarkStrategy, sources, testing, windows
-from weir.engine.errors import StateError
+from weir.base.errors import StateError
 from weir.engine.watermarks import per_record_watermarks
 from weir.engine.windows import MAX_TIME, MIN_TIME, cleanup_time, is_late
 from weir.state import layout

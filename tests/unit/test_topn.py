@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from weir.engine.runtime.operators.topn import CurrentTop, best, ranked_results
+from weir.engine.runtime.operators.topn import CurrentTop, ranked_results
+from weir.engine.runtime.stored.ranking import best
 
 
 def _result(k: str, s: int, e: int, slots: list[Any], f: bool) -> dict[str, Any]:

@@ -12,7 +12,7 @@ import pytest
 
 from benchmarks.bench import finished_worker
 from tests.support.workloads import write_ads
-from weir.engine.runtime.operators.topn import best
+from weir.engine.runtime.stored.ranking import best
 
 JOB = """
 from weir import Job, WatermarkStrategy, agg, sinks, sources, windows

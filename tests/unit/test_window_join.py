@@ -15,7 +15,7 @@ from tests.support.join_reference import MIN_TIME, Arrival
 from tests.support.join_support import JoinDriver
 from weir import Job, WatermarkStrategy, sources, testing
 from weir.engine import windows
-from weir.engine.runtime.operators.join_window import WindowJoinFunction
+from weir.engine.joins.window import WindowJoinFunction
 from weir.state.rocksdb import RocksState
 
 # CoGroupJoinITCase's two sources: (key, name, ts), each with the watermark ts - 1 after a record

@@ -33,7 +33,7 @@ from typing import Any, Protocol, TypedDict
 
 import orjson
 
-from weir.engine.errors import ConfigError, ControlError, PathRefused, StateError, WeirError
+from weir.base.errors import ConfigError, ControlError, PathRefused, StateError, WeirError
 from weir.engine.runtime.control.channel import (
     HANDSHAKE_S,
     HELLO,
@@ -175,48 +175,50 @@ def read_key(job_dir: Path) -> bytes:
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"cannot read the job manager's control key {path} ({exc}); run this command as "
-            "the user running weir run, with the same --state-dir"
+            "the user running weir run, with the same `state_dir`"
         ) from None
 
 
 def call(port: int, key: bytes, op: str, args: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     """Ask the job manager listening on ``port`` for ``op``; its errors are raised as the same
-    ``WeirError`` subclass (``ConfigError`` for any other)."""
+    ``WeirError`` subclass (``ControlError`` for any other). A channel that cannot be reached,
+    is not weir's, refuses the key, closes or times out is a ``ControlError``: the command was
+    right, the job manager could not do it (exit 1, not a usage error)."""
     where = f"{HOST}:{port}"
     try:
         deadline = time.monotonic() + HANDSHAKE_S  # for the whole handshake, not per read
         with socket.create_connection((HOST, port), timeout=HANDSHAKE_S) as sock:
             hello = recv_frame(sock, deadline, exact=len(HELLO) + NONCE_BYTES)
             if not hello.startswith(HELLO):
-                raise ConfigError(f"{where} is not a weir job manager's control channel")
+                raise ControlError(f"{where} is not a weir job manager's control channel")
             ours = secrets.token_bytes(NONCE_BYTES)
             send_frame(sock, mac(key, b"client", hello[len(HELLO) :]) + ours)
             proof = recv_frame(sock, deadline, exact=MAC_BYTES)
             if not hmac.compare_digest(proof, mac(key, b"server", ours)):
-                raise ConfigError(f"{where} does not hold this job's control key; not asking it")
+                raise ControlError(f"{where} does not hold this job's control key; not asking it")
             send_frame(sock, orjson.dumps({"op": op, "args": args}))
             sock.settimeout(timeout_s + HANDSHAKE_S)
             answer = orjson.loads(recv_frame(sock, None))
     except ConnectionRefusedError:
-        raise ConfigError(
+        raise ControlError(
             f"nothing listens at {where}, the job manager's control channel; is weir run "
             "still running?"
         ) from None
     except ConnectionError:
-        raise ConfigError(
+        raise ControlError(
             f"the job manager at {where} closed the control channel (a wrong control.key, or "
             "it stopped); is weir run still running?"
         ) from None
     except TimeoutError:
-        raise ConfigError(f"the job manager at {where} did not answer {op} in time") from None
+        raise ControlError(f"the job manager at {where} did not answer {op} in time") from None
     except OSError as exc:
-        raise ConfigError(
+        raise ControlError(
             f"cannot reach the job manager at {where} ({exc.strerror or exc}); is weir run "
             "still running?"
         ) from None
     if "error" in answer:
         err = answer["error"]
-        raise _ERRORS.get(str(err.get("type")), ConfigError)(str(err.get("message")))
+        raise _ERRORS.get(str(err.get("type")), ControlError)(str(err.get("message")))
     result: dict[str, Any] = answer["ok"]
     return result
 

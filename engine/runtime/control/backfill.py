@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from weir.engine.errors import ConfigError, PathRefused
-from weir.engine.paths import confined
+from weir.base.errors import ConfigError, PathRefused
+from weir.base.paths import confined
+from weir.base.settings import named
 from weir.engine.runtime.messages import (
     BackfillPhase,
     BackfillReply,
@@ -37,7 +38,7 @@ from weir.state.objectstore import StorageLocation, open_store, storage_location
 
 log = logging.getLogger(__name__)
 
-_FIX = "write backfills under the job's --backfill-dir (weir backfill --work-dir)"
+_FIX = "write backfills under the job's `backfill_dir` (weir backfill `work_dir`)"
 
 
 class CheckpointGate(Protocol):
@@ -59,7 +60,7 @@ class LiveBackfill:
         gate: CheckpointGate,
     ) -> None:
         self._job = job_name
-        self._root = storage_location(backfill_dir, "--backfill-dir")
+        self._root = storage_location(backfill_dir, named("backfill_dir"))
         self._parallelism = parallelism
         self._max_parallelism = max_parallelism
         self._gate = gate

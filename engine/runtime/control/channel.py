@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from weir.engine.errors import WeirError
+from weir.base.errors import WeirError
 from weir.engine.runtime.netio import PendingConnections, recv_exact
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class ControlServer:
         handler = self._handlers.get(op) if isinstance(op, str) else None
         if handler is None:
             known = ", ".join(sorted(self._handlers))
-            return {"error": {"type": "ConfigError", "message": f"unknown op {op!r}; {known}"}}
+            return {"error": {"type": "ControlError", "message": f"unknown op {op!r}; {known}"}}
         args = request.get("args")
         try:
             return {"ok": handler(args if isinstance(args, dict) else {})}
@@ -214,4 +214,4 @@ class ControlServer:
             return {"error": {"type": type(exc).__name__, "message": str(exc)}}
         except Exception as exc:  # noqa: BLE001 - answer, and keep the job manager running
             log.exception("control: op=%s failed", op)
-            return {"error": {"type": "ConfigError", "message": f"{op} failed: {exc}"}}
+            return {"error": {"type": "ControlError", "message": f"{op} failed: {exc}"}}

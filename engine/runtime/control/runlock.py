@@ -15,8 +15,8 @@ import logging
 import os
 from pathlib import Path
 
-from weir.engine.errors import ConfigError
-from weir.state.files import FILE_MODE, private_dir
+from weir.base.errors import ConfigError
+from weir.base.files import FILE_MODE, private_dir
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class RunLock:
             raise ConfigError(
                 f"job {self._job!r} is already running on state directory "
                 f"{self.path.parent.parent} (pid {holder}, holding {self.path}); stop it "
-                f"(weir stop {self._job}) or pass another --state-dir"
+                f"(weir stop {self._job}) or pass another `state_dir`"
             ) from None
         except BaseException:
             os.close(fd)

@@ -18,7 +18,6 @@ settings, this listener's address, the attempt's secret and the storage and Kafk
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
 import threading
@@ -26,13 +25,15 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from weir.engine.errors import WorkerFailed
-from weir.engine.runtime.config import RunConfig
+from weir.base.errors import WorkerFailed
+from weir.base.settings import read_env
+from weir.engine.runtime import peerauth
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.control.workers import last_words, send_all
 from weir.engine.runtime.messages import FromWorker, ToWorker, WorkerLink
-from weir.engine.runtime.task import peerauth
+from weir.engine.runtime.peerauth import PeerAuth
+from weir.engine.runtime.settings import SPARK_LOCAL_IP
 from weir.engine.runtime.task.acceptor import Acceptor, Stopped
-from weir.engine.runtime.task.peerauth import PeerAuth
 from weir.engine.runtime.task.spark_task import TaskPayload, run_task
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,6 @@ class TaskLink:
         self._held: list[ToWorker] = []
         self._lock = threading.Lock()
         self.lost = False
-        self.connected_at = 0.0
 
     def attach(self, sock: socket.socket) -> None:
         sock.setblocking(True)
@@ -64,7 +64,6 @@ class TaskLink:
                 link.send(msg)
             self._held = []
             self._link = link
-            self.connected_at = time.monotonic()
 
     def send(self, msg: ToWorker) -> None:
         with self._lock:
@@ -93,13 +92,13 @@ class SparkWorkers:
     """``workers.WorkerGroup`` on a Spark cluster: one barrier stage per attempt."""
 
     def __init__(self, cfg: RunConfig) -> None:
-        from weir.engine.spark.cluster import check_conf, check_reachable, parse_master
+        from weir.engine.runtime.control.cluster import check_conf, check_reachable, parse_master
 
         self._master = parse_master(cfg.master or "")
         self._conf = dict(cfg.spark_conf)
         check_conf(self._conf)
         check_reachable(self._master)
-        self._host = cfg.driver_host or os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
+        self._host = cfg.driver_host or read_env(SPARK_LOCAL_IP) or "127.0.0.1"
         self._spark: Any = None
         self.links: list[TaskLink] = []
         self.auth: PeerAuth | None = None
@@ -113,10 +112,10 @@ class SparkWorkers:
 
     # -- an attempt ------------------------------------------------------------------------------
 
-    def spawn(self, cfg: RunConfig, job_name: str, attempt: int) -> None:
+    def spawn(self, cfg: RunConfig, facts: RunFacts, job_name: str, attempt: int) -> None:
         """Submit ``cfg.parallelism`` tasks as one barrier stage, once the cluster offers that
         many slots at once (``ConfigError`` saying so when it does not)."""
-        from weir.engine.spark.cluster import wait_for_slots
+        from weir.engine.runtime.control.cluster import wait_for_slots
 
         spark = self._session(job_name, cfg.parallelism)
         wait_for_slots(spark, cfg.parallelism, SLOTS_S)
@@ -124,8 +123,8 @@ class SparkWorkers:
         self.links = [TaskLink(i) for i in range(cfg.parallelism)]
         self._attempt_over = over = threading.Event()
         self._stage_error, self._stage_done = None, threading.Event()
-        self._group = f"weir-{job_name}-{cfg.run_id}"
-        payload = TaskPayload.build(cfg, job_name, self._address, auth, FORWARDED)
+        self._group = f"weir-{job_name}-{facts.run_id}"
+        payload = TaskPayload.build(cfg, facts, job_name, self._address, auth, FORWARDED)
         threading.Thread(
             target=self._accept, args=(auth, self.links, over), name="weir-task-links", daemon=True
         ).start()
@@ -143,7 +142,7 @@ class SparkWorkers:
 
     def _session(self, job_name: str, parallelism: int) -> Any:
         if self._spark is None:
-            from weir.engine.spark.cluster import cluster_session
+            from weir.engine.runtime.control.cluster import cluster_session
 
             # the job takes the cores its stage needs, not the whole cluster (a standalone
             # master gives an application every free core unless told): other jobs fit beside
@@ -178,7 +177,7 @@ class SparkWorkers:
     def _run_stage(
         self, spark: Any, payload: bytes, n: int, group: str, done: threading.Event
     ) -> None:
-        from weir.engine.spark.cluster import failure_summary
+        from weir.engine.runtime.control.cluster import failure_summary
 
         sc = spark.sparkContext
         sc.setJobGroup(group, f"weir workers ({n})", interruptOnCancel=True)

@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from weir.engine.errors import StateError
-from weir.engine.runtime.task import peerauth
-from weir.engine.runtime.task.exchange import parse_address, prove
-from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
-from weir.engine.runtime.task.stateserver import MAX_ANSWER, recv_frame, send_frame
+from weir.base.errors import StateError
+from weir.engine.runtime import peerauth
+from weir.engine.runtime.netio import parse_address
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth, prove
+from weir.engine.runtime.stateproto import MAX_ANSWER, recv_frame, send_frame
 
 CONNECT_S = 5.0
 ANSWER_S = 30.0

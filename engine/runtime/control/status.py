@@ -19,10 +19,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import replace
 from pathlib import Path
 
+from weir.base.files import write_private
 from weir.engine.job import Job
 from weir.engine.runtime.view import STATUS_FORMAT, ClusterRuntime, JobRuntime, JobStatus
 from weir.state.checkpoints import now_ms
-from weir.state.files import write_private
 
 log = logging.getLogger(__name__)
 

@@ -1,3 +1,4 @@
-"""The keyed operators a worker runs (window, sliding, session, process), their generated folds
-and top-N, and ``codec``, the one reading of their stored state (the API and the backfill use it
-without importing the operators themselves)."""
+"""The keyed operators a worker runs (window, sliding, session, triggered, process, co-process,
+broadcast), their state deltas and top-N. What they store, and how it reads back, is
+``weir.engine.runtime.stored``'s: the API and the backfill read state through it without
+importing any operator."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from weir.engine.job import Operator
+from weir.engine.nodes import OperatorNode
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.delta import StateDelta
 
@@ -24,7 +24,7 @@ Feed = Callable[[list[str], list[Any], list[int], list[int], list[int] | None], 
 
 class OperatorRuntime(Protocol):
     @property
-    def op(self) -> Operator: ...
+    def op(self) -> OperatorNode: ...
 
     @property
     def processing_time(self) -> bool:

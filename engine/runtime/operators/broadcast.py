@@ -26,8 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from weir.engine.errors import BroadcastStateError
-from weir.engine.job import BroadcastOperator, KeyedBroadcastOperator, OutputTag
+from weir.base.errors import BroadcastStateError
+from weir.engine.nodes import BroadcastProcessNode, KeyedBroadcastNode, OutputTag
 from weir.engine.runtime.operators.broadcast_state import (
     BroadcastState,
     BroadcastStates,
@@ -145,7 +145,7 @@ class KeyedBroadcastRuntime(ProcessRuntime):
 
     def __init__(
         self,
-        op: KeyedBroadcastOperator,
+        op: KeyedBroadcastNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,
@@ -161,7 +161,6 @@ class KeyedBroadcastRuntime(ProcessRuntime):
         self._on_broadcast = fn.process_broadcast_element
         self._ctx = ReadOnlyContext(self, self.broadcast_states)
         self._bctx = BroadcastContext(self)
-        self.broadcast_in = 0
 
     def process_broadcast(
         self,
@@ -180,7 +179,6 @@ class KeyedBroadcastRuntime(ProcessRuntime):
         for rec, t, w in zip(recs, ts, wms, strict=True):
             if event_heap and event_heap[0] <= w:
                 self._fire(EVENT, w)
-            self.broadcast_in += 1
             self.records_in += 1
             ctx.timestamp, ctx.watermark = t, w
             try:
@@ -211,13 +209,13 @@ class NonKeyedContext(_NoKeyedState, ReadOnlyContext):
 
 
 class BroadcastRuntime(KeyedBroadcastRuntime):
-    """A (non-keyed) broadcast process function (``BroadcastOperator``): the keyed broadcast
+    """A (non-keyed) broadcast process function (``BroadcastProcessNode``): the keyed broadcast
     runtime with a context that has no keyed state, no timers and no ``apply_to_keyed_state``;
     its non-keyed input arrives on the worker that read it (``routing``: forward)."""
 
     def __init__(
         self,
-        op: BroadcastOperator,
+        op: BroadcastProcessNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,

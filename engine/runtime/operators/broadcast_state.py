@@ -25,7 +25,7 @@ from typing import Any
 
 import msgpack
 
-from weir.engine.errors import BroadcastStateError
+from weir.base.errors import BroadcastStateError
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.state import layout
 from weir.state.backend import StateBackend

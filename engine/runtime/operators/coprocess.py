@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from weir.engine.job import CoProcessOperator
+from weir.engine.nodes import CoProcessNode
 from weir.engine.runtime.operators.interleave import Pending
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
@@ -19,13 +19,13 @@ from weir.state.keygroups import KeyGroupRange
 
 
 class CoProcessRuntime(ProcessRuntime):
-    """A keyed co-process function (``CoProcessOperator``): ``process`` feeds the first input
+    """A keyed co-process function (``CoProcessNode``): ``process`` feeds the first input
     to ``fn.process1``, ``process2`` the second to ``fn.process2``; state, timers, outputs,
     snapshots and restore are the one-input runtime's, so the key's state is one."""
 
     def __init__(
         self,
-        op: CoProcessOperator,
+        op: CoProcessNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,

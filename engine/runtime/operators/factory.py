@@ -7,19 +7,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from weir.engine.job import (
+from weir.engine.nodes import (
     BroadcastNode,
-    BroadcastOperator,
-    CoProcessOperator,
+    BroadcastProcessNode,
+    CoProcessNode,
     ForwardNode,
     KeyByNode,
-    KeyedBroadcastOperator,
-    Operator,
-    ProcessOperator,
+    KeyedBroadcastNode,
+    OperatorNode,
+    ProcessNode,
 )
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.broadcast import BroadcastRuntime, KeyedBroadcastRuntime
-from weir.engine.runtime.operators.codec import uses_panes
 from weir.engine.runtime.operators.coprocess import CoProcessRuntime
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
@@ -27,13 +26,14 @@ from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.operators.triggered import TriggeredRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.codec import uses_panes
 from weir.engine.windows import SessionWindows
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
 
 
 def runtime_for(
-    op: Operator,
+    op: OperatorNode,
     state: StateBackend,
     key_groups: KeyGroupRange,
     max_parallelism: int,
@@ -42,13 +42,13 @@ def runtime_for(
     retention_ms: int,
 ) -> OperatorRuntime:
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
-    if isinstance(op, BroadcastOperator):
+    if isinstance(op, BroadcastProcessNode):
         return BroadcastRuntime(op, *args)
-    if isinstance(op, KeyedBroadcastOperator):
+    if isinstance(op, KeyedBroadcastNode):
         return KeyedBroadcastRuntime(op, *args)
-    if isinstance(op, CoProcessOperator):
+    if isinstance(op, CoProcessNode):
         return CoProcessRuntime(op, *args)
-    if isinstance(op, ProcessOperator):
+    if isinstance(op, ProcessNode):
         return ProcessRuntime(op, *args)
     if op.triggered:
         return TriggeredRuntime(op, *args)
@@ -82,7 +82,7 @@ def runtimes_for(
                 rt = runtimes[op.name] = runtime_for(op, *args)
             if isinstance(node, BroadcastNode) and isinstance(rt, KeyedBroadcastRuntime):
                 fed.append((op.name, rt.process_broadcast))
-            elif isinstance(rt, CoProcessRuntime) and isinstance(op, CoProcessOperator):
+            elif isinstance(rt, CoProcessRuntime) and isinstance(op, CoProcessNode):
                 fed.append((op.name, rt.process2 if op.second is node else rt.process))
             else:
                 fed.append((op.name, rt.process))

@@ -25,17 +25,17 @@ from typing import Any
 
 import orjson
 
-from weir.engine.job import OutputTag, ProcessOperator
+from weir.engine.nodes import OutputTag, ProcessNode
 from weir.engine.runtime.messages import TopStatus
-from weir.engine.runtime.operators.codec import (
+from weir.engine.runtime.operators.delta import StateDelta
+from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored.codec import (
     decode_keys,
     decode_state,
     encode_keys,
     encode_state,
     state_namespace,
 )
-from weir.engine.runtime.operators.delta import StateDelta
-from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME
 from weir.state import layout
@@ -148,7 +148,7 @@ class ProcessRuntime:
 
     def __init__(
         self,
-        op: ProcessOperator,
+        op: ProcessNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,

@@ -14,10 +14,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
-from weir.engine.runtime.operators.codec import decode_window
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.statekeys import KeyPrefixes
 from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.runtime.stored.codec import decode_window
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.engine.windows import SlidingWindows, is_late
 

@@ -20,62 +20,24 @@ import heapq
 import time
 from collections.abc import Callable, Iterable
 from itertools import compress, repeat
-from math import isfinite
 from operator import eq, ge, itemgetter, methodcaller, neg, not_, or_
 from typing import Any
 
 from weir.engine.runtime.messages import RankedWindow, TopStatus
+from weir.engine.runtime.stored.ranking import (
+    TOP_K,
+    Rank,
+    all_finite,
+    best,
+    best_of_column,
+    best_ranks,
+    finite_number,
+)
+from weir.state.keygroups import canonical_key
 
-TOP_K = 100
 RESCAN_S = 1.0
-Rank = tuple[float, str]
 Column = Callable[[str, list[list[Any]]], list[Any]]  # (aggregate, slots) -> its values
 Ranked = dict[str, list[tuple[str, int | float]]]  # aggregate -> best (key, value) pairs
-
-_NUMBERS = (int, float)
-_NUMBER_SET = frozenset(_NUMBERS)
-_INF = float("inf")
-
-
-def _numeric(v: Any) -> bool:
-    """A finite int or float (bools are not numbers here, nor NaN or infinities, which JSON
-    cannot carry to an API process). Exact type checks: this runs for every changed key and
-    aggregate at each flush."""
-    return type(v) in _NUMBERS and -_INF < v < _INF
-
-
-def best(entries: Iterable[tuple[str, float]], k: int) -> list[tuple[str, float]]:
-    """The ``k`` best ``(key, value)`` pairs: highest value first, ties by key (ranked as
-    ``(-value, key)`` tuples: no key function call per entry)."""
-    return [(key, -v) for v, key in heapq.nsmallest(k, ((-v, key) for key, v in entries))]
-
-
-def all_finite(values: list[Any]) -> bool:
-    """Is every value a finite int or float (``_numeric``), checked a column at a time?"""
-    types = set(map(type, values))
-    if not types <= _NUMBER_SET:
-        return False
-    try:
-        return float not in types or all(map(isfinite, values))
-    except OverflowError:  # an int too large for a float is still finite
-        return all(map(_numeric, values))
-
-
-def best_of_column(keys: list[str], values: list[Any], k: int) -> list[tuple[str, float]]:
-    """``best(zip(keys, values), k)`` for a column of finite numbers."""
-    return [(key, -v) for v, key in best_ranks(keys, values, k)]
-
-
-def best_ranks(keys: list[str], values: list[Any], k: int) -> list[Rank]:
-    """The ``k`` smallest ``(-value, key)`` ranks of a column of finite numbers: the ``k``-th
-    highest value bounds what can rank, so only the few keys at or above it are paired and
-    sorted."""
-    if not values:
-        return []
-    floor = heapq.nlargest(k, values)[-1]
-    mask = list(map(ge, values, repeat(floor)))
-    top = zip(map(neg, compress(values, mask)), compress(keys, mask), strict=True)
-    return sorted(top)[:k]
 
 
 class CurrentTop:
@@ -114,7 +76,7 @@ class CurrentTop:
                 self._offer_column(name, changed, values)
                 continue
             for k, v in zip(changed, values, strict=True):
-                if _numeric(v):
+                if finite_number(v):
                     self._offer(name, k, (-v, k))
 
     def _columns(
@@ -188,7 +150,7 @@ class CurrentTop:
             if all_finite(values):
                 ranked = best_ranks(keys, values, limit + 1)
             else:
-                pairs = ((-v, k) for k, v in zip(keys, values, strict=True) if _numeric(v))
+                pairs = ((-v, k) for k, v in zip(keys, values, strict=True) if finite_number(v))
                 ranked = heapq.nsmallest(limit + 1, pairs)
             if ranked:
                 self._cands[name] = {r[1]: r for r in ranked[:limit]}
@@ -212,8 +174,10 @@ class CurrentTop:
 
 
 def ranked_results(results: list[dict[str, Any]], names: Iterable[str], k: int = TOP_K) -> Ranked:
-    """The best ``k`` keys of a fired window by every numeric aggregate in ``names``."""
-    keys = list(map(itemgetter("key"), results))
+    """The best ``k`` keys of a fired window by every numeric aggregate in ``names``. Keys are
+    ranked in their canonical form (the NULL key, ``None`` in a result, as ``NULL_KEY``), as a
+    top-N lists them: the form a URL takes."""
+    keys = list(map(canonical_key, map(itemgetter("key"), results)))
     return ranked_columns(keys, {n: list(map(methodcaller("get", n), results)) for n in names}, k)
 
 
@@ -225,7 +189,7 @@ def ranked_columns(keys: list[str], columns: dict[str, list[Any]], k: int = TOP_
             if column:
                 out[name] = best_of_column(keys, column, k)
             continue
-        pairs = [(key, v) for key, v in zip(keys, column, strict=True) if _numeric(v)]
+        pairs = [(key, v) for key, v in zip(keys, column, strict=True) if finite_number(v)]
         if pairs:
             out[name] = list(best(pairs, k))
     return out

@@ -8,7 +8,7 @@ Configuration: the operator (assigner, trigger, evictor, lateness), its fold pla
 Transient: nothing beyond the process runtime's cache. Checkpointed: each key's windows and
 trigger state as one keyed state, and the timers, through the process runtime
 (``process.py``), so snapshots, restore and rescale by key groups work as for process
-functions; the stored form is ``triggered_state.py``'s.
+functions; the stored form is ``stored/triggered.py``'s.
 
 Per record (Flink's ``processElement``): each window it belongs to that is not past its
 cleanup time (``end - 1 + allowed lateness``, event-time windows only) takes it and asks the
@@ -35,13 +35,13 @@ from collections.abc import Callable
 from typing import Any
 
 from weir.engine import triggers
-from weir.engine.job import ProcessOperator, WindowOperator
+from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.messages import TopStatus
-from weir.engine.runtime.operators import triggered_state as stored
 from weir.engine.runtime.operators.delta import StateDelta
-from weir.engine.runtime.operators.fold import FoldPlan
 from weir.engine.runtime.operators.process import EVENT, PROCESSING, Context, ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.stored import triggered as stored
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, cleanup_time, is_late
 from weir.state.backend import StateBackend
@@ -80,7 +80,7 @@ class _WindowFunction:
 
     def __init__(
         self,
-        op: WindowOperator,
+        op: WindowNode,
         late: LateRecords,
         dead: DeadLetters,
         clock: Clock,
@@ -115,16 +115,21 @@ class _WindowFunction:
         return MAX_TIME if self._global else end - 1
 
     def process(self, rec: Any, ctx: Context) -> None:
-        reason = self.plan.bad_field(rec)
-        if reason is not None:
-            self._dead.add(f"aggregate:{self.op.name}", reason, rec)
-            return
         t = int(ctx.timestamp or 0) if self.op.assigner.time == "event" else self.clock()
         wm = ctx.watermark
         state = ctx.value(stored.STATE_NAME)
         table: dict[int, stored.Entry] = state.get() or {}
+        reason = self.plan.bad_field(rec)
+        if reason is not None:  # the late decision first, as in Flink
+            if self._late_record(rec, t, wm, table):
+                self._late.add(self.op.name, ctx.key, t, wm, rec)
+            else:
+                self._dead.add(f"aggregate:{self.op.name}", reason, rec)
+            return
         if self._sessions is None:
             windows = self._windows_of(t)
+            if not windows:  # in a gap between sliding windows: in no window, not late
+                return
         else:
             merged = self._session_of(rec, t, ctx, table)
             if merged is None:
@@ -147,6 +152,21 @@ class _WindowFunction:
         state.set(table)
         if not taken:
             self._late.add(self.op.name, ctx.key, t, wm, rec)
+
+    def _late_record(self, rec: Any, t: int, wm: int, table: dict[int, stored.Entry]) -> bool:
+        """Would ``rec`` be late (every window it would join past its cleanup time)? Nothing
+        changes: a session is merged only to find its end."""
+        if not self._event:
+            return False
+        if self._sessions is None:
+            ends = [end for _, end in self._windows_of(t)]
+        else:
+            gap, why = self._sessions.gap_of(rec)
+            if why is not None:
+                return False
+            start, end = t, self._sessions.end_of(t, gap)
+            ends = [max([end, *(e for e, x in table.items() if int(x["s"]) <= end and start <= e)])]
+        return bool(ends) and all(cleanup_time(e, self._lateness) <= wm for e in ends)
 
     def _session_of(
         self, rec: Any, t: int, ctx: Context, table: dict[int, stored.Entry]
@@ -279,7 +299,7 @@ class TriggeredRuntime:
 
     def __init__(
         self,
-        op: WindowOperator,
+        op: WindowNode,
         state: StateBackend,
         key_groups: KeyGroupRange,
         max_parallelism: int,
@@ -290,7 +310,7 @@ class TriggeredRuntime:
     ) -> None:
         self.op = op
         self._fn = _WindowFunction(op, late, dead, clock, retention_ms)
-        inner = ProcessOperator(op.name, op.key, self._fn)
+        inner = ProcessNode(op.name, op.key, self._fn)
         self._rt = ProcessRuntime(
             inner, state, key_groups, max_parallelism, late, dead, retention_ms
         )

@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from weir.engine.errors import WorkerFailed
+from weir.base.errors import WorkerFailed
+from weir.engine.runtime import peerauth
 from weir.engine.runtime.netio import PendingConnections
-from weir.engine.runtime.task import peerauth
-from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from weir.engine.errors import ConfigError, WorkerFailed
-from weir.engine.runtime.netio import recv_exact
-from weir.engine.runtime.task import peerauth
+from weir.base.errors import ConfigError, WorkerFailed
+from weir.engine.runtime.netio import parse_address
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth, prove
 from weir.engine.runtime.task.acceptor import MAX_PENDING, Acceptor, Stopped, peer_uid
 from weir.engine.runtime.task.framing import MAX_FRAME
-from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
 
 log = logging.getLogger(__name__)
 
@@ -53,28 +52,6 @@ class Peer:
     out_bytes: int = 0
     inbuf: bytearray = field(default_factory=bytearray)
     closed: bool = False
-    sent_frames: int = 0
-    received_frames: int = 0
-
-
-def parse_address(address: str) -> tuple[int, str | tuple[str, int]]:
-    """``unix:<path>`` or ``tcp:<host>:<port>`` as a socket family and address."""
-    kind, _, rest = address.partition(":")
-    if kind == "unix" and rest:
-        return socket.AF_UNIX, rest
-    host, _, port = rest.rpartition(":")
-    if kind == "tcp" and host and port.isdigit():
-        return socket.AF_INET, (host, int(port))
-    raise ConfigError(f"exchange address {address!r} is not unix:<path> or tcp:<host>:<port>")
-
-
-def prove(sock: socket.socket, auth: PeerAuth, index: int, listener: int, deadline: float) -> None:
-    """The connector's side of the handshake (``peerauth``) on a connected socket: as worker
-    ``index`` (or ``peerauth.MANAGER``), to the listener that must prove it is ``listener``."""
-    hello = peerauth.hello(auth, index)
-    sock.sendall(hello)
-    raw = recv_exact(sock, peerauth.ANSWER_BYTES, deadline)
-    sock.sendall(peerauth.check_answer(auth, hello, raw, listener))
 
 
 def _socket_parent() -> str:
@@ -205,7 +182,6 @@ class Exchange:
         frame = memoryview(_LEN.pack(len(payload)) + payload)
         peer.out.append(frame)
         peer.out_bytes += len(frame)
-        peer.sent_frames += 1
         self._write(peer)
 
     def _write(self, peer: Peer) -> None:
@@ -269,7 +245,6 @@ class Exchange:
             if len(buf) - pos - 4 < n:
                 break
             frames.append((peer.index, bytes(buf[pos + 4 : pos + 4 + n])))
-            peer.received_frames += 1
             pos += 4 + n
         if pos:
             del buf[:pos]

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
-from weir.engine.errors import MessageError
+from weir.base.errors import MessageError
 
 if TYPE_CHECKING:  # chain checks records with this module: no import cycle at run time
     from weir.engine.runtime.task.chain import KeyedBatch

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
-from weir.engine.job import BroadcastNode, ForwardNode, Job, Operator, SinkNode
+from weir.engine.job import Job
+from weir.engine.nodes import BroadcastNode, ForwardNode, OperatorNode, SinkNode
 from weir.engine.runtime.task.chain import ExchangeNode, keyby_nodes, sink_nodes
 
 T = TypeVar("T")
@@ -23,7 +24,7 @@ T = TypeVar("T")
 class Graph:
     keyby: list[ExchangeNode]  # definition order over the sources; the index is the node's id
     sinks: list[SinkNode]
-    operators: list[Operator]
+    operators: list[OperatorNode]
     inputs: dict[str, tuple[int, ...]]  # operator name -> indexes of the sources feeding it
 
     @property

@@ -23,14 +23,14 @@ import json
 import shutil
 from pathlib import Path
 
-from weir.engine.errors import StateError, WeirError
+from weir.base.errors import StateError, WeirError
+from weir.base.files import private_dir, write_private
 from weir.engine.runtime.messages import BackfillPhase, BackfillReply, BackfillStep
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.windows import is_late
 from weir.state.bulkload import LoadRules, StagedFile, backfill_files, stage_sst
 from weir.state.bulkstore import fetch_ssts
-from weir.state.files import private_dir, write_private
 from weir.state.keygroups import KeyGroupRange
 from weir.state.objectstore import storage_location
 from weir.state.rocksdb import RocksState
@@ -117,7 +117,7 @@ def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
         if min_end <= end <= max_end:
             return (
                 f"key {key!r} already has the window ending at {end} in the live state; "
-                "backfill windows ending before the live job's first (use --to)"
+                "backfill windows ending before the live job's first (use `to_ms`)"
             )
     open_ends = [e for e in rt.buckets if min_end <= e <= max_end]
     if open_ends:
@@ -135,6 +135,6 @@ def _still_open(rt: WindowRuntime, staged: list[StagedFile]) -> str | None:
                 f"backfill file {s.source} holds the window ending at {s.max_end}, which the "
                 f"live job can still change (its watermark is {rt.watermark}, allowed lateness "
                 f"{lateness} ms); backfill only windows that closed before the live job's "
-                "first (use --to), or load it once the live job's watermark has passed them"
+                "first (use `to_ms`), or load it once the live job's watermark has passed them"
             )
     return None

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
-from weir.engine.errors import WorkerFailed
+from weir.base.errors import WorkerFailed
 from weir.engine.runtime.task import framing
 from weir.engine.runtime.task.chain import KeyedBatch
 from weir.engine.runtime.task.exchange import Exchange
@@ -196,7 +196,7 @@ class Router:
             raise WorkerFailed(
                 self._index,
                 f"one source batch's records for another worker encode to {len(frame)} bytes, "
-                f"over the exchange's {framing.MAX_FRAME}-byte frame limit; lower --batch-size",
+                f"over the exchange's {framing.MAX_FRAME}-byte frame limit; lower `batch_size`",
             )
         half = len(entries) // 2
         return self._frames(entries[:half]) + self._frames(entries[half:])

@@ -22,7 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from weir.engine.job import Job, SourceNode
+from weir.engine.job import Job
+from weir.engine.nodes import SourceNode
 from weir.engine.runtime.messages import SplitPosition
 from weir.engine.runtime.task.chain import Chain, KeyedBatch
 from weir.engine.runtime.task.channels import Inputs, combine

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -30,31 +29,17 @@ from typing import Any
 
 import msgpack
 
-from weir.engine.errors import WeirError
+from weir.base.errors import WeirError
+from weir.engine.runtime import peerauth
 from weir.engine.runtime.netio import recv_exact
-from weir.engine.runtime.task import peerauth
-from weir.engine.runtime.task.peerauth import AuthFailed, PeerAuth
+from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
+from weir.engine.runtime.stateproto import MAX_REQUEST, recv_frame, send_frame
 from weir.state.rocksdb import SecondaryReader
 
 log = logging.getLogger(__name__)
 
 HANDSHAKE_S = 5.0
 MAX_CONNECTIONS = 16
-MAX_REQUEST = 1 << 20  # a request carries keys and bounds only
-MAX_ANSWER = 256 << 20  # an answer carries at most a route's rows
-LEN = struct.Struct(">I")
-
-
-def send_frame(sock: socket.socket, body: Any) -> None:
-    raw = msgpack.packb(body, use_bin_type=True)
-    sock.sendall(LEN.pack(len(raw)) + raw)
-
-
-def recv_frame(sock: socket.socket, limit: int, deadline: float | None) -> Any:
-    (n,) = LEN.unpack(recv_exact(sock, 4, deadline))
-    if n > limit:
-        raise ConnectionError(f"a frame of {n} bytes is over the {limit}-byte limit")
-    return msgpack.unpackb(recv_exact(sock, n, deadline), raw=False)
 
 
 class StateServer:

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from weir.engine.errors import WeirError, WorkerFailed
+from weir.base.errors import WeirError, WorkerFailed
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.state.backend import StateBackend
 

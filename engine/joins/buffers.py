@@ -18,7 +18,7 @@ from bisect import bisect_left, bisect_right, insort_right
 from operator import itemgetter
 from typing import Any, Protocol
 
-from weir.engine.job import OutputTag
+from weir.engine.nodes import OutputTag
 
 LEFT, RIGHT = "left", "right"
 LATE = OutputTag("late")

@@ -21,8 +21,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import socket
 import struct
 from dataclasses import dataclass
+
+from weir.engine.runtime.netio import recv_exact
 
 MAGIC = b"weirX\x00\x00\x01"  # the exchange's handshake, version 1
 SECRET_BYTES = 32
@@ -116,3 +119,12 @@ def check_proof(auth: PeerAuth, hello_raw: bytes, answer_raw: bytes, proof: byte
     expected = _mac(auth, b"connector", hello_raw, answer_raw[: _HEAD.size])
     if len(proof) != PROOF_BYTES or not hmac.compare_digest(proof, expected):
         raise AuthFailed("the connector does not hold this run's exchange secret")
+
+
+def prove(sock: socket.socket, auth: PeerAuth, index: int, listener: int, deadline: float) -> None:
+    """The connector's side of the handshake on a connected socket: as worker ``index`` (or
+    ``MANAGER``), to the listener that must prove it is ``listener``."""
+    ours = hello(auth, index)
+    sock.sendall(ours)
+    raw = recv_exact(sock, ANSWER_BYTES, deadline)
+    sock.sendall(check_answer(auth, ours, raw, listener))

@@ -31,8 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from weir.engine.job import OutputTag
-from weir.engine.runtime.operators.join_buffers import (
+from weir.engine.joins.buffers import (
     LEFT,
     RIGHT,
     JoinContext,
@@ -43,6 +42,7 @@ from weir.engine.runtime.operators.join_buffers import (
     report_late,
     timestamp_of,
 )
+from weir.engine.nodes import OutputTag
 from weir.engine.windows import MAX_TIME
 
 ProcessJoinFn = Callable[[Any, Any, "PairContext"], None]

@@ -4,14 +4,16 @@
     ├── JobDefinitionError     a job file or job graph that cannot run (2)
     │   └── BroadcastStateError  a function using broadcast state as the pattern forbids
     ├── ConfigError            a bad flag, URL or setting value (2)
-    │   └── PathRefused        a path (flag or request) that leaves its directory (2)
+    │   ├── PathRefused        a path (flag or request) that leaves its directory (2)
+    │   └── MissingExtra       an optional part whose extra is not installed (2)
     ├── SourceError            a source that cannot be opened or read (1)
     ├── SinkError              a sink that cannot be opened or written (1)
     ├── StateError             RocksDB state that cannot be opened, read or written (1)
     │   └── StorageError       checkpoint storage (a directory or S3) that cannot be reached,
     │                          read or written (1)
     ├── MessageError           bytes from another process that are not a message weir sent (1)
-    ├── ControlError           a job manager that cannot do what it was asked: the job is not
+    ├── ControlError           a job manager that cannot do what it was asked: its control
+    │                          channel cannot be reached, refuses or times out, the job is not
     │                          running, or a stop's savepoint failed and the job goes on (1)
     └── WorkerFailed           a worker process died or reported a fatal error (1)
 
@@ -59,6 +61,11 @@ class PathRefused(ConfigError):
     must stay in (``..``, a symlink out, an absolute path elsewhere)."""
 
 
+class MissingExtra(ConfigError):
+    """An optional part of weir (Kafka, S3, SQL, Spark) whose extra is not installed; the
+    message names the extra and the ``pip install`` that adds it (``weir.base.extras``)."""
+
+
 class SourceError(WeirError):
     """A source cannot be opened or read."""
 
@@ -82,8 +89,9 @@ class MessageError(WeirError):
 
 
 class ControlError(WeirError):
-    """A job manager cannot do what its control channel (or its API) asked: the job is not
-    running (any more), or a savepoint failed; the job is left as it was."""
+    """A job manager cannot do what its control channel (or its API) asked: the channel cannot
+    be reached, is not weir's, refuses the key, closes or does not answer in time; the job is
+    not running (any more); or a savepoint failed. The job is left as it was."""
 
 
 class WorkerFailed(WeirError):

@@ -1,43 +1,25 @@
-"""Joins of two streams, built as keyed co-process functions (``connect``), so their buffers are
-keyed state: queryable at ``/{job}/{name}/state/{key}``, checkpointed, rescaled by key groups.
-
-Window join (Flink's ``a.join(b).where(ka).equal_to(kb).window(w).apply(fn)``), an inner join
-of the records of one key in one window, emitted when the watermark reaches the window's
-``end - 1``::
-
-    (impressions.join(clicks).where("id").equal_to("id")
-        .window(windows.tumbling(ms=10_000))
-        .apply(name="clicked"))          # {"key", "start", "end", "left", "right"} per pair
-
-Interval join (Flink's ``a.key_by(ka).interval_join(b.key_by(kb)).between(lo, hi)``): every
-pair of one key with ``lo <= right.ts - left.ts <= hi``, emitted when its second record
-arrives::
-
-    (impressions.key_by("id").interval_join(clicks.key_by("id"))
-        .between(0, 60_000).upper_bound_exclusive()
-        .process(name="click-within-a-minute"))   # {"key", "left", "right", "ts"} per pair
-
-Late records (the window join: late for every window; the interval join: older than the
-watermark) go to the join's side output ``LATE`` (``OutputTag("late")``), by default the file
-``side-<name>-late.jsonl`` in the job's directory, or wherever ``result.side_output(LATE)``
-sends them. The functions and their rules: ``runtime/operators/join_window.py`` and
-``join_interval.py``.
-"""
+"""The joins' builders: ``a.join(b)...apply(name=...)`` and ``a.interval_join(b)...process(
+name=...)``, each ending in a keyed co-process function of ``window.py`` or ``interval.py``
+(``weir.engine.joins`` has the examples)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from weir.engine.errors import JobDefinitionError
-from weir.engine.job import ProcessOperator
-from weir.engine.runtime.operators.join_buffers import LATE
-from weir.engine.runtime.operators.join_interval import IntervalJoinFunction, PairContext
-from weir.engine.runtime.operators.join_window import WindowJoinFunction
+from weir.base.errors import JobDefinitionError
+from weir.engine.joins.buffers import LATE
+from weir.engine.joins.interval import IntervalJoinFunction, PairContext
+from weir.engine.joins.window import WindowJoinFunction
+from weir.engine.nodes import ProcessNode
+from weir.engine.streams import KeyedStream
 from weir.engine.windows import SessionWindows, SlidingWindows, TumblingWindows
 
 if TYPE_CHECKING:
-    from weir.engine.job import DataStream, Job, KeyedStream, KeySelector, ResultStream
+    from weir.engine.job import Job
+    from weir.engine.nodes import KeySelector
+    from weir.engine.results import ResultStream
+    from weir.engine.streams import DataStream
 
 __all__ = [
     "LATE",
@@ -46,8 +28,31 @@ __all__ = [
     "JoinedStreams",
     "PairContext",
     "WindowedJoin",
+    "interval_join",
+    "join",
     "joins_of",
 ]
+
+
+def join(self: DataStream, other: DataStream) -> JoinedStreams:
+    """A window join (Flink's): ``.where(key).equal_to(other_key).window(assigner)
+    .apply(fn=None, *, name=...)`` pairs the records of one key in one window
+    (``weir.engine.joins``)."""
+    self._same_job("join", other)
+    return JoinedStreams(self, other)
+
+
+def interval_join(self: KeyedStream, other: KeyedStream) -> IntervalJoin:
+    """An interval join (Flink's): ``.between(lower_ms, upper_ms)``, optionally
+    ``.lower_bound_exclusive()``/``.upper_bound_exclusive()``, then ``.process(fn=None, *,
+    name=...)`` pairs records of one key with ``other.ts - this.ts`` within the bounds
+    (``weir.engine.joins``)."""
+    if not isinstance(other, KeyedStream) or other._job is not self._job:
+        raise JobDefinitionError(
+            f"interval_join({other!r}): pass a keyed stream of the same job, e.g. "
+            "a.key_by('id').interval_join(b.key_by('id'))"
+        )
+    return IntervalJoin(self, other)
 
 
 def _check_key(where: str, key: object) -> None:
@@ -119,6 +124,11 @@ class _Keyed:
             raise JobDefinitionError(
                 f"join window({assigner!r}) is on processing time; joins run on event time: "
                 "drop time='processing'"
+            )
+        if isinstance(assigner, SlidingWindows) and assigner.gapped:
+            raise JobDefinitionError(
+                f"join window({assigner!r}) slides further than its size: a window join takes "
+                "windows without gaps (slide_ms <= size_ms)"
             )
         return WindowedJoin(self._left, self._right, self._keys, assigner)
 
@@ -212,9 +222,9 @@ def joins_of(job: Job) -> list[tuple[str, str]]:
     """The job's joins, ``(name, "window join" | "interval join")``."""
     found = []
     for op in job.operators.values():
-        if isinstance(op, ProcessOperator) and isinstance(op.function, WindowJoinFunction):
+        if isinstance(op, ProcessNode) and isinstance(op.function, WindowJoinFunction):
             found.append((op.name, "window join"))
-        elif isinstance(op, ProcessOperator) and isinstance(op.function, IntervalJoinFunction):
+        elif isinstance(op, ProcessNode) and isinstance(op.function, IntervalJoinFunction):
             found.append((op.name, "interval join"))
     return found
 
@@ -223,6 +233,6 @@ def _with_late_output(result: ResultStream) -> ResultStream:
     """Declare the join's late output, so late records reach a sink (by default the job's
     ``side-<name>-late.jsonl``) instead of the dead letters."""
     op = result.operator
-    if isinstance(op, ProcessOperator):  # always: connect makes a co-process operator
+    if isinstance(op, ProcessNode):  # always: connect makes a co-process operator
         op.side_outputs.setdefault(LATE.name, [])
     return result

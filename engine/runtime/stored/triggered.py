@@ -27,9 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine.evictors import Evictor
-from weir.engine.job import WindowOperator
-from weir.engine.runtime.operators.codec import decode_state
-from weir.engine.runtime.operators.fold import FoldPlan
+from weir.engine.nodes import WindowNode
+from weir.engine.runtime.stored.codec import decode_state
+from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.windows import MAX_TIME, MIN_TIME, CountWindows, GlobalWindows, is_late
 
 STATE_NAME = "windows"
@@ -37,7 +37,7 @@ CLOSED_NAME = "closed"
 Entry = dict[str, Any]
 
 
-def is_global(op: WindowOperator) -> bool:
+def is_global(op: WindowNode) -> bool:
     return isinstance(op.assigner, GlobalWindows | CountWindows)
 
 
@@ -72,10 +72,6 @@ def merge_entries(plan: FoldPlan, old: list[Entry], start: int, end: int) -> Ent
     return entry
 
 
-def has_contents(entry: Entry) -> bool:
-    return bool(entry.get("el")) or entry.get("acc") is not None
-
-
 def fold_records(plan: FoldPlan, slots: list[Any] | None, recs: list[Any]) -> list[Any] | None:
     """``slots`` with ``recs`` folded in, by the operator's own generated fold."""
     if not recs:
@@ -102,7 +98,7 @@ def contents(
     return slots, min(times, default=MAX_TIME), max(times, default=MIN_TIME)
 
 
-def span(op: WindowOperator, entry: Entry, lo: int, hi: int) -> tuple[int, int]:
+def span(op: WindowNode, entry: Entry, lo: int, hi: int) -> tuple[int, int]:
     """The ``(start, end)`` a window reports: its own, or a global window's contents' span."""
     if not is_global(op):
         return int(entry["s"]), int(entry["e"])
@@ -110,7 +106,7 @@ def span(op: WindowOperator, entry: Entry, lo: int, hi: int) -> tuple[int, int]:
 
 
 def query_windows(
-    op: WindowOperator, plan: FoldPlan, rows: list[tuple[bytes, bytes]], watermark: int
+    op: WindowNode, plan: FoldPlan, rows: list[tuple[bytes, bytes]], watermark: int
 ) -> list[tuple[int, int, list[Any], bool]]:
     """A key's windows for a query, ``(start, end, slots, final)`` by end: closed windows as
     they ended; open ones with what they hold now (``final`` false: a trigger may fire them

@@ -3,7 +3,7 @@
 make a pair, emitted when the watermark reaches the window's ``end - 1``, as the window operator
 fires; the window's records then leave the buffers.
 
-Records are buffered once per side, sorted by timestamp (``join_buffers``); a window's pairs are
+Records are buffered once per side, sorted by timestamp (``buffers.py``); a window's pairs are
 the entries of both sides within ``[start, end)`` when it fires, so a sliding window does not
 copy its records into every window. Lateness is the window operator's, with no allowed lateness:
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from weir.engine.runtime.operators.join_buffers import (
+from weir.engine.joins.buffers import (
     LEFT,
     RIGHT,
     JoinContext,

@@ -1,0 +1,119 @@
+"""Column kernels: compiled (Cython, built by the package's build) with a pure-Python twin each.
+
+One place selects the implementation, as msgpack picks ``_cmsgpack`` or ``fallback`` and PyYAML
+``CLoader`` or ``Loader``: ``load()`` returns a ``Kernels`` of one implementation's functions,
+and ``KERNELS`` is the one this process uses. ``WEIR_KERNELS`` chooses:
+
+- unset or ``auto``: the compiled kernels, or the twins when the extension modules are missing
+  (a source checkout that was never built), with one WARNING;
+- ``python``: the twins;
+- ``compiled``: the compiled kernels, and ``KernelsError`` when they are missing.
+
+Example:
+    >>> from weir.engine.kernels import load
+    >>> load("python").name
+    'python'
+
+The kernels and their interfaces (``docs/decisions/columnar-execution.md``):
+
+- ``scan_lines(block, fields)``: the JSONL field scanner (``scan``; ``scan.scan_block`` wraps it);
+- ``watermarks``, ``tumbling_ends``, ``sliding_expand``, ``lateness``: time in bulk (``timek``);
+- ``Interner``: keys to dense ids, key groups, partitions (``intern``);
+- ``WindowAcc``: the fold into per-window arrays (``fold``; ``fold.fold_window`` wraps it);
+- ``str_equals``, ``str_startswith``, ``str_contains``, ``str_isin``: string predicates
+  (``strk``), which the expression evaluator (``expr``) calls.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from weir.base.errors import WeirError
+
+logger = logging.getLogger(__name__)
+IMPLEMENTATIONS = ("compiled", "python")
+# kernel module -> its twin; each pair exports the same names
+_MODULES = {
+    "_scan": "scan",
+    "_timek": "timek",
+    "_intern": "intern",
+    "_fold": "fold",
+    "_strk": "strk",
+}
+_NAMES = {
+    "scan": ("scan_lines",),
+    "timek": ("watermarks", "tumbling_ends", "sliding_expand", "lateness"),
+    "intern": ("Interner", "crc32_of"),
+    "fold": ("WindowAcc",),
+    "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
+}
+
+
+class KernelsError(WeirError):
+    """The kernels asked for cannot be loaded (``WEIR_KERNELS``)."""
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """One implementation's kernels (see the module docstring for each)."""
+
+    name: str
+    scan_lines: Any
+    watermarks: Any
+    tumbling_ends: Any
+    sliding_expand: Any
+    lateness: Any
+    Interner: Any
+    crc32_of: Any
+    WindowAcc: Any
+    str_equals: Any
+    str_startswith: Any
+    str_contains: Any
+    str_isin: Any
+
+
+def _functions(prefix: str, compiled: bool) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for ext, twin in _MODULES.items():
+        module = importlib.import_module(f"{prefix}.{ext if compiled else twin}")
+        found.update({name: getattr(module, name) for name in _NAMES[twin]})
+    return found
+
+
+def load(choice: str | None = None) -> Kernels:
+    """The kernels of ``choice``: ``"compiled"``, ``"python"`` or ``"auto"`` (the compiled ones
+    when built, else the twins); default: ``WEIR_KERNELS``, else ``"auto"``.
+
+    Raises:
+        KernelsError: ``choice`` is unknown, or ``"compiled"`` and the extension is missing.
+    """
+    choice = (choice or os.environ.get("WEIR_KERNELS") or "auto").strip().lower()
+    if choice not in (*IMPLEMENTATIONS, "auto"):
+        raise KernelsError(
+            f"WEIR_KERNELS={choice!r} is not a kernel implementation; use compiled, python "
+            "or auto (the default)"
+        )
+    if choice == "python":
+        return Kernels(name="python", **_functions(__name__, compiled=False))
+    try:
+        return Kernels(name="compiled", **_functions(__name__, compiled=True))
+    except ImportError as exc:
+        if choice == "compiled":
+            raise KernelsError(
+                f"WEIR_KERNELS=compiled but the compiled kernels are missing ({exc}); build "
+                "them with `pip install -e .` (gcc and the Python headers are needed), or set "
+                "WEIR_KERNELS=python"
+            ) from exc
+        logger.warning(
+            "kernels=python reason=%s: the compiled kernels are not built; the pure-Python "
+            "twins run instead, far slower (reinstall weir to build them)",
+            exc,
+        )
+        return Kernels(name="python", **_functions(__name__, compiled=False))
+
+
+KERNELS = load()

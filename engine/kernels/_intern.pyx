@@ -1,0 +1,227 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled twin of ``intern.py``: keys (UTF-8 byte spans) to dense ids through an open-addressing
+table, the key group of each new key computed once (zlib's CRC-32, the polynomial of
+``state.keygroups``)."""
+
+import numpy as np
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp, memcpy
+
+cdef uint32_t CRC_TABLE[256]
+
+
+cdef void _crc_init() noexcept:
+    cdef uint32_t c, n, k
+    for n in range(256):
+        c = n
+        for k in range(8):
+            c = (0xEDB88320U ^ (c >> 1)) if (c & 1) else (c >> 1)
+        CRC_TABLE[n] = c
+
+
+_crc_init()
+
+
+cdef inline uint32_t crc32(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef uint32_t c = 0xFFFFFFFFU
+    cdef Py_ssize_t i
+    for i in range(n):
+        c = CRC_TABLE[(c ^ p[i]) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFFU
+
+
+cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    # a multiply-xorshift over 8-byte words: lookups hash every row, so it must be cheap
+    cdef uint64_t h = 0x9E3779B97F4A7C15ULL ^ <uint64_t>n, w
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        memcpy(&w, p + i, 8)
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL
+        h ^= h >> 31
+        i += 8
+    w = 0
+    if i < n:
+        memcpy(&w, p + i, n - i)
+    h = (h ^ w) * 0x94D049BB133111EBULL
+    h ^= h >> 29
+    h *= 0xBF58476D1CE4E5B9ULL
+    return h ^ (h >> 32)
+
+
+def crc32_of(const uint8_t[::1] data):
+    """CRC-32 of ``data`` (equal to ``zlib.crc32``), for the tests."""
+    return crc32(&data[0], data.shape[0]) if data.shape[0] else 0
+
+
+cdef struct KeyMeta:
+    int64_t off
+    int32_t length
+    int32_t group
+
+
+cdef uint64_t EMPTY = 0xFFFFFFFFFFFFFFFFULL
+
+
+cdef class Interner:
+    """See ``intern.Interner``.
+
+    A table slot is one ``uint64``, the key's hash's high 32 bits above its id, so a probe
+    touches one cache line for the slot and one for the key's bytes (with 1M keys every other
+    access misses the cache); a key's offset, length and group sit together in ``meta``."""
+
+    cdef uint64_t *table
+    cdef uint64_t mask
+    cdef uint64_t *hashes
+    cdef KeyMeta *meta
+    cdef uint8_t *arena
+    cdef int64_t arena_len, arena_cap
+    cdef Py_ssize_t n, id_cap
+    cdef readonly int max_parallelism
+    cdef list _names
+
+    def __cinit__(self, int max_parallelism):
+        if max_parallelism < 1:
+            raise ValueError(f"max_parallelism={max_parallelism} must be >= 1")
+        self.max_parallelism = max_parallelism
+        self.mask = 1023
+        self.table = <uint64_t *>malloc(1024 * sizeof(uint64_t))
+        self.id_cap = 512
+        self.hashes = <uint64_t *>malloc(self.id_cap * sizeof(uint64_t))
+        self.meta = <KeyMeta *>malloc(self.id_cap * sizeof(KeyMeta))
+        self.arena_cap = 1 << 14
+        self.arena = <uint8_t *>malloc(self.arena_cap)
+        self.arena_len = 0
+        self.n = 0
+        self._names = []
+        if not (self.table and self.hashes and self.meta and self.arena):
+            raise MemoryError()
+        cdef Py_ssize_t i
+        for i in range(1024):
+            self.table[i] = EMPTY
+
+    def __dealloc__(self):
+        free(self.table)
+        free(self.hashes)
+        free(self.meta)
+        free(self.arena)
+
+    def __len__(self):
+        return self.n
+
+    cdef int _grow_table(self) except -1 nogil:
+        cdef uint64_t cap = (self.mask + 1) * 2, j
+        cdef uint64_t *t = <uint64_t *>malloc(cap * sizeof(uint64_t))
+        cdef Py_ssize_t i
+        if t == NULL:
+            with gil:
+                raise MemoryError()
+        for j in range(cap):
+            t[j] = EMPTY
+        for i in range(self.n):
+            j = self.hashes[i] & (cap - 1)
+            while t[j] != EMPTY:
+                j = (j + 1) & (cap - 1)
+            t[j] = (self.hashes[i] & 0xFFFFFFFF00000000ULL) | <uint64_t>i
+        free(self.table)
+        self.table = t
+        self.mask = cap - 1
+        return 0
+
+    cdef int _add(self, const uint8_t *p, Py_ssize_t length, uint64_t h, uint64_t slot) except -1 nogil:
+        cdef Py_ssize_t cap
+        if self.n == self.id_cap:
+            cap = self.id_cap * 2
+            self.hashes = <uint64_t *>realloc(self.hashes, cap * sizeof(uint64_t))
+            self.meta = <KeyMeta *>realloc(self.meta, cap * sizeof(KeyMeta))
+            if not (self.hashes and self.meta):
+                with gil:
+                    raise MemoryError()
+            self.id_cap = cap
+        while self.arena_len + length > self.arena_cap:
+            self.arena_cap *= 2
+            self.arena = <uint8_t *>realloc(self.arena, self.arena_cap)
+            if self.arena == NULL:
+                with gil:
+                    raise MemoryError()
+        if length:
+            memcpy(self.arena + self.arena_len, p, length)
+        self.meta[self.n].off = self.arena_len
+        self.meta[self.n].length = <int32_t>length
+        self.meta[self.n].group = <int32_t>(crc32(p, length) % <uint32_t>self.max_parallelism)
+        self.arena_len += length
+        self.hashes[self.n] = h
+        self.table[slot] = (h & 0xFFFFFFFF00000000ULL) | <uint64_t>self.n
+        self.n += 1
+        if <uint64_t>self.n * 2 > self.mask:
+            self._grow_table()
+        return 0
+
+    def intern(self, const uint8_t[::1] data, const int64_t[::1] starts, const int32_t[::1] lens):
+        """See ``intern.Interner.intern``."""
+        cdef Py_ssize_t rows = starts.shape[0], i, length
+        out = np.empty(rows, dtype=np.int32)
+        cdef int32_t[::1] ids = out
+        cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
+        cdef const uint8_t *p
+        cdef uint64_t h, j, e, high
+        cdef int32_t k
+        with nogil:
+            for i in range(rows):
+                p = base + starts[i]
+                length = lens[i]
+                h = hash_bytes(p, length)
+                high = h & 0xFFFFFFFF00000000ULL
+                j = h & self.mask
+                while True:
+                    e = self.table[j]
+                    if e == EMPTY:
+                        ids[i] = <int32_t>self.n
+                        self._add(p, length, h, j)
+                        break
+                    k = <int32_t>(e & 0xFFFFFFFFULL)
+                    if ((e & 0xFFFFFFFF00000000ULL) == high and self.meta[k].length == length
+                            and memcmp(self.arena + self.meta[k].off, p, length) == 0):
+                        ids[i] = k
+                        break
+                    j = (j + 1) & self.mask
+        return out
+
+    def groups(self, const int32_t[::1] ids):
+        """See ``intern.Interner.groups``."""
+        cdef Py_ssize_t rows = ids.shape[0], i
+        out = np.empty(rows, dtype=np.int32)
+        cdef int32_t[::1] g = out
+        with nogil:
+            for i in range(rows):
+                g[i] = self.meta[ids[i]].group
+        return out
+
+    def partitions(self, const int32_t[::1] ids, int parallelism):
+        """See ``intern.Interner.partitions``."""
+        if not 1 <= parallelism <= self.max_parallelism:
+            raise ValueError(
+                f"parallelism={parallelism} must be between 1 and "
+                f"max_parallelism={self.max_parallelism}"
+            )
+        cdef Py_ssize_t rows = ids.shape[0], i
+        out = np.empty(rows, dtype=np.int32)
+        cdef int32_t[::1] part = out
+        cdef int64_t p = parallelism, m = self.max_parallelism
+        with nogil:
+            for i in range(rows):
+                part[i] = <int32_t>(self.meta[ids[i]].group * p // m)
+        return out
+
+    def key(self, Py_ssize_t kid):
+        """See ``intern.Interner.key``."""
+        if not 0 <= kid < self.n:
+            raise IndexError(f"key id {kid} is not interned (0..{self.n - 1})")
+        cdef KeyMeta m = self.meta[kid]
+        return (<char *>self.arena)[m.off:m.off + m.length].decode()
+
+    def keys(self, Py_ssize_t start=0):
+        """See ``intern.Interner.keys``."""
+        while len(self._names) < self.n:
+            self._names.append(self.key(len(self._names)))
+        return self._names[start:]

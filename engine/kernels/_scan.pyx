@@ -1,0 +1,87 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled twin of ``scan.scan_lines``: the JSONL field scanner (the parser is ``_scan_impl.h``)."""
+
+import numpy as np
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memchr
+
+cdef extern from "_scan_impl.h":
+    ctypedef struct w_out:
+        int nf
+        const unsigned char **names
+        const int *name_len
+        int64_t n
+        unsigned char *tags
+        int64_t *iv
+        double *fv
+        int64_t *ss
+        int32_t *sl
+    int w_scan_line(const unsigned char *base, int64_t start, int64_t end, int64_t row,
+                    const w_out *o) nogil
+
+
+def scan_lines(const unsigned char[::1] block, tuple fields):
+    """See ``scan.scan_lines``."""
+    cdef Py_ssize_t size = block.shape[0], n = 0, i, row
+    cdef const unsigned char *base = &block[0] if size else NULL
+    cdef const unsigned char *p = base
+    cdef const unsigned char *q
+    cdef const unsigned char *end = base + size
+    cdef int nf = len(fields), j
+    with nogil:
+        while p < end:
+            q = <const unsigned char *>memchr(p, 10, end - p)
+            n += 1
+            if q == NULL:
+                break
+            p = q + 1
+    starts_a = np.empty(n, np.int64)
+    ends_a = np.empty(n, np.int64)
+    status_a = np.empty(n, np.uint8)
+    tags_a = np.zeros((nf, n), np.uint8)
+    iv_a = np.empty((nf, n), np.int64)
+    fv_a = np.empty((nf, n), np.float64)
+    ss_a = np.empty((nf, n), np.int64)
+    sl_a = np.empty((nf, n), np.int32)
+    cdef int64_t[::1] starts = starts_a
+    cdef int64_t[::1] ends = ends_a
+    cdef unsigned char[::1] status = status_a
+    cdef w_out o
+    names = [bytes(f) for f in fields]
+    o.nf = nf
+    o.n = n
+    o.names = <const unsigned char **>malloc((nf + 1) * sizeof(char *))
+    o.name_len = <const int *>malloc((nf + 1) * sizeof(int))
+    if o.names == NULL or o.name_len == NULL:
+        free(o.names)
+        free(<void *>o.name_len)
+        raise MemoryError()
+    for j in range(nf):
+        o.names[j] = <const unsigned char *><char *>names[j]
+        (<int *>o.name_len)[j] = len(names[j])
+    cdef unsigned char[:, ::1] tags = tags_a
+    cdef int64_t[:, ::1] iv = iv_a
+    cdef double[:, ::1] fv = fv_a
+    cdef int64_t[:, ::1] ss = ss_a
+    cdef int32_t[:, ::1] sl = sl_a
+    if n and nf:
+        o.tags = &tags[0, 0]
+        o.iv = &iv[0, 0]
+        o.fv = &fv[0, 0]
+        o.ss = &ss[0, 0]
+        o.sl = &sl[0, 0]
+    try:
+        with nogil:
+            p = base
+            for row in range(n):
+                q = <const unsigned char *>memchr(p, 10, end - p)
+                q = end if q == NULL else q + 1
+                starts[row] = p - base
+                ends[row] = q - base
+                status[row] = w_scan_line(base, p - base, q - base, row, &o)
+                p = q
+    finally:
+        free(o.names)
+        free(<void *>o.name_len)
+    return status_a, starts_a, ends_a, tags_a, iv_a, fv_a, ss_a, sl_a, b"", {}

@@ -1,0 +1,327 @@
+"""The columnar evaluator of the expression IR (``ir``) over scanned columns (``scan.Scan``).
+
+Values are tagged columns like the scanner's fields (``Vec``: a tag per row, ``i64``, ``f64``,
+string spans into ``data``), with one more tag, ``ERROR``: the row's first error, in the order
+``ir.evaluate_row`` would raise it, is in ``errors``. The common cases run as whole-column numpy
+operations or string kernels (``strk``, compiled or twin); every other row (ints against floats,
+strings against strings, casts, overflow) is computed by ``ir``'s one-value reference itself, so
+the two cannot disagree.
+
+Example:
+    >>> from weir.engine.kernels import load, scan
+    >>> s = scan.scan_block(load().scan_lines, b'{"e":"a"}\\n{"e":"b"}\\n', ("e",))
+    >>> keep, errors = filter_mask(load(), ir.Cmp("eq", ir.Col("e"), ir.Lit("a")), s)
+    >>> keep.tolist(), errors
+    ([True, False], {})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from weir.engine.kernels import ir
+from weir.engine.kernels.scan import ABSENT, FALSE, FLOAT, INT, NULL, OTHER, STR, TRUE, Scan
+
+Array = Any
+ERROR = 8
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal}
+_CMP |= {"gt": np.greater, "ge": np.greater_equal}
+
+
+@dataclass
+class Vec:
+    """A tagged column (see the module docstring)."""
+
+    tags: Array
+    i64: Array
+    f64: Array
+    ss: Array
+    sl: Array
+
+
+class Evaluator:
+    """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error."""
+
+    def __init__(self, kernels: Any, scan: Scan) -> None:
+        self.k = kernels
+        self.scan = scan
+        self.n = len(scan)
+        self.data = scan.data
+        self.errors: dict[int, str] = {}
+        # one method per IR node type: a table, so every node the IR gains must be added here
+        self._methods: dict[type, Callable[[Any], Vec]] = {
+            ir.Col: self._col, ir.Lit: self._lit, ir.Cmp: self._cmp, ir.Arith: self._arith,
+            ir.Neg: self._neg, ir.And: self._and, ir.Or: self._or, ir.Not: self._not,
+            ir.IsNull: self._isnull, ir.IsIn: self._isin, ir.StartsWith: self._startswith,
+            ir.Contains: self._contains, ir.Cast: self._cast,
+        }  # fmt: skip
+
+    # -- values ---------------------------------------------------------------------------
+
+    def empty(self) -> Vec:
+        n = self.n
+        return Vec(
+            np.zeros(n, np.uint8),
+            np.zeros(n, np.int64),
+            np.zeros(n, np.float64),
+            np.zeros(n, np.int64),
+            np.zeros(n, np.int32),
+        )
+
+    def value(self, v: Vec, i: int) -> ir.Scalar:
+        t = int(v.tags[i])
+        if t == INT:
+            return int(v.i64[i])
+        if t == FLOAT:
+            return float(v.f64[i])
+        if t == STR:
+            s = int(v.ss[i])
+            return self.data[s : s + int(v.sl[i])].decode()
+        return {ABSENT: None, NULL: None, TRUE: True, FALSE: False}.get(t)
+
+    def put(self, v: Vec, i: int, x: ir.Scalar) -> None:
+        if x is None:
+            v.tags[i] = NULL
+        elif x is True or x is False:
+            v.tags[i] = TRUE if x else FALSE
+        elif type(x) is int:
+            v.tags[i], v.i64[i] = INT, x
+        elif type(x) is float:
+            v.tags[i], v.f64[i] = FLOAT, x
+        else:
+            raw = str(x).encode()
+            v.tags[i], v.ss[i], v.sl[i] = STR, len(self.data), len(raw)
+            self.data += raw
+
+    def fail(self, v: Vec, rows: Array, reason: Callable[[int], str]) -> None:
+        for i in np.flatnonzero(rows).tolist():
+            self.errors.setdefault(i, reason(i))
+        v.tags[rows] = ERROR
+
+    def per_row(self, rows: Array, out: Vec, fn: Callable[..., ir.Scalar], *args: Vec) -> None:
+        """Rows ``rows`` of ``out`` by the one-value reference ``fn``."""
+        for i in np.flatnonzero(rows).tolist():
+            try:
+                self.put(out, i, fn(*(self.value(a, i) for a in args)))
+            except ir.ExprError as exc:
+                out.tags[i] = ERROR
+                self.errors.setdefault(i, str(exc))
+
+    # -- nodes ----------------------------------------------------------------------------
+
+    def eval(self, e: ir.Expr) -> Vec:
+        """``e`` over every row."""
+        method: Callable[[Any], Vec] = self._methods[type(e)]
+        return method(e)
+
+    def _col(self, e: ir.Col) -> Vec:
+        s = self.scan
+        j = s.fields.index(e.name)
+        v = Vec(s.tags[j].copy(), s.i64[j], s.f64[j], s.ss[j], s.sl[j])
+        other = v.tags == OTHER
+        if other.any():
+            self.fail(v, other, lambda i: _other_reason(e.name, s.objects[(j, i)]))
+        return v
+
+    def _lit(self, e: ir.Lit) -> Vec:
+        v = self.empty()
+        if self.n:
+            self.put(v, 0, e.value)
+            for arr in (v.tags, v.i64, v.f64, v.ss, v.sl):
+                arr[:] = arr[0]
+        return v
+
+    def _cmp(self, e: ir.Cmp) -> Vec:
+        a, b = self.eval(e.left), self.eval(e.right)
+        out, ta, tb = self.empty(), a.tags, b.tags
+        done = _nullish(ta) | _nullish(tb) | (ta == ERROR) | (tb == ERROR)
+        out.tags[:] = np.where((ta == ERROR) | (tb == ERROR), ERROR, NULL)
+        fast = ~done & (ta == tb) & ((ta == INT) | (ta == FLOAT))
+        if fast.any():
+            hit = np.zeros(self.n, bool)
+            ints, floats = fast & (ta == INT), fast & (ta == FLOAT)
+            hit[ints] = _CMP[e.op](a.i64[ints], b.i64[ints])
+            hit[floats] = _CMP[e.op](a.f64[floats], b.f64[floats])
+            out.tags[fast] = np.where(hit[fast], TRUE, FALSE)
+            done |= fast
+        if e.op in ("eq", "ne") and isinstance(e.right, ir.Lit) and type(e.right.value) is str:
+            strs = ~done & (ta == STR)
+            if strs.any():
+                hit = self.k.str_equals(self.data, ta, a.ss, a.sl, e.right.value.encode()) == 1
+                out.tags[strs] = np.where(hit[strs] == (e.op == "eq"), TRUE, FALSE)
+                done |= strs
+        self.per_row(~done, out, lambda x, y: ir.compare(e.op, x, y), a, b)
+        return out
+
+    def _arith(self, e: ir.Arith) -> Vec:
+        a, b = self.eval(e.left), self.eval(e.right)
+        out, ta, tb = self.empty(), a.tags, b.tags
+        err = (ta == ERROR) | (tb == ERROR)
+        done = _nullish(ta) | _nullish(tb) | err
+        out.tags[:] = np.where(err, ERROR, NULL)
+        if e.op in ("add", "sub"):
+            ints = ~done & (ta == INT) & (tb == INT)
+            if ints.any():
+                x, y = a.i64[ints], b.i64[ints]
+                with np.errstate(over="ignore"):
+                    r = x + y if e.op == "add" else x - y
+                # int64 overflow: the result's sign differs from both operands' (add) or from
+                # the minuend's where the operands' signs differ (sub)
+                yy = y if e.op == "add" else ~y
+                ovf = ((x ^ r) & (yy ^ r)) < 0
+                rows = np.flatnonzero(ints)
+                good = rows[~ovf]
+                out.tags[good], out.i64[good] = INT, r[~ovf]
+                done[good] = True
+        floats = ~done & (ta == FLOAT) & (tb == FLOAT) & (e.op != "mod")
+        if e.op == "div":
+            floats &= b.f64 != 0
+        if floats.any():
+            x, y = a.f64[floats], b.f64[floats]
+            op = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[e.op]
+            out.tags[floats], out.f64[floats] = FLOAT, op(x, y)
+            done |= floats
+        self.per_row(~done, out, lambda x, y: ir.arith(e.op, x, y), a, b)
+        return out
+
+    def _neg(self, e: ir.Neg) -> Vec:
+        a = self.eval(e.x)
+        out = self.empty()
+        out.tags[:] = np.where(a.tags == ERROR, ERROR, NULL)
+        floats = a.tags == FLOAT
+        out.tags[floats], out.f64[floats] = FLOAT, -a.f64[floats]
+        rest = ~floats & ~_nullish(a.tags) & (a.tags != ERROR)
+        self.per_row(rest, out, ir.negate, a)
+        return out
+
+    def _truth(self, v: Vec) -> Vec:
+        bad = ~np.isin(v.tags, (TRUE, FALSE, NULL, ABSENT, ERROR))
+        if bad.any():
+            self.fail(v, bad, lambda i: f"{_describe(self.value(v, i))} is not a boolean")
+        return v
+
+    def _and(self, e: ir.And) -> Vec:
+        return self._logic(e, FALSE)
+
+    def _or(self, e: ir.Or) -> Vec:
+        return self._logic(e, TRUE)
+
+    def _logic(self, e: ir.And | ir.Or, absorbing: int) -> Vec:
+        a = self._truth(self.eval(e.left))
+        b = self._truth(self.eval(e.right))
+        out = self.empty()
+        null = _nullish(a.tags) | _nullish(b.tags)
+        out.tags[:] = np.where(null, NULL, TRUE + FALSE - absorbing)
+        out.tags[(a.tags == absorbing) | (b.tags == absorbing)] = absorbing
+        out.tags[(a.tags == ERROR) | (b.tags == ERROR)] = ERROR
+        return out
+
+    def _not(self, e: ir.Not) -> Vec:
+        a = self._truth(self.eval(e.x))
+        out = self.empty()
+        out.tags[:] = a.tags
+        out.tags[a.tags == ABSENT] = NULL
+        out.tags[a.tags == TRUE] = FALSE
+        out.tags[a.tags == FALSE] = TRUE
+        return out
+
+    def _isnull(self, e: ir.IsNull) -> Vec:
+        a = self.eval(e.x)
+        out = self.empty()
+        out.tags[:] = np.where(_nullish(a.tags), TRUE, FALSE)
+        out.tags[a.tags == ERROR] = ERROR
+        return out
+
+    def _isin(self, e: ir.IsIn) -> Vec:
+        a = self.eval(e.x)
+        out = self.empty()
+        out.tags[:] = np.where(a.tags == ERROR, ERROR, NULL)
+        done = _nullish(a.tags) | (a.tags == ERROR)
+        strs = ~done & (a.tags == STR)
+        values = tuple(v.encode() for v in e.values if type(v) is str)
+        if strs.any():
+            hit = self.k.str_isin(self.data, a.tags, a.ss, a.sl, values) == 1
+            out.tags[strs] = np.where(hit[strs], TRUE, FALSE)
+            done |= strs
+        self.per_row(~done, out, lambda x: any(ir.compare("eq", x, w) for w in e.values), a)
+        return out
+
+    def _startswith(self, e: ir.StartsWith) -> Vec:
+        return self._string(e, self.k.str_startswith, e.prefix)
+
+    def _contains(self, e: ir.Contains) -> Vec:
+        return self._string(e, self.k.str_contains, e.part)
+
+    def _string(self, e: ir.StartsWith | ir.Contains, kernel: Any, lit: str) -> Vec:
+        a = self.eval(e.x)
+        out = self.empty()
+        out.tags[:] = np.where(a.tags == ERROR, ERROR, NULL)
+        hit = kernel(self.data, a.tags, a.ss, a.sl, lit.encode())
+        strs = a.tags == STR
+        out.tags[strs] = np.where(hit[strs] == 1, TRUE, FALSE)
+        bad = ~strs & ~_nullish(a.tags) & (a.tags != ERROR)
+        if bad.any():
+            name = type(e).__name__
+            self.fail(out, bad, lambda i: f"{name} on {_describe(self.value(a, i))}, not a string")
+        return out
+
+    def _cast(self, e: ir.Cast) -> Vec:
+        a = self.eval(e.x)
+        out = self.empty()
+        out.tags[:] = np.where(a.tags == ERROR, ERROR, NULL)
+        rest = ~_nullish(a.tags) & (a.tags != ERROR)
+        if e.to == "float":
+            nums = rest & ((a.tags == INT) | (a.tags == FLOAT))
+            out.tags[nums] = FLOAT
+            out.f64[nums] = np.where(
+                a.tags[nums] == INT, a.i64[nums].astype(np.float64), a.f64[nums]
+            )
+            rest &= ~nums
+        elif e.to == "int":
+            ints = rest & (a.tags == INT)
+            out.tags[ints], out.i64[ints] = INT, a.i64[ints]
+            rest &= ~ints
+        self.per_row(rest, out, lambda x: ir.cast(x, e.to), a)
+        return out
+
+
+def _nullish(tags: Array) -> Array:
+    return (tags == ABSENT) | (tags == NULL)
+
+
+def _describe(v: object) -> str:
+    return f"{type(v).__name__} {v!r}"
+
+
+def _other_reason(name: str, v: object) -> str:
+    if type(v) is int:
+        return f"field {name!r} holds {v}, outside int64"
+    return f"field {name!r} holds {type(v).__name__}, not a scalar"
+
+
+def evaluate(kernels: Any, expr: ir.Expr, scan: Scan) -> tuple[Vec, dict[int, str], bytes]:
+    """``expr`` over every row of ``scan``.
+
+    Returns:
+        ``(vec, errors, data)``: the tagged result, each failed row's reason, and the bytes
+        the result's string spans point into.
+    """
+    ev = Evaluator(kernels, scan)
+    vec = ev.eval(expr)
+    return vec, ev.errors, ev.data
+
+
+def filter_mask(kernels: Any, expr: ir.Expr, scan: Scan) -> tuple[Array, dict[int, str]]:
+    """The rows a filter on ``expr`` keeps (TRUE only) and the rows it sends aside (an error,
+    or a value that is not a boolean), with their reasons.
+
+    Raises:
+        KeyError: ``expr`` reads a field the scan did not extract.
+    """
+    ev = Evaluator(kernels, scan)
+    vec = ev._truth(ev.eval(expr))
+    return vec.tags == TRUE, ev.errors

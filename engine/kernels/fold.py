@@ -1,0 +1,193 @@
+"""The fold kernel's pure-Python twin (``_fold.pyx``) and what both share.
+
+A ``WindowAcc`` holds one window's accumulators for every key of one operator, indexed by the
+key's dense id (``intern.Interner``). ``fold`` adds a batch of rows; the rows' value columns are
+the scanner's ``(tags, i64, f64)`` triples (``scan``): a row whose tag is ``FLOAT`` holds a
+float in ``f64``, any other an int in ``i64``. ``slots(kid)`` gives the accumulator exactly as
+``operators.fold.FoldPlan`` builds it (``[count, sum, ...]``; ``mean`` is ``[sum, count]``), so
+the two can be compared value for value and type for type.
+
+Exactness: sums and means add in arrival order with Python's rules (``int + int`` exact,
+``int + float`` and ``float + int`` in double precision), min and max compare ints and floats
+exactly and keep the first of equals. The compiled twin keeps ``int64`` sums and returns the rows
+whose add would overflow (and every later row of that key); ``fold_window`` adds those with
+Python ints, in ``py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Array = Any
+KINDS = ("count", "sum", "min", "max", "mean")
+TAG_FLOAT = 5  # scan.FLOAT
+
+
+def check_kinds(kinds: tuple[str, ...]) -> None:
+    """Raises:
+    ValueError: a kind is not one of ``KINDS``."""
+    for k in kinds:
+        if k not in KINDS:
+            raise ValueError(f"aggregate kind {k!r} has no fold kernel; use one of {KINDS}")
+
+
+def _number(tag: int, i: int, f: float) -> int | float:
+    return f if tag == TAG_FLOAT else i
+
+
+class WindowAcc:
+    """One window's accumulators, by dense key id (the pure-Python twin).
+
+    Args:
+        kinds: one aggregate kind per slot group, from ``KINDS``.
+
+    Example:
+        >>> acc = WindowAcc(("count", "sum"))
+        >>> t, i, f = np.array([4, 4], np.uint8), np.array([2, 3]), np.array([0.0, 0.0])
+        >>> acc.fold(np.array([7, 7], np.int32), [None, (t, i, f)])[1].tolist()
+        []
+        >>> acc.slots(7)
+        [2, 5]
+    """
+
+    def __init__(self, kinds: tuple[str, ...]) -> None:
+        check_kinds(kinds)
+        self.kinds = kinds
+        self.py: list[dict[int, Any]] = [{} for _ in kinds]
+        self._acc: dict[int, list[Any]] = {}
+        self._dirty: dict[int, None] = {}
+
+    def fold(self, kids: Array, columns: list[Any]) -> tuple[Array, Array]:
+        """Add rows ``kids[i]`` with their values (``columns[j]``: ``(tags, i64, f64)`` for
+        aggregate ``j``, ``None`` for a count).
+
+        Returns:
+            ``(aggs, rows)``: the (aggregate, row) pairs left to ``fold_window`` (none here).
+
+        Raises:
+            ValueError: a column's length or the number of columns is wrong.
+        """
+        if len(columns) != len(self.kinds):
+            raise ValueError(f"{len(columns)} value columns for {len(self.kinds)} aggregates")
+        n = len(kids)
+        vals: list[list[int | float] | None] = []
+        for kind, col in zip(self.kinds, columns, strict=True):
+            if kind == "count":
+                vals.append(None)
+                continue
+            tags, i64, f64 = col
+            if not len(tags) == len(i64) == len(f64) == n:
+                raise ValueError(f"value column has not {n} rows")
+            vals.append(list(map(_number, tags.tolist(), i64.tolist(), f64.tolist())))
+        acc, dirty = self._acc, self._dirty
+        for i, k in enumerate(kids.tolist()):
+            if k < 0:
+                raise ValueError(f"key id {k} is negative")
+            dirty[k] = None
+            a = acc.get(k)
+            if a is None:
+                acc[k] = self._first(vals, i)
+                continue
+            for j, kind in enumerate(self.kinds):
+                if kind == "count":
+                    a[j][0] += 1
+                    continue
+                col = vals[j]
+                assert col is not None  # only a count has no column
+                v = col[i]
+                if kind == "sum":
+                    a[j][0] += v
+                elif kind == "mean":
+                    a[j][0] += v
+                    a[j][1] += 1
+                elif kind == "min":
+                    if v < a[j][0]:
+                        a[j][0] = v
+                elif v > a[j][0]:
+                    a[j][0] = v
+        return np.empty(0, np.int32), np.empty(0, np.int64)
+
+    def _first(self, vals: list[Any], i: int) -> list[Any]:
+        out: list[Any] = []
+        for j, kind in enumerate(self.kinds):
+            if kind == "count":
+                out.append([1])
+            elif kind == "mean":
+                out.append([vals[j][i], 1])
+            else:
+                out.append([vals[j][i]])
+        return out
+
+    def slots(self, kid: int) -> list[Any] | None:
+        """Key ``kid``'s accumulator in ``FoldPlan``'s layout (None: no row yet)."""
+        a = self._acc.get(kid)
+        return None if a is None else [x for group in a for x in group]
+
+    def python_start(self, j: int, kid: int) -> int:
+        """Never needed here: this twin's sums are Python ints from the start."""
+        raise AssertionError("the pure-Python fold leaves no row to fold_window")
+
+    def take_dirty(self) -> Array:
+        """The ids changed since the last call, in order of first change; clears them."""
+        out = np.array(list(self._dirty), np.int32)
+        self._dirty = {}
+        return out
+
+    def export(self) -> tuple[Array, list[tuple[Array, Array, Array]], dict[tuple[int, int], Any]]:
+        """Every key's accumulator as columns, for firing without a Python call per key.
+
+        Returns:
+            ``(ids, slots, objects)``: the ids with an accumulator (ascending ``int32``); per
+            slot of ``slots``' layout a ``(tags, i64, f64)`` column (``scan``'s ``INT``,
+            ``FLOAT``, or ``OTHER`` for an int past int64, whose value is
+            ``objects[(slot, row)]``).
+        """
+        ids = sorted(self._acc)
+        width = (
+            len(self.slots(ids[0]) or [])
+            if ids
+            else sum(2 if k == "mean" else 1 for k in self.kinds)
+        )
+        columns = [[self._acc_slots(k)[s] for k in ids] for s in range(width)]
+        objects: dict[tuple[int, int], Any] = {}
+        out = []
+        for s, col in enumerate(columns):
+            tags = np.array([TAG_FLOAT if type(v) is float else 4 for v in col], np.uint8)
+            for row, v in enumerate(col):
+                if type(v) is int and not -(1 << 63) <= v < (1 << 63):
+                    tags[row] = 7
+                    objects[(s, row)] = v
+            i64 = np.array([v if tags[r] == 4 else 0 for r, v in enumerate(col)], np.int64)
+            f64 = np.array([v if type(v) is float else 0.0 for v in col], np.float64)
+            out.append((tags, i64, f64))
+        return np.array(ids, np.int32), out, objects
+
+    def _acc_slots(self, kid: int) -> list[Any]:
+        return [x for group in self._acc[kid] for x in group]
+
+    def present_ids(self) -> Array:
+        """Every id with an accumulator, ascending."""
+        return np.array(sorted(self._acc), np.int32)
+
+
+def fold_window(acc: Any, kids: Array, columns: list[Any]) -> None:
+    """Fold rows into ``acc`` (either twin's ``WindowAcc``), then add the rows its int64 slots
+    could not hold with Python ints, in arrival order.
+
+    Args:
+        acc: the window's accumulators.
+        kids: ``int32`` dense key ids, one per row.
+        columns: per aggregate, ``(tags, i64, f64)`` or ``None`` for a count.
+    """
+    aggs, rows = acc.fold(kids, columns)
+    if not len(rows):
+        return
+    for j, i in zip(aggs.tolist(), rows.tolist(), strict=True):
+        tags, i64, f64 = columns[j]
+        k = int(kids[i])
+        held = acc.py[j]
+        if k not in held:
+            held[k] = acc.python_start(j, k)
+        held[k] += _number(int(tags[i]), int(i64[i]), float(f64[i]))

@@ -1,0 +1,105 @@
+"""Pure-Python twin of the key interner (``_intern.pyx``).
+
+An ``Interner`` belongs to one keyed operator: it maps each key, given as the UTF-8 bytes of its
+canonical form (``state.keygroups.canonical_key``), to a dense id ``0, 1, 2, ...`` in order of
+first sight, and computes the key's group once, when the key is new: ``crc32(bytes) %
+max_parallelism``, as ``state.keygroups.key_group``. Accumulators are then arrays indexed by id,
+and routing a row is an array lookup (``partitions``), not a CRC per row.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import numpy as np
+
+Array = Any
+
+
+def crc32_of(data: bytes) -> int:
+    """CRC-32 of ``data``, as ``zlib.crc32`` (the compiled twin has its own table)."""
+    return zlib.crc32(data)
+
+
+class Interner:
+    """Dense ids for keys, and each key's key group.
+
+    Args:
+        max_parallelism: the job's number of key groups.
+
+    Example:
+        >>> it = Interner(128)
+        >>> it.intern(b"ad-1ad-2ad-1", np.array([0, 4, 8]), np.array([4, 4, 4])).tolist()
+        [0, 1, 0]
+    """
+
+    def __init__(self, max_parallelism: int) -> None:
+        if max_parallelism < 1:
+            raise ValueError(f"max_parallelism={max_parallelism} must be >= 1")
+        self.max_parallelism = max_parallelism
+        self._ids: dict[bytes, int] = {}
+        self._raw: list[bytes] = []
+        self._groups: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def intern(self, data: bytes, starts: Array, lens: Array) -> Array:
+        """The id of each key ``data[starts[i]:starts[i] + lens[i]]``, new keys numbered in
+        order of first sight.
+
+        Args:
+            data: the bytes the spans point into.
+            starts: ``int64`` span starts.
+            lens: ``int32`` span lengths.
+
+        Returns:
+            ``int32`` ids, one per span.
+        """
+        ids = self._ids
+        out = []
+        m = self.max_parallelism
+        for s, n in zip(starts.tolist(), lens.tolist(), strict=True):
+            raw = bytes(data[s : s + n])
+            k = ids.get(raw)
+            if k is None:
+                k = ids[raw] = len(self._raw)
+                self._raw.append(raw)
+                self._groups.append(zlib.crc32(raw) % m)
+            out.append(k)
+        return np.array(out, dtype=np.int32)
+
+    def groups(self, ids: Array) -> Array:
+        """The key group of each id (``int32``)."""
+        g = self._groups
+        return np.array([g[k] for k in ids.tolist()], dtype=np.int32)
+
+    def partitions(self, ids: Array, parallelism: int) -> Array:
+        """The worker owning each id's key group at ``parallelism`` (``int32``):
+        ``keygroups.operator_for_key_group``.
+
+        Raises:
+            ValueError: ``parallelism`` is outside ``1..max_parallelism``.
+        """
+        if not 1 <= parallelism <= self.max_parallelism:
+            raise ValueError(
+                f"parallelism={parallelism} must be between 1 and "
+                f"max_parallelism={self.max_parallelism}"
+            )
+        g, m = self._groups, self.max_parallelism
+        return np.array([g[k] * parallelism // m for k in ids.tolist()], dtype=np.int32)
+
+    def key(self, kid: int) -> str:
+        """The key with id ``kid``.
+
+        Raises:
+            IndexError: no key has that id.
+        """
+        if not 0 <= kid < len(self._raw):
+            raise IndexError(f"key id {kid} is not interned (0..{len(self._raw) - 1})")
+        return self._raw[kid].decode()
+
+    def keys(self, start: int = 0) -> list[str]:
+        """The keys with ids ``start, start + 1, ...`` (the new ones since ``start``)."""
+        return [r.decode() for r in self._raw[start:]]

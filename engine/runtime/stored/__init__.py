@@ -1,0 +1,34 @@
+"""The stored form of operator state, one level under the operators: how a value under a state
+key is encoded (``codec``), what an aggregate set's slots hold and how they fold, merge and turn
+into a result (``fold``), what a triggered window keeps (``triggered``), and how top-N ranks
+(``ranking``).
+
+The operators write through it; the query API reads through this package's names only, and
+imports no operator runtime nor task module (the import contract in ``pyproject.toml`` checks
+it). The backfill writes the same form from Spark.
+"""
+
+from __future__ import annotations
+
+from weir.engine.runtime.stored.codec import (
+    compose_stored,
+    decode_session,
+    decode_state,
+    decode_window,
+    uses_panes,
+)
+from weir.engine.runtime.stored.fold import FoldPlan
+from weir.engine.runtime.stored.ranking import TOP_K, best
+from weir.engine.runtime.stored.triggered import query_windows
+
+__all__ = [
+    "TOP_K",
+    "FoldPlan",
+    "best",
+    "compose_stored",
+    "decode_session",
+    "decode_state",
+    "decode_window",
+    "query_windows",
+    "uses_panes",
+]

@@ -1,0 +1,32 @@
+"""The compiled kernels (``engine/kernels/_*.pyx``), built by the package's own build.
+
+Everything else about the package is in ``pyproject.toml``; setuptools reads this file only for
+the extension modules. ``-O3`` (and ``-g0``) but no ``-march=native``: a wheel built here must
+run on any x86-64 (or aarch64) machine.
+"""
+
+from __future__ import annotations
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+KERNELS = ("_scan", "_timek", "_intern", "_fold", "_strk")
+# the package's folders are symlinked under weir/ (pyproject.toml), so the modules' names are
+# weir.engine.kernels.* and their sources are reached through weir/engine
+extensions = [
+    Extension(
+        f"weir.engine.kernels.{name}",
+        [f"weir/engine/kernels/{name}.pyx"],
+        include_dirs=["weir/engine/kernels"],
+        extra_compile_args=["-O3", "-g0"],  # -g0: no debug info in wheels
+    )
+    for name in KERNELS
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        compiler_directives={"language_level": "3"},
+        quiet=True,
+    )
+)

@@ -1,0 +1,113 @@
+"""The interner against ``state.keygroups`` and the fold against the generated Python fold
+(``operators.fold.FoldPlan``), on both kernel implementations: the same ids, key groups and
+partitions; the same accumulators value for value and type for type (int64 overflow into
+Python ints, float sums in arrival order, bit for bit)."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from weir.engine import agg
+from weir.engine.kernels import Kernels
+from weir.engine.kernels.fold import fold_window
+from weir.engine.kernels.scan import FLOAT, INT
+from weir.engine.runtime.stored.fold import FoldPlan
+from weir.state.keygroups import key_group, operator_for_key_group
+
+
+@given(st.lists(st.text(max_size=6), min_size=1, max_size=60), st.integers(1, 1 << 15), st.data())
+def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.DataObject) -> None:
+    it = kernels.Interner(max_par)
+    raw = [k.encode() for k in keys]
+    block = b"".join(raw)
+    starts = np.cumsum([0] + [len(r) for r in raw[:-1]]).astype(np.int64)
+    lens = np.array([len(r) for r in raw], np.int32)
+    half = len(keys) // 2  # two batches: ids carry over
+    ids = np.concatenate(
+        [it.intern(block, starts[:half], lens[:half]), it.intern(block, starts[half:], lens[half:])]
+    )
+    first: dict[str, int] = {}
+    for k in keys:
+        first.setdefault(k, len(first))
+    assert ids.tolist() == [first[k] for k in keys]
+    assert it.keys() == list(first) and len(it) == len(first)
+    assert it.groups(ids).tolist() == [key_group(k, max_par) for k in keys]
+    p = data.draw(st.integers(1, max_par))
+    assert it.partitions(ids, p).tolist() == [
+        operator_for_key_group(max_par, p, key_group(k, max_par)) for k in keys
+    ]
+    assert kernels.crc32_of(block) == zlib.crc32(block)
+
+
+BIG = (1 << 63) - 1
+ints = (
+    st.integers(-(1 << 63), BIG)
+    | st.integers(-1000, 1000)
+    | st.sampled_from([BIG, -BIG - 1, BIG - 1])
+)
+floats = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from(
+    [0.0, -0.0, 0.1, 1e308]
+)
+numbers = st.one_of(ints, floats)
+AGGS = {
+    "count": agg.count(),
+    "sum": agg.sum("v"),
+    "min": agg.min("v"),
+    "max": agg.max("v"),
+    "mean": agg.mean("v"),
+}
+
+
+def _bits(x: Any) -> Any:
+    return (float, struct.pack("<d", x)) if type(x) is float else (type(x), x)
+
+
+@given(
+    st.lists(st.lists(st.tuples(st.integers(0, 6), numbers), max_size=30), min_size=1, max_size=3),
+    st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=5, unique=True),
+)
+def test_fold_equals_python_fold(
+    kernels: Kernels, batches: list[list[tuple[int, Any]]], kinds: list[str]
+) -> None:
+    plan = FoldPlan({k: AGGS[k] for k in kinds})
+    acc = kernels.WindowAcc(tuple(kinds))
+    buckets: dict[int, dict[str, list[Any]]] = {}
+    dirty: dict[int, set[str]] = {}
+    for batch in batches:
+        if not batch:
+            continue
+        kids = np.array([k for k, _ in batch], np.int32)
+        vals = [v for _, v in batch]
+        tags = np.array([FLOAT if type(v) is float else INT for v in vals], np.uint8)
+        i64 = np.array([v if type(v) is int else 0 for v in vals], np.int64)
+        f64 = np.array([v if type(v) is float else 0.0 for v in vals], np.float64)
+        col = (tags, i64, f64)
+        fold_window(acc, kids, [None if k == "count" else col for k in kinds])
+        keys = [str(k) for k, _ in batch]
+        plan.fold(buckets, dirty, keys, [10] * len(keys), *([vals] if plan.fields else []), [])
+        assert sorted(acc.take_dirty().tolist()) == sorted(int(k) for k in dirty.pop(10))
+    want = buckets.get(10, {})
+    for kid in range(8):
+        got = acc.slots(kid)
+        expected = want.get(str(kid))
+        if expected is None:
+            assert got is None
+        else:
+            assert got is not None and [_bits(x) for x in got] == [_bits(x) for x in expected]
+    assert acc.present_ids().tolist() == sorted(int(k) for k in want)
+    ids, slots, objects = acc.export()  # the same accumulators as columns
+    assert ids.tolist() == sorted(int(k) for k in want)
+    for row, kid in enumerate(ids.tolist()):
+        exported = [
+            objects[(s, row)]
+            if t[row] == 7
+            else (float(f[row]) if t[row] == FLOAT else int(i[row]))
+            for s, (t, i, f) in enumerate(slots)
+        ]
+        assert [_bits(x) for x in exported] == [_bits(x) for x in want[str(kid)]]
