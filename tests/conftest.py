@@ -233,10 +233,13 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """A Spark standalone cluster on loopback for the session: a master and two one-core
-    workers (``tests.support.spark_cluster``), started by the first test that asks (~10 s).
-    Without Java or pyspark's spark-class the test fails, naming what to install."""
+    workers (``tests.support.spark_cluster``), started by the first test that asks (~10 s). Without
+    Java or pyspark's spark-class the test fails, naming what to install. It authenticates
+    every client: Spark sessions of this process and the ``weir`` runs it starts have its
+    ``SPARK_CONF_DIR`` in their environment until the session ends."""
     with SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2) as cluster:
-        yield cluster
+        with cluster.clients_here():
+            yield cluster
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from weir.engine.agg import AggregateFunction
-from weir.engine.sql.dialect import parse
+from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError
 from weir.engine.sql.keys import key_selector
 from weir.engine.sql.query import QueryPlan, TableDef
@@ -87,5 +87,8 @@ def add_view(
     statements = parse(query, f"job.sql({name!r})")
     if len(statements) != 1:
         raise SqlError(f"job.sql({name!r}) takes one SELECT; it has {len(statements)} statements")
-    plan = plan_query(statements[0], name, defs, functions or {})
+    try:
+        plan = plan_query(statements[0], name, defs, functions or {})
+    except RecursionError:  # a long chain of operators compiles recursively
+        raise too_deep(f"job.sql({name!r})") from None
     return attach(plan, tables[plan.table])

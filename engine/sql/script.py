@@ -27,7 +27,7 @@ from weir.engine.job import DataStream, Job
 from weir.engine.sources import from_url
 from weir.engine.sql.build import attach
 from weir.engine.sql.columns import check_type, checker
-from weir.engine.sql.dialect import WeirFlink, parse
+from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
 from weir.engine.sql.select import plan_query
@@ -270,6 +270,9 @@ def _import_aggregate(name: str, target: str) -> AggregateFunction:
 def load_script(path: Path) -> Job:
     """The job a ``.sql`` file declares; its name defaults to the file's stem."""
     text = path.read_text(encoding="utf-8")
-    job = _Script(str(path), path.stem).run(parse(text, str(path)))
+    try:
+        job = _Script(str(path), path.stem).run(parse(text, str(path)))
+    except RecursionError:  # a long chain of operators compiles recursively
+        raise too_deep(str(path)) from None
     job.validate()
     return job

@@ -201,7 +201,7 @@ def test_a_far_future_timestamp_goes_to_the_dead_letters_and_closes_no_window(
     assert result.rc == 0, result.stderr
     dead = read_jsonl(tmp_path / "st" / "t1" / "dead-letter.jsonl")
     assert [d["input"] for d in dead] == [future]
-    assert "ahead of the wall clock" in dead[0]["reason"] and "--max-future-ms" in dead[0]["reason"]
+    assert "ahead of the wall clock" in dead[0]["reason"] and "`max_future_ms`" in dead[0]["reason"]
     assert read_jsonl(tmp_path / "st" / "t1" / "late.jsonl") == []
     assert group_emissions(read_jsonl(out)) == simulate(event_lines(good), spec).emissions
     # with the limit off, the same input closes the windows early: later records are late
