@@ -24,7 +24,8 @@ from tests.support import WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
 from tests.support.jvm import quick_jvm_env
 from tests.support.s3_server import S3Server
-from tests.support.servers import S3Place, Servers, run_weir_in, unique_prefix
+from tests.support.servers import Env, S3Place, Servers, run_weir_in, unique_prefix
+from tests.support.servers import weir_env as servers_weir_env
 from tests.support.spark_cluster import SparkCluster
 from tests.support.sparksession import SharedSpark
 from tests.support.tiers import (
@@ -126,6 +127,14 @@ def run_weir(tmp_path: Path) -> Callable[..., WeirResult]:
         return run_weir_in(tmp_path, *args, timeout=timeout, env=env)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def weir_env() -> Env:
+    """``weir_env(extra)``: the environment of a ``weir`` process a test starts itself (this one's
+    without any ``WEIR_*`` variable, plus ``extra``). A test that asks for it starts processes, so
+    it is in the integration tier (``tests/support/tiers.py``)."""
+    return servers_weir_env
 
 
 @pytest.fixture

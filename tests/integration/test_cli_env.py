@@ -125,3 +125,32 @@ def test_help_shows_the_variables_value_as_the_default(run_weir: Run) -> None:
     text = " ".join(run_weir("run", "--help", env={"WEIR_LOG_FORMAT": "json"}).stdout.split())
     assert "(env WEIR_LOG_FORMAT, default json)" in text
     assert "--log-format text|json" in text
+
+
+# from tests/unit/test_settings.py: a run starts a process, so it is an integration test
+@pytest.mark.parametrize(
+    ("var", "value", "problem"),
+    [
+        ("WEIR_KAFKA_CONNECT_TIMEOUT_S", "soon", "is not a number"),
+        ("WEIR_PROFILE_DIR", "/nonexistent/weir-profiles", "is not a directory"),
+        ("WEIR_S3_ADDRESSING", "sideways", "is not a choice; use one of path, virtual"),
+        ("WEIR_KAFKA_SECURITY_PROTOCOL", "TLS", "is not a choice"),
+    ],
+)
+def test_a_bad_variable_read_deep_inside_stops_the_run_before_it_starts(
+    run_weir: Run, job_file: Path, var: str, value: str, problem: str
+) -> None:
+    r = run_weir("run", str(job_file), "--api-port", "0", env={var: value})
+    assert r.rc == 2, r.stderr
+    assert r.error_lines() == [f"weir: error: {var}={value!r} {problem}" + _fix(problem)]
+    assert "serving" not in r.stderr
+
+
+def _fix(problem: str) -> str:
+    if problem == "is not a number":
+        return "; e.g. WEIR_KAFKA_CONNECT_TIMEOUT_S=60.0"
+    if problem == "is not a directory":
+        return "; create it first, or unset the variable"
+    if problem == "is not a choice":
+        return "; use one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
+    return ""

@@ -2,7 +2,7 @@
 executors): each lives for seconds to minutes over a few thousand records, so the JIT's second
 tier and the parallel collector's threads cost more than they return. C1 only and the serial
 collector cut a local SparkSession's start and first job from 19-21 to 12-13 CPU seconds here
-(docs/decisions/0005-test-tiers.md). Benchmarks do not use this: their JVMs run as shipped."""
+(docs/decisions/0008-test-tiers.md). Benchmarks do not use this: their JVMs run as shipped."""
 
 from __future__ import annotations
 

@@ -291,6 +291,7 @@ class _Simulation:
             return
         if not spans:  # between two windows of a sliding window with gaps: in none
             return
+        assert isinstance(v, (int, float))  # not bad: a JSON number
         for start, end in spans:
             wk = (key, start, end)
             if end - 1 > wm_before:  # on time

@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,9 @@ SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:(\d+))")
 # `weir run --no-api` says this instead
 HEADLESS = re.compile(r"weir: job (\S+) running without an API")
 RUN_TIMEOUT_S = 60.0
+
+# weir_env's type, for the fixture of that name
+Env = Callable[[dict[str, str] | None], dict[str, str]]
 
 
 def weir_env(extra: dict[str, str] | None) -> dict[str, str]:

@@ -34,6 +34,7 @@ CLUSTER_FIXTURES = frozenset({"spark_cluster", "s3_server", "s3", "module_s3"})
 PROCESS_FIXTURES = frozenset(
     {
         "run_weir",
+        "weir_env",
         "weir_server",
         "module_weir_server",
         "kafka_broker",
