@@ -40,7 +40,7 @@ demo: $(STAMP)
 # (the Spark standalone cluster, S3), soak (a leak check). `make test` runs them in that order
 # and stops at the first that fails. The process tiers run on pytest-xdist workers: they wait on
 # subprocesses and sockets more than they compute, so more workers than cores pay; the fast tier
-# computes, and runs in one process (the numbers: docs/decisions/0005-test-tiers.md). A tier's
+# computes, and runs in one process (the numbers: docs/decisions/0008-test-tiers.md). A tier's
 # *_WORKERS=0 runs it in one process; PYTEST_ARGS adds options to every tier; JUNIT_DIR=DIR
 # writes each tier's JUnit XML there.
 PYTEST := $(BIN)/python -m pytest -q
