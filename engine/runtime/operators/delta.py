@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from weir.engine.agg import Aggregate, UserDefined
+from weir.state import layout
 from weir.state.backend import StateBackend
 
 
@@ -42,6 +45,19 @@ def freeze_segment(ns: bytes, keys: Collection[str], bucket: dict[str, list[Any]
     return ns, keys, list(chain.from_iterable(map(bucket.__getitem__, keys)))
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnSegment:
+    """The changed rows of one window of one operator as columns: row i is key ``keys[i]``
+    (canonical form) in key group ``key_groups[i]``, its accumulator slot j is
+    ``slots[j][i]``. A slot column is an int64 or float64 numpy array, or a list of Python
+    objects where a value does not fit (an int past int64, a user-defined accumulator)."""
+
+    end: int  # the window end, the namespace of every row
+    keys: list[str]
+    key_groups: np.ndarray  # uint16
+    slots: list[np.ndarray | list[Any]]
+
+
 def _no_prefix(key: str) -> tuple[int, bytes]:
     raise AssertionError(f"a generation without rows has no state-key prefix (key {key!r})")
 
@@ -49,9 +65,9 @@ def _no_prefix(key: str) -> tuple[int, bytes]:
 class StateDelta:
     """``segments`` (see ``Segment``) and ``rows`` (``(key, namespace bytes, slots)``) get their
     state keys (``prefix``) and values when the generation is written; ``puts`` are encoded
-    already; ``deletes`` go first."""
+    already; ``deletes`` go first, then ``columns`` (window accumulators as columns)."""
 
-    __slots__ = ("puts", "segments", "width", "rows", "deletes", "prefix", "written")
+    __slots__ = ("puts", "segments", "width", "rows", "deletes", "prefix", "columns", "written")
 
     def __init__(
         self,
@@ -61,8 +77,10 @@ class StateDelta:
         prefix: Prefix = _no_prefix,
         segments: list[Segment] | None = None,
         width: int = 0,
+        columns: list[ColumnSegment] | None = None,
     ) -> None:
         self.puts = puts if puts is not None else {}
+        self.columns = columns if columns is not None else []
         self.rows = rows if rows is not None else []
         self.deletes = deletes if deletes is not None else []
         self.prefix = prefix
@@ -71,7 +89,7 @@ class StateDelta:
         self.written = False
 
     def __len__(self) -> int:
-        keys = sum(len(s[1]) for s in self.segments)
+        keys = sum(len(s[1]) for s in self.segments) + sum(len(c.keys) for c in self.columns)
         return len(self.puts) + len(self.rows) + len(self.deletes) + keys
 
     def write(self, state: StateBackend, chunk: int | None = None) -> None:
@@ -109,6 +127,15 @@ class StateDelta:
         prefix, w = self.prefix, self.width
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}
+        for seg in self.columns:
+            ns = layout.encode_namespace(seg.end)
+            cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in seg.slots]
+            values = zip(*cols, strict=True)
+            for k, slots in zip(seg.keys, values, strict=True):
+                out[prefix(k)[1] + ns] = pack(list(slots))
+                if len(out) >= limit:
+                    yield out
+                    out = {}
         for ns, keys, flat in self.segments:
             pre = [prefix(k)[1] for k in keys]
             for i in sorted(range(len(pre)), key=pre.__getitem__):
