@@ -37,12 +37,12 @@ from weir.engine.runtime.stored import (
     compose_stored,
     decode_session,
     decode_state,
-    decode_window,
     query_windows,
+    stores_cells,
     uses_panes,
 )
 from weir.engine.windows import SessionWindows, SlidingWindows, is_late
-from weir.state import layout
+from weir.state import cells, layout
 from weir.state.keygroups import key_group
 
 router = APIRouter(tags=["state"])
@@ -126,13 +126,17 @@ def key_answer(
     if len(raw_key) > layout.MAX_KEY_BYTES:
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
-    prefix = layout.key_prefix(kg, op_def.state_id, raw_key)
     source = StateSource(handle, consistency)
-    rows = source.scan(kg, prefix)
-    pane_rows: list[tuple[bytes, bytes]] = []
-    if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
-        pane_rows = source.scan(kg, layout.key_prefix(kg, op_def.pane_state_id, raw_key))
-    if not rows and not pane_rows:
+    if isinstance(op_def, WindowNode) and stores_cells(op_def):
+        stored = _cell_windows(source, kg, op_def, raw_key)
+        found = bool(stored[0] or stored[1])
+        rows: list[tuple[bytes, bytes]] = []
+    else:
+        prefix = layout.key_prefix(kg, op_def.state_id, raw_key)
+        rows = source.scan(kg, prefix)
+        stored = None
+        found = bool(rows)
+    if not found:
         raise not_found(
             "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
         )
@@ -154,11 +158,12 @@ def key_answer(
     windows: list[dict[str, Any]] = []
     if op_def.triggered:  # count/global windows, triggers, evictors: their own stored form
         entries = query_windows(op_def, plan, rows, wm)
-    else:
+    elif stored is not None:
         entries = [
-            (s, e, a, is_late(e, lateness, wm))
-            for s, e, a in _entries(op_def, plan, rows, pane_rows)
+            (s, e, a, is_late(e, lateness, wm)) for s, e, a in _composed(op_def, plan, *stored)
         ]
+    else:
+        entries = [(s, e, a, is_late(e, lateness, wm)) for s, e, a in _sessions(rows)]
     for start, end, slots, final in entries:
         if (bounds.from_ is not None and start < bounds.from_) or (
             bounds.to is not None and start > bounds.to
@@ -419,23 +424,34 @@ def _namespace(skey: bytes) -> int:
     return layout.decode_namespace(skey[-layout.NAMESPACE_BYTES :])
 
 
-def _entries(
-    op: WindowNode,
-    plan: FoldPlan,
-    rows: list[tuple[bytes, bytes]],
-    pane_rows: list[tuple[bytes, bytes]],
+def _cell_windows(
+    source: StateSource, kg: int, op: WindowNode, key: bytes
+) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
+    """A key's stored windows and (sliding windows) panes, by end, from their cells."""
+    windows = cells.key_windows(source.between(kg, *cells.key_bounds(kg, op.state_id, key)), key)
+    panes: dict[int, list[Any]] = {}
+    if uses_panes(op.assigner):
+        bounds = cells.key_bounds(kg, op.pane_state_id, key)
+        panes = cells.key_windows(source.between(kg, *bounds), key)
+    return windows, panes
+
+
+def _composed(
+    op: WindowNode, plan: FoldPlan, stored: dict[int, list[Any]], panes: dict[int, list[Any]]
 ) -> list[tuple[int, int, list[Any]]]:
-    """A key's windows as ``(start, end, slots)``, by end: sessions store their start, sliding
-    windows that are still open are composed from their panes."""
+    """A key's windows as ``(start, end, slots)``, by end: sliding windows that are still open
+    are composed from their panes."""
     assigner = op.assigner
-    if isinstance(assigner, SessionWindows):
-        sessions = []
-        for k, v in rows:
-            start, slots = decode_session(v)
-            sessions.append((start, _namespace(k), slots))
-        return sessions
-    stored = {_namespace(k): decode_window(v) for k, v in rows}
-    if pane_rows and isinstance(assigner, SlidingWindows):
-        panes = {_namespace(k): decode_window(v) for k, v in pane_rows}
+    assert not isinstance(assigner, SessionWindows)  # sessions are rows (``stores_cells``)
+    if panes and isinstance(assigner, SlidingWindows):
         stored = compose_stored(assigner, plan.merge, stored, panes)
     return [(assigner.start_of(end), end, slots) for end, slots in sorted(stored.items())]
+
+
+def _sessions(rows: list[tuple[bytes, bytes]]) -> list[tuple[int, int, list[Any]]]:
+    """A key's sessions as ``(start, end, slots)``: a session stores its start."""
+    sessions = []
+    for k, v in rows:
+        start, slots = decode_session(v)
+        sessions.append((start, _namespace(k), slots))
+    return sessions

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from itertools import chain
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 import numpy as np
@@ -58,6 +58,24 @@ class ColumnSegment:
     slots: list[np.ndarray | list[Any]]
 
 
+class CellWrites(Protocol):
+    """What writes a generation's window accumulators as cells (``cellwrites.CellPart``)."""
+
+    def __len__(self) -> int: ...
+
+    def deletes(self, state: StateBackend) -> list[bytes]:
+        """Cell entries to delete first (windows that left the state)."""
+        ...
+
+    def entries(self, columns: list[ColumnSegment]) -> Iterator[tuple[bytes, bytes]]:
+        """The cells to put after the deletes: ``columns`` and the part's own rows."""
+        ...
+
+    def written(self, state: StateBackend) -> None:
+        """After the generation is written: merge cells with too many generations."""
+        ...
+
+
 def _no_prefix(key: str) -> tuple[int, bytes]:
     raise AssertionError(f"a generation without rows has no state-key prefix (key {key!r})")
 
@@ -65,9 +83,21 @@ def _no_prefix(key: str) -> tuple[int, bytes]:
 class StateDelta:
     """``segments`` (see ``Segment``) and ``rows`` (``(key, namespace bytes, slots)``) get their
     state keys (``prefix``) and values when the generation is written; ``puts`` are encoded
-    already; ``deletes`` go first, then ``columns`` (window accumulators as columns)."""
+    already; ``deletes`` go first, then ``columns`` (window accumulators as columns) and
+    ``cells``' rows, written as cells (``state/cells.py``; without ``cells``, ``columns`` are
+    written as rows), then the rest."""
 
-    __slots__ = ("puts", "segments", "width", "rows", "deletes", "prefix", "columns", "written")
+    __slots__ = (
+        "puts",
+        "segments",
+        "width",
+        "rows",
+        "deletes",
+        "prefix",
+        "columns",
+        "cells",
+        "written",
+    )
 
     def __init__(
         self,
@@ -78,9 +108,11 @@ class StateDelta:
         segments: list[Segment] | None = None,
         width: int = 0,
         columns: list[ColumnSegment] | None = None,
+        cells: CellWrites | None = None,
     ) -> None:
         self.puts = puts if puts is not None else {}
         self.columns = columns if columns is not None else []
+        self.cells = cells
         self.rows = rows if rows is not None else []
         self.deletes = deletes if deletes is not None else []
         self.prefix = prefix
@@ -90,6 +122,7 @@ class StateDelta:
 
     def __len__(self) -> int:
         keys = sum(len(s[1]) for s in self.segments) + sum(len(c.keys) for c in self.columns)
+        keys += len(self.cells) if self.cells is not None else 0
         return len(self.puts) + len(self.rows) + len(self.deletes) + keys
 
     def write(self, state: StateBackend, chunk: int | None = None) -> None:
@@ -99,13 +132,18 @@ class StateDelta:
         the last one, so the result is the same. Its own packer: the operators' (``codec``)
         may be packing on the worker's loop meanwhile, and a packer is not safe to share
         between threads."""
+        deletes = self.deletes
+        if self.cells is not None:
+            deletes = deletes + self.cells.deletes(state)
         if chunk is None:
-            state.write(self._encoded(), self.deletes)
+            state.write(self._encoded(), deletes)
         else:
-            for i in range(0, len(self.deletes), chunk):
-                state.write({}, self.deletes[i : i + chunk])
+            for i in range(0, len(deletes), chunk):
+                state.write({}, deletes[i : i + chunk])
             for puts in self._chunks(chunk):
                 state.write(puts)
+        if self.cells is not None:
+            self.cells.written(state)
         self.written = True
 
     def _encoded(self) -> dict[bytes, bytes]:
@@ -127,7 +165,13 @@ class StateDelta:
         prefix, w = self.prefix, self.width
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}
-        for seg in self.columns:
+        if self.cells is not None:
+            for key, value in self.cells.entries(self.columns):
+                out[key] = value
+                if len(out) >= limit:
+                    yield out
+                    out = {}
+        for seg in self.columns if self.cells is None else ():
             ns = layout.encode_namespace(seg.end)
             cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in seg.slots]
             values = zip(*cols, strict=True)

@@ -1,0 +1,204 @@
+"""Window accumulators written as cells (``state/cells.py``), and their generations kept few.
+
+Each written generation adds one entry per cell it touches (key group, bucket, window) holding
+only the changed rows, so a flush costs a put per cell, not per row. ``CellLog`` counts, per
+cell of a window that can still change, how many entries it has and how many rows each part
+holds, and merges a cell once it has more than ``MAX_GENERATIONS``: the newer entries among
+themselves while they hold less than half the rows of the oldest (the base), else all of them.
+Rewriting the base only once the changes since it are as large as half of it keeps incremental
+checkpoints small (updating 1% of the keys writes about 1% of the bytes) while a lookup reads at
+most ``MAX_GENERATIONS + 1`` entries per window. The log lives on the worker's state writer
+thread (and on its loop only while that thread is idle, as every RocksDB write of the loop does).
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Collection, Iterator, Sequence
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+from weir.engine.runtime.operators.delta import ColumnSegment
+from weir.state import cells, layout
+from weir.state.backend import StateBackend
+
+MAX_GENERATIONS = 4
+# a window's frozen rows: (state id, window end, keys, their slots end to end, ``width`` a key)
+Frozen = tuple[int, int, Collection[str], list[Any]]
+
+
+def to_columns(
+    end: int, keys: Collection[str], flat: list[Any], width: int, max_par: int
+) -> ColumnSegment:
+    """A frozen window's rows as a ``ColumnSegment`` (numpy per slot, a loop in C per row)."""
+    names = list(keys)
+    raw = list(map(str.encode, names))
+    groups = np.fromiter(map(zlib.crc32, raw), np.uint32, len(raw)) % max_par
+    slots = [cells.slot_column(flat[j::width]) for j in range(width)]
+    return ColumnSegment(end, names, groups.astype(np.uint16), slots)
+
+
+def cell_rows(segment: ColumnSegment) -> cells.CellRows:
+    return cells.CellRows(list(map(str.encode, segment.keys)), segment.key_groups, segment.slots)
+
+
+class CellLog:
+    """The generations of one operator's cells (see the module docstring)."""
+
+    def __init__(self, max_parallelism: int) -> None:
+        self.max_parallelism = max_parallelism
+        self._gen = 0
+        # (state id, window end) -> {cell prefix + namespace: [entries, base rows, newer rows]}
+        self._cells: dict[tuple[int, int], dict[bytes, list[int]]] = {}
+        self.merges = 0
+
+    def next_gen(self) -> int:
+        """A generation number above every earlier one, across restarts too (nanoseconds)."""
+        self._gen = max(time.time_ns(), self._gen + 1)
+        return self._gen
+
+    def encode(self, sid: int, segment: ColumnSegment, gen: int) -> list[tuple[bytes, bytes]]:
+        """``segment``'s cells, counted."""
+        entries = cells.encode_cells(cell_rows(segment), sid, segment.end, gen)
+        known = self._cells.setdefault((sid, segment.end), {})
+        for key, value in entries:
+            counts = known.get(key[:14])
+            n = cells.rows_in(value)
+            if counts is None:
+                known[key[:14]] = [1, n, 0]
+            else:
+                counts[0] += 1
+                counts[2] += n
+        return entries
+
+    def seed(self, raw_key: bytes, value: bytes) -> None:
+        """Count a stored entry (a restore reads every one)."""
+        kg, sid, _, end, _ = cells.decode_cell_key(raw_key)
+        counts = self._cells.setdefault((sid, end), {}).get(raw_key[:14])
+        n = cells.rows_in(value)
+        if counts is None:
+            self._cells[(sid, end)][raw_key[:14]] = [1, n, 0]
+        else:
+            counts[0] += 1
+            counts[2] += n
+
+    def merge_due(self, state: StateBackend) -> int:
+        """Merge every cell with more than ``MAX_GENERATIONS`` entries; returns how many."""
+        done = 0
+        for known in self._cells.values():
+            for cell, counts in known.items():
+                if counts[0] > MAX_GENERATIONS:
+                    self._merge(state, cell, counts)
+                    done += 1
+        self.merges += done
+        return done
+
+    def _merge(self, state: StateBackend, cell: bytes, counts: list[int]) -> None:
+        found = list(state.scan(cell, layout.prefix_upper_bound(cell)))
+        if len(found) < 2:
+            counts[:] = [len(found), sum(cells.rows_in(v) for _, v in found), 0]
+            return
+        whole = counts[2] * 2 >= counts[1]
+        part = found if whole else found[1:]
+        merged = cells.merge([v for _, v in part])
+        newest = part[-1][0]
+        state.write({newest: merged}, [k for k, _ in part[:-1]])
+        n = cells.rows_in(merged)
+        counts[:] = [1, n, 0] if whole else [2, counts[1], n]
+
+    def forget(self, sid: int, until: int) -> None:
+        """Stop counting the windows of ``sid`` ending at or before ``until`` (final: never
+        written again)."""
+        for key in [k for k in self._cells if k[0] == sid and k[1] <= until]:
+            del self._cells[key]
+
+    def drop(self, state: StateBackend, sid: int, end: int, keys: Collection[str]) -> list[bytes]:
+        """The cell entries holding window ``end`` of ``keys`` (every generation), to delete."""
+        self._cells.pop((sid, end), None)
+        return cell_entries(state, sid, end, keys, self.max_parallelism)
+
+
+def cell_entries(
+    state: StateBackend, sid: int, end: int, keys: Collection[str], max_par: int
+) -> list[bytes]:
+    """Every stored entry (all generations) of the cells that hold window ``end`` of ``keys``."""
+    ns = layout.encode_namespace(end)
+    crcs = map(zlib.crc32, map(str.encode, keys))
+    found: list[bytes] = []
+    for kg, bucket in sorted({(c % max_par, cells.bucket_of_hash(c)) for c in crcs}):
+        lo = cells.cell_prefix(kg, sid, bucket) + ns
+        found.extend(k for k, _ in state.scan(lo, layout.prefix_upper_bound(lo)))
+    return found
+
+
+class CellPart:
+    """One generation's window accumulators for ``StateDelta.cells``: the ``frozen`` windows'
+    rows (numbered copies, or copies that share no user-defined accumulator with the
+    operator), the ``columns`` the delta hands over (state ``sid``), the windows to ``drop``
+    (their every cell deleted first) and, once written, the windows to stop counting."""
+
+    def __init__(
+        self,
+        log: CellLog,
+        sid: int,
+        width: int,
+        frozen: list[Frozen],
+        drops: Sequence[tuple[int, int, Collection[str]]] | None = None,
+        final: tuple[int, int] | None = None,
+    ) -> None:
+        self.log = log
+        self.sid = sid
+        self.width = width
+        self.frozen = frozen
+        self.drops = list(drops or [])
+        self.final = final  # (state id, end): windows ending at or before it are final
+
+    def __len__(self) -> int:
+        return sum(len(f[2]) for f in self.frozen)
+
+    def deletes(self, state: StateBackend) -> list[bytes]:
+        out: list[bytes] = []
+        for sid, end, keys in self.drops:
+            out.extend(self.log.drop(state, sid, end, keys))
+        return out
+
+    def entries(self, columns: list[ColumnSegment]) -> Iterator[tuple[bytes, bytes]]:
+        gen = self.log.next_gen()
+        max_par = self.log.max_parallelism
+        for seg in columns:
+            yield from self.log.encode(self.sid, seg, gen)
+        for sid, end, keys, flat in _one_per_window(self.frozen, self.width):
+            seg = to_columns(end, keys, flat, self.width, max_par)
+            yield from self.log.encode(sid, seg, gen)
+
+    def written(self, state: StateBackend) -> None:
+        self.log.merge_due(state)
+        if self.final is not None:
+            self.log.forget(*self.final)
+
+
+def _one_per_window(frozen: list[Frozen], width: int) -> list[Frozen]:
+    """One part per (state id, window): a window frozen twice in one generation (fired, then
+    updated by a late record) keeps each key's later slots (a generation has one cell key)."""
+    seen: dict[tuple[int, int], list[Frozen]] = {}
+    for f in frozen:
+        seen.setdefault((f[0], f[1]), []).append(f)
+    out: list[Frozen] = []
+    for (sid, end), parts in seen.items():
+        if len(parts) == 1:
+            out.append(parts[0])
+            continue
+        rows: dict[str, list[Any]] = {}
+        for _, _, keys, flat in parts:
+            for i, k in enumerate(keys):
+                rows[k] = flat[i * width : i * width + width]
+        out.append((sid, end, list(rows), list(chain.from_iterable(rows.values()))))
+    return out
+
+
+def flat_copy(keys: Collection[str], bucket: dict[str, list[Any]]) -> list[Any]:
+    """``keys``' slots in ``bucket`` copied end to end (a loop in C, no container per key)."""
+    return list(chain.from_iterable(map(bucket.__getitem__, keys)))
