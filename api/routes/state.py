@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, Field
 
-from weir.api import keylist
+from weir.api import cellkeys, keylist
 from weir.api.deps import (
     Consistency,
     Freshness,
@@ -243,8 +243,12 @@ async def list_keys(
         raise ApiError(
             400, "prefix_too_long", f"prefix of {len(want)} bytes is longer than any key"
         )
+    cells_op = isinstance(op_def, WindowNode) and stores_cells(op_def)
     try:
-        start = keylist.Position.decode(cursor, m) if cursor else keylist.Position(0, None)
+        if cells_op:
+            at = cellkeys.CellPosition.decode(cursor, m) if cursor else None
+        else:
+            start = keylist.Position.decode(cursor, m) if cursor else keylist.Position(0, None)
     except keylist.BadCursor as exc:
         raise ApiError(
             400,
@@ -257,8 +261,19 @@ async def list_keys(
         ids.append(op_def.pane_state_id)
 
     await wait_fresh(fresh, handle, op)
-    iterator = StateSource(handle, "live").iterator
-    page = await anyio.to_thread.run_sync(keylist.list_keys, iterator, ids, m, want, start, limit)
+    source = StateSource(handle, "live")
+    if cells_op:
+        begin = at or cellkeys.CellPosition(0, 0, None)
+        found = await anyio.to_thread.run_sync(
+            cellkeys.list_keys, source.between, ids, m, want, begin, limit
+        )
+        page = keylist.Page(
+            [k.decode(errors="replace") for _, k, _ in found.found], found.next, found.examined
+        )
+    else:
+        page = await anyio.to_thread.run_sync(
+            keylist.list_keys, source.iterator, ids, m, want, start, limit
+        )
     metrics.keys_examined.inc(page.examined)
     cursor_out = page.next.encode() if page.next is not None else None
     return {"job": job, "op": op, "keys": page.keys, "next_cursor": cursor_out}
