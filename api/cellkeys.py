@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.api.keylist import SCAN_BUDGET, BadCursor
+from weir.engine.nodes import WindowNode
+from weir.engine.runtime.stored import compose_stored, uses_panes
+from weir.engine.windows import SessionWindows, SlidingWindows
 from weir.state import cells, layout
 
 Between = Callable[[int, bytes, bytes], list[tuple[bytes, bytes]]]  # (kg, lo, hi) -> entries
@@ -161,4 +164,40 @@ def window_cells(
     return out, len(entries)
 
 
-__all__ = ["CellPage", "CellPosition", "list_keys", "list_window", "window_cells"]
+Stored = tuple[dict[int, list[Any]], dict[int, list[Any]]]  # windows and panes, by end
+
+
+def key_cells(between: Between, kg: int, op: WindowNode, key: bytes) -> Stored:
+    """A key's stored windows and (sliding windows) panes, by end, from their cells."""
+    windows = cells.key_windows(between(kg, *cells.key_bounds(kg, op.state_id, key)), key)
+    panes: dict[int, list[Any]] = {}
+    if uses_panes(op.assigner):
+        panes = cells.key_windows(between(kg, *cells.key_bounds(kg, op.pane_state_id, key)), key)
+    return windows, panes
+
+
+def composed(
+    op: WindowNode,
+    merge: Callable[[list[Any], list[Any]], list[Any]],
+    stored: dict[int, list[Any]],
+    panes: dict[int, list[Any]],
+) -> list[tuple[int, int, list[Any]]]:
+    """A key's windows as ``(start, end, slots)``, by end: sliding windows that are still open
+    are composed from their panes."""
+    assigner = op.assigner
+    assert not isinstance(assigner, SessionWindows)  # sessions are rows (``stores_cells``)
+    if panes and isinstance(assigner, SlidingWindows):
+        stored = compose_stored(assigner, merge, stored, panes)
+    return [(assigner.start_of(end), end, slots) for end, slots in sorted(stored.items())]
+
+
+__all__ = [
+    "Stored",
+    "composed",
+    "key_cells",
+    "CellPage",
+    "CellPosition",
+    "list_keys",
+    "list_window",
+    "window_cells",
+]

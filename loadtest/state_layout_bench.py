@@ -1,4 +1,4 @@
-"""State layouts side by side on real RocksDB files (issue 38 item 4; docs/decisions/state-writes.md).
+"""State layouts side by side on real RocksDB files (issue 38 item 4, decisions/state-writes.md).
 
     python -m loadtest.state_layout_bench [--keys N ...] [--windows W ...] [--buckets B ...]
 
@@ -30,7 +30,7 @@ import msgpack
 import numpy as np
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
-from weir.state import cells, layout
+from weir.state import cellcodec, cells, layout
 
 SID = 7
 MAX_PAR = 128
@@ -171,7 +171,10 @@ def main() -> None:
     results: dict[str, Any] = {"writes": [], "lookups": []}
     try:
         for b in args.buckets:
-            cells.BUCKETS, cells._BUCKET_MASK = b, b - 1  # the format's constant, varied here
+            cellcodec.BUCKETS, cellcodec._BUCKET_MASK = (
+                b,
+                b - 1,
+            )  # the format's constant, varied here
             results["writes"].extend(measure_writes(n, workdir) for n in args.write_rows)
             for spec in args.lookups:
                 k, w = (int(x) for x in spec.split("x"))

@@ -33,16 +33,14 @@ from weir.api.registry import JobHandle, Registry
 from weir.base.errors import StateError
 from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.stored import (
-    FoldPlan,
-    compose_stored,
     decode_session,
     decode_state,
     query_windows,
     stores_cells,
     uses_panes,
 )
-from weir.engine.windows import SessionWindows, SlidingWindows, is_late
-from weir.state import cells, layout
+from weir.engine.windows import is_late
+from weir.state import layout
 from weir.state.keygroups import key_group
 
 router = APIRouter(tags=["state"])
@@ -127,16 +125,8 @@ def key_answer(
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
     source = StateSource(handle, consistency)
-    if isinstance(op_def, WindowNode) and stores_cells(op_def):
-        stored = _cell_windows(source, kg, op_def, raw_key)
-        found = bool(stored[0] or stored[1])
-        rows: list[tuple[bytes, bytes]] = []
-    else:
-        prefix = layout.key_prefix(kg, op_def.state_id, raw_key)
-        rows = source.scan(kg, prefix)
-        stored = None
-        found = bool(rows)
-    if not found:
+    rows, stored = _read_key(source, kg, op_def, raw_key)
+    if not rows and not (stored and (stored[0] or stored[1])):
         raise not_found(
             "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
         )
@@ -160,7 +150,8 @@ def key_answer(
         entries = query_windows(op_def, plan, rows, wm)
     elif stored is not None:
         entries = [
-            (s, e, a, is_late(e, lateness, wm)) for s, e, a in _composed(op_def, plan, *stored)
+            (s, e, a, is_late(e, lateness, wm))
+            for s, e, a in cellkeys.composed(op_def, plan.merge, *stored)
         ]
     else:
         entries = [(s, e, a, is_late(e, lateness, wm)) for s, e, a in _sessions(rows)]
@@ -245,10 +236,8 @@ async def list_keys(
         )
     cells_op = isinstance(op_def, WindowNode) and stores_cells(op_def)
     try:
-        if cells_op:
-            at = cellkeys.CellPosition.decode(cursor, m) if cursor else None
-        else:
-            start = keylist.Position.decode(cursor, m) if cursor else keylist.Position(0, None)
+        kind = cellkeys.CellPosition if cells_op else keylist.Position
+        start = kind.decode(cursor, m) if cursor else None
     except keylist.BadCursor as exc:
         raise ApiError(
             400,
@@ -256,27 +245,34 @@ async def list_keys(
             f"cursor {(cursor or '')[:40]!r} is not one this API gave out ({exc}); pass the "
             "next_cursor of the previous page, or start again without a cursor",
         ) from None
-    ids = [op_def.state_id]
-    if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
-        ids.append(op_def.pane_state_id)
-
     await wait_fresh(fresh, handle, op)
-    source = StateSource(handle, "live")
-    if cells_op:
-        begin = at or cellkeys.CellPosition(0, 0, None)
-        found = await anyio.to_thread.run_sync(
-            cellkeys.list_keys, source.between, ids, m, want, begin, limit
-        )
-        page = keylist.Page(
-            [k.decode(errors="replace") for _, k, _ in found.found], found.next, found.examined
-        )
-    else:
-        page = await anyio.to_thread.run_sync(
-            keylist.list_keys, source.iterator, ids, m, want, start, limit
-        )
+    page = await anyio.to_thread.run_sync(_key_page, handle, op_def, want, start, limit)
     metrics.keys_examined.inc(page.examined)
     cursor_out = page.next.encode() if page.next is not None else None
     return {"job": job, "op": op, "keys": page.keys, "next_cursor": cursor_out}
+
+
+def _key_page(
+    handle: JobHandle,
+    op: WindowNode | ProcessNode,
+    want: bytes,
+    start: keylist.Position | cellkeys.CellPosition | None,
+    limit: int,
+) -> keylist.Page:
+    """A page of the key listing: cells bucket by bucket, or rows by seeking."""
+    ids = [op.state_id]
+    if isinstance(op, WindowNode) and uses_panes(op.assigner):
+        ids.append(op.pane_state_id)
+    source = StateSource(handle, "live")
+    m = handle.job.max_parallelism
+    if isinstance(op, WindowNode) and stores_cells(op) and not isinstance(start, keylist.Position):
+        found = cellkeys.list_keys(
+            source.between, ids, m, want, start or cellkeys.CellPosition(0, 0, None), limit
+        )
+        keys = [k.decode(errors="replace") for _, k, _ in found.found]
+        return keylist.Page(keys, found.next, found.examined)
+    begin = start if isinstance(start, keylist.Position) else keylist.Position(0, None)
+    return keylist.list_keys(source.iterator, ids, m, want, begin, limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,38 +431,20 @@ def _lookup(
     return results
 
 
-def _namespace(skey: bytes) -> int:
-    return layout.decode_namespace(skey[-layout.NAMESPACE_BYTES :])
-
-
-def _cell_windows(
-    source: StateSource, kg: int, op: WindowNode, key: bytes
-) -> tuple[dict[int, list[Any]], dict[int, list[Any]]]:
-    """A key's stored windows and (sliding windows) panes, by end, from their cells."""
-    windows = cells.key_windows(source.between(kg, *cells.key_bounds(kg, op.state_id, key)), key)
-    panes: dict[int, list[Any]] = {}
-    if uses_panes(op.assigner):
-        bounds = cells.key_bounds(kg, op.pane_state_id, key)
-        panes = cells.key_windows(source.between(kg, *bounds), key)
-    return windows, panes
-
-
-def _composed(
-    op: WindowNode, plan: FoldPlan, stored: dict[int, list[Any]], panes: dict[int, list[Any]]
-) -> list[tuple[int, int, list[Any]]]:
-    """A key's windows as ``(start, end, slots)``, by end: sliding windows that are still open
-    are composed from their panes."""
-    assigner = op.assigner
-    assert not isinstance(assigner, SessionWindows)  # sessions are rows (``stores_cells``)
-    if panes and isinstance(assigner, SlidingWindows):
-        stored = compose_stored(assigner, plan.merge, stored, panes)
-    return [(assigner.start_of(end), end, slots) for end, slots in sorted(stored.items())]
+def _read_key(
+    source: StateSource, kg: int, op: WindowNode | ProcessNode, key: bytes
+) -> tuple[list[tuple[bytes, bytes]], cellkeys.Stored | None]:
+    """A key's stored state: its windows and panes from cells, or its rows (sessions,
+    triggered windows, process functions)."""
+    if isinstance(op, WindowNode) and stores_cells(op):
+        return [], cellkeys.key_cells(source.between, kg, op, key)
+    return source.scan(kg, layout.key_prefix(kg, op.state_id, key)), None
 
 
 def _sessions(rows: list[tuple[bytes, bytes]]) -> list[tuple[int, int, list[Any]]]:
     """A key's sessions as ``(start, end, slots)``: a session stores its start."""
-    sessions = []
+    out = []
     for k, v in rows:
         start, slots = decode_session(v)
-        sessions.append((start, _namespace(k), slots))
-    return sessions
+        out.append((start, layout.decode_namespace(k[-layout.NAMESPACE_BYTES :]), slots))
+    return out

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any
 
+import msgpack
 import numpy as np
 
 from weir.engine.runtime.operators.delta import ColumnSegment
@@ -202,3 +203,29 @@ def _one_per_window(frozen: list[Frozen], width: int) -> list[Frozen]:
 def flat_copy(keys: Collection[str], bucket: dict[str, list[Any]]) -> list[Any]:
     """``keys``' slots in ``bucket`` copied end to end (a loop in C, no container per key)."""
     return list(chain.from_iterable(map(bucket.__getitem__, keys)))
+
+
+def migrate_rows(state: StateBackend, key_groups: Iterable[int], sid: int) -> int:
+    """State format 1 to 2 for state ``sid``: every window row (``layout.state_key`` and its
+    msgpack slots) of ``key_groups`` becomes part of a cell of generation 0, the rows go, one
+    key group per batch. Returns the rows moved."""
+    moved = 0
+    for kg in key_groups:
+        prefix = layout.state_prefix(kg, sid)
+        by_end: dict[int, list[tuple[bytes, list[Any]]]] = {}
+        old: list[bytes] = []
+        for skey, raw in state.scan(prefix, layout.prefix_upper_bound(prefix)):
+            _, _, key, end = layout.decode_state_key(skey)
+            by_end.setdefault(end, []).append((key, msgpack.unpackb(raw)))
+            old.append(skey)
+        puts: dict[bytes, bytes] = {}
+        for end, rows in by_end.items():
+            keys = [k for k, _ in rows]
+            width = len(rows[0][1])
+            cols = [cells.slot_column([r[1][j] for r in rows]) for j in range(width)]
+            groups = np.full(len(keys), kg, np.uint16)
+            puts.update(cells.encode_cells(cells.CellRows(keys, groups, cols), sid, end, 0))
+        if old:
+            state.write(puts, old)
+        moved += len(old)
+    return moved

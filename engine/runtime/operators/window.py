@@ -32,12 +32,13 @@ from weir.engine.runtime.operators.cellwrites import (
     Frozen,
     cell_entries,
     flat_copy,
+    migrate_rows,
 )
 from weir.engine.runtime.operators.delta import StateDelta, slots_are_numbers
 from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
 from weir.engine.runtime.operators.topn import WindowTops
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.stored.codec import decode_keys, encode_keys
+from weir.engine.runtime.stored.codec import decode_keys, encode_keys, uses_panes
 from weir.engine.runtime.stored.fold import FoldPlan, take_columns
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows, is_late
@@ -71,18 +72,15 @@ class WindowRuntime:
         # sessions have their own runtime (session.py), which never uses this
         self._assigner = cast(TumblingWindows | SlidingWindows | CumulateWindows, op.assigner)
         self._lateness = op.allowed_lateness_ms
-        self._state = state
-        self._range = key_groups
-        self._max_par = max_parallelism
-        self._late = late
-        self._dead = dead
+        self._state, self._range, self._max_par = state, key_groups, max_parallelism
+        self._late, self._dead = late, dead
         self._retention = retention_ms
         self._purge_interval = purge_interval_s
         self._sid = op.state_id
         self._tsid = op.timer_state_id
         self.processing_time = op.assigner.time == "processing"
-        # False when nothing reads the results (no sink: the windows are only queried), so
-        # firing builds no result record; the worker decides, every other caller drains them
+        # False when nothing reads the results (no sink: the windows are only queried): firing
+        # builds no result record; the worker decides, every other caller drains them
         self.emits = True
         # transient
         self.buckets: Buckets = {}
@@ -440,6 +438,14 @@ class WindowRuntime:
         self.watermark, self.data_watermark = watermark, data_watermark
         self._restore_windows(watermark)
         self.reload_timers()
+
+    def migrate(self) -> int:
+        """State format 1 to 2: this operator's window rows (and panes) become cells. Returns
+        the rows moved."""
+        sids = [self._sid]
+        if uses_panes(self.op.assigner):
+            sids.append(self.op.pane_state_id)
+        return sum(migrate_rows(self._state, self._range, sid) for sid in sids)
 
     def _restore_windows(self, wm: int) -> None:
         for key, end, slots in self.stored_windows(self._sid):
