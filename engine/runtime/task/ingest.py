@@ -28,6 +28,7 @@ from weir.base.files import private_dir, write_private
 from weir.engine.runtime.messages import BackfillPhase, BackfillReply, BackfillStep
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.runtime.stored import stores_cells
 from weir.engine.windows import is_late
 from weir.state.bulkload import LoadRules, StagedFile, backfill_files, stage_sst
 from weir.state.bulkstore import fetch_ssts
@@ -62,7 +63,7 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     req = step.request
     shutil.rmtree(stage, ignore_errors=True)
     private_dir(stage)
-    rules = LoadRules(req.op, own, rt.op.state_id, rt.op.timer_state_id)
+    rules = LoadRules(req.op, own, rt.op.state_id, rt.op.timer_state_id, stores_cells(rt.op))
     files = _sources(req.path, own, stage / _DOWNLOADS)
     staged = [stage_sst(f, kg, rules, stage / f.name) for kg, f in files]
     shutil.rmtree(stage / _DOWNLOADS, ignore_errors=True)
@@ -113,7 +114,8 @@ def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
     """Why a backfill of windows ending in ``[min_end, max_end]`` may not be loaded here: the
     operator holds such a window, stored or open (None: it holds none)."""
     rt.flush()
-    for key, end, _ in rt.stored_rows(rt.op.state_id):
+    stored = rt.stored_windows if stores_cells(rt.op) else rt.stored_rows
+    for key, end, _ in stored(rt.op.state_id):
         if min_end <= end <= max_end:
             return (
                 f"key {key!r} already has the window ending at {end} in the live state; "
