@@ -24,6 +24,8 @@ from collections.abc import Iterator
 from itertools import compress
 from typing import Any, cast
 
+import msgpack
+
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.cellwrites import (
@@ -339,11 +341,14 @@ class WindowRuntime:
         self._late_rows.setdefault(end, {})[key] = slots
 
     def _copy(self, keys: list[str], bucket: dict[str, list[Any]]) -> list[Any]:
-        """``keys``' slots end to end, sharing nothing the fold may change later."""
+        """``keys``' slots end to end, sharing nothing the fold may change later: numbers
+        copied; a user-defined accumulator (it may change in place) through msgpack, as it
+        will be stored (one call for all of them)."""
+        flat = flat_copy(keys, bucket)
         if self._numbers:
-            return flat_copy(keys, bucket)
-        copies = map(self.plan.copy, map(bucket.__getitem__, keys))
-        return flat_copy(keys, dict(zip(keys, copies, strict=True)))
+            return flat
+        copied: list[Any] = msgpack.unpackb(msgpack.packb(flat))
+        return copied
 
     def _materialise(self, end: int, bucket: dict[str, list[Any]], dirty: set[str] | None) -> None:
         """Write a fired window: the slots of ``dirty`` keys (every key when None), copied for
