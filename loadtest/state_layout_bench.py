@@ -105,17 +105,9 @@ def lookup_rows(db: Rdict, key: bytes) -> int:
 
 
 def lookup_cells(db: Rdict, key: bytes) -> int:
-    crc = zlib.crc32(key)
-    prefix = cells.cell_prefix(crc % MAX_PAR, SID, cells.bucket_of_hash(crc))
-    found = 0
-    entries = _scan(db, prefix, layout.prefix_upper_bound(prefix))
-    by_end: dict[bytes, list[bytes]] = {}
-    for k, v in entries:
-        by_end.setdefault(k[6:14], []).append(v)
-    for gens in by_end.values():
-        if cells.find_in(gens, key, crc) is not None:
-            found += 1
-    return found
+    """As the API reads a key: its bucket's prefix scan, then ``cells.key_windows``."""
+    kg = zlib.crc32(key) % MAX_PAR
+    return len(cells.key_windows(_scan(db, *cells.key_bounds(kg, SID, key)), key))
 
 
 def measure_writes(n: int, workdir: Path) -> dict[str, Any]:
@@ -156,6 +148,47 @@ def measure_lookups(n: int, windows: int, workdir: Path, samples: int = 2_000) -
     return out
 
 
+def measure_generation(n: int, workdir: Path, rounds: int = 3) -> dict[str, Any]:
+    """A flush's generation of ``n`` changed rows written by the worker's state writer, today's
+    way (``StateDelta.segments``: a row a key) and as cells (``StateDelta.cells``), on fresh
+    ``RocksState`` instances, interleaved rounds, median thread CPU per row."""
+    from statistics import median
+
+    from weir.engine.runtime.operators.cellwrites import CellLog, CellPart
+    from weir.engine.runtime.operators.delta import StateDelta
+    from weir.engine.runtime.operators.statekeys import KeyPrefixes
+    from weir.engine.runtime.task.statewriter import WRITE_CHUNK
+    from weir.state.rocksdb import RocksState
+
+    keys = [f"ad-{i}" for i in range(n)]
+    flat = [v for i in range(n) for v in (i + 1, (i + 1) * 0.5)]
+    prefixes = KeyPrefixes(SID, MAX_PAR)
+    prefixes.warm(keys)  # the operator makes new keys' prefixes at the flush, on its loop
+    ns = layout.encode_namespace(END0)
+    cpu: dict[str, list[float]] = {"rows": [], "cells": []}
+    for r in range(rounds):
+        for name in ("rows", "cells"):
+            path = workdir / f"g-{name}-{r}"
+            shutil.rmtree(path, ignore_errors=True)
+            state = RocksState(path)
+            if name == "rows":
+                delta = StateDelta(segments=[(ns, keys, flat)], prefix=prefixes.prefix, width=2)
+            else:
+                part = CellPart(CellLog(MAX_PAR), SID, 2, [(SID, END0, keys, flat)])
+                delta = StateDelta(cells=part)
+            t0 = time.thread_time()
+            delta.write(state, WRITE_CHUNK)
+            cpu[name].append(time.thread_time() - t0)
+            state.close()
+            shutil.rmtree(path, ignore_errors=True)
+    return {
+        "rows": n,
+        "buckets_per_key_group": cellcodec.BUCKETS,
+        "today_rows_ns_per_row": round(median(cpu["rows"]) / n * 1e9),
+        "cells_ns_per_row": round(median(cpu["cells"]) / n * 1e9),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write-rows", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -166,9 +199,10 @@ def main() -> None:
         help="KEYSxWINDOWS",
     )
     parser.add_argument("--buckets", type=int, nargs="+", default=[cells.BUCKETS])
+    parser.add_argument("--generation", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="weir-layout-bench-"))
-    results: dict[str, Any] = {"writes": [], "lookups": []}
+    results: dict[str, Any] = {"writes": [], "lookups": [], "generations": []}
     try:
         for b in args.buckets:
             cellcodec.BUCKETS, cellcodec._BUCKET_MASK = (
@@ -176,6 +210,9 @@ def main() -> None:
                 b - 1,
             )  # the format's constant, varied here
             results["writes"].extend(measure_writes(n, workdir) for n in args.write_rows)
+            for n in args.generation:
+                results["generations"].append(measure_generation(n, workdir))
+                print(json.dumps(results["generations"][-1]), flush=True)
             for spec in args.lookups:
                 k, w = (int(x) for x in spec.split("x"))
                 results["lookups"].append(measure_lookups(k, w, workdir))

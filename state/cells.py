@@ -35,6 +35,7 @@ import struct
 import zlib
 from bisect import bisect_left
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import msgpack
@@ -218,20 +219,43 @@ def key_bounds(key_group: int, state_id: int, key: bytes) -> tuple[bytes, bytes]
 
 def key_windows(entries: Sequence[tuple[bytes, bytes]], key: bytes) -> dict[int, list[Any]]:
     """``key``'s slots by window end, from the entries of its bucket (``key_bounds``, in key
-    order: each window's generations oldest first)."""
+    order: each window's generations oldest first). The point lookup's path: each entry is
+    searched in place, newest generation first, and a window found stops its search."""
     h = zlib.crc32(key)
-    out: dict[int, list[Any]] = {}
-    i, n = 0, len(entries)
-    while i < n:
-        at = entries[i][0][:14]
-        j = i + 1
-        while j < n and entries[j][0][:14] == at:
-            j += 1
-        slots = find_in([v for _, v in entries[i:j]], key, h)
-        if slots is not None:
-            out[cell_end(at)] = slots
-        i = j
-    return out
+    found: dict[bytes, list[Any]] = {}
+    for ckey, raw in reversed(entries):
+        ns = ckey[6:14]
+        if ns not in found:
+            slots = _lookup(raw, key, h)
+            if slots is not None:
+                found[ns] = slots
+    return {layout.decode_namespace(ns): slots for ns, slots in found.items()}
+
+
+@lru_cache(maxsize=256)
+def _kinds_format(kinds: bytes) -> tuple[struct.Struct, bool]:
+    """A record's slots' format, and whether a slot is msgpack (then ``Cell`` reads it)."""
+    return record_format(tuple(kinds)), OBJECT in kinds
+
+
+def _lookup(raw: bytes, key: bytes, h: int) -> list[Any] | None:
+    """``Cell(raw).find`` and ``slots_at`` in one pass, without building a ``Cell``."""
+    _, s, _, n, key_bytes = HEADER.unpack_from(raw)
+    rec = HEADER.size + s + pad8(s)
+    w = 8 + 8 * s
+    keys_at = rec + n * w
+    hashes = memoryview(raw)[rec:keys_at].cast("I")[:: w >> 2]
+    i = bisect_left(hashes, h)
+    while i < n and hashes[i] == h:
+        a = keys_at + _U32.unpack_from(raw, rec + i * w + 4)[0]
+        b = keys_at + (_U32.unpack_from(raw, rec + i * w + w + 4)[0] if i + 1 < n else key_bytes)
+        if raw[a:b] == key:
+            fmt, objects = _kinds_format(raw[HEADER.size : HEADER.size + s])
+            if objects:
+                return Cell(raw).slots_at(i)
+            return list(fmt.unpack_from(raw, rec + i * w))
+        i += 1
+    return None
 
 
 def decode_rows(cells: Sequence[bytes]) -> list[tuple[bytes, list[Any]]]:
