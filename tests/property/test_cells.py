@@ -21,7 +21,7 @@ MAX_PAR = 4  # few key groups and buckets: cells of several rows, hash ties with
 SID = 7
 ENDS = st.sampled_from([-(2**63) + 10, -5, 100, 200, 2**63 - 1])
 KEYS = st.one_of(
-    st.sampled_from(["a", "b", "ad-1", "ad-10", "é", "ключ", "", "a\x00"]),
+    st.sampled_from(["a", "b", "ad-1", "ad-10", "é", "ключ", "", "a\x00", "long" * 60]),
     st.text(max_size=6),
 )
 NUMBER = st.one_of(

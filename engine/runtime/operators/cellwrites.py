@@ -31,15 +31,13 @@ MAX_GENERATIONS = 4
 Frozen = tuple[int, int, Collection[str], list[Any]]
 
 
-def to_columns(
-    end: int, keys: Collection[str], flat: list[Any], width: int, max_par: int
-) -> ColumnSegment:
-    """A frozen window's rows as a ``ColumnSegment`` (numpy per slot, a loop in C per row)."""
-    names = list(keys)
-    raw = list(map(str.encode, names))
-    groups = np.fromiter(map(zlib.crc32, raw), np.uint32, len(raw)) % max_par
+def frozen_rows(keys: Collection[str], flat: list[Any], width: int, max_par: int) -> cells.CellRows:
+    """A frozen window's rows to write as cells: keys encoded and hashed once, a numpy
+    column per slot (loops in C, no Python call per row)."""
+    raw = list(map(str.encode, keys))
+    crc = np.fromiter(map(zlib.crc32, raw), np.uint32, len(raw))
     slots = [cells.slot_column(flat[j::width]) for j in range(width)]
-    return ColumnSegment(end, names, groups.astype(np.uint16), slots)
+    return cells.CellRows(raw, (crc % max_par).astype(np.uint16), slots, crc)
 
 
 def cell_rows(segment: ColumnSegment) -> cells.CellRows:
@@ -61,10 +59,12 @@ class CellLog:
         self._gen = max(time.time_ns(), self._gen + 1)
         return self._gen
 
-    def encode(self, sid: int, segment: ColumnSegment, gen: int) -> list[tuple[bytes, bytes]]:
-        """``segment``'s cells, counted."""
-        entries = cells.encode_cells(cell_rows(segment), sid, segment.end, gen)
-        known = self._cells.setdefault((sid, segment.end), {})
+    def encode(
+        self, sid: int, end: int, rows: cells.CellRows, gen: int
+    ) -> list[tuple[bytes, bytes]]:
+        """Window ``end``'s ``rows`` as cells, counted."""
+        entries = cells.encode_cells(rows, sid, end, gen)
+        known = self._cells.setdefault((sid, end), {})
         for key, value in entries:
             counts = known.get(key[:14])
             n = cells.rows_in(value)
@@ -170,10 +170,9 @@ class CellPart:
         gen = self.log.next_gen()
         max_par = self.log.max_parallelism
         for seg in columns:
-            yield from self.log.encode(self.sid, seg, gen)
+            yield from self.log.encode(self.sid, seg.end, cell_rows(seg), gen)
         for sid, end, keys, flat in _one_per_window(self.frozen, self.width):
-            seg = to_columns(end, keys, flat, self.width, max_par)
-            yield from self.log.encode(sid, seg, gen)
+            yield from self.log.encode(sid, end, frozen_rows(keys, flat, self.width, max_par), gen)
 
     def written(self, state: StateBackend) -> None:
         self.log.merge_due(state)
