@@ -2,13 +2,14 @@
 
 Each written generation adds one entry per cell it touches (key group, bucket, window) holding
 only the changed rows, so a flush costs a put per cell, not per row. ``CellLog`` counts, per
-cell of a window that can still change, how many entries it has and how many rows each part
-holds, and merges a cell once it has more than ``MAX_GENERATIONS``: the newer entries among
-themselves while they hold less than half the rows of the oldest (the base), else all of them.
-Rewriting the base only once the changes since it are as large as half of it keeps incremental
-checkpoints small (updating 1% of the keys writes about 1% of the bytes) while a lookup reads at
-most ``MAX_GENERATIONS + 1`` entries per window. The log lives on the worker's state writer
-thread (and on its loop only while that thread is idle, as every RocksDB write of the loop does).
+cell of a window that can still change, how many entries it has, and merges a cell once it has
+more than ``MAX_GENERATIONS``: the newest entries, and each older one only while the rows
+merged so far are at least half of its (size-tiered, as RocksDB's universal compaction), so an
+entry is rewritten once the changes since it have grown to half its size. That keeps
+incremental checkpoints small (updating 1% of the keys writes about 1% of the bytes) while a
+lookup reads at most ``MAX_GENERATIONS + 1`` entries a window. The log lives on the worker's
+state writer thread (and on its loop only while that thread is idle, as every RocksDB write of
+the loop does).
 """
 
 from __future__ import annotations
@@ -50,8 +51,8 @@ class CellLog:
     def __init__(self, max_parallelism: int) -> None:
         self.max_parallelism = max_parallelism
         self._gen = 0
-        # (state id, window end) -> {cell prefix + namespace: [entries, base rows, newer rows]}
-        self._cells: dict[tuple[int, int], dict[bytes, list[int]]] = {}
+        # (state id, window end) -> {cell prefix + namespace: entries}
+        self._cells: dict[tuple[int, int], dict[bytes, int]] = {}
         self.merges = 0
 
     def next_gen(self) -> int:
@@ -65,50 +66,46 @@ class CellLog:
         """Window ``end``'s ``rows`` as cells, counted."""
         entries = cells.encode_cells(rows, sid, end, gen)
         known = self._cells.setdefault((sid, end), {})
-        for key, value in entries:
-            counts = known.get(key[:14])
-            n = cells.rows_in(value)
-            if counts is None:
-                known[key[:14]] = [1, n, 0]
-            else:
-                counts[0] += 1
-                counts[2] += n
+        for key, _ in entries:
+            known[key[:14]] = known.get(key[:14], 0) + 1
         return entries
 
-    def seed(self, raw_key: bytes, value: bytes) -> None:
+    def seed(self, raw_key: bytes) -> None:
         """Count a stored entry (a restore reads every one)."""
-        kg, sid, _, end, _ = cells.decode_cell_key(raw_key)
-        counts = self._cells.setdefault((sid, end), {}).get(raw_key[:14])
-        n = cells.rows_in(value)
-        if counts is None:
-            self._cells[(sid, end)][raw_key[:14]] = [1, n, 0]
-        else:
-            counts[0] += 1
-            counts[2] += n
+        _, sid, _, end, _ = cells.decode_cell_key(raw_key)
+        known = self._cells.setdefault((sid, end), {})
+        known[raw_key[:14]] = known.get(raw_key[:14], 0) + 1
 
     def merge_due(self, state: StateBackend) -> int:
         """Merge every cell with more than ``MAX_GENERATIONS`` entries; returns how many."""
         done = 0
         for known in self._cells.values():
-            for cell, counts in known.items():
-                if counts[0] > MAX_GENERATIONS:
-                    self._merge(state, cell, counts)
+            for cell, count in known.items():
+                if count > MAX_GENERATIONS:
+                    known[cell] = self._merge(state, cell)
                     done += 1
         self.merges += done
         return done
 
-    def _merge(self, state: StateBackend, cell: bytes, counts: list[int]) -> None:
+    @staticmethod
+    def _merge(state: StateBackend, cell: bytes) -> int:
+        """Merge the newest entries of ``cell``: the newest two, and each older one while the
+        rows merged so far are at least half its rows, so an entry is rewritten only once the
+        changes since it have grown to half its size (every row a bounded number of times,
+        and updating 1% of the keys rewrites about 1% of the bytes). Returns the entries
+        left."""
         found = list(state.scan(cell, layout.prefix_upper_bound(cell)))
         if len(found) < 2:
-            counts[:] = [len(found), sum(cells.rows_in(v) for _, v in found), 0]
-            return
-        whole = counts[2] * 2 >= counts[1]
-        part = found if whole else found[1:]
-        merged = cells.merge([v for _, v in part])
-        newest = part[-1][0]
-        state.write({newest: merged}, [k for k, _ in part[:-1]])
-        n = cells.rows_in(merged)
-        counts[:] = [1, n, 0] if whole else [2, counts[1], n]
+            return len(found)
+        sizes = [cells.rows_in(v) for _, v in found]
+        i = len(found) - 2
+        total = sizes[-1] + sizes[-2]
+        while i > 0 and 2 * total >= sizes[i - 1]:
+            i -= 1
+            total += sizes[i]
+        part = found[i:]
+        state.write({part[-1][0]: cells.merge([v for _, v in part])}, [k for k, _ in part[:-1]])
+        return i + 1
 
     def forget(self, sid: int, until: int) -> None:
         """Stop counting the windows of ``sid`` ending at or before ``until`` (final: never

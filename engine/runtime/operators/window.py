@@ -475,7 +475,7 @@ class WindowRuntime:
             window: list[bytes] = []
             at = b""
             for ckey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
-                self._cells.seed(ckey, raw)
+                self._cells.seed(ckey)
                 if ckey[:14] != at and window:
                     yield from _cell_rows(window, at)
                     window = []
