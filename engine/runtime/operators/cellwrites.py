@@ -53,7 +53,6 @@ class CellLog:
         self._gen = 0
         # (state id, window end) -> {cell prefix + namespace: entries}
         self._cells: dict[tuple[int, int], dict[bytes, int]] = {}
-        self.merges = 0
 
     def next_gen(self) -> int:
         """A generation number above every earlier one, across restarts too (nanoseconds)."""
@@ -84,7 +83,6 @@ class CellLog:
                 if count > MAX_GENERATIONS:
                     known[cell] = self._merge(state, cell)
                     done += 1
-        self.merges += done
         return done
 
     @staticmethod

@@ -16,7 +16,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from itertools import chain
 from typing import Any, Protocol
 
 import msgpack
@@ -37,12 +36,6 @@ Prefix = Callable[[str], tuple[int, bytes]]  # key -> (key group, state-key pref
 # the keys of one namespace and their slots' values end to end, ``width`` per key, in the
 # keys' iteration order (the collection is the frozen generation's own, never changed again)
 Segment = tuple[bytes, Collection[str], list[Any]]
-
-
-def freeze_segment(ns: bytes, keys: Collection[str], bucket: dict[str, list[Any]]) -> Segment:
-    """``keys``' slots in ``bucket``, copied as one flat list: a loop in C and no container per
-    key, so a barrier costs tens of nanoseconds a key and never sets off the garbage collector."""
-    return ns, keys, list(chain.from_iterable(map(bucket.__getitem__, keys)))
 
 
 @dataclass(frozen=True, slots=True)
