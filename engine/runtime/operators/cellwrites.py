@@ -70,8 +70,10 @@ class CellLog:
         return entries
 
     def seed(self, raw_key: bytes) -> None:
-        """Count a stored entry (a restore reads every one)."""
-        _, sid, _, end, _ = cells.decode_cell_key(raw_key)
+        """Count a stored entry (a restore reads every one); later generations number above
+        it even if the clock went back meanwhile."""
+        _, sid, _, end, gen = cells.decode_cell_key(raw_key)
+        self._gen = max(self._gen, gen)
         known = self._cells.setdefault((sid, end), {})
         known[raw_key[:14]] = known.get(raw_key[:14], 0) + 1
 

@@ -183,9 +183,9 @@ class SlidingRuntime(WindowRuntime):
 
     def _restore_windows(self, wm: int) -> None:
         """Stored panes are those some open window still needs; stored windows have fired."""
-        for key, pane, slots in self.stored_windows(self._psid):
+        for key, pane, slots in self.stored_windows(self._psid, seed=True):
             self.buckets.setdefault(pane, {})[key] = slots
-        for key, end, slots in self.stored_windows(self._sid):
+        for key, end, slots in self.stored_windows(self._sid, seed=True):
             if not is_late(end, self._lateness, wm):
                 self.awaiting_final.setdefault(end, {})[key] = slots
         self._fired_upto = None if wm == MIN_WATERMARK else wm + 1

@@ -453,7 +453,7 @@ class WindowRuntime:
         return sum(migrate_rows(self._state, self._range, sid) for sid in sids)
 
     def _restore_windows(self, wm: int) -> None:
-        for key, end, slots in self.stored_windows(self._sid):
+        for key, end, slots in self.stored_windows(self._sid, seed=True):
             if end - 1 > wm:
                 self.buckets.setdefault(end, {})[key] = slots
             elif not is_late(end, self._lateness, wm):
@@ -467,15 +467,17 @@ class WindowRuntime:
             for tkey, _ in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
                 self._timer_ends.add(layout.decode_timer_key(tkey)[2])
 
-    def stored_windows(self, sid: int) -> Iterator[tuple[str, int, list[Any]]]:
+    def stored_windows(self, sid: int, seed: bool = False) -> Iterator[tuple[str, int, list[Any]]]:
         """Every ``(key, window end, slots)`` of the cells of state ``sid`` in this runtime's
-        key groups (the newest row of each key in each window); each entry is counted."""
+        key groups (the newest row of each key in each window); ``seed``: each entry is
+        counted (a restore: the log starts empty)."""
         for kg in self._range:
             prefix = layout.state_prefix(kg, sid)
             window: list[bytes] = []
             at = b""
             for ckey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
-                self._cells.seed(ckey)
+                if seed:
+                    self._cells.seed(ckey)
                 if ckey[:14] != at and window:
                     yield from _cell_rows(window, at)
                     window = []
