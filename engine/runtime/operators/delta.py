@@ -22,7 +22,6 @@ import msgpack
 import numpy as np
 
 from weir.engine.agg import Aggregate, UserDefined
-from weir.state import layout
 from weir.state.backend import StateBackend
 
 
@@ -77,8 +76,8 @@ class StateDelta:
     """``segments`` (see ``Segment``) and ``rows`` (``(key, namespace bytes, slots)``) get their
     state keys (``prefix``) and values when the generation is written; ``puts`` are encoded
     already; ``deletes`` go first, then ``columns`` (window accumulators as columns) and
-    ``cells``' rows, written as cells (``state/cells.py``; without ``cells``, ``columns`` are
-    written as rows), then the rest."""
+    ``cells``' rows, written as cells (``state/cells.py``: ``columns`` need ``cells``), then
+    the rest."""
 
     __slots__ = (
         "puts",
@@ -105,6 +104,8 @@ class StateDelta:
     ) -> None:
         self.puts = puts if puts is not None else {}
         self.columns = columns if columns is not None else []
+        if self.columns and cells is None:
+            raise ValueError("columns are window accumulators: give the operator's CellPart")
         self.cells = cells
         self.rows = rows if rows is not None else []
         self.deletes = deletes if deletes is not None else []
@@ -161,15 +162,6 @@ class StateDelta:
         if self.cells is not None:
             for key, value in self.cells.entries(self.columns):
                 out[key] = value
-                if len(out) >= limit:
-                    yield out
-                    out = {}
-        for seg in self.columns if self.cells is None else ():
-            ns = layout.encode_namespace(seg.end)
-            cols = [c.tolist() if isinstance(c, np.ndarray) else c for c in seg.slots]
-            values = zip(*cols, strict=True)
-            for k, slots in zip(seg.keys, values, strict=True):
-                out[prefix(k)[1] + ns] = pack(list(slots))
                 if len(out) >= limit:
                     yield out
                     out = {}
