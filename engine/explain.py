@@ -33,12 +33,17 @@ def _name(fn: Any) -> str:
 
 
 def describe_aggregate(a: agg.Aggregate) -> str:
-    """``count(*)``, ``sum(value)``, or what a user-defined aggregate is."""
+    """``count(*)``, ``sum(value)``, ``sum(value, nulls=skip)``, ``cast(avg(v), int)``,
+    ``window_time()``, or what a user-defined aggregate is."""
     if isinstance(a, agg.Builtin):
-        return f"{a.kind}({a.field or '*'})"
-    from weir.engine.sql.aggregates import Called, CountDistinct  # SQL's own aggregates
+        default = "skip" if a.kind in ("avg", "count") else "reject"
+        nulls = f", nulls={a.nulls}" if a.nulls != default and a.field else ""
+        arg = a.field or ("" if a.kind == "window_time" else "*")
+        shown = f"{a.kind}({arg}{nulls})"
+        return shown if a.cast is None else f"cast({shown}, {a.cast})"
+    from weir.engine.sql.aggregates import Called, Cast, CountDistinct  # SQL's own aggregates
 
-    if isinstance(a.function, Called | CountDistinct):
+    if isinstance(a.function, Called | CountDistinct | Cast):
         return a.function.sql
     return f"custom {type(a.function).__module__}.{type(a.function).__qualname__}"
 
@@ -128,7 +133,7 @@ def render(desc: dict[str, Any]) -> str:
         name = f"{s['name']}: " if named else ""
         lines.append(
             f"  source {name}{s['source']}  time: {s['timestamp']}, watermark: max - "
-            f"{s['watermark_bound_ms']} ms - 1"
+            f"{s['watermark_bound_ms'] + 1} ms"
             + (f", idle after {s['idle_timeout_ms']} ms" if s["idle_timeout_ms"] else "")
         )
         for c in s["children"]:
