@@ -30,6 +30,7 @@ import msgpack
 import numpy as np
 from rocksdict import Options, Rdict, ReadOptions, WriteBatch
 
+from weir.engine.kernels import load
 from weir.state import cellcodec, cells, layout
 
 SID = 7
@@ -97,6 +98,9 @@ def write_cells(
     return t1 - t0, time.thread_time() - t1, len(entries)
 
 
+_FIND = load("compiled").find_windows
+
+
 def lookup_rows(db: Rdict, key: bytes) -> int:
     kg = zlib.crc32(key) % MAX_PAR
     prefix = layout.key_prefix(kg, SID, key)
@@ -105,7 +109,15 @@ def lookup_rows(db: Rdict, key: bytes) -> int:
 
 
 def lookup_cells(db: Rdict, key: bytes) -> int:
-    """As the API reads a key: its bucket's prefix scan, then ``cells.key_windows``."""
+    """As the API reads a key: its bucket's prefix scan, then ``cells.key_windows`` with the
+    compiled lookup kernel (``find_windows``)."""
+    kg = zlib.crc32(key) % MAX_PAR
+    entries = _scan(db, *cells.key_bounds(kg, SID, key))
+    return len(cells.key_windows(entries, key, _FIND))
+
+
+def lookup_cells_python(db: Rdict, key: bytes) -> int:
+    """``lookup_cells`` with the kernel's pure-Python twin."""
     kg = zlib.crc32(key) % MAX_PAR
     return len(cells.key_windows(_scan(db, *cells.key_bounds(kg, SID, key)), key))
 
@@ -137,14 +149,20 @@ def measure_lookups(n: int, windows: int, workdir: Path, samples: int = 2_000) -
     cells_db.flush()
     sample = [keys[i] for i in random.Random(7).sample(range(n), min(n, samples))]
     out: dict[str, Any] = {"keys": n, "windows": windows, "buckets_per_key_group": cells.BUCKETS}
-    for name, db, fn in (("rows", rows_db, lookup_rows), ("cells", cells_db, lookup_cells)):
+    runs = (
+        ("rows", rows_db, lookup_rows),
+        ("cells_python", cells_db, lookup_cells_python),
+        ("cells", cells_db, lookup_cells),
+    )
+    for name, db, fn in runs:
         for k in sample[:50]:  # warm the block cache as a serving process's would be
             fn(db, k)
         t0 = time.thread_time()
         for k in sample:
             assert fn(db, k) == windows
         out[f"{name}_lookup_us"] = round((time.thread_time() - t0) / len(sample) * 1e6, 1)
-        db.close()
+    rows_db.close()
+    cells_db.close()
     return out
 
 
@@ -191,7 +209,7 @@ def measure_generation(n: int, workdir: Path, rounds: int = 3) -> dict[str, Any]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--write-rows", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
+    parser.add_argument("--write-rows", type=int, nargs="*", default=[10_000, 100_000, 1_000_000])
     parser.add_argument(
         "--lookups",
         nargs="+",

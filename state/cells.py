@@ -34,7 +34,7 @@ from __future__ import annotations
 import struct
 import zlib
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -217,18 +217,32 @@ def key_bounds(key_group: int, state_id: int, key: bytes) -> tuple[bytes, bytes]
     return lo, layout.prefix_upper_bound(lo)
 
 
-def key_windows(entries: Sequence[tuple[bytes, bytes]], key: bytes) -> dict[int, list[Any]]:
-    """``key``'s slots by window end, from the entries of its bucket (``key_bounds``, in key
-    order: each window's generations oldest first). The point lookup's path: each entry is
-    searched in place, newest generation first, and a window found stops its search."""
-    h = zlib.crc32(key)
+FindWindows = Callable[[Sequence[tuple[bytes, bytes]], bytes, int], dict[bytes, list[Any]]]
+
+
+def find_windows(
+    entries: Sequence[tuple[bytes, bytes]], key: bytes, h: int
+) -> dict[bytes, list[Any]]:
+    """``key``'s (CRC-32 ``h``) slots by namespace, from the entries of its bucket (in key
+    order: each window's generations oldest first). Each entry is searched in place, newest
+    generation first, and a window found stops its search. The kernels' ``find_windows`` is
+    this, compiled (``engine/kernels/_cellk.pyx``)."""
     found: dict[bytes, list[Any]] = {}
     for ckey, raw in reversed(entries):
         ns = ckey[6:14]
         if ns not in found:
-            slots = _lookup(raw, key, h)
+            slots = lookup_row(raw, key, h)
             if slots is not None:
                 found[ns] = slots
+    return found
+
+
+def key_windows(
+    entries: Sequence[tuple[bytes, bytes]], key: bytes, find: FindWindows = find_windows
+) -> dict[int, list[Any]]:
+    """``key``'s slots by window end, from the entries of its bucket (``key_bounds``, in key
+    order), found by ``find`` (``find_windows``, or the compiled kernel the API passes)."""
+    found = find(entries, key, zlib.crc32(key))
     return {layout.decode_namespace(ns): slots for ns, slots in found.items()}
 
 
@@ -238,8 +252,9 @@ def _kinds_format(kinds: bytes) -> tuple[struct.Struct, bool]:
     return record_format(tuple(kinds)), OBJECT in kinds
 
 
-def _lookup(raw: bytes, key: bytes, h: int) -> list[Any] | None:
-    """``Cell(raw).find`` and ``slots_at`` in one pass, without building a ``Cell``."""
+def lookup_row(raw: bytes, key: bytes, h: int) -> list[Any] | None:
+    """``key``'s (CRC-32 ``h``) slots in cell ``raw``, or None: ``Cell(raw).find`` and
+    ``slots_at`` in one pass, without building a ``Cell``."""
     _, s, _, n, key_bytes = HEADER.unpack_from(raw)
     rec = HEADER.size + s + pad8(s)
     w = 8 + 8 * s
@@ -279,8 +294,10 @@ __all__ = [
     "encode_cell",
     "encode_cells",
     "find_in",
+    "find_windows",
     "key_bounds",
     "key_windows",
+    "lookup_row",
     "merge",
     "rows_in",
     "slot_column",
