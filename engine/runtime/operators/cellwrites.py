@@ -132,6 +132,24 @@ def cell_entries(
     return found
 
 
+def stored_window_in(
+    state: StateBackend, key_groups: Iterable[int], sid: int, min_end: int, max_end: int
+) -> tuple[str, int] | None:
+    """A ``(key, end)`` of a stored window of state ``sid`` ending in ``[min_end, max_end]``,
+    or None. A cell key leads with its key group, bucket and end, so each bucket's windows in
+    the range are one seek and the state is never read whole (a live backfill asks this of a
+    job whose retention may hold millions of rows)."""
+    lo_ns, hi_ns = layout.encode_namespace(min_end), layout.encode_namespace(max_end)
+    for kg in key_groups:
+        for bucket in range(cells.BUCKETS):
+            at = cells.cell_prefix(kg, sid, bucket)
+            for ckey, raw in state.scan(at + lo_ns, layout.prefix_upper_bound(at + hi_ns)):
+                cell = cells.Cell(raw)
+                if cell.n:
+                    return cell.key(0).decode(), cells.cell_end(ckey)
+    return None
+
+
 class CellPart:
     """One generation's window accumulators for ``StateDelta.cells``: the ``frozen`` windows'
     rows (numbered copies, or copies that share no user-defined accumulator with the

@@ -38,6 +38,7 @@ from weir.engine.runtime.operators.cellwrites import (
     cell_entries,
     flat_copy,
     migrate_rows,
+    stored_window_in,
 )
 from weir.engine.runtime.operators.delta import StateDelta, slots_are_numbers
 from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
@@ -500,6 +501,10 @@ class WindowRuntime:
                 window.append(raw)
             if window:
                 yield from _cell_rows(window, at)
+
+    def stored_window_in(self, sid: int, min_end: int, max_end: int) -> tuple[str, int] | None:
+        """A ``(key, end)`` of a stored window of ``sid`` ending in ``[min_end, max_end]``."""
+        return stored_window_in(self._state, self._range, sid, min_end, max_end)
 
     def stored_rows(self, sid: int) -> Iterator[tuple[str, int, bytes]]:
         """Every ``(key, namespace, value)`` of state ``sid`` in this runtime's key groups."""

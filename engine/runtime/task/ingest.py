@@ -136,13 +136,16 @@ def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
     """Why a backfill of windows ending in ``[min_end, max_end]`` may not be loaded here: the
     operator holds such a window, stored or open (None: it holds none)."""
     rt.flush()
-    stored = rt.stored_windows if stores_cells(rt.op) else rt.stored_rows
-    for key, end, _ in stored(rt.op.state_id):
-        if min_end <= end <= max_end:
-            return (
-                f"key {key!r} already has the window ending at {end} in the live state; "
-                "backfill windows ending before the live job's first (use `to_ms`)"
-            )
+    if stores_cells(rt.op):
+        hit = rt.stored_window_in(rt.op.state_id, min_end, max_end)
+    else:
+        rows = ((k, e) for k, e, _ in rt.stored_rows(rt.op.state_id) if min_end <= e <= max_end)
+        hit = next(rows, None)
+    if hit is not None:
+        return (
+            f"key {hit[0]!r} already has the window ending at {hit[1]} in the live state; "
+            "backfill windows ending before the live job's first (use `to_ms`)"
+        )
     open_ends = [e for e in rt.buckets if min_end <= e <= max_end]
     if open_ends:
         return f"the live job has open windows ending at {open_ends[0]}"
