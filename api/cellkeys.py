@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.api.keylist import SCAN_BUDGET, BadCursor
-from weir.engine.kernels import KERNELS
+from weir.engine import kernels
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.stored import compose_stored, uses_panes
 from weir.engine.windows import SessionWindows, SlidingWindows
@@ -170,7 +170,7 @@ Stored = tuple[dict[int, list[Any]], dict[int, list[Any]]]  # windows and panes,
 
 def key_cells(between: Between, kg: int, op: WindowNode, key: bytes) -> Stored:
     """A key's stored windows and (sliding windows) panes, by end, from their cells."""
-    find = KERNELS.find_windows
+    find = kernels.KERNELS.find_windows  # loaded on first use
     windows = cells.key_windows(between(kg, *cells.key_bounds(kg, op.state_id, key)), key, find)
     panes: dict[int, list[Any]] = {}
     if uses_panes(op.assigner):
