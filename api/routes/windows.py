@@ -10,6 +10,7 @@ empty) pages, never an unbounded one.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -67,7 +68,8 @@ class _Grid:
         return end if end < MAX_TIME else MAX_TIME
 
 
-def _grid(handle: JobHandle, op: str) -> _Grid:
+def grid_of(handle: JobHandle, op: str) -> _Grid:
+    """The windows of tumbling or sliding operator ``op``; a 400 for any other operator."""
     found = operator(handle, op)
     if isinstance(found, WindowNode) and not found.triggered:
         assigner = found.assigner
@@ -132,6 +134,26 @@ def _cursor(cursor: str | None, m: int) -> cellkeys.CellPosition:
             f"cursor {cursor[:40]!r} is not one this API gave out ({exc}); pass the "
             "next_cursor of the previous page, or start again without a cursor",
         ) from None
+
+
+def window_slots(
+    handle: JobHandle, grid: _Grid, start: int, consistency: Consistency = "live"
+) -> Iterator[tuple[list[str], list[list[Any]]]]:
+    """Every key of window ``start`` with its accumulator slots, a page of keys at a time, in
+    the listing's order (``/top``'s ranking of a retained window reads it whole)."""
+    op, end = grid.op, grid.end_of(start)
+    source = StateSource(handle, consistency)
+    reader = _WindowReader(handle, op, end)
+    m = handle.job.max_parallelism
+    at = cellkeys.CellPosition(0, 0, None)
+    while True:
+        page = cellkeys.list_window(source.between, m, at, MAX_PAGE, reader.bucket)
+        if page.found:
+            keys = [raw.decode(errors="replace") for _, raw, _ in page.found]
+            yield keys, [slots for _, _, slots in page.found]
+        if page.next is None:
+            return
+        at = page.next
 
 
 def window_page(
@@ -201,7 +223,7 @@ async def window_keys(
     still a ``next_cursor``: the listing is over when that is null. Session windows have no
     fixed starts (400 ``not_supported``)."""
     handle = job_handle(reg, job)
-    grid = _grid(handle, op)
+    grid = grid_of(handle, op)
     grid.end_of(start)
     after = _cursor(cursor, handle.job.max_parallelism)
     await wait_fresh(fresh, handle, op, consistency)
@@ -212,4 +234,4 @@ async def window_keys(
     return json_response(body, request)
 
 
-__all__ = ["router", "window_page"]
+__all__ = ["grid_of", "router", "window_page", "window_slots"]
