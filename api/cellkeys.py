@@ -17,8 +17,8 @@ from typing import Any
 
 from weir.api.keylist import SCAN_BUDGET, BadCursor
 from weir.engine import kernels
-from weir.engine.nodes import WindowNode
-from weir.engine.runtime.stored import compose_stored, uses_panes
+from weir.engine.nodes import ProcessNode, WindowNode
+from weir.engine.runtime.stored import compose_stored, stores_cells, uses_panes
 from weir.engine.windows import SessionWindows, SlidingWindows
 from weir.state import cells, layout
 
@@ -177,6 +177,20 @@ def key_cells(between: Between, kg: int, op: WindowNode, key: bytes) -> Stored:
         bounds = cells.key_bounds(kg, op.pane_state_id, key)
         panes = cells.key_windows(between(kg, *bounds), key, find)
     return windows, panes
+
+
+def read_key(
+    between: Between,
+    scan: Callable[[int, bytes], list[tuple[bytes, bytes]]],
+    kg: int,
+    op: WindowNode | ProcessNode,
+    key: bytes,
+) -> tuple[list[tuple[bytes, bytes]], Stored | None]:
+    """A key's stored state: its windows and panes from cells (``key_cells``), or its rows
+    (sessions, triggered windows, process functions: ``scan`` of its prefix)."""
+    if isinstance(op, WindowNode) and stores_cells(op):
+        return [], key_cells(between, kg, op, key)
+    return scan(kg, layout.key_prefix(kg, op.state_id, key)), None
 
 
 def composed(

@@ -126,7 +126,7 @@ def key_answer(
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
     source = StateSource(handle, consistency)
-    rows, stored = _read_key(source, kg, op_def, raw_key)
+    rows, stored = cellkeys.read_key(source.between, source.scan, kg, op_def, raw_key)
     if not rows and not (stored and (stored[0] or stored[1])):
         raise not_found("key_not_found", no_state(handle, op_def, key, kg))
     wm, checkpoint = source.as_of(op)
@@ -434,16 +434,6 @@ def _lookup(
         except ApiError as exc:
             results.append({"key": key, **error_body(exc.code, exc.message)})
     return results
-
-
-def _read_key(
-    source: StateSource, kg: int, op: WindowNode | ProcessNode, key: bytes
-) -> tuple[list[tuple[bytes, bytes]], cellkeys.Stored | None]:
-    """A key's stored state: its windows and panes from cells, or its rows (sessions,
-    triggered windows, process functions)."""
-    if isinstance(op, WindowNode) and stores_cells(op):
-        return [], cellkeys.key_cells(source.between, kg, op, key)
-    return source.scan(kg, layout.key_prefix(kg, op.state_id, key)), None
 
 
 def _sessions(rows: list[tuple[bytes, bytes]]) -> list[tuple[int, int, list[Any]]]:
