@@ -21,7 +21,9 @@ The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``)
 - ``Interner``: keys to dense ids, key groups, partitions (``intern``);
 - ``WindowAcc``: the fold into per-window arrays (``fold``; ``fold.fold_window`` wraps it);
 - ``str_equals``, ``str_startswith``, ``str_contains``, ``str_isin``: string predicates
-  (``strk``), which the expression evaluator (``expr``) calls.
+  (``strk``), which the expression evaluator (``expr``) calls;
+- ``find_windows(entries, key, crc)``: a key's rows in its bucket's cells (``cellk``), which
+  the query API's point lookup calls (``state/cells.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ _MODULES = {
     "_intern": "intern",
     "_fold": "fold",
     "_strk": "strk",
+    "_cellk": "cellk",
 }
 _NAMES = {
     "scan": ("scan_lines",),
@@ -51,6 +54,7 @@ _NAMES = {
     "intern": ("Interner", "crc32_of"),
     "fold": ("WindowAcc",),
     "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
+    "cellk": ("find_windows",),
 }
 
 
@@ -75,6 +79,7 @@ class Kernels:
     str_startswith: Any
     str_contains: Any
     str_isin: Any
+    find_windows: Any
 
 
 def _functions(prefix: str, compiled: bool) -> dict[str, Any]:

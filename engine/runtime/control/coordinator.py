@@ -33,6 +33,7 @@ from weir.engine.runtime.messages import (
 )
 from weir.engine.runtime.view import CheckpointSummary, SavepointResult
 from weir.engine.watermarks import MIN_WATERMARK
+from weir.state import layout
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.keygroups import KeyGroupRange
 
@@ -136,6 +137,7 @@ class PendingCheckpoint:
             "savepoint": self.savepoint,
             "parallelism": self.parallelism,
             "max_parallelism": job.max_parallelism,
+            "state_format": layout.STATE_FORMAT,
             "key_group_ranges": [r.to_json() for r in ranges],
             "size": sum(w.size for w in workers),
             "incremental_size": sum(w.incremental_size for w in workers),

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Iterator
-from itertools import chain
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import msgpack
+import numpy as np
 
 from weir.engine.agg import Aggregate, UserDefined
 from weir.state.backend import StateBackend
@@ -36,10 +37,35 @@ Prefix = Callable[[str], tuple[int, bytes]]  # key -> (key group, state-key pref
 Segment = tuple[bytes, Collection[str], list[Any]]
 
 
-def freeze_segment(ns: bytes, keys: Collection[str], bucket: dict[str, list[Any]]) -> Segment:
-    """``keys``' slots in ``bucket``, copied as one flat list: a loop in C and no container per
-    key, so a barrier costs tens of nanoseconds a key and never sets off the garbage collector."""
-    return ns, keys, list(chain.from_iterable(map(bucket.__getitem__, keys)))
+@dataclass(frozen=True, slots=True)
+class ColumnSegment:
+    """The changed rows of one window of one operator as columns: row i is key ``keys[i]``
+    (canonical form) in key group ``key_groups[i]``, its accumulator slot j is
+    ``slots[j][i]``. A slot column is an int64 or float64 numpy array, or a list of Python
+    objects where a value does not fit (an int past int64, a user-defined accumulator)."""
+
+    end: int  # the window end, the namespace of every row
+    keys: list[str]
+    key_groups: np.ndarray  # uint16
+    slots: list[np.ndarray | list[Any]]
+
+
+class CellWrites(Protocol):
+    """What writes a generation's window accumulators as cells (``cellwrites.CellPart``)."""
+
+    def __len__(self) -> int: ...
+
+    def deletes(self, state: StateBackend) -> list[bytes]:
+        """Cell entries to delete first (windows that left the state)."""
+        ...
+
+    def entries(self, columns: list[ColumnSegment]) -> Iterator[tuple[bytes, bytes]]:
+        """The cells to put after the deletes: ``columns`` and the part's own rows."""
+        ...
+
+    def written(self, state: StateBackend) -> None:
+        """After the generation is written: merge cells with too many generations."""
+        ...
 
 
 def _no_prefix(key: str) -> tuple[int, bytes]:
@@ -49,9 +75,21 @@ def _no_prefix(key: str) -> tuple[int, bytes]:
 class StateDelta:
     """``segments`` (see ``Segment``) and ``rows`` (``(key, namespace bytes, slots)``) get their
     state keys (``prefix``) and values when the generation is written; ``puts`` are encoded
-    already; ``deletes`` go first."""
+    already; ``deletes`` go first, then ``columns`` (window accumulators as columns) and
+    ``cells``' rows, written as cells (``state/cells.py``: ``columns`` need ``cells``), then
+    the rest."""
 
-    __slots__ = ("puts", "segments", "width", "rows", "deletes", "prefix", "written")
+    __slots__ = (
+        "puts",
+        "segments",
+        "width",
+        "rows",
+        "deletes",
+        "prefix",
+        "columns",
+        "cells",
+        "written",
+    )
 
     def __init__(
         self,
@@ -61,8 +99,14 @@ class StateDelta:
         prefix: Prefix = _no_prefix,
         segments: list[Segment] | None = None,
         width: int = 0,
+        columns: list[ColumnSegment] | None = None,
+        cells: CellWrites | None = None,
     ) -> None:
         self.puts = puts if puts is not None else {}
+        self.columns = columns if columns is not None else []
+        if self.columns and cells is None:
+            raise ValueError("columns are window accumulators: give the operator's CellPart")
+        self.cells = cells
         self.rows = rows if rows is not None else []
         self.deletes = deletes if deletes is not None else []
         self.prefix = prefix
@@ -71,7 +115,8 @@ class StateDelta:
         self.written = False
 
     def __len__(self) -> int:
-        keys = sum(len(s[1]) for s in self.segments)
+        keys = sum(len(s[1]) for s in self.segments) + sum(len(c.keys) for c in self.columns)
+        keys += len(self.cells) if self.cells is not None else 0
         return len(self.puts) + len(self.rows) + len(self.deletes) + keys
 
     def write(self, state: StateBackend, chunk: int | None = None) -> None:
@@ -81,13 +126,18 @@ class StateDelta:
         the last one, so the result is the same. Its own packer: the operators' (``codec``)
         may be packing on the worker's loop meanwhile, and a packer is not safe to share
         between threads."""
+        deletes = self.deletes
+        if self.cells is not None:
+            deletes = deletes + self.cells.deletes(state)
         if chunk is None:
-            state.write(self._encoded(), self.deletes)
+            state.write(self._encoded(), deletes)
         else:
-            for i in range(0, len(self.deletes), chunk):
-                state.write({}, self.deletes[i : i + chunk])
+            for i in range(0, len(deletes), chunk):
+                state.write({}, deletes[i : i + chunk])
             for puts in self._chunks(chunk):
                 state.write(puts)
+        if self.cells is not None:
+            self.cells.written(state)
         self.written = True
 
     def _encoded(self) -> dict[bytes, bytes]:
@@ -109,6 +159,12 @@ class StateDelta:
         prefix, w = self.prefix, self.width
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}
+        if self.cells is not None:
+            for key, value in self.cells.entries(self.columns):
+                out[key] = value
+                if len(out) >= limit:
+                    yield out
+                    out = {}
         for ns, keys, flat in self.segments:
             pre = [prefix(k)[1] for k in keys]
             for i in sorted(range(len(pre)), key=pre.__getitem__):

@@ -58,7 +58,12 @@ from weir.engine.runtime.task.framing import unpack_ints
 from weir.engine.runtime.task.graph import SplitId, graph_of, split_ids
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
-from weir.engine.runtime.task.restore import restore_db, restore_operators, restore_positions
+from weir.engine.runtime.task.restore import (
+    mark_format,
+    restore_db,
+    restore_operators,
+    restore_positions,
+)
 from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.engine.runtime.task.sources import SplitStart, source_sides
@@ -162,7 +167,9 @@ class Worker:
             strategies = [s.watermarks for s in self.job.sources]
             p, sides, channels = self.cfg.parallelism, self.sources.sides, self.keyed.by_source
             starts = restore_positions(restored, strategies, every, p, sides, channels)
-            restore_operators(restored, self.keyed.ops)
+            restore_operators(restored, self.keyed.ops, self.state)
+        else:
+            mark_format(self.state)
         self.sources.open(starts)
 
     def status(self) -> WorkerStatus:
