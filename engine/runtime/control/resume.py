@@ -54,7 +54,9 @@ def lead(
     Raises:
         ConfigError: ``restore`` names nothing restorable, or a start without it would throw
             away a lineage (the lease is released again).
+        StorageError: checkpoint storage cannot be listed at the start.
     """
+    storage.ids()  # storage out of reach fails the start at once, not as a standby's retries
     _refuse_early(cfg, storage)
     job_dir = cfg.job_dir(job)
     if not wait_unlocked(cfg.workers_lock(job), WORKERS_WAIT_S):
