@@ -140,3 +140,38 @@ def test_a_second_job_manager_waits_takes_over_and_the_stale_one_never_commits(
     got = _last_emissions(out)
     want: dict[Any, Any] = {k: v[-1] for k, v in ref.emissions.items()}
     assert got == want, json.dumps(sorted(set(got) ^ set(want))[:5], default=str)
+
+
+def test_a_job_manager_that_cannot_renew_its_lease_stops_and_auto_resumes_after(
+    tmp_path: Path,
+    write_job: Callable[..., Path],
+    weir_server: Callable[..., WeirServer],
+    s3: S3Place,
+) -> None:
+    """S3 gone for longer than the lease: the job manager kills its workers and exits (exit 1,
+    "lost its lease") instead of running on unfenced; once S3 is back, the same command resumes
+    from the lineage and the output equals the model."""
+    job, lines = _job(tmp_path, write_job, 9)
+    ref = _expected(lines)
+    out, state = tmp_path / "out.jsonl", tmp_path / "state"
+    flags = (
+        "--sink", f"file://{out}", "--exit-at-end", "--parallelism", "2", *FAST,
+        "--checkpoint-dir", s3.url, "--lease-ms", str(LEASE_MS), "--restore", "auto",
+    )  # fmt: skip
+    first = weir_server(job, *flags, state_dir=state, env=s3.env)
+    _wait_checkpoint(first, at_least=2)
+    workers = children(first.proc.pid)
+    s3.server.stop()
+    try:
+        rc = first.proc.wait(60)
+    finally:
+        s3.server.start()  # the session's other tests need it, whatever happened here
+    text = first.stderr()
+    assert rc == 1, text
+    assert "lost its lease: it could not be renewed within 3000 ms" in text, text
+    wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="its workers to exit")
+
+    second = weir_server(job, *flags, state_dir=state, env=s3.env, timeout=60)
+    assert second.proc.wait(120) == 0, second.stderr()
+    assert "restored from" in second.stderr()
+    _assert_matches(ref, out, state)
