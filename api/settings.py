@@ -27,8 +27,9 @@ API_SETTINGS: tuple[Setting, ...] = (
     Setting("allowed_hosts", "comma-separated host names requests may carry in Host besides "
             "loopback's and the bound address (checked without a token, and with one when this "
             "is set)", metavar="HOSTS", commands=SERVED),
-    Setting("max_connections", "open HTTP connections at most; more get 503", MAX_CONNECTIONS,
-            WholeNumber(1), metavar="N", commands=SERVED),
+    Setting("max_connections", "HTTP connections waiting on their clients (for a request, "
+            "its body, or to read a response) at most; past it the one waiting longest is "
+            "closed", MAX_CONNECTIONS, WholeNumber(1), metavar="N", commands=SERVED),
     Setting("max_streams", "event streams (/state/{key}/stream) open at once at most; more get "
             "503 with Retry-After: 5 and JSON too_many_streams", MAX_STREAMS, WholeNumber(1),
             metavar="N", commands=SERVED),
@@ -55,8 +56,9 @@ class ApiSettings:
     ``host``: the address the API binds; without a token, an API bound off loopback serves
     only ``/health``. ``allowed_hosts``: more names a request's ``Host`` may carry (without a
     token, only loopback names and ``host`` are accepted; with one, any unless this is set).
-    ``max_body_bytes``, ``max_streams``, ``max_connections``: what one request, the event
-    streams and all connections together may hold."""
+    ``max_body_bytes``, ``max_streams``: what one request and the event streams together may
+    hold; ``max_connections``: connections waiting on their clients at once (``app.http_guard``
+    closes the one waiting longest past it)."""
 
     token: str | None = None
     cors_origins: tuple[str, ...] = ()

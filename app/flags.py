@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from weir.base.errors import ConfigError
+from weir.base.redact import redact_setting
 from weir.base.settings import (
     BadValue,
     Check,
@@ -24,7 +25,6 @@ from weir.base.settings import (
     message,
     render,
 )
-from weir.engine.redact import redact_url
 
 
 def http_url(raw: str) -> str:
@@ -49,7 +49,7 @@ class _FlagType:
         try:
             return self.check.parse(raw)
         except BadValue as bad:
-            shown = "'(set)'" if self.secret else repr(raw)
+            shown = "'(set)'" if self.secret else repr(shown_value(raw))
             text = message(self.flag, shown, bad, example=self.example, sep=" ")
             raise argparse.ArgumentTypeError(text) from None
 
@@ -70,7 +70,7 @@ class FromEnv:
             try:
                 values.append(item if s.check is None else s.check.parse(item))
             except BadValue as bad:
-                shown = "'(set)'" if s.secret else repr(item)
+                shown = "'(set)'" if s.secret else repr(shown_value(item))
                 raise ConfigError(
                     message(s.env, shown, bad, example=example_of(s), sep="=")
                 ) from None
@@ -91,6 +91,14 @@ _ARGUMENT_PREFIX = re.compile(r"argument (\S+): (?=\1[=:])")
 def without_argument_prefix(text: str) -> str:
     """argparse puts ``argument --flag:`` before a type's error, which names the flag already."""
     return _ARGUMENT_PREFIX.sub("", text, count=1)
+
+
+def shown_value(raw: str) -> str:
+    """``raw``, the value of a setting that is not a secret as a whole, as ``--help`` and errors
+    may show it: a URL's password (a source's ``sasl_password=``, ``user:pass@``) and a secret
+    setting's value (``spark.authenticate.secret=`` in ``WEIR_SPARK_CONF``) as ``***``. A
+    secret setting (``secret=True``: ``WEIR_API_TOKEN``) is never shown at all."""
+    return " ".join(redact_setting(item) for item in raw.split(" "))
 
 
 def shown_default(setting: Setting, command: str) -> str | None:
@@ -119,16 +127,17 @@ def add_setting(
             kw["nargs"] = "+"
             kw["required"] = s.required
         if s.check is not None:
-            kw["type"] = _FlagType(s.flag, s.check, example_of(s), s.secret)
+            # a value typed in argv may be judged more strictly (no secret in the process list)
+            kw["type"] = _FlagType(s.flag, s.argv_check or s.check, example_of(s), s.secret)
     raw = os.environ.get(s.env)
     value = s.default_for(command)
     if raw is not None:
         value = FromEnv(s)
         if s.many and raw.split():
             kw["required"] = False
-        # a URL's password (a source's sasl_password=, user:pass@) is never printed in --help;
-        # argparse %-formats help texts, so a URL's %2F must be %%2F
-        shown: str | None = "(set)" if s.secret else redact_url(raw).replace("%", "%%")
+        # a secret's value is never printed in --help, nor a URL's password or a secret Spark
+        # setting's value; argparse %-formats help texts, so a URL's %2F must be %%2F
+        shown: str | None = "(set)" if s.secret else shown_value(raw).replace("%", "%%")
     else:
         shown = shown_default(s, command)
         shown = None if shown is None else render(shown, flags)

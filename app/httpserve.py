@@ -15,7 +15,9 @@ from collections.abc import Callable, Iterator
 import uvicorn
 from fastapi import FastAPI
 
-from weir.api.settings import ApiSettings
+from weir.api.settings import MAX_CONNECTIONS, ApiSettings
+from weir.app import http_guard
+from weir.app.http_guard import ConnectionGuard
 from weir.base import logs
 from weir.base.errors import ConfigError
 
@@ -73,10 +75,13 @@ def serve_http(
     """Serve ``app`` until SIGTERM or until ``until`` is set (Ctrl-C sets it); prints the
     ``weir: job <name> serving on <url>`` line once listening (unless not ``announce``: a
     member of ``app.api_workers``), and hands ``on_serving`` the URL. ``sock``: a listening
-    socket to serve instead of binding ``host:port``. Past ``max_connections`` open
-    connections, uvicorn answers 503."""
+    socket to serve instead of binding ``host:port``. At most ``max_connections`` connections
+    wait on their clients at once (``http_guard``: past it the one waiting longest is closed)."""
     # log_config=None: uvicorn's records go through weir's handler (and --log-format) too;
-    # uvicorn.access logs at INFO, below the level set here, so its access log is off outright
+    # uvicorn.access logs at INFO, below the level set here, so its access log is off outright.
+    # No limit_concurrency: it counted idle and half-sent connections, so holding them made
+    # every request a 503; the guard's deadlines and oldest-first rule replace it
+    guard = ConnectionGuard(max_connections or MAX_CONNECTIONS)
     config = uvicorn.Config(
         app,
         host=host,
@@ -84,7 +89,7 @@ def serve_http(
         log_level="warning",
         log_config=None,
         access_log=False,
-        limit_concurrency=max_connections,
+        http=http_guard.protocol(guard),
     )
     server = _Server(config)
 

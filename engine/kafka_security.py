@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.base.errors import ConfigError
+from weir.base.redact import REDACTED, redact_url
 from weir.base.settings import Check, Choice, Number, Setting, Switch
-from weir.engine.redact import REDACTED, redact_url
 
 CLIENTS = ("confluent", "kafka-python")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")

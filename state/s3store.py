@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from weir.base.errors import ConfigError, StorageConflict, StorageError
 from weir.base.extras import require
 from weir.base.files import replacing
+from weir.base.redact import redact_text, redact_url
 from weir.base.settings import Choice, Setting, read_env
 from weir.state.storage import (
     CHUNK,
@@ -273,15 +274,19 @@ def _s3_store(where: StorageLocation, env: dict[str, str], endpoint: str | None)
             **config,
         )
     except Exception as exc:  # obstore checks its settings here
-        raise ConfigError(f"cannot configure S3 storage {where.url}: {exc}") from exc
+        raise ConfigError(
+            f"cannot configure S3 storage {where.url}: {redact_text(str(exc))}"
+        ) from None
 
 
 def s3_error(exc: BaseException, where: str, op: str, endpoint: str | None) -> StorageError:
     """One line naming the object, what went wrong in S3's terms, and what to check."""
     from obstore import exceptions as ox
 
-    text = str(exc)
-    server = endpoint or "AWS S3"
+    # the endpoint's userinfo and whatever the client's message quotes of the request are
+    # never shown: this line reaches logs and /health
+    text = redact_text(str(exc))
+    server = redact_url(endpoint) if endpoint else "AWS S3"
     if "NoSuchBucket" in text:
         fix = f"the bucket does not exist at {server}: create it, or fix the bucket name"
     elif "RequestTimeTooSkewed" in text:

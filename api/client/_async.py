@@ -159,7 +159,7 @@ class AsyncClient:
         self,
         job: str,
         op: str,
-        key: str,
+        key: str | None,
         *,
         start: int | None = None,
         to: int | None = None,
@@ -170,8 +170,9 @@ class AsyncClient:
         timeout_ms: int | None = None,
     ) -> StateAnswer:
         """A key's windows with starts in ``[start, to]`` (the route's ``from``/``to``), the
-        newest ``limit``; with ``min_watermark``/``min_checkpoint``, once the state reached
-        them (``NotFreshEnough`` after ``timeout_ms``)."""
+        newest ``limit`` (``key=None``: the NULL key, SQL's group of a NULL); with
+        ``min_watermark``/``min_checkpoint``, once the state reached them (``NotFreshEnough``
+        after ``timeout_ms``)."""
         return await self._run(
             calls.state(
                 job,
@@ -204,7 +205,7 @@ class AsyncClient:
         self,
         job: str,
         op: str,
-        keys: list[str],
+        keys: list[str | None],
         *,
         start: int | None = None,
         to: int | None = None,
@@ -304,7 +305,7 @@ class AsyncClient:
         self,
         job: str,
         op: str,
-        key: str,
+        key: str | None,
         *,
         limit: int | None = None,
         interval_ms: int | None = None,

@@ -156,7 +156,7 @@ class Client:
         self,
         job: str,
         op: str,
-        key: str,
+        key: str | None,
         *,
         start: int | None = None,
         to: int | None = None,
@@ -167,8 +167,9 @@ class Client:
         timeout_ms: int | None = None,
     ) -> StateAnswer:
         """A key's windows with starts in ``[start, to]`` (the route's ``from``/``to``), the
-        newest ``limit``; with ``min_watermark``/``min_checkpoint``, once the state reached
-        them (``NotFreshEnough`` after ``timeout_ms``)."""
+        newest ``limit`` (``key=None``: the NULL key, SQL's group of a NULL); with
+        ``min_watermark``/``min_checkpoint``, once the state reached them (``NotFreshEnough``
+        after ``timeout_ms``)."""
         return self._run(
             calls.state(
                 job,
@@ -198,7 +199,7 @@ class Client:
         self,
         job: str,
         op: str,
-        keys: list[str],
+        keys: list[str | None],
         *,
         start: int | None = None,
         to: int | None = None,
@@ -296,7 +297,7 @@ class Client:
         self,
         job: str,
         op: str,
-        key: str,
+        key: str | None,
         *,
         limit: int | None = None,
         interval_ms: int | None = None,

@@ -2,7 +2,7 @@
 
 One place selects the implementation, as msgpack picks ``_cmsgpack`` or ``fallback`` and PyYAML
 ``CLoader`` or ``Loader``: ``load()`` returns a ``Kernels`` of one implementation's functions,
-and ``KERNELS`` is the one this process uses. ``WEIR_KERNELS`` chooses:
+and ``KERNELS`` is the one this process uses (loaded on first use). ``WEIR_KERNELS`` chooses:
 
 - unset or ``auto``: the compiled kernels, or the twins when the extension modules are missing
   (a source checkout that was never built), with one WARNING;
@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.base.errors import WeirError
+from weir.base.settings import Choice, Setting
 
 logger = logging.getLogger(__name__)
 IMPLEMENTATIONS = ("compiled", "python")
@@ -84,6 +85,18 @@ def _functions(prefix: str, compiled: bool) -> dict[str, Any]:
     return found
 
 
+# declared once; the reference pages list it with a run's other variables
+KERNELS_SETTING = Setting(
+    "kernels",
+    "the column kernels a process uses: compiled (Cython), python (the pure-Python twins) or "
+    "auto (compiled when built, else python, with a WARNING)",
+    "auto",
+    Choice(("auto", "compiled", "python")),
+    env="WEIR_KERNELS",
+    env_only=True,
+)
+
+
 def load(choice: str | None = None) -> Kernels:
     """The kernels of ``choice``: ``"compiled"``, ``"python"`` or ``"auto"`` (the compiled ones
     when built, else the twins); default: ``WEIR_KERNELS``, else ``"auto"``.
@@ -91,11 +104,11 @@ def load(choice: str | None = None) -> Kernels:
     Raises:
         KernelsError: ``choice`` is unknown, or ``"compiled"`` and the extension is missing.
     """
-    choice = (choice or os.environ.get("WEIR_KERNELS") or "auto").strip().lower()
+    choice = (choice or os.environ.get(KERNELS_SETTING.env) or "auto").strip().lower()
     if choice not in (*IMPLEMENTATIONS, "auto"):
         raise KernelsError(
-            f"WEIR_KERNELS={choice!r} is not a kernel implementation; use compiled, python "
-            "or auto (the default)"
+            f"{KERNELS_SETTING.env}={choice!r} is not a kernel implementation; use compiled, "
+            "python or auto (the default)"
         )
     if choice == "python":
         return Kernels(name="python", **_functions(__name__, compiled=False))
@@ -104,9 +117,9 @@ def load(choice: str | None = None) -> Kernels:
     except ImportError as exc:
         if choice == "compiled":
             raise KernelsError(
-                f"WEIR_KERNELS=compiled but the compiled kernels are missing ({exc}); build "
-                "them with `pip install -e .` (gcc and the Python headers are needed), or set "
-                "WEIR_KERNELS=python"
+                f"{KERNELS_SETTING.env}=compiled but the compiled kernels are missing ({exc}); "
+                "build them with `pip install -e .` (gcc and the Python headers are needed), or "
+                f"set {KERNELS_SETTING.env}=python"
             ) from exc
         logger.warning(
             "kernels=python reason=%s: the compiled kernels are not built; the pure-Python "
@@ -116,4 +129,14 @@ def load(choice: str | None = None) -> Kernels:
         return Kernels(name="python", **_functions(__name__, compiled=False))
 
 
-KERNELS = load()
+_loaded: list[Kernels] = []
+
+
+def __getattr__(name: str) -> Any:
+    """``KERNELS``, loaded on first use (PEP 562): the expression IR (``ir``, ``rows``) is
+    part of the job API, and building a job loads neither numpy nor the extension modules."""
+    if name == "KERNELS":
+        if not _loaded:
+            _loaded.append(load())
+        return _loaded[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

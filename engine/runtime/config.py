@@ -79,7 +79,7 @@ class RunConfig:
     # cluster mode: the Spark master the workers run on as one barrier stage, its extra
     # settings, and the address tasks reach this process at (None: SPARK_LOCAL_IP or 127.0.0.1)
     master: str | None = None
-    spark_conf: tuple[tuple[str, str], ...] = ()
+    spark_conf: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # may hold secrets
     driver_host: str | None = None
 
     def __post_init__(self) -> None:

@@ -21,6 +21,7 @@ from weir.base.errors import ConfigError, JobDefinitionError, SourceError, WeirE
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.joberrors import failed_to_load
+from weir.engine.runtime.trust import check_job_path
 from weir.engine.sinks import from_url as sink_from_url
 from weir.engine.sources import JsonlSource
 from weir.engine.sources import from_url as source_from_url
@@ -49,9 +50,8 @@ def _load_file(path: Path) -> Job:
             f"job file {path} is not a .py file or a .sql file; pass a Python job file, a SQL job "
             "file, or package.module:attr"
         )
-    directory = str(path.resolve().parent)  # the job's own modules import as in `python JOB.py`
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
+    check_job_path(path)
+    _append_path(str(path.resolve().parent))
     if path.suffix == ".sql":
         from weir.engine.sql import load_script  # imported late: sqlglot only for SQL jobs
 
@@ -126,12 +126,13 @@ def _call_factory(spec: str, found: Any) -> Job:
 def _import(module_name: str, spec: str) -> ModuleType:
     """Import the job's module; the current directory is on the path, as for ``python -m``."""
     here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
+    _append_path(here)
     top = module_name.split(".")[0]
     if top in _LEGACY and _is_weirs_own(top):
         raise JobDefinitionError(_legacy_message(f"job {spec}", top))
     origin = _origin(module_name)
+    if origin is not None and origin.exists():
+        check_job_path(origin)
     if origin is not None and origin.suffix == ".py":
         _refuse_legacy_imports(origin)
     try:
@@ -148,6 +149,14 @@ def _import(module_name: str, spec: str) -> ModuleType:
             ) from None
         raise
     return module
+
+
+def _append_path(directory: str) -> None:
+    """The job's own modules import from ``directory`` as in ``python JOB.py``, but after the
+    standard library and site-packages: a module planted beside the job file and named as one
+    of weir's dependencies (``sqlglot.py``, ``uvicorn.py``) never replaces it."""
+    if directory not in sys.path:
+        sys.path.append(directory)
 
 
 def _origin(module_name: str) -> Path | None:

@@ -16,7 +16,9 @@ from typing import Any
 
 from weir.base.errors import ConfigError
 from weir.base.extras import require
+from weir.base.redact import is_secret_name
 from weir.base.settings import BadValue, Choice, Parsed, Setting, Switch, WholeNumber, named
+from weir.engine.kernels import KERNELS_SETTING
 
 __all__ = ["MASTER_FORMS", "RUN_SETTINGS", "parse_master", "spark_addresses"]
 
@@ -129,6 +131,19 @@ def _spark_setting(raw: str) -> tuple[str, str]:
     return key, value
 
 
+def _spark_setting_typed(raw: str) -> tuple[str, str]:
+    """A Spark setting typed on the command line, where every local account reads it in the
+    process list: never a secret one."""
+    key, value = _spark_setting(raw)
+    if is_secret_name(key):
+        raise BadValue(
+            "puts a secret on the command line, where every local user can read it",
+            fix="give it in WEIR_SPARK_CONF instead, or as spark.authenticate.secret.file=PATH "
+            "(a file only you can read)",
+        )
+    return key, value
+
+
 SOURCE_URL = _parsed_by(_source, "a path or a source URL (file://, generator://, kafka://)")
 SINK_URL = _parsed_by(_sink, "a path or a sink URL (file://, stdout://, kafka://)")
 STORAGE = Parsed(storage, "a directory, file:///DIR or s3://BUCKET/PREFIX")
@@ -165,8 +180,11 @@ _WORKERS = (
             check=Parsed(_master, "spark://, k8s:// or yarn"), metavar="URL", commands=JOB_RUNS,
             default_doc="none (local worker processes)"),
     Setting("spark_conf", "Spark settings for `master`, KEY=VALUE each "
-            "(spark.executor.memory=2g); dynamic allocation and speculation are refused", (),
+            "(spark.executor.memory=2g); dynamic allocation and speculation are refused. A "
+            "secret (spark.authenticate.secret=) only in the variable, or as "
+            "spark.authenticate.secret.file=PATH: never on a command line", (),
             Parsed(_spark_setting, "spark.KEY=VALUE"), metavar="KEY=VALUE", many=True,
+            argv_check=Parsed(_spark_setting_typed, "spark.KEY=VALUE, not a secret one"),
             commands=JOB_RUNS, default_doc="none"),
     Setting("driver_host", "the address of this host the cluster's executors reach (Spark's "
             "driver, the tasks' link to the job manager)", metavar="HOST", commands=JOB_RUNS,
@@ -283,4 +301,4 @@ SPARK_LOCAL_IP = Setting(
     env="SPARK_LOCAL_IP",
     env_only=True,
 )
-RUN_ENVIRONMENT: tuple[Setting, ...] = (PROFILE_DIR, SPARK_LOCAL_IP)
+RUN_ENVIRONMENT: tuple[Setting, ...] = (PROFILE_DIR, SPARK_LOCAL_IP, KERNELS_SETTING)

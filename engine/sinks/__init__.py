@@ -25,8 +25,8 @@ import orjson
 from weir.base.errors import ConfigError, SinkError
 from weir.base.files import FILE_MODE, private_dir
 from weir.base.paths import file_path
+from weir.base.redact import redact_url
 from weir.engine.kafka_security import KafkaSecurity
-from weir.engine.redact import redact_url
 
 # imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
 # function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)

@@ -29,9 +29,9 @@ import orjson
 
 from weir.base.errors import ConfigError, SinkError, SourceError
 from weir.base.extras import require
+from weir.base.redact import redact_url
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, check_netloc, security_of
-from weir.engine.redact import redact_url
 from weir.engine.sinks.kafka_producers import DeliveryFailed, producer
 
 log = logging.getLogger(__name__)

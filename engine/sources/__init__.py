@@ -15,9 +15,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from weir.base.errors import ConfigError, SourceError
 from weir.base.paths import file_path
+from weir.base.redact import redact_url
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, security_of
-from weir.engine.redact import redact_url
 from weir.engine.sources.base import Source, SourceBatch, SplitReader
 from weir.engine.sources.file import JsonlSource
 from weir.engine.sources.generator import GeneratorSource

@@ -268,6 +268,7 @@ def _native_aggregates(data: Any, fields: list[str]) -> Any:
             F.sum(f).alias(f"sum__{f}"),
             F.min(f).alias(f"min__{f}"),
             F.max(f).alias(f"max__{f}"),
+            F.count(f).alias(f"count__{f}"),  # the non-NULL values (SQL's COUNT(f))
             F.min(F.col(f"{f}__int").cast("int")).cast("boolean").alias(f"{f}__allint"),
         ]
     return data.groupBy("kg", "key", "end").agg(*aggs).repartition("kg")

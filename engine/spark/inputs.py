@@ -37,11 +37,11 @@ from typing import Any
 
 from weir.base.errors import ConfigError, SourceError
 from weir.base.paths import file_path
+from weir.base.redact import redact_url
 from weir.base.settings import named
 from weir.engine.job import Job
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, security_of
-from weir.engine.redact import redact_url
 from weir.engine.sources.base import SourceBatch
 from weir.engine.sources.kafka import KafkaSource, url_parts
 

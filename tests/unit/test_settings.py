@@ -16,6 +16,7 @@ from weir.app import reference
 from weir.app.catalogue import ALL, FLAGS, flag_names, for_command
 from weir.app.parser import COMMANDS, build_parser
 from weir.base.errors import ConfigError
+from weir.base.redact import is_secret_name
 from weir.base.settings import Setting, WholeNumber, read_env, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,6 +99,29 @@ def test_a_secret_variable_is_never_shown_in_help(monkeypatch: pytest.MonkeyPatc
     for name in ("run", "api", "savepoint", "backfill"):
         text = commands[name].format_help()
         assert "sekrit" not in text and "WEIR_API_TOKEN, default (set)" in " ".join(text.split())
+
+
+def test_every_setting_named_as_a_secret_is_declared_one() -> None:
+    """``secret=True`` is what keeps a value out of ``--help`` and errors: a setting whose name
+    says it holds a secret (a token, a password, a secret key) must say so."""
+    undeclared = [s.env for s in ALL if is_secret_name(s.env) and not s.secret]
+    assert undeclared == []
+    assert {"WEIR_API_TOKEN", "AWS_SECRET_ACCESS_KEY"} <= {s.env for s in ALL if s.secret}
+
+
+def test_secret_spark_settings_and_url_passwords_are_masked_in_help(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``spark_conf`` and the URLs are not secrets as a whole: their variable's value is shown,
+    with a secret setting's value and a URL's password as ``***``."""
+    spark = "spark.authenticate.secret=sekrit1 spark.executor.cores=1"
+    monkeypatch.setenv("WEIR_SPARK_CONF", spark)
+    monkeypatch.setenv("WEIR_SOURCE", "kafka://u:sekrit2@127.0.0.1:9/t?sasl_password=sekrit3")
+    _, commands = build_parser()
+    text = " ".join(commands["run"].format_help().split())
+    assert "sekrit" not in text
+    assert "spark.authenticate.secret=*** spark.executor.cores=1" in text
+    assert "kafka://u:***@127.0.0.1:9/t?sasl_password=***" in text
 
 
 def test_a_variable_without_a_flag_is_read_with_its_check() -> None:

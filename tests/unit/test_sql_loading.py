@@ -34,4 +34,5 @@ def test_source_flag_replaces_the_tables_url(tmp_path: Path) -> None:
     cfg = RunConfig(job_file=EXAMPLE, source_url=f"file://{events}")
     job = load_configured_job(cfg)
     assert job.sources[0].source.describe() == f"file://{events}"
-    assert job.sources[0].timestamp == "ts" and job.sources[0].watermarks.bound_ms == 2_000
+    # SQL's WATERMARK FOR ts AS ts - INTERVAL '2' SECOND: max(ts) - 2 000, the bound 1 999
+    assert job.sources[0].timestamp == "ts" and job.sources[0].watermarks.bound_ms == 1_999

@@ -193,6 +193,9 @@ class Setting:
         many: the flag takes several values; the variable separates them with spaces.
         required: the command needs it (from the flag or the variable).
         secret: its value is never shown (``--help``, errors, the reference pages).
+        argv_check: a stricter check for a value typed on the command line, where every local
+            account reads it in the process list (``spark_conf`` refuses a secret setting
+            there); ``check`` still judges the variable's value.
         commands: the ``weir`` commands that take it, in the order they list it.
         default_doc: how the docs describe a default that is not a plain value ("CPU count").
         command_defaults: ``(command, default)`` pairs where a command's default differs.
@@ -209,6 +212,7 @@ class Setting:
     many: bool = False
     required: bool = False
     secret: bool = False
+    argv_check: Check | None = None
     commands: tuple[str, ...] = ()
     default_doc: str | None = None
     command_defaults: tuple[tuple[str, Any], ...] = field(default=())

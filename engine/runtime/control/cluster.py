@@ -123,27 +123,53 @@ def cluster_session(
     # the job's imports must be installed at the same path on every cluster host
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.driver.host", host)
-        .config("spark.driver.bindAddress", host)
-        .config("spark.ui.enabled", "false")
-        # a barrier stage's progress bar never moves: the tasks run until the job stops
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for key, value in {**_SLOT_CHECK_CONF, **conf}.items():
-        builder = builder.config(key, value)
+    from weir.engine.runtime.control.sparkauth import split_secrets, start_context, unprotected
     from weir.engine.runtime.control.sparkstart import get_or_create
 
+    # secrets (spark.authenticate.secret, …password) never reach spark-submit's command line
+    plain, secret = split_secrets(conf)
+    settings = {
+        "spark.master": master,
+        "spark.app.name": app,
+        "spark.driver.host": host,
+        "spark.driver.bindAddress": host,
+        "spark.ui.enabled": "false",
+        # a barrier stage's progress bar never moves: the tasks run until the job stops
+        "spark.ui.showConsoleProgress": "false",
+        **_SLOT_CHECK_CONF,
+        **plain,
+    }
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    if secret:
+        get_or_create(_Started(lambda: start_context(settings, secret)))
     session = get_or_create(builder)
+    effective = dict(session.sparkContext.getConf().getAll())
     try:
-        check_conf(dict(session.sparkContext.getConf().getAll()))
+        check_conf(effective)
     except ConfigError:
         session.stop()
         raise
+    if (exposed := unprotected(effective)) is not None:
+        log.warning(
+            "master=%s: %s; set both to true on the cluster and for weir (README, cluster mode)",
+            master,
+            exposed,
+        )
     log.info("spark session master=%s app=%s driver_host=%s", master, app, host)
     return session
+
+
+class _Started:
+    """``sparkstart.get_or_create``'s builder for a context ``start`` makes (its ``stop`` stops
+    it, as a session's would, on a Ctrl-C meanwhile)."""
+
+    def __init__(self, start: Any) -> None:
+        self._start = start
+
+    def getOrCreate(self) -> Any:  # noqa: N802 - the builder's name
+        return self._start()
 
 
 def task_slots(spark: Any) -> int:

@@ -28,20 +28,57 @@ comes from. ``buckets`` maps a window end to ``{key: accumulator slots}``; ``dir
 window end to the keys changed since the last flush. Field values are
 extracted and type-checked per column before folding, so a bad record never leaves a
 half-applied batch.
+
+An input is a field or an expression (its values computed from each record, named by
+``Builtin.input``); both follow one rule. An input's values must be numbers when an aggregate
+that rejects NULLs reads it; numbers or NULL (``None``, or a record without the field) when only
+NULL-skipping aggregates do; anything when only ``count(x)`` does (it asks whether the value is
+NULL). An expression that fails on a record makes it a dead letter under every rule. The slot
+layouts are ``engine/agg.py``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
 from weir.engine.agg import Aggregate, Builtin, UserDefined
+from weir.engine.expressions.render import render
+from weir.engine.expressions.steps import aggregate_input
+from weir.engine.kernels import ir
+from weir.state.keygroups import key_value
 
 FoldFn = Callable[..., None]
 ResultFn = Callable[[str, int, int, list[Any], bool], dict[str, Any]]
 BucketMerge = Callable[[dict[str, list[Any]], dict[str, list[Any]]], None]
 _NUMBER_TYPES = frozenset({int, float})
+_NUMBER_OR_NULL = frozenset({int, float, type(None)})
+# what a field's values may be, strictest first: a number (an aggregate rejects NULLs), a number
+# or NULL (NULL-skipping aggregates only), anything (``count(field)`` only)
+NUMBER, NUMBER_OR_NULL, ANY = 0, 1, 2
+
+
+def _rule(a: Builtin) -> int:
+    if a.kind == "count":
+        return ANY
+    return NUMBER_OR_NULL if a.skips else NUMBER
+
+
+def get_field(rec: Any, field: str) -> Any:
+    """A NULL-tolerant field read: a record without the field (or not a mapping) reads NULL."""
+    try:
+        return rec[field]
+    except (KeyError, TypeError, IndexError):
+        return None
+
+
+def _value_or_null(value_of: Callable[[Any], Any], rec: Any) -> Any:
+    try:
+        return value_of(rec)
+    except ir.ExprError:
+        return None
 
 
 def take_columns(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
@@ -54,10 +91,24 @@ class FoldPlan:
 
     def __init__(self, aggregates: dict[str, Aggregate]) -> None:
         self.aggregates = aggregates
+        # the columns the fold reads, by name (``Builtin.input``): fields, and the values of
+        # expressions, which ``_values`` computes from the record
         self.fields: list[str] = []
+        self.rules: dict[str, int] = {}  # input -> NUMBER, NUMBER_OR_NULL or ANY
+        self._exprs: dict[str, ir.Expr] = {}  # an expression input's IR, by its name
+        self._values: dict[str, Callable[[Any], Any]] = {}  # ... and its per-record function
         for a in aggregates.values():
-            if isinstance(a, Builtin) and a.field and a.field not in self.fields:
-                self.fields.append(a.field)
+            if not isinstance(a, Builtin) or a.input is None:
+                continue
+            name = a.input
+            if name not in self.fields:
+                self.fields.append(name)
+                if a.expr is not None:
+                    self._exprs[name] = a.expr
+                    self._values[name] = aggregate_input(a.expr)
+            self.rules[name] = min(self.rules.get(name, ANY), _rule(a))
+        # the aggregates a top-N ranks: ``window_time`` is the same for every key of a window
+        self.ranked = [n for n, a in aggregates.items() if getattr(a, "kind", "") != "window_time"]
         self.slices: dict[str, tuple[int, int]] = {}
         pos = 0
         for name, a in aggregates.items():
@@ -99,7 +150,7 @@ class FoldPlan:
                 init.append(f"u{j}.add(u{j}.create(), r)")
                 update.append(f"a[{pos}] = u{j}.add(a[{pos}], r)")
             else:
-                v = col_of.get(agg.field or "", "0")
+                v = col_of.get(agg.input or "", "0")
                 init.extend(agg.init_exprs(v))
                 update.extend(agg.update_stmts("a", pos, v))
         # only user-defined aggregates read the record itself
@@ -171,13 +222,9 @@ class FoldPlan:
             if isinstance(agg, UserDefined):
                 env[f"u{j}"] = agg.function
                 lines.append(f"a[{lo}] = u{j}.merge(a[{lo}], b[{lo}])")
-            elif agg.kind == "min":
-                lines.append(f"if b[{lo}] < a[{lo}]: a[{lo}] = b[{lo}]")
-            elif agg.kind == "max":
-                lines.append(f"if b[{lo}] > a[{lo}]: a[{lo}] = b[{lo}]")
-            else:  # count, sum, mean: every slot adds
-                lines.extend(f"a[{i}] += b[{i}]" for i in range(lo, hi))
-        return [indent + line for line in lines]
+            else:
+                lines.extend(agg.merge_stmts(lo))
+        return [indent + line for line in lines or ["pass"]]
 
     def _generate_merge_bucket(self) -> BucketMerge:
         """``merge_bucket(into, bucket)``: every key's accumulator of ``bucket`` merged into
@@ -199,18 +246,19 @@ class FoldPlan:
         return fn
 
     def _generate_result(self) -> ResultFn:
-        """``result(key, start, end, slots, final)`` -> the result record, in one call."""
-        env: dict[str, Any] = {}
-        fields = ['"key": k', '"start": s', '"end": e']
+        """``result(key, start, end, slots, final)`` -> the result record, in one call. Its
+        ``key`` is the key's value (``keygroups.key_value``): ``None`` for the NULL key, as SQL
+        prints it."""
+        env: dict[str, Any] = {"key_value": key_value}
+        # a key not starting with a backslash is its own value: no call for most keys
+        fields = ['"key": (key_value(k) if k[:1] == "\\\\" else k)', '"start": s', '"end": e']
         for j, (name, agg) in enumerate(self.aggregates.items()):
-            lo, hi = self.slices[name]
+            lo = self.slices[name][0]
             if isinstance(agg, UserDefined):
                 env[f"u{j}"] = agg.function
                 expr = f"u{j}.result(a[{lo}])"
-            elif agg.kind == "mean":
-                expr = f"a[{lo}] / a[{lo + 1}]"
             else:
-                expr = f"a[{lo}]"
+                expr = agg.result_expr(lo, env)
             fields.append(f"{name!r}: {expr}")
         fields.append('"final": f')
         body = f"def result(k, s, e, a, f):\n    return {{{', '.join(fields)}}}\n"
@@ -222,38 +270,89 @@ class FoldPlan:
         """Aggregate ``name``'s result for each accumulator in ``slots`` (what ``result`` puts
         under ``name``), a column at a time."""
         agg = self.aggregates[name]
-        lo = self.slices[name][0]
+        lo, hi = self.slices[name]
         if isinstance(agg, UserDefined):
             result = agg.function.result
             return [result(a[lo]) for a in slots]
-        if agg.kind == "mean":
+        if agg.kind == "mean" and not agg.skips and agg.cast is None:
             return [a[lo] / a[lo + 1] for a in slots]
-        return list(map(itemgetter(lo), slots))
+        if agg.kind in ("count", "sum", "min", "max") and agg.cast is None:
+            return list(map(itemgetter(lo), slots))
+        one = agg.result
+        return [one(a[lo:hi]) for a in slots]
 
     def columns(self, recs: list[Any]) -> list[list[Any]] | None:
         """The aggregated fields of ``recs``, a column each, to fold; None when a record lacks
-        one or holds something that is not a number there (``bad_field`` says which)."""
+        one or holds something its aggregates cannot take (``bad_field`` says which)."""
         cols: list[list[Any]] = []
-        try:
-            for f in self.fields:
-                col = list(map(itemgetter(f), recs))
-                if not set(map(type, col)) <= _NUMBER_TYPES:
+        for f in self.fields:
+            rule = self.rules[f]
+            value_of = self._values.get(f)
+            if value_of is not None:
+                try:
+                    col = list(map(value_of, recs))
+                except ir.ExprError:
                     return None
-                cols.append(col)
-        except (KeyError, TypeError, IndexError):
-            return None
+            else:
+                try:
+                    if rule == NUMBER:
+                        col = list(map(itemgetter(f), recs))
+                    else:
+                        col = list(map(dict.get, recs, repeat(f)))
+                except (KeyError, TypeError, IndexError):
+                    if rule == NUMBER:
+                        return None
+                    col = [get_field(r, f) for r in recs]  # not every record is a dict
+            if rule != ANY and not set(map(type, col)) <= (
+                _NUMBER_TYPES if rule == NUMBER else _NUMBER_OR_NULL
+            ):
+                return None
+            cols.append(col)
         return cols
+
+    def loose_columns(self, recs: list[Any]) -> list[list[Any]]:
+        """``columns`` of a batch that holds a record ``bad_field`` refuses: every input read
+        without a check, NULL where it cannot be read (the refused records are not folded)."""
+        return [
+            [get_field(r, f) for r in recs]
+            if (value_of := self._values.get(f)) is None
+            else [_value_or_null(value_of, r) for r in recs]
+            for f in self.fields
+        ]
 
     def bad_field(self, rec: Any) -> str | None:
         """Why ``rec`` cannot be folded (None: it can)."""
         for f in self.fields:
+            reason = self._bad_input(f, self.rules[f], rec)
+            if reason is not None:
+                return reason
+        return None
+
+    def _bad_input(self, f: str, rule: int, rec: Any) -> str | None:
+        """Why input ``f`` of ``rec`` cannot be folded under ``rule`` (None: it can). A field
+        the record lacks is NULL where NULLs may be; an expression that fails is an error
+        under every rule, a NULL is not."""
+        value_of = self._values.get(f)
+        if value_of is None:
+            what = f"field {f!r}"
             try:
                 v = rec[f]
             except (KeyError, TypeError, IndexError):
-                return f"record has no field {f!r} to aggregate"
-            if type(v) not in _NUMBER_TYPES:
-                return f"field {f!r} is {type(v).__name__} {v!r}, not a number"
-        return None
+                return f"record has no field {f!r} to aggregate" if rule == NUMBER else None
+        else:
+            what = f"input ({render(self._exprs[f])})"
+            try:
+                v = value_of(rec)
+            except ir.ExprError as exc:
+                return f"input {exc}"
+        if rule == ANY or type(v) in _NUMBER_TYPES or (v is None and rule == NUMBER_OR_NULL):
+            return None
+        if v is None:
+            return (
+                f"{what} is NULL, and an aggregate that rejects NULLs reads it (give it "
+                "nulls='skip' to pass over NULLs, as SQL's aggregates do)"
+            )
+        return f"{what} is {type(v).__name__} {v!r}, not a number"
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
         out: list[Any] = []

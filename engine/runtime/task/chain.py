@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from weir.engine.batches import from_batch, mask_of, to_batch
+from weir.engine.kernels.ir import ExprError
 from weir.engine.nodes import (
     BroadcastNode,
     ForwardNode,
@@ -33,7 +35,7 @@ from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK, per_record_watermarks
 from weir.engine.windows import MAX_TIME, MIN_TIME
-from weir.state.keygroups import canonical_key
+from weir.state.keygroups import canonical_key, needs_escape
 from weir.state.layout import MAX_KEY_BYTES
 
 _DICT_ONLY = frozenset({dict})
@@ -49,6 +51,10 @@ def _describe_error(exc: BaseException) -> str:
 
 
 KeyedBatch = tuple[int, list[str], list[Any], list[int], list[int]]  # node, keys, recs, ts, wms
+# stateless kinds that give one record for each (``with_columns``: a map made of expressions),
+# and those that keep some records as they are
+_MAPS = frozenset({"map", "with_columns", "map_batch"})
+_FILTERS = frozenset({"filter", "filter_batch"})
 # a node whose records go to the keyed side: by key group, to every worker, or to this one
 ExchangeNode = KeyByNode | BroadcastNode | ForwardNode
 
@@ -177,6 +183,8 @@ class Chain:
             else:
                 assert self._ts_fn is not None
                 t = self._ts_fn(rec)
+        except ExprError as exc:  # an expression's reason names it
+            return 0, f"timestamp {exc}"
         except Exception as exc:  # noqa: BLE001
             return 0, f"timestamp function raised {_describe_error(exc)}"
         if type(t) is float and t.is_integer():
@@ -207,7 +215,7 @@ class Chain:
             if isinstance(node, StatelessNode):
                 out = self._stateless(node, recs, ts, wms)
                 if out[0]:
-                    self._push(node.children, *out, from_json and node.kind == "filter")
+                    self._push(node.children, *out, from_json and node.kind in _FILTERS)
             elif isinstance(node, KeyByNode):
                 keys, krecs, kts, kwms = self._keys(node, recs, ts, wms)
                 if keys and not from_json:
@@ -238,10 +246,10 @@ class Chain:
     ) -> Columns:
         fn = node.fn
         try:
-            if node.kind == "map":
-                return list(map(fn, recs)), ts, wms
-            if node.kind == "filter":
-                mask = list(map(fn, recs))
+            if node.kind in _MAPS:
+                return _apply(node, recs), ts, wms
+            if node.kind in _FILTERS:
+                mask = _mask(node, recs)
                 return (
                     list(compress(recs, mask)),
                     list(compress(ts, mask)),
@@ -265,12 +273,15 @@ class Chain:
         fn: Callable[[Any], Any] = node.fn
         for r, t, w in zip(recs, ts, wms, strict=True):
             try:
-                if node.kind == "map":
-                    produced = [fn(r)]
-                elif node.kind == "filter":
-                    produced = [r] if fn(r) else []
+                if node.kind in _MAPS:
+                    produced = _apply(node, [r])
+                elif node.kind in _FILTERS:
+                    produced = [r] if _mask(node, [r])[0] else []
                 else:
                     produced = list(fn(r))
+            except ExprError as exc:  # an expression's reason names it
+                self._dead.add(node.kind, f"{node.kind} {exc}", r)
+                continue
             except Exception as exc:  # noqa: BLE001
                 self._dead.add(node.kind, f"{node.kind} raised {_describe_error(exc)}", r)
                 continue
@@ -287,7 +298,11 @@ class Chain:
             keys = (
                 list(map(itemgetter(sel), recs)) if isinstance(sel, str) else list(map(sel, recs))
             )
-            if set(map(type, keys)) == {str} and max(map(len, keys)) * 4 <= MAX_KEY_BYTES:
+            if (
+                set(map(type, keys)) == {str}
+                and max(map(len, keys)) * 4 <= MAX_KEY_BYTES
+                and not needs_escape(keys)
+            ):
                 return keys, recs, ts, wms
         except Exception:  # noqa: BLE001
             pass
@@ -335,11 +350,27 @@ class Chain:
             else:
                 raw = sel(rec)
             key = canonical_key(raw)
+        except ExprError as exc:  # an expression's reason names it
+            return "", f"key_by {exc}"
         except Exception as exc:  # noqa: BLE001
             return "", f"key: {_describe_error(exc)}"
         if len(key.encode()) > MAX_KEY_BYTES:
             return "", f"key of {len(key.encode())} bytes exceeds the {MAX_KEY_BYTES}-byte limit"
         return key, None
+
+
+def _apply(node: StatelessNode, recs: list[Any]) -> list[Any]:
+    """A map-like step's records: one out for each in."""
+    if node.kind == "map_batch":
+        return from_batch(node.fn(to_batch(recs)), len(recs), "map_batch")
+    return list(map(node.fn, recs))
+
+
+def _mask(node: StatelessNode, recs: list[Any]) -> list[Any]:
+    """A filter-like step's verdict on each record (truthy: kept)."""
+    if node.kind == "filter_batch":
+        return mask_of(node.fn(to_batch(recs)), len(recs))
+    return list(map(node.fn, recs))
 
 
 def _walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
@@ -351,7 +382,7 @@ def _walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
         for n in nodes:
             found.append((n, exact))
             if isinstance(n, StatelessNode):
-                walk(n.children, exact and n.kind == "filter")
+                walk(n.children, exact and n.kind in _FILTERS)
             elif isinstance(n, KeyByNode):
                 found.extend((op, exact) for op in n.children)
             # a broadcast node's operators hang under their keyed input's key_by as well
