@@ -158,14 +158,19 @@ class Leadership:
             new_version = self.leases.replace(mine, version)
         except StorageConflict:
             return False
-        self._took(mine, new_version, start)
+        self._took(mine, new_version, start, old)
         return True
 
-    def _took(self, record: LeaderRecord, version: str, start: float) -> None:
+    def _took(
+        self, record: LeaderRecord, version: str, start: float, old: LeaderRecord | None = None
+    ) -> None:
         self.record, self._version = record, version
         self._valid_until = start + self.lease_ms * VALID / 1000
-        log.info(
-            "job=%s leader epoch=%d lease=%s lease_ms=%d",
+        # a take-over from a holder that did not release is news; an ordinary start is not
+        # (a start that fails at once says one line, its error)
+        level = logging.INFO if old is not None and not old.released else logging.DEBUG
+        log.log(
+            level, "job=%s leader epoch=%d lease=%s lease_ms=%d",
             self._job, record.epoch, self.leases.where, self.lease_ms,
         )  # fmt: skip
 
@@ -291,7 +296,7 @@ class Leadership:
             )
             return
         self.lost = "released"
-        log.info("job=%s released its lease epoch=%d", self._job, self.epoch)
+        log.debug("job=%s released its lease epoch=%d", self._job, self.epoch)
 
 
 def _say_standby(job: str, record: LeaderRecord, where: str) -> None:
