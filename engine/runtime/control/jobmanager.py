@@ -27,6 +27,7 @@ from typing import Any
 from weir.base.errors import (
     ConfigError,
     ControlError,
+    DeadLetterLimit,
     LeaseLost,
     MessageError,
     WeirError,
@@ -40,6 +41,7 @@ from weir.engine.runtime.control.commits import JobOutputs
 from weir.engine.runtime.control.coordinator import CheckpointCoordinator
 from weir.engine.runtime.control.launch import worker_group
 from weir.engine.runtime.control.leadership import Leadership
+from weir.engine.runtime.control.outcome import DeadLetterJudge, summarise
 from weir.engine.runtime.control.restarts import FailureRateRestarts
 from weir.engine.runtime.control.resume import lead
 from weir.engine.runtime.control.runlock import RunLock
@@ -58,6 +60,7 @@ from weir.engine.runtime.messages import (
     Stop,
     WorkerStatus,
 )
+from weir.engine.runtime.outputs import dead_letter_sink
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.view import (
     BackfillEntry,
@@ -96,9 +99,10 @@ class JobManager:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.done = threading.Event()  # set when the job finished or failed
-        self.failure: WorkerFailed | LeaseLost | None = None
+        self.failure: WeirError | None = None
         self.leadership: Leadership | None = None  # the job's lease, once this run holds it
         self._spawn_lock = threading.Lock()
+        self._dead_letters = DeadLetterJudge(cfg, job.name, dead_letter_sink(cfg, job).describe())
         self._monitor: threading.Thread | None = None
         broadcast = self._workers.broadcast
         self.outputs = JobOutputs(cfg, job)
@@ -280,24 +284,33 @@ class JobManager:
     def _follow(self) -> None:
         while not self._stopping.is_set():
             try:
-                self._step()
+                verdict = self._step()
             except LeaseLost as exc:  # a commit found the lease taken
                 self._lease_lost(str(exc))
+                verdict = None
+            if verdict is not None:
+                self._give_up(verdict)
+                return
             if self.finished and self.cfg.exit_at_end and self.coordinator.final_settled():
                 self.done.set()
             time.sleep(0.02)
 
-    def _step(self) -> None:
-        if self._poll_workers():
-            try:
-                with self._lock:
-                    ready = len(self._status) == self.parallelism
-                self.coordinator.tick(ready, self.finished)
-            except LeaseLost:
-                raise
-            except Exception:  # noqa: BLE001 - the monitor must outlive a coordinator bug
-                log.exception("job=%s checkpoint coordinator error", self.job.name)
-                self.coordinator.abort("coordinator error (see the log)")
+    def _step(self) -> DeadLetterLimit | None:
+        """Handle the workers' messages and tick the coordinator; a verdict that fails the
+        job (too many dead letters), if any. ``LeaseLost`` when a commit found the lease
+        taken."""
+        if not self._poll_workers():
+            return None
+        try:
+            with self._lock:
+                ready = len(self._status) == self.parallelism
+            self.coordinator.tick(ready, self.finished)
+        except LeaseLost:
+            raise
+        except Exception:  # noqa: BLE001 - the monitor must outlive a coordinator bug
+            log.exception("job=%s checkpoint coordinator error", self.job.name)
+            self.coordinator.abort("coordinator error (see the log)")
+        return self._dead_letters.verdict(self.worker_status(), self.finished)
 
     def _poll_workers(self) -> bool:
         """Handle every worker's messages; False when one failed (or the job is stopping)."""
@@ -342,6 +355,10 @@ class JobManager:
             case Finished():
                 self._finished.add(index)
                 log.info("job=%s worker=%d reached the end of its input", self.job.name, index)
+                if self.finished:
+                    where = self._dead_letters.where
+                    retention = self.cfg.state_retention_ms
+                    summarise(self.job.name, self.worker_status(), where, retention)
             case Failed(reason=reason):
                 self._fail(WorkerFailed(index, reason))
             case CheckpointAck():
@@ -363,7 +380,6 @@ class JobManager:
             except WeirError as exc:  # e.g. an output it cannot rewind: the job fails, saying so
                 failure = WorkerFailed(failure.worker, f"{failure.reason}; restart failed: {exc}")
         if self.failure is None:
-            self.failure = failure
             log.error(
                 "job=%s stopped: %s (restarts within %d ms: %d, restart_failures=%d)",
                 self.job.name,
@@ -372,6 +388,14 @@ class JobManager:
                 self._restarts.recent,
                 self.cfg.max_restarts,
             )
+        self._give_up(failure)
+
+    def _give_up(self, failure: WeirError) -> None:
+        """The job fails for good with ``failure`` (the first one, if it failed already)."""
+        if self.failure is None:
+            self.failure = failure
+            if not isinstance(failure, WorkerFailed):  # a worker's is logged with its restarts
+                log.error("job=%s stopped: %s", self.job.name, failure)
             self.coordinator.fail_all(f"the job failed: {failure}")
         self._stopping.set()
         self.done.set()
@@ -448,6 +472,16 @@ class JobManager:
     @property
     def failure_reason(self) -> str | None:
         return None if self.failure is None else str(self.failure)
+
+    @property
+    def dead_letter_problem(self) -> str | None:
+        if self.failure is not None:
+            return None  # the failure says it
+        return self._dead_letters.problem(self.worker_status())
+
+    @property
+    def state_retention_ms(self) -> int:
+        return self.cfg.state_retention_ms
 
     @property
     def restored_from(self) -> str | None:
