@@ -55,8 +55,9 @@ from weir.engine.nodes import (
 from weir.engine.results import ResultStream, SideOutputStream
 from weir.engine.sinks import Sink
 from weir.engine.sources import Source
-from weir.engine.streams import DataStream, KeyedStream, WindowedStream, _unbound
+from weir.engine.streams import DataStream, KeyedStream, _unbound
 from weir.engine.watermarks import WatermarkStrategy
+from weir.engine.windowed import WindowedStream
 
 __all__ = [
     "BroadcastConnectedStream",
@@ -187,6 +188,11 @@ class Job:
             raise JobDefinitionError(f"job {self.name!r}: {dangling}")
 
     def replace_source(self, source: Source) -> None:
+        """Read ``source`` instead of the job's own (``weir run --source``).
+
+        Raises:
+            JobDefinitionError: the job is invalid, or has several sources.
+        """
         self.validate()
         if len(self.sources) > 1:
             names = ", ".join(s.name for s in self.sources)
@@ -198,6 +204,8 @@ class Job:
         self.sources[0].source = source
 
     def replace_sinks(self, sink: Sink) -> None:
+        """Send every operator's results to ``sink`` only (``weir run --sink``); side outputs
+        keep theirs."""
         for op in self.operators.values():
             op.sinks[:] = [sink]
 

@@ -6,9 +6,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 from weir.base.errors import JobDefinitionError
-from weir.engine import agg as _agg
-from weir.engine import evictors as _evictors
-from weir.engine import triggers as _triggers
 from weir.engine.expressions import Expr, to_ir
 from weir.engine.expressions import steps as _steps
 from weir.engine.sinks import Sink
@@ -23,6 +20,7 @@ from weir.engine.windows import (
 )
 
 if TYPE_CHECKING:  # types only: the joins library imports this module, never the reverse
+    from weir.engine.cep import Pattern, PatternStream
     from weir.engine.job import Job
     from weir.engine.joins import IntervalJoin, JoinedStreams
 
@@ -33,7 +31,6 @@ from weir.engine.connected import (
     ConnectedStreams,
 )
 from weir.engine.nodes import (
-    RESERVED_FIELDS,
     ForwardNode,
     KeyByNode,
     KeySelector,
@@ -43,11 +40,11 @@ from weir.engine.nodes import (
     SinkNode,
     StatelessNode,
     WindowCall,
-    WindowNode,
     _check_name,
     _state_names,
 )
 from weir.engine.results import ResultStream
+from weir.engine.windowed import WindowedStream
 
 
 def _unbound(method: str) -> JobDefinitionError:
@@ -76,7 +73,8 @@ class DataStream:
         return DataStream(self._job, node.children)
 
     def map(self, fn: Callable[[Record], Any]) -> DataStream:
-        """Each record replaced by ``fn(record)``."""
+        """Each record replaced by ``fn(record)``; a record it raises on goes to the dead
+        letters (stage ``map``)."""
         return self._add(StatelessNode("map", _callable("map", fn)))
 
     def filter(self, predicate: Callable[[Record], Any] | Expr) -> DataStream:
@@ -95,7 +93,8 @@ class DataStream:
         return self._add(StatelessNode("filter", _callable("filter", predicate)))
 
     def flat_map(self, fn: Callable[[Record], Iterable[Any]]) -> DataStream:
-        """Each record replaced by the records ``fn(record)`` yields (none, one or many)."""
+        """Each record replaced by the records ``fn(record)`` yields (none, one or many); a
+        record it raises on goes to the dead letters (stage ``flat_map``)."""
         return self._add(StatelessNode("flat_map", _callable("flat_map", fn)))
 
     def with_columns(self, *exprs: Expr, **named: Any) -> DataStream:
@@ -174,6 +173,8 @@ class DataStream:
         return KeyedStream(self._job, node)
 
     def sink(self, sink: Sink) -> DataStream:
+        """Write the stream's records to ``sink`` as they pass (e.g. ``sinks.jsonl(path)``;
+        file sinks are exactly-once through checkpoints), and return this stream."""
         self._attach(SinkNode(sink))
         return self
 
@@ -234,11 +235,33 @@ class DataStream:
 
 
 class KeyedStream:
+    """A stream partitioned by key (``DataStream.key_by``): window it, or run a process
+    function over it. Its operators keep their state per key, in RocksDB by key group, and
+    serve it at ``GET /{job}/{operator}/state/{key}``."""
+
     def __init__(self, job: Job, node: KeyByNode) -> None:
         self._job = job
         self._node = node
 
     def window(self, assigner: WindowAssigner, allowed_lateness_ms: int = 0) -> WindowedStream:
+        """Group each key's records into windows, for an aggregate.
+
+        Args:
+            assigner: which windows a record belongs to: ``windows.tumbling``, ``sliding``,
+                ``session``, ``dynamic_session``, ``cumulate``, ``count`` or
+                ``global_windows``.
+            allowed_lateness_ms: how long after a window fires a late record still updates
+                it (the window is emitted again); later records go to the late output.
+
+        Returns:
+            The windowed stream; ``.aggregate(...)`` names the operator.
+
+        Raises:
+            JobDefinitionError: not a window assigner, or a negative lateness.
+
+        Example:
+            ``keyed.window(windows.tumbling(ms=60_000), allowed_lateness_ms=5_000)``
+        """
         if not isinstance(
             assigner,
             TumblingWindows
@@ -304,105 +327,19 @@ class KeyedStream:
             )
         return ConnectedKeyedStreams(self._job, self._node, other._node)
 
+    def pattern(self, pattern: Pattern) -> PatternStream:
+        """The matches of a CEP pattern in each key's events, in event time (Flink's
+        ``CEP.pattern(keyed, pattern)``): ``.select(fn=None, *, name=...)`` or
+        ``.process(fn, *, name=...)``. The CEP library (``weir.engine.cep``, loaded with
+        ``weir.engine``) binds its body."""
+        raise _unbound("KeyedStream.pattern")
+
     def interval_join(self, other: KeyedStream) -> IntervalJoin:
         """An interval join (Flink's): ``.between(lower_ms, upper_ms)``, optionally
         ``.lower_bound_exclusive()``/``.upper_bound_exclusive()``, then ``.process(fn=None, *,
         name=...)`` pairs records of one key with ``other.ts - this.ts`` within the bounds. The
         joins library (``weir.engine.joins``, loaded with ``weir.engine``) binds its body."""
         raise _unbound("KeyedStream.interval_join")
-
-
-class WindowedStream:
-    def __init__(
-        self, job: Job, node: KeyByNode, call: WindowCall, allowed_lateness_ms: int
-    ) -> None:
-        self._job = job
-        self._node = node
-        self._call = call
-        assigner = self._assigner = call.assigner
-        self._lateness = allowed_lateness_ms
-        self._trigger: _triggers.Trigger | None = None
-        self._evictor: _evictors.Evictor | None = None
-        if isinstance(assigner, CountWindows):  # Flink's countWindow(n[, m])
-            if assigner.slide is None:
-                self._trigger = _triggers.purging(_triggers.count(assigner.size))
-            else:
-                self._trigger = _triggers.count(assigner.slide)
-                self._evictor = _evictors.count(assigner.size)
-        elif isinstance(assigner, GlobalWindows):
-            self._trigger = _triggers.never()
-
-    def aggregate(self, name: str, **aggregates: object) -> ResultStream:
-        """A named, queryable window aggregation; each keyword is one result field."""
-        _check_name("operator", name)
-        if not aggregates:
-            raise JobDefinitionError(
-                f"aggregate({name!r}) has no aggregates; add e.g. count=agg.count()"
-            )
-        clash = sorted(RESERVED_FIELDS & aggregates.keys())
-        if clash:
-            raise JobDefinitionError(
-                f"aggregate({name!r}): field name(s) {', '.join(clash)} are reserved for the "
-                "result record; rename them"
-            )
-        try:
-            built = {n: _agg.as_aggregate(a, n) for n, a in aggregates.items()}
-        except (TypeError, ValueError) as exc:
-            raise JobDefinitionError(f"aggregate({name!r}): {exc}") from None
-        op = WindowNode(
-            name, self._node.key, self._assigner, self._lateness, built,
-            trigger=self._trigger, evictor=self._evictor,
-        )  # fmt: skip
-        self._job._register(op)
-        self._node.children.append(op)
-        self._call.aggregated = True
-        return ResultStream(op)
-
-    def trigger(self, trigger: _triggers.Trigger) -> WindowedStream:
-        """When the window fires (emits its aggregate) and purges, instead of the assigner's
-        default (Flink's ``WindowedStream.trigger``); see ``weir.triggers``. On session windows
-        the trigger must merge (every one of ``weir.triggers`` does)."""
-        if not isinstance(trigger, _triggers.Trigger):
-            raise JobDefinitionError(
-                f"trigger({trigger!r}): pass a trigger from weir.triggers, e.g. "
-                "triggers.count(100) or triggers.purging(triggers.count(100))"
-            )
-        self._check_triggerable("trigger")
-        self._check_mergeable(trigger)
-        self._trigger = trigger
-        return self
-
-    def evictor(self, evictor: _evictors.Evictor) -> WindowedStream:
-        """Which records the aggregate sees, removed before (or after) it runs (Flink's
-        ``WindowedStream.evictor``); see ``weir.evictors``. The window then keeps its records
-        (a merged session: its parts' records, by time)."""
-        if not isinstance(evictor, _evictors.Evictor):
-            raise JobDefinitionError(
-                f"evictor({evictor!r}): pass an evictor from weir.evictors, e.g. "
-                "evictors.count(100) or evictors.time(10_000)"
-            )
-        self._check_triggerable("evictor")
-        self._evictor = evictor
-        return self
-
-    def _check_triggerable(self, what: str) -> None:
-        """Cumulating windows keep their own firing rule here."""
-        if isinstance(self._assigner, CumulateWindows):
-            raise JobDefinitionError(
-                f"{what}(...) on cumulate windows is not supported; use it on tumbling, "
-                "sliding, session, count or global windows (windows.global_windows() with a "
-                "trigger covers most custom firing rules)"
-            )
-
-    def _check_mergeable(self, trigger: _triggers.Trigger) -> None:
-        """Session windows merge, and so must their trigger's state (Flink fails a job whose
-        trigger's ``canMerge()`` is false on a merging assigner)."""
-        if isinstance(self._assigner, SessionWindows) and not _triggers.can_merge(trigger):
-            raise JobDefinitionError(
-                f"trigger({trigger.describe()}) cannot merge, and session windows merge; use a "
-                "trigger that merges (event_time, processing_time, count, continuous_*, "
-                "purging of one of those, never) or a tumbling/global window"
-            )
 
 
 def _new_column(columns: dict[str, Any], name: str) -> str:
