@@ -80,6 +80,11 @@ TICK_S = 0.01  # how often processing-time windows check the clock
 HOSTNAME = socket.gethostname()
 
 
+class ManagerGone(Exception):
+    """The pipe to the job manager closed without a ``Stop``: the job manager is gone (killed,
+    or it lost its lease). Not a ``WeirError``: the worker has nobody to tell, and exits."""
+
+
 class Worker:
     def __init__(
         self,
@@ -310,7 +315,7 @@ class Worker:
             try:
                 msg = self.link.receive()
             except (EOFError, OSError):
-                return True
+                raise ManagerGone from None
             match msg:
                 case Stop():
                     return True
