@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import S3Place
 from tests.integration.test_checkpoints import (
     FAST,
     _assert_matches,
@@ -33,6 +32,7 @@ from tests.integration.test_checkpoints import (
     _wait_checkpoint,
 )
 from tests.support import WeirResult, WeirServer, alive, children, wait_until
+from tests.support.servers import S3Place
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.lease import LeaseStore
 

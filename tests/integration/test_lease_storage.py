@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import S3Place
 from tests.support import wait_until
+from tests.support.servers import S3Place
 from weir.base.errors import StorageConflict
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.lease import Holder, LeaderRecord, LeaseStore, newest_epoch
