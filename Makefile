@@ -133,6 +133,7 @@ docstrings: $(STAMP)
 # the drift check of the generated pages alone (what make test runs; make reference rewrites them)
 reference-check: $(STAMP)
 	$(BIN)/python -m weir.app.reference --check
+	$(BIN)/python .ci/http_reference.py --check
 
 docs-if-any:
 	@if [ -f mkdocs.yml ]; then $(MAKE) docs; fi
