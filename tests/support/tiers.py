@@ -4,9 +4,8 @@ A test's tier comes from where it lives and what it uses, never from a hand-appl
 
 - ``soak`` for everything under ``tests/soak/``;
 - ``cluster`` for a test that uses the Spark standalone cluster or S3 (``CLUSTER_FIXTURES``);
-- ``fast`` for ``tests/unit/``, ``tests/property/``, ``tests/contract/`` and ``tests/docs/`` (the
-  docs' examples through ``weir.testing``), and for a test under ``tests/security/`` that uses
-  none of ``PROCESS_FIXTURES``;
+- ``fast`` for ``tests/unit/``, ``tests/property/`` and ``tests/contract/``, and for a test under
+  ``tests/security/`` that uses none of ``PROCESS_FIXTURES``;
 - ``integration`` for the rest (``tests/integration/``, and security tests that start ``weir``).
 
 A fast test starts no process: ``forbid_processes`` makes ``subprocess``, ``multiprocessing``,
@@ -27,7 +26,7 @@ from typing import Any
 import pytest
 
 TIERS = ("fast", "integration", "cluster", "soak")
-FAST_FOLDERS = frozenset({"unit", "property", "contract", "docs"})
+FAST_FOLDERS = frozenset({"unit", "property", "contract"})
 MIXED_FOLDERS = frozenset({"security"})
 # the Spark standalone cluster and the S3 server: the cluster tier
 CLUSTER_FIXTURES = frozenset({"spark_cluster", "s3_server", "s3", "module_s3"})
