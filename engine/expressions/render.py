@@ -37,7 +37,12 @@ def _render(e: ir.Expr) -> tuple[str, int]:
     if isinstance(e, ir.Cmp):
         # a literal on the left keeps lit(): Python would reflect `1 < x` into `x > 1`
         left = wrap(e.left, _SUM)
-        return f"{left} {CMP_SYMBOLS[e.op]} {_operand(e.right, _SUM)}", _CMP
+        right = _operand(e.right, _SUM)
+        if _bare_case(e.right):
+            # `x == when(...).then(...)`: the builder's Then subclasses Expr, so Python would
+            # ask its reflected __eq__ first and build `then == x`; otherwise() ends the builder
+            right += ".otherwise(None)"
+        return f"{left} {CMP_SYMBOLS[e.op]} {right}", _CMP
     if isinstance(e, ir.Arith):
         prec = _SUM if e.op in ("add", "sub") else _PRODUCT
         left = _left(e.left, e.right, prec, (int, float))
@@ -53,6 +58,11 @@ def _render(e: ir.Expr) -> tuple[str, int]:
             return f"{wrap(e.x.x, ATOM)}.is_not_null()", ATOM
         return f"~{wrap(e.x, _UNARY)}", _UNARY
     return _render_call(e), ATOM
+
+
+def _bare_case(e: ir.Expr) -> bool:
+    """A CASE rendered as the builder's chain without ``.otherwise`` (its default is NULL)."""
+    return isinstance(e, ir.Case) and isinstance(e.otherwise, ir.Lit) and e.otherwise.value is None
 
 
 def _left(left: ir.Expr, right: ir.Expr, prec: int, plain: tuple[type, ...]) -> str:
