@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import builtins
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from weir.engine.kernels import ir
 
 BuiltinKind = Literal["count", "sum", "min", "max", "mean"]
 
@@ -32,13 +35,15 @@ class AggregateFunction(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Builtin:
-    """A built-in aggregate over one numeric field (``count`` reads none)."""
+    """A built-in aggregate over one numeric field (``count`` reads none), or over an
+    expression's value (``expr``; ``field`` stays for a plain column name)."""
 
     kind: BuiltinKind
     field: str | None = None
+    expr: ir.Expr | None = None
 
     def __post_init__(self) -> None:
-        if self.kind != "count" and not self.field:
+        if self.kind != "count" and not self.field and self.expr is None:
             raise ValueError(f"agg.{self.kind}() needs a field name, e.g. agg.{self.kind}('value')")
 
     @property

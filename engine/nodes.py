@@ -16,7 +16,7 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
@@ -30,6 +30,9 @@ from weir.engine.windows import (
     GlobalWindows,
     WindowAssigner,
 )
+
+if TYPE_CHECKING:
+    from weir.engine.kernels import ir
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -46,7 +49,7 @@ KeySelector = str | Callable[[Record], Any]
 TimestampSelector = str | Callable[[Record], int]
 
 
-StatelessKind = Literal["map", "filter", "flat_map"]
+StatelessKind = Literal["map", "filter", "flat_map", "with_columns"]
 
 
 def operator_state_id(name: str) -> int:
@@ -66,9 +69,16 @@ def _check_name(kind: str, name: str) -> str:
 
 @dataclass(eq=False)
 class StatelessNode:
+    """A per-record step. ``fn`` runs it on one record (a ``with_columns`` step's ``fn``
+    returns the new record, as a map's). ``expr``: a filter's predicate when it is an
+    expression; ``columns``: a ``with_columns`` step's new or replaced fields; either lets the
+    columnar loop run the step on whole columns (``runtime.task.colchain``)."""
+
     kind: StatelessKind
     fn: Callable[[Record], Any]
     children: list[Node] = field(default_factory=list)
+    expr: ir.Expr | None = None
+    columns: dict[str, ir.Expr] | None = None
 
 
 @dataclass(eq=False)
@@ -78,8 +88,12 @@ class SinkNode:
 
 @dataclass(eq=False)
 class KeyByNode:
+    """``key``: a field name or a function; ``key_expr``: the key as an expression, when it is
+    one (the columnar loop evaluates it on whole columns)."""
+
     key: KeySelector
     children: list[WindowNode | ProcessNode] = field(default_factory=list)
+    key_expr: ir.Expr | None = None
 
 
 @dataclass(eq=False)
@@ -214,6 +228,7 @@ class SourceNode:
     watermarks: WatermarkStrategy
     children: list[Node] = field(default_factory=list)
     name: str = "source-0"  # stable: a job of several sources keys its checkpoint positions by it
+    timestamp_expr: ir.Expr | None = None  # the event time as an expression, when it is one
 
 
 @dataclass(eq=False)

@@ -8,9 +8,11 @@ import time
 from collections.abc import Mapping
 
 import msgpack
+import numpy as np
 
-from weir.engine.runtime.operators.delta import Segment, StateDelta
+from weir.engine.runtime.operators.delta import ColumnSegment, Segment, StateDelta
 from weir.engine.runtime.task.statewriter import MAX_REST_S, REST, StateWriter
+from weir.state.layout import encode_namespace
 from weir.state.memory import MemoryState
 
 
@@ -134,3 +136,29 @@ def test_chunked_and_whole_writes_hold_the_same_state_and_each_part_is_in_key_or
         [b"b|9", b"c|2"],
         [b"b|9", b"m", b"z"],
     ]
+
+
+def test_column_segments_write_as_rows_of_python_values_after_the_slots_before_the_puts() -> None:
+    """A columnar operator's changed rows (``ColumnSegment``) are written as the row layout's
+    values: int64 and float64 columns become Python ints and floats, an object column keeps
+    its values (an int past int64), and a later put of the same state key wins."""
+    big = (1 << 63) + 5  # past int64, still a msgpack integer
+    column = ColumnSegment(
+        end=5,
+        keys=["b", "a"],
+        key_groups=np.array([0, 0], np.uint16),
+        slots=[np.array([2, 1], np.int64), [big, 0.5], np.array([1.5, 2.0])],
+    )
+    ns = encode_namespace(5)
+    prefixes = {"a": (0, b"a"), "b": (0, b"b")}
+    delta = StateDelta({b"b" + ns: b"put-wins"}, prefix=prefixes.__getitem__, columns=[column])
+    assert len(delta) == 3
+    state = Recording()
+    delta.write(state, chunk=1)
+    entries = dict(state.scan(b"", b"\xff"))
+    assert entries[b"b" + ns] == b"put-wins"
+    decoded = msgpack.unpackb(entries[b"a" + ns])
+    assert decoded == [1, 0.5, 2.0] and [type(v) for v in decoded] == [int, float, float]
+    whole = Recording()
+    StateDelta(prefix=prefixes.__getitem__, columns=[column]).write(whole)
+    assert msgpack.unpackb(dict(whole.scan(b"", b"\xff"))[b"b" + ns]) == [2, big, 1.5]

@@ -8,20 +8,24 @@ change. The encoding and the RocksDB write happen when the generation is written
 checkpoint's own thread, while the worker's loop goes on.
 
 A generation is written whole, in one atomic batch: deletes first (a session whose end moved
-may take the same key again), then the slots, then the other puts.
+may take the same key again), then the slots (``segments``, then ``columns``: a columnar
+operator's changed rows, ``ColumnSegment``), then ``rows`` and the other puts.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from weir.engine.agg import Aggregate, UserDefined
 from weir.state.backend import StateBackend
+from weir.state.layout import encode_namespace
 
 
 def slots_are_numbers(aggregates: dict[str, Aggregate]) -> bool:
@@ -42,16 +46,37 @@ def freeze_segment(ns: bytes, keys: Collection[str], bucket: dict[str, list[Any]
     return ns, keys, list(chain.from_iterable(map(bucket.__getitem__, keys)))
 
 
+@dataclass(frozen=True, slots=True)
+class ColumnSegment:
+    """The changed rows of one window of one operator as columns: row i is key ``keys[i]``
+    (canonical form) in key group ``key_groups[i]``, its accumulator slot j is
+    ``slots[j][i]``. A slot column is an int64 or float64 numpy array, or a list of Python
+    objects where a value does not fit (an int past int64, a user-defined accumulator)."""
+
+    end: int  # the window end, the namespace of every row
+    keys: list[str]
+    key_groups: np.ndarray  # uint16
+    slots: list[np.ndarray | list[Any]]
+
+
+def column_rows(segment: ColumnSegment) -> Iterator[list[Any]]:
+    """Each row's slots of ``segment`` as the Python list the row layout stores (until the
+    columnar state layout writes segments whole): ``tolist`` gives Python ints and floats, so
+    the values encode exactly as a dict-based operator's."""
+    columns = [c.tolist() if isinstance(c, np.ndarray) else c for c in segment.slots]
+    return map(list, zip(*columns, strict=True))
+
+
 def _no_prefix(key: str) -> tuple[int, bytes]:
     raise AssertionError(f"a generation without rows has no state-key prefix (key {key!r})")
 
 
 class StateDelta:
-    """``segments`` (see ``Segment``) and ``rows`` (``(key, namespace bytes, slots)``) get their
-    state keys (``prefix``) and values when the generation is written; ``puts`` are encoded
-    already; ``deletes`` go first."""
+    """``segments`` (see ``Segment``), ``columns`` (see ``ColumnSegment``) and ``rows``
+    (``(key, namespace bytes, slots)``) get their state keys (``prefix``) and values when the
+    generation is written; ``puts`` are encoded already; ``deletes`` go first."""
 
-    __slots__ = ("puts", "segments", "width", "rows", "deletes", "prefix", "written")
+    __slots__ = ("puts", "segments", "width", "rows", "deletes", "prefix", "written", "columns")
 
     def __init__(
         self,
@@ -61,6 +86,7 @@ class StateDelta:
         prefix: Prefix = _no_prefix,
         segments: list[Segment] | None = None,
         width: int = 0,
+        columns: list[ColumnSegment] | None = None,
     ) -> None:
         self.puts = puts if puts is not None else {}
         self.rows = rows if rows is not None else []
@@ -68,10 +94,11 @@ class StateDelta:
         self.prefix = prefix
         self.segments = segments if segments is not None else []
         self.width = width
+        self.columns = columns if columns is not None else []
         self.written = False
 
     def __len__(self) -> int:
-        keys = sum(len(s[1]) for s in self.segments)
+        keys = sum(len(s[1]) for s in self.segments) + sum(len(c.keys) for c in self.columns)
         return len(self.puts) + len(self.rows) + len(self.deletes) + keys
 
     def write(self, state: StateBackend, chunk: int | None = None) -> None:
@@ -91,7 +118,8 @@ class StateDelta:
         self.written = True
 
     def _encoded(self) -> dict[bytes, bytes]:
-        """Every put, in the order one batch would apply them: segments, rows, then ``puts``."""
+        """Every put, in the order one batch would apply them: segments, columns, rows, then
+        ``puts``."""
         out: dict[bytes, bytes] = {}
         for part in self._chunks(None):
             out.update(part)
@@ -99,7 +127,7 @@ class StateDelta:
 
     def _chunks(self, size: int | None) -> Iterator[dict[bytes, bytes]]:
         """The puts, encoded, in dicts of up to ``size`` (None: one), in the order one batch
-        would apply them: segments, rows, then ``puts`` (later ones win). Each part goes in
+        would apply them: segments, columns, rows, then ``puts`` (later ones win). Each part goes in
         state-key order (a stable sort, so a row given twice still ends with its later value):
         RocksDB's skiplist inserts a run of ascending keys for about 60% of the cost of the
         same keys in any order, as each insert starts from where the last one ended. No tuple
@@ -113,6 +141,15 @@ class StateDelta:
             pre = [prefix(k)[1] for k in keys]
             for i in sorted(range(len(pre)), key=pre.__getitem__):
                 out[pre[i] + ns] = pack(flat[i * w : i * w + w])
+                if len(out) >= limit:
+                    yield out
+                    out = {}
+        for column in self.columns:
+            ns = encode_namespace(column.end)
+            pre = [prefix(k)[1] for k in column.keys]
+            values = list(map(pack, column_rows(column)))
+            for i in sorted(range(len(pre)), key=pre.__getitem__):
+                out[pre[i] + ns] = values[i]
                 if len(out) >= limit:
                     yield out
                     out = {}

@@ -238,7 +238,7 @@ class Chain:
     ) -> Columns:
         fn = node.fn
         try:
-            if node.kind == "map":
+            if node.kind in ("map", "with_columns"):
                 return list(map(fn, recs)), ts, wms
             if node.kind == "filter":
                 mask = list(map(fn, recs))
@@ -265,7 +265,7 @@ class Chain:
         fn: Callable[[Any], Any] = node.fn
         for r, t, w in zip(recs, ts, wms, strict=True):
             try:
-                if node.kind == "map":
+                if node.kind in ("map", "with_columns"):
                     produced = [fn(r)]
                 elif node.kind == "filter":
                     produced = [r] if fn(r) else []
