@@ -18,7 +18,8 @@ The kernels and their interfaces (``docs/decisions/columnar-execution.md``):
 
 - ``scan_lines(block, fields)``: the JSONL field scanner (``scan``; ``scan.scan_block`` wraps it);
 - ``watermarks``, ``tumbling_ends``, ``sliding_expand``, ``lateness``: time in bulk (``timek``);
-- ``Interner``: keys to dense ids, key groups, partitions (``intern``);
+- ``Interner``: keys to dense ids, key groups, partitions; ``span_groups``, ``list_groups``:
+  key groups of a batch's keys without interning them (routing) (``intern``);
 - ``WindowAcc``: the fold into per-window arrays (``fold``; ``fold.fold_window`` wraps it);
 - ``str_equals``, ``str_startswith``, ``str_contains``, ``str_isin``: string predicates
   (``strk``), which the expression evaluator (``expr``) calls.
@@ -47,7 +48,7 @@ _MODULES = {
 _NAMES = {
     "scan": ("scan_lines",),
     "timek": ("watermarks", "tumbling_ends", "sliding_expand", "lateness"),
-    "intern": ("Interner", "crc32_of"),
+    "intern": ("Interner", "crc32_of", "span_groups", "list_groups"),
     "fold": ("WindowAcc",),
     "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
 }
@@ -69,6 +70,8 @@ class Kernels:
     lateness: Any
     Interner: Any
     crc32_of: Any
+    span_groups: Any
+    list_groups: Any
     WindowAcc: Any
     str_equals: Any
     str_startswith: Any
