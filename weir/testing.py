@@ -38,7 +38,7 @@ from weir.base.errors import JobDefinitionError
 from weir.engine.job import Job
 from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.task.chain import Chain
+from weir.engine.runtime.task.colchain import chain_for
 from weir.engine.runtime.task.graph import SplitId, graph_of
 from weir.engine.runtime.task.keyed import KeyedSide
 from weir.engine.runtime.task.routing import ACTIVE, ENDED
@@ -138,8 +138,9 @@ class Harness:
         self._ops = list(ops.values())
         writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in graph.sinks}
         self._names = [src.name for src in job.sources]
+        columnar = graph.column_nodes()
         self._chains = [
-            Chain(src, writers, self._dead, max_future_ms or None, graph.keyby_index)
+            chain_for(src, writers, self._dead, max_future_ms or None, graph.keyby_index, columnar)
             for src in job.sources
         ]
         # the worker's own keyed side: each operator's watermark is the minimum over the sources

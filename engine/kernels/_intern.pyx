@@ -72,6 +72,47 @@ def span_groups(const uint8_t[::1] data, const int64_t[::1] starts, const int32_
     return out
 
 
+def pack_strs(list keys):
+    """See ``intern.pack_strs``."""
+    cdef Py_ssize_t rows = len(keys), i, length, total = 0
+    offsets_a = np.empty(rows + 1, dtype=np.int32)
+    cdef int32_t[::1] offsets = offsets_a
+    cdef const char *p
+    offsets[0] = 0
+    for i in range(rows):
+        PyUnicode_AsUTF8AndSize(<str?>keys[i], &length)
+        total += length
+        if total > 0x7FFFFFFF:
+            raise ValueError("the keys of one batch exceed 2 GiB")
+        offsets[i + 1] = <int32_t>total
+    out = bytearray(total)
+    cdef unsigned char *dst = out
+    for i in range(rows):
+        p = PyUnicode_AsUTF8AndSize(keys[i], &length)
+        memcpy(dst + offsets[i], p, length)
+    return bytes(out), offsets_a
+
+
+def gather_spans(const uint8_t[::1] data, const int64_t[::1] starts, const int32_t[::1] lens):
+    """See ``intern.gather_spans``."""
+    cdef Py_ssize_t rows = starts.shape[0], i, total = 0
+    offsets_a = np.empty(rows + 1, dtype=np.int32)
+    cdef int32_t[::1] offsets = offsets_a
+    offsets[0] = 0
+    for i in range(rows):
+        total += lens[i]
+        if total > 0x7FFFFFFF:
+            raise ValueError("the keys of one batch exceed 2 GiB")
+        offsets[i + 1] = <int32_t>total
+    out = bytearray(total)
+    cdef unsigned char *dst = out
+    cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
+    with nogil:
+        for i in range(rows):
+            memcpy(dst + offsets[i], base + starts[i], lens[i])
+    return bytes(out), offsets_a
+
+
 def list_groups(list keys, int max_parallelism):
     """See ``intern.list_groups``."""
     cdef Py_ssize_t rows = len(keys), i, length

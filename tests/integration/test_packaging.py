@@ -60,7 +60,7 @@ def test_the_wheel_holds_weir_and_its_dist_info_only(wheel: zipfile.ZipFile) -> 
 
 def test_the_wheel_holds_the_compiled_kernels(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
-    for kernel in ("_scan", "_timek", "_intern", "_fold", "_strk"):
+    for kernel in ("_scan", "_timek", "_intern", "_fold", "_strk", "_recs"):
         built = [
             n for n in names if n.startswith(f"weir/engine/kernels/{kernel}.") and n.endswith(".so")
         ]

@@ -45,6 +45,11 @@ def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.Data
     groups = [key_group(k, max_par) for k in keys]
     assert kernels.span_groups(block, starts, lens, max_par).tolist() == groups
     assert kernels.list_groups(keys, max_par).tolist() == groups
+    # the exchange's key column: the keys' bytes end to end, and Arrow's offsets
+    packed, offsets = kernels.pack_strs(keys)
+    assert packed == block and offsets.tolist() == [0, *np.cumsum(lens).tolist()]
+    spans = kernels.gather_spans(block, starts[::-1].copy(), lens[::-1].copy())
+    assert spans[0] == b"".join(reversed(raw))
     p = data.draw(st.integers(1, max_par))
     assert it.partitions(ids, p).tolist() == [
         operator_for_key_group(max_par, p, key_group(k, max_par)) for k in keys

@@ -1,5 +1,6 @@
-"""Which runtime runs an operator: window operators fold into windows (sliding ones on panes,
-sessions merge; count and global windows, triggers and evictors run on the triggered operator),
+"""Which runtime runs an operator: window operators fold into windows (on columns where their
+aggregates allow, ``colwindow.py``; sliding ones on panes, sessions merge; count and global
+windows, triggers and evictors run on the triggered operator),
 process functions run user code with keyed state and timers (co-process functions with two
 inputs, broadcast functions with a broadcast input)."""
 
@@ -19,6 +20,7 @@ from weir.engine.nodes import (
 )
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.broadcast import BroadcastRuntime, KeyedBroadcastRuntime
+from weir.engine.runtime.operators.colwindow import ColumnWindowRuntime, column_eligible
 from weir.engine.runtime.operators.coprocess import CoProcessRuntime
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
@@ -54,6 +56,8 @@ def runtime_for(
         return TriggeredRuntime(op, *args)
     if isinstance(op.assigner, SessionWindows):
         return SessionRuntime(op, *args)
+    if column_eligible(op):
+        return ColumnWindowRuntime(op, *args)
     if uses_panes(op.assigner):
         return SlidingRuntime(op, *args)
     return WindowRuntime(op, *args)

@@ -27,6 +27,7 @@ from weir.engine.nodes import (
     SourceNode,
     StatelessNode,
 )
+from weir.engine.runtime.operators.columns import ColumnBatch, from_records
 from weir.engine.runtime.outputs import DeadLetters
 from weir.engine.runtime.task.framing import unencodable_reason
 from weir.engine.sinks import SinkWriter
@@ -49,6 +50,9 @@ def _describe_error(exc: BaseException) -> str:
 
 
 KeyedBatch = tuple[int, list[str], list[Any], list[int], list[int]]  # node, keys, recs, ts, wms
+# what the chain hands the keyed side per key_by node: lists, or columns for a node whose
+# operators fold columns (``operators.colwindow``)
+Keyed = KeyedBatch | ColumnBatch
 # a node whose records go to the keyed side: by key group, to every worker, or to this one
 ExchangeNode = KeyByNode | BroadcastNode | ForwardNode
 
@@ -64,9 +68,12 @@ class Chain:
         dead: DeadLetters,
         max_future_ms: int | None = None,
         keyby_index: dict[int, int] | None = None,
+        columnar: dict[int, list[str]] | None = None,
     ) -> None:
         """``keyby_index``: the job's key_by nodes by ``id`` (``graph.Graph``); by default
-        this source's own, numbered in definition order."""
+        this source's own, numbered in definition order. ``columnar``: the nodes (by index)
+        whose rows go to the keyed side as columns, each with the fields its operators
+        aggregate (``graph.column_nodes``)."""
         self._source = source
         # event times this far past the wall clock are refused: one such record would move the
         # watermark past every open window and close them all
@@ -77,7 +84,8 @@ class Chain:
             if keyby_index is None
             else keyby_index
         )
-        self.keyed: list[KeyedBatch] = []
+        self.keyed: list[Keyed] = []
+        self._columnar = columnar or {}
         self._dead = dead
         self._bound = source.watermarks.bound_ms
         self.max_ts: dict[str, int] = {}  # per split: max event time seen
@@ -213,7 +221,12 @@ class Chain:
                 if keys and not from_json:
                     keys, krecs, kts, kwms = self._carried(keys, krecs, kts, kwms)
                 if keys:
-                    self.keyed.append((self._keyby_index[id(node)], keys, krecs, kts, kwms))
+                    index = self._keyby_index[id(node)]
+                    fields = self._columnar.get(index)
+                    if fields is None:
+                        self.keyed.append((index, keys, krecs, kts, kwms))
+                    else:
+                        self.keyed.append(from_records(index, keys, krecs, kts, kwms, fields))
             elif isinstance(node, BroadcastNode):
                 self._broadcast(node, recs, ts, wms, from_json)
             elif isinstance(node, ForwardNode):  # stays on this worker: never encoded
@@ -311,13 +324,9 @@ class Chain:
     ) -> tuple[list[str], list[Any], list[int], list[int]]:
         """Only the records the exchange can carry (``framing``); the others go to the
         dead-letter output, at every parallelism alike (whether a record would cross or not)."""
-        if unencodable_reason(recs) is None:  # one msgpack pass over the batch
+        mask = carried_mask(recs, self._dead)
+        if mask is None:
             return keys, recs, ts, wms
-        reasons = [unencodable_reason(r) for r in recs]
-        for r, why in zip(recs, reasons, strict=True):
-            if why is not None:
-                self._dead.add("exchange", why, r)
-        mask = [why is None for why in reasons]
         return (
             list(compress(keys, mask)),
             list(compress(recs, mask)),
@@ -340,6 +349,18 @@ class Chain:
         if len(key.encode()) > MAX_KEY_BYTES:
             return "", f"key of {len(key.encode())} bytes exceeds the {MAX_KEY_BYTES}-byte limit"
         return key, None
+
+
+def carried_mask(recs: list[Any], dead: DeadLetters) -> list[bool] | None:
+    """None when the exchange can carry every record; else which it can (the others go to
+    ``dead``)."""
+    if unencodable_reason(recs) is None:  # one msgpack pass over the batch
+        return None
+    reasons = [unencodable_reason(r) for r in recs]
+    for r, why in zip(recs, reasons, strict=True):
+        if why is not None:
+            dead.add("exchange", why, r)
+    return [why is None for why in reasons]
 
 
 def _walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:

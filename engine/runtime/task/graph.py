@@ -14,7 +14,15 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from weir.engine.job import Job
-from weir.engine.nodes import BroadcastNode, ForwardNode, OperatorNode, SinkNode
+from weir.engine.nodes import (
+    BroadcastNode,
+    ForwardNode,
+    KeyByNode,
+    OperatorNode,
+    SinkNode,
+    WindowNode,
+)
+from weir.engine.runtime.operators.colwindow import column_eligible, input_fields
 from weir.engine.runtime.task.chain import ExchangeNode, keyby_nodes, sink_nodes
 
 T = TypeVar("T")
@@ -35,6 +43,23 @@ class Graph:
     def broadcast(self) -> frozenset[int]:
         """The indexes of the broadcast nodes: their records go to every worker."""
         return frozenset(i for i, n in enumerate(self.keyby) if isinstance(n, BroadcastNode))
+
+    def column_nodes(self) -> dict[int, list[str]]:
+        """The key_by nodes (by index) whose operators all fold columns
+        (``operators.colwindow``), each with the fields those operators aggregate: their rows
+        go to the keyed side, and over the exchange, as ``ColumnBatch``es."""
+        found: dict[int, list[str]] = {}
+        for i, node in enumerate(self.keyby):
+            if not isinstance(node, KeyByNode) or not node.children:
+                continue
+            ops = node.children
+            if all(isinstance(op, WindowNode) and column_eligible(op) for op in ops):
+                fields: list[str] = []
+                for op in ops:
+                    assert isinstance(op, WindowNode)
+                    fields += [f for f in input_fields(op) if f not in fields]
+                found[i] = fields
+        return found
 
     @property
     def forward(self) -> frozenset[int]:

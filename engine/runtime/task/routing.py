@@ -14,21 +14,22 @@ sources of a worker it reaches before the job manager's trigger does).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
 from weir.base.errors import WorkerFailed
+from weir.engine.runtime.operators.columns import ColumnBatch
 from weir.engine.runtime.task import framing
-from weir.engine.runtime.task.chain import KeyedBatch
+from weir.engine.runtime.task.chain import Keyed, KeyedBatch
 from weir.engine.runtime.task.exchange import Exchange
 from weir.engine.runtime.task.framing import Entry, Unencodable, pack_ints
 from weir.state.keygroups import key_groups
 
 ACTIVE, IDLE, ENDED = 0, 1, 2  # a sender's input status, carried by every entry
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the source
-Deliver = Callable[[str, list[KeyedBatch], list[int], int, int, int], None]
+Deliver = Callable[[str, Sequence[Keyed], list[int], int, int, int], None]
 DeadLetter = Callable[[str, Any], None]  # (reason, record)
 
 
@@ -108,7 +109,7 @@ class Router:
 
     def route(
         self,
-        keyed: list[KeyedBatch],
+        keyed: list[Keyed],
         trace: list[int],
         data_wm: int,
         status: int,
@@ -121,6 +122,7 @@ class Router:
         parts: dict[int, list[KeyedBatch]] = {j: [] for j in range(self._p)}
         m, p = self._m, self._p
         for batch in keyed:
+            assert not isinstance(batch, ColumnBatch), "columns cross the exchange next"
             node, keys, recs, ts, wms = batch
             if node in self._broadcast:
                 for part in parts.values():

@@ -51,7 +51,7 @@ from weir.engine.runtime.outputs import (
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.acceptor import Stopped
 from weir.engine.runtime.task.barriers import BarrierAligner
-from weir.engine.runtime.task.chain import Chain
+from weir.engine.runtime.task.colchain import chain_for
 from weir.engine.runtime.task.exchange import Exchange
 from weir.engine.runtime.task.framing import unpack_ints
 from weir.engine.runtime.task.graph import SplitId, graph_of, split_ids
@@ -111,8 +111,9 @@ class Worker:
         self.keyed = KeyedSide(ops, feeds, graph.inputs, p, every, self.outputs.open, tagged)
         self.stream_sinks = {id(n): self.outputs.open(n.sink) for n in graph.sinks}
         chain = partial(
-            Chain, sink_writers=self.stream_sinks, dead=self.dead,
+            chain_for, sink_writers=self.stream_sinks, dead=self.dead,
             max_future_ms=cfg.max_future_ms, keyby_index=graph.keyby_index,
+            columnar=graph.column_nodes() if p == 1 else None,
         )  # fmt: skip
         self.sources = source_sides(job, every[index::p], chain, cfg.idle_timeout_ms)
         self.exchange: Exchange | None = None
