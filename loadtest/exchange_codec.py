@@ -19,6 +19,7 @@ import orjson
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from weir.engine.runtime.task.framing import Entry, decode_frame, encode_entries, pack_ints
+from weir.engine.runtime.task.routing import rows_of
 from weir.engine.sources import generator
 
 
@@ -47,7 +48,9 @@ def _arrow_encode(entries: list[Entry]) -> bytes:
     sink = pa.BufferOutputStream()
     batches = []
     for parts, *_ in entries:
-        for node, keys, recs, ts, wms in parts:
+        for part in parts:
+            assert isinstance(part, tuple)  # the records frames this bench compares
+            node, keys, recs, ts, wms = part
             cols = {"node": [node] * len(keys), "key": keys, "rec": recs, "ts": ts, "wm": wms}
             batches.append(pa.RecordBatch.from_pydict(cols))
     with pa.ipc.new_stream(sink, batches[0].schema) as writer:
@@ -79,7 +82,7 @@ def _best(fn: Callable[[], Any], repeat: int) -> float:
 
 def measure(records: int, entries: int, repeat: int) -> dict[str, dict[str, float]]:
     frame = sample_entries(records, entries)
-    n = sum(len(p[1]) for parts, *_ in frame for p in parts)
+    n = sum(rows_of(parts) for parts, *_ in frame)
     out: dict[str, dict[str, float]] = {}
     for name, (encode, decode) in CODECS.items():
         raw = encode(frame)

@@ -58,7 +58,7 @@ from weir.engine.runtime.task.graph import SplitId, graph_of, split_ids
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
 from weir.engine.runtime.task.restore import restore_db, restore_operators, restore_positions
-from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame
+from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame, rows_of
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.engine.runtime.task.sources import SplitStart, source_sides
 from weir.engine.runtime.task.stateserver import StateServer
@@ -113,7 +113,7 @@ class Worker:
         chain = partial(
             chain_for, sink_writers=self.stream_sinks, dead=self.dead,
             max_future_ms=cfg.max_future_ms, keyby_index=graph.keyby_index,
-            columnar=graph.column_nodes() if p == 1 else None,
+            columnar=graph.column_nodes(),
         )  # fmt: skip
         self.sources = source_sides(job, every[index::p], chain, cfg.idle_timeout_ms)
         self.exchange: Exchange | None = None
@@ -142,6 +142,7 @@ class Worker:
             graph.forward,
         )
         self._nodes = len(graph.keyby)
+        self._columns = graph.column_nodes()
         self.barriers = BarrierAligner(index, p)
         self.snapshots = Snapshotter(
             cfg, job.name, index, self.range, self.state, link.send, confirmed
@@ -323,7 +324,7 @@ class Worker:
         if self.barriers.holds(peer):
             self.barriers.hold(peer, payload)  # after its barrier: waits for the snapshot
             return
-        frame = decode_frame(payload, self._nodes, len(self.job.sources))
+        frame = decode_frame(payload, self._nodes, len(self.job.sources), self._columns)
         if isinstance(frame, Barrier):
             if frame.checkpoint > self.barriers.last:
                 self._begin_barrier(frame)
@@ -331,7 +332,7 @@ class Worker:
             self._check_aligned()
             return
         for keyed, trace, data_wm, status, source in frame:
-            self.records_received += sum(len(k[1]) for k in keyed)
+            self.records_received += rows_of(keyed)
             self.keyed.deliver(str(peer), keyed, unpack_ints(trace), data_wm, status, source)
 
     # -- checkpoints (aligned barriers) ----------------------------------------------------------
