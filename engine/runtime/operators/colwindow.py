@@ -31,6 +31,7 @@ from weir.engine.kernels.scan import FLOAT, INT, OTHER
 from weir.engine.kernels.timek import LATE, ON_TIME
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.messages import RankedWindow, TopStatus
+from weir.engine.runtime.operators.colrank import rank_window
 from weir.engine.runtime.operators.columns import (
     ColumnBatch,
     Keys,
@@ -39,10 +40,8 @@ from weir.engine.runtime.operators.columns import (
     tag_values,
 )
 from weir.engine.runtime.operators.delta import ColumnSegment, StateDelta
-from weir.engine.runtime.operators.topn import ranked_columns
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.stored.codec import decode_window, uses_panes
-from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows, is_late
 
 Array = Any
@@ -347,7 +346,8 @@ class ColumnWindowRuntime(WindowRuntime):
             if not final:
                 self.awaiting_final[end] = dict(zip(names, rows, strict=True))
         if not self.emits:
-            self.tops.fired_columns(start, end, names, aggregate_columns(self.plan, columns))
+            ranked = rank_window(self.names.of, ids, self.plan, columns)
+            self.tops.fired_ranked(start, end, len(ids), ranked)
         dirty = acc.take_dirty()
         if len(dirty):
             self._fired.append(self._segment(end, acc, dirty))
@@ -374,7 +374,7 @@ class ColumnWindowRuntime(WindowRuntime):
     def _rank_current(self, end: int) -> RankedWindow:
         ids, slots, objects = self.accs[end].export()
         columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
-        ranked = ranked_columns(self.names.of(ids), aggregate_columns(self.plan, columns))
+        ranked = rank_window(self.names.of, ids, self.plan, columns)
         return {"start": self._assigner.start_of(end), "end": end, "by": ranked}
 
     # -- state ---------------------------------------------------------------------------------
@@ -387,17 +387,16 @@ class ColumnWindowRuntime(WindowRuntime):
 
     def _delta(self, warm: bool = True) -> StateDelta:
         """One generation: the fired windows' and the open windows' changed rows as columns,
-        then the encoded puts (timers, late updates); a fresh generation begins."""
+        then the encoded puts (timers, late updates); a fresh generation begins. Nothing is
+        warmed: the rows carry their key groups, from which their state keys are made."""
         columns, self._fired = self._fired, []
         for end, acc in self.accs.items():
             dirty = acc.take_dirty()
             if len(dirty):
                 columns.append(self._segment(end, acc, dirty))
-        if warm:
-            for c in columns:
-                self._prefixes.warm(c.keys)
         puts, self._writes = self._writes, {}
-        return StateDelta(puts, [], [], self._prefix, None, self.plan.width, columns)
+        width = self.plan.width
+        return StateDelta(puts, [], [], self._prefix, None, width, columns, self._sid)
 
     def _restore_windows(self, wm: int) -> None:
         opened: dict[int, tuple[list[str], list[list[Any]]]] = {}
@@ -413,18 +412,6 @@ class ColumnWindowRuntime(WindowRuntime):
             acc = self.accs[end] = self.k.WindowAcc(self._kinds)
             for kid, slots in zip(self.interner.intern_list(keys).tolist(), values, strict=True):
                 acc.load(kid, slots)
-
-
-def aggregate_columns(plan: FoldPlan, columns: list[Any]) -> dict[str, list[Any]]:
-    """Each aggregate's result values, from a window's slot columns."""
-    out: dict[str, list[Any]] = {}
-    for name, (lo, hi) in plan.slices.items():
-        if hi - lo == 2:  # a mean: Python's division, exact for any two ints
-            sums, counts = as_list(columns[lo]), as_list(columns[hi - 1])
-            out[name] = [a / b for a, b in zip(sums, counts, strict=True)]
-        else:
-            out[name] = as_list(columns[lo])
-    return out
 
 
 def by_group(names: list[str], groups: Array) -> dict[int, list[str]]:

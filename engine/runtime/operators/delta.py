@@ -25,7 +25,7 @@ import numpy as np
 
 from weir.engine.agg import Aggregate, UserDefined
 from weir.state.backend import StateBackend
-from weir.state.layout import encode_namespace
+from weir.state.layout import encode_namespace, key_prefixes
 
 
 def slots_are_numbers(aggregates: dict[str, Aggregate]) -> bool:
@@ -76,7 +76,17 @@ class StateDelta:
     (``(key, namespace bytes, slots)``) get their state keys (``prefix``) and values when the
     generation is written; ``puts`` are encoded already; ``deletes`` go first."""
 
-    __slots__ = ("puts", "segments", "width", "rows", "deletes", "prefix", "written", "columns")
+    __slots__ = (
+        "puts",
+        "segments",
+        "width",
+        "rows",
+        "deletes",
+        "prefix",
+        "written",
+        "columns",
+        "state_id",
+    )
 
     def __init__(
         self,
@@ -87,6 +97,7 @@ class StateDelta:
         segments: list[Segment] | None = None,
         width: int = 0,
         columns: list[ColumnSegment] | None = None,
+        state_id: int | None = None,
     ) -> None:
         self.puts = puts if puts is not None else {}
         self.rows = rows if rows is not None else []
@@ -95,6 +106,9 @@ class StateDelta:
         self.segments = segments if segments is not None else []
         self.width = width
         self.columns = columns if columns is not None else []
+        # the state id of ``columns``' rows: their state keys are made from the key groups
+        # they carry, without a CRC or a cache lookup per key (None: ``prefix`` makes them)
+        self.state_id = state_id
         self.written = False
 
     def __len__(self) -> int:
@@ -146,7 +160,11 @@ class StateDelta:
                     out = {}
         for column in self.columns:
             ns = encode_namespace(column.end)
-            pre = [prefix(k)[1] for k in column.keys]
+            if self.state_id is None:
+                pre = [prefix(k)[1] for k in column.keys]
+            else:
+                encoded = [k.encode() for k in column.keys]
+                pre = key_prefixes(column.key_groups.tolist(), self.state_id, encoded)
             values = list(map(pack, column_rows(column)))
             for i in sorted(range(len(pre)), key=pre.__getitem__):
                 out[pre[i] + ns] = values[i]

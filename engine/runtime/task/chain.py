@@ -363,21 +363,21 @@ def carried_mask(recs: list[Any], dead: DeadLetters) -> list[bool] | None:
     return [why is None for why in reasons]
 
 
-def _walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
+def walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
     """Every node below the source in definition order, with whether records reach it exactly
     as decoded from JSON (only filters on the way)."""
     found: list[tuple[Node | OperatorNode, bool]] = []
 
-    def walk(nodes: list[Node], exact: bool) -> None:
+    def visit(nodes: list[Node], exact: bool) -> None:
         for n in nodes:
             found.append((n, exact))
             if isinstance(n, StatelessNode):
-                walk(n.children, exact and n.kind == "filter")
+                visit(n.children, exact and n.kind == "filter")
             elif isinstance(n, KeyByNode):
                 found.extend((op, exact) for op in n.children)
             # a broadcast node's operators hang under their keyed input's key_by as well
 
-    walk(source.children, True)
+    visit(source.children, True)
     return found
 
 
@@ -385,8 +385,8 @@ def keyby_nodes(source: SourceNode) -> list[ExchangeNode]:
     """Every node whose records go to the keyed side, in definition order (their index is how
     workers name them): key_by nodes, routed by key group, broadcast nodes, sent to every
     worker, and forward nodes, kept by the worker that read them."""
-    return [n for n, _ in _walk(source) if isinstance(n, KeyByNode | BroadcastNode | ForwardNode)]
+    return [n for n, _ in walk(source) if isinstance(n, KeyByNode | BroadcastNode | ForwardNode)]
 
 
 def sink_nodes(source: SourceNode) -> list[SinkNode]:
-    return [n for n, _ in _walk(source) if isinstance(n, SinkNode)]
+    return [n for n, _ in walk(source) if isinstance(n, SinkNode)]

@@ -12,6 +12,7 @@ take ``Chain``'s own per-record code, which gives each its dead-letter reason. O
 from __future__ import annotations
 
 from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -29,13 +30,23 @@ from weir.engine.nodes import (
     StatelessNode,
 )
 from weir.engine.runtime.operators.columns import ColumnBatch, Keys, Records, Tagged, from_records
-from weir.engine.runtime.task.chain import TS_MAX, TS_MIN, Chain, carried_mask, keyby_nodes
+from weir.engine.runtime.task.chain import (
+    TS_MAX,
+    TS_MIN,
+    Chain,
+    carried_mask,
+    keyby_nodes,
+    walk,
+)
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.layout import MAX_KEY_BYTES
 
 Array = Any
 _I64 = np.int64
+# fields read once right after decoding (``ColumnChain._fetch``): (tags, i64, f64, objects) of
+# every batch record, and which of them are still there (None: all of them)
+Fetched = tuple[Array, Array, Array, list[Any], Array]
 
 
 class ColumnChain(Chain):
@@ -45,6 +56,22 @@ class ColumnChain(Chain):
     def __init__(self, *args: Any, kernels: Kernels | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.k = kernels or kernel_choice.KERNELS
+        self._fetch: tuple[str, ...] = self._fields_to_fetch()
+
+    def _fields_to_fetch(self) -> tuple[str, ...]:
+        """The event-time field, and the key and fields of every columnar ``key_by`` that
+        only filters separate from the source: records reach it unchanged, so those fields
+        are read in the same pass as the event time, while the records are fresh in the
+        cache, and each filter only narrows which rows remain."""
+        if self._ts_field is None:
+            return ()
+        fields = [self._ts_field]
+        for node, unchanged in walk(self._source):
+            index = self._keyby_index.get(id(node))
+            if isinstance(node, KeyByNode) and unchanged and index in self._columnar:
+                if isinstance(node.key, str):
+                    fields += [f for f in (node.key, *self._columnar[index]) if f not in fields]
+        return tuple(fields) if len(fields) > 1 else ()
 
     def process(self, batch: SourceBatch, split: str = "0") -> None:
         self.trace = []
@@ -56,24 +83,40 @@ class ColumnChain(Chain):
         recs = self._dicts_only(recs) if batch.decoded else recs
         if not recs:
             return
-        recs, ts = self._column_timestamps(recs)
-        if not recs:
+        fetched = self._fetched(recs)
+        good, ts = self._column_timestamps(recs, fetched)
+        if len(good) != len(recs):
+            fetched = None
+        if not good:
             return
         seen = self.max_ts.get(split, MIN_WATERMARK)
         wms, self.max_ts[split] = self.k.watermarks(ts, seen, self._bound)
-        trace: list[int] = wms[1:].tolist()
-        trace.append(self.watermark(split))
-        self.trace = trace
-        self._push_columns(self._source.children, recs, ts, wms, not batch.decoded)
+        self.trace = _trace(wms, self.watermark(split))
+        self._push_columns(self._source.children, good, ts, wms, not batch.decoded, fetched)
 
-    def _column_timestamps(self, recs: list[Any]) -> tuple[list[Any], Array]:
+    def _fetched(self, recs: list[Any]) -> Fetched | None:
+        if not self._fetch:
+            return None
+        try:
+            tags, i64, f64, objects = self.k.record_columns(recs, self._fetch)
+        except TypeError:  # a record that is not a dict: Chain's way
+            return None
+        return tags, i64, f64, objects, None
+
+    def _column_timestamps(
+        self, recs: list[Any], fetched: Fetched | None
+    ) -> tuple[list[Any], Array]:
         """The records with a valid event time, and those times (``int64``); the others go
         to the dead letters with ``Chain``'s reasons."""
         if self._ts_field is not None:
-            try:
-                tags, i64, _, _ = self.k.record_columns(recs, (self._ts_field,))
-            except TypeError:  # a record that is not a dict: Chain's way
-                tags = None
+            tags = None
+            if fetched is not None:
+                tags, i64 = fetched[0], fetched[1]
+            else:
+                try:
+                    tags, i64, _, _ = self.k.record_columns(recs, (self._ts_field,))
+                except TypeError:  # a record that is not a dict: Chain's way
+                    tags = None
             if tags is not None and bool((tags[0] == INT).all()):
                 ts = i64[0]
                 hi = TS_MAX if self._max_future is None else min(TS_MAX, self._future_limit())
@@ -85,42 +128,57 @@ class ColumnChain(Chain):
     # -- the graph -----------------------------------------------------------------------------
 
     def _push_columns(
-        self, nodes: list[Node], recs: list[Any], ts: Array, wms: Array, from_json: bool
+        self,
+        nodes: list[Node],
+        recs: list[Any],
+        ts: Array,
+        wms: Array,
+        from_json: bool,
+        fetched: Fetched | None,
     ) -> None:
         for node in nodes:
             if isinstance(node, StatelessNode):
-                out = self._stateless_columns(node, recs, ts, wms)
-                if out[0]:
+                out, t, w, kept = self._stateless_columns(node, recs, ts, wms)
+                if out:
                     exact = from_json and node.kind == "filter"
-                    self._push_columns(node.children, *out, exact)
+                    narrowed = _narrowed(fetched, kept) if node.kind == "filter" else None
+                    self._push_columns(node.children, out, t, w, exact, narrowed)
             elif isinstance(node, KeyByNode) and self._keyby_index[id(node)] in self._columnar:
-                self._key_columns(node, recs, ts, wms, from_json)
+                self._key_columns(node, recs, ts, wms, from_json, fetched)
             elif isinstance(node, KeyByNode | BroadcastNode | ForwardNode | SinkNode):
                 self._push([node], recs, ts.tolist(), wms.tolist(), from_json)
 
     def _stateless_columns(
         self, node: StatelessNode, recs: list[Any], ts: Array, wms: Array
-    ) -> tuple[list[Any], Array, Array]:
+    ) -> tuple[list[Any], Array, Array, Array | bool]:
+        """The step's output, and (a filter) which rows it kept: an index array, True for
+        every row, False when not known (a record raised: record by record, as ``Chain``)."""
         fn = node.fn
         try:
             if node.kind in ("map", "with_columns"):
-                return list(map(fn, recs)), ts, wms
+                return list(map(fn, recs)), ts, wms, False
             if node.kind == "filter":
                 mask = list(map(fn, recs))
                 if all(mask):
-                    return recs, ts, wms
+                    return recs, ts, wms, True
                 idx = np.fromiter(compress(range(len(mask)), mask), np.int64)
-                return list(compress(recs, mask)), ts[idx], wms[idx]
+                return list(compress(recs, mask)), ts[idx], wms[idx], idx
             outs = [list(fn(r)) for r in recs]
             counts = np.fromiter(map(len, outs), np.int64, len(outs))
             flat = [x for o in outs for x in o]
-            return flat, np.repeat(ts, counts), np.repeat(wms, counts)
+            return flat, np.repeat(ts, counts), np.repeat(wms, counts), False
         except Exception:  # noqa: BLE001 - redo record by record to find the bad ones
             out, t, w = self._stateless_slow(node, recs, ts.tolist(), wms.tolist())
-            return out, np.array(t, _I64), np.array(w, _I64)
+            return out, np.array(t, _I64), np.array(w, _I64), False
 
     def _key_columns(
-        self, node: KeyByNode, recs: list[Any], ts: Array, wms: Array, from_json: bool
+        self,
+        node: KeyByNode,
+        recs: list[Any],
+        ts: Array,
+        wms: Array,
+        from_json: bool,
+        fetched: Fetched | None,
     ) -> None:
         """A columnar ``key_by``: its rows as a ``ColumnBatch``; records without a valid key
         go to the dead letters (``Chain._key_of``'s reasons)."""
@@ -128,7 +186,9 @@ class ColumnChain(Chain):
         fields = self._columnar[index]
         sel = node.key
         found = None
-        if isinstance(sel, str):
+        if isinstance(sel, str) and fetched is not None:
+            found = _picked(fetched, [self._fetch.index(f) for f in (sel, *fields)])
+        elif isinstance(sel, str):
             try:
                 found = self.k.record_columns(recs, (sel, *fields))
             except TypeError:  # a record that is not a dict
@@ -189,6 +249,47 @@ class ColumnChain(Chain):
             else:
                 self._dead.add("key_by", reason, recs[i])
         return keys, np.array(keep, np.int64)
+
+
+def _trace(wms: Array, last: int) -> list[int]:
+    """The watermark after each record, without repeats (every reader of a trace looks for
+    the first watermark that reaches a time, so repeats tell it nothing), ending at
+    ``last``."""
+    after = wms[1:]
+    if len(after) > 1:  # the last of each run of equal watermarks
+        after = after[np.flatnonzero(np.append(after[1:] != after[:-1], True))]
+    trace: list[int] = after.tolist()
+    if not trace or trace[-1] != last:
+        trace.append(last)
+    return trace
+
+
+def _narrowed(fetched: Fetched | None, kept: Array | bool) -> Fetched | None:
+    """``fetched`` after a filter kept the rows ``kept`` (see ``_stateless_columns``)."""
+    if fetched is None or kept is True:
+        return fetched
+    if kept is False:
+        return None
+    tags, i64, f64, objects, rows = fetched
+    return tags, i64, f64, objects, kept if rows is None else rows[kept]
+
+
+def _picked(fetched: Fetched, fields: list[int]) -> tuple[Array, Array, Array, list[Any]]:
+    """The fetched columns ``fields`` of the rows still there, as ``record_columns`` gives
+    them."""
+    tags, i64, f64, objects, rows = fetched
+    where = np.array(fields)
+    if rows is None:
+        picked = (tags[where], i64[where], f64[where])
+        held = [objects[j] for j in fields]
+    else:
+        grid = np.ix_(where, rows)
+        picked = (tags[grid], i64[grid], f64[grid])
+        listed = rows.tolist()
+        take = itemgetter(*listed) if len(listed) > 1 else lambda held: (held[listed[0]],)
+        held = [None if objects[j] is None else list(take(objects[j])) for j in fields]
+    tags, i64, f64 = (np.ascontiguousarray(a) for a in picked)
+    return tags, i64, f64, held
 
 
 def _rows(columns: Array, idx: Array) -> Array:
