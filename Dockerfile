@@ -22,7 +22,7 @@ WORKDIR /app
 COPY constraints.txt ./
 COPY --from=build /wheels /wheels
 # the Spark extra for the backfill service, at the versions the tests pass with
-RUN pip install --no-cache-dir -c constraints.txt "$(ls /wheels/weir-*.whl)[spark]" \
+RUN pip install --no-cache-dir -c constraints.txt "$(ls /wheels/weir_stream-*.whl)[all]" \
  && rm -rf /wheels
 # an unprivileged user runs everything; the volumes' mount points are its own, so a named
 # volume created from them is too

@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test test-kernels check lint types arch sizes deadcode bench bench-cpu bench-s3 bench-backfill bench-cluster soak \
+.PHONY: venv system-deps demo test test-kernels check lint types arch sizes deadcode reference bench bench-cpu bench-s3 bench-backfill bench-cluster soak \
 	compose-check clean
 
 venv: $(STAMP)
@@ -16,7 +16,9 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark]'
+	@# the distribution was called weir before weir-stream (the PyPI name weir is another project)
+	$(BIN)/python -m pip uninstall --quiet --yes weir 2>/dev/null || true
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,all]'
 	touch $(STAMP)
 
 # Debian's packages the tests use: Chromium (the dashboard's browser test), docker-compose
@@ -64,6 +66,11 @@ deadcode: $(STAMP)
 	  --min-confidence 60 | grep -v -e '^tests/' -e '^loadtest/'); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "deadcode: remove it, or add a reviewed entry \
 	to .ci/vulture_whitelist.py saying who uses it"; exit 1; fi; echo "deadcode: none found"
+
+# docs/reference/cli.md, docs/reference/configuration.md and the README's table of weir run's
+# flags, made from the settings' declarations (a test fails while one differs)
+reference: $(STAMP)
+	$(BIN)/python -m weir.app.reference
 
 check: lint types arch sizes deadcode test
 

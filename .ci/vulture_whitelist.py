@@ -4,8 +4,10 @@
 # (Not Python to run: vulture reads the names; ruff skips this file.)
 
 # PEP 562 module attributes: the import system calls them (weir, weir.api, weir.state,
-# weir.engine.sql load their names on first use)
+# weir.engine.sql load their names on first use; dir(weir) and dir(weir.client) show the
+# public API only)
 __getattr__
+__dir__
 
 # FastAPI calls these: exception handlers and routes registered by decorators
 _api_error  # api/errors.py
@@ -21,6 +23,8 @@ expires_at  # api/routes/auth.py, the stream token's answer
 
 # uvicorn reads it: set to stop the server
 _.should_exit  # app/httpserve.py
+# uvicorn calls it around serving: weir's server takes SIGTERM only (Ctrl-C is the command's)
+_.capture_signals  # app/httpserve.py
 
 # the context-manager protocol names __exit__'s third argument
 tb  # app/progress.py, weir/testing.py

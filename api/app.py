@@ -141,6 +141,7 @@ def _require_token(app: FastAPI, token: str) -> None:
         expected=f"Bearer {token}".encode(),
         streams=_stream_route(),
         keys=StreamKeys.from_api_token(token),
+        admin=admin_routes(),
     )
 
 
@@ -148,15 +149,22 @@ class RequireToken:
     """Every route but ``TOKEN_FREE_PATHS`` (and CORS preflights) needs the bearer token; the event
     streams (``streams``) take a stream token (``api.streamtoken``) as ``?access_token=``
     instead. The stream token is taken out of the query string first, so nothing after this
-    (routes, logs, uvicorn's access log, which reads this same scope) sees it."""
+    (routes, logs, uvicorn's access log, which reads this same scope) sees it. A read token
+    (the dashboard's) opens ``GET``/``HEAD`` of every route but the admin ones."""
 
     def __init__(
-        self, app: ASGIApp, expected: bytes, streams: re.Pattern[str], keys: StreamKeys
+        self,
+        app: ASGIApp,
+        expected: bytes,
+        streams: re.Pattern[str],
+        keys: StreamKeys,
+        admin: list[tuple[re.Pattern[str], frozenset[str]]],
     ) -> None:
         self.app = app
         self.expected = expected
         self.streams = streams
         self.keys = keys
+        self.admin = admin
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope["path"]
@@ -166,6 +174,14 @@ class RequireToken:
         access, scope["query_string"] = streamtoken.take(scope.get("query_string", b""))
         given = dict(scope["headers"]).get(b"authorization", b"")
         if hmac.compare_digest(given, self.expected):
+            await self.app(scope, receive, send)
+            return
+        if streamtoken.is_read_token(given) and self._readable(scope):
+            try:
+                self.keys.check(given[len(b"Bearer ") :].decode("latin-1"), path, reads=True)
+            except streamtoken.Refused as refused:
+                await _unauthorized(refused.code, refused.message)(scope, receive, send)
+                return
             await self.app(scope, receive, send)
             return
         if access is not None and self.streams.match(scope["path"]):
@@ -183,6 +199,13 @@ class RequireToken:
         if access is not None:
             message += "; access_token opens the /stream routes only"
         await _unauthorized("unauthorized", message)(scope, receive, send)
+
+    def _readable(self, scope: Scope) -> bool:
+        """A read: ``GET``/``HEAD`` of a route that is not an admin route."""
+        method = scope["method"]
+        return method in ("GET", "HEAD") and not any(
+            method in methods and pattern.match(scope["path"]) for pattern, methods in self.admin
+        )
 
 
 def _unauthorized(code: str, message: str) -> ASGIApp:

@@ -26,7 +26,7 @@ class WindowOut(BaseModel):
 class StateAnswer(BaseModel):
     job: str
     op: str
-    key: str
+    key: str | None  # the key's value: null for the NULL key (its path form is \N)
     key_group: int
     watermark: int | None
     checkpoint: int | None
@@ -51,7 +51,7 @@ class WindowKey(BaseModel):
     """One key's window in a window listing: ``key``, ``key_group``, the aggregates, ``final``."""
 
     model_config = ConfigDict(extra="allow")
-    key: str
+    key: str | None  # null for the NULL key
     key_group: int
     final: bool
 

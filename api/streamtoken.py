@@ -7,6 +7,11 @@ an HMAC-SHA256 of the expiry and the scope (a path prefix) keyed by a secret der
 token, so no state is kept, a new API token revokes every stream token, and one cannot be
 forged or widened without the API token. It never opens another route, and ``api.app`` strips it
 from the request's query string before anything (uvicorn's access log too) can record it.
+
+A *read* token (``POST /auth/stream-token?reads=true``, ``r1.…``, the kind named in its MAC) also
+opens every read route (``GET``/``HEAD``, never an admin route) as ``Authorization: Bearer
+<token>``: the dashboard trades the API token typed into it for one, keeps only that in the
+page's memory (no storage a later page of the same origin could read) and forgets the API token.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ PARAM = "access_token"
 DEFAULT_TTL_S = 300
 MAX_TTL_S = 3_600
 _VERSION = "v1"
+_READS = "r1"  # a read token: the stream token's format, a kind of its own in the MAC
 
 
 class Refused(Exception):
@@ -57,25 +63,35 @@ class StreamKeys:
     def from_api_token(cls, token: str) -> StreamKeys:
         return cls(hmac.new(token.encode(), b"weir stream token", hashlib.sha256).digest())
 
-    def _mac(self, expires_ms: int, scope: str) -> bytes:
-        message = f"{_VERSION}\n{expires_ms}\n{scope}".encode()
+    def _mac(self, version: str, expires_ms: int, scope: str) -> bytes:
+        message = f"{version}\n{expires_ms}\n{scope}".encode()
         return hmac.new(self.secret, message, hashlib.sha256).digest()
 
-    def issue(self, job: str | None, ttl_s: int, now: float | None = None) -> tuple[str, int]:
-        """A token for ``job``'s streams (all streams when None) and its expiry, epoch ms."""
+    def issue(
+        self, job: str | None, ttl_s: int, now: float | None = None, *, reads: bool = False
+    ) -> tuple[str, int]:
+        """A token for ``job``'s streams (all streams when None) and its expiry, epoch ms;
+        with ``reads``, a read token that opens ``job``'s read routes too."""
         expires_ms = int(((now if now is not None else time.time()) + ttl_s) * 1000)
         scope = scope_of(job)
-        mac = self._mac(expires_ms, scope)
-        return f"{_VERSION}.{expires_ms}.{_b64(scope.encode())}.{_b64(mac)}", expires_ms
+        version = _READS if reads else _VERSION
+        mac = self._mac(version, expires_ms, scope)
+        return f"{version}.{expires_ms}.{_b64(scope.encode())}.{_b64(mac)}", expires_ms
 
-    def check(self, token: str, path: str, now: float | None = None) -> None:
-        """Raises ``Refused`` unless ``token`` is one of ours, unexpired, for ``path``."""
+    def check(
+        self, token: str, path: str, now: float | None = None, *, reads: bool = False
+    ) -> None:
+        """Raises ``Refused`` unless ``token`` is one of ours, unexpired, for ``path``; with
+        ``reads`` (a read route, not a stream), only a read token will do."""
         try:
             version, expires, scope_b64, mac_b64 = token.split(".")
             expires_ms, scope, mac = int(expires), _unb64(scope_b64).decode(), _unb64(mac_b64)
         except ValueError:  # binascii.Error and UnicodeDecodeError are ValueErrors too
             raise _forged() from None
-        if version != _VERSION or not hmac.compare_digest(mac, self._mac(expires_ms, scope)):
+        kinds = (_READS,) if reads else (_VERSION, _READS)
+        if version not in kinds or not hmac.compare_digest(
+            mac, self._mac(version, expires_ms, scope)
+        ):
             raise _forged()
         if expires_ms < (now if now is not None else time.time()) * 1000:
             raise Refused(
@@ -97,6 +113,11 @@ def _forged() -> Refused:
         "access_token is not a stream token this API gave out (or the API token changed "
         "since); ask POST /auth/stream-token for one",
     )
+
+
+def is_read_token(authorization: bytes) -> bool:
+    """Does an ``Authorization`` header carry a read token (rather than the API token)?"""
+    return authorization.startswith(f"Bearer {_READS}.".encode())
 
 
 def take(query_string: bytes) -> tuple[str | None, bytes]:

@@ -15,6 +15,7 @@ import logging
 import multiprocessing
 import os
 import shutil
+import signal
 import socket
 import threading
 from multiprocessing.connection import wait
@@ -30,6 +31,7 @@ from weir.app.httpserve import (
     serve_http,
     warn_if_unguarded,
 )
+from weir.app.interrupt import CTRL_C
 from weir.base import logs
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
@@ -59,13 +61,19 @@ def run(
     spec = MemberSpec(
         str(job_file), state_dir, checkpoint_dir, sock.getsockname()[1], settings, *log_spec
     )
-    with ApiMembers(spec, workers - 1, member_main):
-        _serve(job, cfg, sock, settings, threading.Event(), announce=True)
+    until = threading.Event()
+    with (
+        ApiMembers(spec, workers - 1, member_main),
+        CTRL_C.doing(f"the API of job {job.name}", until.set),
+    ):
+        _serve(job, cfg, sock, settings, until, announce=True)
     return 0
 
 
 def member_main(spec: MemberSpec) -> None:
-    """A member process: serves until SIGTERM/SIGINT or until its parent is gone."""
+    """A member process: serves until SIGTERM or until its parent is gone. Ctrl-C reaches the
+    whole process group; the parent stops its members in order, so a member ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     logs.configure(spec.log_level, spec.log_format)
     until = threading.Event()
     parent = multiprocessing.parent_process()

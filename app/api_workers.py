@@ -21,6 +21,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from weir.api.settings import ApiSettings
+from weir.engine.runtime.control.workers import start_deaf_to_ctrl_c
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ class ApiMembers:
         proc = self._ctx.Process(
             target=self.target, args=(self.spec,), name="weir-api-member", daemon=True
         )
-        proc.start()
+        start_deaf_to_ctrl_c(proc)  # Ctrl-C is the parent's: it stops its members in order
         log.info("api member started pid=%s port=%d", proc.pid, self.spec.port)
         return proc
 

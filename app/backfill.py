@@ -4,39 +4,27 @@ ranges) on Spark, then load the windows into a savepoint (``--into-savepoint``) 
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from weir.app.interrupt import CTRL_C
 from weir.app.progress import SparkProgress, StatusLine
 from weir.base.errors import ConfigError
+from weir.base.extras import require
+from weir.base.settings import named
 from weir.state.objectstore import StorageLocation, storage_location
 
 if TYPE_CHECKING:
     from weir.engine.spark.backfill import BackfillResult
     from weir.engine.spark.inputs import BackfillInputs
 
-# what the Spark extra (weir[spark]: pyspark[sql]) installs and the backfill needs
-SPARK_MODULES = ("pyspark", "pyarrow", "pandas")
 BACKFILL_SLOTS_S = 120.0  # a cluster with every core held by other applications: give up then
 
 
-def require_spark() -> None:
-    """One line naming the extra when Spark is not installed (weir itself does not need it)."""
-    for name in SPARK_MODULES:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            raise ConfigError(
-                f"weir backfill runs on Spark and {name} is not installed; install weir's Spark "
-                "extra: pip install 'weir[spark]'"
-            ) from None
-
-
 def main(args: Any) -> int:
-    require_spark()
+    require("spark", "weir backfill (it runs on Spark)")
     from weir.engine.runtime.control.cluster import check_reachable
     from weir.engine.runtime.loader import load_job
     from weir.engine.spark.backfill import backfill_operator
@@ -44,13 +32,14 @@ def main(args: Any) -> int:
     from weir.engine.spark.load import make_savepoint
 
     if bool(args.into_savepoint) == bool(args.live):
-        raise ConfigError("weir backfill needs exactly one of --into-savepoint DIR or --live URL")
-    if (
-        args.__dict__["from"] is not None
-        and args.to is not None
-        and args.to <= args.__dict__["from"]
-    ):
-        raise ConfigError(f"--to={args.to} is not after --from={args.__dict__['from']}")
+        raise ConfigError(
+            f"weir backfill needs exactly one of {named('into_savepoint')} DIR or "
+            f"{named('live')} URL"
+        )
+    if args.from_ms is not None and args.to_ms is not None and args.to_ms <= args.from_ms:
+        raise ConfigError(
+            f"{named('to_ms')}={args.to_ms} is not after {named('from_ms')}={args.from_ms}"
+        )
     job_file = Path(args.job_file)
     job = load_job(job_file)
     op = backfill_operator(job, args.op)
@@ -60,10 +49,11 @@ def main(args: Any) -> int:
         file=sys.stderr,
         flush=True,
     )
-    work = storage_location(args.work_dir, "--work-dir")
+    work = storage_location(args.work_dir, named("work_dir"))
     _note_shared_dir(args.master, work)
     check_reachable(args.master)  # in seconds, not after Spark's minute of retries
-    result = _compute(args, job_file, work.child(job.name), op.name, inputs)
+    with CTRL_C.doing(f"the backfill of job {job.name} on Spark"):
+        result = _compute(args, job_file, work.child(job.name), op.name, inputs)
     summary: dict[str, Any] = {"backfill": result.to_json()}
     if args.into_savepoint:
         summary["savepoint"] = make_savepoint(
@@ -107,8 +97,8 @@ def _compute(
                 inputs,
                 work.path if work.path is not None else work.url,
                 op_name=op,
-                from_ms=args.__dict__["from"],
-                to_ms=args.to,
+                from_ms=args.from_ms,
+                to_ms=args.to_ms,
                 master=args.master,
                 session=spark,
             )

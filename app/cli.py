@@ -1,34 +1,24 @@
-"""The ``weir`` command line. Every flag also reads an environment variable (``WEIR_*``)."""
+"""The ``weir`` command line. Every flag also reads an environment variable (``WEIR_*``); both
+are made from the settings' declarations (``app.catalogue``, ``app.parser``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import select
 import sys
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING
 
-from weir import __version__  # the installed package's version (its metadata)
-from weir.app.commands import backfill_command, produce_command
-from weir.app.flags import (
-    Env,
-    http_url,
-    number,
-    resolve_env,
-    storage_url,
-    whole_number,
-    without_argument_prefix,
-)
-from weir.app.options import (
-    api_flags,
-    api_workers_flag,
-    checkpoint_dir_flag,
-    run_flags,
-    sql_commands,
-)
+from weir.app.catalogue import ENVIRONMENT, flag_names
+from weir.app.interrupt import CTRL_C, EXIT_INTERRUPTED
+from weir.app.options import DEPRECATED
+from weir.app.parser import parse
 from weir.base import logs
 from weir.base.errors import ConfigError, WeirError
+from weir.base.settings import read_env, render
 from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
 
@@ -36,155 +26,23 @@ if TYPE_CHECKING:
     from weir.api.settings import ApiSettings
 
 DEMO_JOB = Path(__file__).with_name("demo_job.py")
-JOB_HELP = (
-    "the job: a Python file that defines `job` (jobs/ads.py), a SQL job file (jobs/ads.sql), or "
-    "package.module:attr naming a Job or a function returning one (mypkg.jobs:ads)"
-)
-
-
-class _Parser(argparse.ArgumentParser):
-    """Bad flags get the same one-line ``weir: error:`` as every other error (exit 2)."""
-
-    def error(self, message: str) -> NoReturn:
-        text = without_argument_prefix(message)
-        print(f"weir: error: {text}; see '{self.prog} --help'", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="weir", description="weir: a queryable-state stream processor")
-    parser.add_argument("--version", action="version", version=f"weir {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    run = sub.add_parser("run", help="run a job file and serve its state over HTTP")
-    run.add_argument("job_file", metavar="JOB", help=JOB_HELP)
-    run_flags(run)
-    sql_commands(sub)
-    demo = sub.add_parser("demo", help="run the ad-stats demo job on generated events")
-    run_flags(demo, demo=True)
-    api = sub.add_parser(
-        "api",
-        help="serve the state of a job that weir run runs, from a process of its own "
-        "(killable and restartable while the job runs)",
-    )
-    api.add_argument("job_file", metavar="JOB", help="the job weir run runs (as given to it)")
-    env = Env(api)
-    env.add("--state-dir", "the job's state directory (as given to weir run)", ".weir",
-            metavar="DIR")  # fmt: skip
-    checkpoint_dir_flag(env)
-    api_flags(env)
-    api_workers_flag(env)
-    chks = sub.add_parser("checkpoints", help="list a job's complete checkpoints and savepoints")
-    chks.add_argument("job", metavar="JOB", help="the job's name")
-    env = Env(chks)
-    env.add("--state-dir", "the job's state directory", ".weir", metavar="DIR")
-    checkpoint_dir_flag(env)
-    chks.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    _lifecycle_commands(sub)
-    save = sub.add_parser("savepoint", help="take a savepoint of a running job")
-    save.add_argument("job", metavar="JOB", help="the job's name")
-    env = Env(save)
-    env.add(
-        "--api-url", "the running job's API", "http://127.0.0.1:8000", type=http_url, metavar="URL"
-    )
-    env.add("--api-token", "bearer token, if the API requires one", metavar="TOKEN")
-    env.add(
-        "--timeout-ms",
-        "how long to wait for the savepoint",
-        120_000,
-        type=whole_number(1),
-        metavar="MS",
-    )
-    backfill_command(sub)
-    produce_command(sub)
-    return parser
-
-
-def _lifecycle_commands(sub: Any) -> None:
-    """``list``, ``stop`` and ``cancel`` on the ``weir`` parser's subcommands."""
-    listing = sub.add_parser(
-        "list", help="list the jobs under a state directory: state, pid, API address"
-    )
-    _common(listing)
-    stop = sub.add_parser(
-        "stop",
-        help="stop a running job: gracefully, or with a savepoint that weir run --restore "
-        "resumes from without emitting anything twice",
-    )
-    stop.add_argument("job", metavar="JOB", help="the job's name (weir list shows them)")
-    env = _common(stop)
-    env.add(
-        "--savepoint",
-        "stop-with-savepoint: sources stop at its barrier, it completes, then the job ends "
-        "(if it fails, the job goes on)",
-        False,
-        action="store_true",
-    )
-    env.add(
-        "--savepoint-dir",
-        "also copy the savepoint, with its files, to DIR/<job>/chk-<n> (restorable on its own; "
-        "DIR may be s3://BUCKET/PREFIX)",
-        type=storage_url,
-        metavar="DIR|URL",
-    )
-    env.add(
-        "--timeout-s",
-        "how long the savepoint may take; past it the job is not stopped",
-        120.0,
-        type=number(0.001),
-        metavar="S",
-    )
-    cancel = sub.add_parser(
-        "cancel",
-        help="stop a running job at once, without a savepoint (its state is as of its last "
-        "checkpoint)",
-    )
-    cancel.add_argument("job", metavar="JOB", help="the job's name (weir list shows them)")
-    _common(cancel)
-
-
-def _common(parser: argparse.ArgumentParser) -> Env:
-    env = Env(parser)
-    env.add("--state-dir", "the state directory weir run uses", ".weir", metavar="DIR")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    return env
-
-
 LIFECYCLE = ("list", "stop", "cancel", "checkpoints", "savepoint")
+RUNS = ("run", "sql", "demo", "api", "backfill", "produce")  # what reads the environment's
+EXIT_PIPE = 128 + 13  # as a Unix tool killed by SIGPIPE: its reader went away (`| head -1`)
 
 
 def config_from_args(args: argparse.Namespace, job_file: Path | str) -> RunConfig:
-    return RunConfig(
+    """The ``RunConfig`` of ``weir run``'s (``sql``'s, ``demo``'s) flags: each field is the
+    setting of the same name; the demo leaves its source, sink and workers to the job."""
+    given = {f.name: getattr(args, f.name) for f in fields(RunConfig) if hasattr(args, f.name)}
+    given.update(
         job_file=job_file,
         state_dir=Path(args.state_dir),
-        source_url=getattr(args, "source", None),
-        sink_url=getattr(args, "sink", None),
-        dead_letter_url=args.dead_letter,
-        late_sink_url=args.late_sink,
-        parallelism=args.parallelism,
-        exit_at_end=getattr(args, "exit_at_end", False),
-        state_retention_ms=args.state_retention_ms,
-        flush_interval_ms=args.flush_interval_ms,
-        batch_size=args.batch_size,
-        buffer_timeout_ms=args.buffer_timeout_ms,
-        exchange_transport=args.exchange_transport,
-        idle_timeout_ms=args.idle_timeout_ms,
-        log_level=args.log_level,
-        log_format=args.log_format,
         checkpoint_dir=args.checkpoint_dir or None,
-        checkpoint_interval_ms=args.checkpoint_interval_ms,
-        checkpoint_timeout_ms=args.checkpoint_timeout_ms,
-        checkpoints_retained=args.checkpoints_retained,
-        restore=args.restore,
-        restart_failures=args.restart_failures,
-        restart_attempts=args.restart_attempts,
-        restart_interval_ms=args.restart_interval_ms,
-        restart_delay_ms=args.restart_delay_ms,
-        max_future_ms=args.max_future_ms,
         backfill_dir=_backfill_root(args.backfill_dir),
-        master=getattr(args, "master", None),
         spark_conf=tuple(getattr(args, "spark_conf", None) or ()),
-        driver_host=getattr(args, "driver_host", None),
     )
+    return RunConfig(**given)
 
 
 def _api_settings(args: argparse.Namespace) -> ApiSettings:
@@ -202,9 +60,10 @@ def _api_settings(args: argparse.Namespace) -> ApiSettings:
 
 def _backfill_root(raw: str) -> str | Path:
     """``--backfill-dir``: an ``s3://`` URL as written, a directory made absolute."""
+    from weir.base.settings import named
     from weir.state.objectstore import storage_location
 
-    where = storage_location(raw, "--backfill-dir")
+    where = storage_location(raw, named("backfill_dir"))
     return where.url if where.path is None else where.path.absolute()
 
 
@@ -213,17 +72,97 @@ def _comma_list(raw: str | None) -> tuple[str, ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The ``weir`` command: its exit status (2: usage, 1: failure, 130: Ctrl-C, 141: the reader
+    of its output went away, as a Unix tool killed by SIGPIPE)."""
     # everything a run writes (state, checkpoints, status, side outputs, RocksDB's own files)
     # is the user's alone; the library also creates its own files with explicit modes
     os.umask(0o077)
     try:
-        return _run_command(resolve_env(build_parser().parse_args(argv)))
+        code = _main(argv)
+    except SystemExit as exc:  # argparse: --help, --version, a usage error
+        code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        if code == 0 and _stdout_gone():  # argparse drops a write that fails: say so as we do
+            _quiet_stdout()
+            return EXIT_PIPE
+    return _flushed(code)
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    command: str | None = None
+    try:
+        args = parse(argv)
+        command = args.command
+        with CTRL_C.installed(command):
+            _replace_deprecated(args)
+            if command in RUNS:
+                _check_environment()
+            code = _run_command(args)
+            if CTRL_C.pressed.is_set():  # a command that wound down in order (weir run)
+                CTRL_C.acknowledge()
+                return EXIT_INTERRUPTED
+        return code
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise
+        _quiet_stdout()
+        return EXIT_PIPE
     except WeirError as exc:
-        logs.error(str(exc))
+        # errors below the command line name settings (`parallelism`); show them as flags
+        logs.error(render(str(exc), flag_names(command)))
         return exc.exit_code
     except KeyboardInterrupt:
-        logs.say("interrupted (Ctrl-C)")
-        return 130
+        CTRL_C.acknowledge()
+        return EXIT_INTERRUPTED
+
+
+def _flushed(code: int) -> int:
+    """``code``, once what is left of standard output is written; a reader gone by then
+    (``| head -1``) is a quiet exit, not a traceback at interpreter exit."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_PIPE
+    return code
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has gone (``poll`` says ``POLLERR``), so
+    a ``BrokenPipeError`` from a socket is not taken for one."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poller.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null: what is still buffered is dropped, and the flush at
+    exit does not fail again (Python's documented way to exit after a broken pipe)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _replace_deprecated(args: argparse.Namespace) -> None:
+    """A deprecated flag's value goes to the setting that replaces it, with a warning."""
+    names = flag_names(args.command)
+    for old, (new, convert) in DEPRECATED.items():
+        value = getattr(args, old, None)
+        if value is not None:
+            setattr(args, new, convert(value))
+            logs.say(
+                f"{names[old]} is deprecated; use {names[new]} ({names[old]} {value:g} is "
+                f"{names[new]} {getattr(args, new)})"
+            )
+
+
+def _check_environment() -> None:
+    """Every variable read from the environment alone, checked before anything starts."""
+    for _, group in ENVIRONMENT:
+        for setting in group:
+            read_env(setting)
 
 
 def _run_command(args: argparse.Namespace) -> int:
@@ -259,6 +198,11 @@ def _run_command(args: argparse.Namespace) -> int:
             workers=args.workers,
             log_spec=(args.log_level, args.log_format),
         )
+    return _run_job(args)
+
+
+def _run_job(args: argparse.Namespace) -> int:
+    """``weir run``, ``weir sql`` and ``weir demo``."""
     from weir.app import supervise
 
     if args.command == "sql" and not str(args.job_file).endswith(".sql"):

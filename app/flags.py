@@ -1,188 +1,56 @@
-"""The flags of weir's commands. Each reads an environment variable (``WEIR_<FLAG>``) when it is
-not given, and one check judges a value from either place: a bad one gets the same one-line
-error, naming the flag or the variable, the value and the fix."""
+"""Flags made from settings (``weir.base.settings.Setting``): each reads its variable
+(``WEIR_<FLAG>``) when it is not given, shows the variable in ``--help``, and one check judges a
+value from either place, so a bad one gets the same one-line error, naming the flag or the
+variable, the value and the fix. A secret's value is never shown."""
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from weir.base.errors import ConfigError
-from weir.engine.redact import redact_url
-
-Check = Callable[[str], Any]
-
-
-class BadValue(ValueError):
-    """A check's verdict on a raw value: what is wrong, and either a fix or an example of a good
-    value. ``names_value``: the problem already quotes the value (a URL parser's message)."""
-
-    def __init__(
-        self,
-        problem: str,
-        *,
-        fix: str | None = None,
-        example: str | None = None,
-        names_value: bool = False,
-    ) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.fix = fix
-        self.example = example
-        self.names_value = names_value
-
-
-def message(name: str, raw: str, bad: BadValue, *, example: str | None, env: bool) -> str:
-    """``--flag='x' is not …; e.g. --flag 4`` or ``WEIR_FLAG='x' is not …; e.g. WEIR_FLAG=4``."""
-    text = f"{name}: {bad.problem}" if bad.names_value else f"{name}={raw!r} {bad.problem}"
-    if bad.fix:
-        return f"{text}; {bad.fix}"
-    example = example if example is not None else bad.example
-    if example is None:
-        return text
-    return f"{text}; e.g. {name}={example}" if env else f"{text}; e.g. {name} {example}"
-
-
-def whole_number(minimum: int | None = None, maximum: int | None = None) -> Check:
-    def check(raw: str) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            example = str(max(minimum, 1)) if minimum is not None else "0"
-            raise BadValue("is not a whole number", example=example) from None
-        if minimum is not None and value < minimum:
-            raise BadValue("is too small", fix=f"use {minimum} or more")
-        if maximum is not None and value > maximum:
-            raise BadValue("is too large", fix=f"use {maximum} or less")
-        return value
-
-    return check
-
-
-def number(minimum: float | None = None) -> Check:
-    def check(raw: str) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            example = f"{max(minimum, 1)}" if minimum is not None else "0"
-            raise BadValue("is not a number", example=example)
-        if minimum is not None and value < minimum:
-            raise BadValue("is too small", fix=f"use {minimum} or more")
-        return value
-
-    return check
-
-
-def choice(options: Sequence[str]) -> Check:
-    """One of ``options``, in any case (``info`` is ``INFO``)."""
-    by_folded = {o.casefold(): o for o in options}
-
-    def check(raw: str) -> str:
-        found = by_folded.get(raw.strip().casefold())
-        if found is None:
-            raise BadValue("is not a choice", fix=f"use one of {', '.join(options)}")
-        return found
-
-    return check
-
-
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
-
-
-def boolean(raw: str) -> bool:
-    """A switch's variable (``WEIR_EXIT_AT_END=1``); on the command line a switch takes no value."""
-    folded = raw.strip().casefold()
-    if folded in _TRUE or folded in _FALSE:
-        return folded in _TRUE
-    raise BadValue("is not on or off", fix="use 1, true, yes or on; 0, false, no or off")
-
-
-def url(parse: Callable[[str], object]) -> Callable[[str], str]:
-    """A URL that ``parse`` (a source's or sink's ``from_url``) accepts; its error names the fix."""
-
-    def check(raw: str) -> str:
-        try:
-            parse(raw)
-        except ConfigError as exc:
-            raise BadValue(str(exc), names_value=True) from None
-        return raw
-
-    return check
+from weir.base.redact import redact_setting
+from weir.base.settings import (
+    BadValue,
+    Check,
+    Choice,
+    Parsed,
+    Setting,
+    example_of,
+    message,
+    render,
+)
 
 
 def http_url(raw: str) -> str:
+    """An ``http://`` or ``https://`` URL with a host (a job's API)."""
     parts = urlsplit(raw)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise BadValue("is not an http:// or https:// URL", example="http://127.0.0.1:8000")
     return raw
 
 
-def storage_url(raw: str) -> str:
-    """A directory or ``s3://BUCKET/PREFIX``; never a URL of another scheme taken for a path."""
-    from weir.base.errors import ConfigError
-    from weir.state.objectstore import SCHEMES, storage_location
-
-    try:
-        storage_location(raw)
-    except ConfigError:
-        raise BadValue(f"is not a storage location weir supports; use {SCHEMES}") from None
-    return raw
-
-
-def master_url(raw: str) -> str:
-    """A Spark cluster's master (``runtime.control.cluster.parse_master`` names the forms)."""
-    from weir.engine.runtime.control.cluster import parse_master  # late: keeps --help fast
-
-    try:
-        return parse_master(raw)
-    except ConfigError as exc:
-        raise BadValue(str(exc), names_value=True) from None
-
-
-def spark_setting(raw: str) -> tuple[str, str]:
-    key, eq, value = raw.partition("=")
-    if not eq or not key.startswith("spark."):
-        raise BadValue("is not a Spark setting", example="spark.executor.memory=2g")
-    return key, value
-
-
-def source_url(raw: str) -> str:
-    from weir.engine.sources import from_url  # late: keeps --help fast
-
-    return url(from_url)(raw)
-
-
-def sink_url(raw: str) -> str:
-    from weir.engine.sinks import from_url  # late: keeps --help fast
-
-    return url(from_url)(raw)
-
-
-def env_name(flag: str) -> str:
-    return "WEIR_" + flag.lstrip("-").replace("-", "_").upper()
+HTTP_URL = Parsed(http_url, "an http:// or https:// URL")
 
 
 class _FlagType:
     """argparse's ``type`` for a checked flag: a bad value becomes argparse's error."""
 
-    def __init__(self, flag: str, check: Check, example: str | None) -> None:
-        self.flag, self.check, self.example = flag, check, example
+    def __init__(self, flag: str, check: Check, example: str | None, secret: bool) -> None:
+        self.flag, self.check, self.example, self.secret = flag, check, example, secret
         self.__name__ = flag  # argparse names a type by it
 
     def __call__(self, raw: str) -> Any:
         try:
-            return self.check(raw)
+            return self.check.parse(raw)
         except BadValue as bad:
-            text = message(self.flag, raw, bad, example=self.example, env=False)
+            shown = "'(set)'" if self.secret else repr(shown_value(raw))
+            text = message(self.flag, shown, bad, example=self.example, sep=" ")
             raise argparse.ArgumentTypeError(text) from None
 
 
@@ -191,30 +59,29 @@ class FromEnv:
     """A flag's value taken from its variable, checked once the command is known: a variable of
     another command (``WEIR_INPUT`` while running ``weir api``) is never judged."""
 
-    var: str
-    raw: str
-    check: Check | None
-    many: bool
-    example: str | None
+    setting: Setting
 
-    def resolve(self) -> Any:
-        items = self.raw.split() if self.many else [self.raw]
+    def resolve(self, environ: Mapping[str, str]) -> Any:
+        s = self.setting
+        raw = environ[s.env]
+        items = raw.split() if s.many else [raw]
         values = []
         for item in items:
             try:
-                values.append(item if self.check is None else self.check(item))
+                values.append(item if s.check is None else s.check.parse(item))
             except BadValue as bad:
+                shown = "'(set)'" if s.secret else repr(shown_value(item))
                 raise ConfigError(
-                    message(self.var, item, bad, example=self.example, env=True)
+                    message(s.env, shown, bad, example=example_of(s), sep="=")
                 ) from None
-        return values if self.many else values[0]
+        return values if s.many else values[0]
 
 
 def resolve_env(args: argparse.Namespace) -> argparse.Namespace:
     """Replace every flag left to its variable by the variable's checked value."""
     for name, value in vars(args).items():
         if isinstance(value, FromEnv):
-            setattr(args, name, value.resolve())
+            setattr(args, name, value.resolve(os.environ))
     return args
 
 
@@ -226,36 +93,57 @@ def without_argument_prefix(text: str) -> str:
     return _ARGUMENT_PREFIX.sub("", text, count=1)
 
 
-class Env:
-    """Adds flags whose default comes from ``WEIR_<FLAG>``, shown in ``--help``.
+def shown_value(raw: str) -> str:
+    """``raw``, the value of a setting that is not a secret as a whole, as ``--help`` and errors
+    may show it: a URL's password (a source's ``sasl_password=``, ``user:pass@``) and a secret
+    setting's value (``spark.authenticate.secret=`` in ``WEIR_SPARK_CONF``) as ``***``. A
+    secret setting (``secret=True``: ``WEIR_API_TOKEN``) is never shown at all."""
+    return " ".join(redact_setting(item) for item in raw.split(" "))
 
-    ``type`` is a check (``whole_number(1)``, ``source_url``, …) raising ``BadValue``;
-    ``choices`` become a ``choice`` check; a switch's variable is checked by ``boolean``."""
 
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        self.parser = parser
+def shown_default(setting: Setting, command: str) -> str | None:
+    """The default as ``--help`` and the reference pages show it (None: nothing to show)."""
+    if setting.default_doc is not None:  # the same on every machine (not "2 CPUs")
+        return setting.default_doc
+    default = setting.default_for(command)
+    if default is None or default is False or default == ():
+        return None
+    return setting.shown(default)
 
-    def add(self, flag: str, help: str, default: Any = None, **kw: Any) -> None:
-        var = env_name(flag)
-        check: Check | None = kw.pop("type", None)
-        options = kw.pop("choices", None)
-        if options is not None:
-            check = choice(options)
-            kw.setdefault("metavar", "|".join(options))
-        numeric = isinstance(default, int | float) and not isinstance(default, bool)
-        example = str(default) if numeric else None
-        switch = kw.get("action") == "store_true"
-        if check is not None and not switch:
-            kw["type"] = _FlagType(flag, check, example)
-        raw = os.environ.get(var)
-        value = default
-        if raw is not None:
-            many = kw.get("nargs") == "+"
-            value = FromEnv(var, raw, boolean if switch else check, many, example)
-            if many and raw.split():
-                kw["required"] = False
-        # a URL's password (a source's sasl_password=, user:pass@) is never printed in --help;
-        # argparse %-formats help texts, so a URL's %2F must be %%2F
-        shown = default if raw is None else redact_url(raw).replace("%", "%%")
-        note = f" (env {var}" + (f", default {shown})" if shown not in (None, False) else ")")
-        self.parser.add_argument(flag, default=value, help=help + note, **kw)
+
+def add_setting(
+    parser: argparse.ArgumentParser, setting: Setting, command: str, flags: Mapping[str, str]
+) -> None:
+    """Add ``setting``'s flag to ``command``'s parser. Its help names its variable and default
+    (the variable's value when set, redacted, and never a secret's); settings named in the help
+    (```restart_interval_ms```) are shown as their ``flags``."""
+    s = setting
+    kw: dict[str, Any] = {"dest": s.name}
+    if s.switch:
+        kw["action"] = "store_true"
+    else:
+        kw["metavar"] = s.metavar or _choices_metavar(s)
+        if s.many:
+            kw["nargs"] = "+"
+            kw["required"] = s.required
+        if s.check is not None:
+            # a value typed in argv may be judged more strictly (no secret in the process list)
+            kw["type"] = _FlagType(s.flag, s.argv_check or s.check, example_of(s), s.secret)
+    raw = os.environ.get(s.env)
+    value = s.default_for(command)
+    if raw is not None:
+        value = FromEnv(s)
+        if s.many and raw.split():
+            kw["required"] = False
+        # a secret's value is never printed in --help, nor a URL's password or a secret Spark
+        # setting's value; argparse %-formats help texts, so a URL's %2F must be %%2F
+        shown: str | None = "(set)" if s.secret else shown_value(raw).replace("%", "%%")
+    else:
+        shown = shown_default(s, command)
+        shown = None if shown is None else render(shown, flags)
+    note = f" (env {s.env}" + (f", default {shown})" if shown is not None else ")")
+    parser.add_argument(s.flag, default=value, help=render(s.help, flags) + note, **kw)
+
+
+def _choices_metavar(setting: Setting) -> str | None:
+    return "|".join(setting.check.options) if isinstance(setting.check, Choice) else None

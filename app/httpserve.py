@@ -4,17 +4,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import resource
 import signal
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import uvicorn
 from fastapi import FastAPI
 
-from weir.api.settings import ApiSettings
+from weir.api.settings import MAX_CONNECTIONS, ApiSettings
+from weir.app import http_guard
+from weir.app.http_guard import ConnectionGuard
 from weir.base import logs
 from weir.base.errors import ConfigError
 
@@ -69,13 +72,16 @@ def serve_http(
     sock: socket.socket | None = None,
     announce: bool = True,
 ) -> None:
-    """Serve ``app`` until stopped (SIGINT, SIGTERM) or until ``until`` is set; prints the
+    """Serve ``app`` until SIGTERM or until ``until`` is set (Ctrl-C sets it); prints the
     ``weir: job <name> serving on <url>`` line once listening (unless not ``announce``: a
     member of ``app.api_workers``), and hands ``on_serving`` the URL. ``sock``: a listening
-    socket to serve instead of binding ``host:port``. Past ``max_connections`` open
-    connections, uvicorn answers 503."""
+    socket to serve instead of binding ``host:port``. At most ``max_connections`` connections
+    wait on their clients at once (``http_guard``: past it the one waiting longest is closed)."""
     # log_config=None: uvicorn's records go through weir's handler (and --log-format) too;
-    # uvicorn.access logs at INFO, below the level set here, so its access log is off outright
+    # uvicorn.access logs at INFO, below the level set here, so its access log is off outright.
+    # No limit_concurrency: it counted idle and half-sent connections, so holding them made
+    # every request a 503; the guard's deadlines and oldest-first rule replace it
+    guard = ConnectionGuard(max_connections or MAX_CONNECTIONS)
     config = uvicorn.Config(
         app,
         host=host,
@@ -83,9 +89,9 @@ def serve_http(
         log_level="warning",
         log_config=None,
         access_log=False,
-        limit_concurrency=max_connections,
+        http=http_guard.protocol(guard),
     )
-    server = uvicorn.Server(config)
+    server = _Server(config)
 
     def watch() -> None:
         while not server.started and not until.is_set():
@@ -100,14 +106,24 @@ def serve_http(
         server.should_exit = True
 
     threading.Thread(target=watch, name="weir-watch", daemon=True).start()
-    # uvicorn re-raises the signal that stopped it once it has shut down; SIGTERM's default
-    # action would then kill this process before the caller cleans up. Ours does nothing, so
-    # a SIGTERM ends the process gracefully (exit 0).
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
-    try:
-        server.run(sockets=None if sock is None else [sock])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    server.run(sockets=None if sock is None else [sock])
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, taking SIGTERM only: a graceful shutdown, then the caller cleans up
+    and exits 0 (uvicorn would re-raise the signal, whose default action kills the process
+    first). Ctrl-C is the command's (``app.interrupt``): it sets ``until``."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGTERM, self.handle_exit)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def listen(host: str, port: int, *, reuse_port: bool) -> socket.socket:

@@ -1,8 +1,13 @@
 """The lifecycle commands: ``weir list`` (the jobs under a state directory, from the status file
 each job manager publishes), ``weir stop`` and ``weir cancel`` (over the job manager's control
 channel, ``engine/runtime/control/admin.py``, authenticated by the job's ``control.key``), and
-``weir checkpoints`` and ``weir savepoint`` (the job's storage; its API). ``app/cli.py`` defines
-their flags and imports this module only to run one of them.
+``weir checkpoints`` (the job's checkpoint storage) and ``weir savepoint`` (the control channel
+too). Each finds its job the same way: under the state directory (``--state-dir``, default
+``.weir``), where the job manager publishes its status, its control port and its API's address;
+``--api-url`` asks an API instead (``savepoint``, ``checkpoints``, ``list``). ``weir stop`` and
+``weir cancel`` need the state directory: only the job's user, who can read its control key
+there, may end it. ``app/parser.py`` makes their flags; ``app/cli.py`` imports this module only
+to run one of them.
 
 A status is the job manager's own account: a job is ``unknown`` when its status stopped changing
 without the job manager saying the job ended (``JobStatus.seen_state``). The commands refuse,
@@ -18,10 +23,12 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from weir.base import logs
+from weir.app.interrupt import CTRL_C
 from weir.base.errors import ConfigError, ControlError, MessageError, StateError
 from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.status import STALE_AFTER_S, read_status, status_path
@@ -29,8 +36,12 @@ from weir.engine.runtime.view import SavepointResult
 from weir.engine.runtime.wire import from_plain, to_plain
 from weir.state.checkpoints import CheckpointStorage, now_ms
 
+if TYPE_CHECKING:
+    from weir.client import Client, WeirClientError
+
 STOP_SLACK_S = 60.0  # past the savepoint's timeout: the stop itself (workers flush and exit)
 CANCEL_TIMEOUT_S = 30.0
+API_TIMEOUT_S = 10.0  # a read of the API; a savepoint's wait comes on top
 
 
 # -- reading the state directory ---------------------------------------------------------------
@@ -123,7 +134,16 @@ def run(args: argparse.Namespace) -> int:
         "checkpoints": list_checkpoints,
         "savepoint": take_savepoint,
     }
-    return commands[args.command](args)
+    waiting = {
+        "stop": "the wait for job {} to stop (it goes on stopping)",
+        "cancel": "the wait for job {} to be cancelled",
+        "savepoint": "the wait for job {}'s savepoint (the job goes on; the savepoint may "
+        "still complete)",
+    }
+    if args.command not in waiting:
+        return commands[args.command](args)
+    with CTRL_C.doing(waiting[args.command].format(args.job)):
+        return commands[args.command](args)
 
 
 def job_name(raw: str) -> str:
@@ -138,90 +158,142 @@ def job_name(raw: str) -> str:
     return raw
 
 
-def list_checkpoints(args: argparse.Namespace) -> int:
-    from weir.state.checkpoints import CheckpointStorage
+def _client(args: argparse.Namespace, timeout_s: float = API_TIMEOUT_S) -> Client:
+    """The client of the API ``--api-url`` names: a refused connection is not retried (the
+    command says at once that nothing answers there)."""
+    from weir.client import Client, Retries
 
-    root = args.checkpoint_dir or Path(args.state_dir) / "checkpoints"
-    storage = CheckpointStorage(root, job_name(args.job))
-    found = storage.summaries()
+    return Client(
+        args.api_url,
+        token=args.api_token or None,
+        timeout=timeout_s,
+        retries=Retries(attempts=1),
+        trust_env=False,
+    )
+
+
+def _asking(what: str, url: str) -> Callable[[WeirClientError], ControlError]:
+    """The command's error for a client error: what it asked, where, the status, the answer."""
+
+    def failed(exc: WeirClientError) -> ControlError:
+        from weir.client import ApiError
+
+        status = f" ({exc.status})" if isinstance(exc, ApiError) else ""
+        return ControlError(f"{what} at {url} failed{status}: {exc}")
+
+    return failed
+
+
+def list_checkpoints(args: argparse.Namespace) -> int:
+    """The job's complete checkpoints and savepoints: from its storage (``<state-dir>/
+    checkpoints`` or ``--checkpoint-dir``), or from its API with ``--api-url``."""
+    if args.api_url:
+        from weir.client import WeirClientError
+
+        with _client(args) as client:
+            try:
+                answer = client.checkpoints(args.job)
+            except WeirClientError as exc:
+                raise _asking(f"the checkpoints of job {args.job!r}", args.api_url)(exc) from None
+        found = [dict(c) for c in answer.checkpoints]
+        where = answer.storage
+    else:
+        root = args.checkpoint_dir or Path(args.state_dir) / "checkpoints"
+        storage = CheckpointStorage(root, job_name(args.job))
+        found, where = storage.summaries(), storage.where
     if args.json:
         print(json.dumps(found, indent=1))
         return 0
     if not found:
-        print(f"no complete checkpoint of job {args.job!r} under {storage.where}", file=sys.stderr)
+        print(f"no complete checkpoint of job {args.job!r} under {where}", file=sys.stderr)
         return 1
-    print(
+    lines = [
         f"{'id':>6}  {'time (UTC)':19}  {'kind':10}  {'size':>12}  {'incremental':>12}  "
         f"{'sync ms':>8}  {'async ms':>8}  {'total ms':>8}"
-    )
+    ]
     for c in found:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c["time"] / 1000))
         kind = "savepoint" if c.get("savepoint") else "checkpoint"
-        print(
+        lines.append(
             f"{c['id']:>6}  {when:19}  {kind:10}  {c['size']:>12}  {c['incremental_size']:>12}  "
             f"{c['sync_ms']:>8.1f}  {c['async_ms']:>8.1f}  {c['duration_ms']:>8.0f}"
         )
-    print(f"storage: {storage.where}")
+    lines.append(f"storage: {where}")
+    print("\n".join(lines))
     return 0
 
 
 def take_savepoint(args: argparse.Namespace) -> int:
-    import httpx
+    """A savepoint of the running job: through its job manager's control channel, found in the
+    state directory as ``weir stop`` finds it, or through its API with ``--api-url``."""
+    timeout_s = args.timeout_ms / 1000
+    if args.api_url:
+        from weir.client import WeirClientError
 
-    headers = {"Authorization": f"Bearer {args.api_token}"} if args.api_token else {}
-    url = f"{args.api_url.rstrip('/')}/jobs/{job_name(args.job)}/savepoints"
-    try:
-        resp = httpx.post(
-            url,
-            headers=headers,
-            params={"timeout_ms": args.timeout_ms},
-            timeout=args.timeout_ms / 1000 + 5,
-        )
-    except httpx.HTTPError as exc:
-        raise ConfigError(
-            f"cannot reach the job's API at {args.api_url} ({exc}); pass --api-url of the "
-            "running `weir run`"
-        ) from None
-    body = (
-        resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
-    )
-    if resp.status_code != 200:
-        message = body.get("error", {}).get("message", resp.text)
-        logs.error(f"savepoint failed ({resp.status_code}): {message}")
-        return 1
-    print(f"savepoint {body['id']} of job {args.job}: {body['path']}")
+        with _client(args, timeout_s + API_TIMEOUT_S) as client:
+            try:
+                taken = client.savepoint(args.job, timeout_ms=args.timeout_ms)
+            except WeirClientError as exc:
+                raise _asking(f"a savepoint of job {args.job!r}", args.api_url)(exc) from None
+        result: SavepointResult = {"id": taken.id, "path": taken.path}
+    else:
+        port, key = _running(Path(args.state_dir), args.job, "savepoint")
+        request = admin.SavepointArgs(timeout_s=timeout_s)
+        answer = admin.call(port, key, "savepoint", to_plain(request), timeout_s + STOP_SLACK_S)
+        result = from_plain(SavepointResult, answer, "savepoint answer")
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"savepoint {result['id']} of job {args.job}: {result['path']}")
     return 0
 
 
 def list_jobs(args: argparse.Namespace) -> int:
-    found = jobs_under(Path(args.state_dir))
+    """The jobs under the state directory (from the status each job manager publishes), or
+    those the API at ``--api-url`` serves."""
+    found = _jobs_at(args.api_url, args) if args.api_url else jobs_under(Path(args.state_dir))
     if args.json:
         print(json.dumps([to_plain(j) for j in found], indent=1))
         return 0
     if not found:
-        print(f"no jobs under {args.state_dir}", file=sys.stderr)
+        print(f"no jobs under {args.api_url or args.state_dir}", file=sys.stderr)
         return 0
-    print(
+    lines = [
         f"{'job':20}  {'state':9}  {'pid':>7}  {'api':26}  {'workers':>7}  {'checkpoint':>10}  "
         f"{'status age':>10}"
-    )
+    ]
     for j in found:
-        print(
+        lines.append(
             f"{j.job:20}  {j.state:9}  {_shown(j.pid):>7}  {_shown(j.api_url):26}  "
             f"{_shown(j.parallelism):>7}  {_shown(j.last_checkpoint):>10}  "
             f"{_age(j.status_age_s):>10}"
         )
         if j.problem is not None:
-            print(f"  {j.problem}")
+            lines.append(f"  {j.problem}")
+    print("\n".join(lines))
     return 0
+
+
+def _jobs_at(url: str, args: argparse.Namespace) -> list[Listed]:
+    from weir.client import WeirClientError
+
+    with _client(args) as client:
+        try:
+            answer = client.jobs()
+        except WeirClientError as exc:
+            raise _asking("the list of jobs", url)(exc) from None
+    return [
+        Listed(j.name, j.state, None, url, j.parallelism, None, None, None) for j in answer.jobs
+    ]
 
 
 def stop_job(args: argparse.Namespace) -> int:
     if args.savepoint_dir and not args.savepoint:
         raise ConfigError("--savepoint-dir copies a stop's savepoint; pass --savepoint too")
     port, key = _running(Path(args.state_dir), args.job, "stop")
-    request = admin.StopArgs(savepoint=args.savepoint, timeout_s=args.timeout_s)
-    answer = admin.call(port, key, "stop", to_plain(request), args.timeout_s + STOP_SLACK_S)
+    timeout_s = args.timeout_ms / 1000
+    request = admin.StopArgs(savepoint=args.savepoint, timeout_s=timeout_s)
+    answer = admin.call(port, key, "stop", to_plain(request), timeout_s + STOP_SLACK_S)
     result = from_plain(admin.StopResult, answer, "stop answer")
     taken = result["savepoint"]
     if taken is not None and args.savepoint_dir:

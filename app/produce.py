@@ -17,6 +17,7 @@ import orjson
 
 from weir.app.progress import StatusLine, rate_text
 from weir.base.errors import ConfigError, SourceError
+from weir.base.extras import require
 from weir.engine.kafka_security import KafkaSecurity
 from weir.engine.sources.base import SplitReader
 from weir.engine.sources.generator import GeneratorSource
@@ -74,6 +75,7 @@ def produce(
 ) -> dict[str, Any]:
     """Send ``count`` events (forever when None) at ``rate`` events/s (0: as fast as possible);
     ``security`` defaults to the ``WEIR_KAFKA_*`` settings."""
+    require("kafka", "weir produce into a Kafka topic (without --file)")
     from kafka import KafkaProducer
 
     if count is not None and count < 0:

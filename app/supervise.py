@@ -18,11 +18,12 @@ from weir.app.httpserve import (
     serve_http,
     warn_if_unguarded,
 )
+from weir.app.interrupt import CTRL_C
 from weir.base import logs
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.jobmanager import JobManager
-from weir.engine.runtime.loader import load_configured_job
+from weir.engine.runtime.loader import check_inputs, load_configured_job
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,7 @@ def run(
     ``api_workers`` > 1: that many API processes on the port, this one and others that read
     the job as ``weir api`` does (``app.api_workers``)."""
     job = load_configured_job(cfg)
+    check_inputs(job)  # a missing file is a usage error now, not a worker's failure later
     raise_fd_limit()
     if not serve_api:
         return _run_headless(cfg, job)
@@ -50,6 +52,7 @@ def run(
     manager = JobManager(cfg, job)
     registry = Registry()
     registry.add(handle_for(job, manager, cfg))
+    stop = _stop_when(manager.done)
     manager.start()
     spec = MemberSpec(
         str(cfg.job_file), cfg.state_dir,
@@ -57,14 +60,17 @@ def run(
         sock.getsockname()[1], api, cfg.log_level, cfg.log_format,
     )  # fmt: skip
     try:
-        with ApiMembers(spec, api_workers - 1, member_main):
+        with (
+            ApiMembers(spec, api_workers - 1, member_main),
+            CTRL_C.doing(f"job {job.name}", stop.set),
+        ):
             app = create_app(registry, api)
             serve_http(
                 app,
                 api_host,
                 api_port,
                 job.name,
-                manager.done,
+                stop,
                 manager.serving_at,
                 max_connections=api.max_connections,
                 sock=sock,
@@ -72,6 +78,18 @@ def run(
     finally:
         manager.stop()
     return _outcome(manager, job)
+
+
+def _stop_when(done: threading.Event) -> threading.Event:
+    """An event set when ``done`` is (the job ended) or by Ctrl-C (``app.interrupt``)."""
+    stop = threading.Event()
+
+    def follow() -> None:
+        done.wait()
+        stop.set()
+
+    threading.Thread(target=follow, name="weir-job-done", daemon=True).start()
+    return stop
 
 
 def _run_headless(cfg: RunConfig, job: Job) -> int:
@@ -84,12 +102,11 @@ def _run_headless(cfg: RunConfig, job: Job) -> int:
         job=job.name,
     )
     stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        while not stop.is_set() and not manager.done.wait(0.1):
-            pass
-    except KeyboardInterrupt:
-        pass
+        with CTRL_C.doing(f"job {job.name}", stop.set):
+            while not stop.is_set() and not manager.done.wait(0.1):
+                pass
     finally:
         manager.stop()
         signal.signal(signal.SIGTERM, previous)

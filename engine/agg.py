@@ -1,23 +1,61 @@
 """Aggregates for ``WindowedStream.aggregate(name, **aggregates)``.
 
-Built-ins (``count``, ``sum``, ``min``, ``max``, ``mean``) read one field of the record and keep a
-flat accumulator of numbers, so the window operator can fold a whole batch in one generated loop.
-A user-defined aggregate is any object with ``create() -> acc``, ``add(acc, record) -> acc``,
-``merge(a, b) -> acc`` and ``result(acc) -> value`` (Flink's AggregateFunction); its accumulator
-must be made of msgpack types (None, bool, int, float, str, bytes, lists, dicts), because it is
-stored in RocksDB without pickle.
+Built-ins (``count``, ``sum``, ``min``, ``max``, ``mean``, ``avg``, ``window_time``) read at most
+one field of the record and keep a flat accumulator of numbers, so the window operator can fold
+a whole batch in one generated loop. A user-defined aggregate is any object with ``create() ->
+acc``, ``add(acc, record) -> acc``, ``merge(a, b) -> acc`` and ``result(acc) -> value`` (Flink's
+AggregateFunction); its accumulator must be made of msgpack types (None, bool, int, float, str,
+bytes, lists, dicts), because it is stored in RocksDB without pickle.
+
+NULLs. A built-in's ``nulls`` says what a NULL (``None``, or a record without the field) does:
+
+- ``"reject"`` (the job API's default for ``sum``, ``min``, ``max``, ``mean``): the record is
+  not a number where the aggregate needs one, so it goes to the dead letters, as a ``map`` that
+  raises does (Flink's DataStream ``sum`` cannot add a null either);
+- ``"skip"`` (SQL's rule; what ``weir sql`` compiles ``SUM``/``MIN``/``MAX``/``AVG`` to, and
+  ``avg``'s default): the aggregate passes over the NULL and the record still counts everywhere
+  else (``count()``, other aggregates, its window or session). An aggregate that saw only NULLs
+  is NULL; ``count(field)`` counts the non-NULL values.
+
+Accumulator slots (what RocksDB stores per key and window, in ``aggregate(...)``'s order; the
+compiled folds keep the same layout, value for value and type for type):
+
+==================  ==================  ================================================
+aggregate           slots               result
+==================  ==================  ================================================
+count()             ``[n]``             n, the records
+count(field)        ``[n]``             n, the non-NULL values of ``field``
+sum reject          ``[s]``             s (ints stay ints)
+sum skip            ``[s | None]``      s; None until the first non-NULL value
+min, max reject     ``[v]``             v (the first of equals)
+min, max skip       ``[v | None]``      v; None until the first non-NULL value
+mean reject         ``[s, n]``          s / n, a float
+mean skip           ``[s, n]``          s / n over the n non-NULL values (s starts at 0);
+                                        None when n is 0
+avg (either)        ``[s, n]``          as ``mean``, but integral when s is an int (every
+                                        value was one): s / n truncated toward zero, SQL's
+                                        AVG over an integer column (Flink: 15 / 4 = 3)
+window_time()       ``[]``              the window's end - 1 (no state)
+==================  ==================  ================================================
+
+``cast`` (``"int"``, ``"float"``, ``"str"``, ``"bool"``) converts the result, NULL staying NULL:
+SQL's ``CAST(AVG(x) AS DOUBLE)`` in a select list. It changes no slot.
 """
 
 from __future__ import annotations
 
-import builtins
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from weir.engine.kernels import ir
 
-BuiltinKind = Literal["count", "sum", "min", "max", "mean"]
+BuiltinKind = Literal["count", "sum", "min", "max", "mean", "avg", "window_time"]
+Nulls = Literal["reject", "skip"]
+CastTo = Literal["int", "float", "str", "bool"]
+FIELD_KINDS = ("sum", "min", "max", "mean", "avg")
 
 
 @runtime_checkable
@@ -33,58 +71,172 @@ class AggregateFunction(Protocol):
     def result(self, acc: Any) -> Any: ...
 
 
+def avg_of(s: Any, n: int) -> Any:
+    """SQL's AVG of ``n`` values summing to ``s``: NULL for none, integral (truncated toward
+    zero, as Java's long division) when the sum is an int, else the float mean."""
+    if not n:
+        return None
+    if type(s) is int:
+        q = abs(s) // n
+        return q if s >= 0 else -q
+    return s / n
+
+
+def _to_int(v: Any) -> int:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError(f"cannot CAST {v!r} AS an integer")
+    return int(v)  # a float truncates toward zero, as SQL's CAST does
+
+
+def _to_str(v: Any) -> str:
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    return v if isinstance(v, str) else str(v)
+
+
+CASTS: dict[str, Callable[[Any], Any]] = {
+    "int": _to_int,
+    "float": float,
+    "str": _to_str,
+    "bool": bool,
+}
+
+
+def cast_value(to: str, v: Any) -> Any:
+    """``v`` converted by ``CAST(… AS to)``; NULL stays NULL."""
+    return None if v is None else CASTS[to](v)
+
+
 @dataclass(frozen=True, slots=True)
 class Builtin:
-    """A built-in aggregate over one numeric field (``count`` reads none), or over an
-    expression's value (``expr``; ``field`` stays for a plain column name)."""
+    """A built-in aggregate over one field (``count()`` and ``window_time()`` read none), or
+    over an expression's value (``expr``; ``field`` stays for a plain column name); see the
+    module docstring for ``nulls``, ``cast`` and the slot layout."""
 
     kind: BuiltinKind
     field: str | None = None
+    nulls: Nulls = "reject"
+    cast: CastTo | None = None
     expr: ir.Expr | None = None
 
     def __post_init__(self) -> None:
-        if self.kind != "count" and not self.field and self.expr is None:
+        if self.kind in FIELD_KINDS and not self.field and self.expr is None:
             raise ValueError(f"agg.{self.kind}() needs a field name, e.g. agg.{self.kind}('value')")
+        if self.kind == "window_time" and self.field:
+            raise ValueError("agg.window_time() reads no field: it is the window's end - 1")
+        if self.kind == "count" and self.field and self.nulls != "skip":
+            raise ValueError("agg.count(field) counts the non-NULL values: nulls='skip'")
+        if self.nulls not in ("reject", "skip"):
+            raise ValueError(f"nulls={self.nulls!r}; use 'reject' or 'skip'")
+        if self.cast is not None and self.cast not in CASTS:
+            raise ValueError(f"cast={self.cast!r}; use one of {', '.join(CASTS)}")
 
     @property
     def slots(self) -> int:
-        return 2 if self.kind == "mean" else 1
+        return {"mean": 2, "avg": 2, "window_time": 0}.get(self.kind, 1)
+
+    @property
+    def skips(self) -> bool:
+        """Does a NULL in the field leave the record in (``nulls="skip"``, ``count(field)``)?"""
+        return self.nulls == "skip"
+
+    # -- the generated fold's pieces (``runtime/stored/fold.py``) -------------------------------
 
     def init_exprs(self, v: str) -> list[str]:
         """Accumulator slots for a first record whose field value is ``v``."""
-        return {
-            "count": ["1"],
-            "sum": [v],
-            "min": [v],
-            "max": [v],
-            "mean": [v, "1"],
-        }[self.kind]
+        kind, skip = self.kind, self.skips
+        if kind == "window_time":
+            return []
+        if kind == "count":
+            return [f"(0 if {v} is None else 1)"] if self.field else ["1"]
+        if kind in ("mean", "avg"):
+            if skip:
+                return [f"(0 if {v} is None else {v})", f"(0 if {v} is None else 1)"]
+            return [v, "1"]
+        return [v]
 
     def update_stmts(self, a: str, i: int, v: str) -> list[str]:
-        """Statements that fold field value ``v`` into slots ``a[i:]``."""
-        if self.kind == "count":
-            return [f"{a}[{i}] += 1"]
-        if self.kind == "sum":
-            return [f"{a}[{i}] += {v}"]
-        if self.kind == "min":
-            return [f"if {v} < {a}[{i}]: {a}[{i}] = {v}"]
-        if self.kind == "max":
-            return [f"if {v} > {a}[{i}]: {a}[{i}] = {v}"]
-        return [f"{a}[{i}] += {v}", f"{a}[{i + 1}] += 1"]
+        """Statements (one line each) that fold field value ``v`` into slots ``a[i:]``."""
+        kind, skip, slot = self.kind, self.skips, f"{a}[{i}]"
+        if kind == "window_time":
+            return []
+        if kind == "count":
+            return [f"if {v} is not None: {slot} += 1"] if self.field else [f"{slot} += 1"]
+        if kind in ("mean", "avg"):
+            both = f"{slot} += {v}; {a}[{i + 1}] += 1"
+            return [f"if {v} is not None: {both}"] if skip else [both]
+        if kind == "sum":
+            if skip:
+                return [f"if {v} is not None: {slot} = {v} if {slot} is None else {slot} + {v}"]
+            return [f"{slot} += {v}"]
+        op = "<" if kind == "min" else ">"
+        if skip:
+            return [f"if {v} is not None and ({slot} is None or {v} {op} {slot}): {slot} = {v}"]
+        return [f"if {v} {op} {slot}: {slot} = {v}"]
+
+    def merge_stmts(self, lo: int) -> list[str]:
+        """Statements (one line each) that merge slots ``b[lo:]`` into ``a[lo:]`` in place."""
+        kind, a, b = self.kind, f"a[{lo}]", f"b[{lo}]"
+        if kind == "window_time":
+            return []
+        if kind in ("count", "mean", "avg") or (kind == "sum" and not self.skips):
+            return [f"a[{i}] += b[{i}]" for i in range(lo, lo + self.slots)]
+        if kind == "sum":
+            return [f"if {b} is not None: {a} = {b} if {a} is None else {a} + {b}"]
+        op = "<" if kind == "min" else ">"
+        if self.skips:
+            return [f"if {b} is not None and ({a} is None or {b} {op} {a}): {a} = {b}"]
+        return [f"if {b} {op} {a}: {a} = {b}"]
+
+    def result_expr(self, lo: int, env: dict[str, Any]) -> str:
+        """The result's expression over slots ``a`` and window end ``e`` (helpers into ``env``)."""
+        kind = self.kind
+        if kind == "window_time":
+            expr = "e - 1"
+        elif kind == "avg":
+            env["avg_of"] = avg_of
+            expr = f"avg_of(a[{lo}], a[{lo + 1}])"
+        elif kind == "mean" and self.skips:
+            expr = f"(a[{lo}] / a[{lo + 1}] if a[{lo + 1}] else None)"
+        elif kind == "mean":
+            expr = f"a[{lo}] / a[{lo + 1}]"
+        else:
+            expr = f"a[{lo}]"
+        if self.cast is None:
+            return expr
+        env["cast_value"] = cast_value
+        return f"cast_value({self.cast!r}, {expr})"
+
+    # -- one accumulator at a time -------------------------------------------------------------
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
-        if self.kind in ("count", "sum"):
-            return [a[0] + b[0]]
-        if self.kind == "min":
-            return [builtins.min(a[0], b[0])]
-        if self.kind == "max":
-            return [builtins.max(a[0], b[0])]
-        return [a[0] + b[0], a[1] + b[1]]
+        """Slots ``a`` and ``b`` merged (a new list); what ``merge_stmts`` does in place."""
+        kind = self.kind
+        if kind in ("count", "mean", "avg") or (kind == "sum" and not self.skips):
+            return [x + y for x, y in zip(a, b, strict=True)]
+        if kind == "window_time":
+            return []
+        x, y = a[0], b[0]
+        if y is None:
+            return [x]
+        if x is None:
+            return [y]
+        if kind == "sum":
+            return [x + y]
+        return [y if (y < x if kind == "min" else y > x) else x]
 
-    def result(self, slots: list[Any]) -> Any:
-        if self.kind == "mean":
-            return slots[0] / slots[1]
-        return slots[0]
+    def result(self, slots: list[Any], end: int = 0) -> Any:
+        """The result of ``slots`` (``end``: the window's end, for ``window_time``)."""
+        kind = self.kind
+        if kind == "window_time":
+            value: Any = end - 1
+        elif kind == "avg":
+            value = avg_of(slots[0], slots[1])
+        elif kind == "mean":
+            value = slots[0] / slots[1] if slots[1] or not self.skips else None
+        else:
+            value = slots[0]
+        return value if self.cast is None else cast_value(self.cast, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,34 +250,55 @@ class UserDefined:
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
         return [self.function.merge(a[0], b[0])]
 
-    def result(self, slots: list[Any]) -> Any:
+    def result(self, slots: list[Any], end: int = 0) -> Any:
         return self.function.result(slots[0])
 
 
 Aggregate = Builtin | UserDefined
 
 
-def count() -> Builtin:
-    """Number of records in the window."""
-    return Builtin("count")
+def count(field: str | None = None) -> Builtin:
+    """Number of records in the window; with ``field``, of the records whose ``field`` is not
+    NULL (SQL's ``COUNT(field)``: a record without the field counts as NULL)."""
+    return Builtin("count", field, "skip" if field else "reject")
 
 
-def sum(field: str) -> Builtin:  # noqa: A001 - the public name mirrors SQL
-    """Sum of a numeric field (ints stay ints)."""
-    return Builtin("sum", field)
+def sum(field: str, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001 - mirrors SQL
+    """Sum of a numeric field (ints stay ints); ``nulls="skip"``: SQL's SUM, see the module."""
+    return Builtin("sum", field, nulls)
 
 
-def min(field: str) -> Builtin:  # noqa: A001
-    return Builtin("min", field)
+def min(field: str, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001
+    """Smallest value of a numeric field; ``nulls="skip"``: SQL's MIN."""
+    return Builtin("min", field, nulls)
 
 
-def max(field: str) -> Builtin:  # noqa: A001
-    return Builtin("max", field)
+def max(field: str, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001
+    """Largest value of a numeric field; ``nulls="skip"``: SQL's MAX."""
+    return Builtin("max", field, nulls)
 
 
-def mean(field: str) -> Builtin:
+def mean(field: str, *, nulls: Nulls = "reject") -> Builtin:
     """Arithmetic mean of a numeric field (a float)."""
-    return Builtin("mean", field)
+    return Builtin("mean", field, nulls)
+
+
+def avg(field: str, *, nulls: Nulls = "skip") -> Builtin:
+    """SQL's AVG: the mean of the non-NULL values, integral (truncated toward zero) when every
+    value is an int, NULL when there is none. ``agg.mean`` is the float mean."""
+    return Builtin("avg", field, nulls)
+
+
+def window_time() -> Builtin:
+    """The window's time attribute, ``end - 1`` (Flink's ``window_time``, ``TUMBLE_ROWTIME``):
+    a result field that holds no state."""
+    return Builtin("window_time")
+
+
+def cast(aggregate: Builtin, to: CastTo) -> Builtin:
+    """``aggregate`` with its result converted (``CAST(AVG(v) AS DOUBLE)``: ``cast(avg("v"),
+    "float")``); NULL stays NULL."""
+    return Builtin(aggregate.kind, aggregate.field, aggregate.nulls, to)
 
 
 def custom(function: AggregateFunction) -> UserDefined:

@@ -5,7 +5,8 @@ Python job and a SQL job, since both are a ``Job``.
 
 A job of several sources lists each by name; a step that a ``union`` shares is shown under
 every source feeding it, marked with their names, and a co-process function under each of its
-two key_by nodes, with which input that is. ``describe`` gives it as JSON-ready data,
+two key_by nodes, with which input that is. Each key_by says whether it runs on columns or
+record by record, and why (``columnar.refusal``). ``describe`` gives it as JSON-ready data,
 ``render`` as indented text, one node a line.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine import agg
+from weir.engine.columnar import refusal
 from weir.engine.job import Job
 from weir.engine.nodes import (
     BroadcastNode,
@@ -33,12 +35,17 @@ def _name(fn: Any) -> str:
 
 
 def describe_aggregate(a: agg.Aggregate) -> str:
-    """``count(*)``, ``sum(value)``, or what a user-defined aggregate is."""
+    """``count(*)``, ``sum(value)``, ``sum(value, nulls=skip)``, ``cast(avg(v), int)``,
+    ``window_time()``, or what a user-defined aggregate is."""
     if isinstance(a, agg.Builtin):
-        return f"{a.kind}({a.field or '*'})"
-    from weir.engine.sql.aggregates import Called, CountDistinct  # SQL's own aggregates
+        default = "skip" if a.kind in ("avg", "count") else "reject"
+        nulls = f", nulls={a.nulls}" if a.nulls != default and a.field else ""
+        arg = a.field or ("" if a.kind == "window_time" else "*")
+        shown = f"{a.kind}({arg}{nulls})"
+        return shown if a.cast is None else f"cast({shown}, {a.cast})"
+    from weir.engine.sql.aggregates import Called, Cast, CountDistinct  # SQL's own aggregates
 
-    if isinstance(a.function, Called | CountDistinct):
+    if isinstance(a.function, Called | CountDistinct | Cast):
         return a.function.sql
     return f"custom {type(a.function).__module__}.{type(a.function).__qualname__}"
 
@@ -97,7 +104,9 @@ def _node(node: Node, reached: dict[int, list[str]]) -> dict[str, Any]:
         }
     key = node.key if isinstance(node.key, str) else _name(node.key)
     ops = [_operator(op, node) for op in node.children]
-    return {**out, "type": "key_by", "key": key, "operators": ops}
+    why = refusal(node)
+    execution = "columns" if why is None else f"records: {why}"
+    return {**out, "type": "key_by", "key": key, "execution": execution, "operators": ops}
 
 
 def describe(job: Job) -> dict[str, Any]:
@@ -128,7 +137,7 @@ def render(desc: dict[str, Any]) -> str:
         name = f"{s['name']}: " if named else ""
         lines.append(
             f"  source {name}{s['source']}  time: {s['timestamp']}, watermark: max - "
-            f"{s['watermark_bound_ms']} ms - 1"
+            f"{s['watermark_bound_ms'] + 1} ms"
             + (f", idle after {s['idle_timeout_ms']} ms" if s["idle_timeout_ms"] else "")
         )
         for c in s["children"]:
@@ -149,6 +158,10 @@ def _render_node(node: dict[str, Any], depth: int, lines: list[str]) -> None:
     elif node["type"] in ("key_by", "forward"):
         what = f"key_by {node['key']}" if node["type"] == "key_by" else "forward (no key)"
         lines.append(f"{pad}{what}")
+        if node.get("execution") == "columns":
+            lines.append(f"{pad}  runs on columns")
+        elif "execution" in node:  # record by record, and why
+            lines.append(f"{pad}  runs record by record ({node['execution'][9:]})")
         for op in node["operators"]:
             _render_operator(op, depth + 1, lines)
     else:

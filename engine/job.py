@@ -170,8 +170,8 @@ class Job:
         if len(self.sources) > 1:
             names = ", ".join(s.name for s in self.sources)
             raise JobDefinitionError(
-                f"job {self.name!r} reads {len(self.sources)} sources ({names}); --source "
-                "replaces the source of a one-source job: drop --source and set each source "
+                f"job {self.name!r} reads {len(self.sources)} sources ({names}); `source_url` "
+                "replaces the source of a one-source job: drop `source_url` and set each source "
                 "in the job file"
             )
         self.sources[0].source = source

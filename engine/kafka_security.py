@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.base.errors import ConfigError
-from weir.engine.redact import REDACTED, redact_url
+from weir.base.redact import REDACTED, redact_url
+from weir.base.settings import Check, Choice, Number, Setting, Switch
 
 CLIENTS = ("confluent", "kafka-python")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -62,6 +63,56 @@ _FALSE = ("0", "false", "no", "off")
 def env_var(option: str) -> str:
     """``ssl_cafile`` -> ``WEIR_KAFKA_SSL_CAFILE``."""
     return f"WEIR_KAFKA_{option.upper()}"
+
+
+_HELP = {
+    "client": "confluent (confluent-kafka, librdkafka) or kafka-python",
+    "security_protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+    "ssl_cafile": "PEM file of the CA(s) that signed the brokers' certificates (default: the "
+    "system's trusted CAs)",
+    "ssl_certfile": "PEM client certificate, for brokers that require one (mutual TLS)",
+    "ssl_keyfile": "its private key (PEM)",
+    "ssl_key_password": "the key's password; prefer WEIR_KAFKA_SSL_KEY_PASSWORD_FILE",
+    "ssl_key_password_file": "a file holding the key's password",
+    "ssl_check_hostname": "true: the broker's certificate must name the host",
+    "sasl_mechanism": "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+    "sasl_username": "the SASL user",
+    "sasl_password": "its password (a URL option is visible in process lists; this is not)",
+    "sasl_password_file": "a file holding the SASL password (one line)",
+}
+_DEFAULTS = {"client": "confluent", "security_protocol": "PLAINTEXT", "ssl_check_hostname": "true"}
+_CHECKS: dict[str, Check] = {
+    "client": Choice(CLIENTS),
+    "security_protocol": Choice(PROTOCOLS),
+    "sasl_mechanism": Choice(MECHANISMS),
+    "ssl_check_hostname": Switch(),
+}
+
+# every Kafka client's settings, each also a URL option of the same name (the URL's wins);
+# ``KafkaSecurity`` checks them when it is made (``resolve``)
+KAFKA_SETTINGS: tuple[Setting, ...] = (
+    *(
+        Setting(
+            f"kafka_{option}",
+            _HELP[option] + " (or the URL option " + option + ")",
+            _DEFAULTS.get(option),
+            _CHECKS.get(option),
+            env=env_var(option),
+            env_only=True,
+            secret=option in ("ssl_key_password", "sasl_password"),
+        )
+        for option in OPTIONS
+    ),
+    Setting(
+        "kafka_connect_timeout_s",
+        "how long a Kafka client retries an unreachable broker before the job fails",
+        60.0,
+        Number(0.001),
+        env="WEIR_KAFKA_CONNECT_TIMEOUT_S",
+        env_only=True,
+    ),
+)
+CONNECT_TIMEOUT = KAFKA_SETTINGS[-1]
 
 
 def _names(option: str) -> str:

@@ -27,7 +27,7 @@ class ResultStream:
             raise JobDefinitionError(
                 f"side_output({tag!r}) on window operator {op.name!r}: side outputs come from "
                 "process functions (ctx.output); a window's late records have their own output "
-                "(--late-sink)"
+                "(`late_sink_url`)"
             )
         if not isinstance(tag, OutputTag):
             raise JobDefinitionError(

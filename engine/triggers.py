@@ -207,6 +207,13 @@ class ContinuousEventTimeTrigger:
         if at == max_ts:
             return FIRE
         if ctx.state.get("next") == at:
+            if max_ts <= ctx.watermark:
+                # the watermark that reached this firing reached the window's end too, whose
+                # own timer fires next: one firing per watermark jump (Flink fires twice, the
+                # same contents each time), so a window is emitted once at the end of input at
+                # every parallelism, and final once
+                ctx.state.pop("next", None)
+                return CONTINUE
             _next_firing(ctx, self.interval_ms, max(ctx.watermark, at), max_ts, event=True)
             return FIRE
         return CONTINUE

@@ -1,9 +1,13 @@
 """Watermark strategies: how a source split turns event times into watermarks.
 
 A split's watermark after a record is ``max(event time seen in the split) - bound - 1``
-(DESIGN.md, "Time"). ``per_record_watermarks`` computes, for a batch, the watermark each record
-*arrives under* (the one left by the records before it): lateness is judged against that, so
-batching never changes which records are late.
+(DESIGN.md, "Time"): Flink's DataStream rule (``BoundedOutOfOrdernessWatermarks``). Flink SQL's
+``WATERMARK FOR ts AS ts - INTERVAL 'd'`` is ``max(ts) - d`` instead, one millisecond later:
+``sql_delay(ms=d)`` is that rule, held as ``bound_ms = d - 1`` (so ``-1`` for ``AS ts``).
+
+``per_record_watermarks`` computes, for a batch, the watermark each record *arrives under* (the
+one left by the records before it): lateness is judged against that, so batching never changes
+which records are late.
 
 Event times cover the signed 64-bit range, so a watermark that would fall below it is
 ``MIN_WATERMARK`` (as Flink's bounded out-of-orderness generator, whose running maximum starts
@@ -34,14 +38,26 @@ class WatermarkStrategy:
     idle_timeout_ms: int | None = None
 
     def __post_init__(self) -> None:
-        if self.bound_ms < 0:
+        if self.bound_ms < -1:  # -1: SQL's ``WATERMARK FOR ts AS ts`` (``sql_delay(ms=0)``)
             raise ValueError(f"out-of-orderness bound {self.bound_ms} ms is negative; use >= 0")
         if self.idle_timeout_ms is not None and self.idle_timeout_ms <= 0:
             raise ValueError(f"idle timeout {self.idle_timeout_ms} ms must be positive")
 
     @staticmethod
     def bounded_out_of_orderness(ms: int) -> WatermarkStrategy:
+        """Flink's DataStream rule: the watermark is ``max(ts) - ms - 1``."""
+        if ms < 0:
+            raise ValueError(f"out-of-orderness bound {ms} ms is negative; use >= 0")
         return WatermarkStrategy(bound_ms=ms)
+
+    @staticmethod
+    def sql_delay(ms: int) -> WatermarkStrategy:
+        """SQL's ``WATERMARK FOR ts AS ts - INTERVAL …``: the watermark is ``max(ts) - ms``
+        (``bounded_out_of_orderness(ms)`` is ``max(ts) - ms - 1``, Flink's DataStream rule), so
+        a record ``ms`` behind the newest is exactly at the watermark."""
+        if ms < 0:
+            raise ValueError(f"watermark delay {ms} ms is negative; use >= 0")
+        return WatermarkStrategy(bound_ms=ms - 1)
 
     @staticmethod
     def for_monotonous_timestamps() -> WatermarkStrategy:

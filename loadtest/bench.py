@@ -71,7 +71,7 @@ from loadtest import (
 from loadtest.runs import timed_run
 from loadtest.workloads import write_ads
 from weir.engine.runtime import gctuning
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import FROM_WORKER, TO_WORKER, Finished, ManagerLink, Stop
 from weir.engine.runtime.task.worker import Worker
@@ -132,11 +132,12 @@ def finished_worker(job_file: Path, state_dir: Path, status_interval_ms: int = 0
     """One worker of ``job_file`` run in this process with its real loop until its input ends
     (``status_interval_ms``: 0 keeps the default)."""
     cfg = RunConfig(job_file=job_file, state_dir=state_dir)
+    facts = RunFacts()
     if status_interval_ms:
-        cfg = replace(cfg, status_interval_ms=status_interval_ms)
+        facts = replace(facts, status_interval_ms=status_interval_ms)
     job = load_configured_job(cfg)
     parent, child = mp.Pipe()
-    worker = Worker(cfg, 0, ManagerLink(child), job)
+    worker = Worker(cfg, 0, ManagerLink(child), job, facts=facts)
 
     def stop_when_finished() -> None:
         while True:

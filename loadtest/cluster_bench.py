@@ -383,7 +383,7 @@ def measure(workdir: Path, cluster: SparkCluster, settings: Settings) -> dict[st
 def run(workdir: Path, settings: Settings = Settings()) -> dict[str, Any]:  # noqa: B008
     """``measure`` on a cluster of its own (``make bench``'s ``cluster`` section)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    with SparkCluster(workdir / "spark", workers=2) as cluster:
+    with SparkCluster(workdir / "spark", workers=2) as cluster, cluster.clients_here():
         out = measure(workdir, cluster, settings)
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return out

@@ -26,7 +26,7 @@ import numpy  # noqa: F401 - imported before timing: a one-off cost at the first
 
 from loadtest import bench
 from loadtest.workloads import write_ads
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunFacts
 
 KEYS = 10_000
 STEPS = {  # event-time step per event (ms) at KEYS keys, window
@@ -57,7 +57,7 @@ def cpu_per_event(
     try:
         job = run / "job.py"
         job.write_text(bench.JOB.format(path=str(data), window=window))
-        status_ms = 60_000 if no_status else RunConfig(job_file=job).status_interval_ms
+        status_ms = 60_000 if no_status else RunFacts().status_interval_ms
         wall0, thread0, process0 = time.perf_counter(), time.thread_time(), time.process_time()
         worker = bench.finished_worker(job, run / "state", status_interval_ms=status_ms)
         wall_s = time.perf_counter() - wall0

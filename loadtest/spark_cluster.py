@@ -10,6 +10,14 @@ The executors a worker launches stay in the worker's process group, but PySpark'
 daemon puts itself and its task processes into a group of their own, so ``stop()`` finds those
 by their working directory (inside a worker's work dir) as well.
 
+The cluster trusts no other local account: every process of it and every client share a fresh
+secret (``spark.authenticate``, with the RPC encrypted by ``spark.network.crypto.enabled``),
+the master's REST submission server is off, the web UIs cannot kill anything, and all of it
+listens on 127.0.0.1. The secret lives in ``<dir>/conf/spark-defaults.conf`` (``0600`` in a
+``0700`` directory) and in ``<dir>/conf/secret`` for ``spark.authenticate.secret.file``; it is
+never on a command line. A client authenticates with ``SPARK_CONF_DIR=<dir>/conf`` in its
+environment (``client_env()``, or ``clients_here()`` for this process and its children).
+
 ``python -m loadtest.spark_cluster [--workers N] [--dir D]`` runs one until Ctrl-C.
 """
 
@@ -18,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -29,6 +38,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -36,6 +46,14 @@ from typing import Any
 
 _EXECUTOR_CLASS = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
 _LOG_TAIL_LINES = 15
+# what every process of the cluster and every client reads from <dir>/conf/spark-defaults.conf
+# besides the secret: authenticated and encrypted RPC, no REST submissions, no kills from a UI
+SECURITY_CONF = {
+    "spark.authenticate": "true",
+    "spark.network.crypto.enabled": "true",
+    "spark.master.rest.enabled": "false",
+    "spark.ui.killEnabled": "false",
+}
 
 
 class SparkClusterError(RuntimeError):
@@ -175,6 +193,8 @@ class SparkCluster:
         self.master_port, self.webui_port = ports[0], ports[1]
         self.worker_webui_ports = ports[2:]
         self.work_dirs = [base_dir / f"worker-{i}" for i in range(workers)]
+        self.conf_dir = base_dir / "conf"
+        self.secret_file = self.conf_dir / "secret"
         self.logs = [
             base_dir / "master.log",
             *(base_dir / f"worker-{i}.log" for i in range(workers)),
@@ -207,11 +227,49 @@ class SparkCluster:
         """The environment every process of the cluster runs with."""
         return {
             **os.environ,
+            **self.client_env(),
             "SPARK_HOME": str(spark_home()),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_NO_DAEMONIZE": "1",
         }
+
+    def client_env(self) -> dict[str, str]:
+        """What a client of the cluster (a SparkSession, ``weir run --master``, ``weir
+        backfill --master``) needs in its environment to authenticate: Spark reads the secret
+        from ``SPARK_CONF_DIR``'s private spark-defaults.conf, not from a command line."""
+        return {"SPARK_CONF_DIR": str(self.conf_dir)}
+
+    @contextmanager
+    def clients_here(self) -> Iterator[None]:
+        """While the block runs, Spark clients this process starts (and its children)
+        authenticate to this cluster (``client_env`` in ``os.environ``)."""
+        saved = {k: os.environ.get(k) for k in self.client_env()}
+        os.environ.update(self.client_env())
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    def _write_conf(self) -> None:
+        """A fresh secret in a private spark-defaults.conf (and in ``secret_file``)."""
+        self.conf_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.conf_dir.chmod(0o700)
+        secret = secrets.token_hex(32)
+        lines = [f"{k} {v}" for k, v in SECURITY_CONF.items()]
+        lines.append(f"spark.authenticate.secret {secret}")
+        for path, text in (
+            (self.conf_dir / "spark-defaults.conf", "\n".join(lines) + "\n"),
+            (self.secret_file, secret + "\n"),
+        ):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            path.chmod(0o600)
 
     def start(self, timeout_s: float = 60.0) -> None:
         """Start the master and the workers; return once the master lists every worker ALIVE.
@@ -220,6 +278,7 @@ class SparkCluster:
         _check_java()
         spark_class = str(spark_home() / "bin" / "spark-class")
         self.base_dir.mkdir(parents=True, exist_ok=True)
+        self._write_conf()
         master = [
             *(spark_class, "org.apache.spark.deploy.master.Master"),
             *("--host", "127.0.0.1", "--port", str(self.master_port)),
@@ -383,6 +442,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"master: {cluster.master_url}", flush=True)
         print(f"web UI: {cluster.webui_url}", flush=True)
         print(f"logs and work dirs: {base}", flush=True)
+        print(f"clients authenticate with: export SPARK_CONF_DIR={cluster.conf_dir}", flush=True)
         stop.wait()
     print("stopped", flush=True)
 

@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from weir.state.backend import Batch, Snapshottable, StateBackend
     from weir.state.keygroups import (
+        NULL_KEY,
         KeyGroupRange,
         canonical_key,
         key_group,
         key_groups,
+        key_value,
         operator_for_key_group,
         range_for_operator,
     )
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
 
 _HOMES = {
+    "NULL_KEY": "weir.state.keygroups",
     "Batch": "weir.state.backend",
     "KeyGroupRange": "weir.state.keygroups",
     "MemoryState": "weir.state.memory",
@@ -38,11 +41,13 @@ _HOMES = {
     "canonical_key": "weir.state.keygroups",
     "key_group": "weir.state.keygroups",
     "key_groups": "weir.state.keygroups",
+    "key_value": "weir.state.keygroups",
     "operator_for_key_group": "weir.state.keygroups",
     "range_for_operator": "weir.state.keygroups",
 }
 
 __all__ = [
+    "NULL_KEY",
     "Batch",
     "KeyGroupRange",
     "MemoryState",
@@ -54,6 +59,7 @@ __all__ = [
     "canonical_key",
     "key_group",
     "key_groups",
+    "key_value",
     "operator_for_key_group",
     "range_for_operator",
 ]

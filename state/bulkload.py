@@ -73,23 +73,27 @@ class StagedFile:
     max_end: int | None
 
 
-def stage_sst(source: Path, key_group: int, rules: LoadRules, into: Path) -> StagedFile:
+def stage_sst(
+    source: Path, key_group: int, rules: LoadRules, into: Path, shown: Path | None = None
+) -> StagedFile:
     """Check every entry of ``source`` (the file of ``key_group``) against ``rules`` and write
-    them to ``into``. ``StateError`` names the file and the first entry refused."""
+    them to ``into``. ``StateError`` names the file (``shown``, when ``source`` is a private
+    copy of it) and the first entry refused."""
     scratch = into.with_name(f".scan-{into.name}")
     shutil.rmtree(scratch, ignore_errors=True)
     opts = Options(raw_mode=True)
     opts.create_if_missing(True)
     db = Rdict(str(scratch), opts)
     try:
+        label = source if shown is None else shown
         try:
             db.ingest_external_file([str(source)], IngestExternalFileOptions())
         except Exception as exc:  # rocksdict raises plain Exception subclasses
             raise StateError(
-                f"backfill file {source} is not an SST file weir can read ({exc}); write "
+                f"backfill file {label} is not an SST file weir can read ({exc}); write "
                 "backfills with weir backfill"
             ) from exc
-        return _copy_checked(db, source, key_group, rules, into)
+        return _copy_checked(db, label, key_group, rules, into)
     finally:
         db.close()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -99,7 +99,7 @@ class CheckpointStorage:
         if not (name.startswith("chk-") and name[4:].isdigit()):
             raise StateError(
                 f"{where.url} is not a checkpoint: its last part must be chk-<n>; pass "
-                "--restore latest or the path of a chk-<n> directory"
+                "`restore` latest or the path of a chk-<n> directory"
             )
         job = where.parent
         return CheckpointStorage(job.parent, job.name), int(name[4:])
@@ -132,7 +132,7 @@ class CheckpointStorage:
             except OSError as exc:
                 raise StorageError(
                     f"cannot create checkpoint storage {base}: {exc.strerror}; pass a writable "
-                    "--checkpoint-dir"
+                    "`checkpoint_dir`"
                 ) from exc
         elif probe:
             self.store.children(self.job)

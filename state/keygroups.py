@@ -8,20 +8,49 @@ Python's salted ``hash()`` is never used.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 MAX_KEY_GROUPS = 1 << 15  # key groups are stored as 2 big-endian bytes
+# The NULL key (SQL's ``GROUP BY`` over a NULL, ``key_by`` of a ``None``) is stored, hashed and
+# queried as ``\N`` (the NULL of PostgreSQL's COPY and Hive's text files). A string key made of
+# backslashes and a final ``N`` (``\N``, ``\\N``, ...) takes one more backslash in front, so
+# no string key is ever ``\N`` and ``key_value`` reverses every canonical key.
+NULL_KEY = "\\N"
+_SHIFTED = re.compile(r"\\+N")
 
 
 def canonical_key(key: object) -> str:
-    """The string form a key is stored and queried under (ints as decimal, bools refused)."""
+    """The string form a key is stored and queried under: a string as itself (one shaped like
+    ``\\N`` escaped, see ``NULL_KEY``), an int in decimal, ``None`` as ``NULL_KEY``; a bool, a
+    float or anything else is refused (``TypeError``)."""
     if isinstance(key, str):
+        if key[:1] == "\\" and _SHIFTED.fullmatch(key):
+            return "\\" + key
         return key
     if isinstance(key, int) and not isinstance(key, bool):
         return str(key)
+    if key is None:
+        return NULL_KEY
     raise TypeError(f"key {key!r} has type {type(key).__name__}; keys must be str or int")
+
+
+def needs_escape(keys: list[str]) -> bool:
+    """Might a string key of ``keys`` differ from its canonical form? (One pass in C over the
+    joined keys: a batch with no ``\\N`` anywhere is canonical as it is.)"""
+    return "\\N" in "".join(keys)
+
+
+def key_value(canonical: str) -> str | None:
+    """The key a canonical key stands for: ``None`` for ``NULL_KEY``, a string otherwise (an
+    int key's decimal form: ``canonical_key`` keeps no type)."""
+    if canonical == NULL_KEY:
+        return None
+    if canonical[:2] == "\\\\" and _SHIFTED.fullmatch(canonical):
+        return canonical[1:]
+    return canonical
 
 
 def key_group(key: str, max_parallelism: int) -> int:

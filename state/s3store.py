@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from weir.base.errors import ConfigError, StorageError
+from weir.base.extras import require
 from weir.base.files import replacing
+from weir.base.redact import redact_text, redact_url
+from weir.base.settings import Choice, Setting, read_env
 from weir.state.storage import (
     CHUNK,
     MULTIPART_BYTES,
@@ -33,12 +36,33 @@ if TYPE_CHECKING:
     from obstore.store import S3Store
 
 
+def _aws(name: str, help: str, *, secret: bool = False) -> Setting:
+    return Setting(name.lower(), help, env=name, env_only=True, secret=secret)
+
+
+# what configures S3, read as the AWS tools read it; every ``AWS_*`` variable is passed on
+S3_SETTINGS: tuple[Setting, ...] = (
+    _aws("AWS_ENDPOINT_URL", "an S3-compatible server (http:// allowed); default: AWS"),
+    _aws("AWS_ENDPOINT_URL_S3", "the same for S3 alone (wins over AWS_ENDPOINT_URL)"),
+    _aws("AWS_ACCESS_KEY_ID", "the access key"),
+    _aws("AWS_SECRET_ACCESS_KEY", "its secret", secret=True),
+    _aws("AWS_SESSION_TOKEN", "a session token (temporary credentials)", secret=True),
+    _aws("AWS_REGION", "the bucket's region (default: AWS_DEFAULT_REGION, else us-east-1)"),
+    _aws("AWS_DEFAULT_REGION", "the region when AWS_REGION is unset"),
+    Setting("s3_addressing", "path or virtual: the request style (default: path with an "
+            "endpoint, virtual without, as AWS wants)", check=Choice(("path", "virtual")),
+            env="WEIR_S3_ADDRESSING", env_only=True),
+)  # fmt: skip
+ADDRESSING = S3_SETTINGS[-1]
+
+
 class S3Bucket:
     """A prefix of an S3 bucket (AWS or any S3-compatible server), through obstore."""
 
     remote = True
 
     def __init__(self, where: StorageLocation, env: dict[str, str] | None = None) -> None:
+        require("s3", f"checkpoint storage on S3 ({where.url})")
         self.where = where
         # only what configures S3: this object crosses process boundaries
         self._env = {
@@ -179,11 +203,7 @@ class S3Bucket:
 def _s3_store(where: StorageLocation, env: dict[str, str], endpoint: str | None) -> S3Store:
     from obstore.store import S3Store
 
-    addressing = env.get("WEIR_S3_ADDRESSING", "").strip().lower() or (
-        "path" if endpoint else "virtual"
-    )
-    if addressing not in ("path", "virtual"):
-        raise ConfigError(f"WEIR_S3_ADDRESSING={addressing!r} is not valid; use path or virtual")
+    addressing = read_env(ADDRESSING, env) or ("path" if endpoint else "virtual")
     config: dict[str, Any] = {
         "region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
         "virtual_hosted_style_request": addressing == "virtual",
@@ -217,15 +237,19 @@ def _s3_store(where: StorageLocation, env: dict[str, str], endpoint: str | None)
             **config,
         )
     except Exception as exc:  # obstore checks its settings here
-        raise ConfigError(f"cannot configure S3 storage {where.url}: {exc}") from exc
+        raise ConfigError(
+            f"cannot configure S3 storage {where.url}: {redact_text(str(exc))}"
+        ) from None
 
 
 def s3_error(exc: BaseException, where: str, op: str, endpoint: str | None) -> StorageError:
     """One line naming the object, what went wrong in S3's terms, and what to check."""
     from obstore import exceptions as ox
 
-    text = str(exc)
-    server = endpoint or "AWS S3"
+    # the endpoint's userinfo and whatever the client's message quotes of the request are
+    # never shown: this line reaches logs and /health
+    text = redact_text(str(exc))
+    server = redact_url(endpoint) if endpoint else "AWS S3"
     if "NoSuchBucket" in text:
         fix = f"the bucket does not exist at {server}: create it, or fix the bucket name"
     elif "RequestTimeTooSkewed" in text:

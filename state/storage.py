@@ -69,7 +69,7 @@ class StorageLocation:
         return self.path.name
 
 
-def storage_location(value: str | Path, what: str = "--checkpoint-dir") -> StorageLocation:
+def storage_location(value: str | Path, what: str = "`checkpoint_dir`") -> StorageLocation:
     """Parse a storage URL or path; an unknown scheme is a ``ConfigError`` naming the ones
     weir supports."""
     if isinstance(value, Path):

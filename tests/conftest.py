@@ -245,9 +245,12 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """A Spark standalone cluster on loopback for the session: a master and two one-core
     workers (``loadtest.spark_cluster``), started by the first test that asks (~10 s). Without
-    Java or pyspark's spark-class the test fails, naming what to install."""
+    Java or pyspark's spark-class the test fails, naming what to install. It authenticates
+    every client: Spark sessions of this process and the ``weir`` runs it starts have its
+    ``SPARK_CONF_DIR`` in their environment until the session ends."""
     with SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2) as cluster:
-        yield cluster
+        with cluster.clients_here():
+            yield cluster
 
 
 @dataclass(frozen=True)

@@ -78,12 +78,37 @@ def windows_of(t: int, size: int, slide: int | None, offset: int = 0) -> list[tu
         for k in range(k_hi - size // step - 1, k_hi + 1)
         if k * step + offset <= t < k * step + offset + size
     ]
-    if found[-1][1] >= MAX_TIME:  # (a window holding MAX_TIME ends past it)
+    if found and found[-1][1] >= MAX_TIME:  # (a window holding MAX_TIME ends past it)
         lowest = MAX_TIME - size  # every window ending at or past MAX_TIME, by brute force
         k_lo = (lowest - offset) // step
         edge = [k * step + offset for k in range(k_lo, k_lo + 2) if k * step + offset >= lowest]
         found = [w for w in found if w[1] < MAX_TIME] + [(min(edge), MAX_TIME)]
     return [(max(start, MIN_TIME), end) for start, end in found]
+
+
+NULL_FORM = "\\N"  # the NULL key as stored and queried; a string shaped like it gains a "\\"
+
+
+def stored_key(raw: Any) -> str | None:
+    """A key as state stores it, by the contract: a string as itself (``\\N``, ``\\\\N``, …
+    shifted by one backslash), an int in decimal, NULL as ``\\N``; None for no valid key."""
+    if raw is None:
+        return NULL_FORM
+    if type(raw) is str:
+        shaped = raw.endswith("N") and len(raw) > 1 and set(raw[:-1]) == {"\\"}
+        return "\\" + raw if shaped else raw
+    if type(raw) is int:
+        return str(raw)
+    return None
+
+
+def key_of_result(stored: str) -> str | None:
+    """The key a result record prints: NULL is ``None``; a shifted string loses its shift."""
+    if stored == NULL_FORM:
+        return None
+    if stored.endswith("N") and len(stored) > 2 and set(stored[:-1]) == {"\\"}:
+        return stored[1:]
+    return stored
 
 
 def cleanup_time(end: int, lateness: int) -> int:
@@ -238,24 +263,19 @@ class _Simulation:
         if not isinstance(rec, dict) or spec.key_field not in rec:
             self._dead("key_by", rec)
             return
-        raw = rec[spec.key_field]
-        if type(raw) is str:
-            key = raw
-        elif type(raw) is int:
-            key = str(raw)
-        else:
+        key = stored_key(rec[spec.key_field])
+        if key is None:
             self._dead("key_by", rec)
             return
         if len(key.encode()) > MAX_KEY_BYTES:  # the state key stores a 2-byte length
             self._dead("key_by", rec)
             return
         v = rec.get(spec.value_field)
-        if type(v) not in (int, float):
-            self._dead(f"aggregate:{spec.op}", rec)
-            return
-        self.out.records_to_op += 1
+        bad = type(v) not in (int, float)  # dead, unless late: the late decision comes first
+        if not bad:
+            self.out.records_to_op += 1
         if spec.gap is not None or spec.gap_field is not None:
-            self._session(key, t, v, wm_before, rec)
+            self._session(key, t, v, wm_before, rec, bad)
             return
         taken = False
         spans = (
@@ -263,6 +283,14 @@ class _Simulation:
             if spec.step is not None
             else windows_of(t, spec.size, spec.slide, spec.offset)
         )
+        if bad:
+            if spans and all(cleanup_time(end, spec.lateness) <= wm_before for _, end in spans):
+                self._late(key, t, wm_before, rec)
+            else:
+                self._dead(f"aggregate:{spec.op}", rec)
+            return
+        if not spans:  # between two windows of a sliding window with gaps: in none
+            return
         for start, end in spans:
             wk = (key, start, end)
             if end - 1 > wm_before:  # on time
@@ -278,11 +306,13 @@ class _Simulation:
                 self._emit(wk, w, final=False)
                 taken = True
         if not taken:  # late only when every window it belongs to is late (Flink's rule)
-            self.out.late.append(
-                {"op": spec.op, "key": key, "ts": t, "watermark": wm_before, "record": rec}
-            )
+            self._late(key, t, wm_before, rec)
 
-    def _session(self, key: str, t: int, v: int | float, wm: int, rec: Any) -> None:
+    def _late(self, key: str, t: int, wm: int, rec: Any) -> None:
+        self.out.late.append({"op": self.spec.op, "key": key, "ts": t, "watermark": wm,
+                              "record": rec})  # fmt: skip
+
+    def _session(self, key: str, t: int, v: Any, wm: int, rec: Any, bad: bool = False) -> None:
         """Sessions, by definition: the record's window [t, t+gap) absorbs every live session
         of the key it overlaps or touches (Flink's ``TimeWindow.intersects``: events at most the
         gap apart are one session); lateness is judged on the merged session. A dynamic gap
@@ -302,9 +332,10 @@ class _Simulation:
         start = min([lo] + [s.start for s in overlapping])
         end = max([hi] + [s.end for s in overlapping])
         if cleanup_time(end, spec.lateness) <= wm:
-            self.out.late.append(
-                {"op": spec.op, "key": key, "ts": t, "watermark": wm, "record": rec}
-            )
+            self._late(key, t, wm, rec)
+            return
+        if bad:
+            self._dead(f"aggregate:{spec.op}", rec)
             return
         values = [x for s in overlapping for x in s.values] + [v]
         merged = _Session(start, end, values)
@@ -353,8 +384,9 @@ class _Simulation:
 
     def _emit(self, wk: WindowKey, w: _Window, final: bool) -> None:
         key, start, end = wk
-        record = {"key": key, "start": start, "end": end, **aggregates(w.values), "final": final}
-        self.out.emissions.setdefault(wk, []).append(record)
+        shown = key_of_result(key)
+        record = {"key": shown, "start": start, "end": end, **aggregates(w.values), "final": final}
+        self.out.emissions.setdefault((shown, start, end), []).append(record)  # type: ignore[arg-type]
 
     def _dead(self, stage: str, item: Any) -> None:
         self.out.dead.append({"stage": stage, "input": item})

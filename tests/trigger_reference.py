@@ -220,6 +220,9 @@ class _Model:
         if at == self.wmax(w):
             return True
         if kind == "continuous" and w.next_fire == at:
+            if self.wmax(w) <= self.wm:  # the window's own end fires in this jump: once
+                w.next_fire = None
+                return False
             # the first multiple of the interval after the watermark (one firing per jump)
             now = max(self.wm, at)
             nxt = min(now - now % int(arg) + int(arg), self.wmax(w))

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
 _SUBMODULES = frozenset({"api", "app", "base", "client", "state", "testing"})
 
 
+def __dir__() -> list[str]:
+    """The public API (``weir.engine.__all__``) and ``__version__``; no module's own names."""
+    return sorted([*importlib.import_module("weir.engine").__all__, "__version__"])
+
+
 def __getattr__(name: str) -> Any:
     if name == "__version__":
         return _version()
@@ -46,7 +51,9 @@ def __getattr__(name: str) -> Any:
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
+    from weir.base.extras import DISTRIBUTION
+
     try:
-        return version("weir")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:  # a source tree that was never installed
         return "0+unknown"

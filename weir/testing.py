@@ -22,6 +22,12 @@ A job of several sources takes its events per source, ``testing.run(job, {"views
 in the mapping's order, and a source whose events are all in has ended (as a file does). Each
 operator's watermark is the minimum over the sources that feed it, as in ``weir run``.
 
+``parallelism=N`` runs N workers in-process, each with its own key-group range, operators and
+RocksDB, the way ``weir run --parallelism N`` splits a job: worker ``i % N`` reads source
+``i``'s split, and every source batch's keyed records go to the workers owning their key groups
+(broadcast inputs to all of them) together with the split's watermarks, as the exchange carries
+them. Window results do not depend on N; the order in which different keys' results arrive does.
+
 ``Harness`` drives the same thing batch by batch, for tests of batching itself.
 """
 
@@ -34,10 +40,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
 from weir.base.errors import JobDefinitionError
+from weir.engine import kernels as kernel_choice
 from weir.engine.job import Job
+from weir.engine.runtime.operators.columns import ColumnBatch
 from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
+from weir.engine.runtime.task.chain import Keyed
 from weir.engine.runtime.task.colchain import chain_for
 from weir.engine.runtime.task.graph import SplitId, graph_of
 from weir.engine.runtime.task.keyed import KeyedSide
@@ -46,7 +57,7 @@ from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.backend import StateBackend
-from weir.state.keygroups import range_for_operator
+from weir.state.keygroups import key_groups, range_for_operator, validate_parallelism
 from weir.state.rocksdb import RocksState
 
 SPLIT = "0"
@@ -72,6 +83,7 @@ def run(
     batch_size: int = 1024,
     state_retention_ms: int = DEFAULT_RETENTION_MS,
     max_future_ms: int = 0,
+    parallelism: int = 1,
 ) -> Result:
     """Run ``job`` over ``events`` (decoded values, normally dicts) and return its output.
 
@@ -83,7 +95,10 @@ def run(
     if batch_size < 1:
         raise ValueError(f"batch_size={batch_size} is too small; use 1 or more")
     with Harness(
-        job, state_retention_ms=state_retention_ms, max_future_ms=max_future_ms
+        job,
+        state_retention_ms=state_retention_ms,
+        max_future_ms=max_future_ms,
+        parallelism=parallelism,
     ) as harness:
         per_source = harness.events_by_source(events)
         turns = [(name, iter(items)) for name, items in per_source.items()]
@@ -102,11 +117,11 @@ def run(
 
 
 class Harness:
-    """One worker's chain and operators over a real RocksDB (or the ``state`` backend given,
-    which is left open for the caller to read), driven by hand: ``feed`` a batch,
-    ``flush`` (write open windows to RocksDB and purge, as a worker does every flush interval),
-    ``finish`` (the final watermark; returns the result and closes). Use it as a context
-    manager, or call ``close``."""
+    """The workers' chains and operators over real RocksDB (or, for one worker, the ``state``
+    backend given, which is left open for the caller to read), driven by hand: ``feed`` a
+    batch, ``flush`` (write open windows to RocksDB and purge, as a worker does every flush
+    interval), ``finish`` (the final watermark; returns the result and closes). Use it as a
+    context manager, or call ``close``."""
 
     def __init__(
         self,
@@ -116,37 +131,52 @@ class Harness:
         state: StateBackend | None = None,
         state_retention_ms: int = DEFAULT_RETENTION_MS,
         max_future_ms: int = 0,
+        parallelism: int = 1,
     ) -> None:
         job.validate()
+        validate_parallelism(parallelism, job.max_parallelism)
+        if state is not None and parallelism > 1:
+            raise ValueError(f"a state backend serves one worker; parallelism={parallelism}")
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._owns_state = state is None
-        if state is None:
-            if state_dir is None:
-                self._tmp = tempfile.TemporaryDirectory(prefix="weir-testing-")
-                state_dir = Path(self._tmp.name)
-            state = RocksState(state_dir / "db")
+        if state is None and state_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="weir-testing-")
+            state_dir = Path(self._tmp.name)
+        self._states = (
+            [state]
+            if state is not None
+            else [RocksState(state_dir / f"db{j or ''}") for j in range(parallelism)]  # type: ignore[operator]
+        )
+        self._state = self._states[0]
         self._late_out, self._dead_out, self._sunk = Collected(), Collected(), Collected()
-        self._state = state
         self._late = LateRecords(self._late_out)
         self._dead = DeadLetters(self._dead_out)
-        groups = range_for_operator(job.max_parallelism, 1, 0)
-        graph = graph_of(job)  # a connected stream's co-process function is one runtime
-        ops, feeds = runtimes_for(
-            graph.keyby, self._state, groups, job.max_parallelism, self._late, self._dead,
-            state_retention_ms,
-        )  # fmt: skip
-        self._ops = list(ops.values())
-        writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in graph.sinks}
+        self._graph = graph = graph_of(job)  # a connected stream's co-process: one runtime
+        self._m, self._p = job.max_parallelism, parallelism
         self._names = [src.name for src in job.sources]
+        # each worker's own keyed side: each operator's watermark is the minimum over the
+        # sources feeding it, a record arrives under its own source's watermark bounded by the
+        # others'; worker j reads every p-th split from j, here source i's one split
+        every = [SplitId(i, SPLIT, SPLIT) for i in range(len(self._names))]
+        self._ops = []
+        self._workers: list[KeyedSide] = []
+        for j, worker_state in enumerate(self._states):
+            groups = range_for_operator(job.max_parallelism, parallelism, j)
+            ops, feeds = runtimes_for(
+                graph.keyby, worker_state, groups, job.max_parallelism, self._late, self._dead,
+                state_retention_ms,
+            )  # fmt: skip
+            self._ops += list(ops.values())
+            self._workers.append(
+                KeyedSide(ops, feeds, graph.inputs, parallelism, every, collect=self._collect)
+            )
+        self._keyed = self._workers[0]  # the first worker's (the only one's, by default)
+        writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in graph.sinks}
         columnar = graph.column_nodes()
         self._chains = [
             chain_for(src, writers, self._dead, max_future_ms or None, graph.keyby_index, columnar)
             for src in job.sources
         ]
-        # the worker's own keyed side: each operator's watermark is the minimum over the sources
-        # feeding it, a record arrives under its own source's watermark bounded by the others'
-        every = [SplitId(i, SPLIT, SPLIT) for i in range(len(self._chains))]
-        self._keyed = KeyedSide(ops, feeds, graph.inputs, 1, every, collect=self._collect)
         self._ended = [False] * len(self._chains)
         self._results: list[Any] = []
         self._by_operator: dict[str, list[Any]] = {rt.op.name: [] for rt in self._ops}
@@ -165,7 +195,41 @@ class Harness:
         trace = list(chain.trace)  # the watermark after each record
         if not trace or trace[-1] != watermark:
             trace.append(watermark)
-        self._keyed.deliver("0", chain.keyed, trace, watermark, ACTIVE, i)
+        self._route(i, chain.keyed, trace, watermark, ACTIVE)
+
+    def _route(
+        self, source: int, keyed: list[Keyed], trace: list[int], data: int, status: int
+    ) -> None:
+        """``source``'s batch to every worker, as the exchange routes it: keyed records to the
+        owners of their key groups, a broadcast input's to all, a forward input's to the worker
+        that read them; the watermarks to all."""
+        p, m, reader = self._p, self._m, source % self._p
+        parts: list[list[Keyed]] = [[] for _ in range(p)]
+        broadcast, forward = self._graph.broadcast, self._graph.forward
+        for batch in keyed:
+            if isinstance(batch, ColumnBatch):  # by owner in bulk, as the router splits it
+                owners = batch.keys.groups(kernel_choice.KERNELS, m) * p // m
+                for j in range(p):
+                    picked = np.flatnonzero(owners == j)
+                    if len(picked):
+                        whole = len(picked) == len(batch)
+                        parts[j].append(batch if whole else batch.take(picked))
+                continue
+            node, keys, recs, ts, wms = batch
+            if p == 1 or node in broadcast:
+                for part in parts:
+                    part.append(batch)
+                continue
+            if node in forward:
+                parts[reader].append(batch)
+                continue
+            owners = [kg * p // m for kg in key_groups(keys, m)]
+            for j in sorted(set(owners)):
+                rows = [i for i, o in enumerate(owners) if o == j]
+                k, r, t, w = take_rows(rows, keys, recs, ts, wms)
+                parts[j].append((node, k, r, t, w))
+        for worker, part in zip(self._workers, parts, strict=True):
+            worker.deliver(str(reader), part, trace, data, status, source)
 
     @property
     def by_operator(self) -> dict[str, list[Any]]:
@@ -178,7 +242,7 @@ class Harness:
         if not self._ended[i]:
             self._ended[i] = True
             data = self._chains[i].watermark(SPLIT)
-            self._keyed.deliver("0", [], [MAX_WATERMARK], data, ENDED, i)
+            self._route(i, [], [MAX_WATERMARK], data, ENDED)
 
     def events_by_source(
         self, events: Iterable[Any] | Mapping[str, Iterable[Any]]
@@ -224,7 +288,8 @@ class Harness:
         try:
             for name in self._names:
                 self.end(name)
-            self._keyed.finish()
+            for worker in self._workers:
+                worker.finish()
         finally:
             self.close()
         return Result(
@@ -243,7 +308,8 @@ class Harness:
         self._late.close()
         self._dead.close()
         if self._owns_state:
-            self._state.close()
+            for state in self._states:
+                state.close()
         if self._tmp is not None:
             self._tmp.cleanup()
 
@@ -263,6 +329,11 @@ class Harness:
         self._by_operator[name].extend(results)
         for tag, recs in side.items():
             self._side.setdefault(name, {}).setdefault(tag, []).extend(recs)
+
+
+def take_rows(rows: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
+    """The rows ``rows`` of each column."""
+    return tuple([col[i] for i in rows] for col in columns)
 
 
 class Collected:

@@ -27,6 +27,7 @@ from weir.api.client._core import (
     Retries,
     answer,
     auth_headers,
+    checked_url,
     refused,
     retry_delay,
     stream_timeout,
@@ -93,7 +94,10 @@ class AsyncClient:
         self.retries = retries or Retries()
         self.reconnect = reconnect or Reconnect()
         self._http = httpx.AsyncClient(
-            base_url=base_url, headers=auth_headers(token), timeout=timeout, trust_env=trust_env
+            base_url=checked_url(base_url),
+            headers=auth_headers(token),
+            timeout=timeout,
+            trust_env=trust_env,
         )
 
     async def __aenter__(self) -> AsyncClient:
@@ -155,7 +159,7 @@ class AsyncClient:
         self,
         job: str,
         op: str,
-        key: str,
+        key: str | None,
         *,
         start: int | None = None,
         to: int | None = None,
@@ -166,8 +170,9 @@ class AsyncClient:
         timeout_ms: int | None = None,
     ) -> StateAnswer:
         """A key's windows with starts in ``[start, to]`` (the route's ``from``/``to``), the
-        newest ``limit``; with ``min_watermark``/``min_checkpoint``, once the state reached
-        them (``NotFreshEnough`` after ``timeout_ms``)."""
+        newest ``limit`` (``key=None``: the NULL key, SQL's group of a NULL); with
+        ``min_watermark``/``min_checkpoint``, once the state reached them (``NotFreshEnough``
+        after ``timeout_ms``)."""
         return await self._run(
             calls.state(
                 job,
@@ -200,7 +205,7 @@ class AsyncClient:
         self,
         job: str,
         op: str,
-        keys: list[str],
+        keys: list[str | None],
         *,
         start: int | None = None,
         to: int | None = None,
@@ -300,7 +305,7 @@ class AsyncClient:
         self,
         job: str,
         op: str,
-        key: str,
+        key: str | None,
         *,
         limit: int | None = None,
         interval_ms: int | None = None,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -71,6 +72,22 @@ def seg(value: str | int) -> str:
     return quote(str(value), safe="")
 
 
+# the NULL key's path form, ``weir.state.keygroups.NULL_KEY`` (the client imports no part of the
+# engine; a test holds the two equal): a string shaped like it takes one more backslash
+NULL_KEY = "\\N"
+_SHIFTED = re.compile(r"\\+N")
+
+
+def path_key(key: str | int | None) -> str:
+    """A key as a URL's path names it (``keygroups.canonical_key``): ``None`` (the NULL key,
+    SQL's ``GROUP BY`` over a NULL) is ``\\N``, a string shaped like ``\\N`` is escaped."""
+    if key is None:
+        return NULL_KEY
+    if isinstance(key, str):
+        return "\\" + key if _SHIFTED.fullmatch(key) else key
+    return str(key)
+
+
 def fresh(
     params: dict[str, Any],
     min_watermark: int | None,
@@ -124,7 +141,7 @@ def backfill(name: str, body: dict[str, Any]) -> Call[dict[str, Any]]:
 def state(
     job: str,
     op: str,
-    key: str,
+    key: str | None,
     *,
     from_: int | None,
     to: int | None,
@@ -139,7 +156,7 @@ def state(
         if value is not None:
             params[name] = value
     wait = fresh(params, min_watermark, min_checkpoint, timeout_ms)
-    path = f"/{seg(job)}/{seg(op)}/state/{seg(key)}"
+    path = f"/{seg(job)}/{seg(op)}/state/{seg(path_key(key))}"
     return Call("GET", path, _model(StateAnswer), params, wait_s=wait)
 
 
@@ -160,7 +177,7 @@ def _lookup_results(body: Any) -> list[StateAnswer | LookupMiss]:
 def lookup(
     job: str,
     op: str,
-    keys: list[str],
+    keys: list[str | None],
     *,
     from_: int | None,
     to: int | None,
@@ -170,7 +187,7 @@ def lookup(
     min_checkpoint: int | None,
     timeout_ms: int | None,
 ) -> Call[list[StateAnswer | LookupMiss]]:
-    body: dict[str, Any] = {"keys": keys, "consistency": consistency}
+    body: dict[str, Any] = {"keys": list(map(path_key, keys)), "consistency": consistency}
     for name, value in (("from", from_), ("to", to), ("limit", limit)):
         if value is not None:
             body[name] = value
@@ -237,8 +254,8 @@ def stream_token(job: str | None, ttl_s: int | None) -> Call[dict[str, Any]]:
     return Call("POST", "/auth/stream-token", dict, params)
 
 
-def stream_path(job: str, op: str, key: str) -> str:
-    return f"/{seg(job)}/{seg(op)}/state/{seg(key)}/stream"
+def stream_path(job: str, op: str, key: str | None) -> str:
+    return f"/{seg(job)}/{seg(op)}/state/{seg(path_key(key))}/stream"
 
 
 def stream_event(event_id: str, data: str) -> StreamEvent:

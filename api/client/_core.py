@@ -6,12 +6,14 @@ import logging
 import time
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import httpx
 
 from weir.api.client._calls import Call
 from weir.api.client._exceptions import (
     ApiError,
+    InvalidURL,
     TransportError,
     Unavailable,
     error_for,
@@ -79,6 +81,22 @@ class Reconnecting:
         if self._failures > bounds.attempts or time.monotonic() - self._since > bounds.total_s:
             raise gave_up(self._path, self._failures - 1, cause) from cause
         return min(self._delay, bounds.max_delay_s)
+
+
+def checked_url(base_url: str) -> str:
+    """``base_url`` if it is ``http(s)://HOST[:PORT][/PREFIX]``; else ``InvalidURL`` naming the
+    URL it probably meant (``127.0.0.1:8000`` is ``http://127.0.0.1:8000``)."""
+    parts = urlsplit(base_url)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return base_url
+    if "://" not in base_url:
+        raise InvalidURL(
+            f"Client({base_url!r}): the URL has no scheme; use http://{base_url.lstrip('/')} "
+            "(or https://)"
+        )
+    raise InvalidURL(
+        f"Client({base_url!r}): the URL is not http(s)://HOST[:PORT]; e.g. {DEFAULT_URL}"
+    )
 
 
 def auth_headers(token: str | None) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """The errors ``weir.client`` raises: the API's error answers, and failing to reach it.
 
     WeirClientError            (root; itself a ``WeirError``)
+    ├── InvalidURL             a base URL that is not http(s)://HOST[:PORT] (also a ValueError)
     ├── TransportError         the API could not be reached, or the connection broke
     └── ApiError               the API answered with an error: ``status``, ``code``, ``message``
         ├── BadRequest         400 and 422: a parameter the route refuses (``message`` says which)
@@ -14,8 +15,10 @@
         ├── Unavailable        503: still so after the client's retries; ``retry_after`` in s
         └── ServerError        500 and any other 5xx
 
-Every ``ApiError`` keeps the server's ``code`` (e.g. ``key_not_found``) so callers can branch on
-it without parsing messages, and its ``str()`` is the server's message, which names the fix.
+They are public as ``weir.client.<Name>`` (their ``__module__``), which is how a traceback
+names them. Every ``ApiError`` keeps the server's ``code`` (e.g. ``key_not_found``) so callers
+can branch on it without parsing messages, and its ``str()`` is the server's message, which
+names the fix.
 """
 
 from __future__ import annotations
@@ -27,6 +30,11 @@ from weir.base.errors import WeirError
 
 class WeirClientError(WeirError):
     """Root of everything ``weir.client`` raises."""
+
+
+class InvalidURL(WeirClientError, ValueError):
+    """A base URL the client cannot use: no ``http://`` or ``https://``, or no host. Raised when
+    the client is made, not at its first call."""
 
 
 class TransportError(WeirClientError):
@@ -143,3 +151,21 @@ def error_for(status: int, body: Any, retry_after: str | None = None) -> ApiErro
     if cls is None:
         cls = ServerError if status >= 500 else ApiError
     return cls(status, code, message, body)
+
+
+# a traceback names a class by its module: show the public one, not this private module
+for _cls in (
+    WeirClientError,
+    InvalidURL,
+    TransportError,
+    ApiError,
+    BadRequest,
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    Conflict,
+    NotFreshEnough,
+    Unavailable,
+    ServerError,
+):
+    _cls.__module__ = "weir.client"

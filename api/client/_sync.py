@@ -25,6 +25,7 @@ from weir.api.client._core import (
     Retries,
     answer,
     auth_headers,
+    checked_url,
     refused,
     retry_delay,
     stream_timeout,
@@ -90,7 +91,10 @@ class Client:
         self.retries = retries or Retries()
         self.reconnect = reconnect or Reconnect()
         self._http = httpx.Client(
-            base_url=base_url, headers=auth_headers(token), timeout=timeout, trust_env=trust_env
+            base_url=checked_url(base_url),
+            headers=auth_headers(token),
+            timeout=timeout,
+            trust_env=trust_env,
         )
 
     def __enter__(self) -> Client:
@@ -152,7 +156,7 @@ class Client:
         self,
         job: str,
         op: str,
-        key: str,
+        key: str | None,
         *,
         start: int | None = None,
         to: int | None = None,
@@ -163,8 +167,9 @@ class Client:
         timeout_ms: int | None = None,
     ) -> StateAnswer:
         """A key's windows with starts in ``[start, to]`` (the route's ``from``/``to``), the
-        newest ``limit``; with ``min_watermark``/``min_checkpoint``, once the state reached
-        them (``NotFreshEnough`` after ``timeout_ms``)."""
+        newest ``limit`` (``key=None``: the NULL key, SQL's group of a NULL); with
+        ``min_watermark``/``min_checkpoint``, once the state reached them (``NotFreshEnough``
+        after ``timeout_ms``)."""
         return self._run(
             calls.state(
                 job,
@@ -194,7 +199,7 @@ class Client:
         self,
         job: str,
         op: str,
-        keys: list[str],
+        keys: list[str | None],
         *,
         start: int | None = None,
         to: int | None = None,
@@ -292,7 +297,7 @@ class Client:
         self,
         job: str,
         op: str,
-        key: str,
+        key: str | None,
         *,
         limit: int | None = None,
         interval_ms: int | None = None,

@@ -32,11 +32,19 @@ def stream_token(
     ttl_s: Annotated[int, Query(ge=1, le=MAX_TTL_S, description="lifetime, seconds")] = (
         DEFAULT_TTL_S
     ),
+    reads: Annotated[
+        bool,
+        Query(
+            description="also open every read route (GET), sent as 'Authorization: Bearer "
+            "<token>': what the dashboard keeps instead of the API token"
+        ),
+    ] = False,
 ) -> StreamToken:
     """A token that opens the ``/stream`` routes (of ``job`` only, when given) as
     ``?access_token=<token>`` until ``expires_at``: for a browser's ``EventSource``, which
     cannot send ``Authorization``. A stream already open when the token expires goes on; a
-    reconnect needs a new token."""
+    reconnect needs a new token. With ``reads=true`` it opens the read routes too, never an
+    admin route nor this one."""
     keys: StreamKeys | None = request.app.state.stream_keys
     if keys is None:
         raise ApiError(
@@ -45,5 +53,5 @@ def stream_token(
             "this API runs without WEIR_API_TOKEN, so its streams open without a token; "
             f"open them without {PARAM}",
         )
-    token, expires = keys.issue(job, ttl_s)
+    token, expires = keys.issue(job, ttl_s, reads=reads)
     return StreamToken(token=token, expires_at=expires)

@@ -11,6 +11,7 @@ from weir.api.deps import job_handle, public_watermark, registry
 from weir.api.errors import ErrorBody
 from weir.api.models import CheckpointList, Health, JobDetail, JobsAnswer
 from weir.api.registry import JobHandle, Registry
+from weir.base.redact import redact_text
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.view import JobRuntime
 
@@ -45,9 +46,12 @@ def health(reg: Annotated[Registry, Depends(registry)], response: Response) -> d
 
 
 def _problem(runtime: JobRuntime, state: str) -> str | None:
+    # /health is open to every client: a reason that quotes a URL or setting (a storage
+    # error naming AWS_ENDPOINT_URL) loses its secrets here
     if state == "failed":
-        return runtime.failure_reason or "the job failed (see its log)"
-    return runtime.status_problem or runtime.checkpoint_problem
+        return redact_text(runtime.failure_reason or "the job failed (see its log)")
+    problem = runtime.status_problem or runtime.checkpoint_problem
+    return None if problem is None else redact_text(problem)
 
 
 @router.get("/jobs", operation_id="list_jobs", response_model=JobsAnswer)

@@ -43,7 +43,7 @@ from weir.engine.runtime.stored import (
 )
 from weir.engine.windows import SessionWindows, SlidingWindows, is_late
 from weir.state import layout
-from weir.state.keygroups import key_group
+from weir.state.keygroups import key_group, key_value
 
 router = APIRouter(tags=["state"])
 
@@ -140,7 +140,7 @@ def key_answer(
     answer: dict[str, Any] = {
         "job": job,
         "op": op,
-        "key": key,
+        "key": key_value(key),  # the path holds the canonical form: \N is the NULL key
         "key_group": kg,
         "watermark": public_watermark(wm),
         "checkpoint": checkpoint,

@@ -6,7 +6,9 @@ job = Job("ad-stats-py-sql")
 events = job.source(
     sources.generator("ads", rate=2000, ids=1000, seed=7),
     timestamp="ts",  # the table's time attribute: DESCRIPTOR(ts)
-    watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=2_000),
+    # SQL's WATERMARK FOR ts AS ts - INTERVAL '2' SECOND: max(ts) - 2 s (the DataStream rule,
+    # bounded_out_of_orderness(ms=2_000), is max(ts) - 2 s - 1 ms)
+    watermarks=WatermarkStrategy.sql_delay(ms=2_000),
 )
 job.sql(
     "impressions",

@@ -125,6 +125,11 @@ class _Keyed:
                 f"join window({assigner!r}) is on processing time; joins run on event time: "
                 "drop time='processing'"
             )
+        if isinstance(assigner, SlidingWindows) and assigner.gapped:
+            raise JobDefinitionError(
+                f"join window({assigner!r}) slides further than its size: a window join takes "
+                "windows without gaps (slide_ms <= size_ms)"
+            )
         return WindowedJoin(self._left, self._right, self._keys, assigner)
 
 

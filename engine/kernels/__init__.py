@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.base.errors import WeirError
+from weir.base.settings import Choice, Setting
 
 logger = logging.getLogger(__name__)
 IMPLEMENTATIONS = ("compiled", "python")
@@ -102,6 +103,18 @@ def _functions(prefix: str, compiled: bool) -> dict[str, Any]:
     return found
 
 
+# declared once; the reference pages list it with a run's other variables
+KERNELS_SETTING = Setting(
+    "kernels",
+    "the column kernels a process uses: compiled (Cython), python (the pure-Python twins) or "
+    "auto (compiled when built, else python, with a WARNING)",
+    "auto",
+    Choice(("auto", "compiled", "python")),
+    env="WEIR_KERNELS",
+    env_only=True,
+)
+
+
 def load(choice: str | None = None) -> Kernels:
     """The kernels of ``choice``: ``"compiled"``, ``"python"`` or ``"auto"`` (the compiled ones
     when built, else the twins); default: ``WEIR_KERNELS``, else ``"auto"``.
@@ -109,11 +122,11 @@ def load(choice: str | None = None) -> Kernels:
     Raises:
         KernelsError: ``choice`` is unknown, or ``"compiled"`` and the extension is missing.
     """
-    choice = (choice or os.environ.get("WEIR_KERNELS") or "auto").strip().lower()
+    choice = (choice or os.environ.get(KERNELS_SETTING.env) or "auto").strip().lower()
     if choice not in (*IMPLEMENTATIONS, "auto"):
         raise KernelsError(
-            f"WEIR_KERNELS={choice!r} is not a kernel implementation; use compiled, python "
-            "or auto (the default)"
+            f"{KERNELS_SETTING.env}={choice!r} is not a kernel implementation; use compiled, "
+            "python or auto (the default)"
         )
     if choice == "python":
         return Kernels(name="python", **_functions(__name__, compiled=False))
@@ -122,9 +135,9 @@ def load(choice: str | None = None) -> Kernels:
     except ImportError as exc:
         if choice == "compiled":
             raise KernelsError(
-                f"WEIR_KERNELS=compiled but the compiled kernels are missing ({exc}); build "
-                "them with `pip install -e .` (gcc and the Python headers are needed), or set "
-                "WEIR_KERNELS=python"
+                f"{KERNELS_SETTING.env}=compiled but the compiled kernels are missing ({exc}); "
+                "build them with `pip install -e .` (gcc and the Python headers are needed), or "
+                f"set {KERNELS_SETTING.env}=python"
             ) from exc
         logger.warning(
             "kernels=python reason=%s: the compiled kernels are not built; the pure-Python "

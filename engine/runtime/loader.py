@@ -17,10 +17,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from weir.base.errors import JobDefinitionError, WeirError
+from weir.base.errors import ConfigError, JobDefinitionError, SourceError, WeirError
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.joberrors import failed_to_load
+from weir.engine.runtime.trust import check_job_path
 from weir.engine.sinks import from_url as sink_from_url
+from weir.engine.sources import JsonlSource
 from weir.engine.sources import from_url as source_from_url
 
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
@@ -47,16 +50,18 @@ def _load_file(path: Path) -> Job:
             f"job file {path} is not a .py file or a .sql file; pass a Python job file, a SQL job "
             "file, or package.module:attr"
         )
-    directory = str(path.resolve().parent)  # the job's own modules import as in `python JOB.py`
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
+    check_job_path(path)
+    _append_path(str(path.resolve().parent))
     if path.suffix == ".sql":
         from weir.engine.sql import load_script  # imported late: sqlglot only for SQL jobs
 
         return load_script(path)
     _refuse_legacy_imports(path)
     namespace = _loading(
-        f"job file {path}", lambda: runpy.run_path(str(path), run_name="__weir_job__")
+        f"job file {path}",
+        lambda: runpy.run_path(str(path), run_name="__weir_job__"),
+        path,
+        "the job file",
     )
     job = namespace.get("job")
     if job is None:
@@ -71,8 +76,11 @@ def _load_file(path: Path) -> Job:
     return job
 
 
-def _loading(what: str, load: Callable[[], Any]) -> Any:
-    """Run ``load`` (a job file or module's code); whatever it raises names ``what``."""
+def _loading(
+    what: str, load: Callable[[], Any], path: Path | None = None, short: str | None = None
+) -> Any:
+    """Run ``load`` (a job file or module's code); whatever it raises names ``what``, the file
+    and line in the user's code (``path``'s, when given) and Python's own message."""
     try:
         return load()
     except WeirError:
@@ -80,9 +88,9 @@ def _loading(what: str, load: Callable[[], Any]) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.split(".")[0] == "engine":
             raise JobDefinitionError(_legacy_message(what, "engine")) from None
-        raise JobDefinitionError(f"{what} failed to load: {type(exc).__name__}: {exc}") from exc
+        raise JobDefinitionError(failed_to_load(what, exc, path, short)) from exc
     except Exception as exc:
-        raise JobDefinitionError(f"{what} failed to load: {type(exc).__name__}: {exc}") from exc
+        raise JobDefinitionError(failed_to_load(what, exc, path, short)) from exc
 
 
 def _load_attribute(module_name: str, attr: str) -> Job:
@@ -118,17 +126,18 @@ def _call_factory(spec: str, found: Any) -> Job:
 def _import(module_name: str, spec: str) -> ModuleType:
     """Import the job's module; the current directory is on the path, as for ``python -m``."""
     here = os.getcwd()
-    if here not in sys.path:
-        sys.path.insert(0, here)
+    _append_path(here)
     top = module_name.split(".")[0]
     if top in _LEGACY and _is_weirs_own(top):
         raise JobDefinitionError(_legacy_message(f"job {spec}", top))
     origin = _origin(module_name)
+    if origin is not None and origin.exists():
+        check_job_path(origin)
     if origin is not None and origin.suffix == ".py":
         _refuse_legacy_imports(origin)
     try:
         module: ModuleType = _loading(
-            f"job module {module_name}", lambda: importlib.import_module(module_name)
+            f"job module {module_name}", lambda: importlib.import_module(module_name), origin
         )
     except JobDefinitionError as exc:
         missing = exc.__cause__
@@ -140,6 +149,14 @@ def _import(module_name: str, spec: str) -> ModuleType:
             ) from None
         raise
     return module
+
+
+def _append_path(directory: str) -> None:
+    """The job's own modules import from ``directory`` as in ``python JOB.py``, but after the
+    standard library and site-packages: a module planted beside the job file and named as one
+    of weir's dependencies (``sqlglot.py``, ``uvicorn.py``) never replaces it."""
+    if directory not in sys.path:
+        sys.path.append(directory)
 
 
 def _origin(module_name: str) -> Path | None:
@@ -164,13 +181,37 @@ def _jobs_in(module: ModuleType) -> str:
 
 
 def load_configured_job(cfg: RunConfig) -> Job:
-    """Load the job file and apply ``--source`` / ``--sink`` overrides."""
+    """Load the job file and apply the ``source_url`` / ``sink_url`` overrides."""
     job = load_job(cfg.job_file)
     if cfg.source_url:
         job.replace_source(source_from_url(cfg.source_url))
     if cfg.sink_url:
         job.replace_sinks(sink_from_url(cfg.sink_url))
     return job
+
+
+def check_inputs(job: Job) -> None:
+    """Refuse, before anything starts, a file source whose file does not exist (or whose glob
+    matches none): a worker would find it only once the job and its API are up.
+
+    Raises:
+        ConfigError: naming the source, the missing path and the fix.
+    """
+    for side in job.sources:
+        source = side.source
+        if not isinstance(source, JsonlSource):
+            continue  # a broker or a generator: reached (and retried) by the workers
+        try:
+            paths = source.splits()
+        except SourceError as exc:
+            raise ConfigError(f"source {side.name!r}: {exc}") from None
+        for path in paths:
+            if not Path(path).is_file():
+                what = "is not a file" if Path(path).exists() else "does not exist"
+                raise ConfigError(
+                    f"source {side.name!r} reads {path}, which {what}; pass an existing JSONL "
+                    "file (a path or file:///path) or a glob"
+                )
 
 
 # weir's folders were once importable as top-level packages; job files written against them

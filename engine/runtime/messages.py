@@ -116,17 +116,33 @@ class BackfillPhase(Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class BackfillFile:
+    """A backfill file the job manager checked: its name and size (a regular file then)."""
+
+    name: str
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
 class BackfillRequest:
+    """A live backfill. From the API: ``op``, ``path`` and the range. To the workers, the job
+    manager adds what it checked: the backfill storage's resolved ``root`` (a directory; ""
+    for object storage) and the ``files`` there, which are all a worker opens."""
+
     op: str
     path: str
     min_end: int
     max_end: int
     windows: int | None = None
+    root: str = ""
+    files: tuple[BackfillFile, ...] = ()
 
     @staticmethod
     def from_request(req: dict[str, Any]) -> BackfillRequest:
-        """A request from the API (checked: ``MessageError`` names a wrong field)."""
-        return from_plain(BackfillRequest, req, "backfill request")
+        """A request from the API (checked: ``MessageError`` names a wrong field); what the
+        job manager checks (``root``, ``files``) is never taken from it."""
+        asked = {**req, "root": "", "files": []}
+        return from_plain(BackfillRequest, asked, "backfill request")
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,9 @@ import orjson
 
 from weir.base.errors import ConfigError, SinkError
 from weir.base.files import FILE_MODE, private_dir
+from weir.base.paths import file_path
+from weir.base.redact import redact_url
 from weir.engine.kafka_security import KafkaSecurity
-from weir.engine.redact import redact_url
 
 # imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
 # function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
@@ -206,13 +207,15 @@ def kafka(bootstrap: str, topic: str, security: KafkaSecurity | None = None) -> 
 
 
 def from_url(url: str) -> Sink:
-    parts = urlsplit(url)
-    if parts.scheme == "file":
-        path = unquote(parts.path)
-        if not path:
-            raise ConfigError(f"sink {url!r} has no path; use file:///absolute/path.jsonl")
+    """Parse a sink URL or a path (a JSONL file); the error names the bad part and the
+    accepted forms."""
+    if url == "-":
+        return stdout()
+    path = file_path(url, "sink")
+    if path is not None:
         return jsonl(path)
-    if parts.scheme == "stdout" or url == "-":
+    parts = urlsplit(url)
+    if parts.scheme == "stdout":
         return stdout()
     if parts.scheme == "kafka":
         try:

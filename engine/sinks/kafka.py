@@ -28,9 +28,10 @@ from typing import Any
 import orjson
 
 from weir.base.errors import ConfigError, SinkError, SourceError
+from weir.base.extras import require
+from weir.base.redact import redact_url
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, check_netloc, security_of
-from weir.engine.redact import redact_url
 from weir.engine.sinks.kafka_producers import DeliveryFailed, producer
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,9 @@ class KafkaSink:
     topic: str
     delivery_timeout_ms: int = DELIVERY_TIMEOUT_MS
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
+
+    def __post_init__(self) -> None:
+        require("kafka", f"Kafka sink kafka://{self.bootstrap}/{self.topic}")
 
     def describe(self) -> str:
         extra = self.security.describe()

@@ -1,6 +1,6 @@
 """Sources: ``sources.jsonl(path)``, ``sources.generator("ads", ...)``, or a URL.
 
-URLs (``weir run --source URL``): ``file:///path/events.jsonl``,
+URLs (``weir run --source URL``): a path or ``file:///path/events.jsonl``,
 ``generator://ads?rate=N&ids=N&skew=S&disorder=MS&seed=N&count=N&clock=wall|synthetic``,
 ``kafka://host:port/topic?group=NAME&start=earliest|latest|committed|<ms>&end=latest``, with
 TLS and SASL options (``security_protocol=SASL_SSL&sasl_mechanism=SCRAM-SHA-512&…``, see
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from weir.base.errors import ConfigError, SourceError
+from weir.base.paths import file_path
+from weir.base.redact import redact_url
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, security_of
-from weir.engine.redact import redact_url
 from weir.engine.sources.base import Source, SourceBatch, SplitReader
 from weir.engine.sources.file import JsonlSource
 from weir.engine.sources.generator import GeneratorSource
@@ -101,13 +102,12 @@ _GEN_TYPES: dict[str, type] = {
 
 
 def from_url(url: str) -> Source:
-    """Parse a source URL; the error names the bad part and the accepted forms."""
-    parts = urlsplit(url)
-    if parts.scheme == "file":
-        path = unquote(parts.path)
-        if not path:
-            raise ConfigError(f"source {url!r} has no path; use file:///absolute/path.jsonl")
+    """Parse a source URL or a path (a JSONL file, or a glob of them); the error names the bad
+    part and the accepted forms."""
+    path = file_path(url, "source")
+    if path is not None:
         return jsonl(path)
+    parts = urlsplit(url)
     if parts.scheme == "kafka":
         return _kafka_from_url(url)
     if parts.scheme == "generator":

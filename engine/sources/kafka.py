@@ -32,6 +32,7 @@ from typing import Any, NamedTuple, Protocol
 import orjson
 
 from weir.base.errors import SourceError
+from weir.base.extras import require
 from weir.engine.kafka_security import KafkaSecurity, check_netloc
 from weir.engine.sources.base import SourceBatch
 from weir.engine.sources.kafka_connect import connect as connect
@@ -110,6 +111,7 @@ class KafkaSource:
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
 
     def __post_init__(self) -> None:
+        require("kafka", f"Kafka source kafka://{self.bootstrap}/{self.topic}")
         if self.start not in ("earliest", "latest", "committed") and not self.start.isdigit():
             raise SourceError(
                 f"kafka source start={self.start!r}; use earliest, latest, committed or an epoch "
@@ -135,7 +137,7 @@ class KafkaSource:
         if not found:
             raise SourceError(
                 f"Kafka topic {self.topic!r} does not exist on {self.bootstrap}; create it first "
-                f"(e.g. weir produce --topic {self.topic} --partitions 4) or fix the name"
+                f"(weir produce creates topics: `topic` {self.topic}) or fix the name"
             )
         return sorted(found)
 

@@ -5,17 +5,16 @@ when a broker answers but refuses the client's TLS or SASL (``kafka_diagnose``).
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from weir.base.errors import SourceError
-from weir.engine.kafka_security import KafkaSecurity
+from weir.base.settings import read_env
+from weir.engine.kafka_security import CONNECT_TIMEOUT, KafkaSecurity
 
 log = logging.getLogger(__name__)
 
-CONNECT_TIMEOUT_S = 60.0
 CONNECT_BACKOFF_S = 0.5
 T = TypeVar("T")
 M = TypeVar("M")
@@ -50,7 +49,7 @@ def retrying(
     security: KafkaSecurity,
 ) -> T:
     """``attempt(timeout_ms)`` until it returns, while it raises one of ``transient``."""
-    budget = float(os.environ.get("WEIR_KAFKA_CONNECT_TIMEOUT_S", CONNECT_TIMEOUT_S))
+    budget: float = read_env(CONNECT_TIMEOUT)
     deadline = time.monotonic() + budget
     delay = CONNECT_BACKOFF_S
     _check_broker(bootstrap, security, what, first=True)

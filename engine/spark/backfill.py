@@ -194,7 +194,7 @@ def _check_range(op: WindowNode, from_ms: int | None, to_ms: int | None) -> None
     if op.assigner.dynamic:
         raise ConfigError(
             f"operator {op.name!r} has dynamic session gaps: a backfill cannot cut its sessions "
-            "at --from/--to; backfill the whole input (filter it beforehand) instead"
+            "at `from_ms`/`to_ms`; backfill the whole input (filter it beforehand) instead"
         )
 
 
@@ -268,6 +268,7 @@ def _native_aggregates(data: Any, fields: list[str]) -> Any:
             F.sum(f).alias(f"sum__{f}"),
             F.min(f).alias(f"min__{f}"),
             F.max(f).alias(f"max__{f}"),
+            F.count(f).alias(f"count__{f}"),  # the non-NULL values (SQL's COUNT(f))
             F.min(F.col(f"{f}__int").cast("int")).cast("boolean").alias(f"{f}__allint"),
         ]
     return data.groupBy("kg", "key", "end").agg(*aggs).repartition("kg")

@@ -21,7 +21,8 @@ block is clean only when:
 - no number overflows a double (orjson refuses ``1e400``, or 309 digits; pyarrow's skipped
   fields take them), and no line nests deeper than orjson's limit;
 - every record has the three fields, of those types (an integer event time and aggregated
-  field, a string key of at most ``MAX_KEY_BYTES``): no null, no other type. An int key, a
+  field, a string key of at most ``MAX_KEY_BYTES`` with no ``\\N`` in it, which only the
+  chain's ``canonical_key`` writes right): no null, no other type. An int key, a
   float value or a float event time make pyarrow fail the block, which the line path then
   reads (where that is the rule, columns are tried on few blocks: ``RETRY_EVERY``).
 """
@@ -159,6 +160,8 @@ class ColumnReader:
         key = table.column(self.plain.key)
         if n and pc.max(pc.binary_length(key)).as_py() > MAX_KEY_BYTES:
             return None
+        if n and pc.any(pc.match_substring(key, "\\N")).as_py():
+            return None  # a key shaped like the NULL key's form: the chain's canonical_key
         return table.combine_chunks().to_batches()[0]
 
 
@@ -241,6 +244,6 @@ def column_batches(path: str, plain: PlainJob, block_bytes: int = BLOCK_BYTES) -
         ) from None
     except OSError as exc:
         raise SourceError(
-            f"--input {path}: cannot read it as jsonl ({exc}); check the file or --format"
+            f"`input` {path}: cannot read it as jsonl ({exc}); check the file or `format`"
         ) from None
     yield SourceBatch([], decoded=False, end=True)

@@ -59,5 +59,7 @@ class WindowFolder:
 
     def _fold(self, bucket: dict[str, list[Any]], key: str, end: int, recs: list[Any]) -> None:
         n = len(recs)
-        cols = [[r[f] for r in recs] for f in self.plan.fields]
+        cols = self.plan.columns(recs)  # stage 1 admitted them (``Selector._admit``)
+        if cols is None:
+            raise AssertionError(f"a record of window {end} of key {key!r} cannot be folded")
         self.plan.fold({end: bucket}, {}, [key] * n, [end] * n, *cols, recs)

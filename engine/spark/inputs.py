@@ -36,10 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from weir.base.errors import ConfigError, SourceError
+from weir.base.paths import file_path
+from weir.base.redact import redact_url
+from weir.base.settings import named
 from weir.engine.job import Job
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, security_of
-from weir.engine.redact import redact_url
 from weir.engine.sources.base import SourceBatch
 from weir.engine.sources.kafka import KafkaSource, url_parts
 
@@ -87,7 +89,7 @@ def resolve_inputs(inputs: list[str], fmt: str | None, job: Job) -> BackfillInpu
     """``--input`` values as files (globs expanded, formats known, Parquet footers read) and
     Kafka ranges (offsets fixed now); every error names the input and the fix."""
     if fmt is not None and fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+        raise ConfigError(f"`format` {fmt!r}: use one of {', '.join(FORMATS)}")
     files: list[FileInput] = []
     kafka: list[KafkaInput] = []
     source = job.sources[0].source if job.sources else None
@@ -102,19 +104,23 @@ def resolve_inputs(inputs: list[str], fmt: str | None, job: Job) -> BackfillInpu
                 _check_parquet(f.path)
             files.append(f)
     if not files and not kafka:
-        raise ConfigError("--input names nothing to read; pass files, globs or kafka:// URLs")
+        raise ConfigError("`input` names nothing to read; pass files, globs or kafka:// URLs")
     return BackfillInputs(files, kafka)
 
 
 def _expand(raw: str) -> list[str]:
-    path = raw.removeprefix("file://")
+    path = file_path(raw, named("input"))
+    if path is None:
+        raise ConfigError(
+            f"`input` {redact_url(raw)!r}: use a path, a file:/// URL or kafka://host:port/topic"
+        )
     found = sorted(glob.glob(path)) if any(c in path for c in "*?[") else [path]
     if not found:
-        raise ConfigError(f"--input {raw} matches no file; check the pattern")
+        raise ConfigError(f"`input` {raw} matches no file; check the pattern")
     for f in found:
         if not os.path.isfile(f):
             raise ConfigError(
-                f"--input {raw}: {f} is not a file; pass files (JSONL, Parquet, CSV), globs or "
+                f"`input` {raw}: {f} is not a file; pass files (JSONL, Parquet, CSV), globs or "
                 "kafka://host:port/topic URLs"
             )
     return [os.path.abspath(f) for f in found]
@@ -127,8 +133,8 @@ def format_of(path: str, given: str | None) -> str:
     fmt = _EXTENSIONS.get(ext)
     if fmt is None:
         raise ConfigError(
-            f"--input {path}: cannot tell its format from the extension {ext or '(none)'!r}; "
-            "pass --format jsonl|parquet|csv, or name it .jsonl/.json/.ndjson, .parquet or .csv"
+            f"`input` {path}: cannot tell its format from the extension {ext or '(none)'!r}; "
+            "pass `format` jsonl|parquet|csv, or name it .jsonl/.json/.ndjson, .parquet or .csv"
         )
     return fmt
 
@@ -141,8 +147,8 @@ def _check_parquet(path: str) -> None:
         pq.read_metadata(path)
     except (OSError, pa.ArrowException) as exc:
         raise ConfigError(
-            f"--input {path}: not a readable Parquet file ({exc}); check the file, or pass "
-            "--format if it holds JSONL or CSV"
+            f"`input` {path}: not a readable Parquet file ({exc}); check the file, or pass "
+            "`format` if it holds JSONL or CSV"
         ) from None
 
 
@@ -165,7 +171,7 @@ def file_batches(path: str, fmt: str, size: int = READ_BATCH) -> Iterator[Source
         yield SourceBatch([], decoded=True, end=True)
     except (OSError, pa.ArrowException) as exc:
         raise SourceError(
-            f"--input {path}: cannot read it as {fmt} ({exc}); check the file or --format"
+            f"`input` {path}: cannot read it as {fmt} ({exc}); check the file or `format`"
         ) from None
 
 
@@ -248,18 +254,18 @@ def parse_kafka_url(url: str) -> tuple[str, str, Offsets, Offsets, bool | None]:
     found = url_parts(url)
     shown = redact_url(url)
     if found is None:
-        raise ConfigError(f"--input {shown}: use kafka://host:port/topic?from=earliest&to=latest")
+        raise ConfigError(f"`input` {shown}: use kafka://host:port/topic?from=earliest&to=latest")
     bootstrap, topic, options = found
     unknown = sorted(set(options) - set(_KAFKA_OPTIONS) - set(SECURITY_OPTIONS))
     if unknown:
         raise ConfigError(
-            f"--input {shown}: unknown option {unknown[0]!r}; a backfill reads offsets "
+            f"`input` {shown}: unknown option {unknown[0]!r}; a backfill reads offsets "
             f"[from, to) and takes {', '.join(_KAFKA_OPTIONS)} and the security options "
             f"{', '.join(SECURITY_OPTIONS)}"
         )
     metadata = options.get("metadata")
     if metadata is not None and metadata.lower() not in ("true", "false", "1", "0"):
-        raise ConfigError(f"--input {shown}: metadata={metadata!r}; use metadata=true or false")
+        raise ConfigError(f"`input` {shown}: metadata={metadata!r}; use metadata=true or false")
     return (
         bootstrap,
         topic,
@@ -280,7 +286,7 @@ def _offsets(url: str, name: str, raw: str, word: str) -> Offsets:
         p, sep, n = (s.strip() for s in item.partition(":"))
         if not (sep and p.isdigit() and n.isdigit()):
             raise ConfigError(
-                f"--input {url}: {name}={raw!r} is not an offset; use {name}={word}, {name}=N "
+                f"`input` {url}: {name}={raw!r} is not an offset; use {name}={word}, {name}=N "
                 f"(offset N in every partition) or {name}=P:N,P:N (per partition)"
             )
         per[int(p)] = int(n)
@@ -297,7 +303,7 @@ def plan_kafka(url: str, default_metadata: bool = False) -> KafkaInput:
     missing = sorted((set(from_per) | set(to_per)) - set(bounds))
     if missing:
         raise ConfigError(
-            f"--input {redact_url(url)}: topic {topic!r} has no partition {missing[0]} (it has "
+            f"`input` {redact_url(url)}: topic {topic!r} has no partition {missing[0]} (it has "
             f"{', '.join(map(str, sorted(bounds)))})"
         )
     ranges: dict[int, tuple[int, int]] = {}
@@ -306,7 +312,7 @@ def plan_kafka(url: str, default_metadata: bool = False) -> KafkaInput:
         b = to_per.get(p, to_all)
         if isinstance(a, int) and isinstance(b, int) and a > b:
             raise ConfigError(
-                f"--input {redact_url(url)}: from={a} is after to={b} in partition {p}"
+                f"`input` {redact_url(url)}: from={a} is after to={b} in partition {p}"
             )
         lo = max(first, a) if isinstance(a, int) else first
         hi = min(end, b) if isinstance(b, int) else end

@@ -41,7 +41,7 @@ class TaskOutput:
     """A Spark task's view of the backfill's output (``plan.out_dir``)."""
 
     def __init__(self, plan: Plan) -> None:
-        self.where: StorageLocation = storage_location(plan.out_dir, "--work-dir")
+        self.where: StorageLocation = storage_location(plan.out_dir, "`work_dir`")
         self._bucket = S3Bucket(self.where, plan.storage_env) if self.remote else None
 
     @property
@@ -113,7 +113,7 @@ class BackfillOutput:
     and finished with the manifest of the SST files the tasks stored (``state.bulkstore``)."""
 
     def __init__(self, out_dir: Path | str) -> None:
-        where = storage_location(out_dir, "--work-dir")
+        where = storage_location(out_dir, "`work_dir`")
         if where.path is not None:  # the tasks get an absolute path
             where = StorageLocation("file", path=where.path.resolve())
         self.where = where

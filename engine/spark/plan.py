@@ -52,7 +52,7 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowNode:
     if len(ops) > 1:
         raise ConfigError(
             f"job {job.name!r} has several window operators ({', '.join(o.name for o in ops)}); "
-            "pick one with --op"
+            "pick one with `op`"
         )
     op = ops[0]
     if op.assigner.time == "processing":
@@ -88,7 +88,7 @@ def _refuse_several_inputs(job: Job) -> None:
         raise JobDefinitionError(
             f"operator {name!r} of job {job.name!r} is a {kind}; the backfill does not compute "
             "joins: backfill a job file without it, or run the join over the bounded input "
-            "with weir run --exit-at-end"
+            "with weir run `exit_at_end`"
         )
     if len(job.sources) > 1:
         names = ", ".join(s.name for s in job.sources)

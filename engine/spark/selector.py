@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from weir.engine.nodes import WindowNode
-from weir.engine.runtime.stored.fold import FoldPlan
+from weir.engine.runtime.stored.fold import ANY, NUMBER, FoldPlan
 from weir.engine.spark.plan import Plan, python_path
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, TumblingWindows, is_late
 
@@ -53,7 +53,8 @@ class Selector:
     def columns(self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]) -> Columns:
         """The kept pairs of one keyed batch (in split order)."""
         n = len(keys)
-        if not self.python:
+        cols: list[list[Any]] = []
+        if not isinstance(self.assigner, SessionWindows):  # sessions: the replay admits them
             keys, recs, ts, wms, cols = self._admit(keys, recs, ts, wms)
         sel, rows, ends = self._kept(ts, wms, recs)
         kgs = self._key_groups(keys)
@@ -111,30 +112,48 @@ class Selector:
     def _admit(
         self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]
     ) -> tuple[list[str], list[Any], list[int], list[int], list[list[Any]]]:
-        """The records whose aggregated fields are all numbers, and those fields: the others
-        are dead before lateness is judged, as streaming's window operator makes them
-        (``WindowRuntime._admit``)."""
+        """The records whose aggregated fields can be folded, and those fields: each other one
+        is late if every window holding it is, else dead, as streaming's window operator
+        judges it (``WindowRuntime._admit``: the late decision first)."""
         cols = self.plan.columns(recs)
         if cols is None:
-            keep = [i for i, r in enumerate(recs) if self.plan.bad_field(r) is None]
-            self.dead += len(recs) - len(keep)
+            keep: list[int] = []
+            for i, r in enumerate(recs):
+                if self.plan.bad_field(r) is None:
+                    keep.append(i)
+                elif self._record_late(ts[i], wms[i]):
+                    self.late += 1
+                else:
+                    self.dead += 1
             keys, recs = [keys[i] for i in keep], [recs[i] for i in keep]
             ts, wms = [ts[i] for i in keep], [wms[i] for i in keep]
             cols = self.plan.columns(recs) or [[] for _ in self.fields]
         return keys, recs, ts, wms, cols
 
+    def _record_late(self, t: int, wm: int) -> bool:
+        ends, _ = self.assigner.expand([t])  # type: ignore[union-attr]  # not sessions
+        return bool(ends) and all(is_late(e, self.lateness, wm) for e in ends)
+
     def _values(self, cols: list[list[Any]], rows: Any) -> Columns:
-        """The kept pairs' aggregated fields as doubles, and whether each was an int."""
+        """The kept pairs' aggregated fields as doubles (NULL where a value is NULL, or where
+        only ``count(field)`` reads the field: 1.0 for a value), and whether each was an int."""
+        import pyarrow as pa  # type: ignore[import-untyped]
+
         out: Columns = {}
         for f, col in zip(self.fields, cols, strict=True):
-            kinds = set(map(type, col))
-            out[f] = np.array(col, dtype=np.float64)[rows]
-            if kinds <= {int}:
+            rule = self.plan.rules[f]
+            if rule == NUMBER:
+                out.update(_numbers(f, col, rows))
+                continue
+            nulls = np.array([v is None for v in col], dtype=np.bool_)[rows]
+            if rule == ANY:
+                values = np.ones(len(col), dtype=np.float64)[rows]
                 out[f + "__int"] = np.ones(len(rows), dtype=np.bool_)
-            elif kinds == {float}:
-                out[f + "__int"] = np.zeros(len(rows), dtype=np.bool_)
             else:
-                out[f + "__int"] = np.array([type(v) is int for v in col], dtype=np.bool_)[rows]
+                filled = [0 if v is None else v for v in col]
+                values = np.array(filled, dtype=np.float64)[rows]
+                out[f + "__int"] = np.array([type(v) is not float for v in col], np.bool_)[rows]
+            out[f] = pa.array(values, mask=nulls) if nulls.any() else values
         return out
 
     def _kept(self, ts: list[int], wms: list[int], recs: list[Any]) -> tuple[Any, Any, Any]:
@@ -192,6 +211,19 @@ class Selector:
             [is_late(e, lateness, m) for e, m in zip(ends.tolist(), wms.tolist(), strict=True)],
             dtype=np.bool_,
         )
+
+
+def _numbers(f: str, col: list[Any], rows: Any) -> Columns:
+    """A field of numbers (no NULL) as doubles, and whether each was an int."""
+    kinds = set(map(type, col))
+    out = {f: np.array(col, dtype=np.float64)[rows]}
+    if kinds <= {int}:
+        out[f + "__int"] = np.ones(len(rows), dtype=np.bool_)
+    elif kinds == {float}:
+        out[f + "__int"] = np.zeros(len(rows), dtype=np.bool_)
+    else:
+        out[f + "__int"] = np.array([type(v) is int for v in col], dtype=np.bool_)[rows]
+    return out
 
 
 def _identity(rows: Any, n: int) -> bool:

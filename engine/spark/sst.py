@@ -27,24 +27,35 @@ from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows
 
 def slot_columns(op: WindowNode, cols: dict[str, list[Any]]) -> list[list[Any]]:
     """The accumulator slots the streaming fold would hold for Spark's aggregates, a column per
-    slot (``mean`` is ``[sum, count]``)."""
+    slot (``engine/agg.py``'s layout: ``mean`` and ``avg`` are ``[sum, count]``). Spark's
+    aggregates pass over NULLs as SQL's do: a sum, min or max of only NULLs is NULL, and
+    ``count(f)`` counts the non-NULL values."""
     n = [int(v) for v in cols["n"]]
     out: list[list[Any]] = []
     for a in op.aggregates.values():
         assert isinstance(a, Builtin)
+        if a.kind == "window_time":
+            continue  # no slot: the result is the window's end - 1
         if a.kind == "count":
-            out.append(n)
+            out.append(n if a.field is None else [int(v) for v in cols[f"count__{a.field}"]])
             continue
         all_int = cols[f"{a.field}__allint"]
-        spark_name = f"{'sum' if a.kind == 'mean' else a.kind}__{a.field}"
-        out.append(list(map(_number, cols[spark_name], all_int)))
-        if a.kind == "mean":
-            out.append(n)
+        spark_name = f"{'sum' if a.kind in ('mean', 'avg') else a.kind}__{a.field}"
+        values = list(map(_number, cols[spark_name], all_int))
+        if a.kind in ("mean", "avg"):
+            # the fold's sum starts at 0 when NULLs are skipped; count the values it added
+            out.append([0 if v is None else v for v in values])
+            out.append(n if not a.skips else [int(v) for v in cols[f"count__{a.field}"]])
+        else:
+            out.append(values)
     return out
 
 
 def _number(v: Any, all_int: Any) -> Any:
-    """Spark aggregates doubles; the streaming fold keeps ints when every value was one."""
+    """Spark aggregates doubles; the streaming fold keeps ints when every value was one (NULL,
+    a sum or bound of no values, stays NULL)."""
+    if v is None:
+        return None
     return int(v) if all_int and float(v).is_integer() else v
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from weir.base.extras import require
 from weir.engine.job import Job
 
 if TYPE_CHECKING:
@@ -51,10 +52,15 @@ _HOMES = {
 }
 
 
+_NO_PARSER = ("weir.engine.sql.errors", "weir.engine.sql.keys")  # load without sqlglot
+
+
 def __getattr__(name: str) -> Any:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'weir.engine.sql' has no attribute {name!r}")
+    if home not in _NO_PARSER:
+        require("sql", "SQL (a .sql job file, job.sql)")
     return getattr(importlib.import_module(home), name)
 
 
@@ -67,6 +73,7 @@ def _job_sql(
     functions: dict[str, agg.AggregateFunction] | None = None,
     allowed_lateness_ms: int = 0,
 ) -> ResultStream:
+    require("sql", f"job.sql({name!r}, …)")
     from weir.engine.sql.build import add_view  # the parser loads with the first query
 
     return add_view(

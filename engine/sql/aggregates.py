@@ -1,13 +1,14 @@
-"""Aggregates the SQL front end adds to ``agg``'s: ``COUNT(DISTINCT x)`` and user-defined
-aggregates called with an argument. Both follow the create / add / merge / result protocol and
-keep msgpack-only accumulators, as every weir aggregate must (they are stored in RocksDB)."""
+"""Aggregates the SQL front end adds to ``agg``'s: ``COUNT(DISTINCT x)``, user-defined
+aggregates called with an argument, and a cast of either's result. They follow the create /
+add / merge / result protocol and keep msgpack-only accumulators, as every weir aggregate must
+(they are stored in RocksDB)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from weir.engine.agg import AggregateFunction
+from weir.engine.agg import AggregateFunction, CastTo, cast_value
 
 Fn = Callable[[Any], Any]
 
@@ -65,3 +66,25 @@ class Called:
 
     def result(self, acc: Any) -> Any:
         return self.function.result(acc)
+
+
+class Cast:
+    """``CAST(<aggregate> AS <type>)`` over an aggregate that is not a built-in (a built-in
+    takes ``agg.cast``): the aggregate itself, its result converted, NULL staying NULL."""
+
+    def __init__(self, function: AggregateFunction, to: CastTo, sql: str) -> None:
+        self.function = function
+        self.to = to
+        self.sql = sql
+
+    def create(self) -> Any:
+        return self.function.create()
+
+    def add(self, acc: Any, record: Any) -> Any:
+        return self.function.add(acc, record)
+
+    def merge(self, a: Any, b: Any) -> Any:
+        return self.function.merge(a, b)
+
+    def result(self, acc: Any) -> Any:
+        return cast_value(self.to, self.function.result(acc))

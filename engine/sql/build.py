@@ -13,10 +13,10 @@ job.sql("impressions", \"\"\"
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from weir.engine.agg import AggregateFunction
-from weir.engine.sql.dialect import parse
+from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError
 from weir.engine.sql.keys import key_selector
 from weir.engine.sql.query import QueryPlan, TableDef
@@ -50,9 +50,8 @@ def attach(plan: QueryPlan, stream: DataStream) -> ResultStream:
     if plan.derived:
         label = ", ".join(f"{n} = {sql}" for n, (_, sql) in plan.derived.items())
         stream = stream.map(_labelled(_deriver(plan.derived), label))
-    key: Any = key_selector(plan.key_fields) if plan.key_fields else (lambda r: GLOBAL_KEY)
-    if not isinstance(key, str):
-        _labelled(key, "|".join(plan.key_fields) or GLOBAL_KEY)
+    key = key_selector(plan.key_fields) if plan.key_fields else (lambda r: GLOBAL_KEY)
+    _labelled(key, "|".join(plan.key_fields) or GLOBAL_KEY)
     return (
         stream.key_by(key)
         .window(plan.window.assigner(), allowed_lateness_ms=plan.allowed_lateness_ms)
@@ -88,5 +87,8 @@ def add_view(
     statements = parse(query, f"job.sql({name!r})")
     if len(statements) != 1:
         raise SqlError(f"job.sql({name!r}) takes one SELECT; it has {len(statements)} statements")
-    plan = plan_query(statements[0], name, defs, functions or {})
+    try:
+        plan = plan_query(statements[0], name, defs, functions or {})
+    except RecursionError:  # a long chain of operators compiles recursively
+        raise too_deep(f"job.sql({name!r})") from None
     return attach(plan, tables[plan.table])

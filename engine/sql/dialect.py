@@ -109,17 +109,67 @@ class _NoCommandFallback(logging.Filter):
 logging.getLogger("sqlglot").addFilter(_NoCommandFallback())
 
 
+# sqlglot's parser recurses about 18 Python frames per parenthesis and fails near 55 levels;
+# weir refuses well before that, with a line naming where, rather than a RecursionError
+MAX_NESTING = 32
+MAX_SQL_CHARS = 1 << 20  # 1 MiB: a job's SQL is a few statements, never a data file
+
+
 def parse(text: str, source: str = "<sql>") -> list[exp.Expr]:
     """Every statement of ``text``; a syntax error names ``source``, the line and the column,
-    and shows the line with a caret under the offending token."""
+    and shows the line with a caret under the offending token.
+
+    Raises:
+        SqlSyntaxError: text that does not parse, is longer than ``MAX_SQL_CHARS`` or nests
+            parentheses deeper than ``MAX_NESTING``.
+    """
+    if len(text) > MAX_SQL_CHARS:
+        raise SqlSyntaxError(
+            f"{source}: the SQL text is {len(text):,} characters, more than weir parses "
+            f"({MAX_SQL_CHARS:,}); a job's SQL is its statements, not data",
+            1,
+            1,
+        )
     try:
+        _check_nesting(text, source, WeirFlink().tokenize(text))
         statements = sqlglot.parse(text, read=WeirFlink)
     except ParseError as exc:
         first: dict[str, Any] = exc.errors[0] if exc.errors else {}
         raise _syntax_error(text, source, first.get("description") or str(exc), first) from None
     except TokenError as exc:
         raise SqlSyntaxError(f"{source}: SQL syntax error: {exc}", 1, 1) from None
+    except RecursionError:
+        raise too_deep(source) from None
     return [s for s in statements if s is not None]
+
+
+def too_deep(source: str) -> SqlSyntaxError:
+    """The error for SQL whose expressions nest too deeply for weir to walk."""
+    return SqlSyntaxError(
+        f"{source}: an expression nests too deeply for weir to compile (a long chain of "
+        f"operators, or parentheses past {MAX_NESTING} levels); split it into shorter ones",
+        1,
+        1,
+    )
+
+
+def _check_nesting(text: str, source: str, tokens: list[Any]) -> None:
+    depth = 0
+    for token in tokens:
+        if token.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+            depth += 1
+            if depth > MAX_NESTING:
+                width = max(len(token.text), 1)
+                column = max(token.col - width + 1, 1)
+                raise SqlSyntaxError(
+                    f"{source}:{token.line}:{column}: SQL syntax error: parentheses nest "
+                    f"deeper than {MAX_NESTING} levels; split the expression\n"
+                    f"{show(text, token.line, column, width)}",
+                    token.line,
+                    column,
+                )
+        elif token.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            depth = max(depth - 1, 0)
 
 
 def _syntax_error(text: str, source: str, what: str, where: dict[str, Any]) -> SqlSyntaxError:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
+from weir.engine.agg import CastTo
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlUnsupported
 
@@ -111,15 +112,32 @@ _CASTS: dict[exp.DType, Callable[[Any], Any]] = {
 }
 
 
-def _cast(c: Compiler, node: exp.Cast) -> Fn:
+_CAST_NAMES: dict[Callable[[Any], Any], CastTo] = {
+    _to_int: "int",
+    float: "float",
+    as_text: "str",
+    _to_bool: "bool",
+}
+
+
+def _converter(node: exp.Cast) -> Callable[[Any], Any]:
     to = node.to
     convert = _CASTS.get(to.this) if isinstance(to, exp.DataType) else None
     if convert is None:
         raise SqlUnsupported(
-            f"{node.sql(WeirFlink)}: weir's SQL casts to INT, BIGINT, DOUBLE, FLOAT, "
-            "STRING/VARCHAR or "
-            "BOOLEAN"
+            f"{node.sql(WeirFlink)}: weir's SQL casts to TINYINT, SMALLINT, INT, BIGINT, "
+            "FLOAT, DOUBLE, STRING/VARCHAR/CHAR or BOOLEAN"
         )
+    return convert
+
+
+def cast_name(node: exp.Cast) -> CastTo:
+    """The target of ``CAST(<aggregate> AS <type>)`` as ``agg.cast`` names it."""
+    return _CAST_NAMES[_converter(node)]
+
+
+def _cast(c: Compiler, node: exp.Cast) -> Fn:
+    convert = _converter(node)
     f = c.compile(node.this)
     return lambda r: None if (v := f(r)) is None else convert(v)
 

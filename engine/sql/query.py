@@ -27,11 +27,12 @@ from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.scalar import Compiler, Fn
 from weir.engine.sql.windowing import WINDOW_COLUMNS, WindowSpec
 
+# SQL's aggregates pass over NULLs (``nulls="skip"``); AVG is SQL's (integral over integers)
 BUILTIN_AGGREGATES: dict[type[exp.Expr], BuiltinKind] = {
     exp.Sum: "sum",
     exp.Min: "min",
     exp.Max: "max",
-    exp.Avg: "mean",
+    exp.Avg: "avg",
 }
 AGGREGATE_NAMES = "COUNT, COUNT(DISTINCT …), SUM, MIN, MAX, AVG"
 DERIVED_PREFIX = "__sql_"
@@ -203,6 +204,11 @@ class Query:
     def key_fields(self) -> tuple[str, ...]:
         fields = []
         for item in self.group:
+            if isinstance(item, exp.Cube | exp.Rollup | exp.GroupingSets):
+                raise SqlUnsupported(
+                    f"GROUP BY {item.sql(WeirFlink)}: a view is one grouping (one operator, one "
+                    "key); write one view per grouping set"
+                )
             if isinstance(item, exp.Column):
                 fields.append(self._resolve(item))
             else:
@@ -240,4 +246,4 @@ def _name(node: exp.Expr) -> str:
 
 
 def _is_window_column(node: exp.Expr) -> bool:
-    return isinstance(node, exp.Column) and node.name in ("window_start", "window_end")
+    return isinstance(node, exp.Column) and node.name in WINDOW_COLUMNS

@@ -26,7 +26,8 @@ from weir.engine.agg import AggregateFunction
 from weir.engine.job import DataStream, Job
 from weir.engine.sources import from_url
 from weir.engine.sql.build import attach
-from weir.engine.sql.dialect import WeirFlink, parse
+from weir.engine.sql.columns import check_type, checker
+from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
 from weir.engine.sql.select import plan_query
@@ -87,7 +88,7 @@ class _Script:
             raise SqlUnsupported(
                 f"INSERT INTO {s.this.sql(WeirFlink)}: a query's results are its "
                 "view's state (served over "
-                "HTTP) and go to --sink; write CREATE VIEW name AS SELECT …"
+                "HTTP) and go to `sink_url`; write CREATE VIEW name AS SELECT …"
             )
         elif isinstance(s, exp.Select):
             raise SqlUnsupported(
@@ -134,8 +135,9 @@ class _Script:
             )
         name = schema.this.name
         columns, time_col, bound = _columns(schema)
+        types = {c: (check_type(c, d.args.get("kind")), _not_null(d)) for c, d in columns.items()}
         options = _options(s, name)
-        watermarks = WatermarkStrategy.bounded_out_of_orderness(ms=bound)
+        watermarks = WatermarkStrategy.sql_delay(ms=bound)  # SQL's rule: max(ts) - delay
         if "idle-timeout" in options:
             watermarks = watermarks.with_idleness(
                 duration_ms(options["idle-timeout"], "idle-timeout")
@@ -146,8 +148,9 @@ class _Script:
             source = from_url(options["url"])
         except ConfigError as exc:
             raise SqlError(f"CREATE TABLE {name} WITH ('url' = …): {exc}") from None
-        self.stream = self.job.source(source, timestamp=time_col, watermarks=watermarks)
-        self.table = TableDef(name, columns, time_col, lateness)
+        stream = self.job.source(source, timestamp=time_col, watermarks=watermarks)
+        self.stream = stream.map(checker(types, name))  # the declared types, once per record
+        self.table = TableDef(name, tuple(columns), time_col, lateness)
 
     def _function(self, s: exp.Create) -> None:
         name = s.this.name
@@ -164,8 +167,13 @@ class _Script:
         attach(plan, self.stream)
 
 
-def _columns(schema: exp.Schema) -> tuple[tuple[str, ...], str, int]:
-    """Column names, the time attribute and its watermark bound (ms)."""
+def _not_null(column: exp.ColumnDef) -> bool:
+    constraints = column.args.get("constraints") or []
+    return any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint) for c in constraints)
+
+
+def _columns(schema: exp.Schema) -> tuple[dict[str, exp.ColumnDef], str, int]:
+    """The columns, the time attribute and its watermark delay (ms)."""
     columns: dict[str, exp.ColumnDef] = {}
     watermark: exp.WatermarkColumnConstraint | None = None
     for item in schema.expressions:
@@ -193,7 +201,7 @@ def _columns(schema: exp.Schema) -> tuple[tuple[str, ...], str, int]:
             "event time is epoch "
             f"milliseconds, declare it `{time_col} BIGINT`"
         )
-    return tuple(columns), time_col, _bound(watermark, time_col)
+    return columns, time_col, _bound(watermark, time_col)
 
 
 def _bound(watermark: exp.WatermarkColumnConstraint, time_col: str) -> int:
@@ -262,6 +270,9 @@ def _import_aggregate(name: str, target: str) -> AggregateFunction:
 def load_script(path: Path) -> Job:
     """The job a ``.sql`` file declares; its name defaults to the file's stem."""
     text = path.read_text(encoding="utf-8")
-    job = _Script(str(path), path.stem).run(parse(text, str(path)))
+    try:
+        job = _Script(str(path), path.stem).run(parse(text, str(path)))
+    except RecursionError:  # a long chain of operators compiles recursively
+        raise too_deep(str(path)) from None
     job.validate()
     return job

@@ -1,6 +1,12 @@
 """The SELECT list of a windowed query: GROUP BY columns and window bounds pass through (as the
 result's ``key``, ``start`` and ``end``); every other column is an aggregate, named by its alias
-(or, for a plain column, ``sum_value``, ``count``, ``count_distinct_id``, …)."""
+(or, for a plain column, ``sum_value``, ``count``, ``count_distinct_id``, …). ``window_time``
+(``TUMBLE_ROWTIME(…)`` and its siblings in a legacy group window) is a field of its own, the
+window's end - 1; ``CAST(<aggregate> AS <type>)`` converts an aggregate's result.
+
+SQL's rules hold: ``SUM``, ``MIN``, ``MAX`` and ``AVG`` pass over NULLs (NULL when every value
+is), ``COUNT(x)`` counts the non-NULL values, ``COUNT(*)`` every row, and ``AVG`` over integers
+is an integer (``agg.avg``)."""
 
 from __future__ import annotations
 
@@ -13,20 +19,19 @@ from weir.engine import agg
 from weir.engine.agg import AggregateFunction
 from weir.engine.nodes import RESERVED_FIELDS
 from weir.engine.sql import windowing
-from weir.engine.sql.aggregates import Called, CountDistinct
+from weir.engine.sql.aggregates import Called, Cast, CountDistinct
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlError, SqlUnsupported
+from weir.engine.sql.functions import cast_name
 from weir.engine.sql.query import (
     AGGREGATE_NAMES,
     BUILTIN_AGGREGATES,
-    DERIVED_PREFIX,
     Query,
     QueryPlan,
     TableDef,
     at,
     refuse_clauses,
 )
-from weir.engine.sql.scalar import Fn
 from weir.engine.sql.windowing import WINDOW_COLUMNS
 
 
@@ -69,32 +74,39 @@ class _Select(Query):
         if isinstance(node, exp.Star):
             raise SqlUnsupported("SELECT *: name the key columns, window bounds and aggregates")
         if isinstance(node, exp.Column) and node.name in WINDOW_COLUMNS:
-            if not self.window.from_tvf or node.name == "window_time":
+            if not self.window.from_tvf:
                 raise SqlUnsupported(
-                    f"{node.sql(WeirFlink)}{at(node)}: a result has window_start and "
-                    "window_end (as its "
-                    "start and end) with a window TVF, TUMBLE_START/TUMBLE_END (…) with a "
-                    "legacy group window"
+                    f"{node.sql(WeirFlink)}{at(node)}: a result has window_start, window_end "
+                    "and window_time with a window TVF, TUMBLE_START/TUMBLE_END/TUMBLE_ROWTIME "
+                    "(…) with a legacy group window"
                 )
-            return True
+            return node.name != "window_time"  # window_time is a field of its own
         bound = windowing.LEGACY_BOUNDS.get(windowing.function_name(node))
         if bound is not None:
             self._check_bound(node, bound[0])
             return True
         return node.sql(WeirFlink) in group_sql
 
-    def _check_bound(self, node: exp.Expr, kind: str) -> None:
+    def _check_bound(self, node: exp.Expr, kind: str, suffixes: str = "START/{k}_END") -> None:
         spec = self.window
         args = node.expressions if isinstance(node, exp.Anonymous) else []
         same = exp.Anonymous(this=kind, expressions=[a.copy() for a in args]).sql(WeirFlink)
         if spec.from_tvf or kind != spec.kind or same != spec.sql:
             raise SqlError(
                 f"{node.sql(WeirFlink)}{at(node)} does not match the query's window {spec.sql}; "
-                f"write {spec.kind}_START/{spec.kind}_END with the same arguments"
+                f"write {spec.kind}_{suffixes.format(k=spec.kind)} with the same arguments"
             )
 
     def _aggregate(self, node: exp.Expr, item: exp.Expr) -> tuple[str, Any]:
+        if isinstance(node, exp.Column) and node.name == "window_time":
+            return self._named(item, "window_time"), agg.window_time()
         fname = windowing.function_name(node)
+        rowtime = windowing.LEGACY_ROWTIME.get(fname)
+        if rowtime is not None:
+            self._check_bound(node, rowtime, "ROWTIME")
+            return self._named(item, "window_time"), agg.window_time()
+        if isinstance(node, exp.Cast) and _aggregating(node.this):
+            return self._cast(node, item)
         udaf = self.functions.get(fname.lower()) if fname else None
         if udaf is not None:
             return self._udaf(node, item, fname, udaf)
@@ -110,13 +122,22 @@ class _Select(Query):
             )
         if isinstance(arg, exp.Column):
             return self._named(item, f"{fname.lower()}_{arg.name}"), agg.Builtin(
-                kind, self._resolve(arg)
+                kind, self._resolve(arg), "skip"
             )
-        return self._named(item, None), agg.Builtin(kind, self._derive(arg))
+        return self._named(item, None), agg.Builtin(kind, self._derive(arg), "skip")
+
+    def _cast(self, node: exp.Cast, item: exp.Expr) -> tuple[str, Any]:
+        """``CAST(<aggregate> AS <type>)``: the aggregate, its result converted."""
+        to = cast_name(node)
+        name, inner = self._aggregate(node.this, exp.Alias(this=node.this, alias=item.alias)
+                                      if isinstance(item, exp.Alias) else node.this)  # fmt: skip
+        if isinstance(inner, agg.Builtin):
+            return name, agg.cast(inner, to)
+        return name, agg.custom(Cast(inner.function, to, node.sql(WeirFlink)))
 
     def _count(self, node: exp.Count, item: exp.Expr) -> tuple[str, Any]:
         arg = node.this
-        if arg is None or isinstance(arg, exp.Star):
+        if arg is None or isinstance(arg, exp.Star) or _not_null_literal(arg):
             return self._named(item, "count"), agg.count()
         if isinstance(arg, exp.Distinct):
             if len(arg.expressions) != 1:
@@ -128,17 +149,9 @@ class _Select(Query):
             return self._named(item, auto), agg.custom(
                 CountDistinct(self.compiler.compile(inner), node.sql(WeirFlink))
             )
-        value = self.compiler.compile(arg)
-        counted = self._derive_fn(
-            lambda r: 0 if value(r) is None else 1, f"{node.sql(WeirFlink)} flag"
-        )
-        auto = f"count_{arg.name}" if isinstance(arg, exp.Column) else None
-        return self._named(item, auto), agg.sum(counted)
-
-    def _derive_fn(self, fn: Fn, sql: str) -> str:
-        name = f"{DERIVED_PREFIX}{len(self.derived)}"
-        self.derived[name] = (fn, sql)
-        return name
+        if isinstance(arg, exp.Column):
+            return self._named(item, f"count_{arg.name}"), agg.count(self._resolve(arg))
+        return self._named(item, None), agg.count(self._derive(arg))
 
     def _udaf(
         self, node: exp.Expr, item: exp.Expr, fname: str, udaf: AggregateFunction
@@ -190,6 +203,16 @@ class _Select(Query):
                 "final); name the column something else"
             )
         return name
+
+
+def _aggregating(node: exp.Expr) -> bool:
+    """Is ``node`` an aggregate call (built-in or not: a call weir cannot run per record)?"""
+    return isinstance(node, exp.AggFunc | exp.Anonymous)
+
+
+def _not_null_literal(node: exp.Expr) -> bool:
+    """``COUNT(1)``, ``COUNT('x')``: a constant that is never NULL counts every row."""
+    return isinstance(node, exp.Literal | exp.Boolean)
 
 
 def _call_args(node: exp.Expr) -> list[exp.Expr]:

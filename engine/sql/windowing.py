@@ -2,7 +2,11 @@
 DESCRIPTOR(ts), INTERVAL '10' SECOND))``) or a legacy group window in GROUP BY (``GROUP BY
 TUMBLE(ts, INTERVAL '10' SECOND), id``), as one ``WindowSpec``.
 
-Flink's argument order is kept: ``HOP(…, slide, size)`` and ``CUMULATE(…, step, size)``.
+Flink's argument order is kept: ``HOP(…, slide, size)`` and ``CUMULATE(…, step, size)``; a
+window TVF takes an offset last (``TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' DAY, INTERVAL
+'-8' HOUR)``). A HOP whose slide is longer than its size leaves gaps between its windows: a
+record in a gap belongs to no window (Flink's legacy ``HOP`` group window does the same; its
+window TVF aggregation refuses a size that is not a multiple of the slide).
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ WINDOW_ARGS = {
     "SESSION": ("gap",),
     "CUMULATE": ("step", "size"),
 }
-LEGACY_BOUNDS = {f"{k}_{b}": (k, b) for k in ("TUMBLE", "HOP", "SESSION") for b in ("START", "END")}
+LEGACY_KINDS = ("TUMBLE", "HOP", "SESSION")
+LEGACY_BOUNDS = {f"{k}_{b}": (k, b) for k in LEGACY_KINDS for b in ("START", "END")}
+LEGACY_ROWTIME = {f"{k}_ROWTIME": k for k in LEGACY_KINDS}  # the window's end - 1
 WINDOW_COLUMNS = ("window_start", "window_end", "window_time")
 
 
@@ -42,17 +48,18 @@ class WindowSpec:
     sql: str  # the call as written, for messages and legacy bound checks
     partition_by: tuple[str, ...] | None = None  # SESSION's PARTITION BY (TVF only)
     from_tvf: bool = False
+    offset_ms: int = 0  # a window TVF's offset argument
 
     def assigner(self) -> windows.WindowAssigner:
-        ms = self.intervals
+        ms, offset = self.intervals, self.offset_ms
         try:
             if self.kind == "TUMBLE":
-                return windows.tumbling(ms=ms["size"])
+                return windows.tumbling(ms=ms["size"], offset_ms=offset)
             if self.kind == "HOP":
-                return windows.sliding(size_ms=ms["size"], slide_ms=ms["slide"])
+                return windows.sliding(size_ms=ms["size"], slide_ms=ms["slide"], offset_ms=offset)
             if self.kind == "SESSION":
                 return windows.session(gap_ms=ms["gap"])
-            return windows.cumulate(size_ms=ms["size"], step_ms=ms["step"])
+            return windows.cumulate(size_ms=ms["size"], step_ms=ms["step"], offset_ms=offset)
         except ValueError as exc:
             raise SqlError(f"{self.sql}: {exc}") from None
 
@@ -66,38 +73,52 @@ def function_name(node: exp.Expr) -> str:
     return ""
 
 
-def interval_ms(node: exp.Expr, what: str) -> int:
-    """``INTERVAL '10' SECOND`` as 10000; anything else is refused, naming ``what``."""
+def interval_ms(node: exp.Expr, what: str, *, signed: bool = False) -> int:
+    """``INTERVAL '10' SECOND`` as 10000; anything else is refused, naming ``what``. Only a
+    ``signed`` interval (an offset) may be zero or negative (``INTERVAL '-8' HOUR``)."""
     example = f"write it as INTERVAL '10' SECOND (units: {', '.join(UNIT_MS)})"
+    if isinstance(node, exp.Neg) and signed:  # -INTERVAL '8' HOUR
+        return -interval_ms(node.this, what, signed=True)
     if not isinstance(node, exp.Interval) or not isinstance(node.this, exp.Literal):
         raise SqlError(f"{what} is {node.sql(WeirFlink)}, not an interval; {example}")
     unit = node.unit.name.upper().rstrip("S") if node.unit is not None else ""
     if unit not in UNIT_MS:
         raise SqlError(f"{what} {node.sql(WeirFlink)} has unit {unit or 'none'!r}; {example}")
     try:
-        ms = Decimal(str(node.this.this)) * UNIT_MS[unit]
+        ms = Decimal(str(node.this.this).strip()) * UNIT_MS[unit]
     except InvalidOperation:
         raise SqlError(
             f"{what} {node.sql(WeirFlink)} is not a number of {unit}s; {example}"
         ) from None
-    if ms <= 0 or ms != ms.to_integral_value():
-        raise SqlError(
-            f"{what} {node.sql(WeirFlink)} must be a positive whole number of milliseconds"
-        )
+    if ms != ms.to_integral_value() or (ms <= 0 and not signed):
+        adjective = "whole" if signed else "positive whole"
+        raise SqlError(f"{what} {node.sql(WeirFlink)} must be a {adjective} number of milliseconds")
     return int(ms)
 
 
-def _intervals(kind: str, given: list[exp.Expr], call: exp.Expr) -> dict[str, int]:
+def _intervals(
+    kind: str, given: list[exp.Expr], call: exp.Expr, *, tvf: bool
+) -> tuple[dict[str, int], int]:
+    """The window's intervals by name, and its offset (a window TVF's last argument)."""
     names = WINDOW_ARGS[kind]
+    offset = 0
+    if len(given) == len(names) + 1 and kind != "SESSION":
+        if not tvf:
+            raise SqlUnsupported(
+                f"GROUP BY {call.sql(WeirFlink)}: a legacy group window takes no offset (Flink "
+                f"refuses its alignment argument too); write FROM TABLE({kind}(TABLE t, "
+                f"DESCRIPTOR(ts), {', '.join(names)}, offset))"
+            )
+        offset = interval_ms(given.pop(), f"{kind}'s offset", signed=True)
     if len(given) > len(names):
-        extra = "an offset" if len(given) == len(names) + 1 and kind != "SESSION" else "more"
         raise SqlUnsupported(
-            f"{call.sql(WeirFlink)}: {kind} takes {', '.join(names)} here, and weir's SQL does not "
-            f"take {extra} (window offsets are not supported)"
+            f"{call.sql(WeirFlink)}: {kind} takes {', '.join(names)}"
+            + ("" if kind == "SESSION" else " and an offset")
         )
     if len(given) < len(names):
         raise SqlError(f"{call.sql(WeirFlink)}: {kind} needs the intervals {', '.join(names)}")
-    return {n: interval_ms(g, f"{kind}'s {n}") for n, g in zip(names, given, strict=True)}
+    intervals = {n: interval_ms(g, f"{kind}'s {n}") for n, g in zip(names, given, strict=True)}
+    return intervals, offset
 
 
 def tvf(node: exp.Expr) -> tuple[str, WindowSpec] | None:
@@ -127,13 +148,15 @@ def tvf(node: exp.Expr) -> tuple[str, WindowSpec] | None:
     partition = data.args.get("partition_by")
     if partition and kind != "SESSION":
         raise SqlUnsupported(f"{call.sql(WeirFlink)}: PARTITION BY belongs to SESSION windows only")
+    intervals, offset = _intervals(kind, args[2:], call, tvf=True)
     spec = WindowSpec(
         kind,
         time_col.name,
-        _intervals(kind, args[2:], call),
+        intervals,
         call.sql(WeirFlink),
         tuple(c.name for c in partition) if partition else None,
         from_tvf=True,
+        offset_ms=offset,
     )
     return data.this.name, spec
 
@@ -152,4 +175,5 @@ def legacy(node: exp.Expr) -> WindowSpec | None:
     args = list(node.expressions)
     if not args or not isinstance(args[0], exp.Column):
         raise SqlError(f"GROUP BY {node.sql(WeirFlink)}: the first argument is the time column")
-    return WindowSpec(kind, args[0].name, _intervals(kind, args[1:], node), node.sql(WeirFlink))
+    intervals, _ = _intervals(kind, args[1:], node, tvf=False)
+    return WindowSpec(kind, args[0].name, intervals, node.sql(WeirFlink))

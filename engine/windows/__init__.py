@@ -1,6 +1,6 @@
 """Window assigners: ``tumbling(ms=, offset_ms=)``, ``sliding(size_ms=, slide_ms=, offset_ms=)``,
-``session(gap_ms=)``, ``dynamic_session(gap)``, ``cumulate(size_ms=, step_ms=)``, and the
-windows only triggers fire: ``count(n, slide=)`` and ``global_windows()``."""
+``session(gap_ms=)``, ``dynamic_session(gap)``, ``cumulate(size_ms=, step_ms=, offset_ms=)``,
+and the windows only triggers fire: ``count(n, slide=)`` and ``global_windows()``."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def sliding(
     size_ms: int, slide_ms: int, *, offset_ms: int = 0, time: TimeDomain = "event"
 ) -> SlidingWindows:
     """Windows of ``size_ms``, one starting every ``slide_ms`` (aligned to the epoch shifted by
-    ``offset_ms``)."""
+    ``offset_ms``); with ``slide_ms > size_ms`` a record between two windows is in none."""
     return SlidingWindows(size_ms=size_ms, slide_ms=slide_ms, time=time, offset_ms=offset_ms)
 
 
@@ -60,10 +60,13 @@ def dynamic_session(gap: Any, *, time: TimeDomain = "event") -> SessionWindows:
     return SessionWindows(time=time, gap=gap)
 
 
-def cumulate(size_ms: int, step_ms: int, *, time: TimeDomain = "event") -> CumulateWindows:
-    """Per ``size_ms`` cycle, windows from its start growing by ``step_ms``: ``[ws, ws + step)``,
-    ``[ws, ws + 2*step)``, … ``[ws, ws + size)`` (Flink's CUMULATE)."""
-    return CumulateWindows(size_ms=size_ms, step_ms=step_ms, time=time)
+def cumulate(
+    size_ms: int, step_ms: int, *, offset_ms: int = 0, time: TimeDomain = "event"
+) -> CumulateWindows:
+    """Per ``size_ms`` cycle (aligned to the epoch shifted by ``offset_ms``), windows from its
+    start growing by ``step_ms``: ``[ws, ws + step)``, ``[ws, ws + 2*step)``, … ``[ws, ws +
+    size)`` (Flink's CUMULATE)."""
+    return CumulateWindows(size_ms=size_ms, step_ms=step_ms, time=time, offset_ms=offset_ms)
 
 
 def count(n: int, *, slide: int | None = None) -> CountWindows:

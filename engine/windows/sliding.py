@@ -1,7 +1,9 @@
 """Sliding windows: size ``s``, a new window every ``slide`` ms on a grid shifted by an offset:
 ``[k*slide + offset, k*slide + offset + s)`` for every ``k`` whose window holds ``t``, so a
-record counts in about ``s / slide`` windows. The windows that would end at or past the end of
-time are one window ending at ``MAX_TIME`` (``base``).
+record counts in about ``s / slide`` windows. A slide longer than the size leaves gaps between
+the windows (Flink's sliding windows allow it): a record in a gap belongs to no window. The
+windows that would end at or past the end of time are one window ending at ``MAX_TIME``
+(``base``).
 
 The operator folds records into panes (tumbling windows of ``gcd(size, slide)`` on the same
 grid) and composes windows from them; the pane helpers here keep that grid and the clamping in
@@ -37,11 +39,6 @@ class SlidingWindows:
                 f"sliding window size {self.size_ms} ms and slide {self.slide_ms} ms must be "
                 "positive"
             )
-        if self.slide_ms > self.size_ms:
-            raise ValueError(
-                f"slide {self.slide_ms} ms is longer than the size {self.size_ms} ms: records "
-                "between windows would be lost; use slide <= size (or tumbling windows)"
-            )
         check_offset("sliding", self.offset_ms, self.slide_ms, "slide")
         if self.time not in ("event", "processing"):
             raise ValueError(f"time={self.time!r}; use 'event' or 'processing'")
@@ -50,8 +47,13 @@ class SlidingWindows:
         """Every window holding ``timestamp``, latest first."""
         return [Window(self.start_of(end), end) for end in self._ends(timestamp)]
 
+    @property
+    def gapped(self) -> bool:
+        """Are there gaps between the windows (slide > size), times in no window?"""
+        return self.slide_ms > self.size_ms
+
     def window_ends_of(self, t: int) -> list[int]:
-        """Ends of every window holding ``t``, latest first."""
+        """Ends of every window holding ``t``, latest first (none for a time in a gap)."""
         return self._ends(t)
 
     def _ends(self, t: int) -> list[int]:
@@ -61,7 +63,7 @@ class SlidingWindows:
         while start > t - s:
             ends.append(start + s)
             start -= self.slide_ms
-        if ends[0] >= MAX_TIME:  # the windows at or past the end of time are one
+        if ends and ends[0] >= MAX_TIME:  # the windows at or past the end of time are one
             ends = [MAX_TIME, *(e for e in ends if e < MAX_TIME)]
         return ends
 

@@ -109,6 +109,7 @@ def test_savepoint_of_an_unknown_job_or_unreachable_api_is_a_clear_error(
     r = run_weir("savepoint", "nope", "--api-url", server.base_url)
     assert r.rc == 1 and "404" in r.stderr and "nope" in r.stderr, r.stderr
     r = run_weir("savepoint", "live", "--api-url", "http://127.0.0.1:9")
-    assert r.rc == 2 and "cannot reach the job's API" in r.stderr, r.stderr
+    assert r.rc == 1 and "at http://127.0.0.1:9 failed: " in r.stderr, r.stderr
+    assert "is the weir API running" in r.stderr
     r = run_weir("checkpoints", "live", "--state-dir", str(tmp_path / "none"))
     assert r.rc == 1 and "no complete checkpoint" in r.stderr

@@ -167,7 +167,11 @@ def test_with_a_token_the_page_streams_with_a_stream_token_and_polls_when_it_can
         lambda: client.get("/dash/counts/top", params={"by": "n"}, headers=auth).status_code == 200,
         30.0, what="a window to fire",
     )  # fmt: skip
-    login = f"localStorage.setItem('weir-token', {json.dumps(token)}); location.reload(); true"
+    # typed into the page, which trades it for a read token kept in memory only
+    login = (
+        f"(() => {{ const t = document.getElementById('token'); t.value = {json.dumps(token)};"
+        " t.dispatchEvent(new Event('change')); return true; })()"
+    )
     polling = (
         "document.getElementById('transport').dataset.transport === 'poll'"
         " && document.getElementById('chart').dataset.points !== '0'"
@@ -182,6 +186,10 @@ def test_with_a_token_the_page_streams_with_a_stream_token_and_polls_when_it_can
             wait_until(lambda: page.settled(loaded), 30.0, what="the page to load")
             assert page.evaluate(login) is True
             wait_until(lambda: page.settled(polling), 45.0, what="the page to fall back to polling")
-        page.evaluate("location.reload(); true")  # the slot is free again: the page streams,
-        # which an EventSource (no headers) can only do with the stream token
+        page.evaluate("window.beforeReload = true; location.reload(); true")  # the slot is
+        # free again: the page streams, which an EventSource (no headers) can only do with the
+        # stream token; a reloaded page has forgotten its token, so it is typed in again
+        reloaded = f"!window.beforeReload && {loaded}"
+        wait_until(lambda: page.settled(reloaded), 30.0, what="the page to load again")
+        assert page.evaluate(login) is True
         wait_until(lambda: page.settled(READY), 45.0, what="the page to update over SSE")

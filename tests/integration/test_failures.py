@@ -27,8 +27,12 @@ def test_missing_input_file_is_a_clear_error(
         "--state-dir", str(tmp_path / "st"), "--parallelism", parallelism,
         timeout=30.0,  # startup takes ~1-3 s; a run that hangs on a dead worker fails here
     )  # fmt: skip
-    assert result.rc == 1, result.stderr  # the workers find the file missing: a failed job
-    errors = [line for line in result.error_lines() if line.startswith("weir: error:")]
-    assert len(errors) == 1, result.stderr
-    assert str(missing) in errors[0]
-    assert "Traceback" not in result.stderr
+    # found before anything starts (issue 39 item 8): a usage error, no worker, no API
+    assert result.rc == 2, result.stderr
+    assert result.error_lines() == [
+        f"weir: error: source 'source-0' reads {missing}, which does not exist; pass an "
+        "existing JSONL file (a path or file:///path) or a glob"
+        if "*" not in pattern
+        else f"weir: error: source 'source-0': no input file matches {missing}; check the "
+        "pattern, e.g. file:///data/*.jsonl"
+    ]

@@ -5,6 +5,7 @@ the job manager's process and from ``weir api`` beside a ``weir run --no-api``; 
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -95,12 +96,20 @@ def test_weir_api_answers_503_for_a_job_that_failed_and_keeps_saying_so(
     assert r.status_code == 200 and r.json()["status"] == "degraded", r.text
     assert "jobmanager.json is missing" in r.json()["problems"]["t1"]
 
-    result = run_weir("run", str(job), "--no-api", "--state-dir", str(state), timeout=30.0)
+    # a broker nobody listens on: the input check passes, the workers fail once they start
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = run_weir(
+        "run", str(job), "--no-api", "--state-dir", str(state),
+        "--source", f"kafka://127.0.0.1:{port}/events",
+        env={"WEIR_KAFKA_CONNECT_TIMEOUT_S": "2"}, timeout=30.0,
+    )  # fmt: skip
     assert result.rc == 1, result.stderr
     body = wait_until(lambda: failed_health(client), 10.0, what="/health to say failed")
     assert body["jobs"] == {"t1": "failed"}
     assert body["problems"]["t1"].startswith("worker 0 failed:")
-    assert str(missing) in body["problems"]["t1"]
+    assert f"cannot reach the Kafka broker at 127.0.0.1:{port}" in body["problems"]["t1"]
 
     # the job manager is gone and its last status ages past staleness: the job stays failed
     written = orjson.loads((state / "t1" / "jobmanager.json").read_bytes())["written_at"]

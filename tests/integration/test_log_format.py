@@ -19,7 +19,7 @@ from tests.support import WEIR, WeirResult, job_text, wait_until
 Run = Callable[..., WeirResult]
 
 
-def _job(tmp_path: Path, n: int = 50) -> Path:
+def _job(tmp_path: Path, n: int = 50, steps: tuple[tuple[str, str], ...] = ()) -> Path:
     src = tmp_path / "in.jsonl"
     src.write_text(
         "".join(
@@ -28,7 +28,7 @@ def _job(tmp_path: Path, n: int = 50) -> Path:
         )
     )
     path = tmp_path / "job.py"
-    path.write_text(job_text(src, bound=0, size=10, lateness=0))
+    path.write_text(job_text(src, bound=0, size=10, lateness=0, steps=steps))
     return path
 
 
@@ -63,11 +63,12 @@ def test_json_lines_from_the_job_manager_and_the_workers(tmp_path: Path, run_wei
 
 
 def test_the_serving_line_and_the_final_error_are_json_too(tmp_path: Path, run_weir: Run) -> None:
-    """Set by the variable; the API's URL is a field; a failed job's last line is an ERROR."""
+    """Set by the variable; the API's URL is a field; a failed job's last line is an ERROR (a
+    worker that dies: a missing input file is found before anything starts now)."""
+    dies = (("map", "lambda e: __import__('os')._exit(3)"),)
     result = run_weir(
-        "run", str(_job(tmp_path)), "--exit-at-end", "--api-port", "0", "--state-dir", "st",
-        "--parallelism", "1", "--source", "file:///nonexistent.jsonl",
-        env={"WEIR_LOG_FORMAT": "json"},
+        "run", str(_job(tmp_path, steps=dies)), "--exit-at-end", "--api-port", "0",
+        "--state-dir", "st", "--parallelism", "1", env={"WEIR_LOG_FORMAT": "json"},
     )  # fmt: skip
     assert result.rc == 1, result.stderr
     records = _records(result.stderr)
@@ -75,7 +76,7 @@ def test_the_serving_line_and_the_final_error_are_json_too(tmp_path: Path, run_w
     assert serving["url"].startswith("http://127.0.0.1:") and serving["job"] == "t1"
     last = records[-1]
     assert last["level"] == "ERROR" and last["logger"] == "weir"
-    assert last["message"].startswith("job t1 failed: worker 0 failed: input file")
+    assert last["message"].startswith("job t1 failed: worker 0 failed: process ")
 
 
 def test_text_stays_the_default(tmp_path: Path, run_weir: Run) -> None:

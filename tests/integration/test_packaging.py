@@ -1,6 +1,7 @@
-"""The package as pip builds it: the wheel holds ``weir/`` and its dist-info and nothing else,
-its metadata carries the SPDX license, version ranges and the Spark extra; ``weir --version``
-is the installed package's version.
+"""The package as pip builds it: the distribution ``weir-stream`` (the PyPI name ``weir`` is an
+unrelated project), whose wheel holds ``weir/`` and its dist-info and nothing else; its metadata
+carries the SPDX license, version ranges, a lean core and the extras ``kafka``, ``s3``, ``sql``,
+``spark`` and ``all``; ``weir --version`` is the installed package's version.
 
 The wheel is built from the files the Dockerfile copies into the image, so the image's build
 has everything the package needs (a file missing there fails here first)."""
@@ -20,6 +21,7 @@ import pytest
 from tests.support import WEIR
 
 ROOT = Path(__file__).resolve().parents[2]
+DIST = "weir-stream"
 
 
 def _dockerfile_sources() -> list[str]:
@@ -45,13 +47,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
-    (built,) = out.glob("weir-*.whl")
+    (built,) = out.glob("weir_stream-*.whl")
     return zipfile.ZipFile(built)
 
 
 def test_the_wheel_holds_weir_and_its_dist_info_only(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
-    assert {n.split("/")[0] for n in names} == {"weir", f"weir-{version('weir')}.dist-info"}
+    dist = f"weir_stream-{version(DIST)}.dist-info"
+    assert {n.split("/")[0] for n in names} == {"weir", dist}
     for module in ("__init__.py", "app/cli.py", "engine/job.py", "state/rocksdb.py",
                    "api/dashboard.html", "engine/spark/backfill.py", "py.typed"):  # fmt: skip
         assert f"weir/{module}" in names, module
@@ -70,8 +73,9 @@ def test_the_wheel_holds_the_compiled_kernels(wheel: zipfile.ZipFile) -> None:
 
 
 def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
-    dist = f"weir-{version('weir')}.dist-info"
+    dist = f"weir_stream-{version(DIST)}.dist-info"
     meta = Parser().parsestr(wheel.read(f"{dist}/METADATA").decode())
+    assert meta["Name"] == DIST
     assert meta["License-Expression"] == "Apache-2.0"
     assert meta["License-File"] == "LICENSE"
     assert wheel.read(f"{dist}/licenses/LICENSE") == (ROOT / "LICENSE").read_bytes()
@@ -80,7 +84,20 @@ def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert requires and not [r for r in requires if "==" in r.split(";")[0]]  # pins: constraints
     spark = [r for r in requires if r.startswith("pyspark")]
     assert spark == ['pyspark[sql]>=4.3.0; extra == "spark"']
-    assert "spark" in meta.get_all("Provides-Extra")
+    assert {"kafka", "s3", "sql", "spark", "all"} <= set(meta.get_all("Provides-Extra"))
+    core = sorted(r.split(">")[0] for r in requires if "extra ==" not in r)
+    assert core == [
+        "fastapi", "httpx", "httpx-sse", "msgpack", "numpy", "orjson", "prometheus-client",
+        "rocksdict", "uvicorn",
+    ]  # fmt: skip
+    by_extra = {
+        "kafka": ["confluent-kafka", "crc32c", "kafka-python"],
+        "s3": ["obstore"],
+        "sql": ["sqlglot"],
+    }
+    for extra, names in by_extra.items():
+        marker = f'extra == "{extra}"'
+        assert sorted(r.split(">")[0] for r in requires if r.endswith(marker)) == names
     entry = wheel.read(f"{dist}/entry_points.txt").decode()
     assert "weir = weir.app.cli:main" in entry
 
@@ -89,4 +106,4 @@ def test_version_is_the_installed_package_version() -> None:
     for command in (WEIR, [sys.executable, "-m", "weir"]):
         r = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
-        assert r.stdout == f"weir {version('weir')}\n"
+        assert r.stdout == f"weir {version(DIST)}\n"

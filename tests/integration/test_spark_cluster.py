@@ -132,7 +132,7 @@ def test_asking_for_more_slots_than_the_cluster_has_fails_in_time(session: Any) 
     with pytest.raises(
         ConfigError,
         match=rf"the cluster at {master} offers 2 task slots after 3 s; a barrier stage needs "
-        r"all 3 at once: add workers or cores, or lower --parallelism to 2",
+        r"all 3 at once: add workers or cores, or lower `parallelism` to 2",
     ):
         wait_for_slots(session, 3, timeout_s=3)
     assert time.monotonic() - t0 < 6
@@ -145,7 +145,7 @@ def test_a_backfill_on_a_cluster_without_a_free_core_fails_in_time(session: Any)
         ConfigError,
         match=rf"the cluster at {master} offers 2 task slots after 1 s \(other applications "
         r"hold its cores, or it has none\): free cores or add workers, or run on this host "
-        r"with --master 'local\[\*\]'",
+        r"with `master` 'local\[\*\]'",
     ):
         wait_for_slots(session, 3, timeout_s=1, barrier=False)
 

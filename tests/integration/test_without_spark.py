@@ -1,4 +1,4 @@
-"""weir without its Spark extra, as ``pip install weir`` leaves it: a ``sitecustomize`` on
+"""weir without its Spark extra, as ``pip install weir-stream`` leaves it: a ``sitecustomize`` on
 PYTHONPATH makes pyspark, and the py4j, Arrow, pandas and NumPy that only the extra brings,
 unimportable in every weir process (workers are spawned, so they load it too). ``weir run``,
 ``weir api``, ``weir demo`` and ``weir produce`` work; ``weir backfill`` says in one line which
@@ -143,8 +143,8 @@ def test_produce_works_and_backfill_names_the_extra(
     )  # fmt: skip
     assert r.rc == 2
     assert r.error_lines() == [
-        "weir: error: weir backfill runs on Spark and pyspark is not installed; install "
-        "weir's Spark extra: pip install 'weir[spark]'"
+        "weir: error: weir backfill (it runs on Spark) needs weir's spark extra, and pyspark is "
+        "not installed: pip install 'weir-stream[spark]'"
     ]
     assert r.stdout == ""
     assert not (tmp_path / "savepoints").exists()

@@ -27,6 +27,20 @@ def test_builtin_kinds_and_fields() -> None:
         (agg.min("v"), [3], [-2], [-2], -2),
         (agg.max("v"), [3], [-2], [3], 3),
         (agg.mean("v"), [10, 4], [5, 1], [15, 5], 3.0),
+        # SQL's: NULLs skipped (None slots until a value), AVG integral over ints
+        (agg.sum("v", nulls="skip"), [None], [4], [4], 4),
+        (agg.sum("v", nulls="skip"), [None], [None], [None], None),
+        (agg.min("v", nulls="skip"), [3], [None], [3], 3),
+        (agg.max("v", nulls="skip"), [None], [2.5], [2.5], 2.5),
+        (agg.count("v"), [2], [0], [2], 2),
+        (agg.avg("v"), [10, 3], [5, 1], [15, 4], 3),
+        (agg.avg("v"), [-10, 3], [-5, 1], [-15, 4], -3),
+        (agg.avg("v"), [1.5, 1], [0, 0], [1.5, 1], 1.5),
+        (agg.avg("v"), [0, 0], [0, 0], [0, 0], None),
+        (agg.mean("v", nulls="skip"), [0, 0], [0, 0], [0, 0], None),
+        (agg.cast(agg.avg("v"), "float"), [15, 4], [0, 0], [15, 4], 3.0),
+        (agg.cast(agg.sum("v", nulls="skip"), "str"), [None], [7], [7], "7"),
+        (agg.cast(agg.sum("v", nulls="skip"), "int"), [None], [None], [None], None),
     ],
 )
 def test_builtin_merge_and_result(
@@ -42,7 +56,7 @@ def test_sum_keeps_ints_as_ints_and_mean_is_a_float() -> None:
     assert type(agg.mean("v").result([6, 3])) is float
 
 
-@pytest.mark.parametrize("kind", ["sum", "min", "max", "mean"])
+@pytest.mark.parametrize("kind", ["sum", "min", "max", "mean", "avg"])
 def test_field_aggregates_need_a_field(kind: str) -> None:
     with pytest.raises(ValueError, match=rf"agg.{kind}\(\) needs a field name"):
         Builtin(kind)  # type: ignore[arg-type]
@@ -76,3 +90,22 @@ def test_custom_aggregate_missing_methods_are_named() -> None:
 def test_as_aggregate_refuses_non_aggregates_and_names_the_field() -> None:
     with pytest.raises(TypeError, match="aggregate total=5 is not an aggregate"):
         agg.as_aggregate(5, "total")
+
+
+def test_window_time_holds_no_slot_and_is_the_end_minus_one() -> None:
+    w = agg.window_time()
+    assert w.slots == 0 and w.merge([], []) == [] and w.result([], end=5_000) == 4_999
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: Builtin("window_time", "v"), "reads no field"),
+        (lambda: Builtin("count", "v"), r"counts the non-NULL values: nulls='skip'"),
+        (lambda: Builtin("sum", "v", "ignore"), "nulls='ignore'; use 'reject' or 'skip'"),  # type: ignore[arg-type]
+        (lambda: Builtin("sum", "v", "skip", "date"), "cast='date'; use one of int, float"),  # type: ignore[arg-type]
+    ],
+)
+def test_builtin_settings_are_checked(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()

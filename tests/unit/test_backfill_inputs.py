@@ -48,7 +48,7 @@ def test_the_format_comes_from_the_extension(name: str, fmt: str) -> None:
 
 
 def test_an_unknown_extension_names_the_file_and_the_fix(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"/data/events\.txt.*'\.txt'.*--format jsonl\|parquet"):
+    with pytest.raises(ConfigError, match=r"/data/events\.txt.*'\.txt'.*`format` jsonl\|parquet"):
         format_of("/data/events.txt", None)
     (tmp_path / "events").write_text("")
     with pytest.raises(ConfigError, match=r"events: cannot tell.*'\(none\)'"):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from rocksdict import Options, SstFileWriter
 
-from weir.app.cli import build_parser, config_from_args
+from weir.app.cli import config_from_args
+from weir.app.parser import parse
 from weir.base.errors import ConfigError, PathRefused, StateError
 from weir.engine.runtime.control.backfill import LiveBackfill
 from weir.engine.spark.output import BackfillOutput
@@ -121,16 +122,15 @@ def test_a_url_for_a_directory_root_is_refused_and_a_path_under_it_accepted(
 def test_the_backfill_storage_flags_take_s3_urls_and_refuse_other_schemes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    parser = build_parser()
-    args = parser.parse_args(["run", "job.py", "--backfill-dir", "s3://weir/bf/"])
+    args = parse(["run", "job.py", "--backfill-dir", "s3://weir/bf/"])
     assert config_from_args(args, "job.py").backfill_dir == "s3://weir/bf"
-    args = parser.parse_args(["run", "job.py", "--backfill-dir", "bf"])
+    args = parse(["run", "job.py", "--backfill-dir", "bf"])
     assert config_from_args(args, "job.py").backfill_dir == Path("bf").absolute()
     for argv in (
         ["run", "job.py", "--backfill-dir", "gs://weir/bf"],
         ["backfill", "job.py", "--input", "x.jsonl", "--live", "http://h:1", "--work-dir", "s3:/b"],
     ):
         with pytest.raises(SystemExit) as exited:
-            parser.parse_args(argv)
+            parse(argv)
         assert exited.value.code == 2
         assert "is not a storage location weir supports" in capsys.readouterr().err

@@ -88,8 +88,12 @@ def test_help_shows_environment_variables(run_weir: Run) -> None:
 
 def test_job_file_that_raises(run_weir: Run, tmp_path: Path) -> None:
     path = tmp_path / "broken.py"
-    path.write_text("raise ValueError('no such thing')\n")
-    _one_error_line(run_weir("run", str(path)), "failed to load", "no such thing")
+    path.write_text("x = 1\nraise ValueError('no such thing')\n")
+    r = run_weir("run", str(path))
+    assert r.rc == 2 and r.error_lines() == [
+        f"weir: error: {path}:2: the job file failed to load: ValueError: no such thing",
+        "  raise ValueError('no such thing')",
+    ]
 
 
 def test_job_names_on_the_command_line_cannot_name_other_directories(

@@ -7,9 +7,11 @@ it) in ``Client`` and ``AsyncClient``, with ``to_pandas``."""
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Iterator
 from typing import Annotated, Any
 
@@ -22,6 +24,7 @@ from weir.client import (
     AsyncClient,
     BadRequest,
     Client,
+    InvalidURL,
     NotFound,
     NotFreshEnough,
     Retries,
@@ -208,3 +211,32 @@ def test_the_client_imports_without_the_servers_stack() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "fix"),
+    [
+        ("127.0.0.1:8000", "use http://127.0.0.1:8000 (or https://)"),
+        ("localhost:8000/", "use http://localhost:8000/ (or https://)"),
+        ("ftp://h:1", "is not http(s)://HOST[:PORT]; e.g. http://127.0.0.1:8000"),
+        ("http://", "is not http(s)://HOST[:PORT]"),
+    ],
+)
+def test_a_url_the_client_cannot_use_is_refused_when_it_is_made(url: str, fix: str) -> None:
+    """Issue 39 item 11: not at the first call, with a hint that the API may be down."""
+    for make in (Client, AsyncClient):
+        with pytest.raises(InvalidURL, match=re.escape(fix)):
+            make(url)
+    assert issubclass(InvalidURL, ValueError) and issubclass(InvalidURL, WeirClientError)
+
+
+def test_client_errors_go_by_their_public_names() -> None:
+    """A traceback names ``weir.client.NotFound``, not the private module that defines it."""
+    import weir.client
+
+    for name in weir.client.__all__:
+        cls = getattr(weir.client, name)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            assert cls.__module__ == "weir.client", name
+    shown = traceback.format_exception_only(NotFound(404, "job_not_found", "no job 'x'"))
+    assert shown == ["weir.client.NotFound: no job 'x'\n"]

@@ -11,9 +11,9 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from weir.app.cli import build_parser
+from weir.app.parser import parse
 from weir.base.errors import ConfigError
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.spark_task import TaskPayload
 
@@ -21,7 +21,7 @@ JOB = "from weir import Job\njob = Job('j')\n"
 
 
 def test_master_needs_checkpoint_storage_every_executor_reaches(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="give --checkpoint-dir s3://BUCKET/PREFIX"):
+    with pytest.raises(ConfigError, match="give `checkpoint_dir` s3://BUCKET/PREFIX"):
         RunConfig(job_file=tmp_path / "job.py", master="spark://127.0.0.1:7077")
     RunConfig(job_file="j.py", master="spark://h:7077", checkpoint_dir="s3://b/p")
 
@@ -51,8 +51,9 @@ def _payload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[TaskPaylo
         spark_conf=(("spark.executor.memory", "1g"),),
     )
     auth = PeerAuth.new(4)
+    facts = RunFacts(run_id="r7-2", restore_from="s3://weir/chk/j/chk-3")
     payload = TaskPayload.build(
-        cfg, "j", "tcp:10.0.0.1:4000", auth, ("AWS_", "WEIR_S3_", "WEIR_KAFKA_")
+        cfg, facts, "j", "tcp:10.0.0.1:4000", auth, ("AWS_", "WEIR_S3_", "WEIR_KAFKA_")
     )
     return payload, cfg
 
@@ -78,24 +79,25 @@ def test_task_config_puts_everything_under_the_executor_dir(
     payload, cfg = _payload(tmp_path, monkeypatch)
     work = tmp_path / "executor" / "w1"
     work.mkdir(parents=True)
-    task = payload.config(work, "10.0.0.7")
+    task, facts = payload.config(work, "10.0.0.7")
     assert task.state_dir == work / "state" and task.backfill_dir == work / "backfill"
     assert task.job_file == work / "ads.py"
     assert Path(task.job_file).read_text() == JOB
     assert stat.S_IMODE(os.stat(task.job_file).st_mode) == 0o600
-    assert (task.exchange_transport, task.worker_host, task.serve_state) == (
+    assert (task.exchange_transport, facts.worker_host, facts.serve_state) == (
         "tcp", "10.0.0.7", True
     )  # fmt: skip
+    assert (facts.run_id, facts.restore_from) == ("r7-2", "s3://weir/chk/j/chk-3")
     assert task.master is None and task.spark_conf == ()  # the task submits nothing
-    same = ("parallelism", "checkpoint_dir", "checkpoint_interval_ms", "run_id", "batch_size")
+    same = ("parallelism", "checkpoint_dir", "checkpoint_interval_ms", "batch_size")
     assert all(getattr(task, f) == getattr(cfg, f) for f in same)
 
 
 def test_a_module_job_is_imported_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = RunConfig(job_file="mypkg.jobs:ads", checkpoint_dir="s3://b/p", master="yarn")
-    payload = TaskPayload.build(cfg, "j", "tcp:h:1", PeerAuth.new(0), ())
+    payload = TaskPayload.build(cfg, RunFacts(), "j", "tcp:h:1", PeerAuth.new(0), ())
     assert payload.job_text is None
-    assert payload.config(tmp_path, "h").job_file == "mypkg.jobs:ads"
+    assert payload.config(tmp_path, "h")[0].job_file == "mypkg.jobs:ads"
 
 
 @pytest.mark.parametrize(
@@ -111,14 +113,14 @@ def test_bad_cluster_flags_name_the_value(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exc:
-        build_parser().parse_args(["run", "job.py", *argv])
+        parse(["run", "job.py", *argv])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert message in err and argv[1] in err
 
 
 def test_cluster_flags_parse() -> None:
-    args = build_parser().parse_args(
+    args = parse(
         ["run", "job.py", "--master", "spark://127.0.0.1:7077", "--spark-conf",
          "spark.executor.memory=2g", "spark.task.cpus=1", "--driver-host", "10.0.0.1"]
     )  # fmt: skip

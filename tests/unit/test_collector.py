@@ -59,7 +59,7 @@ def test_the_worker_entry_point_runs_the_loop_tuned(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(main, "load_configured_job", lambda cfg: None)
     monkeypatch.setattr(main, "Worker", FakeWorker)
     before = gc.get_threshold()
-    assert main.run_worker(None, 0, None, None, threading.Event())  # type: ignore[arg-type]
+    assert main.run_worker(None, None, 0, None, None, threading.Event())  # type: ignore[arg-type]
     assert seen == [before, (collector.YOUNG, collector.MIDDLE, collector.OLD)]
     assert gc.get_threshold() == before
 

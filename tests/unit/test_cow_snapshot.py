@@ -187,7 +187,7 @@ class Harness:
         self.state = GatedState(self.cfg.worker_state_path("j", 0))
         self.rt = _runtime(self.state, windows.tumbling(ms=100))
         self.sent: list[FromWorker] = []
-        self.snapshots = Snapshotter(self.cfg, "j", 0, KEYS, self.state, self.sent.append, {})
+        self.snapshots = Snapshotter(self.cfg, "j", 0, KEYS, self.state, self.sent.append, {}, "r1")
 
     def flush(self) -> None:
         """What the worker's loop does at a flush: hand over a generation, if the writer is

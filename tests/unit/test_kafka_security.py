@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from weir.base.errors import ConfigError
+from weir.base.redact import redact_url
 from weir.engine import sinks, sources
 from weir.engine.kafka_security import KafkaSecurity, resolve
-from weir.engine.redact import redact_url
 from weir.engine.spark.inputs import parse_kafka_url
 
 SECRET = "pw-Yq81-never-shown"

@@ -7,13 +7,18 @@ import sys
 import zlib
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from weir.state.keygroups import (
     MAX_KEY_GROUPS,
+    NULL_KEY,
     KeyGroupRange,
     canonical_key,
     key_group,
     key_groups,
+    key_value,
+    needs_escape,
     operator_for_key_group,
     range_for_operator,
 )
@@ -66,10 +71,37 @@ def test_canonical_key_str_and_int() -> None:
     assert canonical_key(2**70) == str(2**70)
 
 
-@pytest.mark.parametrize("bad", [True, 1.5, None, b"x", ("a",)])
+@pytest.mark.parametrize("bad", [True, 1.5, b"x", ("a",)])
 def test_canonical_key_refuses_other_types(bad: object) -> None:
     with pytest.raises(TypeError, match=type(bad).__name__):
         canonical_key(bad)
+
+
+def test_the_null_key_is_backslash_n_and_the_string_null_is_itself() -> None:
+    assert canonical_key(None) == NULL_KEY == "\\N"
+    assert canonical_key("null") == "null" and canonical_key("NULL") == "NULL"
+    assert key_value(NULL_KEY) is None and key_value("null") == "null"
+
+
+@pytest.mark.parametrize(
+    ("key", "stored"),
+    [("\\N", "\\\\N"), ("\\\\N", "\\\\\\N"), ("\\n", "\\n"), ("a\\N", "a\\N"), ("\\", "\\")],
+)
+def test_a_string_shaped_like_the_null_key_is_shifted_and_comes_back(key: str, stored: str) -> None:
+    assert canonical_key(key) == stored != NULL_KEY
+    assert key_value(stored) == key
+
+
+@given(st.one_of(st.none(), st.text(max_size=8), st.sampled_from(["\\N", "\\\\N", "N", "\\"])))
+def test_canonical_keys_are_reversible_and_distinct(key: str | None) -> None:
+    assert key_value(canonical_key(key)) == key
+    assert (canonical_key(key) == NULL_KEY) == (key is None)
+
+
+@given(st.lists(st.text(alphabet="\\Nab|", max_size=5), min_size=1, max_size=6))
+def test_a_batch_without_needs_escape_is_already_canonical(keys: list[str]) -> None:
+    if not needs_escape(keys):
+        assert [canonical_key(k) for k in keys] == keys
 
 
 @pytest.mark.parametrize(
@@ -118,3 +150,11 @@ def test_key_group_range_value() -> None:
 def test_range_for_operator_rejects_bad_parallelism(m: int, p: int, i: int, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         range_for_operator(m, p, i)
+
+
+@given(st.one_of(st.none(), st.integers(), st.text(max_size=6), st.sampled_from(["\\N", "\\\\N"])))
+def test_the_clients_path_form_is_the_canonical_key(key: str | int | None) -> None:
+    """``weir.client`` builds a key's path itself (it imports no part of the engine)."""
+    from weir.api.client._calls import path_key
+
+    assert path_key(key) == canonical_key(key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,14 @@ def test_old_imports_name_the_new_one(tmp_path: Path, line: str) -> None:
         load_job(path)
 
 
-def test_a_users_own_module_named_like_an_old_one_is_left_alone(tmp_path: Path) -> None:
+def test_a_users_own_module_named_like_an_old_one_is_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the job's directory comes after the rest of sys.path, where pytest put weir's source
+    # tree (whose `state` folder an installed weir does not have)
+    source_tree = Path(__file__).resolve().parents[2]
+    kept = [p for p in sys.path if Path(p or ".").resolve() != source_tree]
+    monkeypatch.setattr(sys, "path", kept)
     (tmp_path / "state.py").write_text("LIMIT = 3\n")
     path = tmp_path / "j.py"
     path.write_text("import state\njob = state.LIMIT\n")  # the job's directory is on sys.path

@@ -109,7 +109,9 @@ def test_connect_and_union_errors_name_the_fix() -> None:
 def test_replace_source_refuses_several_sources() -> None:
     job = Job("j")
     _two(job)
-    with pytest.raises(JobDefinitionError, match=r"reads 2 sources \(clicks, source-1\); --source"):
+    with pytest.raises(
+        JobDefinitionError, match=r"reads 2 sources \(clicks, source-1\); `source_url`"
+    ):
         job.replace_source(sources.jsonl("/c.jsonl"))
 
 

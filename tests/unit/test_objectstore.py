@@ -35,14 +35,14 @@ def test_local_paths_file_urls_and_s3_urls_parse() -> None:
     "value", ["gs://b/p", "hdfs://x/y", "s3:/typo", "s3:bucket/p", "S3:/x", "az:/c", "ftp://h/p"]
 )
 def test_an_unknown_or_mistyped_scheme_lists_the_supported_ones(value: str) -> None:
-    with pytest.raises(ConfigError, match=rf"^--checkpoint-dir='{value}'.*; use {SCHEMES}$"):
+    with pytest.raises(ConfigError, match=rf"^`checkpoint_dir`='{value}'.*; use {SCHEMES}$"):
         storage_location(value)
 
 
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("", r"--restore is empty; give a local path"),
+        ("", r"`restore` is empty; give a local path"),
         ("file://host/x", r"names host 'host'; a file URL is file:///PATH"),
         (f"s3://key:{SECRET}@bucket/p", r"'s3://\*\*\*@bucket/p' is not s3://BUCKET/PREFIX \("
          r"credentials go in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"),
@@ -52,7 +52,7 @@ def test_an_unknown_or_mistyped_scheme_lists_the_supported_ones(value: str) -> N
 )  # fmt: skip
 def test_malformed_urls_name_the_fix_and_hide_credentials(value: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as info:
-        storage_location(value, "--restore")
+        storage_location(value, "`restore`")
     assert SECRET not in str(info.value)
 
 
@@ -99,6 +99,7 @@ def test_an_s3_bucket_crosses_processes_as_settings_and_refuses_a_bad_addressing
     bucket = S3Bucket(storage_location("s3://bucket/p"), env)
     copy = pickle.loads(pickle.dumps(bucket))
     assert copy.url == "s3://bucket/p" and copy.endpoint == ENDPOINT and copy._store is None
-    with pytest.raises(ConfigError, match=r"WEIR_S3_ADDRESSING='sideways' is not valid; use path"):
+    refused = r"WEIR_S3_ADDRESSING='sideways' is not a choice; use one of path"
+    with pytest.raises(ConfigError, match=refused):
         _ = copy.store
     assert SECRET not in repr(copy.where)

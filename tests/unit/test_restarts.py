@@ -64,7 +64,7 @@ def test_defaults_and_the_old_flag_name() -> None:
 
 def test_old_and_new_flag_that_disagree_are_refused() -> None:
     with pytest.raises(
-        ConfigError, match=r"--restart-attempts=2 and --restart-failures=4 disagree"
+        ConfigError, match=r"`restart_attempts`=2 and `restart_failures`=4 disagree"
     ):
         RunConfig(job_file=Path("j.py"), restart_attempts=2, restart_failures=4)
 
@@ -72,8 +72,8 @@ def test_old_and_new_flag_that_disagree_are_refused() -> None:
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        ({"restart_failures": -1}, "--restart-failures=-1 is not valid; use 0"),
-        ({"restart_interval_ms": 0}, "--restart-interval-ms=0 is not valid; use 1 or more"),
+        ({"restart_failures": -1}, "`restart_failures`=-1 is too small; use 0"),
+        ({"restart_interval_ms": 0}, "`restart_interval_ms`=0 is too small; use 1 or more"),
     ],
 )
 def test_bad_restart_values_name_the_flag(kw: dict[str, int], match: str) -> None:

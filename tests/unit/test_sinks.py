@@ -22,13 +22,19 @@ def test_stdout_urls(url: str) -> None:
     assert sinks.from_url(url) == sinks.stdout()
 
 
+def test_a_plain_path_is_a_file_sink_and_a_file_url_with_a_host_is_refused() -> None:
+    assert sinks.from_url("out/results.jsonl") == sinks.jsonl("out/results.jsonl")
+    with pytest.raises(ConfigError, match=r"three slashes: file:///tmp/out.jsonl$"):
+        sinks.from_url("file://tmp/out.jsonl")
+
+
 def test_file_url_without_path() -> None:
     with pytest.raises(ConfigError, match="sink 'file://' has no path"):
         sinks.from_url("file://")
 
 
 @pytest.mark.parametrize(
-    ("url", "scheme"), [("kafkaz://h/t", "'kafkaz'"), ("out.jsonl", r"'\(none\)'")]
+    ("url", "scheme"), [("kafkaz://h/t", "'kafkaz'"), ("gs://b/out.jsonl", "'gs'")]
 )
 def test_unknown_sink_scheme(url: str, scheme: str) -> None:
     with pytest.raises(ConfigError, match=rf"unknown sink scheme {scheme}.*file://, stdout://"):

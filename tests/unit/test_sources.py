@@ -20,6 +20,21 @@ def test_file_url_gives_a_jsonl_source_with_decoded_path() -> None:
     assert src.splits() == ["/tmp/some dir/events.jsonl"]
 
 
+def test_a_plain_path_is_a_file_source_as_a_file_url_is() -> None:
+    assert sources.from_url("/plain/path.jsonl") == JsonlSource(Path("/plain/path.jsonl"))
+    assert sources.from_url("data/in-*.jsonl") == JsonlSource(Path("data/in-*.jsonl"))
+    assert sources.from_url("file://localhost/x.jsonl") == JsonlSource(Path("/x.jsonl"))
+
+
+def test_a_file_url_with_a_host_is_refused_naming_the_url_it_probably_meant() -> None:
+    with pytest.raises(
+        ConfigError,
+        match=r"source 'file://tmp/x.jsonl' names host 'tmp', which a file URL does not have; "
+        r"a file URL has three slashes: file:///tmp/x.jsonl",
+    ):
+        sources.from_url("file://tmp/x.jsonl")
+
+
 def test_file_url_without_path_is_refused() -> None:
     with pytest.raises(ConfigError, match=r"source 'file://' has no path; use file:///"):
         sources.from_url("file://")
@@ -27,7 +42,7 @@ def test_file_url_without_path_is_refused() -> None:
 
 @pytest.mark.parametrize(
     ("url", "scheme"),
-    [("ftp://host/x.jsonl", "'ftp'"), ("/plain/path.jsonl", r"'\(none\)'"), ("s3://b/k", "'s3'")],
+    [("ftp://host/x.jsonl", "'ftp'"), ("gs://b/k.jsonl", "'gs'"), ("s3://b/k", "'s3'")],
 )
 def test_unknown_source_scheme_names_it_and_the_accepted_ones(url: str, scheme: str) -> None:
     with pytest.raises(

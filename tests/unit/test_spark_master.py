@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from weir.base.errors import ConfigError
+from weir.base.errors import ConfigError, MissingExtra
 from weir.engine.runtime.control.cluster import (
     check_conf,
     check_reachable,
@@ -37,7 +37,7 @@ def test_cluster_masters_are_accepted(url: str) -> None:
 
 @pytest.mark.parametrize("url", ["local", "local[2]", "local[*]", "local-cluster[2,1,1024]"])
 def test_local_masters_are_refused_with_the_reason(url: str) -> None:
-    with pytest.raises(ConfigError, match=r"without --master weir runs local worker processes"):
+    with pytest.raises(ConfigError, match=r"without `master` weir runs local worker processes"):
         parse_master(url)
 
 
@@ -92,7 +92,7 @@ def test_an_unreachable_master_is_named_quickly() -> None:
     with pytest.raises(
         ConfigError,
         match=rf"cannot reach the Spark master at {url}: connection refused; start it or fix "
-        r"--master",
+        r"`master`",
     ):
         check_reachable(url, timeout_s=5)
     assert time.monotonic() - t0 < 10
@@ -120,13 +120,14 @@ def test_the_session_refuses_before_contacting_the_master() -> None:
         cluster_session(url, "t", {"spark.speculation": "true"})
     with pytest.raises(ConfigError, match=r"cannot reach the Spark master"):
         cluster_session(url, "t", {})
-    with pytest.raises(ConfigError, match=r"without --master weir runs local worker"):
+    with pytest.raises(ConfigError, match=r"without `master` weir runs local worker"):
         cluster_session("local[2]", "t", {})
 
 
 def test_without_pyspark_the_session_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pyspark.sql", None)  # what an install without it gives
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # what an install without it gives
     with pytest.raises(
-        ConfigError, match=r"pyspark is not installed; .*pip install 'weir\[spark\]'"
+        MissingExtra,
+        match=r"spark extra, and pyspark is not installed: pip install 'weir-stream\[spark\]'",
     ):
         cluster_session(f"spark://127.0.0.1:{_closed_port()}", "t", {})

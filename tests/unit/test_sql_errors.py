@@ -81,10 +81,15 @@ REFUSED = {
         f"DESCRIPTOR(ts), INTERVAL '1' SECOND)) {GROUP}",
         r"SESSION without PARTITION BY merges every key's events into one session",
     ),
-    "offset": (
+    "legacy window offset": (
+        "SELECT id, COUNT(*) AS n FROM events "
+        "GROUP BY TUMBLE(ts, INTERVAL '10' SECOND, INTERVAL '1' SECOND), id",
+        r"a legacy group window takes no offset \(Flink refuses its alignment argument too\)",
+    ),
+    "too many window arguments": (
         "SELECT id, window_start, window_end, COUNT(*) AS n FROM TABLE(TUMBLE(TABLE events, "
-        f"DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '1' SECOND)) {GROUP}",
-        r"window offsets are not supported",
+        f"DESCRIPTOR(ts), INTERVAL '10' SECOND, INTERVAL '1' SECOND, INTERVAL '1' SECOND)) {GROUP}",
+        r"TUMBLE takes size and an offset",
     ),
     "subquery": (
         f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
@@ -99,6 +104,16 @@ REFUSED = {
         f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
         f"WHERE window_start > 0 {GROUP}",
         r"window_start \(line 4, column \d+\) exists only after windowing",
+    ),
+    "grouping sets": (
+        f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
+        "GROUP BY GROUPING SETS((id), ()), window_start, window_end",
+        r"a view is one grouping \(one operator, one key\); write one view per grouping set",
+    ),
+    "cube": (
+        f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} "
+        "GROUP BY CUBE(id), window_start, window_end",
+        r"GROUP BY CUBE \(id\): a view is one grouping",
     ),
     "distinct sum": (
         f"SELECT id, window_start, window_end, SUM(DISTINCT `value`) AS s FROM {TUMBLE} {GROUP}",

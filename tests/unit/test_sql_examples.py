@@ -37,12 +37,15 @@ class Median:
 
 
 def _python_ad_stats() -> Job:
+    """ad_stats.sql in the job API: SQL's watermark (``max(ts) - 2 s``), its declared ``id
+    STRING`` and ``value DOUBLE`` (an int id becomes its text, a value a float), its
+    NULL-skipping SUM and MAX, and SQL's AVG."""
     job = Job("ad-stats-sql")
     events = job.source(
         sources.jsonl("/unused.jsonl"),
         timestamp="ts",
-        watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=2_000),
-    )
+        watermarks=WatermarkStrategy.sql_delay(ms=2_000),
+    ).map(lambda e: {**e, "id": str(e["id"]), "value": float(e["value"])})  # declared types
     (
         events.filter(lambda e: e["event"] == "impression")
         .key_by("id")
@@ -50,8 +53,8 @@ def _python_ad_stats() -> Job:
         .aggregate(
             "impressions",
             impressions=agg.count(),
-            total=agg.sum("value"),
-            max_value=agg.max("value"),
+            total=agg.sum("value", nulls="skip"),
+            max_value=agg.max("value", nulls="skip"),
         )
     )
     (
@@ -60,7 +63,7 @@ def _python_ad_stats() -> Job:
         .aggregate(
             "by_event",
             n=agg.count(),
-            mean_value=agg.mean("value"),
+            mean_value=agg.avg("value"),
             median_value=agg.custom(Median()),
         )
     )
@@ -96,7 +99,7 @@ def test_user_sessions_sql_equals_the_python_job() -> None:
         job.source(
             sources.jsonl("/unused.jsonl"),
             timestamp="rowtime",
-            watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=10_000),
+            watermarks=WatermarkStrategy.sql_delay(ms=10_000),
         )
         .filter(lambda c: not c["url"].endswith("/health"))
         .key_by("user_id")

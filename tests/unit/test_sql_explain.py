@@ -24,8 +24,12 @@ def test_explain_a_sql_job_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert graph["job"] == "ad-stats-sql"
     (source,) = graph["sources"]
     assert source["source"].startswith("generator://ads")
-    assert (source["timestamp"], source["watermark_bound_ms"]) == ("ts", 2_000)
-    filtered, by_event = source["children"]
+    # SQL's watermark is max(ts) - 2 s: the DataStream rule's max - bound - 1 with bound 1999
+    assert (source["timestamp"], source["watermark_bound_ms"]) == ("ts", 1_999)
+    (check,) = source["children"]
+    assert check["type"] == "map"
+    assert check["function"] == "CHECK events(id STRING, event STRING, ts BIGINT, value DOUBLE)"
+    filtered, by_event = check["children"]
     assert filtered == {
         "type": "filter",
         "function": "WHERE event = 'impression'",
@@ -33,6 +37,9 @@ def test_explain_a_sql_job_as_json(capsys: pytest.CaptureFixture[str]) -> None:
             {
                 "type": "key_by",
                 "key": "id",
+                # SQL's SUM skips NULLs, which the compiled fold does not
+                "execution": "records: aggregate 'total' of operator 'impressions' skips NULLs "
+                "or casts its result (SQL's rules)",
                 "operators": [
                     {
                         "name": "impressions",
@@ -41,8 +48,8 @@ def test_explain_a_sql_job_as_json(capsys: pytest.CaptureFixture[str]) -> None:
                         "allowed_lateness_ms": 5_000,
                         "aggregates": {
                             "impressions": "count(*)",
-                            "total": "sum(value)",
-                            "max_value": "max(value)",
+                            "total": "sum(value, nulls=skip)",
+                            "max_value": "max(value, nulls=skip)",
                         },
                         "sinks": [],
                     }
@@ -61,19 +68,21 @@ def test_explain_a_sql_job_as_text(capsys: pytest.CaptureFixture[str]) -> None:
     text = _explain(capsys, str(EXAMPLES / "user_sessions.sql"))
     assert text.splitlines() == [
         "job user-sessions (max parallelism 128)",
-        "  source file:///var/lib/weir/clicks.jsonl  time: rowtime, watermark: max - 10000 ms - 1",
-        "    filter WHERE url NOT LIKE '%/health'",
-        "      key_by user_id",
-        "        window operator sessions: session (gap_ms=1800000, time=event), allowed "
+        "  source file:///var/lib/weir/clicks.jsonl  time: rowtime, watermark: max - 10000 ms",
+        "    map CHECK clicks(user_id STRING, url STRING, rowtime BIGINT)",
+        "      filter WHERE url NOT LIKE '%/health'",
+        "        key_by user_id",
+        "          runs record by record (operator 'sessions' has SessionWindows)",
+        "          window operator sessions: session (gap_ms=1800000, time=event), allowed "
         "lateness 60000 ms",
-        "          clicks = count(*)",
-        "          pages = COUNT(DISTINCT url)",
+        "            clicks = count(*)",
+        "            pages = COUNT(DISTINCT url)",
     ]
 
 
 def test_explain_a_python_job(capsys: pytest.CaptureFixture[str]) -> None:
     text = _explain(capsys, str(DEMO))
-    assert "    filter <lambda>\n      key_by id\n" in text
+    assert "    filter <lambda>\n      key_by id\n        runs on columns\n" in text
     assert "window operator impressions: tumbling (size_ms=10000, time=event)" in text
     graph = json.loads(_explain(capsys, str(DEMO), "--json"))
     (key_by,) = graph["sources"][0]["children"][0]["children"]

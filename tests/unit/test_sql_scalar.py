@@ -90,11 +90,19 @@ def test_the_composite_key_form_is_documented_and_escaped() -> None:
     assert composite_key("ad-1", "click") == "ad-1|click"
     assert composite_key("a|b", 17, "c\\d") == "a\\|b|17|c\\\\d"
     assert split_key("a\\|b|17|c\\\\d") == ["a|b", "17", "c\\d"]
-    with pytest.raises(TypeError, match="keys must be str or int"):
+    with pytest.raises(TypeError, match="GROUP BY columns must be str, int or NULL"):
         composite_key("a", 1.5)
 
 
-@given(st.lists(st.one_of(st.text(), st.integers()), min_size=1, max_size=4))
-def test_composite_keys_are_reversible_and_unambiguous(parts: list[str | int]) -> None:
+def test_a_null_group_by_column_is_backslash_n_in_the_composite_key() -> None:
+    assert composite_key("ad-1", None) == "ad-1|\\N"
+    assert composite_key("\\N", None) == "\\\\N|\\N"  # the string \N is escaped, NULL is not
+    assert split_key("ad-1|\\N") == ["ad-1", None]
+    assert split_key("\\\\N|\\N") == ["\\N", None]
+
+
+@given(st.lists(st.one_of(st.none(), st.text(), st.integers()), min_size=2, max_size=4))
+def test_composite_keys_are_reversible_and_unambiguous(parts: list[str | int | None]) -> None:
     key = composite_key(*parts)
-    assert split_key(key) == [canonical_key(p) for p in parts]
+    assert split_key(key) == [None if p is None else str(p) for p in parts]
+    assert canonical_key(key) == key  # never shaped like the NULL key

@@ -117,3 +117,13 @@ def test_without_numpy_large_batches_take_the_python_path(monkeypatch: pytest.Mo
         assert per_record_watermarks(ts, MIN_WATERMARK, 5) == _brute(ts, MIN_WATERMARK, 5)
     finally:
         _numpy.cache_clear()
+
+
+def test_sqls_delay_is_max_minus_the_delay_the_datastream_bound_one_less() -> None:
+    """``WATERMARK FOR ts AS ts - INTERVAL 'd'`` (Flink SQL) is ``max(ts) - d``; the DataStream
+    rule, ``bounded_out_of_orderness(d)``, is ``max(ts) - d - 1``."""
+    assert WatermarkStrategy.sql_delay(ms=1_000).watermark_for(5_000) == 4_000
+    assert WatermarkStrategy.bounded_out_of_orderness(ms=1_000).watermark_for(5_000) == 3_999
+    assert WatermarkStrategy.sql_delay(ms=0).watermark_for(5_000) == 5_000  # AS ts
+    with pytest.raises(ValueError, match="watermark delay -1 ms is negative"):
+        WatermarkStrategy.sql_delay(ms=-1)

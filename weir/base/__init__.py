@@ -3,9 +3,11 @@
 - ``errors``: the one exception root (``WeirError``) and its subclass per area;
 - ``paths``: paths from outside (flags, requests, metadata) kept inside their directory;
 - ``files``: files weir writes for itself, private to the user and durable;
-- ``logs``: logging set-up (text or JSON lines), done once per process.
+- ``logs``: logging set-up (text or JSON lines), done once per process;
+- ``redact``: URL passwords and secret settings as logs, ``/health``, ``--help`` and errors
+  show them (``***``).
 
 It sits under ``weir/`` itself rather than in one of the repository's top-level folders, so
-``state/`` (which uses all four) does not import ``engine/``, nor the runtime the command
+``state/`` (which uses them) does not import ``engine/``, nor the runtime the command
 line's ``app/``. Its modules import only the standard library.
 """

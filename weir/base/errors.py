@@ -4,7 +4,8 @@
     ├── JobDefinitionError     a job file or job graph that cannot run (2)
     │   └── BroadcastStateError  a function using broadcast state as the pattern forbids
     ├── ConfigError            a bad flag, URL or setting value (2)
-    │   └── PathRefused        a path (flag or request) that leaves its directory (2)
+    │   ├── PathRefused        a path (flag or request) that leaves its directory (2)
+    │   └── MissingExtra       an optional part whose extra is not installed (2)
     ├── SourceError            a source that cannot be opened or read (1)
     ├── SinkError              a sink that cannot be opened or written (1)
     ├── StateError             RocksDB state that cannot be opened, read or written (1)
@@ -58,6 +59,11 @@ class ConfigError(WeirError):
 class PathRefused(ConfigError):
     """A path from a flag, a request or a checkpoint's metadata points outside the directory it
     must stay in (``..``, a symlink out, an absolute path elsewhere)."""
+
+
+class MissingExtra(ConfigError):
+    """An optional part of weir (Kafka, S3, SQL, Spark) whose extra is not installed; the
+    message names the extra and the ``pip install`` that adds it (``weir.base.extras``)."""
 
 
 class SourceError(WeirError):

@@ -18,6 +18,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from weir.base.redact import redact_text
+
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 FORMATS = ("text", "json")
 _RESERVED = frozenset({"time", "level", "logger", "process", "message", "exception", "stack"})
@@ -28,7 +30,7 @@ _KEY_BEFORE = re.compile(r"([A-Za-z_][\w.-]*)=$")
 
 def configure(level: str = "INFO", fmt: str = "text") -> None:
     handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(FORMAT))
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter(FORMAT))
     logging.basicConfig(level=level.upper(), handlers=[handler])
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     quiet_clients()
@@ -62,7 +64,7 @@ def error(text: str, **fields: Any) -> None:
 def _human(level: int, text: str, line: str, fields: dict[str, Any]) -> None:
     handler = _json_handler()
     if handler is None:
-        print(line, file=sys.stderr, flush=True)
+        print(redact_text(line), file=sys.stderr, flush=True)
         return
     record = logging.LogRecord("weir", level, __file__, 0, text, None, None)
     record.__dict__["fields"] = fields
@@ -76,10 +78,22 @@ def _json_handler() -> logging.Handler | None:
     return None
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object a line; the message's ``key=value`` pairs become fields."""
+class TextFormatter(logging.Formatter):
+    """The text format's line, without the secrets a message may quote (``redact_text``: a
+    library's error naming a URL with its password, a ``password=`` setting)."""
 
     def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line; the message's ``key=value`` pairs become fields. Secrets a
+    message or field quotes are redacted as in the text format."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(self._line(record))
+
+    def _line(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname,

@@ -4,8 +4,9 @@ directory: one place decides, so every caller refuses ``..``, symlinks out and s
 from __future__ import annotations
 
 from pathlib import Path, PurePath
+from urllib.parse import unquote, urlsplit
 
-from weir.base.errors import PathRefused
+from weir.base.errors import ConfigError, PathRefused
 
 
 def plain_name(name: str, what: str) -> str:
@@ -36,3 +37,33 @@ def confined(
 
 
 __all__ = ["confined", "plain_name"]
+
+
+def file_path(value: str, what: str) -> str | None:
+    """The path that ``value`` names as a file: a plain path (``data/in.jsonl``) or a
+    ``file:`` URL (``file:///data/in.jsonl``, ``file://localhost/…``); ``None`` for a URL of
+    another scheme.
+
+    Raises:
+        ConfigError: a ``file://host/…`` URL, which would lose ``host`` from the path (the
+            message names the ``file:///…`` it probably meant), or a file URL without a path.
+
+    Example:
+        >>> file_path("file:///tmp/x.jsonl", "source"), file_path("x.jsonl", "source")
+        ('/tmp/x.jsonl', 'x.jsonl')
+    """
+    parts = urlsplit(value)
+    if not parts.scheme:
+        return value
+    if parts.scheme.lower() != "file":
+        return None
+    if parts.netloc not in ("", "localhost"):
+        meant = f"file:///{parts.netloc}{parts.path}"
+        raise ConfigError(
+            f"{what} {value!r} names host {parts.netloc!r}, which a file URL does not have; "
+            f"a file URL has three slashes: {meant}"
+        )
+    path = unquote(parts.path)
+    if not path:
+        raise ConfigError(f"{what} {value!r} has no path; use file:///absolute/path or a path")
+    return path

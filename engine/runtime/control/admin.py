@@ -175,7 +175,7 @@ def read_key(job_dir: Path) -> bytes:
     except (OSError, ValueError) as exc:
         raise ConfigError(
             f"cannot read the job manager's control key {path} ({exc}); run this command as "
-            "the user running weir run, with the same --state-dir"
+            "the user running weir run, with the same `state_dir`"
         ) from None
 
 

@@ -20,9 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from weir.base.errors import ConfigError, PathRefused
+from weir.base.errors import ConfigError, PathRefused, StateError
 from weir.base.paths import confined
+from weir.base.settings import named
 from weir.engine.runtime.messages import (
+    BackfillFile,
     BackfillPhase,
     BackfillReply,
     BackfillRequest,
@@ -30,6 +32,7 @@ from weir.engine.runtime.messages import (
     ToWorker,
 )
 from weir.engine.runtime.view import BackfillEntry
+from weir.state import untrusted
 from weir.state.bulkload import BACKFILL_GLOB, key_group_of
 from weir.state.bulkstore import MANIFEST, read_manifest, stored_files
 from weir.state.checkpoints import now_ms
@@ -37,7 +40,7 @@ from weir.state.objectstore import StorageLocation, open_store, storage_location
 
 log = logging.getLogger(__name__)
 
-_FIX = "write backfills under the job's --backfill-dir (weir backfill --work-dir)"
+_FIX = "write backfills under the job's `backfill_dir` (weir backfill `work_dir`)"
 
 
 class CheckpointGate(Protocol):
@@ -59,7 +62,7 @@ class LiveBackfill:
         gate: CheckpointGate,
     ) -> None:
         self._job = job_name
-        self._root = storage_location(backfill_dir, "--backfill-dir")
+        self._root = storage_location(backfill_dir, named("backfill_dir"))
         self._parallelism = parallelism
         self._max_parallelism = max_parallelism
         self._gate = gate
@@ -82,16 +85,19 @@ class LiveBackfill:
         them; in object storage each worker downloads those of its key groups."""
         request = BackfillRequest.from_request(req)
         where = self._confine(request.path)
-        names = self._listed(where)
-        for name in names:
-            self._check_name(f"{where.url}/{name}")
-        if not names:
+        files = self._listed(where)
+        for f in files:
+            self._check_name(f"{where.url}/{f.name}")
+        if not files:
             raise ConfigError(f"{where.url} is not a directory of backfill SST files (kg-*.sst)")
         if not running():
             raise ConfigError(f"job {self._job!r} is not running; nothing was loaded")
+        # the workers open these and nothing else: they never list the directory again
+        root = "" if self._root.path is None else str(self._root.path.resolve())
         request = BackfillRequest(
-            request.op, where.url, request.min_end, request.max_end, request.windows
-        )
+            request.op, where.url, request.min_end, request.max_end, request.windows,
+            root, tuple(files),
+        )  # fmt: skip
         checked = self._ask(BackfillPhase.CHECK, request, timeout_s, running, stopping)
         self._gate.hold(timeout_s, stopping)
         try:
@@ -141,15 +147,21 @@ class LiveBackfill:
             )
         return where
 
-    def _listed(self, where: StorageLocation) -> list[str]:
-        """The backfill files at ``where``. In a directory each must stay inside the backfill
-        storage; in a bucket each must be in the manifest and the manifest's files there."""
+    def _listed(self, where: StorageLocation) -> list[BackfillFile]:
+        """The backfill files at ``where``, with their sizes. In a directory each must be a
+        regular file, reached from the backfill storage without a symlink (``untrusted``:
+        opened with ``O_NOFOLLOW | O_NONBLOCK`` and judged by ``fstat``); in a bucket each must
+        be in the manifest and the manifest's files there."""
         if where.path is not None:
             assert self._root.path is not None
-            files = sorted(where.path.glob(BACKFILL_GLOB)) if where.path.is_dir() else []
-            for f in files:
-                confined(f, self._root.path, "backfill file", _FIX)
-            return [f.name for f in files]
+            if not where.path.is_dir():
+                return []
+            try:
+                with untrusted.open_dir(self._root.path.resolve(), where.path) as d:
+                    found = untrusted.regular_files(d, BACKFILL_GLOB, str(where.path))
+            except StateError as exc:  # a symlink, a FIFO, a device: a path weir refuses
+                raise PathRefused(str(exc)) from None
+            return [BackfillFile(name, size) for name, size in found]
         stored = stored_files(where)
         listed = read_manifest(open_store(where)) if stored else {}
         for name in sorted(set(stored) ^ set(listed)):
@@ -158,7 +170,7 @@ class LiveBackfill:
                 f"backfill file {where.url}/{name} {state} {where.url}/{MANIFEST}; write the "
                 "backfill again with weir backfill"
             )
-        return stored
+        return [BackfillFile(name, listed[name].size) for name in stored]
 
     def _check_name(self, f: str) -> None:
         """A file no worker would pick up is refused, not silently left out."""

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from weir.base.errors import WeirError
+from weir.engine.runtime.droplog import DropLog
 from weir.engine.runtime.netio import PendingConnections, recv_exact
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class ControlServer:
         self._idle = threading.Condition()
         self._thread: threading.Thread | None = None
         self._pending = PendingConnections[_Handshake](self._sock, MAX_PENDING, self._dropped)
+        self._drops = DropLog(log, "control:")  # one line per reason per interval, counted
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="weir-control", daemon=True)
@@ -108,6 +110,7 @@ class ControlServer:
             while not self._stop.is_set():
                 now = time.monotonic()
                 self._pending.expire(now, f"no complete handshake within {HANDSHAKE_S} s")
+                self._drops.flush(now)
                 for h in self._pending.ready(0.1):
                     if h is None:
                         self._accept()
@@ -120,6 +123,7 @@ class ControlServer:
         finally:
             self._pending.close()
             self._sock.close()
+            self._drops.flush(force=True)
 
     def _accept(self) -> None:
         try:
@@ -167,7 +171,7 @@ class ControlServer:
             self._send_small(h, mac(self._key, b"server", body[MAC_BYTES:]))
 
     def _dropped(self, h: _Handshake, why: str) -> None:
-        log.warning("control: dropped peer=%s reason=%s", h.peer, why)
+        self._drops.dropped(h.peer, why)
 
     def _dispatch(self, conn: socket.socket, body: bytes) -> None:
         """An authenticated request: answered on a thread of its own, if one is free."""

@@ -5,7 +5,7 @@ and must never have a second copy of a task running, so what would be a slow sta
 tuning choice for a batch job is an error here, and each is caught before the stage is
 submitted, with the fix in the message:
 
-- ``parse_master``: the forms ``--master`` takes (``spark://``, ``k8s://``, ``yarn``);
+- ``parse_master`` (``runtime.settings``): the forms a ``master`` takes (``spark://``, ``yarn``, …);
 - ``check_reachable``: a standalone master that does not answer, within seconds rather than
   Spark's own minute of "All masters are unresponsive";
 - ``check_conf``: dynamic allocation and speculation, which break the one-task-per-worker rule;
@@ -29,6 +29,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from weir.base.errors import ConfigError
+from weir.base.extras import require
+from weir.base.settings import read_env
+from weir.engine.runtime.settings import SPARK_LOCAL_IP, parse_master, spark_addresses
 
 __all__ = [
     "check_conf",
@@ -41,10 +44,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-MASTER_FORMS = (
-    "spark://HOST:PORT (or spark://H1:P1,H2:P2 with standby masters), k8s://https://HOST:PORT, yarn"
-)
 
 # Spark checks a barrier stage's slots at submission and by default retries that check 40 times
 # 15 s apart; wait_for_slots has already waited for the slots, so a failing check means they
@@ -64,48 +63,6 @@ _REFUSED = {
     ),
 }
 
-_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
-_K8S = re.compile(r"^k8s://(https?://)?[^\s/:]+(:\d{1,5})?/?$")
-
-
-def parse_master(url: str) -> str:
-    """The cluster master URL ``url`` names, checked: ``spark://host:port[,host:port…]``,
-    ``k8s://[https://]host[:port]`` or ``yarn``. Local masters are refused: without
-    ``--master`` weir runs its own local worker processes."""
-    master = url.strip()
-    if master == "local" or master.startswith(("local[", "local-cluster[")):
-        raise ConfigError(
-            f"--master {url!r}: without --master weir runs local worker processes; --master "
-            f"takes a cluster's master URL: {MASTER_FORMS}"
-        )
-    if master == "yarn":
-        return master
-    if master.startswith("k8s://"):
-        if not _K8S.match(master):
-            raise ConfigError(
-                f"--master {url!r}: a Kubernetes master is k8s://https://HOST:PORT (the API "
-                "server's address)"
-            )
-        return master
-    if master.startswith("spark://"):
-        _spark_addresses(master, url)
-        return master
-    raise ConfigError(f"--master {url!r} is not a cluster master URL; use one of: {MASTER_FORMS}")
-
-
-def _spark_addresses(master: str, shown: str) -> list[tuple[str, int]]:
-    addresses = []
-    for part in master.removeprefix("spark://").split(","):
-        m = _HOST_PORT.match(part)
-        port = int(m.group(2)) if m else 0
-        if m is None or not 0 < port < 65536:
-            raise ConfigError(
-                f"--master {shown!r}: {part!r} is not HOST:PORT with a port in 1-65535; a "
-                "standalone master is spark://HOST:PORT (7077 unless set otherwise)"
-            )
-        addresses.append((m.group(1).strip("[]"), port))
-    return addresses
-
 
 def check_reachable(master: str, timeout_s: float = 5.0) -> None:
     """Raise ``ConfigError`` unless a standalone master of ``master`` accepts a TCP connection
@@ -116,7 +73,7 @@ def check_reachable(master: str, timeout_s: float = 5.0) -> None:
         return
     deadline = time.monotonic() + timeout_s
     problems = []
-    for host, port in _spark_addresses(master, master):
+    for host, port in spark_addresses(master, master):
         left = max(0.1, deadline - time.monotonic())
         try:
             with socket.create_connection((host, port), timeout=left):
@@ -128,7 +85,7 @@ def check_reachable(master: str, timeout_s: float = 5.0) -> None:
             problems.append(f"{host}:{port} {reason}" if "," in master else reason)
     raise ConfigError(
         f"cannot reach the Spark master at {master}: {'; '.join(problems)}; start it or fix "
-        "--master"
+        "`master`"
     )
 
 
@@ -139,8 +96,8 @@ def check_conf(conf: Mapping[str, str]) -> None:
         value = conf.get(key, "false")
         if str(value).strip().lower() == "true":
             raise ConfigError(
-                f"{key}={value}: {reason}; set {key}=false for this application (--conf or "
-                "spark-defaults.conf)"
+                f"{key}={value}: {reason}; set {key}=false for this application (`spark_conf` "
+                "or spark-defaults.conf)"
             )
 
 
@@ -157,40 +114,62 @@ def cluster_session(
     else 127.0.0.1)."""
     master = parse_master(master)
     check_conf(conf)
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise ConfigError(
-            f"--master {master} runs the job on Spark and pyspark is not installed; install "
-            "weir's Spark extra: pip install 'weir[spark]'"
-        ) from None
+    require("spark", f"`master` {master} (the workers on a Spark cluster)")
+    from pyspark.sql import SparkSession
+
     check_reachable(master)
-    host = driver_host or os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
+    host = driver_host or read_env(SPARK_LOCAL_IP) or "127.0.0.1"
     # the executors run the tasks with the driver's interpreter path: weir's worker code and
     # the job's imports must be installed at the same path on every cluster host
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.driver.host", host)
-        .config("spark.driver.bindAddress", host)
-        .config("spark.ui.enabled", "false")
-        # a barrier stage's progress bar never moves: the tasks run until the job stops
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for key, value in {**_SLOT_CHECK_CONF, **conf}.items():
-        builder = builder.config(key, value)
+    from weir.engine.runtime.control.sparkauth import split_secrets, start_context, unprotected
     from weir.engine.runtime.control.sparkstart import get_or_create
 
+    # secrets (spark.authenticate.secret, …password) never reach spark-submit's command line
+    plain, secret = split_secrets(conf)
+    settings = {
+        "spark.master": master,
+        "spark.app.name": app,
+        "spark.driver.host": host,
+        "spark.driver.bindAddress": host,
+        "spark.ui.enabled": "false",
+        # a barrier stage's progress bar never moves: the tasks run until the job stops
+        "spark.ui.showConsoleProgress": "false",
+        **_SLOT_CHECK_CONF,
+        **plain,
+    }
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    if secret:
+        get_or_create(_Started(lambda: start_context(settings, secret)))
     session = get_or_create(builder)
+    effective = dict(session.sparkContext.getConf().getAll())
     try:
-        check_conf(dict(session.sparkContext.getConf().getAll()))
+        check_conf(effective)
     except ConfigError:
         session.stop()
         raise
+    if (exposed := unprotected(effective)) is not None:
+        log.warning(
+            "master=%s: %s; set both to true on the cluster and for weir (README, cluster mode)",
+            master,
+            exposed,
+        )
     log.info("spark session master=%s app=%s driver_host=%s", master, app, host)
     return session
+
+
+class _Started:
+    """``sparkstart.get_or_create``'s builder for a context ``start`` makes (its ``stop`` stops
+    it, as a session's would, on a Ctrl-C meanwhile)."""
+
+    def __init__(self, start: Any) -> None:
+        self._start = start
+
+    def getOrCreate(self) -> Any:  # noqa: N802 - the builder's name
+        return self._start()
 
 
 def task_slots(spark: Any) -> int:
@@ -216,9 +195,9 @@ def wait_for_slots(spark: Any, n: int, timeout_s: float = 30.0, *, barrier: bool
         raise ConfigError(
             f"the cluster at {master} offers {offers} after {timeout_s:g} s (other applications "
             f"hold its cores, or it has none): free cores or add workers, or run on this host "
-            "with --master 'local[*]'"
+            "with `master` 'local[*]'"
         )
-    lower = f", or lower --parallelism to {slots}" if slots > 0 else ""
+    lower = f", or lower `parallelism` to {slots}" if slots > 0 else ""
     raise ConfigError(
         f"the cluster at {master} offers {offers} after {timeout_s:g} s; a barrier stage needs "
         f"all {n} at once: add workers or cores{lower}"

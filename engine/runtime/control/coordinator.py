@@ -214,9 +214,9 @@ class CheckpointCoordinator:
             n = self.storage.latest_valid()
             if n is None:
                 raise ConfigError(
-                    f"--restore latest: job {self._job.name!r} has no complete checkpoint under "
-                    f"{self.storage.where}; run it with --checkpoint-interval-ms first, or drop "
-                    "--restore"
+                    f"`restore` latest: job {self._job.name!r} has no complete checkpoint under "
+                    f"{self.storage.where}; run it with `checkpoint_interval_ms` first, or drop "
+                    "`restore`"
                 )
             return self.storage.location(n)
         given = wanted.removesuffix("/").removesuffix("/_metadata")
@@ -224,12 +224,12 @@ class CheckpointCoordinator:
             storage, n = CheckpointStorage.at(given)
         except StateError:
             raise ConfigError(
-                f"--restore {wanted}: not a checkpoint directory; pass 'latest' or a chk-<n> "
+                f"`restore` {wanted}: not a checkpoint directory; pass 'latest' or a chk-<n> "
                 "directory (or s3://BUCKET/PREFIX/<job>/chk-<n>) holding a _metadata file"
             ) from None
         problem = storage.problem(n)
         if problem is not None:
-            raise ConfigError(f"--restore {wanted}: cannot restore this checkpoint: {problem}")
+            raise ConfigError(f"`restore` {wanted}: cannot restore this checkpoint: {problem}")
         return storage.location(n)
 
     def latest_complete(self) -> str | None:

@@ -32,7 +32,7 @@ from weir.base.errors import (
     WorkerFailed,
 )
 from weir.engine.job import Job
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.control import admin
 from weir.engine.runtime.control.backfill import LiveBackfill
 from weir.engine.runtime.control.commits import JobOutputs
@@ -74,10 +74,11 @@ class JobManager:
     def __init__(self, cfg: RunConfig, job: Job) -> None:
         if cfg.parallelism > job.max_parallelism:
             raise ConfigError(
-                f"--parallelism={cfg.parallelism} exceeds the job's max_parallelism="
+                f"`parallelism`={cfg.parallelism} exceeds the job's max_parallelism="
                 f"{job.max_parallelism} (its number of key groups); use at most that"
             )
         self.cfg = cfg
+        self.facts = RunFacts()
         self.job = job
         self.parallelism = cfg.parallelism
         self.ranges = [
@@ -160,8 +161,8 @@ class JobManager:
 
         def snapshot() -> JobStatus:
             if self._ended is not None:
-                return job_status(self, self.job, self.cfg.run_id, None, None, ended=True)
-            return job_status(self, self.job, self.cfg.run_id, port, self.api_url)
+                return job_status(self, self.job, self.facts.run_id, None, None, ended=True)
+            return job_status(self, self.job, self.facts.run_id, port, self.api_url)
 
         self._publisher = StatusPublisher(status_path(job_dir), snapshot)
         self._publisher.start()
@@ -177,10 +178,11 @@ class JobManager:
 
     def _spawn(self, restore: str | None) -> None:
         self._restored = restore
-        cfg = replace(self.cfg, restore_from=restore, run_id=f"{self.cfg.run_id}-{self.generation}")
+        run_id = f"{self.facts.run_id}-{self.generation}"
+        facts = replace(self.facts, restore_from=restore, run_id=run_id)
         self._listening = {}
         self._serving = {}
-        self._workers.spawn(cfg, self.job.name, self.generation)
+        self._workers.spawn(self.cfg, facts, self.job.name, self.generation)
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """End the job gracefully (unless it ended already) and close its control channel."""
@@ -319,7 +321,7 @@ class JobManager:
         if self.failure is None:
             self.failure = failure
             log.error(
-                "job=%s stopped: %s (restarts within %d ms: %d, --restart-failures=%d)",
+                "job=%s stopped: %s (restarts within %d ms: %d, restart_failures=%d)",
                 self.job.name,
                 failure,
                 self.cfg.restart_interval_ms,

@@ -47,7 +47,7 @@ class RunLock:
             raise ConfigError(
                 f"job {self._job!r} is already running on state directory "
                 f"{self.path.parent.parent} (pid {holder}, holding {self.path}); stop it "
-                f"(weir stop {self._job}) or pass another --state-dir"
+                f"(weir stop {self._job}) or pass another `state_dir`"
             ) from None
         except BaseException:
             os.close(fd)

@@ -18,7 +18,6 @@ settings, this listener's address, the attempt's secret and the storage and Kafk
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
 import threading
@@ -27,11 +26,13 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from weir.base.errors import WorkerFailed
+from weir.base.settings import read_env
 from weir.engine.runtime import peerauth
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.control.workers import last_words, send_all
 from weir.engine.runtime.messages import FromWorker, ToWorker, WorkerLink
 from weir.engine.runtime.peerauth import PeerAuth
+from weir.engine.runtime.settings import SPARK_LOCAL_IP
 from weir.engine.runtime.task.acceptor import Acceptor, Stopped
 from weir.engine.runtime.task.spark_task import TaskPayload, run_task
 
@@ -97,7 +98,7 @@ class SparkWorkers:
         self._conf = dict(cfg.spark_conf)
         check_conf(self._conf)
         check_reachable(self._master)
-        self._host = cfg.driver_host or os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
+        self._host = cfg.driver_host or read_env(SPARK_LOCAL_IP) or "127.0.0.1"
         self._spark: Any = None
         self.links: list[TaskLink] = []
         self.auth: PeerAuth | None = None
@@ -111,7 +112,7 @@ class SparkWorkers:
 
     # -- an attempt ------------------------------------------------------------------------------
 
-    def spawn(self, cfg: RunConfig, job_name: str, attempt: int) -> None:
+    def spawn(self, cfg: RunConfig, facts: RunFacts, job_name: str, attempt: int) -> None:
         """Submit ``cfg.parallelism`` tasks as one barrier stage, once the cluster offers that
         many slots at once (``ConfigError`` saying so when it does not)."""
         from weir.engine.runtime.control.cluster import wait_for_slots
@@ -122,8 +123,8 @@ class SparkWorkers:
         self.links = [TaskLink(i) for i in range(cfg.parallelism)]
         self._attempt_over = over = threading.Event()
         self._stage_error, self._stage_done = None, threading.Event()
-        self._group = f"weir-{job_name}-{cfg.run_id}"
-        payload = TaskPayload.build(cfg, job_name, self._address, auth, FORWARDED)
+        self._group = f"weir-{job_name}-{facts.run_id}"
+        payload = TaskPayload.build(cfg, facts, job_name, self._address, auth, FORWARDED)
         threading.Thread(
             target=self._accept, args=(auth, self.links, over), name="weir-task-links", daemon=True
         ).start()

@@ -1,32 +1,87 @@
-"""Starting a SparkSession with Ctrl-C held until it exists.
+"""Starting a SparkSession that Ctrl-C can abandon within seconds.
 
-PySpark starts its JVM with SIGINT ignored and waits for it to write its port to a temporary
-file. A Ctrl-C in that wait removes the file's directory under the JVM, which then dies with a
-Java stack trace on the terminal, and Py4J logs any call it interrupts with a Python one. Held
-until ``getOrCreate`` returns, the interrupt instead stops the new session and is raised then:
-the command ends with its own line.
+PySpark starts its JVM (with SIGINT ignored), waits for it to write its port, then builds the
+SparkContext through Py4J calls that take tens of seconds on a busy machine. A Ctrl-C that
+unwound through that wait would leave the JVM running and Py4J logging tracebacks; held until
+``getOrCreate`` returned, it took a minute or more to be acted on. So the session is made in a
+thread of its own while the main thread waits, where the command's SIGINT handler runs at once
+(it says what is being stopped): on ``KeyboardInterrupt`` the JVMs this start launched are
+killed, which ends the starting thread's wait, and the interrupt is raised at once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import signal
 import threading
+from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
+
+ABANDON_S = 3.0  # how long an abandoned start may take to notice its JVM is gone
 
 
 def get_or_create(builder: Any) -> Any:
-    """``builder.getOrCreate()``; a Ctrl-C meanwhile stops the session once it exists and is
-    raised as ``KeyboardInterrupt``. The SIGINT handler in place before is put back (PySpark's
-    context installs its own, which cancels every job)."""
+    """``builder.getOrCreate()``; a ``KeyboardInterrupt`` while it starts kills the JVMs it
+    launched and is raised at once. PySpark's context, made outside the main thread, installs
+    no SIGINT handler of its own (one that would cancel every job)."""
     if threading.current_thread() is not threading.main_thread():
         return builder.getOrCreate()  # signals reach only the main thread
-    pressed: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.append(signum))
+    made: list[Any] = []
+    failed: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            made.append(builder.getOrCreate())
+        except BaseException as exc:  # noqa: BLE001 - handed to the main thread
+            failed.append(exc)
+
+    before = _children()
+    starting = threading.Thread(target=start, name="weir-spark-start", daemon=True)
+    starting.start()
     try:
-        session = builder.getOrCreate()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if pressed:
-        session.stop()
-        raise KeyboardInterrupt
-    return session
+        while starting.is_alive():
+            starting.join(0.1)  # the main thread stays where a SIGINT handler can run
+    except KeyboardInterrupt:
+        _abandon(starting, before)
+        raise
+    if failed:
+        raise failed[0]
+    return made[0]
+
+
+def _abandon(starting: threading.Thread, before: set[int]) -> None:
+    """Kill the JVMs (and what they started) that this start launched, then give its thread
+    a moment to see them gone; a session that exists by then is stopped."""
+    launched = _children() - before
+    # the starting thread's Py4J call fails as its JVM goes: that is the point, not news
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    for pid in sorted(launched):
+        for each in (*_descendants(pid), pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(each, signal.SIGKILL)
+    log.info("spark start-up abandoned: killed pids=%s", sorted(launched))
+    starting.join(ABANDON_S)
+
+
+def _children(pid: int | None = None) -> set[int]:
+    """The child processes of ``pid`` (this process by default), from ``/proc``."""
+    found: set[int] = set()
+    tasks = Path(f"/proc/{pid or os.getpid()}/task")
+    try:
+        for task in tasks.iterdir():
+            with contextlib.suppress(OSError):
+                found.update(int(p) for p in (task / "children").read_text().split())
+    except OSError:
+        pass
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    below = []
+    for child in _children(pid):
+        below += [*_descendants(child), child]
+    return below

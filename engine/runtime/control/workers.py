@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import signal
+import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
 from typing import Protocol
 
 from weir.base.errors import MessageError, WorkerFailed
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.messages import Failed, FromWorker, ToWorker, WorkerLink
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.main import worker_main
@@ -47,7 +49,7 @@ class WorkerGroup(Protocol):
         """The attempt's secret (it proves the job manager to a task's state server)."""
         ...
 
-    def spawn(self, cfg: RunConfig, job_name: str, attempt: int) -> None: ...
+    def spawn(self, cfg: RunConfig, facts: RunFacts, job_name: str, attempt: int) -> None: ...
 
     def alive(self, index: int) -> bool: ...
 
@@ -90,13 +92,30 @@ def last_words(link: Link) -> str | None:
     return None
 
 
+def start_deaf_to_ctrl_c(proc: BaseProcess) -> None:
+    """Start ``proc`` with SIGINT ignored from its first instruction: a terminal's Ctrl-C
+    reaches the whole process group, and a child still importing (before it ignores SIGINT
+    itself) would die with a traceback instead of being stopped in order by its parent. An
+    ignored signal stays ignored across ``exec`` (a blocked one does not: the spawn unblocks
+    it). Only the main thread may change the handler; a restart from another thread starts
+    the child as it is."""
+    if threading.current_thread() is not threading.main_thread():
+        proc.start()
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc.start()
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 class WorkerProcesses:
     def __init__(self) -> None:
         self.procs: list[BaseProcess] = []
         self.links: list[WorkerLink] = []
         self.auth: PeerAuth | None = None
 
-    def spawn(self, cfg: RunConfig, job_name: str, attempt: int) -> None:
+    def spawn(self, cfg: RunConfig, facts: RunFacts, job_name: str, attempt: int) -> None:
         """Start ``cfg.parallelism`` workers for ``attempt``, each handed the attempt's new
         exchange secret in its spawn arguments (sent down the private pipe to the child)."""
         auth = self.auth = PeerAuth.new(attempt)
@@ -106,11 +125,11 @@ class WorkerProcesses:
             parent, child = ctx.Pipe()
             proc = ctx.Process(
                 target=worker_main,
-                args=(cfg, i, child, auth),
+                args=(cfg, facts, i, child, auth),
                 name=f"weir-{job_name}-worker-{i}",
                 daemon=True,
             )
-            proc.start()
+            start_deaf_to_ctrl_c(proc)
             child.close()
             self.procs.append(proc)
             self.links.append(WorkerLink(parent))

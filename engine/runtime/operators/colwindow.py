@@ -25,52 +25,21 @@ from typing import Any, cast
 import numpy as np
 
 from weir.engine.agg import Builtin
+from weir.engine.columnar import input_fields
 from weir.engine.kernels import KERNELS, Kernels
-from weir.engine.kernels.fold import KINDS, fold_window
+from weir.engine.kernels.fold import fold_window
 from weir.engine.kernels.scan import FLOAT, INT, OTHER
 from weir.engine.kernels.timek import LATE, ON_TIME
-from weir.engine.nodes import WindowNode
 from weir.engine.runtime.messages import RankedWindow, TopStatus
 from weir.engine.runtime.operators.colrank import rank_window
-from weir.engine.runtime.operators.columns import (
-    ColumnBatch,
-    Keys,
-    Records,
-    field_values,
-    tag_values,
-)
+from weir.engine.runtime.operators.columns import ColumnBatch, from_records
 from weir.engine.runtime.operators.delta import ColumnSegment, StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
-from weir.engine.runtime.stored.codec import decode_window, uses_panes
-from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows, is_late
+from weir.engine.runtime.stored.codec import decode_window
+from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
 
 Array = Any
 _I64 = np.int64
-
-
-def column_eligible(op: WindowNode) -> bool:
-    """Can ``op`` run on columns? Tumbling, cumulating or sliding windows (those that slide by
-    less than their size run on panes, ``sliding.py``, on lists still) without a trigger or an
-    evictor, whose aggregates are all built-ins over a field (or a count)."""
-    if op.triggered or not isinstance(
-        op.assigner, TumblingWindows | CumulateWindows | SlidingWindows
-    ):
-        return False
-    if uses_panes(op.assigner):
-        return False
-    return all(
-        isinstance(a, Builtin) and a.kind in KINDS and a.expr is None
-        for a in op.aggregates.values()
-    )
-
-
-def input_fields(op: WindowNode) -> list[str]:
-    """The fields ``op``'s aggregates read, in first-use order."""
-    out: list[str] = []
-    for a in op.aggregates.values():
-        if isinstance(a, Builtin) and a.field and a.field not in out:
-            out.append(a.field)
-    return out
 
 
 class Names:
@@ -155,19 +124,8 @@ class ColumnWindowRuntime(WindowRuntime):
         trace: list[int] | None = None,
     ) -> None:
         """A batch given as lists (as the dict operator takes it), folded as columns."""
-        if not keys:
-            return
-        values = {f: tag_values(field_values(recs, f)) for f in self.fields}
-        batch = ColumnBatch(
-            -1,
-            Keys(list(keys)),
-            np.array(ts, _I64),
-            np.array(wms, _I64),
-            values,
-            Records(list(recs)),
-            all(v.numeric() for v in values.values()),
-        )
-        self.process_columns(batch)
+        if keys:
+            self.process_columns(from_records(-1, list(keys), list(recs), ts, wms, self.fields))
 
     def process_columns(self, batch: ColumnBatch, trace: list[int] | None = None) -> None:
         """Fold one batch; each row's ``wms`` is the watermark it arrived under."""
@@ -206,7 +164,8 @@ class ColumnWindowRuntime(WindowRuntime):
         return np.array(found, _I64), np.array(origin if origin is not None else [], np.int64)
 
     def _admit_columns(self, batch: ColumnBatch) -> tuple[ColumnBatch, set[int]] | None:
-        """Rows whose aggregated fields are not all numbers go to the dead letters (the
+        """Rows whose aggregated fields are not all numbers go to the late output when they
+        are late (``WindowRuntime._admit``'s order), else to the dead letters (the
         reason ``FoldPlan.bad_field`` gives); returns the rest, and which of them hold an int
         past int64 (folded by the Python fold). None: every row is a plain number."""
         bad = np.zeros(len(batch), bool)
@@ -221,8 +180,13 @@ class ColumnWindowRuntime(WindowRuntime):
                     bad[r] = True
         if not bad.any() and not py:
             return None
+        late = not self.processing_time
         for r in np.flatnonzero(bad).tolist():
             rec = batch.records.get(r)
+            t, w = int(batch.ts[r]), int(batch.wms[r])
+            if late and self._record_late(t, w):  # the late decision first, as in Flink
+                self._late.add(self.op.name, batch.keys.key(r), t, w, rec)
+                continue
             reason = self.plan.bad_field(rec) if rec is not None else None
             self._dead.add(f"aggregate:{self.op.name}", reason or "no number to aggregate", rec)
         keep = np.flatnonzero(~bad)
@@ -433,4 +397,4 @@ def _is_py(batch: ColumnBatch, fields: list[str], row: int) -> bool:
     return False
 
 
-__all__ = ["ColumnWindowRuntime", "column_eligible", "input_fields"]
+__all__ = ["ColumnWindowRuntime"]

@@ -7,7 +7,9 @@ predecessor), with lateness judged on the *merged* session, as Flink does.
   merges with every live session it overlaps or touches (Flink's ``TimeWindow.intersects``:
   ``start <= other.end and end >= other.start``), so events at most the gap apart are one
   session. If the merged session is past its allowed
-  lateness the record is late and changes nothing.
+  lateness the record is late and changes nothing (even when its aggregated fields could not be
+  folded: the late decision comes first; a record that is not late and cannot be folded goes
+  to the dead letters and changes nothing either).
 - A session fires when the watermark reaches ``end - 1`` (its first emission is final if its
   lateness had passed by then too); a merge into a fired session emits it again, ``final:
   false``; once the watermark passes ``end - 1 + lateness`` it is emitted final and forgotten,
@@ -27,6 +29,7 @@ from typing import Any
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.stored.codec import decode_session, encode_session
+from weir.engine.runtime.stored.fold import get_field
 from weir.engine.windows import SessionWindows, is_late
 
 
@@ -68,11 +71,16 @@ class SessionRuntime(WindowRuntime):
         wms: list[int],
         trace: list[int] | None = None,
     ) -> None:
-        admitted = self._admit(keys, recs, ts, wms)
-        if admitted is None:
+        if not keys:
             return
-        keys, recs, ts, wms, cols = admitted
+        cols = self.plan.columns(recs)
+        bad: list[str | None] = []
+        if cols is None:  # judged one by one, after the late decision (``_merge``)
+            bad = [self.plan.bad_field(r) for r in recs]
+            cols = [[get_field(r, f) for r in recs] for f in self.plan.fields]
+        self.records_in += len(keys)
         if self.processing_time:
+            ts, wms = self.clock(len(keys))
             trace = None
         self._trace = trace or []
         gap = self._gap
@@ -84,9 +92,11 @@ class SessionRuntime(WindowRuntime):
                     self._dead.add(f"gap:{self.op.name}", why, rec)
                     continue
             assert gap is not None
-            self._merge(k, t, w, rec, [c[i] for c in cols], gap)
+            self._merge(k, t, w, rec, [c[i] for c in cols], gap, bad[i] if bad else None)
 
-    def _merge(self, key: str, t: int, wm: int, rec: Any, vals: list[Any], gap: int) -> None:
+    def _merge(
+        self, key: str, t: int, wm: int, rec: Any, vals: list[Any], gap: int, bad: str | None
+    ) -> None:
         live = self.sessions.get(key, [])
         if live:
             self._settle(key, live, wm)
@@ -96,6 +106,9 @@ class SessionRuntime(WindowRuntime):
         end = max([hi, *(s.end for s in overlapping)])
         if is_late(end, self._lateness, wm):  # even merged, the session is past its lateness
             self._late.add(self.op.name, key, t, wm, rec)
+            return
+        if bad is not None:  # not late, and its fields cannot be folded: nothing merges
+            self._dead.add(f"aggregate:{self.op.name}", bad, rec)
             return
         slots: list[Any] | None = None
         for s in overlapping:

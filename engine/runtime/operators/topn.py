@@ -33,6 +33,7 @@ from weir.engine.runtime.stored.ranking import (
     best_ranks,
     finite_number,
 )
+from weir.state.keygroups import canonical_key
 
 RESCAN_S = 1.0
 Column = Callable[[str, list[list[Any]]], list[Any]]  # (aggregate, slots) -> its values
@@ -173,8 +174,10 @@ class CurrentTop:
 
 
 def ranked_results(results: list[dict[str, Any]], names: Iterable[str], k: int = TOP_K) -> Ranked:
-    """The best ``k`` keys of a fired window by every numeric aggregate in ``names``."""
-    keys = list(map(itemgetter("key"), results))
+    """The best ``k`` keys of a fired window by every numeric aggregate in ``names``. Keys are
+    ranked in their canonical form (the NULL key, ``None`` in a result, as ``NULL_KEY``), as a
+    top-N lists them: the form a URL takes."""
+    keys = list(map(canonical_key, map(itemgetter("key"), results)))
     return ranked_columns(keys, {n: list(map(methodcaller("get", n), results)) for n in names}, k)
 
 

@@ -115,16 +115,21 @@ class _WindowFunction:
         return MAX_TIME if self._global else end - 1
 
     def process(self, rec: Any, ctx: Context) -> None:
-        reason = self.plan.bad_field(rec)
-        if reason is not None:
-            self._dead.add(f"aggregate:{self.op.name}", reason, rec)
-            return
         t = int(ctx.timestamp or 0) if self.op.assigner.time == "event" else self.clock()
         wm = ctx.watermark
         state = ctx.value(stored.STATE_NAME)
         table: dict[int, stored.Entry] = state.get() or {}
+        reason = self.plan.bad_field(rec)
+        if reason is not None:  # the late decision first, as in Flink
+            if self._late_record(rec, t, wm, table):
+                self._late.add(self.op.name, ctx.key, t, wm, rec)
+            else:
+                self._dead.add(f"aggregate:{self.op.name}", reason, rec)
+            return
         if self._sessions is None:
             windows = self._windows_of(t)
+            if not windows:  # in a gap between sliding windows: in no window, not late
+                return
         else:
             merged = self._session_of(rec, t, ctx, table)
             if merged is None:
@@ -147,6 +152,21 @@ class _WindowFunction:
         state.set(table)
         if not taken:
             self._late.add(self.op.name, ctx.key, t, wm, rec)
+
+    def _late_record(self, rec: Any, t: int, wm: int, table: dict[int, stored.Entry]) -> bool:
+        """Would ``rec`` be late (every window it would join past its cleanup time)? Nothing
+        changes: a session is merged only to find its end."""
+        if not self._event:
+            return False
+        if self._sessions is None:
+            ends = [end for _, end in self._windows_of(t)]
+        else:
+            gap, why = self._sessions.gap_of(rec)
+            if why is not None:
+                return False
+            start, end = t, self._sessions.end_of(t, gap)
+            ends = [max([end, *(e for e, x in table.items() if int(x["s"]) <= end and start <= e)])]
+        return bool(ends) and all(cleanup_time(e, self._lateness) <= wm for e in ends)
 
     def _session_of(
         self, rec: Any, t: int, ctx: Context, table: dict[int, stored.Entry]

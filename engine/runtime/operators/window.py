@@ -13,7 +13,10 @@ it takes RocksDB's checkpoint; the worker writes nothing newer until then.
 Lateness is judged per record against the watermark it arrived under (``wms``), never against the
 batch's end, so batching changes no result: on-time records are folded; records for a window that
 has fired but is within allowed lateness update it one by one, in arrival order, each emitting an
-update; records later than that go to the late output untouched.
+update; records later than that go to the late output untouched. The late decision comes first,
+as in Flink: a late record goes to the late output even when its aggregated fields could not be
+folded (a record that is not late and cannot be folded goes to the dead letters). A record in a
+gap between sliding windows (slide > size) belongs to no window and changes nothing.
 """
 
 from __future__ import annotations
@@ -105,7 +108,7 @@ class WindowRuntime:
         # top-N: the last fired window's, and the newest open one's (tumbling windows only)
         self.tops = WindowTops(
             self.plan.result,
-            self.plan.aggregates,
+            self.plan.ranked,
             self._start_of,
             self._tracks_current(),
             self.plan.column,
@@ -148,6 +151,8 @@ class WindowRuntime:
         if origin is not None:  # several windows per record: one (record, window) pair each
             keys, recs, ts, wms = take_columns(origin, keys, recs, ts, wms)
             cols = [[c[i] for i in origin] for c in cols]
+            if not ends:  # every record in a gap between sliding windows
+                return
         if min(ends) - 1 > max(wms) or all(e - 1 > w for e, w in zip(ends, wms, strict=True)):
             # nothing late: the common case
             self.plan.fold(self.buckets, self._dirty, keys, ends, *cols, recs)
@@ -208,9 +213,10 @@ class WindowRuntime:
     def _admit(
         self, keys: list[str], recs: list[Any], ts: list[int], wms: list[int]
     ) -> tuple[list[str], list[Any], list[int], list[int], list[list[Any]]] | None:
-        """The start every window runtime shares: records whose aggregated fields are missing
-        or not numbers go to the dead letters; processing time replaces the records' times.
-        Returns the columns to go on with (``None``: nothing left)."""
+        """The start every window runtime shares: a record whose aggregated fields cannot be
+        folded goes to the late output if it is late (the late decision comes first, as in
+        Flink), else to the dead letters; processing time replaces the records' times. Returns
+        the columns to go on with (``None``: nothing left)."""
         if not keys:
             return None
         cols = self.plan.columns(recs)
@@ -220,6 +226,8 @@ class WindowRuntime:
                 reason = self.plan.bad_field(r)
                 if reason is None:
                     keep.append(i)
+                elif not self.processing_time and self._record_late(ts[i], wms[i]):
+                    self._late.add(self.op.name, keys[i], ts[i], wms[i], r)
                 else:
                     self._dead.add(f"aggregate:{self.op.name}", reason, r)
             keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
@@ -230,6 +238,13 @@ class WindowRuntime:
         if self.processing_time:
             ts, wms = self.clock(len(keys))
         return keys, recs, ts, wms, cols
+
+    def _record_late(self, t: int, wm: int) -> bool:
+        """Would a record at ``t`` be late under ``wm``: every window holding it past its
+        allowed lateness (a record in no window is not late)?"""
+        ends, _ = self._assigner.expand([t])
+        lateness = self._lateness
+        return bool(ends) and all(is_late(e, lateness, wm) for e in ends)
 
     def _move_time(
         self, watermark: int, data_watermark: int, trace: list[int] | None

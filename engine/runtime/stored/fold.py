@@ -28,20 +28,45 @@ comes from. ``buckets`` maps a window end to ``{key: accumulator slots}``; ``dir
 window end to the keys changed since the last flush. Field values are
 extracted and type-checked per column before folding, so a bad record never leaves a
 half-applied batch.
+
+A field's values must be numbers when an aggregate that rejects NULLs reads it; numbers or NULL
+(``None``, or a record without the field) when only NULL-skipping aggregates do; anything when
+only ``count(field)`` does (it asks whether the value is NULL). The slot layouts are
+``engine/agg.py``'s.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
 from weir.engine.agg import Aggregate, Builtin, UserDefined
+from weir.state.keygroups import key_value
 
 FoldFn = Callable[..., None]
 ResultFn = Callable[[str, int, int, list[Any], bool], dict[str, Any]]
 BucketMerge = Callable[[dict[str, list[Any]], dict[str, list[Any]]], None]
 _NUMBER_TYPES = frozenset({int, float})
+_NUMBER_OR_NULL = frozenset({int, float, type(None)})
+# what a field's values may be, strictest first: a number (an aggregate rejects NULLs), a number
+# or NULL (NULL-skipping aggregates only), anything (``count(field)`` only)
+NUMBER, NUMBER_OR_NULL, ANY = 0, 1, 2
+
+
+def _rule(a: Builtin) -> int:
+    if a.kind == "count":
+        return ANY
+    return NUMBER_OR_NULL if a.skips else NUMBER
+
+
+def get_field(rec: Any, field: str) -> Any:
+    """A NULL-tolerant field read: a record without the field (or not a mapping) reads NULL."""
+    try:
+        return rec[field]
+    except (KeyError, TypeError, IndexError):
+        return None
 
 
 def take_columns(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
@@ -55,9 +80,14 @@ class FoldPlan:
     def __init__(self, aggregates: dict[str, Aggregate]) -> None:
         self.aggregates = aggregates
         self.fields: list[str] = []
+        self.rules: dict[str, int] = {}  # field -> NUMBER, NUMBER_OR_NULL or ANY
         for a in aggregates.values():
-            if isinstance(a, Builtin) and a.field and a.field not in self.fields:
-                self.fields.append(a.field)
+            if isinstance(a, Builtin) and a.field:
+                if a.field not in self.fields:
+                    self.fields.append(a.field)
+                self.rules[a.field] = min(self.rules.get(a.field, ANY), _rule(a))
+        # the aggregates a top-N ranks: ``window_time`` is the same for every key of a window
+        self.ranked = [n for n, a in aggregates.items() if getattr(a, "kind", "") != "window_time"]
         self.slices: dict[str, tuple[int, int]] = {}
         pos = 0
         for name, a in aggregates.items():
@@ -171,13 +201,9 @@ class FoldPlan:
             if isinstance(agg, UserDefined):
                 env[f"u{j}"] = agg.function
                 lines.append(f"a[{lo}] = u{j}.merge(a[{lo}], b[{lo}])")
-            elif agg.kind == "min":
-                lines.append(f"if b[{lo}] < a[{lo}]: a[{lo}] = b[{lo}]")
-            elif agg.kind == "max":
-                lines.append(f"if b[{lo}] > a[{lo}]: a[{lo}] = b[{lo}]")
-            else:  # count, sum, mean: every slot adds
-                lines.extend(f"a[{i}] += b[{i}]" for i in range(lo, hi))
-        return [indent + line for line in lines]
+            else:
+                lines.extend(agg.merge_stmts(lo))
+        return [indent + line for line in lines or ["pass"]]
 
     def _generate_merge_bucket(self) -> BucketMerge:
         """``merge_bucket(into, bucket)``: every key's accumulator of ``bucket`` merged into
@@ -199,18 +225,19 @@ class FoldPlan:
         return fn
 
     def _generate_result(self) -> ResultFn:
-        """``result(key, start, end, slots, final)`` -> the result record, in one call."""
-        env: dict[str, Any] = {}
-        fields = ['"key": k', '"start": s', '"end": e']
+        """``result(key, start, end, slots, final)`` -> the result record, in one call. Its
+        ``key`` is the key's value (``keygroups.key_value``): ``None`` for the NULL key, as SQL
+        prints it."""
+        env: dict[str, Any] = {"key_value": key_value}
+        # a key not starting with a backslash is its own value: no call for most keys
+        fields = ['"key": (key_value(k) if k[:1] == "\\\\" else k)', '"start": s', '"end": e']
         for j, (name, agg) in enumerate(self.aggregates.items()):
-            lo, hi = self.slices[name]
+            lo = self.slices[name][0]
             if isinstance(agg, UserDefined):
                 env[f"u{j}"] = agg.function
                 expr = f"u{j}.result(a[{lo}])"
-            elif agg.kind == "mean":
-                expr = f"a[{lo}] / a[{lo + 1}]"
             else:
-                expr = f"a[{lo}]"
+                expr = agg.result_expr(lo, env)
             fields.append(f"{name!r}: {expr}")
         fields.append('"final": f')
         body = f"def result(k, s, e, a, f):\n    return {{{', '.join(fields)}}}\n"
@@ -222,37 +249,59 @@ class FoldPlan:
         """Aggregate ``name``'s result for each accumulator in ``slots`` (what ``result`` puts
         under ``name``), a column at a time."""
         agg = self.aggregates[name]
-        lo = self.slices[name][0]
+        lo, hi = self.slices[name]
         if isinstance(agg, UserDefined):
             result = agg.function.result
             return [result(a[lo]) for a in slots]
-        if agg.kind == "mean":
+        if agg.kind == "mean" and not agg.skips and agg.cast is None:
             return [a[lo] / a[lo + 1] for a in slots]
-        return list(map(itemgetter(lo), slots))
+        if agg.kind in ("count", "sum", "min", "max") and agg.cast is None:
+            return list(map(itemgetter(lo), slots))
+        one = agg.result
+        return [one(a[lo:hi]) for a in slots]
 
     def columns(self, recs: list[Any]) -> list[list[Any]] | None:
         """The aggregated fields of ``recs``, a column each, to fold; None when a record lacks
-        one or holds something that is not a number there (``bad_field`` says which)."""
+        one or holds something its aggregates cannot take (``bad_field`` says which)."""
         cols: list[list[Any]] = []
-        try:
-            for f in self.fields:
-                col = list(map(itemgetter(f), recs))
-                if not set(map(type, col)) <= _NUMBER_TYPES:
+        for f in self.fields:
+            rule = self.rules[f]
+            try:
+                if rule == NUMBER:
+                    col = list(map(itemgetter(f), recs))
+                else:
+                    col = list(map(dict.get, recs, repeat(f)))
+            except (KeyError, TypeError, IndexError):
+                if rule == NUMBER:
                     return None
-                cols.append(col)
-        except (KeyError, TypeError, IndexError):
-            return None
+                col = [get_field(r, f) for r in recs]  # not every record is a dict
+            if rule != ANY and not set(map(type, col)) <= (
+                _NUMBER_TYPES if rule == NUMBER else _NUMBER_OR_NULL
+            ):
+                return None
+            cols.append(col)
         return cols
 
     def bad_field(self, rec: Any) -> str | None:
         """Why ``rec`` cannot be folded (None: it can)."""
         for f in self.fields:
+            rule = self.rules[f]
+            if rule == ANY:
+                continue
             try:
                 v = rec[f]
             except (KeyError, TypeError, IndexError):
-                return f"record has no field {f!r} to aggregate"
-            if type(v) not in _NUMBER_TYPES:
-                return f"field {f!r} is {type(v).__name__} {v!r}, not a number"
+                if rule == NUMBER:
+                    return f"record has no field {f!r} to aggregate"
+                continue
+            if type(v) in _NUMBER_TYPES or (v is None and rule == NUMBER_OR_NULL):
+                continue
+            if v is None:
+                return (
+                    f"field {f!r} is NULL, and an aggregate that rejects NULLs reads it (give "
+                    "it nulls='skip' to pass over NULLs, as SQL's aggregates do)"
+                )
+            return f"field {f!r} is {type(v).__name__} {v!r}, not a number"
         return None
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:

@@ -5,8 +5,9 @@ Each accepted connection has ``HANDSHAKE_S`` from its accept to prove itself (``
 however slowly its bytes arrive; at most ``MAX_PENDING`` wait at once and a new one past that
 evicts the oldest. Reads take exactly what the handshake's step needs, never a frame's byte. On
 the ``unix`` transport a connection from another uid (``SO_PEERCRED``) is dropped at once. Every
-dropped connection is logged with the peer it came from, and the acceptor goes on until every
-awaited worker has proved itself.
+dropped connection is counted and logged with the peer it came from (``DropLog``: the first of
+a reason at once, then one line per reason per interval with a count), and the acceptor goes on
+until every awaited worker has proved itself.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 
 from weir.base.errors import WorkerFailed
 from weir.engine.runtime import peerauth
+from weir.engine.runtime.droplog import DropLog
 from weir.engine.runtime.netio import PendingConnections
 from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
 
@@ -69,10 +71,16 @@ class _Pending:
 
 class Acceptor:
     """Accepts, on ``listener``, the peers numbered in ``awaited`` (in the exchange: worker
-    ``index``'s higher-numbered peers; on a cluster's driver: every task)."""
+    ``index``'s higher-numbered peers; on a cluster's driver: every task; on a cluster task's
+    state server, for good, the job manager: ``serve``). ``what`` begins its log lines."""
 
     def __init__(
-        self, index: int, awaited: frozenset[int], auth: PeerAuth, listener: socket.socket
+        self,
+        index: int,
+        awaited: frozenset[int],
+        auth: PeerAuth,
+        listener: socket.socket,
+        what: str = "exchange",
     ) -> None:
         self.index = index
         self.awaited = awaited
@@ -81,6 +89,8 @@ class Acceptor:
         self._listener = listener
         self._pending = PendingConnections[_Pending](listener, MAX_PENDING, self._dropped)
         self._proved: dict[int, socket.socket] = {}
+        self._on_proved: Callable[[int, socket.socket], None] | None = None
+        self._drops = DropLog(log, f"{what}: worker=%d", (index,))
 
     def run(self, should_stop: Callable[[], bool], deadline: float) -> dict[int, socket.socket]:
         """Every awaited worker's proved connection, by index; ``Stopped`` when
@@ -91,16 +101,10 @@ class Acceptor:
             while set(self._proved) != awaited:
                 if should_stop():
                     raise Stopped
-                now = time.monotonic()
-                if now > deadline:
+                if time.monotonic() > deadline:
                     missing = sorted(awaited - set(self._proved))
                     raise WorkerFailed(self.index, f"workers {missing} never connected")
-                self._pending.expire(now, f"no handshake within {HANDSHAKE_S} s")
-                for p in self._pending.ready(0.05):
-                    if p is None:
-                        self._accept()
-                    else:
-                        self._advance(p)
+                self._turn()
             return dict(self._proved)
         except BaseException:
             for s in self._proved.values():
@@ -108,11 +112,42 @@ class Acceptor:
             raise
         finally:
             self._pending.close()
+            self._drops.flush(force=True)
+
+    def serve(
+        self, should_stop: Callable[[], bool], on_proved: Callable[[int, socket.socket], None]
+    ) -> None:
+        """Accept until ``should_stop()``: each connection that proves an awaited index, as
+        often as one does, goes to ``on_proved`` (a cluster task's state server, whose one
+        client, the job manager, opens a connection per request in flight). Unproved
+        connections hold only this selector's bounded handshake slots, never a served one."""
+        self._on_proved = on_proved
+        self._listener.setblocking(False)
+        try:
+            while not should_stop():
+                self._turn()
+        finally:
+            self._pending.close()
+            self._drops.flush(force=True)
+
+    def _turn(self) -> None:
+        """Expire late handshakes, then serve what is ready within 50 ms."""
+        now = time.monotonic()
+        self._pending.expire(now, f"no handshake within {HANDSHAKE_S} s")
+        self._drops.flush(now)
+        for p in self._pending.ready(0.05):
+            if p is None:
+                self._accept()
+            else:
+                self._advance(p)
 
     def _accept(self) -> None:
         try:
             s, _ = self._listener.accept()
         except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:  # out of descriptors, or the listener closed while stopping
+            self._drops.dropped("(not accepted)", f"accept failed: {exc.strerror}")
             return
         p = _Pending(s, describe(s), time.monotonic() + HANDSHAKE_S)
         if s.family == socket.AF_UNIX and peer_uid(s) != os.getuid():
@@ -133,6 +168,9 @@ class Acceptor:
         except (AuthFailed, OSError) as exc:
             self._pending.drop(p, str(exc))
             return
+        if self._on_proved is not None:
+            self._on_proved(p.index, self._pending.release(p))
+            return
         if p.index in self._proved:  # two proved the same index: the second is not believed
             self._pending.drop(p, f"worker {p.index} is connected already")
             return
@@ -149,4 +187,4 @@ class Acceptor:
 
     def _dropped(self, p: _Pending, why: str) -> None:
         self.refused += 1
-        log.warning("exchange: worker=%d dropped peer=%s reason=%s", self.index, p.peer, why)
+        self._drops.dropped(p.peer, why)

@@ -34,7 +34,7 @@ from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK, per_record_watermarks
 from weir.engine.windows import MAX_TIME, MIN_TIME
-from weir.state.keygroups import canonical_key
+from weir.state.keygroups import canonical_key, needs_escape
 from weir.state.layout import MAX_KEY_BYTES
 
 _DICT_ONLY = frozenset({dict})
@@ -200,7 +200,7 @@ class Chain:
             ahead = t - int(time.time() * 1000)
             return 0, (
                 f"timestamp {t} is {ahead} ms ahead of the wall clock, past the "
-                f"--max-future-ms limit of {self._max_future} ms"
+                f"`max_future_ms` limit of {self._max_future} ms"
             )
         return t, None
 
@@ -300,7 +300,11 @@ class Chain:
             keys = (
                 list(map(itemgetter(sel), recs)) if isinstance(sel, str) else list(map(sel, recs))
             )
-            if set(map(type, keys)) == {str} and max(map(len, keys)) * 4 <= MAX_KEY_BYTES:
+            if (
+                set(map(type, keys)) == {str}
+                and max(map(len, keys)) * 4 <= MAX_KEY_BYTES
+                and not needs_escape(keys)
+            ):
                 return keys, recs, ts, wms
         except Exception:  # noqa: BLE001
             pass

@@ -40,6 +40,7 @@ from weir.engine.runtime.task.chain import (
 )
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK
+from weir.state.keygroups import needs_escape
 from weir.state.layout import MAX_KEY_BYTES
 
 Array = Any
@@ -205,7 +206,7 @@ class ColumnChain(Chain):
         ok = (tags[0] == STR) & (i64[0] * 4 <= MAX_KEY_BYTES)
         keys: list[str] = objects[0] or []
         keep: Array = None
-        if not bool(ok.all()):
+        if not bool(ok.all()) or needs_escape(keys):  # a key shaped like the NULL key's too
             keys, keep = self._rare_keys(sel, recs, tags[0], ok, objects[0])
             if not keys:
                 return
@@ -233,12 +234,13 @@ class ColumnChain(Chain):
     def _rare_keys(
         self, sel: str, recs: list[Any], tags: Array, ok: Array, strs: list[Any] | None
     ) -> tuple[list[str], Array]:
-        """Keys of a batch with some that are not plain strs: ints take their canonical
-        form, the others go to the dead letters (``Chain._key_of`` says why)."""
+        """Keys of a batch with some that are not plain strs: ints, ``None`` and strs that
+        start with a backslash take their canonical form (``keygroups.canonical_key``), the
+        others go to the dead letters (``Chain._key_of`` says why)."""
         keys: list[str] = []
         keep: list[int] = []
         for i in range(len(recs)):
-            if ok[i] and strs is not None:
+            if ok[i] and strs is not None and strs[i][:1] != "\\":
                 keys.append(strs[i])
                 keep.append(i)
                 continue

@@ -13,16 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
+from weir.engine.columnar import input_fields, refusal
 from weir.engine.job import Job
 from weir.engine.nodes import (
     BroadcastNode,
     ForwardNode,
-    KeyByNode,
     OperatorNode,
     SinkNode,
     WindowNode,
 )
-from weir.engine.runtime.operators.colwindow import column_eligible, input_fields
 from weir.engine.runtime.task.chain import ExchangeNode, keyby_nodes, sink_nodes
 
 T = TypeVar("T")
@@ -50,15 +49,13 @@ class Graph:
         go to the keyed side, and over the exchange, as ``ColumnBatch``es."""
         found: dict[int, list[str]] = {}
         for i, node in enumerate(self.keyby):
-            if not isinstance(node, KeyByNode) or not node.children:
+            if refusal(node) is not None:
                 continue
-            ops = node.children
-            if all(isinstance(op, WindowNode) and column_eligible(op) for op in ops):
-                fields: list[str] = []
-                for op in ops:
-                    assert isinstance(op, WindowNode)
-                    fields += [f for f in input_fields(op) if f not in fields]
-                found[i] = fields
+            fields: list[str] = []
+            for op in node.children:
+                assert isinstance(op, WindowNode)
+                fields += [f for f in input_fields(op) if f not in fields]
+            found[i] = fields
         return found
 
     @property

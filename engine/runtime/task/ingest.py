@@ -25,11 +25,17 @@ from pathlib import Path
 
 from weir.base.errors import StateError, WeirError
 from weir.base.files import private_dir, write_private
-from weir.engine.runtime.messages import BackfillPhase, BackfillReply, BackfillStep
+from weir.engine.runtime.messages import (
+    BackfillPhase,
+    BackfillReply,
+    BackfillRequest,
+    BackfillStep,
+)
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.windows import is_late
-from weir.state.bulkload import LoadRules, StagedFile, backfill_files, stage_sst
+from weir.state import untrusted
+from weir.state.bulkload import LoadRules, StagedFile, key_group_of, stage_sst
 from weir.state.bulkstore import fetch_ssts
 from weir.state.keygroups import KeyGroupRange
 from weir.state.objectstore import storage_location
@@ -63,8 +69,8 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     shutil.rmtree(stage, ignore_errors=True)
     private_dir(stage)
     rules = LoadRules(req.op, own, rt.op.state_id, rt.op.timer_state_id)
-    files = _sources(req.path, own, stage / _DOWNLOADS)
-    staged = [stage_sst(f, kg, rules, stage / f.name) for kg, f in files]
+    files = _sources(req, own, stage / _DOWNLOADS)
+    staged = [stage_sst(copy, kg, rules, stage / copy.name, shown) for kg, copy, shown in files]
     shutil.rmtree(stage / _DOWNLOADS, ignore_errors=True)
     loaded = [s for s in staged if s.path is not None]
     lo = min((s.min_end for s in loaded if s.min_end is not None), default=None)
@@ -82,14 +88,30 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     return BackfillReply(step.request_id, step.phase, None, len(loaded), lo, hi)
 
 
-def _sources(path: str, own: KeyGroupRange, downloads: Path) -> list[tuple[int, Path]]:
-    """The backfill's files of the worker's key groups: in place in a directory; from object
-    storage, downloaded with the manifest's size and CRC-32 checked (a cluster task reaches S3
-    with the settings the job manager forwarded)."""
-    where = storage_location(path)
-    if where.path is not None:
-        return [(kg, f) for kg, f in backfill_files(where.path) if kg in own]
-    return fetch_ssts(where, own, downloads)
+def _sources(
+    req: BackfillRequest, own: KeyGroupRange, downloads: Path
+) -> list[tuple[int, Path, Path]]:
+    """Private copies of the backfill's files of the worker's key groups, each with its key
+    group and the file it copies. From a directory: exactly the files the job manager checked
+    (never a listing of the directory now), each opened without following a symlink and read
+    from that descriptor only if it is still a regular file of the checked size; so a FIFO
+    cannot block the worker, nor a link added since lead out. From object storage: downloaded
+    with the manifest's size and CRC-32 checked (a cluster task reaches S3 with the settings
+    the job manager forwarded)."""
+    where = storage_location(req.path)
+    if where.path is None:
+        return [(kg, f, f) for kg, f in fetch_ssts(where, own, downloads)]
+    if not req.root:
+        raise StateError(f"backfill {req.path} came without the job manager's check; load it again")
+    named = [(key_group_of(f.name), f) for f in req.files]
+    mine = [(kg, f) for kg, f in named if kg is not None and kg in own]
+    private_dir(downloads)
+    with untrusted.open_dir(Path(req.root), where.path) as d:
+        return [
+            (kg, untrusted.copy_out(d, f.name, req.path, f.size, downloads / f.name),
+             where.path / f.name)
+            for kg, f in mine
+        ]  # fmt: skip
 
 
 def _ingest(step: BackfillStep, rt: WindowRuntime, state: RocksState, stage: Path) -> int:
@@ -117,7 +139,7 @@ def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
         if min_end <= end <= max_end:
             return (
                 f"key {key!r} already has the window ending at {end} in the live state; "
-                "backfill windows ending before the live job's first (use --to)"
+                "backfill windows ending before the live job's first (use `to_ms`)"
             )
     open_ends = [e for e in rt.open_ends() if min_end <= e <= max_end]
     if open_ends:
@@ -135,6 +157,6 @@ def _still_open(rt: WindowRuntime, staged: list[StagedFile]) -> str | None:
                 f"backfill file {s.source} holds the window ending at {s.max_end}, which the "
                 f"live job can still change (its watermark is {rt.watermark}, allowed lateness "
                 f"{lateness} ms); backfill only windows that closed before the live job's "
-                "first (use --to), or load it once the live job's watermark has passed them"
+                "first (use `to_ms`), or load it once the live job's watermark has passed them"
             )
     return None

@@ -16,35 +16,44 @@ from multiprocessing.connection import Connection
 
 from weir.base import logs
 from weir.base.errors import WeirError, WorkerFailed
+from weir.base.settings import read_env
 from weir.engine.runtime import gctuning, heap
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import Failed, ManagerLink
 from weir.engine.runtime.peerauth import PeerAuth
+from weir.engine.runtime.settings import PROFILE_DIR
 from weir.engine.runtime.task.worker import Worker
 
 
-def worker_main(cfg: RunConfig, index: int, conn: Connection, auth: PeerAuth) -> None:
+def worker_main(
+    cfg: RunConfig, facts: RunFacts, index: int, conn: Connection, auth: PeerAuth
+) -> None:
     """``auth``: the exchange's secret for this attempt, in the spawn arguments (the private
     pipe from the job manager), never in a file or the environment."""
     terminated = threading.Event()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
+    signal.signal(signal.SIGTERM, lambda *_: terminated.set())
     logs.configure(cfg.log_level, cfg.log_format)  # a spawned process starts unconfigured
     heap.trim_in_background()
-    if not run_worker(cfg, index, ManagerLink(conn), auth, terminated):
+    if not run_worker(cfg, facts, index, ManagerLink(conn), auth, terminated):
         raise SystemExit(1)
 
 
 def run_worker(
-    cfg: RunConfig, index: int, link: ManagerLink, auth: PeerAuth, terminated: threading.Event
+    cfg: RunConfig,
+    facts: RunFacts,
+    index: int,
+    link: ManagerLink,
+    auth: PeerAuth,
+    terminated: threading.Event,
 ) -> bool:
     """Load the job and run worker ``index`` until it is told to stop (True) or fails (False,
     after telling the job manager why)."""
     try:
         job = load_configured_job(cfg)
-        worker = Worker(cfg, index, link, job, terminated, auth)
-        profile_dir = os.environ.get("WEIR_PROFILE_DIR")
+        worker = Worker(cfg, index, link, job, terminated, auth, facts)
+        profile_dir = read_env(PROFILE_DIR)
         with gctuning.tuned():  # the job loaded and restored: the loop's collector settings
             if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
                 cProfile.runctx(

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 def restore_db(
     cfg: RunConfig,
+    chk: str,
     job_name: str,
     max_parallelism: int,
     index: int,
@@ -34,11 +35,9 @@ def restore_db(
     own: CheckpointStorage,
     broadcast: bool = False,
 ) -> tuple[dict[str, Any], dict[str, FileRef]]:
-    """Rebuild worker ``index``'s RocksDB from checkpoint ``cfg.restore_from``. Returns the
+    """Rebuild worker ``index``'s RocksDB from checkpoint ``chk`` (a path or URL). Returns the
     checkpoint's metadata, and the SST files the next checkpoint may reference (those already
     in this job's own storage). ``broadcast``: the job keeps broadcast state."""
-    assert cfg.restore_from is not None
-    chk = cfg.restore_from
     storage, n = CheckpointStorage.at(chk)
     meta = storage.metadata(n)
     if int(meta["max_parallelism"]) != max_parallelism:

@@ -223,7 +223,7 @@ class Router:
             raise WorkerFailed(
                 self._index,
                 f"one source batch's records for another worker encode to {len(frame)} bytes, "
-                f"over the exchange's {framing.MAX_FRAME}-byte frame limit; lower --batch-size",
+                f"over the exchange's {framing.MAX_FRAME}-byte frame limit; lower `batch_size`",
             )
         half = len(entries) // 2
         return self._frames(entries[:half]) + self._frames(entries[half:])

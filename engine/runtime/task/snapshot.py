@@ -56,8 +56,10 @@ class Snapshotter:
         state: RocksState,
         send: Callable[[FromWorker], None],
         confirmed: dict[str, FileRef],
+        run_id: str,
     ) -> None:
         self._cfg = cfg
+        self._run_id = run_id  # this attempt's: upload names never collide across runs
         self._job = job_name
         self._index = index
         self._range = key_groups
@@ -163,7 +165,7 @@ class Snapshotter:
                 local,
                 n,
                 self._index,
-                f"{self._cfg.run_id}-w{self._index}",
+                f"{self._run_id}-w{self._index}",
                 dict(self._confirmed),
                 self._cache,
             )

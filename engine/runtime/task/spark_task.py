@@ -28,7 +28,7 @@ import msgpack
 from weir.base import logs
 from weir.base.files import private_dir, write_private
 from weir.engine.runtime import peerauth
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.messages import ManagerLink
 from weir.engine.runtime.netio import parse_address
 from weir.engine.runtime.peerauth import PeerAuth, prove
@@ -44,6 +44,7 @@ class TaskPayload:
     job_text: str | None  # a job file's text; None: ``job_spec`` is a module every task imports
     job_spec: str
     settings: dict[str, Any]  # the run's RunConfig fields (paths as strings)
+    facts: dict[str, Any]  # the attempt's RunFacts fields
     manager: str  # tcp:<host>:<port> of the job manager's link listener
     secret: bytes
     attempt: int
@@ -51,7 +52,12 @@ class TaskPayload:
 
     @staticmethod
     def build(
-        cfg: RunConfig, job_name: str, manager: str, auth: PeerAuth, forwarded: Sequence[str]
+        cfg: RunConfig,
+        facts: RunFacts,
+        job_name: str,
+        manager: str,
+        auth: PeerAuth,
+        forwarded: Sequence[str],
     ) -> TaskPayload:
         spec = str(cfg.job_file)
         text = Path(spec).read_text() if spec.endswith((".py", ".sql")) else None
@@ -61,7 +67,10 @@ class TaskPayload:
             if f.name not in ("job_file", "master", "spark_conf", "driver_host")
         }
         env = {k: v for k, v in os.environ.items() if k.startswith(tuple(forwarded))}
-        return TaskPayload(job_name, text, spec, settings, manager, auth.secret, auth.attempt, env)
+        plain_facts = dataclasses.asdict(facts)
+        return TaskPayload(
+            job_name, text, spec, settings, plain_facts, manager, auth.secret, auth.attempt, env
+        )
 
     def encode(self) -> bytes:
         packed: bytes = msgpack.packb(dataclasses.asdict(self), use_bin_type=True)
@@ -71,8 +80,9 @@ class TaskPayload:
     def decode(raw: bytes) -> TaskPayload:
         return TaskPayload(**msgpack.unpackb(raw, raw=False))
 
-    def config(self, workdir: Path, host: str) -> RunConfig:
-        """The worker's settings on this executor: its files under ``workdir``."""
+    def config(self, workdir: Path, host: str) -> tuple[RunConfig, RunFacts]:
+        """The worker's settings on this executor (its files under ``workdir``) and the
+        attempt's facts, with this task's host."""
         fields: dict[str, Any] = {
             k: Path(v) if k in _PATHS else v for k, v in self.settings.items()
         }
@@ -86,10 +96,9 @@ class TaskPayload:
             state_dir=workdir / "state",
             backfill_dir=workdir / "backfill",
             exchange_transport="tcp",
-            worker_host=host,
-            serve_state=True,
         )
-        return RunConfig(**fields)
+        facts = RunFacts(**{**self.facts, "worker_host": host, "serve_state": True})
+        return RunConfig(**fields), facts
 
 
 def _plain(value: Any) -> Any:
@@ -113,12 +122,12 @@ def run_task(raw: bytes, _partition: Iterable[Any]) -> Iterator[dict[str, Any]]:
     # Python worker's sys.path) would shadow the installed package for the next task here
     workdir = Path(os.getcwd()) / "weir-tasks" / f"{payload.job_name}-{payload.attempt}-w{index}"
     private_dir(workdir)
-    cfg = payload.config(workdir, host)
+    cfg, facts = payload.config(workdir, host)
     logs.configure(cfg.log_level, cfg.log_format)
     auth = PeerAuth(payload.secret, payload.attempt)
     link = ManagerLink(Connection(connect(payload.manager, auth, index).detach()))
     try:
-        ok = run_worker(cfg, index, link, auth, threading.Event())
+        ok = run_worker(cfg, facts, index, link, auth, threading.Event())
     finally:
         link.close()
     if not ok:

@@ -8,8 +8,11 @@ never waits on the worker's loop (nor the loop on a query) beyond the interprete
 
 Every connection proves, before a request is read, that it holds this attempt's secret: the
 exchange's handshake (``peerauth``), the client taking the job manager's index
-(``peerauth.MANAGER``). A handshake has ``HANDSHAKE_S`` by one deadline; at most
-``MAX_CONNECTIONS`` connections are served at once and one past that is closed at once.
+(``peerauth.MANAGER``), served by the exchange's ``Acceptor`` in one selector thread: a
+handshake has ``HANDSHAKE_S`` by one deadline, at most ``acceptor.MAX_PENDING`` wait at once
+and a new one past that evicts the oldest. Only a proved connection takes one of the
+``MAX_CONNECTIONS`` serving threads, so connections that never prove themselves cannot keep the
+job manager out (they once took the slots at ``accept()``); one past the cap is closed.
 
 Requests and answers are length-prefixed msgpack frames, data only:
 
@@ -22,7 +25,6 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,15 +33,15 @@ import msgpack
 
 from weir.base.errors import WeirError
 from weir.engine.runtime import peerauth
-from weir.engine.runtime.netio import recv_exact
-from weir.engine.runtime.peerauth import AuthFailed, PeerAuth
+from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.stateproto import MAX_REQUEST, recv_frame, send_frame
+from weir.engine.runtime.task import acceptor
 from weir.state.rocksdb import SecondaryReader
 
 log = logging.getLogger(__name__)
 
-HANDSHAKE_S = 5.0
-MAX_CONNECTIONS = 16
+HANDSHAKE_S = acceptor.HANDSHAKE_S
+MAX_CONNECTIONS = 64  # proved connections served at once: the job manager's and weir api's pools
 
 
 class StateServer:
@@ -55,18 +57,34 @@ class StateServer:
         self._stop = threading.Event()
         self._open: set[socket.socket] = set()  # connections being served, ended by close()
         self._open_lock = threading.Lock()
-        self.refused = 0  # connections that failed the handshake
+        self._acceptor = acceptor.Acceptor(
+            index, frozenset({peerauth.MANAGER}), auth, self._sock, "state server"
+        )
+        self._thread: threading.Thread | None = None
         self._ops: dict[str, Callable[..., Any]] = {
             "scan": self._scan,
             "seek": self._seek,
             "get": self._reader.get,
         }
 
+    @property
+    def refused(self) -> int:
+        """Connections dropped for failing (or never finishing) the handshake."""
+        return self._acceptor.refused
+
     def start(self) -> None:
-        threading.Thread(target=self._accept, name="weir-state-server", daemon=True).start()
+        self._thread = threading.Thread(
+            target=self._acceptor.serve,
+            args=(self._stop.is_set, self._proved),
+            name="weir-state-server",
+            daemon=True,
+        )
+        self._thread.start()
 
     def close(self) -> None:
         self._stop.set()
+        if self._thread is not None:
+            self._thread.join(2.0)  # its selector turns every 50 ms
         try:
             self._sock.close()
         except OSError:
@@ -80,33 +98,24 @@ class StateServer:
                 pass
         self._reader.close()
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, addr = self._sock.accept()
-            except OSError:
-                return  # closed
-            if not self._slots.acquire(blocking=False):
-                log.warning("state server: worker=%d busy; dropped peer=%s", self.index, addr)
-                conn.close()
-                continue
-            threading.Thread(target=self._serve, args=(conn, addr), daemon=True).start()
+    def _proved(self, _index: int, conn: socket.socket) -> None:
+        """A connection that proved it is the job manager: served on a thread of its own."""
+        if not self._slots.acquire(blocking=False):
+            log.warning(
+                "state server: worker=%d busy (%d connections); dropped a proved one",
+                self.index,
+                MAX_CONNECTIONS,
+            )
+            conn.close()
+            return
+        threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
-    def _serve(self, conn: socket.socket, addr: Any) -> None:
+    def _serve(self, conn: socket.socket) -> None:
         with self._open_lock:
             self._open.add(conn)
         try:
             with conn:
-                try:
-                    self._handshake(conn)
-                except AuthFailed as exc:
-                    # counted before the connection closes: whoever sees it closed sees the count
-                    self.refused += 1
-                    log.warning(
-                        "state server: worker=%d refused peer=%s: %s", self.index, addr, exc
-                    )
-                    return
-                conn.settimeout(None)  # proved: it may keep the connection for its next reads
+                conn.setblocking(True)  # proved: it may keep the connection for its next reads
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 while not self._stop.is_set():
                     request = recv_frame(conn, MAX_REQUEST, None)
@@ -117,20 +126,6 @@ class StateServer:
             with self._open_lock:
                 self._open.discard(conn)
             self._slots.release()
-
-    def _handshake(self, conn: socket.socket) -> None:
-        deadline = time.monotonic() + HANDSHAKE_S
-        try:
-            hello = recv_exact(conn, peerauth.HELLO_BYTES, deadline)
-            head = peerauth.read_hello(self._auth, hello)
-            if head.index != peerauth.MANAGER:
-                raise AuthFailed(f"claims worker {head.index}; only the job manager reads state")
-            answer = peerauth.answer(self._auth, self.index, hello)
-            conn.sendall(answer)
-            proof = recv_exact(conn, peerauth.PROOF_BYTES, deadline)
-        except (TimeoutError, ConnectionError) as exc:
-            raise AuthFailed(f"no complete handshake within {HANDSHAKE_S} s ({exc})") from None
-        peerauth.check_proof(self._auth, hello, answer, proof)
 
     def _answer(self, request: Any) -> list[Any]:
         at = self._reader.caught_up_at

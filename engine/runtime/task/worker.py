@@ -24,7 +24,7 @@ from typing import Any
 from weir.base.errors import WorkerFailed
 from weir.engine.job import Job
 from weir.engine.runtime import gctuning
-from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.messages import (
     BackfillStep,
     CheckpointAborted,
@@ -83,8 +83,10 @@ class Worker:
         job: Job,
         terminated: threading.Event | None = None,
         auth: PeerAuth | None = None,
+        facts: RunFacts | None = None,
     ) -> None:
         self.cfg, self.index, self.link, self.job = cfg, index, link, job
+        self.facts = facts = facts or RunFacts()
         self._terminated = terminated or threading.Event()
         p = cfg.parallelism
         graph = graph_of(job)
@@ -92,9 +94,9 @@ class Worker:
         storage = CheckpointStorage(cfg.checkpoints_root, job.name)
         restored: dict[str, Any] | None = None
         confirmed: dict[str, FileRef] = {}
-        if cfg.restore_from is not None:
+        if facts.restore_from is not None:
             restored, confirmed = restore_db(
-                cfg, job.name, job.max_parallelism, index, self.range, storage,
+                cfg, facts.restore_from, job.name, job.max_parallelism, index, self.range, storage,
                 broadcast=bool(graph.broadcast),
             )  # fmt: skip
         self.state = RocksState(cfg.worker_state_path(job.name, index))
@@ -120,15 +122,15 @@ class Worker:
         if p > 1:
             if auth is None:
                 raise WorkerFailed(index, "a worker of a parallel job needs the run's secret")
-            host = cfg.worker_host or "127.0.0.1"
+            host = facts.worker_host or "127.0.0.1"
             self.exchange = Exchange(index, p, auth, cfg.exchange_transport, host)
         self.state_server: StateServer | None = None
-        if cfg.serve_state:
+        if facts.serve_state:
             if auth is None:
                 raise WorkerFailed(index, "a worker that serves its state needs the run's secret")
             db = cfg.worker_state_path(job.name, index)
             self.state_server = StateServer(
-                index, db, db.parent / "served", auth, cfg.worker_host or "127.0.0.1"
+                index, db, db.parent / "served", auth, facts.worker_host or "127.0.0.1"
             )
         self.router = Router(
             index,
@@ -145,7 +147,7 @@ class Worker:
         self._columns = graph.column_nodes()
         self.barriers = BarrierAligner(index, p)
         self.snapshots = Snapshotter(
-            cfg, job.name, index, self.range, self.state, link.send, confirmed
+            cfg, job.name, index, self.range, self.state, link.send, confirmed, facts.run_id
         )
         self._open(every, restored)
         self.finished = False
@@ -169,7 +171,7 @@ class Worker:
         elapsed = max(1e-9, time.monotonic() - self.started)
         return {
             "worker": self.index,
-            "host": self.cfg.worker_host or HOSTNAME,
+            "host": self.facts.worker_host or HOSTNAME,
             "key_groups": (self.range.start, self.range.end),
             "splits": self.sources.split_ids,
             "source_lag": self.sources.lag(),
@@ -183,8 +185,8 @@ class Worker:
             "dead_letters_by_stage": dict(self.dead.by_reason),
             "finished": self.finished,
             "restored_from": (
-                self.cfg.restore_from.rstrip("/").rpartition("/")[2]
-                if self.cfg.restore_from
+                self.facts.restore_from.rstrip("/").rpartition("/")[2]
+                if self.facts.restore_from
                 else None
             ),
             "run_started_at": self.run_started_at,
@@ -212,7 +214,7 @@ class Worker:
                 data_wm = side.inputs.data_watermark()
                 self.router.route([], [MAX_WATERMARK], data_wm, ENDED, side.index)
         flush_s = self.cfg.flush_interval_ms / 1000.0
-        status_s = self.cfg.status_interval_ms / 1000.0
+        status_s = self.facts.status_interval_ms / 1000.0
         timeout_s = self.cfg.buffer_timeout_ms / 1000.0
         next_flush = last_status = last_tick = time.monotonic()
         while not self._stop_requested():

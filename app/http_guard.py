@@ -1,0 +1,229 @@
+"""uvicorn's HTTP protocol with deadlines on the client: no connection waits on its client for
+ever, and connections that wait cannot keep anyone else out.
+
+uvicorn times out a kept-alive connection that is idle, but not one that never finishes its
+request's head (nor one that sends nothing at all), and it counts every such connection
+against ``limit_concurrency``: one local account holding 1,032 half-sent requests made every
+request, ``/health`` included, get 503. Here a connection is *waiting on its client* while it
+waits for a request's head (a new connection, or a kept-alive one between requests), for the
+rest of a request's body, or for the client to read a response that filled the socket. Each
+wait has a deadline of its own (``HEAD_S``, ``BODY_S``, ``WRITE_S``, from when it began,
+however slowly bytes trickle in); at most ``limit`` connections wait at once, and a new one past
+that closes the one that has waited longest, so a new client, ``/health`` or a state read, is
+always heard. A peer off loopback may hold at most ``per_peer`` of the waiting ones (the oldest
+of its own goes first); on loopback every local account has the same address, so there the
+oldest-first rule is the defence. Requests the server is working on are not counted: the work
+is bounded by the server's own threads.
+
+``protocol(guard)`` is the class for ``uvicorn.Config(http=…)``: httptools' protocol when it is
+installed, else h11's (the pure-Python twin), as uvicorn's own ``auto`` chooses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from weir.engine.runtime.droplog import DropLog
+
+log = logging.getLogger(__name__)
+
+HEAD_S = 10.0  # from a connection's start (or its last response) to a complete request head
+BODY_S = 30.0  # from the head to the body's last byte (bodies are at most 1 MiB)
+WRITE_S = 30.0  # a response the client does not read, from when the socket filled
+DEADLINES = {"head": HEAD_S, "body": BODY_S, "write": WRITE_S}
+_WHY = {
+    "head": "no complete request head within %g s",
+    "body": "no complete request body within %g s",
+    "write": "the client read none of its response for %g s",
+}
+
+
+@dataclass
+class _Waiting:
+    peer: str
+    kind: str
+    timer: asyncio.TimerHandle
+
+
+class ConnectionGuard:
+    """The connections of one server that wait on their clients (see the module docstring).
+
+    Args:
+        limit: connections waiting at once at most (``--max-connections``).
+        per_peer: of those, from one address off loopback at most (default a quarter).
+        deadlines: seconds per wait (``head``, ``body``, ``write``); ``DEADLINES`` by default.
+    """
+
+    def __init__(
+        self, limit: int, per_peer: int | None = None, deadlines: dict[str, float] | None = None
+    ) -> None:
+        self.limit = max(limit, 1)
+        self.per_peer = max(per_peer if per_peer is not None else self.limit // 4, 1)
+        self.deadlines = {**DEADLINES, **(deadlines or {})}
+        self._waiting: OrderedDict[Any, _Waiting] = OrderedDict()
+        self._by_peer: Counter[str] = Counter()
+        self._drops = DropLog(log, "http:")
+
+    @property
+    def waiting(self) -> int:
+        """Connections waiting on their clients now."""
+        return len(self._waiting)
+
+    def wait(self, proto: Any, kind: str) -> None:
+        """``proto``'s connection now waits on its client for ``kind`` (head, body, write); a
+        wait of the same kind already running keeps its deadline."""
+        found = self._waiting.get(proto)
+        if found is not None and found.kind == kind:
+            return
+        self.done(proto)
+        loop = asyncio.get_running_loop()
+        peer = _peer(proto)
+        timer = loop.call_later(self.deadlines[kind], self._expire, proto)
+        self._waiting[proto] = _Waiting(peer, kind, timer)
+        if not _is_local(peer):
+            self._by_peer[peer] += 1
+            if self._by_peer[peer] > self.per_peer:
+                oldest = next(p for p, w in self._waiting.items() if w.peer == peer)
+                self._close(oldest, f"{peer} has {self.per_peer} connections waiting already")
+        if len(self._waiting) > self.limit:
+            oldest = next(iter(self._waiting))
+            self._close(oldest, f"{self.limit} connections wait on their clients; the oldest goes")
+        self._drops.flush(loop.time())
+
+    def done(self, proto: Any) -> None:
+        """``proto``'s connection no longer waits on its client (or is gone)."""
+        found = self._waiting.pop(proto, None)
+        if found is None:
+            return
+        found.timer.cancel()
+        if not _is_local(found.peer):
+            self._by_peer[found.peer] -= 1
+            if self._by_peer[found.peer] <= 0:
+                del self._by_peer[found.peer]
+
+    def _expire(self, proto: Any) -> None:
+        found = self._waiting.get(proto)
+        if found is not None:
+            self._close(proto, _WHY[found.kind] % self.deadlines[found.kind])
+
+    def _close(self, proto: Any, why: str) -> None:
+        found = self._waiting.get(proto)
+        self.done(proto)
+        self._drops.dropped(found.peer if found else "?", why)
+        transport = getattr(proto, "transport", None)
+        if transport is not None:
+            transport.abort()  # close() would first flush a response the client is not reading
+
+
+def _peer(proto: Any) -> str:
+    client = getattr(proto, "client", None)
+    return str(client[0]) if client else "?"
+
+
+def _is_local(peer: str) -> bool:
+    try:
+        return ipaddress.ip_address(peer).is_loopback
+    except ValueError:
+        return True  # a unix socket, or unknown: no address to cap by
+
+
+def _expects_body(headers: list[tuple[bytes, bytes]]) -> bool:
+    for name, value in headers:
+        if name == b"content-length":
+            return value.strip() not in (b"0", b"")
+        if name == b"transfer-encoding":
+            return True
+    return False
+
+
+def protocol(guard: ConnectionGuard, impl: str = "auto") -> type[asyncio.Protocol]:
+    """The protocol class that applies ``guard``: ``impl`` ``httptools`` or ``h11``; ``auto``,
+    httptools' when it is installed, else h11's."""
+    if impl == "auto":
+        try:
+            import httptools  # noqa: F401 - only whether it is there
+        except ImportError:
+            impl = "h11"
+        else:
+            impl = "httptools"
+    return _h11(guard) if impl == "h11" else _httptools(guard)
+
+
+def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedHttpTools(HttpToolsProtocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            guard.wait(self, "head")
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            guard.done(self)
+            super().connection_lost(exc)
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            if _expects_body(self.headers):
+                guard.wait(self, "body")
+            else:
+                guard.done(self)
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            guard.done(self)
+
+        def on_response_complete(self) -> None:
+            pipelined = bool(self.pipeline)  # a request already read starts now: not waiting
+            super().on_response_complete()
+            if not self.transport.is_closing() and not pipelined:
+                guard.wait(self, "head")
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            guard.wait(self, "write")
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            guard.done(self)
+
+    return GuardedHttpTools
+
+
+def _h11(guard: ConnectionGuard) -> type[asyncio.Protocol]:
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class GuardedH11(H11Protocol):
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            guard.wait(self, "head")
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            guard.done(self)
+            super().connection_lost(exc)
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.transport.is_closing():
+                guard.done(self)
+            elif self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE:
+                guard.wait(self, "head")
+            elif self.conn.their_state is h11.SEND_BODY:
+                guard.wait(self, "body")
+            else:
+                guard.done(self)
+
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            guard.wait(self, "write")
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            guard.done(self)
+
+    return GuardedH11
