@@ -20,6 +20,12 @@ from weir.engine.runtime.operators.window import WindowRuntime
 from weir.testing import Harness, run
 
 
+@pytest.fixture(autouse=True)
+def _columnar_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the choice itself: the default, whatever the run's WEIR_COLUMNAR."""
+    monkeypatch.delenv("WEIR_COLUMNAR", raising=False)
+
+
 class Median:
     def create(self) -> list[Any]:
         return []

@@ -14,6 +14,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "app" / "examples"
 DEMO = Path(__file__).resolve().parents[2] / "app" / "demo_job.py"
 
 
+@pytest.fixture(autouse=True)
+def _columnar_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graphs below say how each key_by runs by default, whatever WEIR_COLUMNAR is."""
+    monkeypatch.delenv("WEIR_COLUMNAR", raising=False)
+
+
 def _explain(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     assert main(["explain", *args]) == 0
     return capsys.readouterr().out
