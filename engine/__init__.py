@@ -1,6 +1,7 @@
 """weir's public job API.
 
 from weir import Job, WatermarkStrategy, agg, evictors, joins, sinks, sources, triggers, windows
+from weir import col, lit, when, coalesce   # expressions (``weir.engine.expressions``)
 
 This package's ``__init__`` is the job API's façade: it loads the core (``job``, ``streams``,
 ``nodes``, windows, aggregates, sources, sinks) and the libraries built over it, whose import
@@ -18,6 +19,7 @@ if __name__ != "weir.engine":  # the checkout's root on sys.path makes `engine` 
 from weir.base.errors import (
     BroadcastStateError,
     ConfigError,
+    ExpressionError,
     JobDefinitionError,
     SinkError,
     SourceError,
@@ -28,6 +30,7 @@ from weir.base.errors import (
 from weir.engine import agg, evictors, joins, sinks, sources, triggers, windows
 from weir.engine import sql as _sql  # noqa: F401 - binds Job.sql
 from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
+from weir.engine.expressions import Expr, coalesce, col, lit, when
 from weir.engine.job import (
     BroadcastConnectedStream,
     BroadcastStream,
@@ -52,6 +55,8 @@ __all__ = [
     "ConnectedKeyedStreams",
     "ConnectedStreams",
     "DataStream",
+    "Expr",
+    "ExpressionError",
     "Job",
     "JobDefinitionError",
     "KeyedBroadcastProcessFunction",
@@ -67,10 +72,14 @@ __all__ = [
     "WindowedStream",
     "WorkerFailed",
     "agg",
+    "coalesce",
+    "col",
     "evictors",
     "joins",
+    "lit",
     "sinks",
     "sources",
     "triggers",
+    "when",
     "windows",
 ]

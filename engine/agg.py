@@ -1,13 +1,21 @@
 """Aggregates for ``WindowedStream.aggregate(name, **aggregates)``.
 
 Built-ins (``count``, ``sum``, ``min``, ``max``, ``mean``, ``avg``, ``window_time``) read at most
-one field of the record and keep a flat accumulator of numbers, so the window operator can fold
-a whole batch in one generated loop. A user-defined aggregate is any object with ``create() ->
-acc``, ``add(acc, record) -> acc``, ``merge(a, b) -> acc`` and ``result(acc) -> value`` (Flink's
+one input of the record, a field or an expression of it (``agg.sum(weir.col("value") * 2)``),
+and keep a flat accumulator of numbers, so the window operator can fold a whole batch in one
+generated loop. A user-defined aggregate is any object with ``create() -> acc``, ``add(acc,
+record) -> acc``, ``merge(a, b) -> acc`` and ``result(acc) -> value`` (Flink's
 AggregateFunction); its accumulator must be made of msgpack types (None, bool, int, float, str,
 bytes, lists, dicts), because it is stored in RocksDB without pickle.
 
-NULLs. A built-in's ``nulls`` says what a NULL (``None``, or a record without the field) does:
+An input is a field name (``"value"``, the same as ``col("value")``) or an expression
+(``docs/reference/expressions.md``); a field the record lacks is NULL, as it is in an
+expression. An expression that fails on a record (``1 / 0``, an overflow) sends the record to
+the dead letters whatever ``nulls`` says: an error is not a NULL.
+
+NULLs. A built-in's ``nulls`` says what a NULL input (``None``, or a record without the field)
+does, the same for a field and an expression (``docs/reference/expressions.md``, "NULL in
+aggregates", is the user's statement of it):
 
 - ``"reject"`` (the job API's default for ``sum``, ``min``, ``max``, ``mean``): the record is
   not a number where the aggregate needs one, so it goes to the dead letters, as a ``map`` that
@@ -15,16 +23,18 @@ NULLs. A built-in's ``nulls`` says what a NULL (``None``, or a record without th
 - ``"skip"`` (SQL's rule; what ``weir sql`` compiles ``SUM``/``MIN``/``MAX``/``AVG`` to, and
   ``avg``'s default): the aggregate passes over the NULL and the record still counts everywhere
   else (``count()``, other aggregates, its window or session). An aggregate that saw only NULLs
-  is NULL; ``count(field)`` counts the non-NULL values.
+  is NULL. ``count(x)`` always skips: it counts the non-NULL values of ``x`` (SQL's
+  ``COUNT(x)``), whatever they are.
 
 Accumulator slots (what RocksDB stores per key and window, in ``aggregate(...)``'s order; the
-compiled folds keep the same layout, value for value and type for type):
+compiled folds keep the same layout, value for value and type for type; ``x`` is a field or an
+expression):
 
 ==================  ==================  ================================================
 aggregate           slots               result
 ==================  ==================  ================================================
 count()             ``[n]``             n, the records
-count(field)        ``[n]``             n, the non-NULL values of ``field``
+count(x)            ``[n]``             n, the non-NULL values of ``x``
 sum reject          ``[s]``             s (ints stay ints)
 sum skip            ``[s | None]``      s; None until the first non-NULL value
 min, max reject     ``[v]``             v (the first of equals)
@@ -45,12 +55,13 @@ SQL's ``CAST(AVG(x) AS DOUBLE)`` in a select list. It changes no slot.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from dataclasses import KW_ONLY, dataclass, replace
+from typing import Any, Literal, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from weir.engine.kernels import ir
+from weir.engine.expressions import Expr
+from weir.engine.kernels import ir
 
 BuiltinKind = Literal["count", "sum", "min", "max", "mean", "avg", "window_time"]
 Nulls = Literal["reject", "skip"]
@@ -109,27 +120,48 @@ def cast_value(to: str, v: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class Builtin:
-    """A built-in aggregate over one field (``count()`` and ``window_time()`` read none), or
-    over an expression's value (``expr``; ``field`` stays for a plain column name); see the
-    module docstring for ``nulls``, ``cast`` and the slot layout."""
+    """A built-in aggregate over one input (``count()`` and ``window_time()`` read none); see
+    the module docstring for ``nulls``, ``cast`` and the slot layout.
+
+    The input is ``field``, a plain field (``agg.sum("v")`` and ``agg.sum(col("v"))`` alike),
+    or ``expr``, the IR of any other expression (``agg.sum(col("v") * 2)``); never both."""
 
     kind: BuiltinKind
     field: str | None = None
     nulls: Nulls = "reject"
     cast: CastTo | None = None
+    _: KW_ONLY
     expr: ir.Expr | None = None
 
     def __post_init__(self) -> None:
+        if self.field is not None and self.expr is not None:
+            raise ValueError(f"agg.{self.kind}: give a field or an expression, not both")
         if self.kind in FIELD_KINDS and not self.field and self.expr is None:
-            raise ValueError(f"agg.{self.kind}() needs a field name, e.g. agg.{self.kind}('value')")
-        if self.kind == "window_time" and self.field:
+            raise ValueError(
+                f"agg.{self.kind}() needs a field name or an expression, e.g. "
+                f"agg.{self.kind}('value') or agg.{self.kind}(col('value') * 2)"
+            )
+        if self.kind == "window_time" and (self.field or self.expr is not None):
             raise ValueError("agg.window_time() reads no field: it is the window's end - 1")
-        if self.kind == "count" and self.field and self.nulls != "skip":
-            raise ValueError("agg.count(field) counts the non-NULL values: nulls='skip'")
+        if self.kind == "count" and self.input is not None and self.nulls != "skip":
+            raise ValueError("agg.count(x) counts the non-NULL values: nulls='skip'")
         if self.nulls not in ("reject", "skip"):
             raise ValueError(f"nulls={self.nulls!r}; use 'reject' or 'skip'")
         if self.cast is not None and self.cast not in CASTS:
             raise ValueError(f"cast={self.cast!r}; use one of {', '.join(CASTS)}")
+
+    @property
+    def counts_values(self) -> bool:
+        """``count(x)``: it adds 1 for each record whose input ``x`` is not NULL."""
+        return self.kind == "count" and self.input is not None
+
+    @property
+    def input(self) -> str | None:
+        """The column the fold reads: the field, a name for the expression's values, or None
+        (``count()``, ``window_time()``). Equal expressions share a name, as equal fields do."""
+        if self.expr is None:
+            return self.field
+        return f"__expr_{zlib.crc32(repr(self.expr).encode()):08x}"
 
     @property
     def slots(self) -> int:
@@ -137,18 +169,18 @@ class Builtin:
 
     @property
     def skips(self) -> bool:
-        """Does a NULL in the field leave the record in (``nulls="skip"``, ``count(field)``)?"""
+        """Does a NULL input leave the record in (``nulls="skip"``, ``count(x)``)?"""
         return self.nulls == "skip"
 
     # -- the generated fold's pieces (``runtime/stored/fold.py``) -------------------------------
 
     def init_exprs(self, v: str) -> list[str]:
-        """Accumulator slots for a first record whose field value is ``v``."""
+        """Accumulator slots for a first record whose input value is ``v``."""
         kind, skip = self.kind, self.skips
         if kind == "window_time":
             return []
         if kind == "count":
-            return [f"(0 if {v} is None else 1)"] if self.field else ["1"]
+            return [f"(0 if {v} is None else 1)"] if self.counts_values else ["1"]
         if kind in ("mean", "avg"):
             if skip:
                 return [f"(0 if {v} is None else {v})", f"(0 if {v} is None else 1)"]
@@ -156,12 +188,12 @@ class Builtin:
         return [v]
 
     def update_stmts(self, a: str, i: int, v: str) -> list[str]:
-        """Statements (one line each) that fold field value ``v`` into slots ``a[i:]``."""
+        """Statements (one line each) that fold input value ``v`` into slots ``a[i:]``."""
         kind, skip, slot = self.kind, self.skips, f"{a}[{i}]"
         if kind == "window_time":
             return []
         if kind == "count":
-            return [f"if {v} is not None: {slot} += 1"] if self.field else [f"{slot} += 1"]
+            return [f"if {v} is not None: {slot} += 1"] if self.counts_values else [f"{slot} += 1"]
         if kind in ("mean", "avg"):
             both = f"{slot} += {v}; {a}[{i + 1}] += 1"
             return [f"if {v} is not None: {both}"] if skip else [both]
@@ -257,36 +289,61 @@ class UserDefined:
 Aggregate = Builtin | UserDefined
 
 
-def count(field: str | None = None) -> Builtin:
-    """Number of records in the window; with ``field``, of the records whose ``field`` is not
-    NULL (SQL's ``COUNT(field)``: a record without the field counts as NULL)."""
-    return Builtin("count", field, "skip" if field else "reject")
+Input = str | Expr  # a field name, or an expression of the record
 
 
-def sum(field: str, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001 - mirrors SQL
-    """Sum of a numeric field (ints stay ints); ``nulls="skip"``: SQL's SUM, see the module."""
-    return Builtin("sum", field, nulls)
+def count(x: Input | None = None) -> Builtin:
+    """Number of records in the window; with ``x`` (a field name or an expression), the number
+    of records whose ``x`` is not NULL (SQL's ``COUNT(x)``: a record without the field counts
+    as NULL). ``count("v")``, ``count(col("v"))`` and SQL's ``COUNT(v)`` are one aggregate.
+
+    Example:
+        >>> from weir import agg, col
+        >>> agg.count().counts_values, agg.count(col("user")).counts_values
+        (False, True)
+        >>> agg.count(col("user")) == agg.count("user")
+        True
+    """
+    if x is None:
+        return Builtin("count")
+    return _builtin("count", x, "skip")
 
 
-def min(field: str, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001
-    """Smallest value of a numeric field; ``nulls="skip"``: SQL's MIN."""
-    return Builtin("min", field, nulls)
+def sum(x: Input, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001 - mirrors SQL
+    """Sum of a numeric field or expression (ints stay ints); ``nulls="skip"``: SQL's SUM,
+    see the module.
+
+    Example:
+        >>> from weir import agg, col
+        >>> agg.sum(col("price") * col("qty")).expr is not None
+        True
+        >>> agg.sum(col("v") * 2, nulls="skip").skips
+        True
+    """
+    return _builtin("sum", x, nulls)
 
 
-def max(field: str, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001
-    """Largest value of a numeric field; ``nulls="skip"``: SQL's MAX."""
-    return Builtin("max", field, nulls)
+def min(x: Input, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001
+    """Smallest value of a numeric field or expression; ``nulls="skip"``: SQL's MIN."""
+    return _builtin("min", x, nulls)
 
 
-def mean(field: str, *, nulls: Nulls = "reject") -> Builtin:
-    """Arithmetic mean of a numeric field (a float)."""
-    return Builtin("mean", field, nulls)
+def max(x: Input, *, nulls: Nulls = "reject") -> Builtin:  # noqa: A001
+    """Largest value of a numeric field or expression; ``nulls="skip"``: SQL's MAX."""
+    return _builtin("max", x, nulls)
 
 
-def avg(field: str, *, nulls: Nulls = "skip") -> Builtin:
-    """SQL's AVG: the mean of the non-NULL values, integral (truncated toward zero) when every
-    value is an int, NULL when there is none. ``agg.mean`` is the float mean."""
-    return Builtin("avg", field, nulls)
+def mean(x: Input, *, nulls: Nulls = "reject") -> Builtin:
+    """Arithmetic mean of a numeric field or expression (a float); ``nulls="skip"``: over the
+    non-NULL values, NULL when there is none."""
+    return _builtin("mean", x, nulls)
+
+
+def avg(x: Input, *, nulls: Nulls = "skip") -> Builtin:
+    """SQL's AVG of a field or expression: the mean of the non-NULL values, integral (truncated
+    toward zero) when every value is an int, NULL when there is none. ``agg.mean`` is the float
+    mean."""
+    return _builtin("avg", x, nulls)
 
 
 def window_time() -> Builtin:
@@ -298,7 +355,23 @@ def window_time() -> Builtin:
 def cast(aggregate: Builtin, to: CastTo) -> Builtin:
     """``aggregate`` with its result converted (``CAST(AVG(v) AS DOUBLE)``: ``cast(avg("v"),
     "float")``); NULL stays NULL."""
-    return Builtin(aggregate.kind, aggregate.field, aggregate.nulls, to)
+    return replace(aggregate, cast=to)
+
+
+def _builtin(kind: BuiltinKind, value: object, nulls: Nulls) -> Builtin:
+    """The aggregate of ``value``: a field name or a plain ``col(name)`` is the field form, which
+    every path reads directly; any other expression is carried as its IR."""
+    if isinstance(value, Expr):
+        node = value.ir
+        if isinstance(node, ir.Col):
+            return Builtin(kind, node.name, nulls)
+        return Builtin(kind, None, nulls, expr=node)
+    if isinstance(value, str) and value:
+        return Builtin(kind, value, nulls)
+    raise TypeError(
+        f"agg.{kind}({value!r}): pass a field name or an expression, e.g. "
+        f"agg.{kind}('value') or agg.{kind}(col('value') * 2)"
+    )
 
 
 def custom(function: AggregateFunction) -> UserDefined:

@@ -16,7 +16,9 @@ from typing import Any
 
 from weir.engine import agg
 from weir.engine.columnar import refusal
+from weir.engine.expressions import render as render_expr
 from weir.engine.job import Job
+from weir.engine.kernels import ir
 from weir.engine.nodes import (
     BroadcastNode,
     CoProcessNode,
@@ -34,13 +36,32 @@ def _name(fn: Any) -> str:
     return str(getattr(fn, "__qualname__", None) or type(fn).__qualname__)
 
 
+def _step(node: StatelessNode) -> str:
+    """A stateless step's function: its expression(s) when it is made of them."""
+    if node.expr is not None:
+        return render_expr(node.expr)
+    if node.columns is not None:
+        return ", ".join(f"{name}={render_expr(e)}" for name, e in node.columns.items())
+    return _name(node.fn)
+
+
+def _selector(selector: Any, expr: ir.Expr | None) -> str:
+    """A key's or an event time's selector: a field, an expression or a function's name."""
+    if expr is not None:
+        return render_expr(expr)
+    return selector if isinstance(selector, str) else _name(selector)
+
+
 def describe_aggregate(a: agg.Aggregate) -> str:
-    """``count(*)``, ``sum(value)``, ``sum(value, nulls=skip)``, ``cast(avg(v), int)``,
-    ``window_time()``, or what a user-defined aggregate is."""
+    """``count(*)``, ``sum(value)``, ``sum(value, nulls=skip)``, ``max(col("v") * 2)``,
+    ``cast(avg(v), int)``, ``window_time()``, or what a user-defined aggregate is."""
     if isinstance(a, agg.Builtin):
         default = "skip" if a.kind in ("avg", "count") else "reject"
-        nulls = f", nulls={a.nulls}" if a.nulls != default and a.field else ""
-        arg = a.field or ("" if a.kind == "window_time" else "*")
+        nulls = f", nulls={a.nulls}" if a.nulls != default and a.input is not None else ""
+        if a.expr is not None:
+            arg = render_expr(a.expr)
+        else:
+            arg = a.field or ("" if a.kind == "window_time" else "*")
         shown = f"{a.kind}({arg}{nulls})"
         return shown if a.cast is None else f"cast({shown}, {a.cast})"
     from weir.engine.sql.aggregates import Called, Cast, CountDistinct  # SQL's own aggregates
@@ -84,7 +105,7 @@ def _node(node: Node, reached: dict[int, list[str]]) -> dict[str, Any]:
         return {
             **out,
             "type": node.kind,
-            "function": _name(node.fn),
+            "function": _step(node),
             "children": [_node(c, reached) for c in node.children],
         }
     if isinstance(node, SinkNode):
@@ -102,7 +123,7 @@ def _node(node: Node, reached: dict[int, list[str]]) -> dict[str, Any]:
             "type": "forward",
             "operators": [_operator(op, node) for op in node.children],
         }
-    key = node.key if isinstance(node.key, str) else _name(node.key)
+    key = _selector(node.key, node.key_expr)
     ops = [_operator(op, node) for op in node.children]
     why = refusal(node)
     execution = "columns" if why is None else f"records: {why}"
@@ -114,7 +135,7 @@ def describe(job: Job) -> dict[str, Any]:
     sources = []
     reached = _reached(job)
     for s in job.sources:
-        ts = s.timestamp if isinstance(s.timestamp, str) else _name(s.timestamp)
+        ts = _selector(s.timestamp, s.timestamp_expr)
         sources.append(
             {
                 "type": "source",

@@ -25,6 +25,8 @@ from weir.engine.connected import (
     ConnectedKeyedStreams,
     ConnectedStreams,
 )
+from weir.engine.expressions import Expr
+from weir.engine.expressions import steps as _steps
 from weir.engine.nodes import (
     NAME_PATTERN,
     RESERVED_FIELDS,
@@ -110,11 +112,13 @@ class Job:
         self,
         source: Source,
         *,
-        timestamp: TimestampSelector = "ts",
+        timestamp: TimestampSelector | Expr = "ts",
         watermarks: WatermarkStrategy | None = None,
         name: str | None = None,
     ) -> DataStream:
-        """A source of the job, with its own timestamp and watermarks. ``name`` (default
+        """A source of the job, with its own timestamp and watermarks. ``timestamp``: the
+        field holding the event time (epoch ms), a function of the record, or an expression
+        (``col("ts_s") * 1000``; ``col("ts")`` is ``"ts"``). ``name`` (default
         ``source-<i>``) is how checkpoints of a job of several sources know its positions:
         keep it when the job file changes."""
         name = f"source-{len(self.sources)}" if name is None else name
@@ -124,11 +128,18 @@ class Job:
                 f"job {self.name!r} has two sources named {name!r}; give each its own "
                 "job.source(..., name=...)"
             )
-        if not (isinstance(timestamp, str) and timestamp) and not callable(timestamp):
+        timestamp_expr = None
+        if isinstance(timestamp, Expr):
+            timestamp, timestamp_expr = _steps.selector(timestamp, _steps.TIME_NEEDS)
+        elif not (isinstance(timestamp, str) and timestamp) and not callable(timestamp):
             raise JobDefinitionError(
-                f"timestamp={timestamp!r}: pass a field name (epoch ms) or a function"
+                f"timestamp={timestamp!r}: pass a field name (epoch ms), a function or an "
+                "expression"
             )
-        node = SourceNode(source, timestamp, watermarks or WatermarkStrategy(), name=name)
+        node = SourceNode(
+            source, timestamp, watermarks or WatermarkStrategy(), name=name,
+            timestamp_expr=timestamp_expr,
+        )  # fmt: skip
         self.sources.append(node)
         return DataStream(self, node.children)
 

@@ -16,12 +16,13 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
 from weir.engine import evictors as _evictors
 from weir.engine import triggers as _triggers
+from weir.engine.kernels import ir
 from weir.engine.sinks import Sink
 from weir.engine.sources import Source
 from weir.engine.watermarks import WatermarkStrategy
@@ -30,9 +31,6 @@ from weir.engine.windows import (
     GlobalWindows,
     WindowAssigner,
 )
-
-if TYPE_CHECKING:
-    from weir.engine.kernels import ir
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -49,7 +47,7 @@ KeySelector = str | Callable[[Record], Any]
 TimestampSelector = str | Callable[[Record], int]
 
 
-StatelessKind = Literal["map", "filter", "flat_map", "with_columns"]
+StatelessKind = Literal["map", "filter", "flat_map", "with_columns", "map_batch", "filter_batch"]
 
 
 def operator_state_id(name: str) -> int:
@@ -69,10 +67,11 @@ def _check_name(kind: str, name: str) -> str:
 
 @dataclass(eq=False)
 class StatelessNode:
-    """A per-record step. ``fn`` runs it on one record (a ``with_columns`` step's ``fn``
-    returns the new record, as a map's). ``expr``: a filter's predicate when it is an
-    expression; ``columns``: a ``with_columns`` step's new or replaced fields; either lets the
-    columnar loop run the step on whole columns (``runtime.task.colchain``)."""
+    """A stateless step. ``fn`` is what the per-record chain calls: the user's function, or
+    for an expression the IR compiled to a function of one record. ``expr``: a filter's
+    predicate when it is an expression; ``columns``: a ``with_columns`` step's expressions by
+    output field (the columnar loop runs these, not ``fn``). ``map_batch`` and
+    ``filter_batch`` steps call ``fn`` on a batch of columns (``weir.engine.batches``)."""
 
     kind: StatelessKind
     fn: Callable[[Record], Any]
@@ -88,8 +87,9 @@ class SinkNode:
 
 @dataclass(eq=False)
 class KeyByNode:
-    """``key``: a field name or a function; ``key_expr``: the key as an expression, when it is
-    one (the columnar loop evaluates it on whole columns)."""
+    """Where records are keyed. ``key``: a field name or a function of the record (for an
+    expression, its IR compiled to one); ``key_expr``: the key's IR when it is an expression
+    other than a plain field (``key_by(col("id"))`` is ``key_by("id")``)."""
 
     key: KeySelector
     children: list[WindowNode | ProcessNode] = field(default_factory=list)
@@ -223,12 +223,16 @@ Node = StatelessNode | SinkNode | KeyByNode | BroadcastNode | ForwardNode
 
 @dataclass(eq=False)
 class SourceNode:
+    """A source with its time attribute: ``timestamp`` is a field name or a function of the
+    record (for an expression, its IR compiled to one); ``timestamp_expr`` the IR of an
+    expression other than a plain field."""
+
     source: Source
     timestamp: TimestampSelector
     watermarks: WatermarkStrategy
     children: list[Node] = field(default_factory=list)
     name: str = "source-0"  # stable: a job of several sources keys its checkpoint positions by it
-    timestamp_expr: ir.Expr | None = None  # the event time as an expression, when it is one
+    timestamp_expr: ir.Expr | None = None
 
 
 @dataclass(eq=False)

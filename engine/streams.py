@@ -9,6 +9,8 @@ from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
 from weir.engine import evictors as _evictors
 from weir.engine import triggers as _triggers
+from weir.engine.expressions import Expr, to_ir
+from weir.engine.expressions import steps as _steps
 from weir.engine.sinks import Sink
 from weir.engine.windows import (
     CountWindows,
@@ -73,20 +75,100 @@ class DataStream:
         return DataStream(self._job, node.children)
 
     def map(self, fn: Callable[[Record], Any]) -> DataStream:
+        """Each record replaced by ``fn(record)``."""
         return self._add(StatelessNode("map", _callable("map", fn)))
 
-    def filter(self, fn: Callable[[Record], Any]) -> DataStream:
-        return self._add(StatelessNode("filter", _callable("filter", fn)))
+    def filter(self, predicate: Callable[[Record], Any] | Expr) -> DataStream:
+        """The records for which ``predicate`` holds: a function of the record (truthy keeps
+        it), or an expression (TRUE keeps it; FALSE and NULL drop it; a record it fails on
+        goes to the dead letters, the reason naming the expression).
+
+        Example:
+            >>> from weir import Job, col, sources
+            >>> stream = Job("j").source(sources.jsonl("events.jsonl"))
+            >>> clicks = stream.filter(col("event") == "click")
+        """
+        if isinstance(predicate, Expr):
+            node = predicate.ir
+            return self._add(StatelessNode("filter", _steps.predicate(node), expr=node))
+        return self._add(StatelessNode("filter", _callable("filter", predicate)))
 
     def flat_map(self, fn: Callable[[Record], Iterable[Any]]) -> DataStream:
+        """Each record replaced by the records ``fn(record)`` yields (none, one or many)."""
         return self._add(StatelessNode("flat_map", _callable("flat_map", fn)))
 
-    def key_by(self, key: KeySelector) -> KeyedStream:
-        if not (isinstance(key, str) and key) and not callable(key):
+    def with_columns(self, *exprs: Expr, **named: Any) -> DataStream:
+        """Each record with fields added or replaced by expressions, all evaluated on the
+        record as it comes in (as Polars' ``with_columns``): ``name=expr`` (a Python value
+        is a literal), or an expression named by its ``alias`` (else by its first column).
+        A record an expression fails on goes to the dead letters; a NULL value is ``None``.
+
+        Example:
+            >>> from weir import Job, col, sources
+            >>> stream = Job("j").source(sources.jsonl("events.jsonl"))
+            >>> priced = stream.with_columns(total=col("price") * col("qty"), source="web")
+        """
+        columns: dict[str, Any] = {}
+        for e in exprs:
+            name = e.output_name if isinstance(e, Expr) else None
+            if name is None:
+                raise JobDefinitionError(
+                    f"with_columns({e!r}): a positional argument must be an expression with a "
+                    "name: give it .alias('name'), or pass it as name=expression"
+                )
+            columns[_new_column(columns, name)] = e.ir
+        for name, value in named.items():
+            try:
+                columns[_new_column(columns, name)] = to_ir(value)
+            except TypeError as exc:
+                raise JobDefinitionError(f"with_columns({name}=...): {exc}") from None
+        if not columns:
+            raise JobDefinitionError("with_columns(): pass one or more name=expression")
+        fn = _steps.projection(columns)
+        return self._add(StatelessNode("with_columns", fn, columns=columns))
+
+    def map_batch(self, fn: Callable[[Any], Any]) -> DataStream:
+        """Records replaced batch by batch: ``fn`` gets a batch of columns (a dict of numpy
+        arrays, ``weir.engine.batches``) and returns one (a dict of arrays or lists, each as
+        long as the batch); output record ``i`` keeps input record ``i``'s event time.
+
+        Example:
+            >>> from weir import Job, sources
+            >>> stream = Job("j").source(sources.jsonl("events.jsonl"))
+            >>> cents = stream.map_batch(lambda b: {**b, "cents": b["value"] * 100})
+        """
+        return self._add(StatelessNode("map_batch", _callable("map_batch", fn)))
+
+    def filter_batch(self, fn: Callable[[Any], Any]) -> DataStream:
+        """The records kept by a function over a batch of columns: ``fn`` gets the batch (a
+        dict of numpy arrays, ``weir.engine.batches``) and returns a boolean array as long
+        as it; the records where it is true pass on unchanged.
+
+        Example:
+            >>> from weir import Job, sources
+            >>> stream = Job("j").source(sources.jsonl("events.jsonl"))
+            >>> big = stream.filter_batch(lambda b: b["value"] > 100)
+        """
+        return self._add(StatelessNode("filter_batch", _callable("filter_batch", fn)))
+
+    def key_by(self, key: KeySelector | Expr) -> KeyedStream:
+        """Keyed processing by ``key``: a field name, a function of the record, or an
+        expression (its value must be a string or an int; NULL sends the record to the dead
+        letters). ``key_by(col("id"))`` is ``key_by("id")``.
+
+        Example:
+            >>> from weir import Job, col, sources
+            >>> stream = Job("j").source(sources.jsonl("events.jsonl"))
+            >>> by_user = stream.key_by(col("user").cast(str))
+        """
+        key_expr = None
+        if isinstance(key, Expr):
+            key, key_expr = _steps.selector(key, _steps.KEY_NEEDS)
+        elif not (isinstance(key, str) and key) and not callable(key):
             raise JobDefinitionError(
-                f"key_by({key!r}): pass a field name or a function of the record"
+                f"key_by({key!r}): pass a field name, a function of the record or an expression"
             )
-        node = KeyByNode(key)
+        node = KeyByNode(key, key_expr=key_expr)
         self._attach(node)
         return KeyedStream(self._job, node)
 
@@ -316,6 +398,12 @@ class WindowedStream:
                 "trigger that merges (event_time, processing_time, count, continuous_*, "
                 "purging of one of those, never) or a tumbling/global window"
             )
+
+
+def _new_column(columns: dict[str, Any], name: str) -> str:
+    if name in columns:
+        raise JobDefinitionError(f"with_columns(): field {name!r} is given twice; name it once")
+    return name
 
 
 def _callable(kind: str, fn: object) -> Callable[[Record], Any]:

@@ -28,7 +28,8 @@ RocksDB, the way ``weir run --parallelism N`` splits a job: worker ``i % N`` rea
 (broadcast inputs to all of them) together with the split's watermarks, as the exchange carries
 them. Window results do not depend on N; the order in which different keys' results arrive does.
 
-``Harness`` drives the same thing batch by batch, for tests of batching itself.
+``Harness`` drives the same thing batch by batch, for tests of batching itself, and
+``evaluate`` runs one expression on one record, as a job's steps run it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ import numpy as np
 
 from weir.base.errors import JobDefinitionError
 from weir.engine import kernels as kernel_choice
+from weir.engine.expressions import Expr
+from weir.engine.expressions.steps import failure
 from weir.engine.job import Job
+from weir.engine.kernels.rows import compile_row
 from weir.engine.runtime.operators.columns import ColumnBatch
 from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
@@ -336,6 +340,25 @@ def take_rows(rows: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
     return tuple([col[i] for i in rows] for col in columns)
 
 
+def evaluate(expr: Expr, record: Mapping[str, Any]) -> Any:
+    """``expr``'s value on ``record`` (a decoded JSON object), as a job's steps compute it:
+    ``None`` for NULL.
+
+    Raises:
+        ValueError: the record would go to the dead letters; the message is the reason that
+            follows the step's name there (``(col("v") / col("n")) raised: 1 / 0: division by
+            zero``).
+
+    Example:
+        >>> from weir import col, testing
+        >>> testing.evaluate(col("price") * col("qty"), {"price": 3, "qty": 2})
+        6
+        >>> testing.evaluate(col("price") > 1, {}) is None
+        True
+    """
+    return compile_row(expr.ir, wrap=lambda why: failure(expr.ir, why))(record)
+
+
 class Collected:
     """A sink that keeps what it is given, in memory."""
 
@@ -361,4 +384,4 @@ class Collected:
         return None
 
 
-__all__ = ["Collected", "Harness", "Result", "run"]
+__all__ = ["Collected", "Harness", "Result", "evaluate", "run"]

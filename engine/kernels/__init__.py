@@ -2,7 +2,7 @@
 
 One place selects the implementation, as msgpack picks ``_cmsgpack`` or ``fallback`` and PyYAML
 ``CLoader`` or ``Loader``: ``load()`` returns a ``Kernels`` of one implementation's functions,
-and ``KERNELS`` is the one this process uses. ``WEIR_KERNELS`` chooses:
+and ``KERNELS`` is the one this process uses (loaded on first use). ``WEIR_KERNELS`` chooses:
 
 - unset or ``auto``: the compiled kernels, or the twins when the extension modules are missing
   (a source checkout that was never built), with one WARNING;
@@ -147,4 +147,14 @@ def load(choice: str | None = None) -> Kernels:
         return Kernels(name="python", **_functions(__name__, compiled=False))
 
 
-KERNELS = load()
+_loaded: list[Kernels] = []
+
+
+def __getattr__(name: str) -> Any:
+    """``KERNELS``, loaded on first use (PEP 562): the expression IR (``ir``, ``rows``) is
+    part of the job API, and building a job loads neither numpy nor the extension modules."""
+    if name == "KERNELS":
+        if not _loaded:
+            _loaded.append(load())
+        return _loaded[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

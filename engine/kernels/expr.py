@@ -30,6 +30,7 @@ Array = Any
 ERROR = 8
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal}
 _CMP |= {"gt": np.greater, "ge": np.greater_equal}
+_FLOAT_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
 @dataclass
@@ -57,7 +58,8 @@ class Evaluator:
             ir.Col: self._col, ir.Lit: self._lit, ir.Cmp: self._cmp, ir.Arith: self._arith,
             ir.Neg: self._neg, ir.And: self._and, ir.Or: self._or, ir.Not: self._not,
             ir.IsNull: self._isnull, ir.IsIn: self._isin, ir.StartsWith: self._startswith,
-            ir.Contains: self._contains, ir.Cast: self._cast,
+            ir.EndsWith: self._endswith, ir.Contains: self._contains, ir.Cast: self._cast,
+            ir.Coalesce: self._coalesce, ir.Case: self._case,
         }  # fmt: skip
 
     # -- values ---------------------------------------------------------------------------
@@ -177,13 +179,13 @@ class Evaluator:
                 good = rows[~ovf]
                 out.tags[good], out.i64[good] = INT, r[~ovf]
                 done[good] = True
-        floats = ~done & (ta == FLOAT) & (tb == FLOAT) & (e.op != "mod")
+        float_op = _FLOAT_OPS.get(e.op)  # floordiv and mod: Python's rules, by the reference
+        floats = ~done & (ta == FLOAT) & (tb == FLOAT) & (float_op is not None)
         if e.op == "div":
             floats &= b.f64 != 0
-        if floats.any():
+        if float_op is not None and floats.any():
             x, y = a.f64[floats], b.f64[floats]
-            op = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}[e.op]
-            out.tags[floats], out.f64[floats] = FLOAT, op(x, y)
+            out.tags[floats], out.f64[floats] = FLOAT, float_op(x, y)
             done |= floats
         self.per_row(~done, out, lambda x, y: ir.arith(e.op, x, y), a, b)
         return out
@@ -198,8 +200,12 @@ class Evaluator:
         self.per_row(rest, out, ir.negate, a)
         return out
 
-    def _truth(self, v: Vec) -> Vec:
+    def _truth(self, v: Vec, rows: Array | None = None) -> Vec:
+        """``v`` as a condition: a row that is not TRUE, FALSE or NULL fails (only among
+        ``rows``, when given)."""
         bad = ~np.isin(v.tags, (TRUE, FALSE, NULL, ABSENT, ERROR))
+        if rows is not None:
+            bad &= rows
         if bad.any():
             self.fail(v, bad, lambda i: f"{_describe(self.value(v, i))} is not a boolean")
         return v
@@ -256,7 +262,10 @@ class Evaluator:
     def _contains(self, e: ir.Contains) -> Vec:
         return self._string(e, self.k.str_contains, e.part)
 
-    def _string(self, e: ir.StartsWith | ir.Contains, kernel: Any, lit: str) -> Vec:
+    def _endswith(self, e: ir.EndsWith) -> Vec:
+        return self._string(e, _str_endswith, e.suffix)
+
+    def _string(self, e: ir.StartsWith | ir.EndsWith | ir.Contains, kernel: Any, lit: str) -> Vec:
         a = self.eval(e.x)
         out = self.empty()
         out.tags[:] = np.where(a.tags == ERROR, ERROR, NULL)
@@ -287,6 +296,77 @@ class Evaluator:
             rest &= ~ints
         self.per_row(rest, out, lambda x: ir.cast(x, e.to), a)
         return out
+
+    # -- lazy operands: evaluated for some rows, whose errors alone count ------------------
+
+    def _sub(self, e: ir.Expr, rows: Array) -> Vec:
+        """``e`` for the rows ``rows`` (a ``Coalesce`` or ``Case`` operand the reference
+        evaluates on those rows only): other rows' values are left unused and their errors
+        are not the row's."""
+        child = Evaluator(self.k, self.scan)
+        child.data = self.data  # strings added to data keep the spans into it valid
+        v = child.eval(e)
+        self.data = child.data
+        for i in np.flatnonzero(rows).tolist():
+            why = child.errors.get(i)
+            if why is not None:
+                self.errors.setdefault(i, why)
+        return v
+
+    def _coalesce(self, e: ir.Coalesce) -> Vec:
+        out = self.empty()
+        out.tags[:] = NULL
+        pending = np.ones(self.n, bool)  # rows whose operands so far were all NULL
+        for x in e.xs:
+            if not pending.any():
+                break
+            v = self._sub(x, pending)
+            take = pending & ~_nullish(v.tags)  # a value or an error ends the search
+            _copy(out, v, take)
+            pending &= ~take
+        return out
+
+    def _case(self, e: ir.Case) -> Vec:
+        out = self.empty()
+        pending = np.ones(self.n, bool)  # rows whose conditions so far were FALSE or NULL
+        for cond, then in e.whens:
+            if not pending.any():
+                break
+            c = self._truth(self._sub(cond, pending), pending)
+            failed = pending & (c.tags == ERROR)
+            out.tags[failed] = ERROR
+            hit = pending & (c.tags == TRUE)
+            if hit.any():
+                _copy(out, self._sub(then, hit), hit)
+            pending &= ~(failed | hit)
+        if pending.any():
+            _copy(out, self._sub(e.otherwise, pending), pending)
+        return out
+
+
+def _copy(out: Vec, v: Vec, rows: Array) -> None:
+    for a, b in ((out.tags, v.tags), (out.i64, v.i64), (out.f64, v.f64), (out.ss, v.ss)):
+        a[rows] = b[rows]
+    out.sl[rows] = v.sl[rows]
+    out.tags[rows & (out.tags == ABSENT)] = NULL
+
+
+def _str_endswith(data: bytes, tags: Array, ss: Array, sl: Array, lit: bytes) -> Array:
+    """Does each string end with ``lit``? As the ``strk`` kernels answer (1, 0, or 2 for a row
+    without a string), with numpy: the last ``len(lit)`` bytes of each long enough string,
+    gathered and compared (UTF-8 is self-synchronising, so a byte match is a character
+    match)."""
+    strs = tags == STR
+    out = np.where(strs, 0, 2).astype(np.uint8)
+    k = len(lit)
+    rows = np.flatnonzero(strs & (sl >= k))
+    if k == 0:
+        out[rows] = 1
+    elif rows.size:
+        buf = np.frombuffer(data, np.uint8)
+        at = (ss[rows] + sl[rows] - k)[:, None] + np.arange(k)
+        out[rows[(buf[at] == np.frombuffer(lit, np.uint8)).all(axis=1)]] = 1
+    return out
 
 
 def _nullish(tags: Array) -> Array:

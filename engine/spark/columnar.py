@@ -1,11 +1,16 @@
 """Stage 1 of a plain job's JSONL file read as columns: no Python object per record.
 
 A job is plain when nothing between its source and the window operator runs Python: the event
-time is a field (``timestamp="ts"``), the key a field (``key_by("id")``), no map, filter or
-flat_map, and built-in aggregates over fields on tumbling, sliding or cumulate windows. Its
-records are then only the fields they name, so pyarrow's JSON reader reads a block of lines
-into those columns (int64, string, int64) and numpy computes watermarks, windows and lateness
-(``selector.Selector.arrow_columns``).
+time is a field (``timestamp="ts"``), the key a field (``key_by("id")``), no map, flat_map or
+lambda filter (filters that are expressions are fine: ``filter(col("event") == "impression")``),
+and built-in aggregates over fields on tumbling, sliding or cumulate windows. Its records are
+then only the fields they name, so pyarrow's JSON reader reads a block of lines into those
+columns (int64, string, int64) and numpy computes watermarks, windows and lateness
+(``selector.Selector.arrow_columns``). The filters run on the block as columns too: the
+kernels' scanner reads the fields they use exactly as orjson would, and the columnar evaluator
+(``kernels.expr``, equal to the per-record path by its tests) gives the rows they keep, after
+the watermarks (the chain's order); a block where an expression fails on a row it has not
+dropped yet goes to the line path, which writes that row's dead letter.
 
 The result must be the one the line path (orjson, the chain) gives, so a block is read as
 columns only when it is *clean*, which the line path would take without a dead letter and
@@ -38,8 +43,12 @@ from typing import Any
 import numpy as np
 
 from weir.base.errors import SourceError
+from weir.engine.agg import Builtin
 from weir.engine.job import Job
-from weir.engine.nodes import KeyByNode, WindowNode
+from weir.engine.kernels import KERNELS, ir
+from weir.engine.kernels.expr import filter_mask
+from weir.engine.kernels.scan import OK, scan_block
+from weir.engine.nodes import KeyByNode, StatelessNode, WindowNode
 from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.plan import python_path
 from weir.engine.watermarks import MIN_WATERMARK
@@ -55,6 +64,7 @@ _EXPONENT = re.compile(rb"[0-9][0-9.]*[eE][+-]?[0-9]+")
 _LONG_DIGITS = re.compile(rb"[0-9]{300}")
 _LONG_LINE = 300  # bytes: a line this short cannot hold 309 digits or orjson's depth limit
 _MAX_DEPTH = 1000  # opening brackets a line may hold (orjson refuses past 1024)
+KEEP = "__weir_keep"  # the column of a block's rows its expression filters keep
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,7 @@ class PlainJob:
     ts: str
     key: str
     fields: tuple[str, ...]
+    filters: tuple[ir.Expr, ...] = ()  # expression filters, in the job's order
 
     def schema(self) -> Any:
         import pyarrow as pa  # type: ignore[import-untyped]
@@ -77,9 +88,15 @@ def plain_job(job: Job, op: WindowNode) -> PlainJob | None:
     source = job.sources[0]
     if python_path(op) or isinstance(op.assigner, SessionWindows):
         return None
+    if any(isinstance(a, Builtin) and a.expr is not None for a in op.aggregates.values()):
+        return None  # an expression's input is computed from the record (the line path)
     if not isinstance(source.timestamp, str) or len(source.children) != 1:
         return None
     node = source.children[0]
+    filters: list[ir.Expr] = []
+    while isinstance(node, StatelessNode) and node.expr is not None and len(node.children) == 1:
+        filters.append(node.expr)  # a filter of an expression (only filters carry one)
+        node = node.children[0]
     if not isinstance(node, KeyByNode) or not isinstance(node.key, str):
         return None
     if not any(c is op for c in node.children):
@@ -88,7 +105,7 @@ def plain_job(job: Job, op: WindowNode) -> PlainJob | None:
     names = [source.timestamp, node.key, *fields]
     if len(set(names)) != len(names):  # one field read as two types: the line path decides
         return None
-    return PlainJob(source.timestamp, node.key, fields)
+    return PlainJob(source.timestamp, node.key, fields, tuple(filters))
 
 
 def blocks(path: str, size: int = BLOCK_BYTES) -> Iterator[bytes]:
@@ -162,7 +179,28 @@ class ColumnReader:
             return None
         if n and pc.any(pc.match_substring(key, "\\N")).as_py():
             return None  # a key shaped like the NULL key's form: the chain's canonical_key
+        if self.plain.filters:
+            keep = kept_rows(self.plain.filters, block, n)
+            if keep is None:
+                return None
+            table = table.append_column(KEEP, pa.array(keep))
         return table.combine_chunks().to_batches()[0]
+
+
+def kept_rows(filters: tuple[ir.Expr, ...], block: bytes, n: int) -> Any:
+    """The rows of a clean block of ``n`` lines that ``filters`` keep (a bool array), or None
+    when one of them fails on a row an earlier one kept (the line path reports it)."""
+    fields = tuple(dict.fromkeys(c for f in filters for c in ir.columns_of(f)))
+    scan = scan_block(KERNELS.scan_lines, block, fields)
+    if len(scan) != n or (scan.status != OK).any():
+        return None
+    keep = np.ones(n, dtype=np.bool_)
+    for f in filters:
+        mask, errors = filter_mask(KERNELS, f, scan)
+        if any(keep[i] for i in errors):
+            return None
+        keep &= mask
+    return keep
 
 
 def clean_lines(block: bytes) -> int | None:

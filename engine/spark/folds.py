@@ -59,7 +59,8 @@ class WindowFolder:
 
     def _fold(self, bucket: dict[str, list[Any]], key: str, end: int, recs: list[Any]) -> None:
         n = len(recs)
-        cols = self.plan.columns(recs)  # stage 1 admitted them (``Selector._admit``)
+        # fields and expressions' values; stage 1 admitted the records (``Selector._admit``)
+        cols = self.plan.columns(recs)
         if cols is None:
             raise AssertionError(f"a record of window {end} of key {key!r} cannot be folded")
         self.plan.fold({end: bucket}, {}, [key] * n, [end] * n, *cols, recs)

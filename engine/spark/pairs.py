@@ -128,10 +128,15 @@ def _from_columns(
 ) -> dict[str, Any]:  # fmt: skip
     """A clean block's pairs; the block moves the split's max event time (``max_ts``, the
     chain's) as the chain would."""
-    from weir.engine.spark.columnar import watermarks
+    from weir.engine.spark.columnar import KEEP, watermarks
 
     t = table.column(plain.ts).to_numpy()
     wms, max_ts[split] = watermarks(t, max_ts.get(split, MIN_WATERMARK), bound_ms)
+    if plain.filters:  # every record moves the watermark; the filters' rows go on
+        keep = table.column(KEEP).to_numpy(zero_copy_only=False)
+        table = table.filter(keep)
+        t, wms = t[keep], wms[keep]
+        select.seq += len(keep) - len(t)  # the split's records, dropped ones too
     values = {f: table.column(f).to_numpy() for f in plain.fields}
     return select.arrow_columns(table.column(plain.key), t, wms, values)
 

@@ -54,7 +54,10 @@ class Selector:
         """The kept pairs of one keyed batch (in split order)."""
         n = len(keys)
         cols: list[list[Any]] = []
-        if not isinstance(self.assigner, SessionWindows):  # sessions: the replay admits them
+        # a record whose aggregated inputs cannot be folded is late or dead before it is paired,
+        # on both paths (the Python path's fold reads the same inputs); sessions: the replay
+        # admits them
+        if not isinstance(self.assigner, SessionWindows):
             keys, recs, ts, wms, cols = self._admit(keys, recs, ts, wms)
         sel, rows, ends = self._kept(ts, wms, recs)
         kgs = self._key_groups(keys)

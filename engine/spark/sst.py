@@ -29,23 +29,24 @@ def slot_columns(op: WindowNode, cols: dict[str, list[Any]]) -> list[list[Any]]:
     """The accumulator slots the streaming fold would hold for Spark's aggregates, a column per
     slot (``engine/agg.py``'s layout: ``mean`` and ``avg`` are ``[sum, count]``). Spark's
     aggregates pass over NULLs as SQL's do: a sum, min or max of only NULLs is NULL, and
-    ``count(f)`` counts the non-NULL values."""
+    ``count(x)`` counts the non-NULL values of a field or an expression alike."""
     n = [int(v) for v in cols["n"]]
     out: list[list[Any]] = []
     for a in op.aggregates.values():
         assert isinstance(a, Builtin)
         if a.kind == "window_time":
             continue  # no slot: the result is the window's end - 1
+        x = a.input  # a field, or an expression's values (the selector's columns)
         if a.kind == "count":
-            out.append(n if a.field is None else [int(v) for v in cols[f"count__{a.field}"]])
+            out.append(n if x is None else [int(v) for v in cols[f"count__{x}"]])
             continue
-        all_int = cols[f"{a.field}__allint"]
-        spark_name = f"{'sum' if a.kind in ('mean', 'avg') else a.kind}__{a.field}"
+        all_int = cols[f"{x}__allint"]
+        spark_name = f"{'sum' if a.kind in ('mean', 'avg') else a.kind}__{x}"
         values = list(map(_number, cols[spark_name], all_int))
         if a.kind in ("mean", "avg"):
             # the fold's sum starts at 0 when NULLs are skipped; count the values it added
             out.append([0 if v is None else v for v in values])
-            out.append(n if not a.skips else [int(v) for v in cols[f"count__{a.field}"]])
+            out.append(n if not a.skips else [int(v) for v in cols[f"count__{x}"]])
         else:
             out.append(values)
     return out

@@ -45,8 +45,9 @@ leaves = st.one_of(st.sampled_from(FIELDS).map(ir.Col), literals.map(ir.Lit))
 
 def _extend(inner: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Expr]:
     ops = st.sampled_from(["eq", "ne", "lt", "le", "gt", "ge"])
-    arith = st.sampled_from(["add", "sub", "mul", "div", "mod"])
-    text = st.sampled_from(["imp", "", "é", "ad"])
+    arith = st.sampled_from(["add", "sub", "mul", "div", "floordiv", "mod"])
+    text = st.sampled_from(["imp", "", "é", "ad", "n", "1"])
+    pairs = st.lists(st.tuples(inner, inner), min_size=1, max_size=2).map(tuple)
     return st.one_of(
         st.builds(ir.Cmp, ops, inner, inner),
         st.builds(ir.Arith, arith, inner, inner),
@@ -57,8 +58,11 @@ def _extend(inner: st.SearchStrategy[ir.Expr]) -> st.SearchStrategy[ir.Expr]:
         st.builds(ir.IsNull, inner),
         st.builds(ir.IsIn, inner, st.lists(literals, max_size=3).map(tuple)),
         st.builds(ir.StartsWith, inner, text),
+        st.builds(ir.EndsWith, inner, text),
         st.builds(ir.Contains, inner, text),
         st.builds(ir.Cast, inner, st.sampled_from(["int", "float", "str"])),
+        st.builds(ir.Coalesce, st.lists(inner, min_size=1, max_size=3).map(tuple)),
+        st.builds(ir.Case, pairs, inner),
     )
 
 

@@ -139,6 +139,37 @@ def test_columns_give_the_line_paths_pairs_counts_and_dead_letters(
     assert want[1][0]["late"] > 20 and want[1][0]["dead"] >= 5 and len(want[0]["key"]) > 1_000
 
 
+FILTERED = JOB.replace(
+    '.key_by("id")',
+    '.filter(col("event").str.starts_with("xxx") | (col("v2") > 30))'
+    '.filter(col("value") // col("v2") != 3).key_by("id")',
+).replace("from weir import", "from weir import col,")
+
+
+def test_expression_filters_run_on_the_columns_as_the_line_path_runs_them(tmp_path: Path) -> None:
+    """A job whose filters are expressions stays plain: the blocks where they fail on no row
+    they reach are read as columns, the others (v2 == 0: a division by zero) go line by line,
+    and the pairs, counts and dead letters are the line path's."""
+    job = tmp_path / "job.py"
+    job.write_text(FILTERED.format(window=WINDOWS["sliding"], lateness=300))
+    src = tmp_path / "in.jsonl"
+    lines = _lines(11, 3_000) + END
+    src.write_bytes(b"\n".join(lines))
+    loaded = load_job(job)
+    plain = plain_job(loaded, backfill_operator(loaded, None))
+    assert plain is not None and len(plain.filters) == 2
+    seen = list(column_batches(str(src), plain, block_bytes=3_000))
+    tables = [b for b in seen if hasattr(b, "num_rows")]
+    assert len(tables) > 10 and len(seen) - len(tables) > 10  # both branches, many times
+    kept = sum(sum(t.column("__weir_keep").to_pylist()) for t in tables)
+    assert 0 < kept < sum(t.num_rows for t in tables)  # the filters dropped some rows
+
+    want = _run(tmp_path, "lines", job, src, None)
+    got = _run(tmp_path, "columns", job, src, plain)
+    assert got == want
+    assert b"division by zero" in b"".join(want[2])
+
+
 @pytest.mark.parametrize("line", ODD + END, ids=range(len(ODD) + len(END)))
 def test_a_block_with_a_line_orjson_reads_otherwise_is_left_to_the_line_path(
     line: bytes,
@@ -175,6 +206,10 @@ def test_only_a_job_without_python_between_source_and_window_is_plain(tmp_path: 
     base = JOB.format(window=WINDOWS["tumbling"], lateness=0)
     assert plain(base) is not None
     assert plain(base.replace('.key_by("id")', '.filter(lambda r: True).key_by("id")')) is None
+    with_columns = '.with_columns(v3=col("v2") * 2).key_by("id")'
+    assert plain(FILTERED.format(window=WINDOWS["tumbling"], lateness=0)) is not None
+    assert plain(FILTERED.format(window=WINDOWS["tumbling"], lateness=0).replace(
+        '.key_by("id")', with_columns)) is None  # fmt: skip
     assert plain(base.replace('.key_by("id")', '.key_by(lambda r: r["id"])')) is None
     assert plain(base.replace('timestamp="ts"', 'timestamp=lambda r: r["ts"]')) is None
     assert plain(base.replace('agg.max("v2")', 'agg.max("id")')) is None  # a field read twice

@@ -29,7 +29,8 @@ def _loaded(statement: str, cwd: Path | None = None) -> list[str]:
     probe = (
         f"import sys, json; {statement}; "
         "print(json.dumps(sorted(m for m in sys.modules if m.startswith('weir') "
-        "or m.split('.')[0] in ('rocksdict', 'fastapi', 'uvicorn', 'pyspark', 'sqlglot'))))"
+        "or m.split('.')[0] in ('rocksdict', 'fastapi', 'uvicorn', 'pyspark', 'sqlglot', "
+        "'numpy'))))"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe],
@@ -58,6 +59,15 @@ def test_the_job_api_loads_no_runtime_no_rocksdb_and_no_sql_parser() -> None:
     assert _heavy(loaded) == []
     assert "sqlglot" not in loaded  # loads with a job's first query
     assert "weir.engine.joins" in loaded  # the library binds DataStream.join at import
+
+
+def test_expressions_load_the_ir_but_no_numpy_nor_compiled_kernels() -> None:
+    """``col(...)`` compiles to the kernels' IR when the job is built; the kernels themselves
+    (numpy, the extension modules) load when a job runs."""
+    loaded = _loaded("from weir import Job, col; (col('v') * 2 > 1).ir")
+    assert "weir.engine.kernels.ir" in loaded and "weir.engine.kernels.rows" in loaded
+    assert "numpy" not in loaded
+    assert not [m for m in loaded if m.startswith("weir.engine.kernels._")], loaded
 
 
 def test_bare_import_weir_loads_only_its_namespace() -> None:

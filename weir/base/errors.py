@@ -2,7 +2,9 @@
 
     WeirError                  (exit code of the weir command)
     ├── JobDefinitionError     a job file or job graph that cannot run (2)
-    │   └── BroadcastStateError  a function using broadcast state as the pattern forbids
+    │   ├── BroadcastStateError  a function using broadcast state as the pattern forbids
+    │   └── ExpressionError    an expression built wrongly (also a TypeError: ``and``/``or``/
+    │                          ``not``/``in`` on an expression, a literal weir cannot hold)
     ├── ConfigError            a bad flag, URL or setting value (2)
     │   ├── PathRefused        a path (flag or request) that leaves its directory (2)
     │   └── MissingExtra       an optional part whose extra is not installed (2)
@@ -48,6 +50,13 @@ class BroadcastStateError(JobDefinitionError):
     """A broadcast process function used broadcast state as the pattern forbids: it wrote it
     from the keyed side, named a state its broadcast stream did not declare, stored a value
     that cannot be encoded, or asked for a key's state on the broadcast side."""
+
+
+class ExpressionError(JobDefinitionError, TypeError):
+    """An expression (``weir.col(...)``) built in a way weir cannot run: Python's ``and``,
+    ``or``, ``not``, ``in`` or a chained comparison on an expression (use ``&``, ``|``, ``~``,
+    ``.is_in``), a literal of a type or size weir does not hold, an unknown cast. A
+    ``TypeError`` too, as the same mistakes are in Polars and pandas."""
 
 
 class ConfigError(WeirError):

@@ -29,7 +29,6 @@ from typing import Any
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.stored.codec import decode_session, encode_session
-from weir.engine.runtime.stored.fold import get_field
 from weir.engine.windows import SessionWindows, is_late
 
 
@@ -77,7 +76,7 @@ class SessionRuntime(WindowRuntime):
         bad: list[str | None] = []
         if cols is None:  # judged one by one, after the late decision (``_merge``)
             bad = [self.plan.bad_field(r) for r in recs]
-            cols = [[get_field(r, f) for r in recs] for f in self.plan.fields]
+            cols = self.plan.loose_columns(recs)
         self.records_in += len(keys)
         if self.processing_time:
             ts, wms = self.clock(len(keys))

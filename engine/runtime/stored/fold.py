@@ -29,10 +29,12 @@ window end to the keys changed since the last flush. Field values are
 extracted and type-checked per column before folding, so a bad record never leaves a
 half-applied batch.
 
-A field's values must be numbers when an aggregate that rejects NULLs reads it; numbers or NULL
-(``None``, or a record without the field) when only NULL-skipping aggregates do; anything when
-only ``count(field)`` does (it asks whether the value is NULL). The slot layouts are
-``engine/agg.py``'s.
+An input is a field or an expression (its values computed from each record, named by
+``Builtin.input``); both follow one rule. An input's values must be numbers when an aggregate
+that rejects NULLs reads it; numbers or NULL (``None``, or a record without the field) when only
+NULL-skipping aggregates do; anything when only ``count(x)`` does (it asks whether the value is
+NULL). An expression that fails on a record makes it a dead letter under every rule. The slot
+layouts are ``engine/agg.py``'s.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ from operator import itemgetter
 from typing import Any
 
 from weir.engine.agg import Aggregate, Builtin, UserDefined
+from weir.engine.expressions.render import render
+from weir.engine.expressions.steps import aggregate_input
+from weir.engine.kernels import ir
 from weir.state.keygroups import key_value
 
 FoldFn = Callable[..., None]
@@ -69,6 +74,13 @@ def get_field(rec: Any, field: str) -> Any:
         return None
 
 
+def _value_or_null(value_of: Callable[[Any], Any], rec: Any) -> Any:
+    try:
+        return value_of(rec)
+    except ir.ExprError:
+        return None
+
+
 def take_columns(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
     """The rows ``keep`` of each column."""
     return tuple([col[i] for i in keep] for col in columns)
@@ -79,13 +91,22 @@ class FoldPlan:
 
     def __init__(self, aggregates: dict[str, Aggregate]) -> None:
         self.aggregates = aggregates
+        # the columns the fold reads, by name (``Builtin.input``): fields, and the values of
+        # expressions, which ``_values`` computes from the record
         self.fields: list[str] = []
-        self.rules: dict[str, int] = {}  # field -> NUMBER, NUMBER_OR_NULL or ANY
+        self.rules: dict[str, int] = {}  # input -> NUMBER, NUMBER_OR_NULL or ANY
+        self._exprs: dict[str, ir.Expr] = {}  # an expression input's IR, by its name
+        self._values: dict[str, Callable[[Any], Any]] = {}  # ... and its per-record function
         for a in aggregates.values():
-            if isinstance(a, Builtin) and a.field:
-                if a.field not in self.fields:
-                    self.fields.append(a.field)
-                self.rules[a.field] = min(self.rules.get(a.field, ANY), _rule(a))
+            if not isinstance(a, Builtin) or a.input is None:
+                continue
+            name = a.input
+            if name not in self.fields:
+                self.fields.append(name)
+                if a.expr is not None:
+                    self._exprs[name] = a.expr
+                    self._values[name] = aggregate_input(a.expr)
+            self.rules[name] = min(self.rules.get(name, ANY), _rule(a))
         # the aggregates a top-N ranks: ``window_time`` is the same for every key of a window
         self.ranked = [n for n, a in aggregates.items() if getattr(a, "kind", "") != "window_time"]
         self.slices: dict[str, tuple[int, int]] = {}
@@ -129,7 +150,7 @@ class FoldPlan:
                 init.append(f"u{j}.add(u{j}.create(), r)")
                 update.append(f"a[{pos}] = u{j}.add(a[{pos}], r)")
             else:
-                v = col_of.get(agg.field or "", "0")
+                v = col_of.get(agg.input or "", "0")
                 init.extend(agg.init_exprs(v))
                 update.extend(agg.update_stmts("a", pos, v))
         # only user-defined aggregates read the record itself
@@ -266,15 +287,22 @@ class FoldPlan:
         cols: list[list[Any]] = []
         for f in self.fields:
             rule = self.rules[f]
-            try:
-                if rule == NUMBER:
-                    col = list(map(itemgetter(f), recs))
-                else:
-                    col = list(map(dict.get, recs, repeat(f)))
-            except (KeyError, TypeError, IndexError):
-                if rule == NUMBER:
+            value_of = self._values.get(f)
+            if value_of is not None:
+                try:
+                    col = list(map(value_of, recs))
+                except ir.ExprError:
                     return None
-                col = [get_field(r, f) for r in recs]  # not every record is a dict
+            else:
+                try:
+                    if rule == NUMBER:
+                        col = list(map(itemgetter(f), recs))
+                    else:
+                        col = list(map(dict.get, recs, repeat(f)))
+                except (KeyError, TypeError, IndexError):
+                    if rule == NUMBER:
+                        return None
+                    col = [get_field(r, f) for r in recs]  # not every record is a dict
             if rule != ANY and not set(map(type, col)) <= (
                 _NUMBER_TYPES if rule == NUMBER else _NUMBER_OR_NULL
             ):
@@ -282,27 +310,49 @@ class FoldPlan:
             cols.append(col)
         return cols
 
+    def loose_columns(self, recs: list[Any]) -> list[list[Any]]:
+        """``columns`` of a batch that holds a record ``bad_field`` refuses: every input read
+        without a check, NULL where it cannot be read (the refused records are not folded)."""
+        return [
+            [get_field(r, f) for r in recs]
+            if (value_of := self._values.get(f)) is None
+            else [_value_or_null(value_of, r) for r in recs]
+            for f in self.fields
+        ]
+
     def bad_field(self, rec: Any) -> str | None:
         """Why ``rec`` cannot be folded (None: it can)."""
         for f in self.fields:
-            rule = self.rules[f]
-            if rule == ANY:
-                continue
+            reason = self._bad_input(f, self.rules[f], rec)
+            if reason is not None:
+                return reason
+        return None
+
+    def _bad_input(self, f: str, rule: int, rec: Any) -> str | None:
+        """Why input ``f`` of ``rec`` cannot be folded under ``rule`` (None: it can). A field
+        the record lacks is NULL where NULLs may be; an expression that fails is an error
+        under every rule, a NULL is not."""
+        value_of = self._values.get(f)
+        if value_of is None:
+            what = f"field {f!r}"
             try:
                 v = rec[f]
             except (KeyError, TypeError, IndexError):
-                if rule == NUMBER:
-                    return f"record has no field {f!r} to aggregate"
-                continue
-            if type(v) in _NUMBER_TYPES or (v is None and rule == NUMBER_OR_NULL):
-                continue
-            if v is None:
-                return (
-                    f"field {f!r} is NULL, and an aggregate that rejects NULLs reads it (give "
-                    "it nulls='skip' to pass over NULLs, as SQL's aggregates do)"
-                )
-            return f"field {f!r} is {type(v).__name__} {v!r}, not a number"
-        return None
+                return f"record has no field {f!r} to aggregate" if rule == NUMBER else None
+        else:
+            what = f"input ({render(self._exprs[f])})"
+            try:
+                v = value_of(rec)
+            except ir.ExprError as exc:
+                return f"input {exc}"
+        if rule == ANY or type(v) in _NUMBER_TYPES or (v is None and rule == NUMBER_OR_NULL):
+            return None
+        if v is None:
+            return (
+                f"{what} is NULL, and an aggregate that rejects NULLs reads it (give it "
+                "nulls='skip' to pass over NULLs, as SQL's aggregates do)"
+            )
+        return f"{what} is {type(v).__name__} {v!r}, not a number"
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
         out: list[Any] = []

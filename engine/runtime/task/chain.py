@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from weir.engine.batches import from_batch, mask_of, to_batch
+from weir.engine.kernels.ir import ExprError
 from weir.engine.nodes import (
     BroadcastNode,
     ForwardNode,
@@ -53,6 +55,10 @@ KeyedBatch = tuple[int, list[str], list[Any], list[int], list[int]]  # node, key
 # what the chain hands the keyed side per key_by node: lists, or columns for a node whose
 # operators fold columns (``operators.colwindow``)
 Keyed = KeyedBatch | ColumnBatch
+# stateless kinds that give one record for each (``with_columns``: a map made of expressions),
+# and those that keep some records as they are
+_MAPS = frozenset({"map", "with_columns", "map_batch"})
+_FILTERS = frozenset({"filter", "filter_batch"})
 # a node whose records go to the keyed side: by key group, to every worker, or to this one
 ExchangeNode = KeyByNode | BroadcastNode | ForwardNode
 
@@ -79,11 +85,8 @@ class Chain:
         # watermark past every open window and close them all
         self._max_future = max_future_ms or None
         self._sinks = sink_writers  # keyed by id() of the SinkNode
-        self._keyby_index = (
-            {id(n): i for i, n in enumerate(keyby_nodes(source))}
-            if keyby_index is None
-            else keyby_index
-        )
+        own = {id(n): i for i, n in enumerate(keyby_nodes(source))}
+        self._keyby_index = own if keyby_index is None else keyby_index
         self.keyed: list[Keyed] = []
         self._columnar = columnar or {}
         self._dead = dead
@@ -185,6 +188,8 @@ class Chain:
             else:
                 assert self._ts_fn is not None
                 t = self._ts_fn(rec)
+        except ExprError as exc:  # an expression's reason names it
+            return 0, f"timestamp {exc}"
         except Exception as exc:  # noqa: BLE001
             return 0, f"timestamp function raised {_describe_error(exc)}"
         if type(t) is float and t.is_integer():
@@ -215,7 +220,7 @@ class Chain:
             if isinstance(node, StatelessNode):
                 out = self._stateless(node, recs, ts, wms)
                 if out[0]:
-                    self._push(node.children, *out, from_json and node.kind == "filter")
+                    self._push(node.children, *out, from_json and node.kind in _FILTERS)
             elif isinstance(node, KeyByNode):
                 keys, krecs, kts, kwms = self._keys(node, recs, ts, wms)
                 if keys and not from_json:
@@ -251,10 +256,10 @@ class Chain:
     ) -> Columns:
         fn = node.fn
         try:
-            if node.kind in ("map", "with_columns"):
-                return list(map(fn, recs)), ts, wms
-            if node.kind == "filter":
-                mask = list(map(fn, recs))
+            if node.kind in _MAPS:
+                return _apply(node, recs), ts, wms
+            if node.kind in _FILTERS:
+                mask = _mask(node, recs)
                 return (
                     list(compress(recs, mask)),
                     list(compress(ts, mask)),
@@ -278,12 +283,15 @@ class Chain:
         fn: Callable[[Any], Any] = node.fn
         for r, t, w in zip(recs, ts, wms, strict=True):
             try:
-                if node.kind in ("map", "with_columns"):
-                    produced = [fn(r)]
-                elif node.kind == "filter":
-                    produced = [r] if fn(r) else []
+                if node.kind in _MAPS:
+                    produced = _apply(node, [r])
+                elif node.kind in _FILTERS:
+                    produced = [r] if _mask(node, [r])[0] else []
                 else:
                     produced = list(fn(r))
+            except ExprError as exc:  # an expression's reason names it
+                self._dead.add(node.kind, f"{node.kind} {exc}", r)
+                continue
             except Exception as exc:  # noqa: BLE001
                 self._dead.add(node.kind, f"{node.kind} raised {_describe_error(exc)}", r)
                 continue
@@ -348,6 +356,8 @@ class Chain:
             else:
                 raw = sel(rec)
             key = canonical_key(raw)
+        except ExprError as exc:  # an expression's reason names it
+            return "", f"key_by {exc}"
         except Exception as exc:  # noqa: BLE001
             return "", f"key: {_describe_error(exc)}"
         if len(key.encode()) > MAX_KEY_BYTES:
@@ -367,6 +377,20 @@ def carried_mask(recs: list[Any], dead: DeadLetters) -> list[bool] | None:
     return [why is None for why in reasons]
 
 
+def _apply(node: StatelessNode, recs: list[Any]) -> list[Any]:
+    """A map-like step's records: one out for each in."""
+    if node.kind == "map_batch":
+        return from_batch(node.fn(to_batch(recs)), len(recs), "map_batch")
+    return list(map(node.fn, recs))
+
+
+def _mask(node: StatelessNode, recs: list[Any]) -> list[Any]:
+    """A filter-like step's verdict on each record (truthy: kept)."""
+    if node.kind == "filter_batch":
+        return mask_of(node.fn(to_batch(recs)), len(recs))
+    return list(map(node.fn, recs))
+
+
 def walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
     """Every node below the source in definition order, with whether records reach it exactly
     as decoded from JSON (only filters on the way)."""
@@ -376,7 +400,7 @@ def walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
         for n in nodes:
             found.append((n, exact))
             if isinstance(n, StatelessNode):
-                visit(n.children, exact and n.kind == "filter")
+                visit(n.children, exact and n.kind in _FILTERS)
             elif isinstance(n, KeyByNode):
                 found.extend((op, exact) for op in n.children)
             # a broadcast node's operators hang under their keyed input's key_by as well

@@ -31,9 +31,13 @@ from weir.engine.nodes import (
 )
 from weir.engine.runtime.operators.columns import ColumnBatch, Keys, Records, Tagged, from_records
 from weir.engine.runtime.task.chain import (
+    _FILTERS,
+    _MAPS,
     TS_MAX,
     TS_MIN,
     Chain,
+    _apply,
+    _mask,
     carried_mask,
     keyby_nodes,
     walk,
@@ -141,8 +145,8 @@ class ColumnChain(Chain):
             if isinstance(node, StatelessNode):
                 out, t, w, kept = self._stateless_columns(node, recs, ts, wms)
                 if out:
-                    exact = from_json and node.kind == "filter"
-                    narrowed = _narrowed(fetched, kept) if node.kind == "filter" else None
+                    exact = from_json and node.kind in _FILTERS
+                    narrowed = _narrowed(fetched, kept) if node.kind in _FILTERS else None
                     self._push_columns(node.children, out, t, w, exact, narrowed)
             elif isinstance(node, KeyByNode) and self._keyby_index[id(node)] in self._columnar:
                 self._key_columns(node, recs, ts, wms, from_json, fetched)
@@ -156,10 +160,10 @@ class ColumnChain(Chain):
         every row, False when not known (a record raised: record by record, as ``Chain``)."""
         fn = node.fn
         try:
-            if node.kind in ("map", "with_columns"):
-                return list(map(fn, recs)), ts, wms, False
-            if node.kind == "filter":
-                mask = list(map(fn, recs))
+            if node.kind in _MAPS:
+                return _apply(node, recs), ts, wms, False
+            if node.kind in _FILTERS:
+                mask = _mask(node, recs)
                 if all(mask):
                     return recs, ts, wms, True
                 idx = np.fromiter(compress(range(len(mask)), mask), np.int64)
