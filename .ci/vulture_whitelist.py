@@ -15,6 +15,10 @@ _invalid  # api/errors.py
 load_backfill  # api/routes/admin.py
 get_broadcast_state  # api/routes/broadcast.py
 get_job  # api/routes/jobs.py
+swagger_ui  # api/routes/docs.py
+swagger_ui_redirect  # api/routes/docs.py
+redoc  # api/routes/docs.py
+asset  # api/routes/docs.py
 
 # pydantic reads them: model settings and response fields serialised into answers
 model_config  # api/models.py
@@ -34,6 +38,7 @@ tb  # app/progress.py, weir/testing.py
 source_lag  # engine/runtime/messages.py
 backpressure  # engine/runtime/messages.py
 dead_letters_by_stage  # engine/runtime/messages.py
+dead_letter_kinds  # engine/runtime/messages.py (summed by runtime/control/outcome.py)
 
 # in `weir backfill`'s JSON result (BackfillResult.to_json)
 compute_seconds  # engine/spark/backfill.py

@@ -26,15 +26,20 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from weir import __version__
 from weir.api import errors, fastpath, guards, metrics, streamtoken
 from weir.api.registry import Registry
-from weir.api.routes import admin, auth, broadcast, dashboard, jobs, state, top, windows
+from weir.api.routes import admin, auth, broadcast, dashboard, docs, jobs, state, top, windows
 from weir.api.settings import ApiSettings
 from weir.api.streamtoken import StreamKeys
 
 OPEN_PATHS = guards.OPEN_PATHS
 # Pages that hold no data, which a browser navigates to and so cannot send a header to: the
 # dashboard (its requests carry the token typed into it) and the OpenAPI description with /docs
-# (whose Authorize button then sends the token). With a token they are served to anyone.
-TOKEN_FREE_PATHS = OPEN_PATHS | {"/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+# (whose Authorize button then sends the token), and the scripts and styles those pages load
+# (weir serves them itself: routes/docs.py). With a token they are served to anyone.
+TOKEN_FREE_PATHS = (
+    OPEN_PATHS
+    | {"/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"}
+    | docs.ASSET_PATHS
+)
 
 # Declares the scheme in OpenAPI (so /docs has Authorize and generated clients send the token);
 # it refuses nothing itself: RequireToken, in front of every route, is what enforces the token.
@@ -65,6 +70,8 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
         version=__version__,
         lifespan=lifespan,
         generate_unique_id_function=_operation_id,
+        docs_url=None,  # routes/docs.py serves /docs and /redoc with their assets, no CDN
+        redoc_url=None,
     )
     app.state.registry = registry
     app.state.stream_keys = StreamKeys.from_api_token(settings.token) if settings.token else None
@@ -89,6 +96,7 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     app.include_router(admin.router, dependencies=protected)
     app.include_router(auth.router, dependencies=protected)
     app.include_router(dashboard.router)
+    app.include_router(docs.router)
     app.include_router(top.router, dependencies=protected)
     app.include_router(windows.router, dependencies=protected)
     app.include_router(broadcast.router, dependencies=protected)

@@ -194,6 +194,16 @@ class RemoteRuntime:
         body = self._status()
         return None if body is None else body.failure
 
+    @property
+    def dead_letter_problem(self) -> str | None:
+        body = self._status()
+        return None if body is None else body.dead_letter_problem
+
+    @property
+    def state_retention_ms(self) -> int:
+        body = self._status()
+        return 0 if body is None else body.state_retention_ms
+
     @staticmethod
     def _age_s(body: JobStatus) -> float:
         return (now_ms() - body.written_at) / 1000.0

@@ -11,6 +11,7 @@ from dataclasses import replace
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.app.api_process import member_main
 from weir.app.api_workers import ApiMembers, MemberSpec
+from weir.app.catalogue import flag_names
 from weir.app.httpserve import (
     check_port_free,
     listen,
@@ -20,6 +21,7 @@ from weir.app.httpserve import (
 )
 from weir.app.interrupt import CTRL_C
 from weir.base import logs
+from weir.base.settings import render
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.jobmanager import JobManager
@@ -115,7 +117,9 @@ def _run_headless(cfg: RunConfig, job: Job) -> int:
 
 def _outcome(manager: JobManager, job: Job) -> int:
     if manager.failure is not None:
-        logs.error(f"job {job.name} failed: {manager.failure}", job=job.name)
+        # the failure names settings (`max_dead_letter_ratio`); here they are this command's flags
+        reason = render(str(manager.failure), flag_names("run"))
+        logs.error(f"job {job.name} failed: {reason}", job=job.name)
         return manager.failure.exit_code
     if manager.state() == "cancelled":
         n = manager.last_checkpoint

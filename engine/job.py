@@ -50,6 +50,7 @@ from weir.engine.nodes import (
     WindowNode,
     _check_name,
     operator_state_id,
+    unfinished,
 )
 from weir.engine.results import ResultStream, SideOutputStream
 from weir.engine.sinks import Sink
@@ -170,11 +171,20 @@ class Job:
         self.operators[op.name] = op
 
     def validate(self) -> None:
+        """Refuse a job that cannot run as written: no source, or a step that leads nowhere
+        (a window without an aggregate, a ``key_by`` with nothing after it).
+
+        Raises:
+            JobDefinitionError: naming what is missing and what to add.
+        """
         _check_name("job", self.name)  # again: a job file may have reassigned it (state paths)
         if not self.sources:
             raise JobDefinitionError(
                 f"job {self.name!r} has no source; call job.source(...) in the job file"
             )
+        dangling = unfinished(self.sources)
+        if dangling is not None:
+            raise JobDefinitionError(f"job {self.name!r}: {dangling}")
 
     def replace_source(self, source: Source) -> None:
         self.validate()

@@ -86,6 +86,16 @@ class SinkNode:
 
 
 @dataclass(eq=False)
+class WindowCall:
+    """A ``window(...)`` on a keyed stream, until an ``aggregate(...)`` makes it an operator:
+    a window left without one is refused when the job is validated (it would compute
+    nothing)."""
+
+    assigner: WindowAssigner
+    aggregated: bool = False
+
+
+@dataclass(eq=False)
 class KeyByNode:
     """Where records are keyed. ``key``: a field name or a function of the record (for an
     expression, its IR compiled to one); ``key_expr``: the key's IR when it is an expression
@@ -93,6 +103,7 @@ class KeyByNode:
 
     key: KeySelector
     children: list[WindowNode | ProcessNode] = field(default_factory=list)
+    windows: list[WindowCall] = field(default_factory=list)
     key_expr: ir.Expr | None = None
 
 
@@ -290,3 +301,58 @@ class BroadcastProcessNode(KeyedBroadcastNode):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "type": "broadcast"}
+
+
+def unfinished(sources: list[SourceNode]) -> str | None:
+    """What in the graph below ``sources`` was started and leads nowhere, and what to add: a
+    ``window(...)`` without ``aggregate(...)``, a ``key_by`` with nothing after it, a stream
+    connected to a broadcast stream without ``process``. Such a step would read every record
+    and compute nothing, so ``Job.validate`` refuses the job instead (None: nothing is)."""
+    seen: set[int] = set()
+    pending = [child for s in sources for child in s.children]
+    while pending:
+        node = pending.pop(0)
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, StatelessNode):
+            pending.extend(node.children)
+        elif isinstance(node, KeyByNode):
+            found = _unfinished_keyed(node)
+            if found is not None:
+                return found
+        elif isinstance(node, ForwardNode) and not node.children:
+            return (
+                "a stream connected to a broadcast stream (stream.connect(rules.broadcast()))"
+                " has no process function after it, so it computes nothing: add "
+                '.process(fn, name="...") with a BroadcastProcessFunction'
+            )
+    return None
+
+
+def _unfinished_keyed(node: KeyByNode) -> str | None:
+    keyed = f"key_by({_shown_key(node.key)})"
+    for call in node.windows:
+        if not call.aggregated:
+            return (
+                f"{keyed}.window({_shown_assigner(call.assigner)}) has no aggregate, so it "
+                f'computes nothing: add .aggregate("name", count=agg.count()) after the window'
+            )
+    if not node.children:
+        return (
+            f"{keyed} has nothing after it, so it computes nothing: add "
+            '.window(...).aggregate("name", ...) or .process(fn, name="...") after it'
+        )
+    return None
+
+
+def _shown_key(key: KeySelector) -> str:
+    return repr(key) if isinstance(key, str) else _qualname(key)
+
+
+def _shown_assigner(assigner: WindowAssigner) -> str:
+    shown = dict(assigner.describe())
+    kind = shown.pop("type", type(assigner).__name__)
+    if shown.get("time") == "event":  # the default: said only when it is processing time
+        del shown["time"]
+    return f"{kind}({', '.join(f'{k}={v!r}' for k, v in shown.items())})"

@@ -42,6 +42,7 @@ from weir.engine.nodes import (
     Record,
     SinkNode,
     StatelessNode,
+    WindowCall,
     WindowNode,
     _check_name,
     _state_names,
@@ -254,7 +255,9 @@ class KeyedStream:
             raise JobDefinitionError(
                 f"allowed_lateness_ms={allowed_lateness_ms!r} must be an integer >= 0"
             )
-        return WindowedStream(self._job, self._node, assigner, allowed_lateness_ms)
+        call = WindowCall(assigner)
+        self._node.windows.append(call)  # until aggregate(): validate() names it if never
+        return WindowedStream(self._job, self._node, call, allowed_lateness_ms)
 
     def process(self, fn: Any, *, name: str) -> ResultStream:
         """A keyed process function: ``fn(event, ctx)``, or an object with
@@ -311,11 +314,12 @@ class KeyedStream:
 
 class WindowedStream:
     def __init__(
-        self, job: Job, node: KeyByNode, assigner: WindowAssigner, allowed_lateness_ms: int
+        self, job: Job, node: KeyByNode, call: WindowCall, allowed_lateness_ms: int
     ) -> None:
         self._job = job
         self._node = node
-        self._assigner = assigner
+        self._call = call
+        assigner = self._assigner = call.assigner
         self._lateness = allowed_lateness_ms
         self._trigger: _triggers.Trigger | None = None
         self._evictor: _evictors.Evictor | None = None
@@ -351,6 +355,7 @@ class WindowedStream:
         )  # fmt: skip
         self._job._register(op)
         self._node.children.append(op)
+        self._call.aggregated = True
         return ResultStream(op)
 
     def trigger(self, trigger: _triggers.Trigger) -> WindowedStream:

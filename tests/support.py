@@ -317,6 +317,8 @@ class FixedRuntime:
     checkpoint_problem: str | None = None
     status_problem: str | None = None
     failure_reason: str | None = None
+    dead_letter_problem: str | None = None
+    state_retention_ms = 3_600_000
     restarts = 0
     restored_from: str | None = None
     backfills: list[BackfillEntry] = []

@@ -335,7 +335,7 @@ class AsyncClient:
                             if not sse.data:
                                 continue
                             last_event_id = sse.id or last_event_id
-                            yield calls.stream_event(sse.id, sse.data)
+                            yield calls.stream_event(sse.id, sse.data, sse.event)
             except httpx.TransportError as exc:
                 cause = exc
             await anyio.sleep(state.wait_after(cause))

@@ -30,7 +30,8 @@ from weir.api.models import (
 
 T = TypeVar("T")
 Consistency = Literal["live", "committed"]
-Window = Literal["latest", "current"]
+# latest, current, or the start (epoch ms) of any retained window
+Window = Literal["latest", "current"] | int
 
 
 class LookupMiss(BaseModel):
@@ -258,10 +259,11 @@ def stream_path(job: str, op: str, key: str | None) -> str:
     return f"/{seg(job)}/{seg(op)}/state/{seg(path_key(key))}/stream"
 
 
-def stream_event(event_id: str, data: str) -> StreamEvent:
-    """An event's data: the key's answer, or ``{"error": ...}`` while it has none."""
+def stream_event(event_id: str, data: str, event: str = "message") -> StreamEvent:
+    """An event of a key's stream: the key's answer (a ``message``), or an ``error`` event's
+    ``{"error": ...}`` while it has none."""
     body = orjson.loads(data)
-    if "error" in body and "windows" not in body:
+    if event == "error":
         return StreamEvent(event_id, None, ErrorDetail.model_validate(body["error"]))
     return StreamEvent(event_id, StateAnswer.model_validate(body), None)
 

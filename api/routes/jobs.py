@@ -27,7 +27,9 @@ health_router = APIRouter(tags=["jobs"])  # open to all, with or without a token
 )
 def health(reg: Annotated[Registry, Depends(registry)], response: Response) -> dict[str, Any]:
     """200 ``ok``; 200 ``degraded`` while a job goes on but something needs a look (its last
-    checkpoint failed; from ``weir api``, the job manager's status is missing or stale); 503
+    checkpoint failed; the share of its records sent to the dead letters is above its
+    ``--max-dead-letter-ratio``, not judged yet; from ``weir api``, the job manager's status is
+    missing or stale); 503
     ``failed`` once a job has stopped for good on a failure, so probes and load balancers see it."""
     states = {name: h.runtime.state() for name, h in reg.jobs.items()}
     problems = {
@@ -50,7 +52,7 @@ def _problem(runtime: JobRuntime, state: str) -> str | None:
     # error naming AWS_ENDPOINT_URL) loses its secrets here
     if state == "failed":
         return redact_text(runtime.failure_reason or "the job failed (see its log)")
-    problem = runtime.status_problem or runtime.checkpoint_problem
+    problem = runtime.status_problem or runtime.checkpoint_problem or runtime.dead_letter_problem
     return None if problem is None else redact_text(problem)
 
 

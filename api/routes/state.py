@@ -27,6 +27,7 @@ from weir.api.deps import (
     wait_fresh,
 )
 from weir.api.errors import ApiError, ErrorBody, error_body, not_found
+from weir.api.hints import no_state
 from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
@@ -133,9 +134,7 @@ def key_answer(
     if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
         pane_rows = source.scan(kg, layout.key_prefix(kg, op_def.pane_state_id, raw_key))
     if not rows and not pane_rows:
-        raise not_found(
-            "key_not_found", f"key {key!r} has no state in operator {op!r} of job {job!r}"
-        )
+        raise not_found("key_not_found", no_state(handle, op_def, key, kg))
     wm, checkpoint = source.as_of(op)
     answer: dict[str, Any] = {
         "job": job,
@@ -273,14 +272,17 @@ async def stream_target(
     return StreamTarget(handle, operator(handle, op))
 
 
-async def _stream_answer(target: StreamTarget, key: str, bounds: Bounds) -> bytes:
+async def _stream_answer(target: StreamTarget, key: str, bounds: Bounds) -> tuple[str, bytes]:
+    """The event to send, ``("message", answer)``, or ``("error", error body)`` while the key
+    has no answer: a typed ``event: error`` frame, which an ``EventSource`` hands to its
+    ``error`` listeners and a client tells apart without looking into the data."""
     try:
         answer = await anyio.to_thread.run_sync(key_answer, target.handle, target.op, key, bounds)
-        return orjson.dumps(answer)
+        return "message", orjson.dumps(answer)
     except ApiError as exc:  # not there (yet): said once, and the stream keeps watching
-        return orjson.dumps(error_body(exc.code, exc.message))
+        return "error", orjson.dumps(error_body(exc.code, exc.message))
     except StateError as exc:  # the worker is still creating its state
-        return orjson.dumps(error_body("state_unavailable", str(exc)))
+        return "error", orjson.dumps(error_body("state_unavailable", str(exc)))
 
 
 @router.get(
@@ -303,7 +305,9 @@ async def stream_state(
     """Server-Sent Events: the key's answer (as the point lookup gives it) each time it
     changes, checked every ``interval_ms``. An event's ``id`` is the answer's ETag, so a client
     that reconnects with ``Last-Event-ID`` gets the next event only once the answer differs from
-    the one it has. The first event of a connection carries ``retry``; a comment follows 15 s
+    the one it has. While the key has no answer (``key_not_found``, state not there yet) the
+    event is ``event: error`` with the JSON error body as its data, and the stream keeps
+    watching. The first event of a connection carries ``retry``; a comment follows 15 s
     without an event, which keeps proxies open. (A key that itself ends in ``/stream`` is read
     with the point lookup.)"""
     bounds = Bounds(limit=limit)
@@ -312,11 +316,12 @@ async def stream_state(
     metrics.open_streams.inc()
     try:  # when the client goes, FastAPI cancels this generator wherever it waits
         while True:
-            raw = await _stream_answer(target, key, bounds)
+            kind, raw = await _stream_answer(target, key, bounds)
             tag = etag_of(raw)
             if tag != sent:
                 sent = tag
-                yield ServerSentEvent(raw_data=raw.decode(), id=tag, retry=retry)
+                event = None if kind == "message" else kind  # no event field: a message
+                yield ServerSentEvent(raw_data=raw.decode(), event=event, id=tag, retry=retry)
                 retry = None
             elif retry is not None:  # a resumed stream whose answer has not changed
                 yield ServerSentEvent(comment=f"no change since event {tag}", retry=retry)

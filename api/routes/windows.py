@@ -11,6 +11,7 @@ after ``keylist.SCAN_BUDGET`` positions with a ``next_cursor``, so a rare window
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -70,7 +71,8 @@ class _Grid:
         return end if end < MAX_TIME else MAX_TIME
 
 
-def _grid(handle: JobHandle, op: str) -> _Grid:
+def grid_of(handle: JobHandle, op: str) -> _Grid:
+    """The windows of tumbling or sliding operator ``op``; a 400 for any other operator."""
     found = operator(handle, op)
     if isinstance(found, WindowNode) and not found.triggered:
         assigner = found.assigner
@@ -135,6 +137,27 @@ def _cursor(cursor: str | None, m: int) -> bytes | None:
             "next_cursor of the previous page, or start again without a cursor",
         ) from None
     return at.key
+
+
+def window_slots(
+    handle: JobHandle, grid: _Grid, start: int, consistency: Consistency = "live"
+) -> Iterator[tuple[list[str], list[list[Any]]]]:
+    """Every key of window ``start`` with its accumulator slots, a page of keys at a time, in
+    the listing's order (``/top``'s ranking of a retained window reads it whole)."""
+    op, end = grid.op, grid.end_of(start)
+    source = StateSource(handle, consistency)
+    reader = _WindowReader(handle, op, source, end)
+    ids = [op.state_id, op.pane_state_id] if reader.panes else [op.state_id]
+    m = handle.job.max_parallelism
+    after: bytes | None = None
+    while True:
+        page = keylist.list_in_key_order(source.iterator, ids, m, after, MAX_PAGE, reader.slots)
+        if page.found:
+            keys = [raw.decode(errors="replace") for _, raw, _ in page.found]
+            yield keys, [slots for _, _, slots in page.found]
+        if page.next is None:
+            return
+        after = page.next.key
 
 
 def window_page(
@@ -205,7 +228,7 @@ async def window_keys(
     still a ``next_cursor``: the listing is over when that is null. Session windows have no
     fixed starts (400 ``not_supported``)."""
     handle = job_handle(reg, job)
-    grid = _grid(handle, op)
+    grid = grid_of(handle, op)
     grid.end_of(start)
     after = _cursor(cursor, handle.job.max_parallelism)
     await wait_fresh(fresh, handle, op, consistency)
@@ -216,4 +239,4 @@ async def window_keys(
     return json_response(body, request)
 
 
-__all__ = ["router", "window_page"]
+__all__ = ["grid_of", "router", "window_page", "window_slots"]

@@ -69,6 +69,10 @@ class RunConfig:
     restart_interval_ms: int = _default("restart_interval_ms")
     restart_delay_ms: int = _default("restart_delay_ms")
     max_future_ms: int = _default("max_future_ms")
+    # the share of records read that may go to the dead letters (None: no limit), judged once
+    # dead_letter_min_records were read, or at the end of a bounded input
+    max_dead_letter_ratio: float | None = None
+    dead_letter_min_records: int = _default("dead_letter_min_records")
     # live backfills load SST files only from under here: a directory or s3://BUCKET/PREFIX
     backfill_dir: Path | str = Path(_default("backfill_dir"))
     exchange_transport: str = _default("exchange_transport")

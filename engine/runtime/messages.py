@@ -49,7 +49,19 @@ class OperatorStatus(TypedDict):
     results_out: int
     late: int
     open_windows: int
+    retention_dropped: int  # windows whose query retention passed, deleted in this run
     top: TopStatus | None  # None: an operator without shared windows to rank
+
+
+class DeadLetterKind(TypedDict):
+    """Records of one kind that went to the dead letters: the stage and the kind of reason
+    (``timestamp``, ``missing-field``), how many, and the first one's reason and position."""
+
+    stage: str
+    kind: str
+    count: int
+    reason: str  # the first record's
+    at: str  # where the first record was read (``split=… line=…``); "" on the keyed side
 
 
 class WorkerStatus(TypedDict):
@@ -66,6 +78,7 @@ class WorkerStatus(TypedDict):
     pending_bytes: int
     dead_letters: int
     dead_letters_by_stage: dict[str, int]
+    dead_letter_kinds: list[DeadLetterKind]
     finished: bool
     restored_from: str | None
     run_started_at: float  # wall-clock seconds; 0.0 until it happens

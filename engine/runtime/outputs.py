@@ -17,14 +17,22 @@ held: Kafka is flushed before a worker acknowledges (at-least-once), stdout cann
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from weir.engine.job import Job
 from weir.engine.nodes import ProcessNode
 from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.messages import DeadLetterKind
 from weir.engine.sinks import JsonlSink, Sink, SinkWriter
 from weir.engine.sinks import from_url as sink_from_url
+
+log = logging.getLogger(__name__)
+
+WARN_EVERY_S = 30  # after a kind of dead letter's first WARNING, its count at most this often
 
 
 def side_sink(cfg: RunConfig, job: str, url: str | None, name: str) -> Sink:
@@ -32,6 +40,12 @@ def side_sink(cfg: RunConfig, job: str, url: str | None, name: str) -> Sink:
     if url:
         return sink_from_url(url)
     return sink_from_url(f"file://{(cfg.job_dir(job) / name).resolve()}")
+
+
+def dead_letter_sink(cfg: RunConfig, job: Job) -> Sink:
+    """Where the job's dead letters go: ``dead_letter_url``, else
+    ``<state-dir>/<job>/dead-letter.jsonl``."""
+    return side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl")
 
 
 def tagged_sinks(cfg: RunConfig, job: Job) -> dict[str, dict[str, list[Sink]]]:
@@ -139,18 +153,157 @@ class _SideOutput:
             self._writer.close()
 
 
+@dataclass(slots=True)
+class _Kind:
+    """One (stage, kind of reason) of dead letters: how many, and the first one's story."""
+
+    stage: str
+    kind: str
+    reason: str
+    at: str
+    count: int = 0
+    said: int = 0  # the count when it was last logged
+
+
+@dataclass(slots=True)
+class _Reading:
+    """The source batch the chain is working on: where the first dead letter of a kind came
+    from is found in it (``DeadLetters.locate``)."""
+
+    split: str
+    start: Any  # the split's offset before the batch
+    items: list[Any]
+    first_line: int | None
+    decoded: list[Any] | None = None
+
+
+def _index(items: list[Any], item: Any) -> int | None:
+    return next((i for i, x in enumerate(items) if x is item), None)
+
+
 class DeadLetters(_SideOutput):
-    """Records that could not be processed, with the stage and the reason."""
+    """Records that could not be processed, with the stage and the reason; never silently.
 
-    def __init__(self, sink: Sink | None, gate: OutputGate | None = None) -> None:
+    The first record of each (stage, kind of reason) is a WARNING naming both, the reason and
+    where it was read (a file's line, a partition's offset); after that each kind's count is
+    a WARNING at most every ``WARN_EVERY_S``; a split every record of which came here is a
+    WARNING when it ends. ``add`` only counts: the lines are logged by ``flush``, which the
+    worker calls once per flush interval, never per record.
+    """
+
+    def __init__(
+        self, sink: Sink | None, gate: OutputGate | None = None, *, quiet: bool = False
+    ) -> None:
+        """``quiet``: written and counted, never logged (the backfill reports its counts in
+        its own summary)."""
         super().__init__(sink, gate)
+        self._quiet = quiet
+        self._where = sink.describe() if sink is not None else "nowhere (counted only)"
         self.count = 0
-        self.by_reason: Counter[str] = Counter()
+        self.by_reason: Counter[str] = Counter()  # by stage (the status's by-stage counts)
+        self._kinds: dict[tuple[str, str], _Kind] = {}
+        self._new: list[_Kind] = []
+        self._reading: _Reading | None = None
+        self._split_dead: Counter[str] = Counter()
+        self._split_first: dict[str, _Kind] = {}
+        self._said_at = time.monotonic()
 
-    def add(self, stage: str, reason: str, item: Any) -> None:
+    def add(self, stage: str, kind: str, reason: str, item: Any) -> None:
+        """Record ``item``, which failed at ``stage`` for ``reason``; ``kind`` names the sort
+        of reason (``missing-field``, an exception's type), what its warnings are counted by."""
         self.count += 1
         self.by_reason[stage] += 1
+        found = self._kinds.get((stage, kind))
+        if found is None:
+            found = _Kind(stage, kind, reason, self.locate(item))
+            self._kinds[(stage, kind)] = found
+            self._new.append(found)
+        found.count += 1
+        if self._reading is not None:
+            self._split_dead[self._reading.split] += 1
+            self._split_first.setdefault(self._reading.split, found)
         self._pending.append({"stage": stage, "reason": reason, "input": _printable(item)})
+
+    # -- where records come from -------------------------------------------------------------
+
+    def reading(self, split: str, start: Any, items: list[Any], first_line: int | None) -> None:
+        """The chain begins a batch of ``split`` read from offset ``start`` (one call a batch)."""
+        self._reading = _Reading(split, start, items, first_line)
+
+    def decoded(self, records: list[Any]) -> None:
+        """The batch's lines decoded, one record each (a record is found by identity)."""
+        if self._reading is not None:
+            self._reading.decoded = records
+
+    def done_reading(self) -> None:
+        """The batch left the chain: what fails later (keyed operators) has no position."""
+        self._reading = None
+
+    def locate(self, item: Any) -> str:
+        """Where ``item`` was read: ``split=… line=N`` (a file), ``split=… offset=S record=I``
+        (the I-th record of the batch read from offset S), or the batch alone when a step
+        before made a new record of it; "" outside a source batch."""
+        r = self._reading
+        if r is None:
+            return ""
+        i = _index(r.items, item)
+        if i is None and r.decoded is not None and len(r.decoded) == len(r.items):
+            i = _index(r.decoded, item)
+        if i is None:
+            return f"split={r.split} in the batch read from offset={r.start}"
+        if r.first_line is not None:
+            return f"split={r.split} line={r.first_line + i}"
+        return f"split={r.split} offset={r.start} record={i}"
+
+    # -- what is said --------------------------------------------------------------------------
+
+    def split_ended(self, split: str, records: int) -> None:
+        """``split`` ended after ``records`` records: a WARNING when every one came here."""
+        dead = self._split_dead.pop(split, 0)
+        first = self._split_first.pop(split, None)
+        if first is not None and records and dead >= records and not self._quiet:
+            log.warning(
+                "split=%s ended and every one of its records=%d went to the dead letters "
+                "(first: stage=%s kind=%s at %s: %s); nothing of it reached an operator: check "
+                "the job's timestamp, key and functions against this input (records in %s)",
+                split, records, first.stage, first.kind, first.at or "?", first.reason,
+                self._where,
+            )  # fmt: skip
+
+    def flush(self) -> None:
+        if not self._quiet:
+            self.report(time.monotonic())
+        super().flush()
+
+    def report(self, now: float) -> None:
+        """Log the kinds seen for the first time, and at most every ``WARN_EVERY_S`` the counts
+        that grew since they were last logged."""
+        for k in self._new:
+            log.warning(
+                "dead letter: stage=%s kind=%s first at %s: %s; it and every later one go to %s "
+                "(counts follow at most every %d s)",
+                k.stage, k.kind, k.at or "a keyed operator", k.reason, self._where,
+                WARN_EVERY_S,
+            )  # fmt: skip
+            k.said = k.count
+        self._new.clear()
+        if now - self._said_at < WARN_EVERY_S:
+            return
+        for k in self._kinds.values():
+            if k.count > k.said:
+                log.warning(
+                    "dead letters: stage=%s kind=%s more=%d in the last %.0f s, total=%d",
+                    k.stage, k.kind, k.count - k.said, now - self._said_at, k.count,
+                )  # fmt: skip
+                k.said = k.count
+        self._said_at = now
+
+    def kinds(self) -> list[DeadLetterKind]:
+        """Every kind seen, for the worker's status (the job manager sums them)."""
+        return [
+            {"stage": k.stage, "kind": k.kind, "count": k.count, "reason": k.reason, "at": k.at}
+            for k in self._kinds.values()
+        ]
 
 
 class LateRecords(_SideOutput):

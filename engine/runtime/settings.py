@@ -17,7 +17,16 @@ from typing import Any
 from weir.base.errors import ConfigError
 from weir.base.extras import require
 from weir.base.redact import is_secret_name
-from weir.base.settings import BadValue, Choice, Parsed, Setting, Switch, WholeNumber, named
+from weir.base.settings import (
+    BadValue,
+    Choice,
+    Number,
+    Parsed,
+    Setting,
+    Switch,
+    WholeNumber,
+    named,
+)
 from weir.engine.columnar import COLUMNAR_SETTING
 from weir.engine.kernels import KERNELS_SETTING
 
@@ -207,6 +216,18 @@ _STATE = (
     Setting("late_sink_url", "where records past allowed lateness go (a sink URL)",
             flag="--late-sink", check=SINK_URL, metavar="URL", commands=RUN,
             default_doc="<state-dir>/<job>/late.jsonl"),
+    # Flink users set failure thresholds the same way (a tolerable number of failures): a job
+    # that sends most of its input to the dead letters is broken, not running
+    Setting("max_dead_letter_ratio", "fail the job (exit 1, with the reason) once more than "
+            "this share of the records read went to the dead letters (0.01: one in a hundred; "
+            "0: any), "
+            "judged from `dead_letter_min_records` records on and at the end of a bounded "
+            "input; until then /health says degraded while the share is above it",
+            check=Number(0.0, 1.0), metavar="RATIO", commands=RUN,
+            default_doc="none (no limit)"),
+    Setting("dead_letter_min_records", "records read before `max_dead_letter_ratio` judges "
+            "(a bounded input is judged at its end however few)", 1000, WholeNumber(1),
+            metavar="N", commands=RUN),
     # 1,024: a batch's records (decoded dicts) then stay in a core's L2 cache while each step
     # of the chain and the fold passes over them; 8,192 spilled to L3, and was 1.12-1.24x
     # slower in-process and 1.19x on Kafka at parallelism 1 (README, issue 21's sixth round)

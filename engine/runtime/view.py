@@ -20,7 +20,7 @@ from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import KeyGroupRange
 
-STATUS_FORMAT = 3  # jobmanager.json's layout; a reader refuses any other
+STATUS_FORMAT = 4  # jobmanager.json's layout; a reader refuses any other
 # What a job can be in. ``unknown``: seen from another process, its job manager stopped
 # publishing without saying it ended (``JobStatus.seen_state``).
 JOB_STATES = ("starting", "running", "finished", "failed", "stopped", "cancelled", "unknown")
@@ -93,6 +93,17 @@ class JobRuntime(Protocol):
         ...
 
     @property
+    def dead_letter_problem(self) -> str | None:
+        """Why the share of records sent to the dead letters needs a look: it is above the
+        run's ``max_dead_letter_ratio``, not judged yet (None: no limit, or within it)."""
+        ...
+
+    @property
+    def state_retention_ms(self) -> int:
+        """How long fired windows stay queryable, in event time, past their allowed lateness."""
+        ...
+
+    @property
     def restarts(self) -> int: ...
 
     @property
@@ -161,6 +172,8 @@ class JobStatus:
     api_url: str | None  # where ``weir run`` serves the HTTP API (None: it serves none)
     cluster: bool  # the workers run on a cluster (``--master``): they serve their live state
     ended: bool  # the job manager's last word: it has stopped the job and exits
+    dead_letter_problem: str | None = None  # the dead-letter share is above the run's limit
+    state_retention_ms: int = 0  # the run's --state-retention-ms (the 404's retention hint)
 
     def age_s(self, now_ms: int) -> float:
         return (now_ms - self.written_at) / 1000.0
@@ -209,6 +222,7 @@ def unreported(worker: int, key_groups: KeyGroupRange) -> WorkerStatus:
         "pending_bytes": 0,
         "dead_letters": 0,
         "dead_letters_by_stage": {},
+        "dead_letter_kinds": [],
         "finished": False,
         "restored_from": None,
         "run_started_at": 0.0,

@@ -12,10 +12,14 @@ from typing import Any, Protocol
 
 @dataclass(slots=True)
 class SourceBatch:
+    """``first_line``: the line number (from 1) of the first item in its file, for sources of
+    lines (a dead letter's warning names its line); None for others."""
+
     items: list[Any]
     decoded: bool
     end: bool = False
     offsets: dict[str, Any] = field(default_factory=dict)
+    first_line: int | None = None
 
 
 class SplitReader(Protocol):

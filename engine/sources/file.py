@@ -47,21 +47,39 @@ class JsonlSource:
             ) from None
         except OSError as exc:
             raise SourceError(f"cannot open input file {split}: {exc.strerror}") from exc
-        if offset:
-            fh.seek(int(offset))
-        return JsonlReader(fh, split)
+        line = _lines_before(fh, int(offset)) + 1 if offset else 1
+        return JsonlReader(fh, split, line)
+
+
+def _lines_before(fh: IO[bytes], offset: int) -> int:
+    """The lines in the file's first ``offset`` bytes; leaves ``fh`` at ``offset`` (a restore
+    resumes a file there, and its line numbers go on from there)."""
+    fh.seek(0)
+    count, left = 0, offset
+    while left > 0:
+        chunk = fh.read(min(left, 1 << 20))
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        left -= len(chunk)
+    fh.seek(offset)
+    return count
 
 
 class JsonlReader:
-    def __init__(self, fh: IO[bytes], split: str) -> None:
+    def __init__(self, fh: IO[bytes], split: str, line: int = 1) -> None:
         self._fh = fh
         self._split = split
+        self._line = line  # the number of the next line to read, from 1
 
     def read_batch(self, max_records: int) -> SourceBatch:
         lines = self._fh.readlines(max_records * _BYTES_PER_RECORD_HINT)
         if not lines:
             return SourceBatch([], decoded=False, end=True, offsets={self._split: self.offset()})
-        return SourceBatch(lines, decoded=False, offsets={self._split: self.offset()})
+        first, self._line = self._line, self._line + len(lines)
+        return SourceBatch(
+            lines, decoded=False, offsets={self._split: self.offset()}, first_line=first
+        )
 
     def offset(self) -> int:
         return self._fh.tell()

@@ -15,11 +15,18 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from weir.base.chatter import Chatter
 from weir.base.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity
 from weir.engine.sources.kafka_connect import cut_at, retrying
 
 log = logging.getLogger(__name__)
+# librdkafka's own lines: one a connection attempt of each of its threads (hundreds a second
+# for a broker that refuses), so at most one of a kind every 10 s, with a count; weir's own
+# retry warnings (kafka_connect.retrying) tell the story
+RDKAFKA_LOG = logging.getLogger(f"{__name__}.rdkafka")
+CHATTER = Chatter()
+RDKAFKA_LOG.addFilter(CHATTER)
 
 TIMEOUT_S = 15.0
 # the group librdkafka needs to be named even when no offset is ever committed to it
@@ -43,8 +50,8 @@ def rdkafka_config(bootstrap: str, security: KafkaSecurity) -> dict[str, Any]:
         "socket.timeout.ms": 15_000,
         "reconnect.backoff.ms": 100,
         "reconnect.backoff.max.ms": 2_000,
-        # librdkafka's own log lines go to this module's logger, not to stderr
-        "logger": logging.getLogger(f"{__name__}.rdkafka"),
+        # librdkafka's own log lines go to this module's logger, not to stderr, rate-limited
+        "logger": RDKAFKA_LOG,
         **security.rdkafka_config(),
     }
 
@@ -66,8 +73,17 @@ def connect(make: Callable[[], Any], what: str, bootstrap: str, security: KafkaS
     try:
         return retrying(attempt, (ck.KafkaException,), what, bootstrap, security)
     except SourceError:
-        client.close()
+        close_client(client)
         raise
+
+
+def close_client(client: Any) -> None:
+    """Close a confluent-kafka client; librdkafka's last lines, which it hands over as it
+    closes, are summed up (``CHATTER``)."""
+    try:
+        client.close()
+    finally:
+        CHATTER.flush()
 
 
 def _consumer(bootstrap: str, security: KafkaSecurity, what: str, **conf: Any) -> Any:
@@ -92,7 +108,7 @@ def partitions(
     try:
         found = consumer.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
     finally:
-        consumer.close()
+        close_client(consumer)
     if found is None or found.error is not None or not found.partitions:
         return None
     return set(found.partitions)
@@ -128,7 +144,7 @@ def offset_bounds(
             f"Kafka topic {topic!r} on {bootstrap}: cannot read its offsets ({exc})"
         ) from None
     finally:
-        consumer.close()
+        close_client(consumer)
 
 
 def _offset(msg: Any) -> int:
@@ -232,4 +248,4 @@ class ConfluentPartition:
         self._consumer.commit(offsets=[tp], asynchronous=False)
 
     def close(self) -> None:
-        self._consumer.close()
+        close_client(self._consumer)

@@ -85,7 +85,7 @@ def pairs_of_split(
     )
     output = task_output(plan)
     with output.dead_letters(_file_name(split)) as dead_path:
-        dead = DeadLetters(sink_from_url(f"file://{dead_path}"))
+        dead = DeadLetters(sink_from_url(f"file://{dead_path}"), quiet=True)
         chain = Chain(source, {}, dead)
         select = Selector(plan, op, split)
         bound = source.watermarks.bound_ms

@@ -62,7 +62,7 @@ class SessionReplay:
             KeyGroupRange(0, max_parallelism - 1),
             max_parallelism,
             self._late,
-            DeadLetters(None),  # stage 1 counted records without their fields
+            DeadLetters(None, quiet=True),  # stage 1 counted records without their fields
             0,
         )
 

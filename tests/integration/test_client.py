@@ -106,6 +106,13 @@ def test_every_method_answers_in_the_apis_models(server: WeirServer) -> None:
         assert len(top.keys) == 3 and top.keys[0].key in KEYS
         event = next(client.stream("live", "counts", "ad-2", limit=1))
         assert event.answer is not None and event.answer.key == "ad-2" and event.id
+        missing = next(client.stream("live", "counts", "no-such-key", limit=1))
+        assert missing.answer is None and missing.error is not None
+        assert missing.error.code == "key_not_found"
+        assert (
+            top.window.start
+            == client.top("live", "counts", "n", window=top.window.start).window.start
+        )
         frame = to_pandas(answer)
         assert {"key", "start", "end", "n", "total", "final"} <= set(frame.columns)
         assert list(frame["key"]) == ["ad-0"] * len(answer.windows)

@@ -92,9 +92,9 @@ class Page:
 
 
 @contextmanager
-def _browse(url: str, profile: Path) -> Iterator[Page]:
+def _browse(url: str, profile: Path, *flags: str) -> Iterator[Page]:
     proc = subprocess.Popen(
-        [_chromium(), *FLAGS, f"--user-data-dir={profile}", url],
+        [_chromium(), *FLAGS, *flags, f"--user-data-dir={profile}", url],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -193,3 +193,96 @@ def test_with_a_token_the_page_streams_with_a_stream_token_and_polls_when_it_can
         wait_until(lambda: page.settled(reloaded), 30.0, what="the page to load again")
         assert page.evaluate(login) is True
         wait_until(lambda: page.settled(READY), 45.0, what="the page to update over SSE")
+
+
+# no name resolves but loopback's: a page that needs a CDN stays blank
+OFFLINE = "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+LOADED_FROM = "performance.getEntriesByType('resource').map(e => e.name)"
+
+
+def test_swagger_ui_and_redoc_render_offline_from_weirs_own_assets(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """Issue 39 item 12: /docs loaded Swagger UI from a CDN and was blank offline."""
+    job = tmp_path / "dash.py"
+    job.write_text(JOB)
+    server = weir_server(job, "--parallelism", "1")
+    client = server.client()
+    html = client.get("/docs").text
+    assert "/docs/static/swagger-ui-bundle.js" in html and "cdn" not in html.lower()
+    assert "cdn" not in client.get("/redoc").text.lower()
+    assert client.get("/docs/static/../app.py").status_code == 404
+    artifacts = Path(os.environ.get("WEIR_TEST_ARTIFACTS", "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    operations = "document.querySelectorAll('.opblock').length"
+    with _browse(f"{server.base_url}/docs", tmp_path / "profile", OFFLINE) as page:
+        wait_until(lambda: (page.settled(operations) or 0) >= 10, 60.0,
+                   what="Swagger UI to render the operations")  # fmt: skip
+        shown = page.evaluate("document.body.innerText")
+        loaded = page.evaluate(LOADED_FROM)
+        shot = base64.b64decode(page.call("Page.captureScreenshot")["data"])
+        (artifacts / "docs.png").write_bytes(shot)
+    assert "get_state" in shown or "/{job}/{op}/state/{key}" in shown, shown[:2000]
+    assert loaded and all(u.startswith(server.base_url) for u in loaded), loaded
+    sections = "document.querySelectorAll('[data-section-id]').length"
+    with _browse(f"{server.base_url}/redoc", tmp_path / "profile2", OFFLINE) as page:
+        wait_until(lambda: (page.settled(sections) or 0) >= 10, 60.0,
+                   what="ReDoc to render the operations")  # fmt: skip
+        loaded = page.evaluate(LOADED_FROM)
+    # ReDoc's sidebar shows Redocly's logo from their site (an image, refused offline): the
+    # page renders without it, and nothing else comes from elsewhere
+    loaded = [u for u in loaded if not u.startswith("https://cdn.redoc.ly/redoc/logo")]
+    assert loaded and all(u.startswith(server.base_url) for u in loaded), loaded
+
+
+WIDE_JOB = JOB.replace(
+    'n=agg.count(), total=agg.sum("value")',
+    'n=agg.count(), total=agg.sum("value"), mean_value=agg.avg("value"),'
+    ' smallest_value=agg.min("value"), largest_value=agg.max("value")',
+)
+# every element of each card within the card's right edge, and no sideways scroll of the page
+OVERFLOW = """(() => { const bad = [];
+  for (const s of document.querySelectorAll('main > section')) {
+    const edge = s.getBoundingClientRect().right + 0.5;
+    for (const e of s.querySelectorAll('*')) {
+      const r = e.getBoundingClientRect();
+      if (r.width && r.right > edge) bad.push(`${s.querySelector('h2').textContent.trim()}:` +
+        ` <${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}> ends at ${r.right} > ${edge}`);
+    }
+  }
+  if (document.documentElement.scrollWidth > innerWidth) bad.push('the page scrolls sideways');
+  return bad; })()"""
+KEY_TABLE_READY = (
+    "document.querySelector('#answer table') !== null"
+    " && document.querySelector('#workers table') !== null"
+    " && document.querySelector('#top table') !== null"
+)
+
+
+def test_the_dashboard_fits_common_screens(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """Issue 39 item 12: at 1400x1000 the Workers table overflowed its card and the key table
+    hid its last columns. Checked at 1280x800, 1400x1000 and 1920x1080, with screenshots."""
+    job = tmp_path / "wide.py"
+    job.write_text(WIDE_JOB)
+    server = weir_server(job, "--parallelism", "2")
+    client = server.client()
+    wait_until(
+        lambda: client.get("/dash/counts/top", params={"by": "n"}).status_code == 200,
+        30.0, what="a window to fire",
+    )  # fmt: skip
+    artifacts = Path(os.environ.get("WEIR_TEST_ARTIFACTS", "test-artifacts"))
+    artifacts.mkdir(parents=True, exist_ok=True)
+    with _browse(f"{server.base_url}/#key=ad-1", tmp_path / "profile") as page:
+        found = {}
+        for width, height in ((1280, 800), (1400, 1000), (1920, 1080)):
+            page.call("Emulation.setDeviceMetricsOverride", width=width, height=height,
+                      deviceScaleFactor=1, mobile=False)  # fmt: skip
+            wait_until(lambda: page.settled(KEY_TABLE_READY), 45.0, what="the tables")
+            resized = f"innerWidth === {width}"
+            wait_until(lambda: page.evaluate(resized), 10.0, what="the resize")  # noqa: B023
+            found[(width, height)] = page.evaluate(OVERFLOW)
+            shot = base64.b64decode(page.call("Page.captureScreenshot")["data"])
+            (artifacts / f"dashboard-{width}x{height}.png").write_bytes(shot)
+    assert found == {size: [] for size in found}, found

@@ -10,10 +10,19 @@ import random
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from tests.reference import Spec, canonical, group_emissions, simulate
-from tests.support import WeirResult, WeirServer, event_lines, make_events, read_jsonl, write_lines
+from tests.support import (
+    WeirResult,
+    WeirServer,
+    event_lines,
+    make_events,
+    read_jsonl,
+    wait_until,
+    write_lines,
+)
 
 # map -> flat_map -> filter, so a user function of each kind can raise
 STEPS = (
@@ -211,3 +220,57 @@ def test_a_far_future_timestamp_goes_to_the_dead_letters_and_closes_no_window(
     )  # fmt: skip
     assert result.rc == 0, result.stderr
     assert len(read_jsonl(tmp_path / "st2" / "t1" / "late.jsonl")) == 20
+
+
+def _all_dead_job(tmp_path: Path, write_job: Callable[..., Path], n: int) -> Path:
+    """A job whose map raises on every one of ``n`` good-looking records."""
+    events = [
+        {"id": f"k{i % 5}", "event": "impression", "ts": i * 10, "value": 1} for i in range(n)
+    ]
+    src = write_lines(tmp_path / "in.jsonl", event_lines(events))
+    return write_job(src, bound=0, size=100, lateness=0, steps=(("map", "lambda e: 1 // 0"),))
+
+
+def test_a_job_whose_every_record_is_dead_says_so_loudly(
+    tmp_path: Path, write_job: Callable[..., Path], run_weir: Callable[..., WeirResult]
+) -> None:
+    """Issue 39 item 1: before, this exited 0 with nothing above INFO."""
+    job = _all_dead_job(tmp_path, write_job, 500)
+    flags = ("--exit-at-end", "--no-api", "--state-dir", str(tmp_path / "st"))
+    result = run_weir("run", str(job), *flags)
+    assert result.rc == 0, result.stderr
+    warnings = [line for line in result.error_lines() if " WARNING " in line]
+    first = [w for w in warnings if "dead letter: stage=map kind=ZeroDivisionError" in w]
+    assert len(first) == 1, result.stderr  # once, however many records
+    assert "first at split=" in first[0] and "line=1:" in first[0], first[0]
+    assert any("every one of its records=500 went to the dead letters" in w for w in warnings)
+    summary = [w for w in warnings if "input ended: dead_letters=500 of records_in=500" in w]
+    assert len(summary) == 1 and "kind=ZeroDivisionError" in summary[0], result.stderr
+    assert len(warnings) <= 4, result.stderr  # a bounded number of lines, not one a record
+
+    # past --max-dead-letter-ratio the job fails, saying why
+    result = run_weir("run", str(job), *flags, "--max-dead-letter-ratio", "0.5")
+    assert result.rc == 1, result.stderr
+    failed = [line for line in result.error_lines() if line.startswith("weir: error:")]
+    assert len(failed) == 1, result.stderr
+    assert "500 of 500 records read (100.0%)" in failed[0]
+    assert "--max-dead-letter-ratio=0.5" in failed[0] and "ZeroDivisionError" in failed[0]
+
+
+def test_health_is_degraded_above_the_limit_before_it_is_judged(
+    tmp_path: Path, write_job: Callable[..., Path], weir_server: Callable[..., WeirServer]
+) -> None:
+    job = _all_dead_job(tmp_path, write_job, 10)
+    server = weir_server(
+        job, "--source", "generator://ads?rate=500&ids=5",
+        "--max-dead-letter-ratio", "0.1", "--dead-letter-min-records", str(10**9),
+    )  # fmt: skip
+    client = server.client()
+
+    def degraded() -> dict[str, Any] | None:
+        body: dict[str, Any] = client.get("/health").json()
+        return body if body.get("status") == "degraded" else None
+
+    body = wait_until(degraded, 30.0, what="/health to say degraded")
+    assert "max_dead_letter_ratio" in str(body) or "max-dead-letter-ratio" in str(body), body
+    assert "ZeroDivisionError" in str(body), body

@@ -331,6 +331,21 @@ def test_unknown_topic_and_unreachable_broker_are_clear_errors(
     assert r.rc == 2 and "start='yesterday'" in r.stderr, r.stderr
 
 
+def test_an_unreachable_broker_writes_few_librdkafka_lines(
+    tmp_path: Path, run_weir: Callable[..., WeirResult]
+) -> None:
+    """Issue 39 item 4: librdkafka logged a FAIL line per connection attempt of each thread (72
+    identical ERROR lines in 3 s here, 2,324 in 60 s); now one of a kind per 10 s and client,
+    with a count, while weir's own retry warnings tell the story."""
+    r, _, _ = _run(run_weir, tmp_path, "kafka://127.0.0.1:9/events", "--parallelism", "2",
+                   tag="chatter", env={"WEIR_KAFKA_CONNECT_TIMEOUT_S": "3"})  # fmt: skip
+    assert r.rc == 1 and "cannot reach the Kafka broker at 127.0.0.1:9" in r.stderr, r.stderr
+    assert "retrying" in r.stderr
+    rdkafka = [line for line in r.error_lines() if ".rdkafka:" in line]
+    assert 1 <= len(rdkafka) <= 8, "\n".join(rdkafka)  # two lines a client, not one a try
+    assert any("more like it in the last" in line for line in rdkafka), "\n".join(rdkafka)
+
+
 def test_record_key_headers_and_timestamp_are_available_to_the_job(
     tmp_path: Path,
     run_weir: Callable[..., WeirResult],

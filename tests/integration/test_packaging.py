@@ -87,8 +87,8 @@ def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     assert {"kafka", "s3", "sql", "spark", "all"} <= set(meta.get_all("Provides-Extra"))
     core = sorted(r.split(">")[0] for r in requires if "extra ==" not in r)
     assert core == [
-        "fastapi", "httpx", "httpx-sse", "msgpack", "numpy", "orjson", "prometheus-client",
-        "rocksdict", "uvicorn",
+        "fastapi", "fastapi-offline", "httpx", "httpx-sse", "msgpack", "numpy", "orjson",
+        "prometheus-client", "rocksdict", "uvicorn",
     ]  # fmt: skip
     by_extra = {
         "kafka": ["confluent-kafka", "crc32c", "kafka-python"],

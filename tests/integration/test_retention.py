@@ -42,6 +42,17 @@ def test_finished_job_serves_only_retained_windows(
     r = client.get("/t1/imps/state/early")
     assert r.status_code == 404
     assert r.json()["error"]["code"] == "key_not_found"
+    # the 404 says the key may have aged out, with the operator's horizon in event time: the
+    # data watermark (the newest ts - bound - 1, as Flink's) - lateness - retention + 1
+    message = r.json()["error"]["message"]
+    horizon = max(e["ts"] for e in events) - SPEC.bound - 1 - SPEC.lateness - RETENTION_MS + 1
+    assert "aged out" in message and f"at or before {horizon} (" in message, message
+    assert f"--state-retention-ms={RETENTION_MS}" in message, message
+    # the end of the run said how many windows retention dropped
+    dropped = [
+        line for line in server.stderr().splitlines() if "retention dropped windows=" in line
+    ]
+    assert len(dropped) == 1 and "WARNING" in dropped[0] and "op=imps" in dropped[0], dropped
     for key in ("steady", "s/lash"):
         body = client.get(f"/t1/imps/state/{quote(key, safe='')}").json()
         assert body["windows"] == retained[key], key

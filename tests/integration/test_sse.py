@@ -133,7 +133,7 @@ def test_a_stream_resumed_at_the_current_answer_waits_and_is_kept_alive(
     client.close()
 
 
-def test_unknown_job_or_operator_is_a_404_and_an_unknown_key_an_event(
+def test_unknown_job_or_operator_is_a_404_and_an_unknown_key_an_error_event(
     finished: WeirServer,
 ) -> None:
     client = finished.client()
@@ -146,7 +146,12 @@ def test_unknown_job_or_operator_is_a_404_and_an_unknown_key_an_event(
     with client.stream("GET", "/t1/imps/state/no-such-key/stream") as r:
         assert r.status_code == 200
         first = next(frames(r))
+    # a typed frame: an EventSource hands it to its "error" listeners, as the docs say
+    assert first.fields["event"] == "error", first
     assert orjson.loads(first.fields["data"])["error"]["code"] == "key_not_found"
+    with client.stream("GET", "/t1/imps/state/ad-0/stream") as r:
+        frame = next(frames(r))
+    assert "event" not in frame.fields and "windows" in orjson.loads(frame.fields["data"])
 
 
 def test_streams_whose_clients_went_are_closed_on_the_server(live: WeirServer) -> None:

@@ -60,7 +60,25 @@ def test_top_n_of_the_latest_window_equals_a_ranking_of_every_key(
         body = r.json()
         assert body["window"] == {"start": latest_end - 10_000, "end": latest_end}
         assert body["keys"] == _ranking(rows, by, n), by
-    # an earlier full window, through the state API, agrees with the sink: sanity of the input
+    # any retained window by its start, ranked from state: equal to the sink's ranking of it
+    by_end: dict[int, list[dict[str, Any]]] = {}
+    for (_, _, end), r in last.items():
+        by_end.setdefault(end, []).append(r)
+    assert len(by_end) >= 3
+    for end, window_rows in sorted(by_end.items()):
+        for by, n in (("n", 10), ("total", 100), ("low", 7)):
+            r = client.get("/top/stats/top", params={"by": by, "n": n, "window": end - 10_000})
+            assert r.status_code == 200, r.text
+            assert r.json()["window"] == {"start": end - 10_000, "end": end}
+            assert r.json()["keys"] == _ranking(window_rows, by, n), (end, by)
+    r = client.get("/top/stats/top", params={"by": "n", "window": 5})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_window_start"
+    assert "use 0 or 10000" in r.json()["error"]["message"]
+    r = client.get("/top/stats/top", params={"by": "n", "window": "yesterday"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_window"
+    r = client.get("/top/stats/top", params={"by": "n", "window": latest_end + 100_000})
+    assert r.status_code == 404 and r.json()["error"]["code"] == "window_not_found"
+    assert "--state-retention-ms" in r.json()["error"]["message"]
     assert client.get("/top/stats/top", params={"by": "nope"}).json()["error"]["code"] == (
         "unknown_aggregate"
     )

@@ -32,6 +32,7 @@ ROUTES = {
     ("GET", "/docs"): READ,
     ("GET", "/docs/oauth2-redirect"): READ,
     ("GET", "/redoc"): READ,
+    ("GET", "/docs/static/{name}"): READ,
     ("GET", "/jobs"): READ,
     ("GET", "/jobs/{job}"): READ,
     ("GET", "/jobs/{job}/checkpoints"): READ,

@@ -172,3 +172,25 @@ def test_backfill_input_errors_name_the_input_and_the_fix(
         run_weir(*backfill, "--input", "kafka://127.0.0.1:9/ads?start=earliest"),
         "unknown option 'start'",
     )
+
+
+def test_explain_and_run_refuse_a_window_without_an_aggregate(
+    run_weir: Run, tmp_path: Path
+) -> None:
+    """The window is named and what to add is said, before anything reads the input."""
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"id": "a", "ts": 1}\n')
+    path = tmp_path / "dangling.py"
+    path.write_text(
+        "from weir import Job, sources, windows\n"
+        'job = Job("dangling")\n'
+        f'job.source(sources.jsonl({str(src)!r})).key_by("id").window(windows.tumbling(ms=60_000))\n'
+    )
+    for command in ("explain", "run"):
+        line = _one_error_line(
+            run_weir(command, str(path)),
+            "key_by('id').window(tumbling(size_ms=60000)) has no aggregate",
+            ".aggregate(",
+        )
+        assert "dangling" in line
+    assert not (tmp_path / ".weir" / "dangling").exists()  # nothing started

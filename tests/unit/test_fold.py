@@ -154,6 +154,9 @@ def test_sql_slots_pass_over_nulls_and_an_all_null_aggregate_is_null() -> None:
 def test_a_null_where_an_aggregate_rejects_nulls_names_the_way_to_skip_them() -> None:
     plan = FoldPlan({"total": agg.sum("value"), "avg": agg.avg("value")})
     assert plan.columns([{"value": None}]) is None
-    assert "field 'value' is NULL" in (plan.bad_field({"value": None}) or "")
-    assert "nulls='skip'" in (plan.bad_field({"value": None}) or "")
-    assert plan.bad_field({"value": "x"}) == "field 'value' is str 'x', not a number"
+    kind, why = plan.bad_field({"value": None}) or ("", "")
+    assert kind == "null" and "field 'value' is NULL" in why and "nulls='skip'" in why
+    assert plan.bad_field({"value": "x"}) == (
+        "not-a-number",
+        "field 'value' is str 'x', not a number",
+    )

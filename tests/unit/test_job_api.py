@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from weir import Job, JobDefinitionError, WatermarkStrategy, agg, sinks, sources, windows
+from weir import (
+    Job,
+    JobDefinitionError,
+    WatermarkStrategy,
+    agg,
+    sinks,
+    sources,
+    triggers,
+    windows,
+)
 
 
 def _keyed(job: Job):  # noqa: ANN202 - a KeyedStream
@@ -139,3 +148,42 @@ def test_replace_source_and_sinks() -> None:
     assert job.sources[0].source == sources.jsonl("/other.jsonl")
     job.replace_sinks(sinks.jsonl("/out.jsonl"))
     assert job.operators["imps"].sinks == [sinks.jsonl("/out.jsonl")]
+
+
+def test_a_window_without_an_aggregate_is_refused_naming_it() -> None:
+    job = Job("j")
+    _keyed(job).window(windows.tumbling(ms=10_000))
+    with pytest.raises(
+        JobDefinitionError,
+        match=r"job 'j': key_by\('id'\)\.window\(tumbling\(size_ms=10000\)\) has no aggregate"
+        r".*add \.aggregate\(",
+    ):
+        job.validate()
+
+
+def test_a_second_window_without_an_aggregate_is_refused_beside_a_finished_one() -> None:
+    job = Job("j")
+    keyed = _keyed(job)
+    keyed.window(windows.tumbling(ms=10)).aggregate("n", n=agg.count())
+    keyed.window(windows.session(gap_ms=5))
+    with pytest.raises(JobDefinitionError, match=r"window\(session\(gap_ms=5\)\) has no aggregate"):
+        job.validate()
+
+
+def test_a_key_by_with_nothing_after_it_is_refused_naming_what_to_add() -> None:
+    job = Job("j")
+    job.source(sources.jsonl("/x.jsonl")).map(lambda e: e).key_by(lambda e: e["id"])
+    with pytest.raises(
+        JobDefinitionError,
+        match=r"key_by\(.*<lambda>\) has nothing after it.*\.window\(\.\.\.\)\.aggregate\("
+        r".*\.process\(fn, name=",
+    ):
+        job.validate()
+
+
+def test_finished_windows_and_process_functions_validate() -> None:
+    job = Job("j")
+    keyed = _keyed(job)
+    keyed.window(windows.tumbling(ms=10)).trigger(triggers.count(2)).aggregate("n", n=agg.count())
+    keyed.process(lambda e, ctx: None, name="p")
+    job.validate()

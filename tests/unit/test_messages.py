@@ -30,6 +30,7 @@ def _status() -> m.WorkerStatus:
             "results_out": 2,
             "late": 1,
             "open_windows": 3,
+            "retention_dropped": 4,
             "top": {
                 "latest": {"start": 0, "end": 10_000, "by": {"n": [("ad-1", 7), ("ad-2", 2.5)]}},
                 "current": None,
@@ -37,6 +38,9 @@ def _status() -> m.WorkerStatus:
         }
     }
     st["source_lag"] = {"topic-0": 12}
+    st["dead_letter_kinds"] = [
+        {"stage": "map", "kind": "KeyError", "count": 2, "reason": "map raised KeyError", "at": ""}
+    ]
     return st
 
 

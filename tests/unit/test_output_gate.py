@@ -74,7 +74,7 @@ def test_side_outputs_and_writers_opened_while_holding_are_held(tmp_path: Path) 
     gate = OutputGate()
     gate.hold(1)
     dead = DeadLetters(sinks.jsonl(path), gate)
-    dead.add("decode", "not JSON", b"oops\n")
+    dead.add("decode", "malformed-json", "not JSON", b"oops\n")
     dead.flush()
     assert _lines(path) == []
     dead.close()  # a stop writes what was held: a restore cuts it off again

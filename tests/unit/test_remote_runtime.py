@@ -65,6 +65,8 @@ def _body(**fields: Any) -> dict[str, Any]:
         "checkpoints": [],
         "completed_checkpoints": 0,
         "checkpoint_problem": None,
+        "dead_letter_problem": None,
+        "state_retention_ms": 3_600_000,
         "restored_from": None,
         "backfills": [],
         "last_checkpoint": None,
@@ -196,7 +198,7 @@ def test_a_job_file_with_other_operators_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "named"),
     [
-        ({"format": 2}, "has format 2, this weir reads 3"),
+        ({"format": 2}, "has format 2, this weir reads 4"),
         ({"parallelism": "2"}, r"jobmanager.json.parallelism: expected int, got str '2'"),
         ({"extra": 1}, r"unknown \['extra'\]"),
     ],

@@ -17,6 +17,8 @@
     ├── ControlError           a job manager that cannot do what it was asked: its control
     │                          channel cannot be reached, refuses or times out, the job is not
     │                          running, or a stop's savepoint failed and the job goes on (1)
+    ├── DeadLetterLimit        more of a job's records went to the dead letters than the
+    │                          run's `max_dead_letter_ratio` allows (1)
     └── WorkerFailed           a worker process died or reported a fatal error (1)
 
 Every message names the offending value and what to do about it. ``usage`` sorts them for the
@@ -101,6 +103,12 @@ class ControlError(WeirError):
     """A job manager cannot do what its control channel (or its API) asked: the channel cannot
     be reached, is not weir's, refuses the key, closes or does not answer in time; the job is
     not running (any more); or a savepoint failed. The job is left as it was."""
+
+
+class DeadLetterLimit(WeirError):
+    """More of a job's records went to the dead letters than the run's
+    ``max_dead_letter_ratio`` allows: the job fails for good (a restart would read the same
+    records again). The message names the share, the limit and the first record's reason."""
 
 
 class WorkerFailed(WeirError):

@@ -101,9 +101,10 @@ class WholeNumber:
 
 @dataclass(frozen=True, slots=True)
 class Number:
-    """A finite ``float`` of at least ``minimum``."""
+    """A finite ``float`` within ``[minimum, maximum]`` (either bound may be open)."""
 
     minimum: float | None = None
+    maximum: float | None = None
 
     def parse(self, raw: str) -> float:
         try:
@@ -117,8 +118,14 @@ class Number:
         return value
 
     def judge(self, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise BadValue("is not a number", example=str(self.minimum or 0))
+        if not math.isfinite(value):
+            raise BadValue("is not a finite number", example=str(self.minimum or 0))
         if self.minimum is not None and value < self.minimum:
             raise BadValue("is too small", fix=f"use {self.minimum} or more")
+        if self.maximum is not None and value > self.maximum:
+            raise BadValue("is too large", fix=f"use {self.maximum} or less")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from typing import Any
 
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
-from weir.engine.runtime.outputs import side_sink, tagged_sinks
+from weir.engine.runtime.outputs import dead_letter_sink, side_sink, tagged_sinks
 from weir.engine.runtime.task.graph import graph_of
 from weir.engine.sinks import JsonlSink, Sink
 
@@ -88,7 +88,7 @@ def _all_sinks(cfg: RunConfig, job: Job) -> list[Sink]:
     late records, process functions' tags)."""
     found: list[Sink] = [s for op in job.operators.values() for s in op.sinks]
     found += [n.sink for n in graph_of(job).sinks]  # a union shares its sinks
-    found.append(side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl"))
+    found.append(dead_letter_sink(cfg, job))
     found.append(side_sink(cfg, job.name, cfg.late_sink_url, "late.jsonl"))
     found += [s for tags in tagged_sinks(cfg, job).values() for ss in tags.values() for s in ss]
     return found

@@ -38,6 +38,7 @@ from weir.engine.runtime.control.backfill import LiveBackfill
 from weir.engine.runtime.control.commits import JobOutputs
 from weir.engine.runtime.control.coordinator import CheckpointCoordinator
 from weir.engine.runtime.control.launch import worker_group
+from weir.engine.runtime.control.outcome import DeadLetterJudge, summarise
 from weir.engine.runtime.control.restarts import FailureRateRestarts
 from weir.engine.runtime.control.runlock import RunLock
 from weir.engine.runtime.control.status import StatusPublisher, job_status, status_path
@@ -55,6 +56,7 @@ from weir.engine.runtime.messages import (
     Stop,
     WorkerStatus,
 )
+from weir.engine.runtime.outputs import dead_letter_sink
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.view import (
     BackfillEntry,
@@ -93,7 +95,8 @@ class JobManager:
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.done = threading.Event()  # set when the job finished or failed
-        self.failure: WorkerFailed | None = None
+        self.failure: WeirError | None = None
+        self._dead_letters = DeadLetterJudge(cfg, job.name, dead_letter_sink(cfg, job).describe())
         self._monitor: threading.Thread | None = None
         broadcast = self._workers.broadcast
         self.outputs = JobOutputs(cfg, job)
@@ -251,6 +254,10 @@ class JobManager:
                 except Exception:  # noqa: BLE001 - the monitor must outlive a coordinator bug
                     log.exception("job=%s checkpoint coordinator error", self.job.name)
                     self.coordinator.abort("coordinator error (see the log)")
+                verdict = self._dead_letters.verdict(self.worker_status(), self.finished)
+                if verdict is not None:
+                    self._give_up(verdict)
+                    return
             if self.finished and self.cfg.exit_at_end and self.coordinator.final_settled():
                 self.done.set()
             time.sleep(0.02)
@@ -298,6 +305,10 @@ class JobManager:
             case Finished():
                 self._finished.add(index)
                 log.info("job=%s worker=%d reached the end of its input", self.job.name, index)
+                if self.finished:
+                    where = self._dead_letters.where
+                    retention = self.cfg.state_retention_ms
+                    summarise(self.job.name, self.worker_status(), where, retention)
             case Failed(reason=reason):
                 self._fail(WorkerFailed(index, reason))
             case CheckpointAck():
@@ -319,7 +330,6 @@ class JobManager:
             except WeirError as exc:  # e.g. an output it cannot rewind: the job fails, saying so
                 failure = WorkerFailed(failure.worker, f"{failure.reason}; restart failed: {exc}")
         if self.failure is None:
-            self.failure = failure
             log.error(
                 "job=%s stopped: %s (restarts within %d ms: %d, restart_failures=%d)",
                 self.job.name,
@@ -328,6 +338,14 @@ class JobManager:
                 self._restarts.recent,
                 self.cfg.max_restarts,
             )
+        self._give_up(failure)
+
+    def _give_up(self, failure: WeirError) -> None:
+        """The job fails for good with ``failure`` (the first one, if it failed already)."""
+        if self.failure is None:
+            self.failure = failure
+            if not isinstance(failure, WorkerFailed):  # a worker's is logged with its restarts
+                log.error("job=%s stopped: %s", self.job.name, failure)
             self.coordinator.fail_all(f"the job failed: {failure}")
         self._stopping.set()
         self.done.set()
@@ -404,6 +422,16 @@ class JobManager:
     @property
     def failure_reason(self) -> str | None:
         return None if self.failure is None else str(self.failure)
+
+    @property
+    def dead_letter_problem(self) -> str | None:
+        if self.failure is not None:
+            return None  # the failure says it
+        return self._dead_letters.problem(self.worker_status())
+
+    @property
+    def state_retention_ms(self) -> int:
+        return self.cfg.state_retention_ms
 
     @property
     def restored_from(self) -> str | None:

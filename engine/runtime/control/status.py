@@ -69,6 +69,8 @@ def job_status(
         written_at=now_ms(),
         state=runtime.state(),
         failure=runtime.failure_reason,
+        dead_letter_problem=runtime.dead_letter_problem,
+        state_retention_ms=runtime.state_retention_ms,
         source=runtime.source,
         operators=sorted(job.operators),
         parallelism=runtime.parallelism,

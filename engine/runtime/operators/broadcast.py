@@ -184,7 +184,8 @@ class KeyedBroadcastRuntime(ProcessRuntime):
             try:
                 self._on_broadcast(rec, ctx)
             except Exception as exc:  # noqa: BLE001 - a bad record never stops the job
-                self._dead.add(f"broadcast:{self.op.name}", f"{type(exc).__name__}: {exc}", rec)
+                why = f"{type(exc).__name__}: {exc}"
+                self._dead.add(f"broadcast:{self.op.name}", type(exc).__name__, why, rec)
 
     def snapshot(self, barrier: bool = True) -> StateDelta:
         """The keyed state's and timers' changes and the broadcast states', one generation."""

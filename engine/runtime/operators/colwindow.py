@@ -187,8 +187,9 @@ class ColumnWindowRuntime(WindowRuntime):
             if late and self._record_late(t, w):  # the late decision first, as in Flink
                 self._late.add(self.op.name, batch.keys.key(r), t, w, rec)
                 continue
-            reason = self.plan.bad_field(rec) if rec is not None else None
-            self._dead.add(f"aggregate:{self.op.name}", reason or "no number to aggregate", rec)
+            why = self.plan.bad_field(rec) if rec is not None else None
+            kind, reason = why or ("not-a-number", "no number to aggregate")
+            self._dead.add(f"aggregate:{self.op.name}", kind, reason, rec)
         keep = np.flatnonzero(~bad)
         where = {old: new for new, old in enumerate(keep.tolist())}
         return batch.take(keep), {where[r] for r in py}

@@ -239,7 +239,8 @@ class ProcessRuntime:
             try:
                 process(rec, ctx)
             except Exception as exc:  # noqa: BLE001 - a bad record never stops the job
-                self._dead.add(f"process:{self.op.name}", f"{type(exc).__name__}: {exc}", rec)
+                why = f"{type(exc).__name__}: {exc}"
+                self._dead.add(f"process:{self.op.name}", type(exc).__name__, why, rec)
 
     def _fire(self, kind: int, upto: int) -> None:
         heap = self._heaps[kind]
@@ -258,6 +259,7 @@ class ProcessRuntime:
                 except Exception as exc:  # noqa: BLE001
                     self._dead.add(
                         f"timer:{self.op.name}",
+                        type(exc).__name__,
                         f"{type(exc).__name__}: {exc}",
                         {"key": key, "timer": at},
                     )
@@ -282,6 +284,7 @@ class ProcessRuntime:
             declared = ", ".join(sorted(self._side)) or "none"
             self._dead.add(
                 f"side_output:{self.op.name}",
+                "undeclared-tag",
                 f"ctx.output({tag!r}): not a side output of {self.op.name!r} (declared: "
                 f"{declared}); declare it with result.side_output(OutputTag(...))",
                 record,
@@ -292,6 +295,7 @@ class ProcessRuntime:
         except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
             self._dead.add(
                 f"side_output:{self.op.name}",
+                "not-json",
                 f"side output {name!r} cannot hold the record as JSON: {exc}",
                 repr(record),  # as text: the dead letters' own JSON could not hold it either
             )

@@ -73,7 +73,7 @@ class SessionRuntime(WindowRuntime):
         if not keys:
             return
         cols = self.plan.columns(recs)
-        bad: list[str | None] = []
+        bad: list[tuple[str, str] | None] = []
         if cols is None:  # judged one by one, after the late decision (``_merge``)
             bad = [self.plan.bad_field(r) for r in recs]
             cols = self.plan.loose_columns(recs)
@@ -88,13 +88,20 @@ class SessionRuntime(WindowRuntime):
             if gap_of is not None:
                 gap, why = gap_of(rec)
                 if why is not None:
-                    self._dead.add(f"gap:{self.op.name}", why, rec)
+                    self._dead.add(f"gap:{self.op.name}", "unusable-gap", why, rec)
                     continue
             assert gap is not None
             self._merge(k, t, w, rec, [c[i] for c in cols], gap, bad[i] if bad else None)
 
     def _merge(
-        self, key: str, t: int, wm: int, rec: Any, vals: list[Any], gap: int, bad: str | None
+        self,
+        key: str,
+        t: int,
+        wm: int,
+        rec: Any,
+        vals: list[Any],
+        gap: int,
+        bad: tuple[str, str] | None,
     ) -> None:
         live = self.sessions.get(key, [])
         if live:
@@ -107,7 +114,7 @@ class SessionRuntime(WindowRuntime):
             self._late.add(self.op.name, key, t, wm, rec)
             return
         if bad is not None:  # not late, and its fields cannot be folded: nothing merges
-            self._dead.add(f"aggregate:{self.op.name}", bad, rec)
+            self._dead.add(f"aggregate:{self.op.name}", *bad, rec)
             return
         slots: list[Any] | None = None
         for s in overlapping:

@@ -88,6 +88,7 @@ class _WindowFunction:
     ) -> None:
         self.op = op
         self.retention_ms = retention_ms
+        self.dropped = 0  # closed windows whose retention passed, since the last purge
         self.data_watermark = MIN_TIME  # kept by the runtime: retention counts from it
         self.plan = FoldPlan(op.aggregates)
         self.clock = clock
@@ -124,7 +125,7 @@ class _WindowFunction:
             if self._late_record(rec, t, wm, table):
                 self._late.add(self.op.name, ctx.key, t, wm, rec)
             else:
-                self._dead.add(f"aggregate:{self.op.name}", reason, rec)
+                self._dead.add(f"aggregate:{self.op.name}", *reason, rec)
             return
         if self._sessions is None:
             windows = self._windows_of(t)
@@ -176,7 +177,7 @@ class _WindowFunction:
         assert self._sessions is not None
         gap, why = self._sessions.gap_of(rec)
         if why is not None:
-            self._dead.add(f"gap:{self.op.name}", why, rec)
+            self._dead.add(f"gap:{self.op.name}", "unusable-gap", why, rec)
             return None
         start, end = t, self._sessions.end_of(t, gap)
         # Flink's TimeWindow.intersects: touching windows merge
@@ -289,6 +290,7 @@ class _WindowFunction:
             if cleanup_time(oldest, self._lateness) >= horizon:
                 break
             del closed[oldest]
+            self.dropped += 1
         closed[end] = [start, end, slots, True]
         closed_state.set(closed)
 
@@ -405,7 +407,8 @@ class TriggeredRuntime:
         return self._rt.snapshot(barrier)
 
     def purge(self, force: bool = False) -> int:
-        return self._rt.purge(force)
+        dropped, self._fn.dropped = self._fn.dropped, 0
+        return self._rt.purge(force) + dropped
 
     def restore(self, watermark: int, data_watermark: int) -> None:
         self._rt.restore(watermark, data_watermark)

@@ -223,13 +223,13 @@ class WindowRuntime:
         if cols is None:
             keep: list[int] = []
             for i, r in enumerate(recs):
-                reason = self.plan.bad_field(r)
-                if reason is None:
+                why = self.plan.bad_field(r)
+                if why is None:
                     keep.append(i)
                 elif not self.processing_time and self._record_late(ts[i], wms[i]):
                     self._late.add(self.op.name, keys[i], ts[i], wms[i], r)
                 else:
-                    self._dead.add(f"aggregate:{self.op.name}", reason, r)
+                    self._dead.add(f"aggregate:{self.op.name}", *why, r)
             keys, recs, ts, wms = take_columns(keep, keys, recs, ts, wms)
             cols = self.plan.columns(recs)
             if not keys or cols is None:

@@ -18,7 +18,7 @@ from weir.engine.runtime.stored.codec import (
     uses_panes,
 )
 from weir.engine.runtime.stored.fold import FoldPlan
-from weir.engine.runtime.stored.ranking import TOP_K, best
+from weir.engine.runtime.stored.ranking import TOP_K, best, finite_number
 from weir.engine.runtime.stored.triggered import query_windows
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "decode_session",
     "decode_state",
     "decode_window",
+    "finite_number",
     "query_windows",
     "uses_panes",
 ]

@@ -320,15 +320,16 @@ class FoldPlan:
             for f in self.fields
         ]
 
-    def bad_field(self, rec: Any) -> str | None:
-        """Why ``rec`` cannot be folded (None: it can)."""
+    def bad_field(self, rec: Any) -> tuple[str, str] | None:
+        """Why ``rec`` cannot be folded, as the kind of reason (what the dead letters' warnings
+        count by) and the reason (None: it can)."""
         for f in self.fields:
             reason = self._bad_input(f, self.rules[f], rec)
             if reason is not None:
                 return reason
         return None
 
-    def _bad_input(self, f: str, rule: int, rec: Any) -> str | None:
+    def _bad_input(self, f: str, rule: int, rec: Any) -> tuple[str, str] | None:
         """Why input ``f`` of ``rec`` cannot be folded under ``rule`` (None: it can). A field
         the record lacks is NULL where NULLs may be; an expression that fails is an error
         under every rule, a NULL is not."""
@@ -338,21 +339,23 @@ class FoldPlan:
             try:
                 v = rec[f]
             except (KeyError, TypeError, IndexError):
-                return f"record has no field {f!r} to aggregate" if rule == NUMBER else None
+                if rule != NUMBER:
+                    return None
+                return "missing-field", f"record has no field {f!r} to aggregate"
         else:
             what = f"input ({render(self._exprs[f])})"
             try:
                 v = value_of(rec)
             except ir.ExprError as exc:
-                return f"input {exc}"
+                return "expression-error", f"input {exc}"
         if rule == ANY or type(v) in _NUMBER_TYPES or (v is None and rule == NUMBER_OR_NULL):
             return None
         if v is None:
-            return (
+            return "null", (
                 f"{what} is NULL, and an aggregate that rejects NULLs reads it (give it "
                 "nulls='skip' to pass over NULLs, as SQL's aggregates do)"
             )
-        return f"{what} is {type(v).__name__} {v!r}, not a number"
+        return "not-a-number", f"{what} is {type(v).__name__} {v!r}, not a number"
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
         out: list[Any] = []

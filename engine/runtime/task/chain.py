@@ -10,6 +10,7 @@ watermark the record arrived under (``wms``), through map, filter and flat_map.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from itertools import compress
 from operator import itemgetter
@@ -31,7 +32,7 @@ from weir.engine.nodes import (
 )
 from weir.engine.runtime.operators.columns import ColumnBatch, from_records
 from weir.engine.runtime.outputs import DeadLetters
-from weir.engine.runtime.task.framing import unencodable_reason
+from weir.engine.runtime.task.framing import carried_mask
 from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK, per_record_watermarks
@@ -45,6 +46,7 @@ _DICT_ONLY = frozenset({dict})
 TS_MAX = MAX_TIME
 TS_MIN = MIN_TIME
 Columns = tuple[list[Any], list[int], list[int]]  # records, timestamps, watermarks
+Why = tuple[str, str]  # why a record is a dead letter: the kind of reason, and the reason
 
 
 def _describe_error(exc: BaseException) -> str:
@@ -93,6 +95,8 @@ class Chain:
         self._bound = source.watermarks.bound_ms
         self.max_ts: dict[str, int] = {}  # per split: max event time seen
         self.records_in = 0
+        self._split_records: Counter[str] = Counter()  # per split: records read (no blank line)
+        self._blank = 0  # blank lines in the batch being decoded
         self.trace: list[int] = []  # the watermark after each record of the last batch
         self._ts_field = source.timestamp if isinstance(source.timestamp, str) else None
         self._ts_fn = None if isinstance(source.timestamp, str) else source.timestamp
@@ -105,15 +109,29 @@ class Chain:
         """A split's current watermark."""
         return self._source.watermarks.watermark_for(self.max_ts.get(split, MIN_WATERMARK))
 
-    def process(self, batch: SourceBatch, split: str = "0") -> None:
-        """Run one batch of ``split`` through the chain; the keyed sub-batches land in ``keyed``
-        and the split's watermark after each record in ``trace``."""
+    def process(self, batch: SourceBatch, split: str = "0", start: Any = None) -> None:
+        """Run one batch of ``split`` (read from offset ``start``) through the chain; the keyed
+        sub-batches land in ``keyed`` and the split's watermark after each record in
+        ``trace``."""
         self.trace = []
         self.keyed = []
         if not batch.items:
             return
         self.records_in += len(batch.items)
+        self._dead.reading(split, start, batch.items, batch.first_line)
+        try:
+            self._process(batch, split)
+        finally:
+            self._dead.done_reading()
+
+    def ended(self, split: str) -> None:
+        """``split`` has ended: the dead letters say so if every record of it went there."""
+        self._dead.split_ended(split, self._split_records.pop(split, 0))
+
+    def _process(self, batch: SourceBatch, split: str) -> None:
+        self._blank = 0
         recs = batch.items if batch.decoded else self._decode(batch.items)
+        self._split_records[split] += len(batch.items) - self._blank
         recs = self._dicts_only(recs) if batch.decoded else recs
         if not recs:
             return
@@ -133,15 +151,17 @@ class Chain:
         loads = orjson.loads
         try:
             recs = list(map(loads, lines))
+            self._dead.decoded(recs)  # one record a line: where a bad one was read is its index
         except orjson.JSONDecodeError:  # a malformed or blank line: find it line by line
             recs = []
             for line in lines:
                 if line is not None and line.isspace():  # None: a Kafka record without value
+                    self._blank += 1
                     continue
                 try:
                     recs.append(loads(line))
                 except orjson.JSONDecodeError as exc:
-                    self._dead.add("decode", f"malformed JSON: {exc}", line)
+                    self._dead.add("decode", "malformed-json", f"malformed JSON: {exc}", line)
         return self._dicts_only(recs)
 
     def _dicts_only(self, recs: list[Any]) -> list[Any]:
@@ -152,7 +172,8 @@ class Chain:
             if isinstance(r, dict):
                 good.append(r)
             else:
-                self._dead.add("decode", f"expected a JSON object, got {type(r).__name__}", r)
+                why = f"expected a JSON object, got {type(r).__name__}"
+                self._dead.add("decode", "not-an-object", why, r)
         return good
 
     def _timestamps(self, recs: list[Any]) -> tuple[list[Any], list[int]]:
@@ -171,41 +192,38 @@ class Chain:
         good: list[Any] = []
         good_ts: list[int] = []
         for r in recs:
-            t, reason = self._timestamp_of(r)
-            if reason is None:
+            t, why = self._timestamp_of(r)
+            if why is None:
                 good.append(r)
                 good_ts.append(t)
             else:
-                self._dead.add("timestamp", reason, r)
+                self._dead.add("timestamp", *why, r)
         return good, good_ts
 
-    def _timestamp_of(self, rec: Any) -> tuple[int, str | None]:
+    def _timestamp_of(self, rec: Any) -> tuple[int, Why | None]:
         try:
             if self._ts_field is not None:
                 if self._ts_field not in rec:
-                    return 0, f"record has no timestamp field {self._ts_field!r}"
+                    return 0, ("missing-field", f"record has no timestamp field {self._ts_field!r}")
                 t = rec[self._ts_field]
             else:
                 assert self._ts_fn is not None
                 t = self._ts_fn(rec)
         except ExprError as exc:  # an expression's reason names it
-            return 0, f"timestamp {exc}"
+            return 0, ("expression-error", f"timestamp {exc}")
         except Exception as exc:  # noqa: BLE001
-            return 0, f"timestamp function raised {_describe_error(exc)}"
+            return 0, (type(exc).__name__, f"timestamp function raised {_describe_error(exc)}")
         if type(t) is float and t.is_integer():
             t = int(t)
-        if type(t) is not int:
-            return 0, f"timestamp {t!r} is not an integer epoch-milliseconds value"
-        if not TS_MIN <= t <= TS_MAX:
-            return 0, (
-                f"timestamp {t} is outside the signed 64-bit range [{TS_MIN}, {TS_MAX}] of "
-                "epoch milliseconds"
-            )
+        bad = _bad_time(t)
+        if bad is not None:
+            return 0, bad
         if self._max_future is not None and t > self._future_limit():
             ahead = t - int(time.time() * 1000)
             return 0, (
+                "in-the-future",
                 f"timestamp {t} is {ahead} ms ahead of the wall clock, past the "
-                f"`max_future_ms` limit of {self._max_future} ms"
+                f"`max_future_ms` limit of {self._max_future} ms",
             )
         return t, None
 
@@ -290,10 +308,11 @@ class Chain:
                 else:
                     produced = list(fn(r))
             except ExprError as exc:  # an expression's reason names it
-                self._dead.add(node.kind, f"{node.kind} {exc}", r)
+                self._dead.add(node.kind, "expression-error", f"{node.kind} {exc}", r)
                 continue
             except Exception as exc:  # noqa: BLE001
-                self._dead.add(node.kind, f"{node.kind} raised {_describe_error(exc)}", r)
+                why = f"{node.kind} raised {_describe_error(exc)}"
+                self._dead.add(node.kind, type(exc).__name__, why, r)
                 continue
             out_r.extend(produced)
             out_t.extend([t] * len(produced))
@@ -321,14 +340,14 @@ class Chain:
         out_t: list[int] = []
         out_w: list[int] = []
         for r, t, w in zip(recs, ts, wms, strict=True):
-            key, reason = self._key_of(sel, r)
-            if reason is None:
+            key, why = _key_of(sel, r)
+            if why is None:
                 out_k.append(key)
                 out_r.append(r)
                 out_t.append(t)
                 out_w.append(w)
             else:
-                self._dead.add("key_by", reason, r)
+                self._dead.add("key_by", *why, r)
         return out_k, out_r, out_t, out_w
 
     def _carried(
@@ -346,35 +365,39 @@ class Chain:
             list(compress(wms, mask)),
         )
 
-    @staticmethod
-    def _key_of(sel: str | Callable[[Any], Any], rec: Any) -> tuple[str, str | None]:
-        try:
-            if isinstance(sel, str):
-                if not isinstance(rec, dict) or sel not in rec:
-                    return "", f"record has no key field {sel!r}"
-                raw = rec[sel]
-            else:
-                raw = sel(rec)
-            key = canonical_key(raw)
-        except ExprError as exc:  # an expression's reason names it
-            return "", f"key_by {exc}"
-        except Exception as exc:  # noqa: BLE001
-            return "", f"key: {_describe_error(exc)}"
-        if len(key.encode()) > MAX_KEY_BYTES:
-            return "", f"key of {len(key.encode())} bytes exceeds the {MAX_KEY_BYTES}-byte limit"
-        return key, None
+
+def _bad_time(t: Any) -> Why | None:
+    """Why ``t`` is no timestamp: not an integer, or outside epoch milliseconds' range."""
+    if type(t) is not int:
+        return "not-an-integer", f"timestamp {t!r} is not an integer epoch-milliseconds value"
+    if not TS_MIN <= t <= TS_MAX:
+        return "out-of-range", (
+            f"timestamp {t} is outside the signed 64-bit range [{TS_MIN}, {TS_MAX}] of "
+            "epoch milliseconds"
+        )
+    return None
 
 
-def carried_mask(recs: list[Any], dead: DeadLetters) -> list[bool] | None:
-    """None when the exchange can carry every record; else which it can (the others go to
-    ``dead``)."""
-    if unencodable_reason(recs) is None:  # one msgpack pass over the batch
-        return None
-    reasons = [unencodable_reason(r) for r in recs]
-    for r, why in zip(recs, reasons, strict=True):
-        if why is not None:
-            dead.add("exchange", why, r)
-    return [why is None for why in reasons]
+def _key_of(sel: str | Callable[[Any], Any], rec: Any) -> tuple[str, Why | None]:
+    try:
+        if isinstance(sel, str):
+            if not isinstance(rec, dict) or sel not in rec:
+                return "", ("missing-field", f"record has no key field {sel!r}")
+            raw = rec[sel]
+        else:
+            raw = sel(rec)
+        key = canonical_key(raw)
+    except ExprError as exc:  # an expression's reason names it
+        return "", ("expression-error", f"key_by {exc}")
+    except Exception as exc:  # noqa: BLE001
+        return "", (type(exc).__name__, f"key: {_describe_error(exc)}")
+    size = len(key.encode())
+    if size > MAX_KEY_BYTES:
+        return "", (
+            "key-too-long",
+            f"key of {size} bytes exceeds the {MAX_KEY_BYTES}-byte limit",
+        )
+    return key, None
 
 
 def _apply(node: StatelessNode, recs: list[Any]) -> list[Any]:

@@ -37,11 +37,12 @@ from weir.engine.runtime.task.chain import (
     TS_MIN,
     Chain,
     _apply,
+    _key_of,
     _mask,
-    carried_mask,
     keyby_nodes,
     walk,
 )
+from weir.engine.runtime.task.framing import carried_mask
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.keygroups import needs_escape
@@ -78,13 +79,10 @@ class ColumnChain(Chain):
                     fields += [f for f in (node.key, *self._columnar[index]) if f not in fields]
         return tuple(fields) if len(fields) > 1 else ()
 
-    def process(self, batch: SourceBatch, split: str = "0") -> None:
-        self.trace = []
-        self.keyed = []
-        if not batch.items:
-            return
-        self.records_in += len(batch.items)
+    def _process(self, batch: SourceBatch, split: str) -> None:
+        self._blank = 0
         recs = batch.items if batch.decoded else self._decode(batch.items)
+        self._split_records[split] += len(batch.items) - self._blank
         recs = self._dicts_only(recs) if batch.decoded else recs
         if not recs:
             return
@@ -186,7 +184,7 @@ class ColumnChain(Chain):
         fetched: Fetched | None,
     ) -> None:
         """A columnar ``key_by``: its rows as a ``ColumnBatch``; records without a valid key
-        go to the dead letters (``Chain._key_of``'s reasons)."""
+        go to the dead letters (``chain._key_of``'s reasons)."""
         index = self._keyby_index[id(node)]
         fields = self._columnar[index]
         sel = node.key
@@ -240,7 +238,7 @@ class ColumnChain(Chain):
     ) -> tuple[list[str], Array]:
         """Keys of a batch with some that are not plain strs: ints, ``None`` and strs that
         start with a backslash take their canonical form (``keygroups.canonical_key``), the
-        others go to the dead letters (``Chain._key_of`` says why)."""
+        others go to the dead letters (``chain._key_of`` says why)."""
         keys: list[str] = []
         keep: list[int] = []
         for i in range(len(recs)):
@@ -248,12 +246,12 @@ class ColumnChain(Chain):
                 keys.append(strs[i])
                 keep.append(i)
                 continue
-            key, reason = self._key_of(sel, recs[i])
-            if reason is None:
+            key, why = _key_of(sel, recs[i])
+            if why is None:
                 keys.append(key)
                 keep.append(i)
             else:
-                self._dead.add("key_by", reason, recs[i])
+                self._dead.add("key_by", *why, recs[i])
         return keys, np.array(keep, np.int64)
 
 

@@ -30,6 +30,7 @@ import msgpack
 from weir.base.errors import MessageError
 
 if TYPE_CHECKING:  # chain checks records with this module: no import cycle at run time
+    from weir.engine.runtime.outputs import DeadLetters
     from weir.engine.runtime.task.chain import Keyed, KeyedBatch
 
 MAX_FRAME = 64 * 1024 * 1024  # a length over this fails the peer before anything is buffered
@@ -214,3 +215,15 @@ def _rows(raw: Any, nodes: int) -> KeyedBatch:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:80] + "..."
+
+
+def carried_mask(recs: list[Any], dead: DeadLetters) -> list[bool] | None:
+    """None when the exchange can carry every record; else which it can (the others go to
+    ``dead``)."""
+    if unencodable_reason(recs) is None:  # one msgpack pass over the batch
+        return None
+    reasons = [unencodable_reason(r) for r in recs]
+    for r, why in zip(recs, reasons, strict=True):
+        if why is not None:
+            dead.add("exchange", "unencodable", why, r)
+    return [why is None for why in reasons]

@@ -9,6 +9,7 @@ emitted.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,6 +62,7 @@ class KeyedSide:
         self._collect = collect
         opener = open_sink or (lambda s: s.open())
         self.ops = ops
+        self.retention_dropped: Counter[str] = Counter()  # windows purged, by operator
         self._clocked = {n: rt for n, rt in self.ops.items() if rt.processing_time}
         self.sinks: dict[str, list[SinkWriter]] = {
             name: [opener(s) for s in rt.op.sinks] if collect is None else []
@@ -193,23 +195,23 @@ class KeyedSide:
         """The end of every input: the final watermark fires every window; state is written
         and what retention allows is purged."""
         self.advance([MAX_WATERMARK])
-        for rt in self.ops.values():
+        for name, rt in self.ops.items():
             rt.flush()
-            rt.purge(force=True)
+            self.retention_dropped[name] += rt.purge(force=True)
 
     def flush_operators(self, purge: bool) -> None:
-        for rt in self.ops.values():
+        for name, rt in self.ops.items():
             rt.flush()
             if purge:
-                rt.purge()
+                self.retention_dropped[name] += rt.purge()
 
     def snapshot_operators(self, barrier: bool) -> list[StateDelta]:
         """Every operator's unwritten state, frozen (no RocksDB work); the empty ones left out."""
         return [d for d in (rt.snapshot(barrier) for rt in self.ops.values()) if len(d)]
 
     def purge_operators(self) -> None:
-        for rt in self.ops.values():
-            rt.purge()
+        for name, rt in self.ops.items():
+            self.retention_dropped[name] += rt.purge()
 
     def _writers(self) -> list[SinkWriter]:
         found = [w for writers in self.sinks.values() for w in writers]
@@ -235,6 +237,7 @@ class KeyedSide:
                 "results_out": rt.results_out,
                 "late": late.count[name],
                 "open_windows": rt.open_windows,
+                "retention_dropped": self.retention_dropped[name],
                 "top": rt.top_status(),
             }
             for name, rt in self.ops.items()

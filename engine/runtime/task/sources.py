@@ -117,9 +117,10 @@ class SourceSide:
         split = self._order[self._turn % len(self._order)]
         self._turn += 1
         reader = self.readers[split]
+        start = reader.offset()
         batch = reader.read_batch(batch_size)
         chain = self._chain
-        chain.process(batch, split)
+        chain.process(batch, split, start)
         mark = self.inputs.inputs[split]
         others = self.inputs.others(split)
         keyed: list[Keyed] = [
@@ -139,6 +140,7 @@ class SourceSide:
         elif self._idle_s is not None and now - self._last_data[split] >= self._idle_s:
             mark.idle = True  # a quiet split stops holding the watermark back
         if batch.end:
+            chain.ended(split)
             mark.watermark, mark.ended = MAX_WATERMARK, True
             self.ended_offsets[split] = reader.offset()
             self._ended_readers[split] = reader

@@ -45,6 +45,7 @@ from weir.engine.runtime.outputs import (
     DeadLetters,
     LateRecords,
     OutputGate,
+    dead_letter_sink,
     side_sink,
     tagged_sinks,
 )
@@ -101,8 +102,7 @@ class Worker:
             )  # fmt: skip
         self.state = RocksState(cfg.worker_state_path(job.name, index))
         self.outputs = OutputGate()  # file outputs: exactly-once through the checkpoints
-        dead_sink = side_sink(cfg, job.name, cfg.dead_letter_url, "dead-letter.jsonl")
-        self.dead = DeadLetters(dead_sink, self.outputs)
+        self.dead = DeadLetters(dead_letter_sink(cfg, job), self.outputs)
         self.late = LateRecords(
             side_sink(cfg, job.name, cfg.late_sink_url, "late.jsonl"), self.outputs
         )
@@ -139,7 +139,7 @@ class Worker:
             self.exchange,
             cfg.batch_size,
             self.keyed.deliver,
-            lambda why, rec: self.dead.add("exchange", why, rec),
+            lambda why, rec: self.dead.add("exchange", "unencodable", why, rec),
             graph.broadcast,
             graph.forward,
         )
@@ -183,6 +183,7 @@ class Worker:
             "pending_bytes": self.exchange.pending_bytes if self.exchange else 0,
             "dead_letters": self.dead.count,
             "dead_letters_by_stage": dict(self.dead.by_reason),
+            "dead_letter_kinds": self.dead.kinds(),
             "finished": self.finished,
             "restored_from": (
                 self.facts.restore_from.rstrip("/").rpartition("/")[2]
