@@ -1,14 +1,14 @@
 """weir's public job API.
 
-from weir import Job, WatermarkStrategy, agg, evictors, joins, sinks, sources, triggers, windows
+from weir import Job, WatermarkStrategy, agg, cep, evictors, joins, sinks, sources, windows
 from weir import col, lit, when, coalesce   # expressions (``weir.engine.expressions``)
 
 This package's ``__init__`` is the job API's façade: it loads the core (``job``, ``streams``,
 ``nodes``, windows, aggregates, sources, sinks) and the libraries built over it, whose import
 binds their methods to the core's classes: ``joins`` (``DataStream.join``,
-``KeyedStream.interval_join``) and ``sql`` (``Job.sql``; the parser itself loads with the first
-query). It loads no runtime: ``weir.engine.runtime`` and ``weir.engine.spark`` load when a job
-runs (``docs/contributing/architecture.md``).
+``KeyedStream.interval_join``), ``cep`` (``KeyedStream.pattern``) and ``sql`` (``Job.sql``;
+the parser itself loads with the first query). It loads no runtime: ``weir.engine.runtime``
+and ``weir.engine.spark`` load when a job runs (``docs/contributing/architecture.md``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from weir.base.errors import (
     WeirError,
     WorkerFailed,
 )
-from weir.engine import agg, evictors, joins, sinks, sources, triggers, windows
+from weir.engine import agg, cep, evictors, joins, sinks, sources, triggers, windows
 from weir.engine import sql as _sql  # noqa: F401 - binds Job.sql
 from weir.engine.broadcast import BroadcastProcessFunction, KeyedBroadcastProcessFunction
 from weir.engine.expressions import Expr, coalesce, col, lit, when
@@ -72,6 +72,7 @@ __all__ = [
     "WindowedStream",
     "WorkerFailed",
     "agg",
+    "cep",
     "coalesce",
     "col",
     "evictors",

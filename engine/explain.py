@@ -211,6 +211,28 @@ def _render_operator(op: dict[str, Any], depth: int, lines: list[str]) -> None:
         lines.append(
             f"{pad}co-process operator {op['name']}: {op['function']} (input {op['input']} of 2)"
         )
+    elif "pattern" in op:
+        within = f", within {op['within_ms']} ms" if op["within_ms"] else ""
+        lines.append(f"{pad}pattern operator {op['name']}: skip {op['skip']}{within}")
+        lines += [f"{pad}  {step}" for step in _pattern_steps(op["pattern"])]
     else:
         lines.append(f"{pad}process operator {op['name']}: {op['function']}")
     lines += [f"{pad}  -> sink {s}" for s in op["sinks"]]
+
+
+def _pattern_steps(steps: list[dict[str, Any]], indent: str = "") -> list[str]:
+    """A CEP pattern's steps, one a line: contiguity, name, condition, quantifier."""
+    out = []
+    for step in steps:
+        extra = [f"times {step['times']}"] if "times" in step else []
+        extra += [f"until {step['until']}"] if "until" in step else []
+        extra += [f"within {step['within_ms']} ms"] if "within_ms" in step else []
+        shown = ", ".join([step["quantifier"], *extra])
+        if "group" in step:
+            out.append(f"{indent}{step['contiguity']} {step['name']} ({shown}):")
+            out += _pattern_steps(step["group"], indent + "  ")
+        else:
+            out.append(
+                f"{indent}{step['contiguity']} {step['name']} where {step['where']} ({shown})"
+            )
+    return out

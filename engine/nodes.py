@@ -214,12 +214,17 @@ class ProcessNode(_StateIds):
     side_outputs: dict[str, list[Sink]] = field(default_factory=dict)
 
     def describe(self) -> dict[str, Any]:
-        return {
+        out = {
             "name": self.name,
             "type": "process",
             "function": _qualname(self.function),
             "side_outputs": sorted(self.side_outputs),
         }
+        # a library's function says more of itself (a CEP pattern: its steps, for weir explain)
+        more = getattr(self.function, "describe_function", None)
+        if callable(more):
+            out.update(more())
+        return out
 
 
 def _qualname(fn: Any) -> str:

@@ -23,6 +23,7 @@ from weir.engine.windows import (
 )
 
 if TYPE_CHECKING:  # types only: the joins library imports this module, never the reverse
+    from weir.engine.cep import Pattern, PatternStream
     from weir.engine.job import Job
     from weir.engine.joins import IntervalJoin, JoinedStreams
 
@@ -303,6 +304,13 @@ class KeyedStream:
                 "side (a.connect(a).key_by(k1, k2)) so each input has its own key_by"
             )
         return ConnectedKeyedStreams(self._job, self._node, other._node)
+
+    def pattern(self, pattern: Pattern) -> PatternStream:
+        """The matches of a CEP pattern in each key's events, in event time (Flink's
+        ``CEP.pattern(keyed, pattern)``): ``.select(fn=None, *, name=...)`` or
+        ``.process(fn, *, name=...)``. The CEP library (``weir.engine.cep``, loaded with
+        ``weir.engine``) binds its body."""
+        raise _unbound("KeyedStream.pattern")
 
     def interval_join(self, other: KeyedStream) -> IntervalJoin:
         """An interval join (Flink's): ``.between(lower_ms, upper_ms)``, optionally

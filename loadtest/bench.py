@@ -28,7 +28,9 @@
    recovery after an executor loss (``cluster_bench.py``; ``make bench-cluster`` runs it alone).
 12. ``joins``: a window join and an interval join of the ad stream's impressions and clicks at
    parallelism 1 and 2 (``join_bench.py``).
-13. ``cpu``: events per CPU-second of the whole process tree on the peer workload, weir (lambda
+13. ``cep``: a three-step CEP pattern (impression, impression, click within 10 s) over the
+   ad stream at parallelism 1 and 2 (``cep_bench.py``).
+14. ``cpu``: events per CPU-second of the whole process tree on the peer workload, weir (lambda
    and SQL jobs, p=1 and p=2) beside DuckDB's one-thread aggregate and PyFlink's SQL job, with
    the columnar loop prototype's figure (``cpu_bench.py``; ``make bench-cpu`` runs it alone).
 
@@ -55,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from loadtest import (
+    cep_bench,
     checkpoint_bench,
     cluster_bench,
     cpu_bench,
@@ -220,7 +223,7 @@ def buffer_sweep(workdir: Path, events: int, keys: int, rate: int) -> list[dict[
 
 SECTIONS = (
     "single_worker", "parallel", "serving_cost", "freshness", "buffer_timeout", "checkpoints",
-    "s3_checkpoints", "kafka", "queries", "peers", "cluster", "joins", "cpu",
+    "s3_checkpoints", "kafka", "queries", "peers", "cluster", "joins", "cep", "cpu",
 )  # fmt: skip
 
 
@@ -269,6 +272,7 @@ def main() -> None:
         "peers": lambda: peer_bench.measure(workdir, args.peer_events),
         "cluster": lambda: cluster_bench.run(workdir / "cluster"),
         "joins": lambda: join_bench.measure(workdir),
+        "cep": lambda: cep_bench.measure(workdir),
         "cpu": lambda: cpu_bench.measure(workdir, args.peer_events),
     }
     result: dict[str, Any] = {

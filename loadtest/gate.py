@@ -52,6 +52,8 @@ EXPLICIT: tuple[tuple[str, Direction], ...] = (
     ("*.events_per_cpu_s", "higher"),  # a rate, though its name ends in _s
     ("joins.*.events_per_s", "higher"),  # join_bench: each join's input rate at p=1 and p=2
     ("joins.*.p2_over_p1", "higher"),
+    ("cep.*.events_per_s", "higher"),  # cep_bench: the three-step pattern at p=1 and p=2
+    ("cep.*.p2_over_p1", "higher"),
     ("*backpressure*", "lower"),
     ("*non_2xx", "lower"),
     ("*.errors", "lower"),

@@ -40,6 +40,7 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowNode:
     """The window operator a backfill computes, checked for what Spark can run."""
     _refuse_broadcast(job)
     _refuse_several_inputs(job)
+    _refuse_pattern(job, op_name)
     ops = [o for o in job.operators.values() if isinstance(o, WindowNode)]
     if op_name is not None:
         ops = [o for o in ops if o.name == op_name]
@@ -66,6 +67,18 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowNode:
             "run the job on the stream (weir run) over the same input instead"
         )
     return op
+
+
+def _refuse_pattern(job: Job, op_name: str | None) -> None:
+    """A CEP pattern operator is refused by name: the backfill computes window operators."""
+    from weir.engine.cep import patterns_of  # the job API's, imported when a backfill needs it
+
+    if op_name is not None and op_name in patterns_of(job):
+        raise JobDefinitionError(
+            f"operator {op_name!r} of job {job.name!r} is a CEP pattern operator; the backfill "
+            "computes window operators only: run the pattern over the bounded input with weir "
+            "run `exit_at_end`"
+        )
 
 
 def _refuse_broadcast(job: Job) -> None:

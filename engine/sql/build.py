@@ -20,6 +20,7 @@ from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError
 from weir.engine.sql.keys import key_selector
 from weir.engine.sql.query import QueryPlan, TableDef
+from weir.engine.sql.recognize import attach_match, is_match_recognize
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 
@@ -87,8 +88,19 @@ def add_view(
     statements = parse(query, f"job.sql({name!r})")
     if len(statements) != 1:
         raise SqlError(f"job.sql({name!r}) takes one SELECT; it has {len(statements)} statements")
+    if is_match_recognize(statements[0]):
+        stream = _only_table(tables, name)
+        return attach_match(statements[0], name, defs, stream)
     try:
         plan = plan_query(statements[0], name, defs, functions or {})
     except RecursionError:  # a long chain of operators compiles recursively
         raise too_deep(f"job.sql({name!r})") from None
     return attach(plan, tables[plan.table])
+
+
+def _only_table(tables: Mapping[str, DataStream], name: str) -> DataStream:
+    """The stream a MATCH_RECOGNIZE view reads: its query names it, but one table is all it
+    may read, so the mapping's only one."""
+    if len(tables) != 1:
+        raise SqlError(f"job.sql({name!r}): a MATCH_RECOGNIZE view reads one table")
+    return next(iter(tables.values()))

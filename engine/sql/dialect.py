@@ -68,6 +68,7 @@ class _FlinkParser(BaseParser):
 class _FlinkTokenizer(Tokenizer):
     IDENTIFIERS = ["`", '"']
     KEYWORDS = {k: v for k, v in Tokenizer.KEYWORDS.items() if k != "SESSION"}
+    KEYWORDS["MATCH_RECOGNIZE"] = TokenType.MATCH_RECOGNIZE  # engine/sql/recognize.py
 
 
 class _FlinkGenerator(Generator):

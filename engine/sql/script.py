@@ -30,6 +30,7 @@ from weir.engine.sql.columns import check_type, checker
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
+from weir.engine.sql.recognize import attach_match, is_match_recognize
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.windowing import interval_ms
 from weir.engine.watermarks import WatermarkStrategy
@@ -160,6 +161,9 @@ class _Script:
     def _view(self, s: exp.Create) -> None:
         if self.table is None or self.stream is None:
             raise SqlError(f"CREATE VIEW {s.this.name}: declare its table first, CREATE TABLE …")
+        if is_match_recognize(s.expression):
+            attach_match(s.expression, s.this.name, {self.table.name: self.table}, self.stream)
+            return
         plan = plan_query(
             s.expression, s.this.name, {self.table.name: self.table}, self.functions,
             self.lateness_ms,

@@ -75,11 +75,12 @@ def test_bare_import_weir_loads_only_its_namespace() -> None:
 
 
 def test_the_libraries_bind_their_methods_to_the_core_classes() -> None:
-    from weir.engine import joins, sql
+    from weir.engine import cep, joins, sql
     from weir.engine.job import Job
     from weir.engine.streams import DataStream, KeyedStream
 
     assert DataStream.join is joins.streams.join
+    assert KeyedStream.pattern is cep.stream.pattern
     assert KeyedStream.interval_join is joins.streams.interval_join
     assert Job.sql.__module__ == sql.__name__ and Job.sql.__doc__
 

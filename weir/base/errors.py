@@ -3,6 +3,8 @@
     WeirError                  (exit code of the weir command)
     ├── JobDefinitionError     a job file or job graph that cannot run (2)
     │   ├── BroadcastStateError  a function using broadcast state as the pattern forbids
+    │   ├── MalformedPatternError  a CEP pattern that cannot be compiled (Flink's
+    │                              MalformedPatternException)
     │   └── ExpressionError    an expression built wrongly (also a TypeError: ``and``/``or``/
     │                          ``not``/``in`` on an expression, a literal weir cannot hold)
     ├── ConfigError            a bad flag, URL or setting value (2)
@@ -59,6 +61,12 @@ class ExpressionError(JobDefinitionError, TypeError):
     ``or``, ``not``, ``in`` or a chained comparison on an expression (use ``&``, ``|``, ``~``,
     ``.is_in``), a literal of a type or size weir does not hold, an unknown cast. A
     ``TypeError`` too, as the same mistakes are in Polars and pandas."""
+
+
+class MalformedPatternError(JobDefinitionError):
+    """A CEP pattern (``weir.engine.cep``) or a ``MATCH_RECOGNIZE`` clause that cannot be
+    compiled: a quantifier applied twice, a name used twice, a NOT pattern at the end without
+    ``within``, a skip strategy naming no pattern (Flink's ``MalformedPatternException``)."""
 
 
 class ConfigError(WeirError):
