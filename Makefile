@@ -7,7 +7,7 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test test-kernels check lint types arch sizes deadcode reference bench bench-cpu bench-s3 bench-backfill bench-cluster soak \
+.PHONY: venv system-deps demo test test-kernels check lint types arch sizes deadcode reference docs docs-serve docstrings bench bench-cpu bench-s3 bench-backfill bench-cluster soak \
 	compose-check clean
 
 venv: $(STAMP)
@@ -72,8 +72,23 @@ deadcode: $(STAMP)
 # flags, made from the settings' declarations (a test fails while one differs)
 reference: $(STAMP)
 	$(BIN)/python -m weir.app.reference
+	$(BIN)/python .ci/http_reference.py
 
-check: lint types arch sizes deadcode test
+# the docs site (mkdocs.yml): --strict fails on a broken link, reference or included example
+docs: export NO_MKDOCS_2_WARNING := 1
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict --quiet
+
+# the site on http://127.0.0.1:8001, rebuilt as pages change (Ctrl-C stops it)
+docs-serve: export NO_MKDOCS_2_WARNING := 1
+docs-serve: $(STAMP)
+	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8001
+
+# every public name of weir, weir.client and weir.testing has a docstring (.ci/docstrings.py)
+docstrings: $(STAMP)
+	$(BIN)/python .ci/docstrings.py
+
+check: lint types arch sizes deadcode docstrings docs test
 
 # the peer in make bench's comparison, in its own venv so its pins never meet weir's (with
 # -c constraints.txt, pip finds no versions that satisfy both)

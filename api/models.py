@@ -57,6 +57,9 @@ class WindowKey(BaseModel):
 
 
 class WindowKeys(BaseModel):
+    """One page of the keys with a window starting at ``start``, ordered by key; the listing
+    goes on while ``next_cursor`` is not null (``GET /{job}/{op}/windows/{start}``)."""
+
     job: str
     op: str
     start: int

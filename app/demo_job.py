@@ -1,4 +1,4 @@
-"""The demo job of DESIGN.md: impressions per ad in 10 s tumbling windows, on live ad events."""
+"""The demo job (``weir demo``): impressions per ad in 10 s tumbling windows, on live ad events."""
 
 from __future__ import annotations
 

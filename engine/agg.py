@@ -73,13 +73,21 @@ FIELD_KINDS = ("sum", "min", "max", "mean", "avg")
 class AggregateFunction(Protocol):
     """A user-defined aggregate (create / add / merge / result)."""
 
-    def create(self) -> Any: ...
+    def create(self) -> Any:
+        """A new, empty accumulator (msgpack types only: it is stored in RocksDB)."""
+        ...
 
-    def add(self, acc: Any, record: Any) -> Any: ...
+    def add(self, acc: Any, record: Any) -> Any:
+        """The accumulator with ``record`` added; may change and return ``acc``."""
+        ...
 
-    def merge(self, a: Any, b: Any) -> Any: ...
+    def merge(self, a: Any, b: Any) -> Any:
+        """One accumulator holding both (sliding panes, sessions that merge, rescaling)."""
+        ...
 
-    def result(self, acc: Any) -> Any: ...
+    def result(self, acc: Any) -> Any:
+        """The aggregate's value in a result record and a query answer."""
+        ...
 
 
 def avg_of(s: Any, n: int) -> Any:
@@ -165,6 +173,7 @@ class Builtin:
 
     @property
     def slots(self) -> int:
+        """How many accumulator slots the aggregate takes (``mean``: sum and count)."""
         return {"mean": 2, "avg": 2, "window_time": 0}.get(self.kind, 1)
 
     @property
@@ -280,9 +289,11 @@ class UserDefined:
     slots = 1
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
+        """The slots of ``a`` and ``b`` merged by the user's ``merge``."""
         return [self.function.merge(a[0], b[0])]
 
     def result(self, slots: list[Any], end: int = 0) -> Any:
+        """The user's ``result`` of the accumulator (``end`` is unused)."""
         return self.function.result(slots[0])
 
 

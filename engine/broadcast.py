@@ -37,12 +37,23 @@ class KeyedBroadcastProcessFunction:
     there."""
 
     def process_element(self, event: Any, ctx: Any) -> None:
+        """Override: called with each record of the other input; reads the broadcast state.
+
+        Raises:
+            NotImplementedError: not overridden.
+        """
         raise NotImplementedError(
             f"{type(self).__qualname__}: override process_element(event, ctx), which gets the "
             "keyed input's records"
         )
 
     def process_broadcast_element(self, event: Any, ctx: Any) -> None:
+        """Override: called on every worker with each broadcast record; writes the broadcast
+        state (``ctx.broadcast_state(name)``).
+
+        Raises:
+            NotImplementedError: not overridden.
+        """
         raise NotImplementedError(
             f"{type(self).__qualname__}: override process_broadcast_element(event, ctx), which "
             "gets the broadcast input's records"
@@ -62,12 +73,23 @@ class BroadcastProcessFunction:
     ``apply_to_keyed_state``."""
 
     def process_element(self, event: Any, ctx: Any) -> None:
+        """Override: called with each record of the other input; reads the broadcast state.
+
+        Raises:
+            NotImplementedError: not overridden.
+        """
         raise NotImplementedError(
             f"{type(self).__qualname__}: override process_element(event, ctx), which gets the "
             "non-keyed input's records"
         )
 
     def process_broadcast_element(self, event: Any, ctx: Any) -> None:
+        """Override: called on every worker with each broadcast record; writes the broadcast
+        state (``ctx.broadcast_state(name)``).
+
+        Raises:
+            NotImplementedError: not overridden.
+        """
         raise NotImplementedError(
             f"{type(self).__qualname__}: override process_broadcast_element(event, ctx), which "
             "gets the broadcast input's records"

@@ -18,6 +18,8 @@ Element = list[Any]  # [timestamp, record]
 
 @dataclass(frozen=True, slots=True)
 class CountEvictor:
+    """Keeps a window's last ``n`` records (``evictors.count``)."""
+
     n: int
     do_evict_after: bool = False
 
@@ -29,14 +31,18 @@ class CountEvictor:
             )
 
     def evict(self, elements: list[Element]) -> list[Element]:
+        """The last ``n`` of ``elements`` (``(timestamp, record)`` pairs in arrival order)."""
         return elements if len(elements) <= self.n else elements[len(elements) - self.n :]
 
     def describe(self) -> str:
+        """The evictor as ``weir explain`` and ``GET /jobs/{job}`` show it."""
         return f"count({self.n}, do_evict_after={self.do_evict_after})"
 
 
 @dataclass(frozen=True, slots=True)
 class TimeEvictor:
+    """Keeps a window's records with ``t > newest t - ms`` (``evictors.time``)."""
+
     ms: int
     do_evict_after: bool = False
 
@@ -48,12 +54,14 @@ class TimeEvictor:
             )
 
     def evict(self, elements: list[Element]) -> list[Element]:
+        """The ``(timestamp, record)`` pairs within ``ms`` of the newest timestamp."""
         if not elements:
             return elements
         cutoff = max(e[0] for e in elements) - self.ms
         return [e for e in elements if e[0] > cutoff]
 
     def describe(self) -> str:
+        """The evictor as ``weir explain`` and ``GET /jobs/{job}`` show it."""
         return f"time({self.ms}, do_evict_after={self.do_evict_after})"
 
 
@@ -61,10 +69,22 @@ Evictor = CountEvictor | TimeEvictor
 
 
 def count(n: int, do_evict_after: bool = False) -> CountEvictor:
+    """Keep the window's last ``n`` records (Flink's ``CountEvictor``).
+
+    Args:
+        n: records kept.
+        do_evict_after: evict after the aggregate runs instead of before.
+    """
     return CountEvictor(n, do_evict_after)
 
 
 def time(ms: int, do_evict_after: bool = False) -> TimeEvictor:
+    """Keep the records with ``t > newest t - ms`` (Flink's ``TimeEvictor``).
+
+    Args:
+        ms: how much event time before the newest record is kept.
+        do_evict_after: evict after the aggregate runs instead of before.
+    """
     return TimeEvictor(ms, do_evict_after)
 
 

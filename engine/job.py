@@ -187,6 +187,11 @@ class Job:
             raise JobDefinitionError(f"job {self.name!r}: {dangling}")
 
     def replace_source(self, source: Source) -> None:
+        """Read ``source`` instead of the job's own (``weir run --source``).
+
+        Raises:
+            JobDefinitionError: the job is invalid, or has several sources.
+        """
         self.validate()
         if len(self.sources) > 1:
             names = ", ".join(s.name for s in self.sources)
@@ -198,6 +203,8 @@ class Job:
         self.sources[0].source = source
 
     def replace_sinks(self, sink: Sink) -> None:
+        """Send every operator's results to ``sink`` only (``weir run --sink``); side outputs
+        keep theirs."""
         for op in self.operators.values():
             op.sinks[:] = [sink]
 

@@ -15,6 +15,14 @@ class ResultStream:
         self.operator = op
 
     def sink(self, sink: Sink) -> ResultStream:
+        """Also write the operator's results to ``sink`` (its state is queryable anyway).
+
+        Args:
+            sink: e.g. ``sinks.jsonl("/tmp/out.jsonl")``; ``weir run --sink`` replaces it.
+
+        Returns:
+            This stream, so several sinks can follow.
+        """
         self.operator.sinks.append(sink)
         return self
 
@@ -45,5 +53,14 @@ class SideOutputStream:
         self.tag = tag
 
     def sink(self, sink: Sink) -> SideOutputStream:
+        """Write this side output's records to ``sink`` instead of its default file,
+        ``<state-dir>/<job>/side-<operator>-<tag>.jsonl``.
+
+        Args:
+            sink: where the side output's records go.
+
+        Returns:
+            This stream, so several sinks can follow.
+        """
         self.operator.side_outputs[self.tag.name].append(sink)
         return self

@@ -77,7 +77,8 @@ class DataStream:
         return DataStream(self._job, node.children)
 
     def map(self, fn: Callable[[Record], Any]) -> DataStream:
-        """Each record replaced by ``fn(record)``."""
+        """Each record replaced by ``fn(record)``; a record it raises on goes to the dead
+        letters (stage ``map``)."""
         return self._add(StatelessNode("map", _callable("map", fn)))
 
     def filter(self, predicate: Callable[[Record], Any] | Expr) -> DataStream:
@@ -96,7 +97,8 @@ class DataStream:
         return self._add(StatelessNode("filter", _callable("filter", predicate)))
 
     def flat_map(self, fn: Callable[[Record], Iterable[Any]]) -> DataStream:
-        """Each record replaced by the records ``fn(record)`` yields (none, one or many)."""
+        """Each record replaced by the records ``fn(record)`` yields (none, one or many); a
+        record it raises on goes to the dead letters (stage ``flat_map``)."""
         return self._add(StatelessNode("flat_map", _callable("flat_map", fn)))
 
     def with_columns(self, *exprs: Expr, **named: Any) -> DataStream:
@@ -175,6 +177,8 @@ class DataStream:
         return KeyedStream(self._job, node)
 
     def sink(self, sink: Sink) -> DataStream:
+        """Write the stream's records to ``sink`` as they pass (e.g. ``sinks.jsonl(path)``;
+        file sinks are exactly-once through checkpoints), and return this stream."""
         self._attach(SinkNode(sink))
         return self
 
@@ -235,11 +239,33 @@ class DataStream:
 
 
 class KeyedStream:
+    """A stream partitioned by key (``DataStream.key_by``): window it, or run a process
+    function over it. Its operators keep their state per key, in RocksDB by key group, and
+    serve it at ``GET /{job}/{operator}/state/{key}``."""
+
     def __init__(self, job: Job, node: KeyByNode) -> None:
         self._job = job
         self._node = node
 
     def window(self, assigner: WindowAssigner, allowed_lateness_ms: int = 0) -> WindowedStream:
+        """Group each key's records into windows, for an aggregate.
+
+        Args:
+            assigner: which windows a record belongs to: ``windows.tumbling``, ``sliding``,
+                ``session``, ``dynamic_session``, ``cumulate``, ``count`` or
+                ``global_windows``.
+            allowed_lateness_ms: how long after a window fires a late record still updates
+                it (the window is emitted again); later records go to the late output.
+
+        Returns:
+            The windowed stream; ``.aggregate(...)`` names the operator.
+
+        Raises:
+            JobDefinitionError: not a window assigner, or a negative lateness.
+
+        Example:
+            ``keyed.window(windows.tumbling(ms=60_000), allowed_lateness_ms=5_000)``
+        """
         if not isinstance(
             assigner,
             TumblingWindows
@@ -321,6 +347,9 @@ class KeyedStream:
 
 
 class WindowedStream:
+    """A keyed stream with a window assigner (``KeyedStream.window``): give it a trigger or
+    an evictor if the defaults do not fit, then ``aggregate`` it into a named operator."""
+
     def __init__(
         self, job: Job, node: KeyByNode, call: WindowCall, allowed_lateness_ms: int
     ) -> None:

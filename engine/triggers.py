@@ -32,6 +32,8 @@ from weir.engine.windows.base import MAX_TIME
 
 @dataclass(frozen=True, slots=True)
 class Decision:
+    """What a trigger decides for its window: fire (emit the aggregate), purge (clear it)."""
+
     fire: bool = False
     purge: bool = False
 
@@ -45,7 +47,9 @@ class TriggerContext(Protocol):
     """What a trigger sees of the operator: the times, timers, and its window's own state."""
 
     @property
-    def watermark(self) -> int: ...
+    def watermark(self) -> int:
+        """The operator's event-time watermark."""
+        ...
 
     @property
     def now(self) -> int:
@@ -57,9 +61,13 @@ class TriggerContext(Protocol):
         """This trigger's state for the current window (checkpointed with it)."""
         ...
 
-    def register_event_time_timer(self, at: int) -> None: ...
+    def register_event_time_timer(self, at: int) -> None:
+        """Call the trigger's ``on_event_time`` when the watermark reaches ``at``."""
+        ...
 
-    def register_processing_time_timer(self, at: int) -> None: ...
+    def register_processing_time_timer(self, at: int) -> None:
+        """Call the trigger's ``on_processing_time`` when the clock reaches ``at``."""
+        ...
 
 
 def _check_interval(kind: str, ms: object) -> None:
@@ -344,35 +352,57 @@ def can_merge(trigger: object) -> bool:
 
 
 def uses_processing_time(trigger: Trigger) -> bool:
+    """Whether ``trigger`` (or the one a ``purging`` trigger wraps) fires on the clock."""
     inner = trigger.inner if isinstance(trigger, PurgingTrigger) else trigger
     return isinstance(inner, ProcessingTimeTrigger | ContinuousProcessingTimeTrigger)
 
 
 def event_time() -> EventTimeTrigger:
+    """Fire when the watermark reaches the window's ``end - 1``, and again for each record
+    within allowed lateness (the default of event-time windows; Flink's ``EventTimeTrigger``)."""
     return EventTimeTrigger()
 
 
 def processing_time() -> ProcessingTimeTrigger:
+    """Fire when the clock passes the window's end (the default of processing-time windows)."""
     return ProcessingTimeTrigger()
 
 
 def count(n: int) -> CountTrigger:
+    """Fire every ``n`` records of the window (Flink's ``CountTrigger``).
+
+    Example:
+        ``keyed.window(windows.global_windows()).trigger(triggers.count(10))``
+    """
     return CountTrigger(n)
 
 
 def continuous_event_time(interval_ms: int) -> ContinuousEventTimeTrigger:
+    """Fire at each multiple of ``interval_ms`` of event time while the window holds records,
+    and at its end: early results of a long window.
+
+    Raises:
+        ValueError: ``interval_ms`` is not a positive integer.
+    """
     return ContinuousEventTimeTrigger(interval_ms)
 
 
 def continuous_processing_time(interval_ms: int) -> ContinuousProcessingTimeTrigger:
+    """Fire at each multiple of ``interval_ms`` of the clock while the window holds records.
+
+    Raises:
+        ValueError: ``interval_ms`` is not a positive integer.
+    """
     return ContinuousProcessingTimeTrigger(interval_ms)
 
 
 def purging(trigger: Basic) -> PurgingTrigger:
+    """Fire when ``trigger`` fires, and clear the window each time (Flink's ``PurgingTrigger``)."""
     return PurgingTrigger(trigger)
 
 
 def never() -> NeverTrigger:
+    """Never fire (the default of global windows, which need a trigger to emit anything)."""
     return NeverTrigger()
 
 

@@ -61,12 +61,21 @@ class WatermarkStrategy:
 
     @staticmethod
     def for_monotonous_timestamps() -> WatermarkStrategy:
+        """For timestamps that never decrease: the watermark is ``max(ts) - 1``."""
         return WatermarkStrategy(bound_ms=0)
 
     def with_idleness(self, ms: int) -> WatermarkStrategy:
+        """This strategy, with a split quiet for ``ms`` marked idle: it stops holding the
+        watermark back until it has records again (``weir run --idle-timeout-ms``).
+
+        Example:
+            ``WatermarkStrategy.bounded_out_of_orderness(ms=2_000).with_idleness(30_000)``
+        """
         return WatermarkStrategy(bound_ms=self.bound_ms, idle_timeout_ms=ms)
 
     def watermark_for(self, max_timestamp: int) -> int:
+        """The watermark after a split has seen event times up to ``max_timestamp``:
+        ``max_timestamp - bound - 1``, never below the least event time, ``-2**63``."""
         wm = max_timestamp - self.bound_ms - 1
         return wm if wm > MIN_WATERMARK else MIN_WATERMARK
 

@@ -283,6 +283,8 @@ class Harness:
         return self._names.index(source)
 
     def flush(self) -> None:
+        """Write every operator's state to RocksDB and purge what retention allows, as a
+        worker's periodic flush does."""
         for rt in self._ops:
             rt.flush()
             rt.purge(force=True)
@@ -306,6 +308,7 @@ class Harness:
         )
 
     def close(self) -> None:
+        """Release the state and the temporary directory (``finish`` and ``with`` call it)."""
         if self._closed:
             return
         self._closed = True
@@ -366,21 +369,27 @@ class Collected:
         self.records: list[Any] = []
 
     def describe(self) -> str:
+        """``memory://``."""
         return "memory://"
 
     def prepare(self) -> None:
+        """Nothing to prepare: ``records`` keeps what earlier runs gave it."""
         return None
 
     def open(self) -> Collected:
+        """Itself: every writer appends to the same ``records``."""
         return self
 
     def write(self, records: list[dict[str, Any]]) -> None:
+        """Keep ``records``."""
         self.records.extend(records)  # the caller reuses its list
 
     def flush(self) -> None:
+        """Nothing to flush."""
         return None
 
     def close(self) -> None:
+        """Nothing to close."""
         return None
 
 

@@ -56,6 +56,7 @@ class AsyncWindowRows:
         self._fetch = fetch
 
     async def pages(self) -> AsyncIterator[WindowKeys]:
+        """The listing a page at a time, each as the API answered it, fetched as iterated."""
         cursor: str | None = None
         while True:
             page = await self._fetch(cursor)
@@ -107,6 +108,7 @@ class AsyncClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        """Close the client's connections (``async with AsyncClient(...)`` does it at the end)."""
         await self._http.aclose()
 
     async def _run(self, call: Call[T]) -> T:
@@ -136,12 +138,25 @@ class AsyncClient:
         return await self._run(calls.health())
 
     async def jobs(self) -> JobsAnswer:
+        """Every job this API serves, with its state, parallelism and operators (``GET /jobs``)."""
         return await self._run(calls.jobs())
 
     async def job(self, job: str) -> JobDetail:
+        """One job's detail (``GET /jobs/{job}``): source, workers and their key groups,
+        watermark, records, dead letters, and each operator's counters.
+
+        Raises:
+            NotFound: no job of that name (``job_not_found``).
+        """
         return await self._run(calls.job(job))
 
     async def checkpoints(self, job: str) -> CheckpointList:
+        """The job's complete checkpoints and savepoints, newest first
+        (``GET /jobs/{job}/checkpoints``).
+
+        Raises:
+            NotFound: no job of that name (``job_not_found``).
+        """
         return await self._run(calls.checkpoints(job))
 
     async def savepoint(self, job: str, *, timeout_ms: int = 120_000) -> SavepointAnswer:
@@ -258,6 +273,26 @@ class AsyncClient:
         min_checkpoint: int | None = None,
         timeout_ms: int | None = None,
     ) -> TopAnswer:
+        """The top ``n`` keys of a window by one aggregate, highest first (``GET …/top``).
+
+        Args:
+            job: the job's name.
+            op: the window operator's name.
+            by: the aggregate to rank by, e.g. ``"count"``.
+            n: how many keys, 1 to 100.
+            window: ``"latest"`` (the last window fired) or ``"current"`` (the newest open).
+            min_watermark: wait until the state's watermark is at least this (event-time ms).
+            min_checkpoint: wait until the state is at least this checkpoint.
+            timeout_ms: how long to wait for those bounds.
+
+        Returns:
+            The window and its keys with their values.
+
+        Raises:
+            NotFound: no such job or operator, or no window yet (``window_not_found``).
+            BadRequest: ``by`` is no aggregate of the operator, or it has no top-N.
+            NotFreshEnough: the bounds were not met in time.
+        """
         return await self._run(
             calls.top(job, op, by, n, window, min_watermark, min_checkpoint, timeout_ms)
         )

@@ -54,6 +54,7 @@ class WindowRows:
         self._fetch = fetch
 
     def pages(self) -> Iterator[WindowKeys]:
+        """The listing a page at a time, each as the API answered it, fetched as iterated."""
         cursor: str | None = None
         while True:
             page = self._fetch(cursor)
@@ -104,6 +105,7 @@ class Client:
         self.close()
 
     def close(self) -> None:
+        """Close the client's connections (``with Client(...) as weir:`` does it at the end)."""
         self._http.close()
 
     def _run(self, call: Call[T]) -> T:
@@ -133,12 +135,25 @@ class Client:
         return self._run(calls.health())
 
     def jobs(self) -> JobsAnswer:
+        """Every job this API serves, with its state, parallelism and operators (``GET /jobs``)."""
         return self._run(calls.jobs())
 
     def job(self, job: str) -> JobDetail:
+        """One job's detail (``GET /jobs/{job}``): source, workers and their key groups,
+        watermark, records, dead letters, and each operator's counters.
+
+        Raises:
+            NotFound: no job of that name (``job_not_found``).
+        """
         return self._run(calls.job(job))
 
     def checkpoints(self, job: str) -> CheckpointList:
+        """The job's complete checkpoints and savepoints, newest first
+        (``GET /jobs/{job}/checkpoints``).
+
+        Raises:
+            NotFound: no job of that name (``job_not_found``).
+        """
         return self._run(calls.checkpoints(job))
 
     def savepoint(self, job: str, *, timeout_ms: int = 120_000) -> SavepointAnswer:
@@ -252,6 +267,26 @@ class Client:
         min_checkpoint: int | None = None,
         timeout_ms: int | None = None,
     ) -> TopAnswer:
+        """The top ``n`` keys of a window by one aggregate, highest first (``GET …/top``).
+
+        Args:
+            job: the job's name.
+            op: the window operator's name.
+            by: the aggregate to rank by, e.g. ``"count"``.
+            n: how many keys, 1 to 100.
+            window: ``"latest"`` (the last window fired) or ``"current"`` (the newest open).
+            min_watermark: wait until the state's watermark is at least this (event-time ms).
+            min_checkpoint: wait until the state is at least this checkpoint.
+            timeout_ms: how long to wait for those bounds.
+
+        Returns:
+            The window and its keys with their values.
+
+        Raises:
+            NotFound: no such job or operator, or no window yet (``window_not_found``).
+            BadRequest: ``by`` is no aggregate of the operator, or it has no top-N.
+            NotFreshEnough: the bounds were not met in time.
+        """
         return self._run(
             calls.top(job, op, by, n, window, min_watermark, min_checkpoint, timeout_ms)
         )

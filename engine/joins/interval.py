@@ -62,16 +62,20 @@ class PairContext:
 
     @property
     def key(self) -> str:
+        """The key both records share."""
         return self._ctx.key
 
     @property
     def timestamp(self) -> int:
+        """The pair's timestamp: the larger of the two records' (Flink's rule)."""
         return max(self.left_timestamp, self.right_timestamp)
 
     def emit(self, record: Any) -> None:
+        """Emit ``record`` as the join's output."""
         self._ctx.emit(record)
 
     def output(self, tag: OutputTag, record: Any) -> None:
+        """Write ``record`` to the side output ``tag`` (declared with ``side_output``)."""
         self._ctx.output(tag, record)
 
 
@@ -100,6 +104,7 @@ class IntervalJoinFunction:
         self._grid = max(1, (self.upper - self.lower) // 16)
 
     def process1(self, event: Any, ctx: JoinContext) -> None:
+        """A left record: buffer it and join it with the right records in its interval."""
         t = timestamp_of(ctx)
         if t < ctx.watermark:
             report_late(ctx, LEFT, event)
@@ -111,6 +116,7 @@ class IntervalJoinFunction:
             self._fn(event, right, PairContext(ctx, t, tr))
 
     def process2(self, event: Any, ctx: JoinContext) -> None:
+        """A right record: buffer it and join it with the left records in its interval."""
         t = timestamp_of(ctx)
         if t < ctx.watermark:
             report_late(ctx, RIGHT, event)

@@ -73,16 +73,31 @@ class JoinedStreams:
         self._right = right
 
     def where(self, key: KeySelector) -> _Where:
+        """The left stream's key: a field name or a function of the record.
+
+        Example:
+            ``views.join(clicks).where("ad").equal_to("ad_id").window(windows.tumbling(ms=10_000))``
+        """
         _check_key("where", key)
         return _Where(self._left, self._right, key)
 
     def equal_to(self, key: KeySelector) -> _Where:
+        """Refused here: name the left key with ``where`` first.
+
+        Raises:
+            JobDefinitionError: always, naming the order to call them in.
+        """
         raise JobDefinitionError(
             f"join(...).equal_to({key!r}) without where: name the left stream's key first, "
             "e.g. a.join(b).where('id').equal_to('id')"
         )
 
     def window(self, assigner: object) -> WindowedJoin:
+        """Refused here: name both keys first (``where(...).equal_to(...)``).
+
+        Raises:
+            JobDefinitionError: always, naming the calls that come first.
+        """
         raise JobDefinitionError(
             f"join(...).window({assigner!r}) without keys: call .where(<left key>)"
             ".equal_to(<right key>) before .window(...)"
@@ -180,6 +195,11 @@ class IntervalJoin:
         return IntervalJoined(self._left, self._right, lower_ms, upper_ms)
 
     def process(self, fn: object = None, *, name: str) -> ResultStream:
+        """Refused here: give the bounds with ``between`` first.
+
+        Raises:
+            JobDefinitionError: always, naming ``between``.
+        """
         raise JobDefinitionError(
             f"interval_join(...).process(name={name!r}) without bounds: call "
             ".between(lower_ms, upper_ms) first"
@@ -196,10 +216,12 @@ class IntervalJoined:
         self._inclusive = [True, True]
 
     def lower_bound_exclusive(self) -> IntervalJoined:
+        """Exclude the lower bound: ``lower_ms < right.ts - left.ts``."""
         self._inclusive[0] = False
         return self
 
     def upper_bound_exclusive(self) -> IntervalJoined:
+        """Exclude the upper bound: ``right.ts - left.ts < upper_ms``."""
         self._inclusive[1] = False
         return self
 

@@ -60,12 +60,15 @@ class WindowJoinFunction:
         self._fn = fn
 
     def process1(self, event: Any, ctx: JoinContext) -> None:
+        """A left record: kept in each of its windows until they fire."""
         self._add(LEFT, event, ctx)
 
     def process2(self, event: Any, ctx: JoinContext) -> None:
+        """A right record: kept in each of its windows until they fire."""
         self._add(RIGHT, event, ctx)
 
     def on_timer(self, timestamp: int, ctx: JoinContext) -> None:
+        """The window ending at ``timestamp + 1`` fires: every left and right pair in it."""
         end = timestamp + 1
         if isinstance(self.assigner, SessionWindows):
             start = _pop_session(ctx, end)

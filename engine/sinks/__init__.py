@@ -38,15 +38,28 @@ SCHEMES = ("file", "stdout", "kafka")
 
 
 class SinkWriter(Protocol):
-    def write(self, records: list[dict[str, Any]]) -> None: ...
+    """What a worker writes a sink's records through (``Sink.open``)."""
 
-    def flush(self) -> None: ...
+    def write(self, records: list[dict[str, Any]]) -> None:
+        """Write one batch of records, whole (one call, so workers never interleave)."""
+        ...
 
-    def close(self) -> None: ...
+    def flush(self) -> None:
+        """Push what was written to its destination."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release the writer; it is not used again."""
+        ...
 
 
 class Sink(Protocol):
-    def describe(self) -> str: ...
+    """Where records go: ``sinks.jsonl(path)``, ``sinks.stdout()``, ``sinks.kafka(...)``, or an
+    object of your own with these three methods."""
+
+    def describe(self) -> str:
+        """The sink as a URL, for ``weir explain``, ``GET /jobs/{job}`` and logs."""
+        ...
 
     def prepare(self) -> None:
         """Called once per run, before any worker opens the sink (a file is truncated here)."""
@@ -92,9 +105,12 @@ class _LinesWriter:
 
 @dataclass(frozen=True, slots=True)
 class JsonlSink:
+    """A file of JSON lines (``sinks.jsonl``): exactly-once through checkpoints."""
+
     path: Path
 
     def describe(self) -> str:
+        """``file://`` and the path."""
         return f"file://{self.path}"
 
     @property
@@ -103,9 +119,11 @@ class JsonlSink:
         return os.path.abspath(self.path)
 
     def prepare(self) -> None:
+        """Empty the file (creating it) before a run from nothing."""
         os.close(self._open(os.O_WRONLY | os.O_TRUNC))
 
     def open(self) -> SinkWriter:
+        """A writer appending whole batches under an exclusive lock."""
         return _LinesWriter(self._open(os.O_WRONLY | os.O_APPEND), owned=True, locked=True)
 
     def position(self) -> int:
@@ -180,22 +198,37 @@ class JsonlSink:
 
 @dataclass(frozen=True, slots=True)
 class StdoutSink:
+    """JSON lines on standard output (``sinks.stdout``): at-least-once across a recovery."""
+
     def describe(self) -> str:
+        """``stdout://``."""
         return "stdout://"
 
     def prepare(self) -> None:
+        """Nothing to prepare."""
         return None
 
     def open(self) -> SinkWriter:
+        """A writer on the process's standard output."""
         sys.stdout.flush()
         return _LinesWriter(sys.stdout.fileno(), owned=False)
 
 
 def jsonl(path: str | Path) -> JsonlSink:
+    """A file of JSON lines, one a record; exactly-once through checkpoints.
+
+    Args:
+        path: the file. A run from nothing starts it empty; a run restored from a checkpoint
+            cuts it back to the size the checkpoint recorded and writes the rest once.
+
+    Example:
+        ``result.sink(sinks.jsonl("/tmp/impressions.jsonl"))``
+    """
     return JsonlSink(Path(path))
 
 
 def stdout() -> StdoutSink:
+    """JSON lines on standard output (at-least-once across a recovery)."""
     return StdoutSink()
 
 

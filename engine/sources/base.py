@@ -12,8 +12,10 @@ from typing import Any, Protocol
 
 @dataclass(slots=True)
 class SourceBatch:
-    """``first_line``: the line number (from 1) of the first item in its file, for sources of
-    lines (a dead letter's warning names its line); None for others."""
+    """One batch a split reader read: raw JSON lines or decoded records (``decoded``), whether
+    the split has ended (``end``), the offsets after it, and ``first_line``: the line number
+    (from 1) of the first item in its file, for sources of lines (a dead letter's warning
+    names its line); None for others."""
 
     items: list[Any]
     decoded: bool
@@ -23,7 +25,11 @@ class SourceBatch:
 
 
 class SplitReader(Protocol):
-    def read_batch(self, max_records: int) -> SourceBatch: ...
+    """Reads one split of a source, a batch at a time, from an offset (``Source.open``)."""
+
+    def read_batch(self, max_records: int) -> SourceBatch:
+        """Up to ``max_records`` records; an empty batch when none are ready yet."""
+        ...
 
     def offset(self) -> int:
         """Where the next batch starts: what a checkpoint stores and ``Source.open`` takes."""
@@ -38,19 +44,27 @@ class SplitReader(Protocol):
         monitoring; most sources have nothing to do)."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release the split's file or connection."""
+        ...
 
 
 class Source(Protocol):
     """A short contract: splits, open a split at an offset, read batches."""
 
     @property
-    def bounded(self) -> bool: ...
+    def bounded(self) -> bool:
+        """Whether the source ends (a file) or not (a generator, Kafka without ``end``)."""
+        ...
 
-    def describe(self) -> str: ...
+    def describe(self) -> str:
+        """The source as a URL, for ``weir explain``, ``GET /jobs/{job}`` and logs."""
+        ...
 
     def splits(self, parallelism: int) -> list[str]:
         """The source's splits; ``parallelism`` is a hint for sources that can fan out."""
         ...
 
-    def open(self, split: str, offset: Any = None) -> SplitReader: ...
+    def open(self, split: str, offset: Any = None) -> SplitReader:
+        """A reader of ``split`` from ``offset`` (None: the start; else a checkpoint's)."""
+        ...

@@ -18,16 +18,25 @@ _BYTES_PER_RECORD_HINT = 96
 
 @dataclass(frozen=True, slots=True)
 class JsonlSource:
+    """JSON lines from a file, or from every file a glob matches (``sources.jsonl``)."""
+
     path: Path
 
     @property
     def bounded(self) -> bool:
+        """True: a file ends, and its end fires every window."""
         return True
 
     def describe(self) -> str:
+        """``file://`` and the path."""
         return f"file://{self.path}"
 
     def splits(self, parallelism: int = 1) -> list[str]:
+        """One split per file: the path, or each file the glob matches, sorted.
+
+        Raises:
+            SourceError: the glob matches no file.
+        """
         text = str(self.path)
         if not any(c in text for c in "*?["):
             return [text]
@@ -39,6 +48,11 @@ class JsonlSource:
         return found
 
     def open(self, split: str, offset: Any = None) -> JsonlReader:
+        """A reader of the file ``split`` from byte ``offset`` (None: the start).
+
+        Raises:
+            SourceError: the file does not exist or cannot be read.
+        """
         try:
             fh = open(split, "rb")  # noqa: SIM115 - closed by the reader
         except FileNotFoundError:

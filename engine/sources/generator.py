@@ -26,6 +26,9 @@ _ID_PREFIX = {"ads": "ad", "sensors": "sensor"}
 
 @dataclass(frozen=True, slots=True)
 class GeneratorSource:
+    """Generated events (``sources.generator``): ad impressions and clicks, or sensor
+    readings, at ``rate`` events a second over ``ids`` keys; endless unless ``count``."""
+
     workload: str = "ads"
     rate: float = 1000.0
     ids: int = 1000
@@ -64,9 +67,11 @@ class GeneratorSource:
 
     @property
     def bounded(self) -> bool:
+        """Whether it stops after ``count`` events."""
         return self.count is not None
 
     def describe(self) -> str:
+        """The ``generator://`` URL of its settings."""
         return f"generator://{self.workload}?rate={self.rate:g}&ids={self.ids}&seed={self.seed}"
 
     def splits(self, parallelism: int = 1) -> list[str]:
@@ -76,6 +81,7 @@ class GeneratorSource:
         return [f"{i}/{n}" for i in range(n)]
 
     def open(self, split: str, offset: Any = None) -> AdsReader:
+        """A reader of split ``i/n`` from position ``offset`` (None: the start)."""
         index, _, total = split.partition("/")
         i, n = int(index), int(total or 1)
         share = self

@@ -99,6 +99,8 @@ def url_parts(url: str) -> tuple[str, str, dict[str, str]] | None:
 
 @dataclass(frozen=True, slots=True)
 class KafkaSource:
+    """A Kafka topic (``sources.kafka``): one split per partition, offsets in checkpoints."""
+
     bootstrap: str
     topic: str
     group: str | None = None
@@ -124,15 +126,22 @@ class KafkaSource:
 
     @property
     def bounded(self) -> bool:
+        """Whether it ends at each partition's end as first seen (``end=latest``)."""
         return self.end == "latest"
 
     def describe(self) -> str:
+        """The ``kafka://`` URL, with its protocol and mechanism but never a credential."""
         query = f"start={self.start}" + (f"&group={self.group}" if self.group else "")
         if self.security.describe():
             query += f"&{self.security.describe()}"
         return f"kafka://{self.bootstrap}/{self.topic}?{query}"
 
     def partitions(self) -> list[int]:
+        """The topic's partitions, sorted.
+
+        Raises:
+            SourceError: the topic does not exist, or no broker answers.
+        """
         found = _client(self.security).partitions(self.bootstrap, self.security, self.topic)
         if not found:
             raise SourceError(
@@ -153,6 +162,7 @@ class KafkaSource:
         )
 
     def splits(self, parallelism: int = 1) -> list[str]:
+        """``topic/partition`` for each partition."""
         return [f"{self.topic}/{p}" for p in self.partitions()]
 
     def open(

@@ -23,6 +23,9 @@ from weir.engine.windows.base import (
 
 @dataclass(frozen=True, slots=True)
 class CumulateWindows:
+    """SQL's CUMULATE (``windows.cumulate``): per ``size_ms`` cycle, windows from its start
+    growing by ``step_ms``; a record is in every window of its cycle that ends after it."""
+
     size_ms: int
     step_ms: int
     time: TimeDomain = "event"
@@ -77,9 +80,11 @@ class CumulateWindows:
         return ends, origin
 
     def start_of(self, end: int) -> int:
+        """The start of the window that ends at ``end``."""
         return clamp_start(window_start_with_offset(end - 1, self.offset_ms, self.size_ms))
 
     def describe(self) -> dict[str, object]:
+        """The assigner as ``GET /jobs/{job}`` and ``weir explain`` show it."""
         shown: dict[str, object] = {
             "type": "cumulate",
             "size_ms": self.size_ms,

@@ -28,9 +28,13 @@ class _OneWindow:
 
 @dataclass(frozen=True, slots=True)
 class GlobalWindows(_OneWindow):
+    """One window per key over all time (``windows.global_windows``); it fires only when a
+    trigger says so, and is never late nor cleaned up."""
+
     time: TimeDomain = "event"
 
     def describe(self) -> dict[str, object]:
+        """The assigner as ``GET /jobs/{job}`` and ``weir explain`` show it."""
         return {"type": "global"}
 
 
@@ -56,6 +60,7 @@ class CountWindows(_OneWindow):
             )
 
     def describe(self) -> dict[str, object]:
+        """The assigner as ``GET /jobs/{job}`` and ``weir explain`` show it."""
         shown: dict[str, object] = {"type": "count", "size": self.size}
         if self.slide is not None:
             shown["slide"] = self.slide

@@ -19,6 +19,9 @@ GapFunction = Callable[[Any], int]
 
 @dataclass(frozen=True, slots=True)
 class SessionWindows:
+    """Session windows (``windows.session``, ``windows.dynamic_session``): a record's window
+    ``[t, t + gap)`` merges with every session of its key it overlaps or touches."""
+
     gap_ms: int | None = None
     time: TimeDomain = "event"
     gap: GapFunction | None = None
@@ -38,6 +41,7 @@ class SessionWindows:
 
     @property
     def dynamic(self) -> bool:
+        """Whether the gap is a function of the record."""
         return self.gap is not None
 
     def gap_of(self, record: Any) -> tuple[int, str | None]:
@@ -55,9 +59,11 @@ class SessionWindows:
 
     @staticmethod
     def end_of(t: int, gap: int) -> int:
+        """The end of a record's own window, ``t + gap``, saturated at the end of time."""
         end = t + gap
         return end if end < MAX_TIME else MAX_TIME
 
     def describe(self) -> dict[str, object]:
+        """The assigner as ``GET /jobs/{job}`` and ``weir explain`` show it."""
         gap: object = self.gap_ms if self.gap is None else "dynamic"
         return {"type": "session", "gap_ms": gap, "time": self.time}

@@ -28,6 +28,9 @@ from weir.engine.windows.base import (
 
 @dataclass(frozen=True, slots=True)
 class SlidingWindows:
+    """Sliding windows (``windows.sliding``): every ``[k*slide + offset, … + size)`` holding
+    a record's time; computed on panes of ``gcd(size, slide)``, so a record is folded once."""
+
     size_ms: int
     slide_ms: int
     time: TimeDomain = "event"
@@ -93,6 +96,7 @@ class SlidingWindows:
         return ends, origin
 
     def start_of(self, end: int) -> int:
+        """The start of the window that ends at ``end``."""
         return clamp_start(self._raw_start(end))
 
     def _raw_start(self, end: int) -> int:
@@ -105,6 +109,7 @@ class SlidingWindows:
 
     @property
     def pane_ms(self) -> int:
+        """The pane size, ``gcd(size_ms, slide_ms)``: every window is a run of whole panes."""
         return gcd(self.size_ms, self.slide_ms)
 
     def pane_end(self, t: int) -> int:
@@ -114,6 +119,7 @@ class SlidingWindows:
         return end if end < MAX_TIME else MAX_TIME
 
     def pane_ends(self, timestamps: list[int]) -> list[int]:
+        """The end of the pane holding each timestamp (the batch form of ``pane_end``)."""
         g, o = self.pane_ms, self.offset_ms
         if o:
             ends = [t - (t - o) % g + g for t in timestamps]
@@ -155,6 +161,7 @@ class SlidingWindows:
         return panes
 
     def describe(self) -> dict[str, object]:
+        """The assigner as ``GET /jobs/{job}`` and ``weir explain`` show it."""
         shown: dict[str, object] = {
             "type": "sliding",
             "size_ms": self.size_ms,

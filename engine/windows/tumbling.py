@@ -31,6 +31,7 @@ class TumblingWindows:
             raise ValueError(f"time={self.time!r}; use 'event' or 'processing'")
 
     def assign(self, timestamp: int) -> Window:
+        """The one window holding ``timestamp``."""
         end = self.window_ends([timestamp])[0]
         return Window(self.start_of(end), end)
 
@@ -50,11 +51,13 @@ class TumblingWindows:
         return self.window_ends(timestamps), None
 
     def start_of(self, end: int) -> int:
+        """The start of the window that ends at ``end``."""
         if end == MAX_TIME:  # the saturated last window starts where the one holding MAX - 1 does
             return window_start_with_offset(MAX_TIME - 1, self.offset_ms, self.size_ms)
         return clamp_start(end - self.size_ms)
 
     def describe(self) -> dict[str, object]:
+        """The assigner as ``GET /jobs/{job}`` and ``weir explain`` show it."""
         shown: dict[str, object] = {"type": "tumbling", "size_ms": self.size_ms}
         if self.offset_ms:  # shown only when set: most windows are aligned to the epoch
             shown["offset_ms"] = self.offset_ms
