@@ -55,8 +55,9 @@ from weir.engine.nodes import (
 from weir.engine.results import ResultStream, SideOutputStream
 from weir.engine.sinks import Sink
 from weir.engine.sources import Source
-from weir.engine.streams import DataStream, KeyedStream, WindowedStream, _unbound
+from weir.engine.streams import DataStream, KeyedStream, _unbound
 from weir.engine.watermarks import WatermarkStrategy
+from weir.engine.windowed import WindowedStream
 
 __all__ = [
     "BroadcastConnectedStream",

@@ -77,12 +77,15 @@ class MatchContext:
 
     @property
     def key(self) -> str:
+        """The key whose events made the match."""
         return self._ctx.key
 
     def emit(self, record: Any) -> None:
+        """Emit ``record`` downstream (the operator's main output)."""
         self._ctx.emit(record)
 
     def output(self, tag: OutputTag, record: Any) -> None:
+        """Emit ``record`` to the side output ``tag``."""
         self._ctx.output(tag, record)
 
 
@@ -112,6 +115,8 @@ class PatternFunction:
         }
 
     def process(self, event: Any, ctx: KeyedContext) -> None:
+        """Queue ``event`` in its key's state until the watermark passes it (a late one goes to
+        the ``late`` side output); a timer at its time runs it through the NFA."""
         t = ctx.timestamp
         if t is None:
             raise ValueError("a pattern's event needs an event-time timestamp")
@@ -127,6 +132,8 @@ class PatternFunction:
         self._summarise(ctx, None, len(queue))
 
     def on_timer(self, timestamp: int, ctx: KeyedContext) -> None:
+        """Run the key's queued events up to the watermark through the NFA in time order; emit
+        the matches, send partial matches past ``within`` to ``timed-out``."""
         watermark = ctx.watermark
         queue_state, nfa_state = ctx.value("queue"), ctx.value("nfa")
         queue: list[list[Any]] = queue_state.get() or []

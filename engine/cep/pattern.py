@@ -313,15 +313,35 @@ class GroupPattern(Pattern):
         self.inner = inner
 
     def where(self, condition: Any) -> Pattern:
+        """Refused: a condition belongs to the steps inside the group.
+
+        Raises:
+            MalformedPatternError: always.
+        """
         raise MalformedPatternError("where(...) does not apply to a group pattern")
 
     def or_(self, condition: Any) -> Pattern:
+        """Refused: a condition belongs to the steps inside the group.
+
+        Raises:
+            MalformedPatternError: always.
+        """
         raise MalformedPatternError("or_(...) does not apply to a group pattern")
 
     def until(self, condition: Any) -> Pattern:
+        """Refused: a condition belongs to the steps inside the group.
+
+        Raises:
+            MalformedPatternError: always.
+        """
         raise MalformedPatternError("until(...) does not apply to a group pattern")
 
     def subtype(self, cls: type) -> Pattern:
+        """Refused: a condition belongs to the steps inside the group.
+
+        Raises:
+            MalformedPatternError: always.
+        """
         raise MalformedPatternError("subtype(...) does not apply to a group pattern")
 
 

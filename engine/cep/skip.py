@@ -44,22 +44,67 @@ class AfterMatchSkipStrategy:
 
     @staticmethod
     def no_skip() -> AfterMatchSkipStrategy:
+        """Emit every match; drop no partial match (Flink's default).
+
+        Example:
+            >>> AfterMatchSkipStrategy.no_skip().kind
+            'no_skip'
+        """
         return AfterMatchSkipStrategy("no_skip")
 
     @staticmethod
     def skip_to_next() -> AfterMatchSkipStrategy:
+        """Drop the partial matches that started with the match's first event (or before it).
+
+        Example:
+            >>> AfterMatchSkipStrategy.skip_to_next().kind
+            'skip_to_next'
+        """
         return AfterMatchSkipStrategy("skip_to_next")
 
     @staticmethod
     def skip_past_last_event() -> AfterMatchSkipStrategy:
+        """Drop the partial matches that started at or before the match's last event: matches
+        never overlap.
+
+        Example:
+            >>> AfterMatchSkipStrategy.skip_past_last_event().kind
+            'skip_past_last_event'
+        """
         return AfterMatchSkipStrategy("skip_past_last_event")
 
     @staticmethod
     def skip_to_first(name: str) -> AfterMatchSkipStrategy:
+        """Drop the partial matches that started before the first event the pattern ``name``
+        took in the match.
+
+        Args:
+            name: a pattern step's name.
+
+        Raises:
+            MalformedPatternError: ``name`` is empty.
+
+        Example:
+            >>> AfterMatchSkipStrategy.skip_to_first("b").pattern
+            'b'
+        """
         return AfterMatchSkipStrategy("skip_to_first", _named("skip_to_first", name))
 
     @staticmethod
     def skip_to_last(name: str) -> AfterMatchSkipStrategy:
+        """Drop the partial matches that started before the last event the pattern ``name``
+        took in the match.
+
+        Args:
+            name: a pattern step's name.
+
+        Raises:
+            MalformedPatternError: ``name`` is empty.
+
+        Example:
+            >>> AfterMatchSkipStrategy.skip_to_last("b").pattern
+            'b'
+        """
         return AfterMatchSkipStrategy("skip_to_last", _named("skip_to_last", name))
 
     def throw_exception_on_miss(self) -> AfterMatchSkipStrategy:
@@ -119,6 +164,7 @@ class AfterMatchSkipStrategy:
         return start < pruning
 
     def describe(self) -> str:
+        """How ``weir explain`` shows the strategy: ``skip_to_first(b)``."""
         return self.kind if self.pattern is None else f"{self.kind}({self.pattern})"
 
 
