@@ -7,8 +7,10 @@ export PYTHONUNBUFFERED := 1
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: venv system-deps demo test test-kernels check lint types arch sizes deadcode reference docs docs-serve docstrings bench bench-cpu bench-s3 bench-backfill bench-cluster soak \
-	compose-check clean
+.PHONY: venv system-deps demo test test-tiers test-fast test-integration test-cluster test-soak \
+	test-kernels check lint types arch sizes deadcode reference reference-check docs docs-serve \
+	docs-if-any docstrings bench bench-cpu bench-s3 bench-backfill bench-cluster soak compose-check \
+	clean
 
 venv: $(STAMP)
 
@@ -34,8 +36,48 @@ system-deps:
 demo: $(STAMP)
 	$(BIN)/weir demo
 
-test: $(STAMP) system-deps
-	$(BIN)/python -m pytest -q
+# The suite in tiers (markers applied by folder and fixture, tests/support/tiers.py): fast (unit,
+# property, contract: no process, no server), integration (real processes on loopback), cluster
+# (the Spark standalone cluster, S3), soak (a leak check). `make test` runs them in that order
+# and stops at the first that fails. The process tiers run on pytest-xdist workers: they wait on
+# subprocesses and sockets more than they compute, so more workers than cores pay; the fast tier
+# computes, and runs in one process (the numbers: docs/decisions/0008-test-tiers.md). A tier's
+# *_WORKERS=0 runs it in one process; PYTEST_ARGS adds options to every tier; JUNIT_DIR=DIR
+# writes each tier's JUnit XML there.
+PYTEST := $(BIN)/python -m pytest -q
+FAST_WORKERS ?= 0
+INTEGRATION_WORKERS ?= 4
+CLUSTER_WORKERS ?= 2
+# $(call tier,NAME,WORKERS): one tier; pytest's exit 5 (no test selected) counts as a pass, so an
+# empty tier (say, with -k) never fails the run
+tier = @start=$$(date +%s); \
+	$(PYTEST) -m $(1) $(if $(filter-out 0,$(2)),-n $(2) --dist loadgroup) \
+	$(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml) $(PYTEST_ARGS); \
+	rc=$$?; echo "weir tests: tier $(1) took $$(( $$(date +%s) - start )) s (exit $$rc)"; \
+	[ $$rc -eq 0 ] || [ $$rc -eq 5 ]
+
+# what CI runs (.ci/run), in this order and stopping at the first failure: the style, the types,
+# the import contract, the size limits, dead code, the generated pages' drift, the docs build when
+# there is one, the kernel reference suites on the pure-Python twins, then the tiers
+test: lint types arch sizes deadcode docstrings reference-check docs-if-any test-kernels test-tiers
+
+test-tiers: $(STAMP) system-deps
+	$(call tier,fast,$(FAST_WORKERS))
+	$(call tier,integration,$(INTEGRATION_WORKERS))
+	$(call tier,cluster,$(CLUSTER_WORKERS))
+	$(call tier,soak,0)
+
+test-fast: $(STAMP)
+	$(call tier,fast,$(FAST_WORKERS))
+
+test-integration: $(STAMP) system-deps
+	$(call tier,integration,$(INTEGRATION_WORKERS))
+
+test-cluster: $(STAMP) system-deps
+	$(call tier,cluster,$(CLUSTER_WORKERS))
+
+test-soak: $(STAMP)
+	$(call tier,soak,0)
 
 # the kernel reference suites on the pure-Python twins alone (make test runs them on both
 # implementations): what a machine without the compiled kernels runs
@@ -63,8 +105,8 @@ sizes: $(STAMP)
 # unused code in the product; the tests and benchmarks count as its users, the reviewed
 # whitelist names what frameworks and other processes use
 deadcode: $(STAMP)
-	@out=$$($(BIN)/vulture app api engine state weir tests loadtest .ci/vulture_whitelist.py \
-	  --min-confidence 60 | grep -v -e '^tests/' -e '^loadtest/'); \
+	@out=$$($(BIN)/vulture app api engine state weir tests benchmarks .ci/vulture_whitelist.py \
+	  --min-confidence 60 | grep -v -e '^tests/' -e '^benchmarks/'); \
 	if [ -n "$$out" ]; then echo "$$out"; echo "deadcode: remove it, or add a reviewed entry \
 	to .ci/vulture_whitelist.py saying who uses it"; exit 1; fi; echo "deadcode: none found"
 
@@ -88,7 +130,16 @@ docs-serve: $(STAMP)
 docstrings: $(STAMP)
 	$(BIN)/python .ci/docstrings.py
 
-check: lint types arch sizes deadcode docstrings docs test
+
+# the drift check of the generated pages alone (what make test runs; make reference rewrites them)
+reference-check: $(STAMP)
+	$(BIN)/python -m weir.app.reference --check
+
+docs-if-any:
+	@if [ -f mkdocs.yml ]; then $(MAKE) docs; fi
+
+# an alias: make check runs exactly what make test runs
+check: test
 
 # the peer in make bench's comparison, in its own venv so its pins never meet weir's (with
 # -c constraints.txt, pip finds no versions that satisfy both)
@@ -108,27 +159,27 @@ $(FLINK)/.installed:
 bench: $(STAMP) $(QUIX)/.installed $(FLINK)/.installed system-deps
 	@command -v wrk >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends wrk; }
-	$(BIN)/python -m loadtest.bench
+	$(BIN)/python -m benchmarks.bench
 
 # events per CPU-second beside DuckDB and PyFlink (issue 38); also a section of make bench
 bench-cpu: $(STAMP) $(FLINK)/.installed system-deps
-	$(BIN)/python -m loadtest.cpu_bench
+	$(BIN)/python -m benchmarks.cpu_bench
 
 # checkpoints to S3 (SeaweedFS on loopback, from the dev extras) beside a local directory; also a
 # section of make bench
 bench-s3: $(STAMP)
-	$(BIN)/python -m loadtest.s3_bench
+	$(BIN)/python -m benchmarks.s3_bench
 
 bench-backfill: $(STAMP)
-	$(BIN)/python -m loadtest.backfill_bench
+	$(BIN)/python -m benchmarks.backfill_bench
 
 # cluster mode on a standalone Spark cluster on loopback (two one-core workers, Java from
 # system-deps) beside local runs; also a section of make bench
 bench-cluster: $(STAMP) system-deps
-	$(BIN)/python -m loadtest.cluster_bench
+	$(BIN)/python -m benchmarks.cluster_bench
 
 soak: $(STAMP)
-	$(BIN)/python -m loadtest.soak --minutes 30
+	$(BIN)/python -m benchmarks.soak --minutes 30
 
 # the file has no default token; a placeholder lets config check the rest of it
 compose-check: system-deps

@@ -82,9 +82,9 @@ def _compute(
     args: Any, job_file: Path, work: StorageLocation, op: str, inputs: BackfillInputs
 ) -> BackfillResult:
     """The windows on Spark, its stages shown on stderr while they run."""
-    from weir.engine.spark.backfill import run_backfill, spark_session
+    from weir.engine.spark.backfill import run_backfill
 
-    spark = spark_session(args.master)
+    spark, owned = _session(args.master)
     try:
         if not args.master.startswith("local"):
             from weir.engine.runtime.control.cluster import wait_for_slots
@@ -103,7 +103,23 @@ def _compute(
                 session=spark,
             )
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
+
+
+def _session(master: str) -> tuple[Any, bool]:
+    """The SparkSession to run on, and whether this backfill started it (and so stops it). A
+    process that already holds an active session on ``master`` (a test session running the
+    command in-process, a notebook) lends it: a second one cannot start beside it, and stopping
+    it would pull it from under its owner."""
+    from pyspark.sql import SparkSession
+
+    from weir.engine.spark.backfill import spark_session
+
+    active = SparkSession.getActiveSession()
+    if active is not None and active.sparkContext.master == master:
+        return active, False
+    return spark_session(master), True
 
 
 def _load_live(args: Any, job: str, op: str, result: dict[str, Any]) -> dict[str, Any]:

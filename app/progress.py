@@ -128,6 +128,9 @@ class SparkProgress:
         self._line = line
         self._poll_s = poll_s
         self._t0 = time.monotonic()
+        # a context that ran jobs before this block (a notebook's, a test session's) is not
+        # this block's work: its stages are left out of the count
+        self._earlier = self._stage_ids()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="spark-progress", daemon=True)
 
@@ -151,15 +154,22 @@ class SparkProgress:
                 log.debug("spark progress: no final line: %s", exc)
         self._line.close(final)
 
-    def snapshot(self) -> tuple[list[StageProgress], int]:
-        """The running stages of every job so far, and how many stages finished."""
+    def _stage_ids(self) -> set[int]:
+        """Every stage of every job the context knows, running or not."""
         t = self._tracker
-        active = set(t.getActiveStageIds())
-        stage_ids = set(active)
+        stage_ids = set(t.getActiveStageIds())
         for job in t.getJobIdsForGroup():
             info = t.getJobInfo(job)
             if info is not None:
                 stage_ids.update(info.stageIds)
+        return stage_ids
+
+    def snapshot(self) -> tuple[list[StageProgress], int]:
+        """The running stages of every job started in the block so far, and how many stages
+        finished."""
+        t = self._tracker
+        active = set(t.getActiveStageIds())
+        stage_ids = self._stage_ids() - self._earlier
         running, done = [], 0
         for sid in sorted(stage_ids):
             stage = t.getStageInfo(sid)

@@ -9,23 +9,33 @@ def test_x(write_events, write_job, weir_server):
 from __future__ import annotations
 
 import os
-import re
-import signal
+import shutil
 import subprocess
-import uuid
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-from loadtest.s3_server import S3Server
-from loadtest.spark_cluster import SparkCluster
 from tests import support
-from tests.support import WEIR, WeirResult, WeirServer, job_text
+from tests.support import WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
+from tests.support.jvm import quick_jvm_env
+from tests.support.s3_server import S3Server
+from tests.support.servers import Env, S3Place, Servers, run_weir_in, unique_prefix
+from tests.support.servers import weir_env as servers_weir_env
+from tests.support.spark_cluster import SparkCluster
+from tests.support.sparksession import SharedSpark
+from tests.support.tiers import (
+    folder_of,
+    forbid_processes,
+    mark_groups,
+    misplaced,
+    tier_of,
+    worker_groups,
+)
 
 # No example database: the suite writes nothing outside tmp dirs; examples are bounded per test.
 settings.register_profile(
@@ -36,14 +46,45 @@ settings.register_profile(
 )
 settings.load_profile("weir")
 
-SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:(\d+))")
-# `weir run --no-api` says this instead
-HEADLESS = re.compile(r"weir: job (\S+) running without an API")
-RUN_TIMEOUT_S = 60.0
+TESTS_ROOT = Path(__file__).parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every Spark JVM the suite starts, in this process or a child, runs with the quick-start
+    settings of ``tests.support.jvm`` (unless the environment already names its own)."""
+    conf_dir = Path(tempfile.mkdtemp(prefix="weir-test-spark-conf-"))
+    config.add_cleanup(lambda: shutil.rmtree(conf_dir, ignore_errors=True))
+    for name, value in quick_jvm_env(conf_dir).items():
+        os.environ.setdefault(name, value)
+
 
 __all__ = ["S3Place", "WeirResult", "WeirServer"]
 # --kernels and the ``kernels`` fixture (each kernel test runs on both implementations)
-pytest_plugins = ["tests.kernel_impls"]
+pytest_plugins = ["tests.support.kernel_impls"]
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test with its tier and its xdist group (``tests/support/tiers.py``); a
+    fast-folder test that uses a fixture which starts processes stops the run, naming where it
+    belongs."""
+    wrong = []
+    mark_groups(config, items, worker_groups(items))
+    for item in items:
+        folder = folder_of(item, TESTS_ROOT)
+        item.add_marker(tier_of(folder, getattr(item, "fixturenames", ())))
+        reason = misplaced(item, folder)
+        if reason:
+            wrong.append(reason)
+    if wrong:
+        raise pytest.UsageError("tests in the wrong tier:\n" + "\n".join(wrong))
+
+
+@pytest.fixture(autouse=True)
+def _tier_rules(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fast test starts no process (``tests.support.tiers.forbid_processes``)."""
+    if request.node.get_closest_marker("fast") is not None:
+        forbid_processes(monkeypatch, request.node.nodeid)
 
 
 @pytest.fixture
@@ -78,94 +119,46 @@ def write_job(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
-def _env(extra: dict[str, str] | None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WEIR_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    env.update(extra or {})
-    return env
-
-
 @pytest.fixture
 def run_weir(tmp_path: Path) -> Callable[..., WeirResult]:
     """``run_weir(*args, timeout=60, env=None)``: run ``weir`` to completion in ``tmp_path``."""
 
-    def run(*args: str, timeout: float = RUN_TIMEOUT_S, env: dict[str, str] | None = None):
-        proc = subprocess.Popen(
-            [*WEIR, *args],
-            cwd=tmp_path,
-            env=_env(env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            raise AssertionError(
-                f"weir {' '.join(args)} did not finish in {timeout}s; stderr:\n"
-                + err.decode(errors="replace")
-            ) from None
-        return WeirResult(proc.returncode, out.decode(errors="replace"), err.decode())
+    def run(*args: str, timeout: float = 60.0, env: dict[str, str] | None = None) -> WeirResult:
+        return run_weir_in(tmp_path, *args, timeout=timeout, env=env)
 
     return run
 
 
-class _Servers:
-    """Starts ``weir run`` processes under ``root`` and stops every one of them."""
+@pytest.fixture(scope="session")
+def weir_env() -> Env:
+    """``weir_env(extra)``: the environment of a ``weir`` process a test starts itself (this one's
+    without any ``WEIR_*`` variable, plus ``extra``). A test that asks for it starts processes, so
+    it is in the integration tier (``tests/support/tiers.py``)."""
+    return servers_weir_env
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.started: list[WeirServer] = []
 
-    def start(
-        self,
-        job_file: Path,
-        *flags: str,
-        state_dir: Path | None = None,
-        timeout: float = 30.0,
-        env: dict[str, str] | None = None,
-        command: str = "run",
-    ) -> WeirServer:
-        """``command`` is ``run`` or ``api``; a ``run`` with ``--no-api`` has no base URL."""
-        n = len(self.started)
-        state = state_dir or self.root / f"state-{n}"
-        stderr_path = self.root / f"server-{n}.stderr"
-        ready = HEADLESS if "--no-api" in flags else SERVING
-        argv = [*WEIR, command, str(job_file), "--api-port", "0", "--state-dir", str(state)]
-        with open(stderr_path, "wb") as err:
-            proc = subprocess.Popen(
-                [*argv, *flags],
-                cwd=self.root,
-                env=_env(env),
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,
-            )
-        server = WeirServer(proc, "", "", state, stderr_path)
-        self.started.append(server)
+@pytest.fixture
+def docker_compose() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``docker_compose(*args, env=None)``: Debian's ``docker-compose -f docker-compose.yml``
+    (no Docker engine: ``config`` judges the file), to completion within 60 s."""
 
-        def serving() -> re.Match[str] | None:
-            text = server.stderr()
-            assert proc.poll() is None, f"weir exited with {proc.returncode}:\n{text}"
-            return ready.search(text)
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["docker-compose", "-f", str(TESTS_ROOT.parent / "docker-compose.yml"), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
 
-        m = support.wait_until(serving, timeout, what=f"the {ready.pattern!r} line")
-        server.job = m.group(1)
-        server.base_url = m.group(2) if ready is SERVING else ""
-        return server
-
-    def stop_all(self) -> None:
-        for server in self.started:
-            server.stop()
+    return run
 
 
 @pytest.fixture
 def weir_server(tmp_path: Path) -> Iterator[Callable[..., WeirServer]]:
     """``weir_server(job_file, *flags, state_dir=None)`` starts ``weir run`` on a free loopback
     port, waits for its ``serving on`` line and stops it (SIGTERM, then kill) in teardown."""
-    servers = _Servers(tmp_path)
+    servers = Servers(tmp_path)
     yield servers.start
     servers.stop_all()
 
@@ -175,7 +168,7 @@ def module_weir_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Callable[..., WeirServer]]:
     """Like ``weir_server``, for a server that a whole test module queries."""
-    servers = _Servers(tmp_path_factory.mktemp("servers"))
+    servers = Servers(tmp_path_factory.mktemp("servers"))
     yield servers.start
     servers.stop_all()
 
@@ -183,7 +176,7 @@ def module_weir_server(
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Tansu broker (Kafka protocol) on a free loopback port for the whole session."""
-    from tests.kafka_broker import tansu
+    from tests.support.kafka_broker import tansu
 
     with tansu(tmp_path_factory.mktemp("kafka")) as bootstrap:
         yield bootstrap
@@ -192,8 +185,8 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def kafka_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A Tansu broker behind a TLS proxy that requires a client certificate, with the test
-    CA and certificates (``tests.kafka_tls.TlsBroker``)."""
-    from tests.kafka_tls import tansu_tls
+    CA and certificates (``tests.support.kafka_tls.TlsBroker``)."""
+    from tests.support.kafka_tls import tansu_tls
 
     with tansu_tls(tmp_path_factory.mktemp("kafka-tls")) as broker:
         yield broker
@@ -202,21 +195,26 @@ def kafka_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def kafka_sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Tansu broker that requires SASL SCRAM authentication (and knows no user)."""
-    from tests.kafka_tls import tansu_sasl
+    from tests.support.kafka_tls import tansu_sasl
 
     with tansu_sasl(tmp_path_factory.mktemp("kafka-sasl")) as bootstrap:
         yield bootstrap
 
 
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """A real local SparkSession (``local[2]``) for a test module's backfills."""
-    from weir.engine.spark.backfill import spark_session
+@pytest.fixture(scope="session")
+def _shared_spark() -> Iterator[SharedSpark]:
+    shared = SharedSpark("local[2]")
+    yield shared
+    shared.stop()
 
-    session = spark_session("local[2]")
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+
+@pytest.fixture
+def spark(_shared_spark: SharedSpark) -> Any:
+    """The test process's one real local SparkSession (``local[2]``, one JVM,
+    ``tests.support.sparksession``), started again if an earlier test left it broken. A test
+    runs the backfill on it in-process (``run_backfill(..., session=spark)`` or
+    ``tests.support.backfill``) and never stops it."""
+    return _shared_spark.get()
 
 
 @pytest.fixture
@@ -244,7 +242,7 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 @pytest.fixture(scope="session")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
     """A Spark standalone cluster on loopback for the session: a master and two one-core
-    workers (``loadtest.spark_cluster``), started by the first test that asks (~10 s). Without
+    workers (``tests.support.spark_cluster``), started by the first test that asks (~10 s). Without
     Java or pyspark's spark-class the test fails, naming what to install. It authenticates
     every client: Spark sessions of this process and the ``weir`` runs it starts have its
     ``SPARK_CONF_DIR`` in their environment until the session ends."""
@@ -253,34 +251,13 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
             yield cluster
 
 
-@dataclass(frozen=True)
-class S3Place:
-    """A fresh prefix of the session's bucket: ``url`` is ``s3://weir/<unique>``, ``env`` the
-    AWS_* settings a client (or a ``weir`` process) needs to reach it."""
-
-    server: S3Server
-    prefix: str
-
-    @property
-    def url(self) -> str:
-        return self.server.url(self.prefix)
-
-    @property
-    def env(self) -> dict[str, str]:
-        return self.server.env
-
-
 @pytest.fixture
 def s3(s3_server: S3Server, request: pytest.FixtureRequest) -> S3Place:
     """A unique prefix in the session's S3 bucket (no two tests share objects)."""
-    return S3Place(s3_server, _unique_prefix(request.node.name))
+    return S3Place(s3_server, unique_prefix(request.node.name))
 
 
 @pytest.fixture(scope="module")
 def module_s3(s3_server: S3Server, request: pytest.FixtureRequest) -> S3Place:
     """Like ``s3``, shared by a test module's tests."""
-    return S3Place(s3_server, _unique_prefix(request.module.__name__.rpartition(".")[2]))
-
-
-def _unique_prefix(name: str) -> str:
-    return f"{re.sub(r'[^A-Za-z0-9_-]+', '-', name)[:60]}-{uuid.uuid4().hex[:8]}"
+    return S3Place(s3_server, unique_prefix(request.module.__name__.rpartition(".")[2]))

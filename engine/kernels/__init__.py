@@ -14,7 +14,7 @@ Example:
     >>> load("python").name
     'python'
 
-The kernels and their interfaces (``docs/decisions/columnar-execution.md``):
+The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``):
 
 - ``scan_lines(block, fields)``: the JSONL field scanner (``scan``; ``scan.scan_block`` wraps it);
 - ``watermarks``, ``tumbling_ends``, ``sliding_expand``, ``lateness``: time in bulk (``timek``);

@@ -8,7 +8,7 @@ survives a young pass, a middle pass and then every full pass until its window f
 walk over millions of objects scattered in memory costs about a microsecond an object. With
 CPython's default thresholds (700, 10, 10) a fifth to a quarter of the loop's CPU went to the
 collector ("Benchmarks"); with a young generation of 50,000 but nothing else, still a tenth at
-1M ids (``python -m loadtest.hotpath peer --keys 1000000``), nearly all of it in passes that
+1M ids (``python -m benchmarks.hotpath peer --keys 1000000``), nearly all of it in passes that
 found nothing: the loop makes no cyclic garbage of its own.
 
 So, as CPython's documentation suggests for such a process (``gc.freeze``):

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from tests.reference import Spec, simulate
 from tests.support import WeirServer, job_text, wait_until
+from tests.support.reference import Spec, simulate
 from weir.engine.sources.generator import GeneratorSource
 
 COUNT, RATE = 40_000, 2_500  # 16 s of input: the job runs through the whole kill and restart

@@ -1,5 +1,6 @@
-"""``weir backfill`` on a real local SparkSession: the same JSONL events through the Spark
-backfill and through ``weir run`` give identical windows per key; a live backfill puts
+"""``weir backfill`` on a real local SparkSession (the session's, run in-process: the command's
+code without a JVM of its own, ``tests.support.backfill``): the same JSONL events through the
+Spark backfill and through ``weir run`` give identical windows per key; a live backfill puts
 historical windows next to the running job's at the same endpoint; overlapping windows are
 refused and nothing is counted twice."""
 
@@ -11,7 +12,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tests.reference import group_emissions
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -21,6 +21,8 @@ from tests.support import (
     read_jsonl,
     write_lines,
 )
+from tests.support.backfill import backfill_in_process
+from tests.support.reference import group_emissions
 
 SIZE, BOUND, LATENESS = 1_000, 200, 1_500
 AGGS = ("count", "total", "lo", "hi", "avg")
@@ -37,16 +39,15 @@ def _windows_via_api(server: WeirServer, keys: set[str]) -> dict[tuple[str, int,
     return got
 
 
-def _backfill(run_weir: Callable[..., WeirResult], job: Path, src: Path, *flags: str) -> Any:
-    r = run_weir("backfill", str(job), "--input", str(src), "--master", "local[2]", *flags,
-                 timeout=240)  # fmt: skip
-    return r
+def _backfill(spark: Any, job: Path, src: Path, *flags: str) -> WeirResult:
+    return backfill_in_process(spark, job.parent, str(job), "--input", str(src), *flags)
 
 
 def test_backfill_and_streaming_give_identical_windows(
     tmp_path: Path,
     run_weir: Callable[..., WeirResult],
     weir_server: Callable[..., WeirServer],
+    spark: Any,
 ) -> None:
     lines = event_lines(make_events(3_000, seed=81))
     src = write_lines(tmp_path / "history.jsonl", lines)
@@ -60,7 +61,7 @@ def test_backfill_and_streaming_give_identical_windows(
     late = len(read_jsonl(tmp_path / "stream-state" / "t1" / "late.jsonl"))
     assert late >= 20  # the input has late records, which both must leave out alike
 
-    r = _backfill(run_weir, job, src, "--into-savepoint", str(tmp_path / "sp"))
+    r = _backfill(spark, job, src, "--into-savepoint", str(tmp_path / "sp"))
     assert r.rc == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["backfill"]["late"] == late
@@ -80,6 +81,7 @@ def test_live_backfill_serves_history_beside_live_windows_and_refuses_overlap(
     tmp_path: Path,
     run_weir: Callable[..., WeirResult],
     weir_server: Callable[..., WeirServer],
+    spark: Any,
 ) -> None:
     history = make_events(2_000, seed=82)  # event times from about -3 s to 7 s
     live = make_events(800, seed=83, start=60_000)  # a minute later
@@ -93,7 +95,7 @@ def test_live_backfill_serves_history_beside_live_windows_and_refuses_overlap(
     before = client.get("/t1/imps/state/ad-0", params={"limit": 10_000}).json()["windows"]
     assert before and min(w["start"] for w in before) >= 50_000
 
-    r = _backfill(run_weir, job, hist_src, "--live", server.base_url)
+    r = _backfill(spark, job, hist_src, "--live", server.base_url)
     assert r.rc == 0, r.stderr[-3000:]
     loaded = json.loads(r.stdout.strip().splitlines()[-1])
     assert loaded["live"]["windows"] == loaded["backfill"]["windows"] > 0
@@ -118,7 +120,7 @@ def test_live_backfill_serves_history_beside_live_windows_and_refuses_overlap(
     assert len(jobs["backfills"]) == 1 and jobs["backfills"][0]["op"] == "imps"
 
     # the same history again overlaps windows the job now holds: refused, nothing doubled
-    r = _backfill(run_weir, job, hist_src, "--live", server.base_url)
+    r = _backfill(spark, job, hist_src, "--live", server.base_url)
     assert r.rc == 2 and "backfill refused" in r.stderr and "already has the window" in r.stderr
     again = client.get("/t1/imps/state/ad-0", params={"limit": 10_000}).json()["windows"]
     assert again == after

@@ -16,9 +16,9 @@ import pyarrow.csv as pcsv  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
-from tests.kafka_broker import create_topic, send
-from tests.reference import group_emissions
 from tests.support import WeirResult, job_text, make_events, read_jsonl, write_events
+from tests.support.kafka_broker import create_topic, send
+from tests.support.reference import group_emissions
 from weir.base.errors import SourceError
 from weir.engine.runtime.loader import load_job
 from weir.engine.runtime.stored.fold import FoldPlan
@@ -168,7 +168,7 @@ def test_kafka_offset_ranges_and_metadata_read_exactly_what_they_name(
     """``from=0:100,1:250&to=0:600`` equals JSONL files of exactly those records; the job's
     Kafka source has ``metadata=True``, so the records carry ``_kafka`` and are keyed by the
     Kafka record key."""
-    from tests.reference import AGGREGATES_SRC
+    from tests.support.reference import AGGREGATES_SRC
 
     topic = _topic(kafka_broker, "bf-range", 2)
     parts = [make_events(1_000, seed=90 + p) for p in range(2)]

@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from tests.reference import IMPRESSIONS_ONLY, Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -33,6 +32,7 @@ from tests.support import (
     worker_pids,
     write_lines,
 )
+from tests.support.reference import IMPRESSIONS_ONLY, Spec, canonical, group_emissions, simulate
 
 N_EVENTS = 24_000
 SPEC = Spec(bound=200, size=1_000, lateness=1_500)

@@ -28,11 +28,7 @@ from urllib.parse import quote
 
 import pytest
 
-from loadtest.spark_cluster import SparkCluster
-from tests.cluster_support import START_S, ClusterPlace, cluster_place
-from tests.conftest import S3Place
 from tests.integration.test_checkpoints import N_EVENTS, SLOW_IMPRESSIONS, SPEC
-from tests.reference import AGGREGATES_SRC, Outcome, Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -43,6 +39,17 @@ from tests.support import (
     wait_until,
     write_lines,
 )
+from tests.support.cluster import START_S, ClusterPlace, cluster_place
+from tests.support.reference import (
+    AGGREGATES_SRC,
+    Outcome,
+    Spec,
+    canonical,
+    group_emissions,
+    simulate,
+)
+from tests.support.servers import S3Place
+from tests.support.spark_cluster import SparkCluster
 
 MAX_P = 128
 

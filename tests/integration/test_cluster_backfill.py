@@ -24,11 +24,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from loadtest.spark_cluster import SparkCluster
-from tests.cluster_support import START_S, ClusterPlace, cluster_place
-from tests.conftest import S3Place
-from tests.reference import Spec, simulate
 from tests.support import WeirResult, WeirServer, event_lines, job_text, make_events, write_lines
+from tests.support.cluster import START_S, ClusterPlace, cluster_place
+from tests.support.reference import Spec, simulate
+from tests.support.servers import S3Place
+from tests.support.spark_cluster import SparkCluster
 from weir.state.bulkstore import fetch_ssts, read_manifest
 from weir.state.keygroups import KeyGroupRange
 from weir.state.objectstore import S3Bucket, storage_location

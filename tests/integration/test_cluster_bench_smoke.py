@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from loadtest import cluster_bench
-from loadtest.spark_cluster import SparkCluster
+from benchmarks import cluster_bench
+from tests.support.spark_cluster import SparkCluster
 
 
 @pytest.fixture(scope="module")

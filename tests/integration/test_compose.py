@@ -19,10 +19,10 @@ import httpx
 import pytest
 import yaml
 
-from loadtest.broker import free_port
-from loadtest.s3_server import S3Server
-from tests.kafka_broker import read_topic
 from tests.support import wait_until
+from tests.support.broker import free_port
+from tests.support.kafka_broker import read_topic
+from tests.support.s3_server import S3Server
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -1,9 +1,9 @@
 """Count windows in a real ``weir run`` (issue 22 item 4): a bounded file (one split, so each
 key's records arrive in file order at any parallelism) through ``windows.count(n)``,
 ``windows.count(n, slide=m)``, and time and session windows under a trigger and an evictor,
-compared with the brute-force model in ``tests/trigger_reference.py``; a kill -9 of a worker in
-the middle, recovered from a checkpoint of the windows' kept records and trigger counts; and a
-key's count window queried over HTTP.
+compared with the brute-force model in ``tests/support/trigger_reference.py``; a kill -9 of a
+worker in the middle, recovered from a checkpoint of the windows' kept records and trigger counts;
+and a key's count window queried over HTTP.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.support import (
     worker_pids,
     write_lines,
 )
-from tests.trigger_reference import TSpec, by_key, simulate
+from tests.support.trigger_reference import TSpec, by_key, simulate
 
 KEYS = ("ad-0", "ad-1", "ad-2", "a/b", "ü")
 FAST = ("--batch-size", "64", "--restart-delay-ms", "100", "--checkpoint-interval-ms", "150")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tests.reference import Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -23,6 +22,7 @@ from tests.support import (
     wait_until,
     write_lines,
 )
+from tests.support.reference import Spec, canonical, group_emissions, simulate
 
 # map -> flat_map -> filter, so a user function of each kind can raise
 STEPS = (

@@ -22,7 +22,7 @@ EXTRAS = {
     "kafka": ("confluent_kafka", "kafka", "crc32c"),
     "s3": ("obstore",),
     "sql": ("sqlglot",),
-    "spark": ("pyspark", "py4j", "pyarrow", "pandas", "numpy"),
+    "spark": ("pyspark", "py4j", "pyarrow", "pandas"),  # numpy is a core dependency (the kernels)
 }
 BLOCKER = """
 import sys

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.kafka_broker import create_topic, send
 from tests.support import WeirServer, job_text, make_events, wait_until
+from tests.support.kafka_broker import create_topic, send
 
 LIVE = """
 from weir import Job, WatermarkStrategy, agg, sources, windows

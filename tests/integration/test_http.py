@@ -15,8 +15,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.reference import AGG_NAMES, Outcome, Spec, simulate
 from tests.support import WeirServer, event_lines, job_text, make_events, write_lines
+from tests.support.reference import AGG_NAMES, Outcome, Spec, simulate
 
 SPEC = Spec(bound=200, size=1_000, lateness=1_500)
 N_EVENTS = 3_000

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.reference import AGGREGATES_SRC, Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -17,6 +16,7 @@ from tests.support import (
     wait_until,
     write_lines,
 )
+from tests.support.reference import AGGREGATES_SRC, Spec, canonical, group_emissions, simulate
 
 SPEC = Spec(bound=200, size=1_000, lateness=1_500)
 

@@ -1,9 +1,9 @@
 """Both joins in real ``weir run`` processes: one job holds a window join and an interval join of
 the impressions and clicks of one ad stream (a file: one split, late records included); at
 parallelism 1, 2 and 4 each join's output and late records equal the brute-force model's
-(``tests/join_reference.py``); a kill -9 of a worker mid-run leaves the output exactly once, and
-so does a kill -9 of the whole run restored at another parallelism (the buffers rescale by key
-groups); a running join's buffers answer at ``/{job}/{name}/state/{key}``."""
+(``tests/support/join_reference.py``); a kill -9 of a worker mid-run leaves the output exactly
+once, and so does a kill -9 of the whole run restored at another parallelism (the buffers rescale
+by key groups); a running join's buffers answer at ``/{job}/{name}/state/{key}``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from tests.integration.test_checkpoints import FAST, _wait_checkpoint
-from tests.join_reference import MIN_TIME, Arrival, freeze, interval_join, window_join
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -30,6 +29,7 @@ from tests.support import (
     worker_pids,
     write_lines,
 )
+from tests.support.join_reference import MIN_TIME, Arrival, freeze, interval_join, window_join
 
 BOUND, SIZE, LOWER, UPPER = 200, 500, -150, 60
 

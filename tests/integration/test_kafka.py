@@ -18,8 +18,6 @@ from typing import Any
 
 import pytest
 
-from tests.kafka_broker import create_topic, read_topic, send
-from tests.reference import Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -31,6 +29,8 @@ from tests.support import (
     wait_until,
     worker_pids,
 )
+from tests.support.kafka_broker import create_topic, read_topic, send
+from tests.support.reference import Spec, canonical, group_emissions, simulate
 from weir.engine.kafka_security import CLIENTS
 from weir.engine.sources.generator import GeneratorSource
 

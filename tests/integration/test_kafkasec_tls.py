@@ -1,8 +1,8 @@
 """Kafka over TLS and SASL, end to end with real ``weir`` processes: a TLS proxy that requires a
 client certificate in front of a Tansu broker, and a Tansu broker that checks SASL SCRAM
-(``tests/kafka_tls.py``). Results over TLS equal the expected windows; a wrong CA, a plaintext
-client to the TLS port and a refused SASL login each fail within seconds with one line that
-names the fix; no secret reaches an output, ``/jobs`` or ``--help``."""
+(``tests/support/kafka_tls.py``). Results over TLS equal the expected windows; a wrong CA, a
+plaintext client to the TLS port and a refused SASL login each fail within seconds with one line
+that names the fix; no secret reaches an output, ``/jobs`` or ``--help``."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from urllib.parse import urlencode
 
 import httpx
 
-from tests.kafka_broker import create_topic, read_topic, send
-from tests.kafka_tls import KEY_PASSWORD, TlsBroker
 from tests.support import WeirResult, WeirServer, impression_counts, job_text, make_events
+from tests.support.kafka_broker import create_topic, read_topic, send
+from tests.support.kafka_tls import KEY_PASSWORD, TlsBroker
 
 BOUND, SIZE = 300, 1_000
 SASL_SECRET = "sasl-pw-Zk42-never-shown"

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.reference import Spec, canonical, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -32,6 +31,7 @@ from tests.support import (
     wait_until,
     write_lines,
 )
+from tests.support.reference import Spec, canonical, group_emissions, simulate
 from weir.engine.runtime.control import status
 from weir.engine.runtime.view import STATUS_FORMAT, JobStatus
 from weir.state.checkpoints import CheckpointStorage, now_ms

@@ -1,8 +1,8 @@
 """Several inputs through a real ``weir run``: two file sources, a union feeding a tumbling
-window and a connected co-process function (``tests.multiinput``), at parallelism 1, 2 and 4,
-equal to the brute-force reference; a kill -9 of a worker of the connected job recovers exactly
-once; the co-process function's keyed state restores at another parallelism; and a one-source
-job's checkpoint keeps its positions' format and restores."""
+window and a connected co-process function (``tests.support.multiinput``), at parallelism 1, 2
+and 4, equal to the brute-force reference; a kill -9 of a worker of the connected job recovers
+exactly once; the co-process function's keyed state restores at another parallelism; and a
+one-source job's checkpoint keeps its positions' format and restores."""
 
 from __future__ import annotations
 
@@ -23,14 +23,6 @@ from tests.integration.test_checkpoints import (
     _expected,
     _wait_checkpoint,
 )
-from tests.multiinput import (
-    both_rows,
-    ctr_rows,
-    expected_both,
-    expected_ctr,
-    job_text,
-    make_events,
-)
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -40,6 +32,14 @@ from tests.support import (
     wait_until,
     worker_pids,
     write_events,
+)
+from tests.support.multiinput import (
+    both_rows,
+    ctr_rows,
+    expected_both,
+    expected_ctr,
+    job_text,
+    make_events,
 )
 
 

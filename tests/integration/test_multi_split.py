@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.reference import aggregates, group_emissions, window_of
 from tests.support import WeirResult, WeirServer, make_events, read_jsonl, write_events
+from tests.support.reference import aggregates, group_emissions, window_of
 
 BOUND, SIZE = 300, 1_000
 

@@ -58,7 +58,7 @@ def test_the_wheel_holds_weir_and_its_dist_info_only(wheel: zipfile.ZipFile) -> 
     for module in ("__init__.py", "app/cli.py", "engine/job.py", "state/rocksdb.py",
                    "api/dashboard.html", "engine/spark/backfill.py", "py.typed"):  # fmt: skip
         assert f"weir/{module}" in names, module
-    assert not [n for n in names if n.startswith(("tests/", "loadtest/")) or "__pycache__" in n]
+    assert not [n for n in names if n.startswith(("tests/", "benchmarks/")) or "__pycache__" in n]
 
 
 def test_the_wheel_holds_the_compiled_kernels(wheel: zipfile.ZipFile) -> None:

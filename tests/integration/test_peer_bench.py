@@ -1,4 +1,4 @@
-"""The weir side of ``loadtest/peer_bench.py`` on a small file job: its rate counts from the first
+"""The weir side of ``benchmarks/peer_bench.py`` on a small file job: its rate counts from the first
 record read, and its workers' peak memory is sampled from ``/proc`` while they run."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from loadtest.bench import JOB, TUMBLING
-from loadtest.peer_bench import peak_rss, weir_run
-from loadtest.workloads import write_ads
+from benchmarks.bench import JOB, TUMBLING
+from benchmarks.peer_bench import peak_rss, weir_run
+from tests.support.workloads import write_ads
 
 
 def test_peak_rss_of_a_live_process_and_of_one_gone() -> None:

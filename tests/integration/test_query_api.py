@@ -12,22 +12,25 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.reference import Spec, simulate
 from tests.support import WeirServer, event_lines, job_text, make_events, write_lines
+from tests.support.reference import Spec, simulate
 
 SPEC = Spec(bound=200, size=1_000, lateness=0)
 TOKEN = "s3cret-token"
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def finished_server(
-    tmp_path: Path, weir_server: Callable[..., WeirServer]
+    tmp_path_factory: pytest.TempPathFactory, module_weir_server: Callable[..., WeirServer]
 ) -> tuple[WeirServer, list[str]]:
+    """One finished job for the module: its tests only read (lookups, listings, metrics with
+    lower bounds), so they share it."""
+    tmp_path = tmp_path_factory.mktemp("query-api")
     lines = event_lines(make_events(1_200, seed=8))
     src = write_lines(tmp_path / "in.jsonl", lines)
     job = tmp_path / "job.py"
     job.write_text(job_text(src, bound=SPEC.bound, size=SPEC.size, lateness=SPEC.lateness))
-    server = weir_server(job, "--parallelism", "2", "--cors-origins", "http://dash.example")
+    server = module_weir_server(job, "--parallelism", "2", "--cors-origins", "http://dash.example")
     server.wait_finished()
     return server, lines
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.reference import Spec, simulate
 from tests.support import WeirServer, event_lines, job_text, make_events, write_lines
+from tests.support.reference import Spec, simulate
 
 SPEC = Spec(bound=200, size=1_000, lateness=0)
 INT = st.one_of(st.none(), st.integers(-(2**70), 2**70), st.integers(-5_000, 60_000))

@@ -36,7 +36,7 @@ def test_the_query_load_mixes_every_kind_and_reports_percentiles(
     wait_until(lambda: client.get("/ql/stats/top", params={"by": "count"}).status_code == 200,
                30.0, what="a fired window")  # fmt: skip
     r = subprocess.run(
-        [sys.executable, "-m", "loadtest.query_load", "--url", server.base_url, "--job", "ql",
+        [sys.executable, "-m", "benchmarks.query_load", "--url", server.base_url, "--job", "ql",
          "--op", "stats", "--keys", "50", "--seconds", "3", "--connections", "4",
          "--mix", "point=4,batch=2,top=2,sse=1"],
         capture_output=True, text=True, timeout=60,
@@ -52,7 +52,7 @@ def test_the_query_load_mixes_every_kind_and_reports_percentiles(
 
 def test_the_query_load_refuses_remote_hosts() -> None:
     r = subprocess.run(
-        [sys.executable, "-m", "loadtest.query_load", "--url", "http://example.com:8000"],
+        [sys.executable, "-m", "benchmarks.query_load", "--url", "http://example.com:8000"],
         capture_output=True, text=True, timeout=30,
     )  # fmt: skip
     assert r.returncode != 0 and "loopback only" in r.stderr

@@ -17,9 +17,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.kafka_broker import create_topic, send
-from tests.reference import Spec, simulate
 from tests.support import WeirServer, event_lines, job_text, make_events, wait_until, write_lines
+from tests.support.kafka_broker import create_topic, send
+from tests.support.reference import Spec, simulate
 from weir.api import keylist
 from weir.state.keygroups import key_group
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from tests.reference import Spec, simulate
 from tests.support import WeirServer, event_lines, write_lines
+from tests.support.reference import Spec, simulate
 
 SPEC = Spec(bound=100, size=1_000, lateness=500)
 RETENTION_MS = 5_000

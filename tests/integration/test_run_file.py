@@ -1,5 +1,5 @@
 """``weir run JOB --exit-at-end`` on a bounded file: every emission, late record and window is
-compared with the brute-force model (tests/reference.py)."""
+compared with the brute-force model (tests/support/reference.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.reference import Spec, canonical, group_emissions, simulate
 from tests.support import WeirResult, event_lines, job_text, make_events, read_jsonl, write_lines
+from tests.support.reference import Spec, canonical, group_emissions, simulate
 
 N_EVENTS = 3_000
 BOUND, SIZE = 200, 1_000

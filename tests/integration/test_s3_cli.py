@@ -16,9 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.broker import free_port
-from loadtest.s3_server import SECRET_KEY
-from tests.conftest import S3Place
 from tests.integration.test_lifecycle_commands import (
     GENERATOR,
     STATE,
@@ -26,6 +23,9 @@ from tests.integration.test_lifecycle_commands import (
     _records_in,
 )
 from tests.support import WeirResult, WeirServer, wait_until
+from tests.support.broker import free_port
+from tests.support.s3_server import SECRET_KEY
+from tests.support.servers import S3Place
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.objectstore import SCHEMES
 

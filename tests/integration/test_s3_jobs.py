@@ -28,7 +28,6 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.conftest import S3Place, _Servers
 from tests.integration.test_checkpoints import (
     FAST,
     _assert_matches,
@@ -37,7 +36,6 @@ from tests.integration.test_checkpoints import (
     _last_emissions,
 )
 from tests.integration.test_checkpoints import _wait_checkpoint as wait_checkpoint
-from tests.reference import Outcome, canonical
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -48,6 +46,8 @@ from tests.support import (
     wait_until,
     worker_pids,
 )
+from tests.support.reference import Outcome, canonical
+from tests.support.servers import S3Place, Servers
 from weir.state.checkpoints import CheckpointStorage
 
 RESTORE_LINE = re.compile(
@@ -66,13 +66,13 @@ class Killed:
     place: S3Place
     ids: list[int]
     env: dict[str, str]
-    servers: _Servers
+    servers: Servers
 
 
 @pytest.fixture(scope="module")
 def killed(module_s3: S3Place, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
     root = tmp_path_factory.mktemp("s3-jobs")
-    servers = _Servers(root)
+    servers = Servers(root)
     job, lines = _job(root, lambda src, **kw: _write_job(root / "job.py", src, **kw), seed=21)
     ref = _expected(lines)
     out = root / "out.jsonl"

@@ -23,9 +23,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.conftest import S3Place
 from tests.integration.test_checkpoints import SPEC, _assert_matches, _expected
 from tests.support import WeirServer, event_lines, make_events, wait_until, write_lines
+from tests.support.servers import S3Place
 
 OUTAGE_S = 30.0
 # ~9 ms a record: the bounded input lasts ~45 s, longer than the outage and its margins

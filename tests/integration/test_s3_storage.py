@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from rocksdict import AccessType, Options, Rdict
 
-from loadtest.broker import free_port
-from loadtest.s3_server import SECRET_KEY
-from tests.conftest import S3Place
+from tests.support.broker import free_port
+from tests.support.s3_server import SECRET_KEY
+from tests.support.servers import S3Place
 from tests.unit.test_checkpoint_storage import _key, _take
 from weir.base.errors import StorageError
 from weir.state.checkpoints import METADATA, CheckpointStorage, FileRef

@@ -4,12 +4,11 @@ updated keys, and a restore from S3 and from a directory both hold every key."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loadtest import s3_bench
+from benchmarks import s3_bench
 
 
 @pytest.fixture(scope="module")
@@ -39,12 +38,3 @@ def test_restore_from_s3_and_from_a_directory(sections: dict[str, Any]) -> None:
     assert len(restore["s3_s"]) == len(restore["local_s"]) == 2
     assert all(s > 0 for s in restore["s3_s"] + restore["local_s"])
     assert restore["checkpoint_bytes"] == sections["incremental"]["checkpoints"][-1]["size"]
-
-
-def test_missing_boto3_names_the_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from loadtest import s3_clients
-
-    monkeypatch.setattr(s3_clients.importlib.util, "find_spec", lambda name: None)
-    monkeypatch.setattr("sys.argv", ["s3_clients"])
-    with pytest.raises(SystemExit, match="pip install boto3"):
-        s3_clients.main()

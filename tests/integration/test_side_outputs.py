@@ -12,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.integration.test_checkpoints import FAST, _wait_checkpoint
-from tests.reference import canonical
 from tests.support import (
     WeirServer,
     alive,
@@ -22,6 +21,7 @@ from tests.support import (
     worker_pids,
     write_lines,
 )
+from tests.support.reference import canonical
 
 N_EVENTS = 16_000
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from loadtest.spark_cluster import SparkCluster
 from tests.support import wait_until
+from tests.support.spark_cluster import SparkCluster
 from weir.base.errors import ConfigError
 from weir.engine.runtime.control.cluster import (
     cluster_session,

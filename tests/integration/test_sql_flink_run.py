@@ -16,13 +16,13 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.flink_sql_cases import WINDOW_DATA, WINDOW_TABLE, flink_row, row
 from tests.support import WeirResult, WeirServer, read_jsonl, write_lines
+from tests.support.flink_sql_cases import WINDOW_DATA, WINDOW_TABLE, flink_row, row
 from tests.unit.test_flink_sql_windows import CASES, Case
 from weir.client import Client
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {"PYTHONPATH": str(ROOT)}  # the job registers tests.flink_sql_cases.ConcatDistinct
+ENV = {"PYTHONPATH": str(ROOT)}  # the job registers tests.support.flink_sql_cases.ConcatDistinct
 NAMES = {
     "tumble": "WindowAggregateITCase.testEventTimeTumbleWindow",
     "day_minus_8h": "WindowAggregateITCase.testEventTimeTumbleWindowWithNegativeOffset",

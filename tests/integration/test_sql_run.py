@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from tests.reference import Spec, group_emissions, simulate
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -20,6 +19,8 @@ from tests.support import (
     read_jsonl,
     write_lines,
 )
+from tests.support.backfill import backfill_in_process
+from tests.support.reference import Spec, group_emissions, simulate
 from weir import testing
 from weir.engine.agg import avg_of
 from weir.engine.runtime.loader import load_job
@@ -105,14 +106,14 @@ def test_weir_sql_on_a_file_gives_the_reference_windows_and_serves_a_composite_k
 
 
 def test_weir_backfill_of_a_sql_cumulate_view_gives_the_streamed_windows(
-    tmp_path: Path, run_weir: Callable[..., WeirResult], weir_server: Callable[..., WeirServer]
+    tmp_path: Path, spark: Any, weir_server: Callable[..., WeirServer]
 ) -> None:
     lines = event_lines(make_events(2_000, seed=32))
     src = write_lines(tmp_path / "history.jsonl", lines)
     job = tmp_path / "job.sql"
     job.write_text(_job(src, name="sqlback"))
-    r = run_weir("backfill", str(job), "--input", str(src), "--master", "local[2]", "--op",
-                 "cumul", "--into-savepoint", str(tmp_path / "sp"), timeout=240)  # fmt: skip
+    r = backfill_in_process(spark, tmp_path, str(job), "--input", str(src), "--op", "cumul",
+                            "--into-savepoint", str(tmp_path / "sp"))  # fmt: skip
     assert r.rc == 0, r.stderr[-3000:]
     savepoint = json.loads(r.stdout.strip().splitlines()[-1])["savepoint"]
     empty = write_lines(tmp_path / "empty.jsonl", [])

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.reference import group_emissions
 from tests.support import WeirServer, read_jsonl, wait_until
+from tests.support.reference import group_emissions
 
 BOUNDED = """
 from weir import Job, WatermarkStrategy, agg, sources, windows

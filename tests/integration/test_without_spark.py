@@ -17,7 +17,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.reference import Spec, group_emissions, simulate
 from tests.support import (
     WEIR,
     WeirResult,
@@ -28,8 +27,9 @@ from tests.support import (
     wait_until,
     write_lines,
 )
+from tests.support.reference import Spec, group_emissions, simulate
 
-NOT_INSTALLED = ("pyspark", "py4j", "pyarrow", "pandas", "numpy")
+NOT_INSTALLED = ("pyspark", "py4j", "pyarrow", "pandas")  # numpy is core (the kernels)
 SITECUSTOMIZE = f"""
 import sys
 from importlib.abc import MetaPathFinder

@@ -2,7 +2,7 @@
 every record, so how the input is cut into batches (and when state is flushed to the state
 backend) never changes which records are late nor any result. The engine's chain and window
 operator run in-process over the in-memory state backend (``tests/contract/`` holds RocksDB to
-the same behaviour) and are compared with the brute-force model in ``tests/reference.py``.
+the same behaviour) and are compared with the brute-force model in ``tests/support/reference.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from tests.inprocess import run_batches
-from tests.reference import Spec, canonical, group_emissions, simulate, simulate_decoded
 from tests.support import event_lines
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec, canonical, group_emissions, simulate, simulate_decoded
 
 # Shrinking a failing example of these properties can take minutes; it is off unless
 # HYPOTHESIS_SHRINK=1, and tests/unit/test_window_operator.py holds hand-shrunk cases.

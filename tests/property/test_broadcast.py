@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.broadcast_driver import operator
 from tests.property.test_batching import BATCHING
+from tests.support.broadcast_driver import operator
 from weir.engine.runtime.operators.broadcast import KeyedBroadcastRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK

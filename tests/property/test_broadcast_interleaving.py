@@ -1,7 +1,7 @@
 """A keyed broadcast function that decides at event time (a timer at each event's time looks up
 the rule in force then) gives the brute-force model's output however the rules and the events
 interleave and are batched: the real chains, keyed side and operator of one worker
-(``tests.multiinput.TwoInputHarness``), the rules from their own source, in time order. The
+(``tests.support.multiinput.TwoInputHarness``), the rules from their own source, in time order. The
 operator's watermark is the minimum of both inputs', so when a timer fires, every rule up to
 its time has arrived."""
 
@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.multiinput import TwoInputHarness
 from tests.property.test_batching import BATCHING
+from tests.support.multiinput import TwoInputHarness
 from weir import Job, KeyedBroadcastProcessFunction, WatermarkStrategy, sources
 
 BOUND = 20

@@ -1,8 +1,8 @@
-"""Both joins against the brute-force model (``tests/join_reference.py``), on two inputs
+"""Both joins against the brute-force model (``tests/support/join_reference.py``), on two inputs
 interleaved at random, each a split with its own out-of-orderness bound (so some records are
 late), at any batching, with restores from the state written in between: the emitted pairs and
 the late records equal the model's whatever the batching. Batches reach the co-process runtime
-split by input, as a worker delivers them (``tests/join_support.py``)."""
+split by input, as a worker delivers them (``tests/support/join_support.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.join_reference import (
+from tests.property.test_batching import BATCHING
+from tests.support.join_reference import (
     MIN_TIME,
     Arrival,
     freeze,
@@ -20,8 +21,7 @@ from tests.join_reference import (
     session_join,
     window_join,
 )
-from tests.join_support import drive
-from tests.property.test_batching import BATCHING
+from tests.support.join_support import drive
 from weir.engine import windows
 from weir.engine.joins.interval import IntervalJoinFunction
 from weir.engine.joins.window import WindowJoinFunction

@@ -8,7 +8,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.multiinput import (
+from tests.support.multiinput import (
     TwoInputHarness,
     both_rows,
     ctr_rows,

@@ -10,9 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.inprocess import run_batches
 from tests.property.test_batching import BATCHING, cuts, events
-from tests.reference import Spec
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec
 from weir import Job, WatermarkStrategy, sources
 
 

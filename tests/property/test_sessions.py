@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.inprocess import run_batches
 from tests.property.test_batching import _assert_matches
-from tests.reference import Spec, simulate_decoded
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec, simulate_decoded
 
 
 def test_a_late_record_that_bridges_two_sessions_merges_them(tmp_path: Path) -> None:

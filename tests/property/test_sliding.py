@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.reference import windows_of
+from tests.support.reference import windows_of
 from weir import windows
 
 

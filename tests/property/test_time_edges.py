@@ -10,9 +10,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.inprocess import run_batches
 from tests.property.test_batching import PHASES, cuts, events
-from tests.reference import MAX_TIME, MIN_TIME, Spec, canonical, group_emissions, simulate_decoded
+from tests.support.inprocess import run_batches
+from tests.support.reference import (
+    MAX_TIME,
+    MIN_TIME,
+    Spec,
+    canonical,
+    group_emissions,
+    simulate_decoded,
+)
 from weir import windows
 
 EDGES = settings(max_examples=60, phases=PHASES)

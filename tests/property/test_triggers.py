@@ -1,5 +1,5 @@
 """Count, global and session windows, triggers and evictors against the brute-force model in
-``tests/trigger_reference.py``, at any batch size and with state flushed at any point
+``tests/support/trigger_reference.py``, at any batch size and with state flushed at any point
 (batching invariance, DESIGN.md "Time"): per key, the same results in the same order, and the
 same late records."""
 
@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.trigger_reference import TSpec, build_job, by_key, simulate
+from tests.support.trigger_reference import TSpec, build_job, by_key, simulate
 from weir import testing
 from weir.state.memory import MemoryState
 from weir.testing import Harness

@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from loadtest.spark_cluster import SparkCluster
-from tests.cluster_support import START_S, ClusterPlace, cluster_place
-from tests.conftest import S3Place
 from tests.support import job_text
+from tests.support.cluster import START_S, ClusterPlace, cluster_place
+from tests.support.servers import S3Place
+from tests.support.spark_cluster import SparkCluster
 
 TOKEN = "api-token-3f9d0c7e51"
 KAFKA_PASSWORD = "kafka-pw-8b2e4a61"

@@ -21,18 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
 
 
-def _config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k != "WEIR_API_TOKEN"}
-    return subprocess.run(
-        ["docker-compose", "-f", str(COMPOSE), "config"],
-        capture_output=True,
-        text=True,
-        env={**clean, **env},
-        timeout=60,
-    )
+def test_compose_refuses_to_start_without_a_token_or_the_object_store_key(
+    docker_compose: Callable[..., subprocess.CompletedProcess[str]],
+) -> None:
+    def _config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        clean = {k: v for k, v in os.environ.items() if k != "WEIR_API_TOKEN"}
+        return docker_compose("config", env={**clean, **env})
 
-
-def test_compose_refuses_to_start_without_a_token_or_the_object_store_key() -> None:
     token, key = "s3cret-from-the-operator", "object-store-key-from-the-operator"
     for given, missing in (
         ({"WEIR_S3_SECRET": key}, "WEIR_API_TOKEN"),

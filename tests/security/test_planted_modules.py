@@ -14,9 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import _env
 from tests.security.conftest import Stranger
 from tests.support import WEIR
+from tests.support.servers import weir_env
 
 SQL_JOB = """CREATE TABLE events (
   id STRING, event STRING, ts BIGINT, `value` DOUBLE,
@@ -47,7 +47,7 @@ def _pwned(directory: Path) -> list[str]:
 
 def _weir(args: list[str], cwd: Path, argv0: list[str] = WEIR) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*argv0, *args], cwd=cwd, env=_env(None), capture_output=True, text=True, timeout=60
+        [*argv0, *args], cwd=cwd, env=weir_env(None), capture_output=True, text=True, timeout=60
     )
 
 

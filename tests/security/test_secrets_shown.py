@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import S3Place, _env
 from tests.support import WEIR, WeirServer, job_text, wait_until
+from tests.support.servers import Env, S3Place
 from weir.app.parser import COMMANDS
 
 API_TOKEN = "tok-6d1f0c2e9b8a4471"
@@ -26,8 +26,8 @@ def _commands() -> list[str]:
 
 
 @pytest.mark.parametrize("command", _commands())
-def test_help_never_prints_a_secret_given_in_the_environment(command: str) -> None:
-    env = _env(
+def test_help_never_prints_a_secret_given_in_the_environment(command: str, weir_env: Env) -> None:
+    env = weir_env(
         {
             "WEIR_API_TOKEN": API_TOKEN,
             "WEIR_SPARK_CONF": f"spark.authenticate.secret={SPARK_SECRET} spark.executor.cores=1",
@@ -45,8 +45,8 @@ def test_help_never_prints_a_secret_given_in_the_environment(command: str) -> No
         assert "env WEIR_API_TOKEN, default (set)" in " ".join(shown.split())
 
 
-def test_a_bad_secret_setting_is_named_without_its_value() -> None:
-    env = _env({"WEIR_SPARK_CONF": f"spark.authenticate.secret={SPARK_SECRET} nonsense"})
+def test_a_bad_secret_setting_is_named_without_its_value(weir_env: Env) -> None:
+    env = weir_env({"WEIR_SPARK_CONF": f"spark.authenticate.secret={SPARK_SECRET} nonsense"})
     done = subprocess.run(
         [*WEIR, "run", "job.py", "--master", "spark://127.0.0.1:1"],
         env=env,

@@ -21,10 +21,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadtest.broker import tansu
-from tests.kafka_broker import create_topic, read_topic
-from tests.reference import Spec, group_emissions, simulate
 from tests.support import WeirServer, event_lines, make_events, wait_until, write_lines
+from tests.support.broker import tansu
+from tests.support.kafka_broker import create_topic, read_topic
+from tests.support.reference import Spec, group_emissions, simulate
 
 SPEC = Spec(bound=200, size=1_000, lateness=1_500)
 

@@ -20,8 +20,8 @@ from typing import Any
 import httpx
 import orjson
 
-from tests.reference import Spec, simulate
 from tests.support import WeirServer, event_lines, make_events, wait_until, worker_pids, write_lines
+from tests.support.reference import Spec, simulate
 
 SPEC = Spec(bound=200, size=1_000, lateness=1_500)
 STALL_AT = 1_500  # the record a worker hangs on (a stuck call to an outside service)

@@ -1,5 +1,5 @@
-"""The local Spark cluster weir's tooling starts (``loadtest.spark_cluster``: the tests' session
-cluster, ``make bench-cluster``, the README's how-to) trusts no other local account.
+"""The local Spark cluster weir's tooling starts (``tests.support.spark_cluster``: the tests'
+session cluster, ``make bench-cluster``, the README's how-to) trusts no other local account.
 
 The audit's attack: the helper's cluster had no authentication and its REST submission port
 open, so any local account submitted an application whose tasks ran as the cluster's user.
@@ -17,8 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-from loadtest.spark_cluster import SparkCluster
 from tests.security.conftest import Stranger
+from tests.support.spark_cluster import SparkCluster
 
 _LISTEN = "0A"
 

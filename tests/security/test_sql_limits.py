@@ -8,8 +8,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from tests.conftest import _env
 from tests.support import WEIR
+from tests.support.servers import Env
 from weir.engine.sql.dialect import MAX_SQL_CHARS
 
 TABLE = """CREATE TABLE events (
@@ -23,16 +23,16 @@ GROUP BY id, window_start, window_end;
 """
 
 
-def _explain(path: Path) -> subprocess.CompletedProcess[str]:
+def _explain(path: Path, env: Env) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*WEIR, "explain", str(path)], env=_env(None), capture_output=True, text=True, timeout=60
+        [*WEIR, "explain", str(path)], env=env(None), capture_output=True, text=True, timeout=60
     )
 
 
-def test_two_hundred_nested_parentheses_are_one_line(tmp_path: Path) -> None:
+def test_two_hundred_nested_parentheses_are_one_line(tmp_path: Path, weir_env: Env) -> None:
     sql = tmp_path / "deep.sql"
     sql.write_text(TABLE + VIEW.format(expr="(" * 200 + "`value`" + ")" * 200))
-    done = _explain(sql)
+    done = _explain(sql, weir_env)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
     lines = [line for line in done.stderr.splitlines() if line.startswith("weir: error:")]
@@ -40,26 +40,26 @@ def test_two_hundred_nested_parentheses_are_one_line(tmp_path: Path) -> None:
     assert f"{sql}:5:" in lines[0] and "parentheses nest deeper than 32 levels" in lines[0]
 
 
-def test_a_long_operator_chain_is_one_line(tmp_path: Path) -> None:
+def test_a_long_operator_chain_is_one_line(tmp_path: Path, weir_env: Env) -> None:
     sql = tmp_path / "chain.sql"
     sql.write_text(TABLE + VIEW.format(expr="+".join(["`value`"] * 5_000)))
-    done = _explain(sql)
+    done = _explain(sql, weir_env)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and "RecursionError" not in done.stderr
     assert "an expression nests too deeply" in done.stderr
 
 
-def test_sql_past_the_size_limit_is_refused_unread(tmp_path: Path) -> None:
+def test_sql_past_the_size_limit_is_refused_unread(tmp_path: Path, weir_env: Env) -> None:
     sql = tmp_path / "huge.sql"
     sql.write_text(TABLE + "-- " + "x" * MAX_SQL_CHARS + "\n")
-    done = _explain(sql)
+    done = _explain(sql, weir_env)
     assert done.returncode == 2, done.stderr
     assert "more than weir parses" in done.stderr and "Traceback" not in done.stderr
 
 
-def test_moderate_nesting_still_compiles(tmp_path: Path) -> None:
+def test_moderate_nesting_still_compiles(tmp_path: Path, weir_env: Env) -> None:
     sql = tmp_path / "ok.sql"
     sql.write_text(TABLE + VIEW.format(expr="(" * 20 + "`value`" + ")" * 20))
-    done = _explain(sql)
+    done = _explain(sql, weir_env)
     assert done.returncode == 0, done.stderr
     assert "v" in done.stdout

@@ -15,9 +15,9 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
-from tests.inprocess import run_batches
-from tests.reference import Spec
 from tests.support import BUILTINS, UDA_JOB_BOUND, WITH_UDA, make_events, uda_job_text, write_events
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec
 from weir.base.errors import JobDefinitionError
 from weir.engine.agg import UserDefined
 from weir.engine.runtime.loader import load_job

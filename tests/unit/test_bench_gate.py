@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.gate import compare, direction, flatten, gate, main, render, threshold_arg
+from benchmarks.gate import compare, direction, flatten, gate, main, render, threshold_arg
 
 
 def test_nested_figures_are_named_by_their_path_and_lists_of_objects_by_their_first_field() -> None:

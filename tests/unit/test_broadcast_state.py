@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.broadcast_driver import Subtask, operator, restore_all, snapshot_all
+from tests.support.broadcast_driver import Subtask, operator, restore_all, snapshot_all
 from weir.base.errors import BroadcastStateError
 from weir.state import layout
 from weir.state.keygroups import MAX_KEY_GROUPS

@@ -1,12 +1,12 @@
 """A keyed broadcast operator's watermark is the minimum of its two inputs', with an idle input
 left out as everywhere else: the real chains, keyed side and operator of one worker
-(``tests.multiinput.TwoInputHarness``), the broadcast input from its own source."""
+(``tests.support.multiinput.TwoInputHarness``), the broadcast input from its own source."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.multiinput import TwoInputHarness
+from tests.support.multiinput import TwoInputHarness
 from weir import Job, KeyedBroadcastProcessFunction, WatermarkStrategy, sources
 from weir.engine.runtime.task.routing import IDLE
 

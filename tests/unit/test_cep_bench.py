@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import cep_bench, gate
+from benchmarks import cep_bench, gate
 from weir.engine.cep import patterns_of
 from weir.engine.runtime.loader import load_job
 

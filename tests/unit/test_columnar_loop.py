@@ -1,4 +1,4 @@
-"""The columnar loop prototype (``loadtest.columnar_loop``) equals its brute-force reference on
+"""The columnar loop prototype (``benchmarks.columnar_loop``) equals its brute-force reference on
 both kernel implementations: on the peer workload and on a file with late records, blank and
 bad lines, and a block cut that falls inside a window."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import orjson
 
-from loadtest.columnar_loop import reference, run
-from loadtest.workloads import write_ads
+from benchmarks.columnar_loop import reference, run
+from tests.support.workloads import write_ads
 from weir.engine.kernels import Kernels
 
 

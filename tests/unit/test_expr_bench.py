@@ -1,4 +1,4 @@
-"""``loadtest.expr_bench``: both of its sections run and print a figure for every variant."""
+"""``benchmarks.expr_bench``: both of its sections run and print a figure for every variant."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from loadtest import expr_bench
+from benchmarks import expr_bench
 
 
 @pytest.mark.parametrize(

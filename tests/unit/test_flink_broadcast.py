@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.broadcast_driver import Subtask, key_for, operator, restore_all, snapshot_all
+from tests.support.broadcast_driver import Subtask, key_for, operator, restore_all, snapshot_all
 from weir import OutputTag
 from weir.base.errors import BroadcastStateError
 

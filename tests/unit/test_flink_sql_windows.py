@@ -4,7 +4,8 @@ the equivalent job-API job, both giving Flink's expected rows, at parallelism 1,
 skipped by SUM/MIN/MAX (a window of only NULLs is NULL), COUNT(col) and COUNT(DISTINCT), AVG over
 integers and CAST of it, window offsets (positive and negative), HOP with gaps, CUMULATE,
 ``window_time`` and ``*_ROWTIME``, allowed lateness with updates, and SQL's watermark
-(``max(ts) - delay``). Data and expected rows: ``tests/flink_sql_cases.py`` names the files."""
+(``max(ts) - delay``). Data and expected rows: ``tests/support/flink_sql_cases.py`` names the
+files."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.flink_sql_cases import (
+from tests.support.flink_sql_cases import (
     MINIBATCH_DATA,
     MINIBATCH_TABLE,
     TIMESTAMP_DATA,
@@ -388,7 +389,7 @@ LATENESS_DATA = [
 LATENESS_TABLE = """
 CREATE TABLE T1 (`long` BIGINT, `int` INT, `string` STRING, WATERMARK FOR `long` AS `long`)
   WITH ('url' = 'file:///unused.jsonl');
-CREATE FUNCTION weightAvgFun AS 'tests.flink_sql_cases.WeightedAvg';
+CREATE FUNCTION weightAvgFun AS 'tests.support.flink_sql_cases.WeightedAvg';
 """
 
 

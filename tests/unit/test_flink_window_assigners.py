@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.inprocess import run_batches
-from tests.reference import Spec, group_emissions, simulate_decoded, windows_of
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec, group_emissions, simulate_decoded, windows_of
 from weir import Job, WatermarkStrategy, agg, sources, testing, windows
 from weir.engine.windows import Window, window_start_with_offset
 

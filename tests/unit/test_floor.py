@@ -1,4 +1,4 @@
-"""The bare-Python floor (``loadtest.floor``) runs the bench job's steps over real JSONL lines
+"""The bare-Python floor (``benchmarks.floor``) runs the bench job's steps over real JSONL lines
 and refuses what the engine would send to the dead letters."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadtest.floor import STEP_NAMES, floor
-from loadtest.workloads import write_ads
+from benchmarks.floor import STEP_NAMES, floor
+from tests.support.workloads import write_ads
 
 
 def test_the_floor_times_every_step_of_a_generated_file(tmp_path: Path) -> None:

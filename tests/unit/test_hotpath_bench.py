@@ -1,4 +1,4 @@
-"""``loadtest.hotpath``: the CPU-per-event figure runs the bench's job to the end of its input."""
+"""``benchmarks.hotpath``: the CPU-per-event figure runs the bench's job to the end of its input."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.hotpath import cpu_per_event
+from benchmarks.hotpath import cpu_per_event
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.join_reference import MIN_TIME, Arrival
-from tests.join_support import JoinDriver
+from tests.support.join_reference import MIN_TIME, Arrival
+from tests.support.join_support import JoinDriver
 from weir.engine.joins.interval import IntervalJoinFunction, PairContext
 from weir.state.rocksdb import RocksState
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest import gate, join_bench
+from benchmarks import gate, join_bench
 from weir.engine.joins import joins_of
 from weir.engine.runtime.loader import load_job
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.inprocess import run_batches
-from tests.reference import Spec
 from tests.support import Distinct, wait_until
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec
 from weir import Job, WatermarkStrategy, agg, sources, windows
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.multiinput import (
+from tests.support.multiinput import (
     both_rows,
     ctr_rows,
     expected_both,

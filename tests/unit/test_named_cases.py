@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.inprocess import build_job, run_batches
-from tests.reference import Spec, group_emissions, simulate_decoded
+from tests.support.inprocess import build_job, run_batches
+from tests.support.reference import Spec, group_emissions, simulate_decoded
 from weir.state.layout import state_prefix
 from weir.state.rocksdb import RocksState
 

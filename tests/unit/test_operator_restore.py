@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.reference import group_emissions
+from tests.support.reference import group_emissions
 from weir import Job, WatermarkStrategy, agg, sources, windows
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.factory import runtime_for

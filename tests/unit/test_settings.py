@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import WeirResult
 from weir.app import reference
 from weir.app.catalogue import ALL, FLAGS, flag_names, for_command
 from weir.app.parser import COMMANDS, build_parser
@@ -23,8 +22,6 @@ ROOT = Path(__file__).resolve().parents[2]
 FLAG_IN_TEXT = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]+")
 VARIABLE = re.compile(r"\b(?:WEIR|AWS|SPARK)_[A-Z0-9_]*[A-Z0-9]\b")
 NAMED = re.compile(r"`([a-z][a-z0-9_]*)`")
-
-Run = Callable[..., WeirResult]
 
 
 def _strings(folder: str) -> Iterator[tuple[Path, int, str]]:
@@ -141,34 +138,6 @@ def test_render_shows_settings_as_the_commands_flags() -> None:
         "--parallelism=9 exceeds; give --checkpoint-dir s3://B/P; `job` stays"
     )
     assert render("`from_ms`", flag_names("backfill")) == "--from"
-
-
-@pytest.mark.parametrize(
-    ("var", "value", "problem"),
-    [
-        ("WEIR_KAFKA_CONNECT_TIMEOUT_S", "soon", "is not a number"),
-        ("WEIR_PROFILE_DIR", "/nonexistent/weir-profiles", "is not a directory"),
-        ("WEIR_S3_ADDRESSING", "sideways", "is not a choice; use one of path, virtual"),
-        ("WEIR_KAFKA_SECURITY_PROTOCOL", "TLS", "is not a choice"),
-    ],
-)
-def test_a_bad_variable_read_deep_inside_stops_the_run_before_it_starts(
-    run_weir: Run, job_file: Path, var: str, value: str, problem: str
-) -> None:
-    r = run_weir("run", str(job_file), "--api-port", "0", env={var: value})
-    assert r.rc == 2, r.stderr
-    assert r.error_lines() == [f"weir: error: {var}={value!r} {problem}" + _fix(problem)]
-    assert "serving" not in r.stderr
-
-
-def _fix(problem: str) -> str:
-    if problem == "is not a number":
-        return "; e.g. WEIR_KAFKA_CONNECT_TIMEOUT_S=60.0"
-    if problem == "is not a directory":
-        return "; create it first, or unset the variable"
-    if problem == "is not a choice":
-        return "; use one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"
-    return ""
 
 
 def test_the_reference_pages_are_what_the_declarations_give() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loadtest.spark_cluster import SparkCluster, SparkClusterError
+from tests.support.spark_cluster import SparkCluster, SparkClusterError
 
 
 def test_without_java_the_cluster_names_what_to_install(

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.reference import cumulate_windows_of
+from tests.support.reference import cumulate_windows_of
 from weir import windows
 from weir.engine.sql import SqlError, SqlUnsupported
 from weir.engine.windows import Window

@@ -1,4 +1,4 @@
-"""Every SQL window form against the brute-force model (tests/reference.py) and against the
+"""Every SQL window form against the brute-force model (tests/support/reference.py) and against the
 equivalent Python job: identical emissions, late records included, for any batching."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.inprocess import build_job, run_batches
-from tests.reference import Spec, group_emissions, simulate_decoded
+from tests.support.inprocess import build_job, run_batches
+from tests.support.reference import Spec, group_emissions, simulate_decoded
 from weir import Job, WatermarkStrategy, agg, sources, windows
 
 AGGS = "COUNT(*) AS `count`, SUM(`value`) AS total, MIN(`value`) AS lo, MAX(`value`) AS hi, "

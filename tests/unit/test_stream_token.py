@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.http_stub import served
 from tests.support import FixedRuntime
+from tests.support.http_stub import served
 from weir import Job, agg, sources, windows
 from weir.api import ApiSettings, JobHandle, Registry, create_app
 from weir.api.streamtoken import StreamKeys

@@ -1,5 +1,5 @@
-"""``weir.testing.run(job, events)`` against the brute-force model (tests/reference.py): tumbling,
-sliding and session windows with late data and dead letters, and a process function with
+"""``weir.testing.run(job, events)`` against the brute-force model (tests/support/reference.py):
+tumbling, sliding and session windows with late data and dead letters, and a process function with
 keyed state and event-time timers against a model written here from its contract."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.inprocess import build_job
 from tests.property.test_batching import BAD_RECORDS
-from tests.reference import Spec, canonical, group_emissions, simulate_decoded
 from tests.support import make_events
+from tests.support.inprocess import build_job
+from tests.support.reference import Spec, canonical, group_emissions, simulate_decoded
 from weir import Job, JobDefinitionError, WatermarkStrategy, agg, sinks, sources, testing, windows
 from weir.engine.watermarks import MIN_WATERMARK
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.inprocess import run_batches
-from tests.reference import Spec, group_emissions, simulate_decoded
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec, group_emissions, simulate_decoded
 from weir import Job, WatermarkStrategy, sources, testing, windows
 from weir.base.errors import StateError
 from weir.engine.watermarks import per_record_watermarks

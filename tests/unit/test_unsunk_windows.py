@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 import pytest
 
-from loadtest.bench import finished_worker
-from loadtest.workloads import write_ads
+from benchmarks.bench import finished_worker
+from tests.support.workloads import write_ads
 from weir.engine.runtime.stored.ranking import best
 
 JOB = """

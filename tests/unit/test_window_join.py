@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.join_reference import MIN_TIME, Arrival
-from tests.join_support import JoinDriver
+from tests.support.join_reference import MIN_TIME, Arrival
+from tests.support.join_support import JoinDriver
 from weir import Job, WatermarkStrategy, sources, testing
 from weir.engine import windows
 from weir.engine.joins.window import WindowJoinFunction

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from tests.inprocess import run_batches
-from tests.reference import Spec, canonical, group_emissions, simulate_decoded
 from tests.support import Distinct
+from tests.support.inprocess import run_batches
+from tests.support.reference import Spec, canonical, group_emissions, simulate_decoded
 from weir import Job, WatermarkStrategy, agg, sources, windows
 
 

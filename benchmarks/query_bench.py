@@ -1,0 +1,209 @@
+"""Point lookups under load (issue 7): weir's ``GET /{job}/{op}/state/{key}`` while a job
+ingests, beside a bare FastAPI + rocksdict endpoint, measured in the same run on the same
+machine with the same client: ``wrk`` (Debian's; ``make bench`` installs it), 50 connections,
+random keys, a fixed duration each, interleaved rounds. Goal (issue 20): weir >= 0.8x the bare
+endpoint's requests/s with p99 <= 2x its p99. Both at 1 API process and at 2 on one port
+(``weir run --api-workers 2``, ``bare_kv`` with as many). Then the mixed load of
+``benchmarks/query_load.py`` (point, batch, top-N, SSE) for the latency CDF plot."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from benchmarks import query_asgi, query_load
+from benchmarks.runs import serving
+from tests.support.broker import free_port
+
+IDS = 2_000
+JOB = """
+from weir import Job, WatermarkStrategy, agg, sources, windows
+job = Job("qbench")
+(
+    job.source(sources.generator("ads", rate=2000, ids=IDS, skew=0), timestamp="ts",
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=500))
+    .key_by("id")
+    .window(windows.tumbling(ms=10_000))
+    .aggregate("stats", n=agg.count(), total=agg.sum("value"), avg=agg.mean("value"))
+)
+""".replace("IDS", str(IDS))
+
+
+LUA = """
+math.randomseed(7)
+request = function()
+  return wrk.format("GET", string.format("{path}", math.random(0, {keys} - 1)))
+end
+"""
+
+
+def _ms(raw: str) -> float:
+    value, unit = float(re.sub(r"[a-z]+$", "", raw)), re.sub(r"^[0-9.]+", "", raw)
+    return round(value * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit], 2)
+
+
+def _wrk(url: str, path: str, workdir: Path, seconds: float, connections: int) -> dict[str, Any]:
+    """``path`` has one ``%d`` for the key number."""
+    wrk = shutil.which("wrk")
+    if wrk is None:
+        raise RuntimeError("the query benchmark needs wrk (Debian's package): run `make bench`")
+    script = workdir / "keys.lua"
+    script.write_text(LUA.replace("{path}", path).replace("{keys}", str(IDS)))
+    out = subprocess.run(
+        [wrk, "-t1", f"-c{connections}", f"-d{seconds:g}s", "--latency", "-s", str(script), url],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 60,
+        check=True,
+    ).stdout
+    rate = re.search(r"Requests/sec:\s+([0-9.]+)", out)
+    p50 = re.search(r"^\s+50%\s+([0-9.]+[mu]?s)\s*$", out, re.M)
+    p99 = re.search(r"^\s+99%\s+([0-9.]+[mu]?s)\s*$", out, re.M)
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    if not (rate and p50 and p99):
+        raise RuntimeError(f"unexpected wrk output:\n{out}")
+    return {
+        "requests_per_s": round(float(rate.group(1))),
+        "p50_ms": _ms(p50.group(1)),
+        "p99_ms": _ms(p99.group(1)),
+        "non_2xx": int(non2xx.group(1)) if non2xx else 0,
+    }
+
+
+@contextmanager
+def _bare(workdir: Path, processes: int) -> Iterator[str]:
+    """``benchmarks.bare_kv`` from ``processes`` processes on one port; yields its URL."""
+    port = free_port()
+    db = workdir / "bare-db"
+    bare = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.bare_kv", str(db), str(port), str(processes)]
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for(f"{url}/kv/ad-0", "the bare endpoint")
+        yield url
+    finally:
+        bare.terminate()
+        bare.wait(15)
+
+
+def _wait_for(url: str, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(url, timeout=1, trust_env=False).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what} did not answer {url}")
+        time.sleep(0.1)
+
+
+def _wait_for_every_key(url: str) -> None:
+    """Until the job has read 8 events per id: a random id has then been seen but with odds
+    of e^-8, so nearly every lookup is a 200, as every bare one is."""
+    deadline = time.monotonic() + 60
+    while httpx.get(f"{url}/jobs/qbench", trust_env=False).json()["records_in"] < 8 * IDS:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the job did not read its first events in 60 s")
+        time.sleep(0.2)
+
+
+def _side_by_side(
+    workdir: Path, processes: int, seconds: float, connections: int, rounds: int, mixed: bool
+) -> dict[str, Any]:
+    """weir (``weir run --api-workers N``, a job ingesting) and the bare endpoint at N
+    processes, interleaved rounds; the best round of each by requests/s."""
+    job = workdir / "qbench_job.py"
+    job.write_text(JOB)
+    runs: dict[str, list[dict[str, Any]]] = {"weir": [], "bare": []}
+    state = workdir / f"qbench-state-{processes}"
+    args = ("--parallelism", "1", "--api-workers", str(processes))
+    with _bare(workdir, processes) as bare_url, serving(job, state, *args) as url:
+        _wait_for(f"{url}/qbench/stats/state/ad-1", "weir")
+        _wait_for_every_key(url)
+        for _ in range(rounds):  # interleaved: the host is shared and noisy
+            path = "/qbench/stats/state/ad-%d?limit=5"
+            runs["weir"].append(_wrk(url, path, workdir, seconds, connections))
+            runs["bare"].append(_wrk(bare_url, "/kv/ad-%d", workdir, seconds, connections))
+        out: dict[str, Any] = {}
+        if mixed:
+            out["mixed_load"] = asyncio.run(query_load.run(_mix_args(url, seconds)))
+        out["job_records_in_meanwhile"] = httpx.get(f"{url}/jobs/qbench", trust_env=False).json()[
+            "records_in"
+        ]
+    best = {k: max(v, key=lambda x: x["requests_per_s"]) for k, v in runs.items()}
+    weir, bare = best["weir"], best["bare"]
+    return {
+        "weir": weir,
+        "bare_fastapi_rocksdict": bare,
+        "weir_over_bare": round(weir["requests_per_s"] / bare["requests_per_s"], 2),
+        "p99_weir_over_bare": round(weir["p99_ms"] / max(bare["p99_ms"], 0.01), 2),
+        **out,
+    }
+
+
+def measure(
+    workdir: Path, seconds: float = 8.0, connections: int = 50, rounds: int = 2
+) -> dict[str, Any]:
+    """Point lookups at 1 API process and at 2 (each beside the bare endpoint at as many);
+    the top level keeps the 1-process figures and the mixed load."""
+    one = _side_by_side(workdir, 1, seconds, connections, rounds, mixed=True)
+    two = _side_by_side(workdir, 2, seconds, connections, rounds, mixed=False)
+    return {
+        "connections": connections,
+        "seconds_per_run": seconds,
+        "weir": one["weir"],
+        "bare_fastapi_rocksdict": one["bare_fastapi_rocksdict"],
+        "weir_over_bare": one["weir_over_bare"],
+        "p99_weir_over_bare": one["p99_weir_over_bare"],
+        "job_records_in_meanwhile": one["job_records_in_meanwhile"],
+        "processes": {
+            "1": {k: v for k, v in one.items() if k != "mixed_load"},
+            "2": two,
+        },
+        "two_over_one": {
+            "weir": round(two["weir"]["requests_per_s"] / one["weir"]["requests_per_s"], 2),
+            "bare": round(
+                two["bare_fastapi_rocksdict"]["requests_per_s"]
+                / one["bare_fastapi_rocksdict"]["requests_per_s"],
+                2,
+            ),
+        },
+        "mixed_load": one["mixed_load"],
+        "asgi_us_per_request": query_asgi.measure(_fresh_dir(workdir / "asgi")),
+    }
+
+
+def _fresh_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _mix_args(url: str, seconds: float) -> argparse.Namespace:
+    """query_load's default mix (point 70, batch 10, top 15, SSE 5) from 20 async clients,
+    keeping each kind's latency quantiles for the CDF plot."""
+    return argparse.Namespace(
+        url=url, job="qbench", op="stats", by="n", keys=2_000, key_prefix="ad-", batch=20,
+        mix="point=70,batch=10,top=15,sse=5", connections=20, seconds=seconds,
+        requests=1_000_000, timeout=10.0, quantiles=True,
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(measure(Path(tempfile.mkdtemp(prefix="weir-query-bench-"))), indent=2))

@@ -1,0 +1,26 @@
+"""The soak tier: a leak check of a real ``weir run`` under steady load (issue 9; ``make soak``
+runs the 30-minute soak). The soak job at a fixed rate with the mixed query load beside it for
+90 s, every process sampled every 2 s after a 30 s warm-up: the least-squares slope of each
+process's RSS and open descriptors stays within the bounds of ``benchmarks.soak``, the same
+processes run throughout, the job keeps up and the queries are answered."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.soak import LEAK_BOUND_MIB_PER_MIN, leak_check
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_a_minute_of_steady_load_with_queries_grows_no_process(tmp_path: Path) -> None:
+    report = leak_check(tmp_path)
+    failed = [name for name, ok in report["checks"].items() if not ok]
+    shown = {k: report[k] for k in ("rss_mib_per_min", "rss_base_mib", "fds_per_min", "rate")}
+    assert not failed, f"leak check failed: {failed}\n{json.dumps(shown, indent=1)}"
+    assert report["samples"] >= 25
+    assert len(report["rss_mib_per_min"]) == 3  # weir run and its two workers
+    assert all(v <= LEAK_BOUND_MIB_PER_MIN for v in report["rss_mib_per_min"].values())
