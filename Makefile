@@ -15,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 venv: $(STAMP)
 
 # every install takes its versions from constraints.txt, so a run here is a run in CI
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt setup.py $(wildcard engine/kernels/*.pyx)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	@# the distribution was called weir before weir-stream (the PyPI name weir is another project)
@@ -134,6 +134,7 @@ docstrings: $(STAMP)
 # the drift check of the generated pages alone (what make test runs; make reference rewrites them)
 reference-check: $(STAMP)
 	$(BIN)/python -m weir.app.reference --check
+	$(BIN)/python .ci/http_reference.py --check
 
 docs-if-any:
 	@if [ -f mkdocs.yml ]; then $(MAKE) docs; fi

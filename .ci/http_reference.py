@@ -100,9 +100,19 @@ def outputs() -> dict[Path, str]:
 
 
 def main() -> int:
+    """Write the pages; with ``--check``, write nothing and fail naming each page that differs."""
+    check = "--check" in sys.argv[1:]
+    stale = []
     for path, text in outputs().items():
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(str(path.relative_to(ROOT)))
+            continue
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path.relative_to(ROOT)}")
+    if stale:
+        print(f"stale: {', '.join(stale)}: run make reference", file=sys.stderr)
+        return 1
     return 0
 
 

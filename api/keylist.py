@@ -10,10 +10,7 @@ once. Every seek lands on a position (a key, matching or not), and everything be
 position taken is done, so a page that spends its budget can end there and the ``cursor``
 resumes after it.
 
-``list_in_key_order`` lists keys in the order of their bytes (their strings' order) across key
-groups instead: one stream per key group, state id and key length, merged. It must see the head
-of every stream before it can give the first key, so a page costs about two seeks per (key
-group, state id, key length) present, plus the positions it examines, which the budget bounds.
+Operators whose windows are cells list their keys with ``cellkeys`` instead.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ import heapq
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Protocol
 
 from weir.state import layout
 
@@ -31,7 +28,6 @@ SCAN_BUDGET = 10_000  # positions one request may examine
 _LEN = struct.Struct(">H")
 _CURSOR = struct.Struct(">BBH")  # version, whether a key follows, key group
 _VERSION = 1
-T = TypeVar("T")
 
 
 class Seeker(Protocol):
@@ -72,10 +68,16 @@ class Position:
         return cls(kg, key if has_key else None)
 
 
+class Cursor(Protocol):
+    """A listing position a page hands back (``Position``, or ``cellkeys.CellPosition``)."""
+
+    def encode(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Page:
     keys: list[str]
-    next: Position | None
+    next: Cursor | None
     examined: int
 
 
@@ -148,107 +150,12 @@ def list_keys(
     return Page(keys, None, seeks[0])
 
 
-@dataclass(frozen=True, slots=True)
-class OrderedPage(Generic[T]):
-    """Keys in bytes order as ``(key_group, key, what accept gave)``; ``next`` resumes after
-    the last key examined (``None``: the listing is over)."""
-
-    found: list[tuple[int, bytes, T]]
-    next: Position | None
-    examined: int
-
-
-def _first_after(base: bytes, n: int, after: bytes | None) -> bytes:
-    """Where the keys of length ``n`` that sort after ``after`` begin."""
-    if after is None:
-        return base + _LEN.pack(n)
-    if n > len(after):  # longer: after iff the first len(after) bytes are >= after
-        return base + _LEN.pack(n) + after
-    # no longer: after iff greater than after's first n bytes (equal is a prefix: before)
-    return layout.prefix_upper_bound(base + _LEN.pack(n) + after[:n])
-
-
-def _key_at(raw: bytes) -> tuple[int, bytes]:
-    n = _LEN.unpack_from(raw, 4)[0]
-    return n, raw[6 : 6 + n]
-
-
-def _heads(it: Seeker, base: bytes, after: bytes | None, seeks: list[int]) -> list[bytes]:
-    """The first key after ``after`` of every key length one state id holds in a key group:
-    a seek per length present (a landing past ``n`` shows no length between is present)."""
-    heads: list[bytes] = []
-    n = 0
-    while n <= layout.MAX_KEY_BYTES:
-        seeks[0] += 1
-        it.seek(_first_after(base, n, after))
-        if not it.valid():
-            break
-        m, key = _key_at(it.key())
-        if m == n or after is None or key > after:
-            heads.append(key)
-            n = m + 1
-        else:  # a key of length m, but before after: seek again within length m
-            n = m
-    return heads
-
-
-def _walk(
-    it: Seeker, base: bytes, kg: int, head: bytes, seeks: list[int]
-) -> Iterator[tuple[bytes, int]]:
-    """``(key, kg)`` from ``head`` on, through the keys of its length, in bytes order."""
-    n = len(head)
-    key = head
-    while True:
-        yield key, kg
-        seeks[0] += 1
-        it.seek(layout.prefix_upper_bound(base + _LEN.pack(n) + key))  # past key's windows
-        if not it.valid():
-            return
-        m, key = _key_at(it.key())
-        if m != n:
-            return
-
-
-def list_in_key_order(
-    iterator: Callable[[int, int], Seeker],
-    state_ids: list[int],
-    max_parallelism: int,
-    after: bytes | None,
-    limit: int,
-    accept: Callable[[int, bytes], T | None],
-    budget: int = SCAN_BUDGET,
-) -> OrderedPage[T]:
-    """Up to ``limit`` keys after ``after``, in bytes order across key groups, for which
-    ``accept(kg, key)`` gives something (each call counts as a position examined). A page
-    returns once it has examined about ``budget`` positions, having taken at least one key."""
-    seeks = [0]
-    streams: list[Iterator[tuple[bytes, int]]] = []
-    for kg in range(max_parallelism):
-        for sid in state_ids:
-            it, base = iterator(kg, sid), layout.state_prefix(kg, sid)
-            streams.extend(_walk(it, base, kg, h, seeks) for h in _heads(it, base, after, seeks))
-    found: list[tuple[int, bytes, T]] = []
-    last: bytes | None = None
-    for key, kg in heapq.merge(*streams):
-        if key == last:  # under both state ids of an operator with panes
-            continue
-        last = key
-        seeks[0] += 1
-        got = accept(kg, key)
-        if got is not None:
-            found.append((kg, key, got))
-        if len(found) == limit or seeks[0] >= budget:
-            return OrderedPage(found, Position(kg, key), seeks[0])
-    return OrderedPage(found, None, seeks[0])
-
-
 __all__ = [
     "SCAN_BUDGET",
     "BadCursor",
-    "OrderedPage",
+    "Cursor",
     "Page",
     "Position",
     "Seeker",
-    "list_in_key_order",
     "list_keys",
 ]

@@ -8,8 +8,9 @@ file into an empty instance and iterating it is one) and every entry is checked:
 - its key group (the key's first 2 bytes) is the one the file is named for, and one the loading
   worker owns;
 - its state id is the operator's windows or their cleanup timers, nothing else;
-- a window key is well formed (``layout.decode_state_key``) and its value a msgpack list, as the
-  operator stores it; a timer key is well formed and its value a list of keys.
+- a window cell's key and every row of its value read back (``state/cells.py``; a session's
+  key is well formed and its value a msgpack list), as the operator stores them; a timer key is
+  well formed and its value a list of keys.
 
 The entries that pass are written again, with ``SstFileWriter``, into a file of the worker's own
 (``staged``), and that file is what gets ingested: a file swapped after its check, or one
@@ -31,7 +32,7 @@ import msgpack
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
 from weir.base.errors import StateError
-from weir.state import layout
+from weir.state import cells, layout
 from weir.state.keygroups import KeyGroupRange
 
 _HH = struct.Struct(">HH")
@@ -60,6 +61,7 @@ class LoadRules:
     key_groups: KeyGroupRange
     windows_sid: int
     timers_sid: int
+    cells: bool = True  # windows are cells (``state/cells.py``); sessions are rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +135,8 @@ def _check_entry(source: Path, key: bytes, value: bytes, key_group: int, rules: 
             f"group {key_group}, its own, and this worker loads key groups "
             f"{rules.key_groups.start}-{rules.key_groups.end}"
         )
+    if sid == rules.windows_sid and rules.cells:
+        return _check_cell(source, key, value)
     if sid == rules.windows_sid:
         try:
             _, _, _, end = layout.decode_state_key(key)
@@ -153,6 +157,18 @@ def _check_entry(source: Path, key: bytes, value: bytes, key_group: int, rules: 
         f"backfill file {source} holds state id {sid}; operator {rules.op!r} loads only state "
         f"ids {rules.windows_sid} (windows) and {rules.timers_sid} (their cleanup timers)"
     )
+
+
+def _check_cell(source: Path, key: bytes, value: bytes) -> int:
+    """A window cell's end; ``StateError`` unless its key and every row of it read back."""
+    try:
+        end = cells.decode_cell_key(key)[3]
+        cells.Cell(value).rows()
+    except Exception as exc:  # msgpack, numpy and struct raise several types for bad bytes
+        raise StateError(
+            f"backfill file {source} holds a malformed window cell {key[:40]!r}: {exc}"
+        ) from exc
+    return end
 
 
 def _expect(source: Path, key: bytes, value: bytes, kind: type, what: str) -> Any:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from weir.base.errors import PathRefused, StateError, StorageError
+from weir.base.errors import PathRefused, StateError, StorageConflict, StorageError
 from weir.base.files import private_dir
 from weir.base.paths import plain_name
 from weir.state.objectstore import (
@@ -189,11 +189,21 @@ class CheckpointStorage:
         return [files[k] for k in sorted(files)], sum(files[e].size for e, _, _ in jobs)
 
     def write_metadata(self, n: int, meta: dict[str, Any]) -> None:
-        """Make checkpoint ``n`` exist: ``_metadata`` is one atomic, durable put (on a file
-        system: a temporary name, synced, renamed, the rename synced with ``chk-<n>``'s own
-        name). The files it lists were made durable when uploaded, so after a crash a
-        checkpoint either exists whole or does not exist."""
-        self.store.put_bytes(f"{self._chk(n)}/{METADATA}", json.dumps(meta, indent=1).encode())
+        """Make checkpoint ``n`` exist: ``_metadata`` is one atomic, durable, create-only put
+        (on a file system: a temporary name, synced, hard-linked, the link synced with
+        ``chk-<n>``'s own name; on S3 ``If-None-Match``). The files it lists were made durable
+        when uploaded, so after a crash a checkpoint either exists whole or does not exist;
+        and a ``_metadata`` is never replaced: a second writer of checkpoint ``n`` (a stale
+        job manager) gets ``StorageConflict``, unless the bytes there are its own (a retried
+        PUT whose first answer was lost)."""
+        key = f"{self._chk(n)}/{METADATA}"
+        data = json.dumps(meta, indent=1).encode()
+        try:
+            self.store.put_new(key, data)
+        except StorageConflict:
+            found = self.store.get_versioned(key)
+            if found is None or found[0] != data:
+                raise
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -342,11 +352,14 @@ class CheckpointStorage:
 
     # -- retention -------------------------------------------------------------------------------
 
-    def retain(self, keep: int, cache: Path | None = None) -> list[int]:
+    def retain(
+        self, keep: int, cache: Path | None = None, protect: set[int] | frozenset[int] = frozenset()
+    ) -> list[int]:
         """Delete complete checkpoints beyond the newest ``keep``, incomplete ones older than
         the newest complete one, and shared files no remaining checkpoint references (and
         their local copies in ``cache``). Returns the deleted ids. Call it only while no
-        checkpoint is in flight.
+        checkpoint is in flight. ``protect``: ids never deleted (the newest committed ones of
+        the job's lineage, which a stale job manager's late checkpoints must not push out).
 
         Never deleted: savepoints, and a checkpoint whose ``_metadata`` cannot be read or
         parsed. Since nobody can tell which shared files such a checkpoint needs, every shared
@@ -368,6 +381,7 @@ class CheckpointStorage:
         present = set(ids)
         # an aborted checkpoint never had a _metadata
         doomed.update(n for n in every if n not in present and n < newest)
+        doomed -= protect
         for n in sorted(doomed):
             self.store.delete_prefix(self._chk(n))
             metas.pop(n, None)

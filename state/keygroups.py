@@ -58,18 +58,13 @@ def key_group(key: str, max_parallelism: int) -> int:
     return zlib.crc32(key.encode()) % max_parallelism
 
 
-def key_group_of_stored(key: bytes, max_parallelism: int) -> int:
-    """Key group of a key as state stores it (its canonical form, encoded)."""
-    return zlib.crc32(key) % max_parallelism
-
-
 def key_groups(keys: Iterable[str], max_parallelism: int) -> list[int]:
     """Key groups of many canonical keys (the batch form the hot path uses)."""
     return key_groups_of_stored(map(str.encode, keys), max_parallelism)
 
 
 def key_groups_of_stored(keys: Iterable[bytes], max_parallelism: int) -> list[int]:
-    """``key_group_of_stored`` of many keys."""
+    """Key groups of many keys as state stores them (their canonical form, encoded)."""
     m = max_parallelism
     return [g % m for g in map(zlib.crc32, keys)]
 

@@ -18,11 +18,28 @@ from operator import add
 from weir.base.errors import StateError
 
 MAX_KEY_BYTES = 0xFFFF
+# The state format: 1 kept every window as a row (a key's slots under ``state_key``); 2 keeps
+# the windows of tumbling and sliding operators as cells (``state/cells.py``). ``_metadata``
+# carries it, and so does each RocksDB instance, under ``FORMAT_KEY``: a first two bytes no key
+# group takes and that broadcast state (0xFFFF) does not use, so no key-group range holds it.
+STATE_FORMAT = 2
+FORMAT_KEY = b"\xff\xfeweir-state-format"
 _SIGN = 1 << 63
 _HH = struct.Struct(">HH")
 _HHH = struct.Struct(">HHH")
 _Q = struct.Struct(">Q")
 NAMESPACE_BYTES = 8
+
+
+def format_of(meta: dict[str, object]) -> int:
+    """The state format a checkpoint's ``_metadata`` was written in (1 before it said)."""
+    raw = meta.get("state_format", 1)
+    if not isinstance(raw, int) or not 1 <= raw <= STATE_FORMAT:
+        raise StateError(
+            f"the checkpoint's state format {raw!r} is not one this weir reads (1 to "
+            f"{STATE_FORMAT}); restore it with the weir version that wrote it"
+        )
+    return raw
 
 
 def encode_namespace(value: int) -> bytes:

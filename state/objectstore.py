@@ -2,21 +2,27 @@
 bucket (``s3store.S3Bucket``), behind the one small contract of ``storage.py`` (DESIGN.md,
 "Checkpoints"); ``open_store`` opens the one a storage URL names.
 
-Checkpoint objects are written once and never changed, except ``_metadata``, which is written
-last with one atomic put (a rename on a file system, one PUT on S3): a checkpoint exists once
-it is there. The store knows nothing of checkpoints; ``state/checkpoints.py`` lays them out.
+Checkpoint objects are written once and never changed; ``_metadata`` is written last, created
+with one atomic create-only put (a hard link on a file system, a PUT with ``If-None-Match`` on
+S3): a checkpoint exists once it is there, and nobody can write it twice. The job's lease
+(``state/lease.py``) is the one object that is replaced, only while unchanged since it was
+read (``put_if``). The store knows nothing of checkpoints; ``state/checkpoints.py`` lays them
+out.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from weir.base.errors import StorageError
-from weir.base.files import fsync_dir, private_dir, write_private
+from weir.base.errors import StorageConflict, StorageError
+from weir.base.files import FILE_MODE, fsync_dir, private_dir, replacing, write_private
 from weir.state.s3store import S3Bucket, s3_error
 from weir.state.storage import (
     SCHEMES,
@@ -74,6 +80,46 @@ class LocalStore:
     def get_bytes(self, key: str) -> bytes:
         with _local_errors(self, key, "read"):
             return self.path(key).read_bytes()
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            data = self.path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _local_error(self, key, "read", exc) from exc
+        return data, _version(data)
+
+    def put_new(self, key: str, data: bytes) -> str:
+        dst = self.path(key)
+        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.new")
+        with _local_errors(self, key, "write"):
+            private_dir(dst.parent)
+            write_private(tmp, data, durable=True)
+            try:
+                os.link(tmp, dst)  # fails if dst exists, whoever made it: create-only
+            except FileExistsError:
+                raise StorageConflict(f"cannot create {dst}: it exists already") from None
+            finally:
+                tmp.unlink(missing_ok=True)
+            fsync_dir(dst.parent)
+            if dst.parent != self.root:
+                fsync_dir(dst.parent.parent)
+        return _version(data)
+
+    def put_if(self, key: str, data: bytes, version: str) -> str:
+        dst = self.path(key)
+        with _local_errors(self, key, "write"), _locked(dst.with_name(f".{dst.name}.lock")):
+            try:
+                now = _version(dst.read_bytes())
+            except FileNotFoundError:
+                raise StorageConflict(f"cannot replace {dst}: it is gone") from None
+            if now != version:
+                raise StorageConflict(f"cannot replace {dst}: it changed since it was read")
+            with replacing(dst, durable=True) as fh:
+                fh.write(data)
+            fsync_dir(dst.parent)
+        return _version(data)
 
     def exists(self, key: str) -> bool:
         return self.path(key).is_file()
@@ -143,17 +189,53 @@ class LocalStore:
         return None
 
 
+def _version(data: bytes) -> str:
+    """A directory's version of an object: what its bytes hash to (S3's ETag is their MD5)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+LOCK_WAIT_S = 10.0  # a compare-and-replace holds its lock for a read and a rename
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive ``flock`` on ``path`` (created ``0600``): the compare and the rename of a
+    ``put_if`` are one step for every process that replaces the object, on this host or, on a
+    network file system with working locks (NFSv4, CephFS), on another. The kernel releases it
+    when its holder dies."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise StorageError(
+                        f"cannot lock {path}: another process held it for {LOCK_WAIT_S:.0f} s"
+                    ) from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def _local_errors(store: LocalStore, key: str, op: str) -> Iterator[None]:
     try:
         yield
-    except FileNotFoundError as exc:
-        raise StorageError(f"cannot {op} {store.path(key)}: it does not exist") from exc
     except OSError as exc:
-        raise StorageError(
-            f"cannot {op} {store.path(key)}: {exc.strerror}; check that the checkpoint "
-            "directory is writable by this user and the disk is not full"
-        ) from exc
+        raise _local_error(store, key, op, exc) from exc
+
+
+def _local_error(store: LocalStore, key: str, op: str, exc: OSError) -> StorageError:
+    if isinstance(exc, FileNotFoundError):
+        return StorageError(f"cannot {op} {store.path(key)}: it does not exist")
+    return StorageError(
+        f"cannot {op} {store.path(key)}: {exc.strerror}; check that the checkpoint "
+        "directory is writable by this user and the disk is not full"
+    )
 
 
 def open_store(root: str | Path | StorageLocation) -> ObjectStore:

@@ -18,7 +18,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from weir.base.errors import ConfigError, StorageError
+from weir.base.errors import ConfigError, StorageConflict, StorageError
 from weir.base.extras import require
 from weir.base.files import replacing
 from weir.base.redact import redact_text, redact_url
@@ -124,6 +124,43 @@ class S3Bucket:
 
         with self._errors(key, "read"):
             return bytes(obstore.get(self.store, self._key(key)).bytes())
+
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        import obstore
+
+        try:
+            with self._errors(key, "read"):
+                got = obstore.get(self.store, self._key(key))
+                data = bytes(got.bytes())
+        except StorageError as exc:
+            if _not_found(exc.__cause__) and "NoSuchBucket" not in str(exc.__cause__):
+                return None
+            raise
+        return data, str(got.meta["e_tag"])
+
+    def put_new(self, key: str, data: bytes) -> str:
+        return self._put_conditional(key, data, "create")
+
+    def put_if(self, key: str, data: bytes, version: str) -> str:
+        return self._put_conditional(key, data, {"e_tag": version})
+
+    def _put_conditional(self, key: str, data: bytes, mode: Any) -> str:
+        """One PUT with ``If-None-Match: *`` (``mode`` "create") or ``If-Match`` (an ETag):
+        the server decides atomically (SeaweedFS and AWS S3 both do)."""
+        import obstore
+        from obstore import exceptions as ox
+
+        try:
+            with self._errors(key, "write"):
+                done = obstore.put(self.store, self._key(key), data, mode=mode)
+        except StorageError as exc:
+            cause = exc.__cause__
+            gone = _not_found(cause) and "NoSuchBucket" not in str(cause)
+            if isinstance(cause, ox.AlreadyExistsError | ox.PreconditionError) or gone:
+                what = "it exists already" if mode == "create" else "it changed since it was read"
+                raise StorageConflict(f"cannot write {self.url}/{key}: {what}") from cause
+            raise
+        return str(done["e_tag"])
 
     def exists(self, key: str) -> bool:
         import obstore

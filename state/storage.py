@@ -135,6 +135,24 @@ class ObjectStore(Protocol):
 
     def get_bytes(self, key: str) -> bytes: ...
 
+    def get_versioned(self, key: str) -> tuple[bytes, str] | None:
+        """``key``'s bytes and its version (S3's ETag; in a directory a hash of the bytes),
+        or None when there is no such object."""
+        ...
+
+    def put_new(self, key: str, data: bytes) -> str:
+        """Create ``key`` with ``data``, atomically and durably, unless it exists
+        (``StorageConflict``, and nothing is written); returns its version. S3's
+        ``If-None-Match: *``; in a directory a hard link of a synced temporary file."""
+        ...
+
+    def put_if(self, key: str, data: bytes, version: str) -> str:
+        """Replace ``key`` with ``data`` only while it still has ``version``
+        (``StorageConflict`` when it changed or is gone, and nothing is written); returns the
+        new version. S3's ``If-Match``; in a directory a compare and rename under an
+        exclusive ``flock``."""
+        ...
+
     def exists(self, key: str) -> bool: ...
 
     def get_file(self, key: str, dst: Path, *, immutable: bool = False) -> int:

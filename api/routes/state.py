@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, Field
 
-from weir.api import keylist
+from weir.api import cellkeys, keylist
 from weir.api.deps import (
     Consistency,
     Freshness,
@@ -34,15 +34,13 @@ from weir.api.registry import JobHandle, Registry
 from weir.base.errors import StateError
 from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.stored import (
-    FoldPlan,
-    compose_stored,
     decode_session,
     decode_state,
-    decode_window,
     query_windows,
+    stores_cells,
     uses_panes,
 )
-from weir.engine.windows import SessionWindows, SlidingWindows, is_late
+from weir.engine.windows import is_late
 from weir.state import layout
 from weir.state.keygroups import key_group, key_value
 
@@ -127,13 +125,9 @@ def key_answer(
     if len(raw_key) > layout.MAX_KEY_BYTES:
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
-    prefix = layout.key_prefix(kg, op_def.state_id, raw_key)
     source = StateSource(handle, consistency)
-    rows = source.scan(kg, prefix)
-    pane_rows: list[tuple[bytes, bytes]] = []
-    if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
-        pane_rows = source.scan(kg, layout.key_prefix(kg, op_def.pane_state_id, raw_key))
-    if not rows and not pane_rows:
+    rows, stored = cellkeys.read_key(source.between, source.scan, kg, op_def, raw_key)
+    if not rows and not (stored and (stored[0] or stored[1])):
         raise not_found("key_not_found", no_state(handle, op_def, key, kg))
     wm, checkpoint = source.as_of(op)
     answer: dict[str, Any] = {
@@ -153,11 +147,13 @@ def key_answer(
     windows: list[dict[str, Any]] = []
     if op_def.triggered:  # count/global windows, triggers, evictors: their own stored form
         entries = query_windows(op_def, plan, rows, wm)
-    else:
+    elif stored is not None:
         entries = [
             (s, e, a, is_late(e, lateness, wm))
-            for s, e, a in _entries(op_def, plan, rows, pane_rows)
+            for s, e, a in cellkeys.composed(op_def, plan.merge, *stored)
         ]
+    else:
+        entries = [(s, e, a, is_late(e, lateness, wm)) for s, e, a in _sessions(rows)]
     for start, end, slots, final in entries:
         if (bounds.from_ is not None and start < bounds.from_) or (
             bounds.to is not None and start > bounds.to
@@ -237,8 +233,10 @@ async def list_keys(
         raise ApiError(
             400, "prefix_too_long", f"prefix of {len(want)} bytes is longer than any key"
         )
+    cells_op = isinstance(op_def, WindowNode) and stores_cells(op_def)
     try:
-        start = keylist.Position.decode(cursor, m) if cursor else keylist.Position(0, None)
+        kind = cellkeys.CellPosition if cells_op else keylist.Position
+        start = kind.decode(cursor, m) if cursor else None
     except keylist.BadCursor as exc:
         raise ApiError(
             400,
@@ -246,16 +244,34 @@ async def list_keys(
             f"cursor {(cursor or '')[:40]!r} is not one this API gave out ({exc}); pass the "
             "next_cursor of the previous page, or start again without a cursor",
         ) from None
-    ids = [op_def.state_id]
-    if isinstance(op_def, WindowNode) and uses_panes(op_def.assigner):
-        ids.append(op_def.pane_state_id)
-
     await wait_fresh(fresh, handle, op)
-    iterator = StateSource(handle, "live").iterator
-    page = await anyio.to_thread.run_sync(keylist.list_keys, iterator, ids, m, want, start, limit)
+    page = await anyio.to_thread.run_sync(_key_page, handle, op_def, want, start, limit)
     metrics.keys_examined.inc(page.examined)
     cursor_out = page.next.encode() if page.next is not None else None
     return {"job": job, "op": op, "keys": page.keys, "next_cursor": cursor_out}
+
+
+def _key_page(
+    handle: JobHandle,
+    op: WindowNode | ProcessNode,
+    want: bytes,
+    start: keylist.Position | cellkeys.CellPosition | None,
+    limit: int,
+) -> keylist.Page:
+    """A page of the key listing: cells bucket by bucket, or rows by seeking."""
+    ids = [op.state_id]
+    if isinstance(op, WindowNode) and uses_panes(op.assigner):
+        ids.append(op.pane_state_id)
+    source = StateSource(handle, "live")
+    m = handle.job.max_parallelism
+    if isinstance(op, WindowNode) and stores_cells(op) and not isinstance(start, keylist.Position):
+        found = cellkeys.list_keys(
+            source.between, ids, m, want, start or cellkeys.CellPosition(0, 0, None), limit
+        )
+        keys = [k.decode(errors="replace") for _, k, _ in found.found]
+        return keylist.Page(keys, found.next, found.examined)
+    begin = start if isinstance(start, keylist.Position) else keylist.Position(0, None)
+    return keylist.list_keys(source.iterator, ids, m, want, begin, limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,27 +436,10 @@ def _lookup(
     return results
 
 
-def _namespace(skey: bytes) -> int:
-    return layout.decode_namespace(skey[-layout.NAMESPACE_BYTES :])
-
-
-def _entries(
-    op: WindowNode,
-    plan: FoldPlan,
-    rows: list[tuple[bytes, bytes]],
-    pane_rows: list[tuple[bytes, bytes]],
-) -> list[tuple[int, int, list[Any]]]:
-    """A key's windows as ``(start, end, slots)``, by end: sessions store their start, sliding
-    windows that are still open are composed from their panes."""
-    assigner = op.assigner
-    if isinstance(assigner, SessionWindows):
-        sessions = []
-        for k, v in rows:
-            start, slots = decode_session(v)
-            sessions.append((start, _namespace(k), slots))
-        return sessions
-    stored = {_namespace(k): decode_window(v) for k, v in rows}
-    if pane_rows and isinstance(assigner, SlidingWindows):
-        panes = {_namespace(k): decode_window(v) for k, v in pane_rows}
-        stored = compose_stored(assigner, plan.merge, stored, panes)
-    return [(assigner.start_of(end), end, slots) for end, slots in sorted(stored.items())]
+def _sessions(rows: list[tuple[bytes, bytes]]) -> list[tuple[int, int, list[Any]]]:
+    """A key's sessions as ``(start, end, slots)``: a session stores its start."""
+    out = []
+    for k, v in rows:
+        start, slots = decode_session(v)
+        out.append((start, layout.decode_namespace(k[-layout.NAMESPACE_BYTES :]), slots))
+    return out

@@ -1,12 +1,11 @@
-"""``GET /{job}/{op}/windows/{start}``: every key that has a window starting at ``start``, in
-the order of the keys' strings, a page at a time.
+"""``GET /{job}/{op}/windows/{start}``: every key that has a window starting at ``start``, a
+page at a time, in the order the window's cells keep them: key group, bucket, key bytes.
 
-Keys are stored by key group, then length, then bytes (``state.layout``), so the listing merges
-one ordered stream per key group and key length (``keylist.list_in_key_order``) and asks each
-key for its one window with a point read (a window end is the key's namespace). A page costs
-about two seeks per (key group, key length) present plus two per key it examines; it stops
-after ``keylist.SCAN_BUDGET`` positions with a ``next_cursor``, so a rare window gives short
-(even empty) pages, never an unbounded one.
+A window's rows are cells, one per (key group, bucket) (``state/cells.py``), so a page reads one
+bucket's cells of that window (every generation, merged) at a time, and for an open sliding
+window the panes it holds (``cellkeys.list_window``). It stops after about
+``keylist.SCAN_BUDGET`` entries with a ``next_cursor``, so a rare window gives short (even
+empty) pages, never an unbounded one.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from typing import Annotated, Any
 import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response
 
-from weir.api import keylist
+from weir.api import cellkeys, keylist
 from weir.api.deps import (
     Consistency,
     Freshness,
@@ -36,10 +35,8 @@ from weir.api.models import WindowKeys
 from weir.api.registry import JobHandle, Registry
 from weir.api.routes.state import NOT_FRESH, StateSource, json_response
 from weir.engine.nodes import WindowNode
-from weir.engine.runtime.stored import compose_stored, decode_window, uses_panes
+from weir.engine.runtime.stored import compose_stored, uses_panes
 from weir.engine.windows import MAX_TIME, MIN_TIME, SlidingWindows, TumblingWindows, is_late
-from weir.state import layout
-from weir.state.keygroups import key_group_of_stored
 
 router = APIRouter(tags=["state"])
 
@@ -93,42 +90,43 @@ def grid_of(handle: JobHandle, op: str) -> _Grid:
 
 
 class _WindowReader:
-    """One key's window ``[start, end)`` of a tumbling or sliding operator, as stored: a
-    window row, or (an open sliding window) composed from the panes it holds."""
+    """One bucket's rows of window ``[start, end)`` of a tumbling or sliding operator, as
+    stored: window cells, or (an open sliding window) composed from the panes it holds."""
 
-    def __init__(self, handle: JobHandle, op: WindowNode, source: StateSource, end: int):
+    def __init__(self, handle: JobHandle, op: WindowNode, end: int):
         self.op = op
-        self.source = source
         self.end = end
         self.plan = handle.plan(op)
         self.panes = isinstance(op.assigner, SlidingWindows) and uses_panes(op.assigner)
 
-    def slots(self, kg: int, key: bytes) -> list[Any] | None:
-        lo = layout.state_key(kg, self.op.state_id, key, self.end)
-        rows = self.source.between(kg, lo, layout.prefix_upper_bound(lo))
-        if rows:
-            return decode_window(rows[0][1])
+    def bucket(
+        self, kg: int, bucket: int, between: cellkeys.Between
+    ) -> tuple[dict[bytes, list[Any]], int]:
+        got, read = cellkeys.window_cells(between, kg, self.op.state_id, bucket, [self.end])
+        rows = got.get(self.end, {})
         assigner = self.op.assigner
         if not self.panes or not isinstance(assigner, SlidingWindows):
-            return None
-        sid = self.op.pane_state_id
-        first = layout.state_key(kg, sid, key, assigner.panes_of(self.end)[0])
-        last = layout.state_key(kg, sid, key, self.end)
-        rows = self.source.between(kg, first, layout.prefix_upper_bound(last))
-        if not rows:
-            return None
-        panes = {layout.decode_state_key(k)[3]: decode_window(v) for k, v in rows}
-        return compose_stored(assigner, self.plan.merge, {}, panes).get(self.end)
+            return rows, read
+        ends = assigner.panes_of(self.end)
+        panes, more = cellkeys.window_cells(between, kg, self.op.pane_state_id, bucket, ends)
+        by_key: dict[bytes, dict[int, list[Any]]] = {}
+        for pane, pane_rows in panes.items():
+            for key, slots in pane_rows.items():
+                if key not in rows:
+                    by_key.setdefault(key, {})[pane] = slots
+        for key, key_panes in by_key.items():
+            composed = compose_stored(assigner, self.plan.merge, {}, key_panes).get(self.end)
+            if composed is not None:
+                rows[key] = composed
+        return rows, read + more
 
 
-def _cursor(cursor: str | None, m: int) -> bytes | None:
-    """The key a page starts after; a 400 for a cursor this route did not give out."""
+def _cursor(cursor: str | None, m: int) -> cellkeys.CellPosition:
+    """Where a page starts; a 400 for a cursor this route did not give out."""
     if cursor is None:
-        return None
+        return cellkeys.CellPosition(0, 0, None)
     try:
-        at = keylist.Position.decode(cursor, m)
-        if at.key is None or key_group_of_stored(at.key, m) != at.key_group:
-            raise keylist.BadCursor("it names no key of a window listing")
+        return cellkeys.CellPosition.decode(cursor, m)
     except keylist.BadCursor as exc:
         raise ApiError(
             400,
@@ -136,7 +134,6 @@ def _cursor(cursor: str | None, m: int) -> bytes | None:
             f"cursor {cursor[:40]!r} is not one this API gave out ({exc}); pass the "
             "next_cursor of the previous page, or start again without a cursor",
         ) from None
-    return at.key
 
 
 def window_slots(
@@ -146,36 +143,34 @@ def window_slots(
     the listing's order (``/top``'s ranking of a retained window reads it whole)."""
     op, end = grid.op, grid.end_of(start)
     source = StateSource(handle, consistency)
-    reader = _WindowReader(handle, op, source, end)
-    ids = [op.state_id, op.pane_state_id] if reader.panes else [op.state_id]
+    reader = _WindowReader(handle, op, end)
     m = handle.job.max_parallelism
-    after: bytes | None = None
+    at = cellkeys.CellPosition(0, 0, None)
     while True:
-        page = keylist.list_in_key_order(source.iterator, ids, m, after, MAX_PAGE, reader.slots)
+        page = cellkeys.list_window(source.between, m, at, MAX_PAGE, reader.bucket)
         if page.found:
             keys = [raw.decode(errors="replace") for _, raw, _ in page.found]
             yield keys, [slots for _, _, slots in page.found]
         if page.next is None:
             return
-        after = page.next.key
+        at = page.next
 
 
 def window_page(
     handle: JobHandle,
     grid: _Grid,
     start: int,
-    after: bytes | None,
+    after: cellkeys.CellPosition,
     limit: int,
     consistency: Consistency,
 ) -> tuple[dict[str, Any], int]:
     """One page of the answer, and the positions it examined."""
     op, end = grid.op, grid.end_of(start)
     source = StateSource(handle, consistency)
-    reader = _WindowReader(handle, op, source, end)
-    ids = [op.state_id, op.pane_state_id] if reader.panes else [op.state_id]
+    reader = _WindowReader(handle, op, end)
     m = handle.job.max_parallelism
     wm, checkpoint = source.as_of(op.name)
-    page = keylist.list_in_key_order(source.iterator, ids, m, after, limit, reader.slots)
+    page = cellkeys.list_window(source.between, m, after, limit, reader.bucket)
     final = is_late(end, op.allowed_lateness_ms, wm)
     keys = []
     for kg, raw, slots in page.found:
@@ -221,7 +216,7 @@ async def window_keys(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     consistency: Consistency = "live",
 ) -> Response:
-    """Every key with a window starting at ``start`` (epoch ms), ordered by key, with that
+    """Every key with a window starting at ``start`` (epoch ms), in the cells' order, with that
     window's aggregates: ``{"job","op","start","end","watermark","checkpoint","consistency",
     "keys":[{"key","key_group",<aggregates>,"final"}],"next_cursor"}``. A page examines about
     ``keylist.SCAN_BUDGET`` positions at most, so it may hold fewer keys than ``limit`` and

@@ -26,6 +26,8 @@ The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``)
   (``strk``), which the expression evaluator (``expr``) calls;
 - ``record_columns(recs, fields)``: fields of decoded records as the scanner's tagged columns
   (``recs``), where per-record steps made dicts.
+- ``find_windows(entries, key, crc)``: a key's rows in its bucket's cells (``cellk``), which
+  the query API's point lookup calls (``state/cells.py``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ _MODULES = {
     "_fold": "fold",
     "_strk": "strk",
     "_recs": "recs",
+    "_cellk": "cellk",
 }
 _NAMES = {
     "scan": ("scan_lines",),
@@ -64,6 +67,7 @@ _NAMES = {
     "fold": ("WindowAcc",),
     "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
     "recs": ("record_columns",),
+    "cellk": ("find_windows",),
 }
 
 
@@ -93,6 +97,7 @@ class Kernels:
     str_contains: Any
     str_isin: Any
     record_columns: Any
+    find_windows: Any
 
 
 def _functions(prefix: str, compiled: bool) -> dict[str, Any]:

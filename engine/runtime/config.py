@@ -17,7 +17,9 @@ from weir.base.errors import ConfigError
 from weir.base.settings import judge, named
 from weir.engine.runtime.settings import BY_NAME
 
-__all__ = ["RunConfig", "RunFacts"]
+__all__ = ["WORKERS_LOCK", "RunConfig", "RunFacts"]
+
+WORKERS_LOCK = "workers.lock"
 
 
 def _default(name: str) -> Any:
@@ -61,7 +63,9 @@ class RunConfig:
     checkpoint_interval_ms: int = _default("checkpoint_interval_ms")
     checkpoint_timeout_ms: int = _default("checkpoint_timeout_ms")
     checkpoints_retained: int = _default("checkpoints_retained")
-    restore: str | None = None  # "latest", a chk-<n> directory or its URL
+    restore: str | None = None  # "auto", "latest", a chk-<n> directory or its URL
+    fresh: bool = _default("fresh")
+    lease_ms: int = _default("lease_ms")
     # at most this many restarts within restart_interval_ms (None: 3 with checkpoints, else 0);
     # restart_attempts is its old name, kept as an alias
     restart_failures: int | None = None
@@ -92,6 +96,11 @@ class RunConfig:
                 "restart restores them from checkpoint storage they all reach: give "
                 f"{named('checkpoint_dir')} s3://BUCKET/PREFIX (or a directory every executor "
                 "mounts)"
+            )
+        if self.fresh and self.restore:
+            raise ConfigError(
+                f"{named('fresh')} starts from empty state and {named('restore')}="
+                f"{self.restore} from a checkpoint: give one of them"
             )
         both = (self.restart_failures, self.restart_attempts)
         if None not in both and both[0] != both[1]:
@@ -129,6 +138,11 @@ class RunConfig:
 
     def worker_state_path(self, job: str, index: int) -> Path:
         return self.job_dir(job) / f"worker-{index}" / "db"
+
+    def workers_lock(self, job: str) -> Path:
+        """Every local worker of the job holds a shared lock on this file while it lives: a
+        new job manager waits until nobody does before it touches state or outputs."""
+        return self.job_dir(job) / WORKERS_LOCK
 
 
 def _run_id() -> str:

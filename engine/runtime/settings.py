@@ -251,10 +251,21 @@ _CHECKPOINTS = (
             WholeNumber(1), metavar="MS", commands=RUN),
     Setting("checkpoints_retained", "complete checkpoints kept (savepoints are never "
             "deleted)", 3, WholeNumber(1), metavar="K", commands=RUN),
-    Setting("restore", "start from the latest checkpoint in `checkpoint_dir` (latest), a "
-            "chk-<n> directory or s3://.../<job>/chk-<n>, at any parallelism, into an empty "
-            "`state_dir` too", metavar="latest|PATH|URL", commands=RUN,
-            default_doc="none (a fresh start)"),
+    Setting("restore", "start from the job's newest committed checkpoint or savepoint in "
+            "`checkpoint_dir` if it has one, else from empty state (auto: what a supervisor "
+            "passes on every start); the same but an error when there is none (latest); or "
+            "a chk-<n> directory or s3://.../<job>/chk-<n>; at any parallelism, into an empty "
+            "`state_dir` too", metavar="auto|latest|PATH|URL", commands=RUN,
+            command_defaults=(("demo", "auto"),),
+            default_doc="none: a fresh start, refused over committed checkpoints without "
+            "`fresh`"),
+    Setting("fresh", "start from empty state although the job has committed checkpoints (a "
+            "start without `restore` refuses to throw them away)", False, Switch(),
+            commands=RUN),
+    Setting("lease_ms", "the job manager's lease on the job in checkpoint storage "
+            "(<job>/leader), renewed every quarter of it: a job manager that cannot renew it "
+            "stops, and a standby takes over once it went this long without a renewal",
+            60_000, WholeNumber(1000), metavar="MS", commands=RUN),
     Setting("restart_failures", "restarts from the latest checkpoint after a worker fails, at "
             "most N within `restart_interval_ms`; one more fails the job",
             check=WholeNumber(0), metavar="N", commands=RUN,

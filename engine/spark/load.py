@@ -20,6 +20,7 @@ from weir.engine.job import Job
 from weir.engine.nodes import WindowNode
 from weir.engine.spark.backfill import BackfillResult
 from weir.engine.watermarks import MIN_WATERMARK
+from weir.state import layout
 from weir.state.bulkload import backfill_files
 from weir.state.bulkstore import fetch_ssts
 from weir.state.checkpoints import CheckpointStorage, now_ms
@@ -74,6 +75,7 @@ def make_savepoint(
             "backfill": result.to_json(),
             "parallelism": parallelism,
             "max_parallelism": job.max_parallelism,
+            "state_format": layout.STATE_FORMAT,
             "key_group_ranges": [w["key_groups"] for w in workers],
             "size": sum(w["size"] for w in workers),
             "incremental_size": sum(w["incremental_size"] for w in workers),

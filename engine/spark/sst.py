@@ -1,7 +1,7 @@
-"""Stage 3 of a backfill, in the Spark tasks: the windows of a key group as state keys
-(``kg | state id | len | key | end``) and values exactly as streaming stores them, plus their
-cleanup timers, sorted and written with rocksdict's ``SstFileWriter``: one SST file per key
-group.
+"""Stage 3 of a backfill, in the Spark tasks: the windows of a key group exactly as streaming
+stores them (cells, ``state/cells.py``; sessions as rows, ``kg | state id | len | key | end``),
+plus their cleanup timers, sorted and written with rocksdict's ``SstFileWriter``: one SST file
+per key group.
 
 Native path: accumulator slots built from Spark's aggregates a column at a time
 (``slot_columns``). Python path (sessions, user-defined aggregates): rows sorted by ``(kg, key,
@@ -62,46 +62,53 @@ def _number(v: Any, all_int: Any) -> Any:
 
 def write_ssts(plan: Plan, cols: dict[str, list[Any]]) -> list[dict[str, Any]]:
     """Native path: one SST file per key group in ``cols`` (Spark's aggregates per window, a
-    list per column: no object per row until the slots are packed)."""
-    import msgpack
-
-    from weir.state import layout
-
+    list per column: no object per row until the slots are grouped into cells)."""
     op = backfill_operator(load(plan.job_file), plan.op)
-    pack = msgpack.Packer().pack  # a tuple packs as the array a list would
     slots = list(zip(*slot_columns(op, cols), strict=True))
-    by_kg: dict[int, list[int]] = {}
-    for i, kg in enumerate(cols["kg"]):
-        by_kg.setdefault(int(kg), []).append(i)
-    keys, ends, sid = cols["key"], cols["end"], op.state_id
-    prefix, namespace = layout.key_prefix, layout.encode_namespace
-    written = []
-    for kg, rows in sorted(by_kg.items()):
-        windows: dict[bytes, bytes] = {}
-        keys_by_end: dict[int, list[str]] = {}
-        for i in rows:
-            key, end = str(keys[i]), int(ends[i])
-            windows[prefix(kg, sid, key.encode()) + namespace(end)] = pack(slots[i])
-            keys_by_end.setdefault(end, []).append(key)
-        written.append(_write_key_group(plan, op, kg, windows, 0, keys_by_end))
-    return written
+    by_kg: dict[int, dict[int, list[tuple[str, list[Any]]]]] = {}
+    for kg, key, end, row in zip(cols["kg"], cols["key"], cols["end"], slots, strict=True):
+        by_kg.setdefault(int(kg), {}).setdefault(int(end), []).append((str(key), list(row)))
+    return [
+        _write_key_group(plan, op, kg, _cells(op, kg, windows), 0, _keys_by_end(windows))
+        for kg, windows in sorted(by_kg.items())
+    ]
+
+
+def _cells(
+    op: WindowNode, kg: int, windows: dict[int, list[tuple[str, list[Any]]]]
+) -> dict[bytes, bytes]:
+    """A key group's windows (``end -> [(key, slots)]``) as streaming stores them: cells
+    (``state/cells.py``) of generation 0, older than anything a live job writes."""
+    import numpy as np
+
+    from weir.state import cells
+
+    out: dict[bytes, bytes] = {}
+    for end, rows in windows.items():
+        keys = [k.encode() for k, _ in rows]
+        width = len(rows[0][1])
+        slots = [cells.slot_column([r[1][j] for r in rows]) for j in range(width)]
+        groups = np.full(len(keys), kg, np.uint16)
+        out.update(cells.encode_cells(cells.CellRows(keys, groups, slots), op.state_id, end, 0))
+    return out
+
+
+def _keys_by_end(windows: dict[int, list[tuple[str, list[Any]]]]) -> dict[int, list[str]]:
+    return {end: [k for k, _ in rows] for end, rows in windows.items()}
 
 
 def python_ssts(plan: Plan, batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
     """Python path: one SST file per key group of a task's sorted pair batches."""
-    import msgpack
-
     from weir.engine.spark.folds import WindowFolder
     from weir.engine.spark.sessions import SessionReplay
-    from weir.state import layout
 
     op = backfill_operator(load(plan.job_file), plan.op)
-    pack = msgpack.Packer().pack
     sessions = isinstance(op.assigner, SessionWindows)
     replay = SessionReplay(op, plan.max_parallelism) if sessions else None
     fold = None if sessions else WindowFolder(op)
     for kg, rows in groupby(_rows(batches), key=itemgetter(0)):
         windows: dict[bytes, bytes] = {}
+        by_end: dict[int, list[tuple[str, list[Any]]]] | None
         late = 0
         if replay is not None:
             before = replay.late
@@ -109,13 +116,17 @@ def python_ssts(plan: Plan, batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
                 replay.add_key(key, *_columns(list(key_rows)))
             windows = _within(plan, replay.finish())
             late = replay.late - before
+            by_end = None
         else:
             assert fold is not None
+            by_end = {}
             for (key, end), window_rows in groupby(rows, key=itemgetter(1, 2)):
                 slots = fold.slots(key, end, *_columns(list(window_rows)))
-                windows[layout.state_key(kg, op.state_id, key.encode(), end)] = pack(slots)
+                by_end.setdefault(end, []).append((key, slots))
+            windows = _cells(op, kg, by_end)
         if windows:
-            yield _write_key_group(plan, op, kg, windows, late)
+            keys = None if by_end is None else _keys_by_end(by_end)
+            yield _write_key_group(plan, op, kg, windows, late, keys)
         elif late:
             yield {"kg": kg, "path": None, "size": 0, "crc32": 0, "windows": 0,
                    "min_end": None, "max_end": None, "late": late}  # fmt: skip
@@ -164,9 +175,9 @@ def _write_key_group(
     late: int,
     keys_by_end: dict[int, list[str]] | None = None,
 ) -> dict[str, Any]:
-    """The key group's SST file: its windows and a cleanup timer per window end listing the
-    keys (as ``WindowRuntime._add_timers`` writes them), sorted. ``keys_by_end``: the windows'
-    keys by end, when the caller has them (else read back from the state keys)."""
+    """The key group's SST file: its windows (cells, or a session's rows) and a cleanup timer
+    per window end listing the keys (as ``WindowRuntime._add_timers`` writes them), sorted.
+    ``keys_by_end``: the windows' keys by end (None: sessions, read back from their keys)."""
     import msgpack
     from rocksdict import Options, SstFileWriter
 
@@ -192,7 +203,7 @@ def _write_key_group(
         "path": stored[0].name,
         "size": stored[0].size,
         "crc32": stored[0].crc32,
-        "windows": len(windows),
+        "windows": sum(map(len, keys_by_end.values())),
         "min_end": min(keys_by_end),
         "max_end": max(keys_by_end),
         "late": late,

@@ -7,19 +7,17 @@ records like any other)."""
 from __future__ import annotations
 
 import random
-import struct
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import orjson
 
+from tests.support import stored_windows
 from weir import testing
 from weir.engine.runtime.loader import load_job
 from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.backfill import backfill_operator, run_backfill
 from weir.engine.spark.columnar import BLOCK_BYTES
-from weir.state.layout import decode_state_key
 from weir.state.rocksdb import RocksState
 
 JOB = """
@@ -69,11 +67,8 @@ def _sst_windows(sst_dir: str, job_file: Path, db: Path) -> dict[tuple[str, int,
     state = RocksState(db)
     state.ingest(sorted(Path(sst_dir).glob("kg-*.sst")))
     got = {}
-    for k, v in state.scan(b"", b"\xff" * 8):
-        if struct.unpack_from(">H", k, 2)[0] != op.state_id:
-            continue  # a cleanup timer
-        _, _, key, end = decode_state_key(k)
-        w = plan.result(key.decode(), op.assigner.start_of(end), end, msgpack.unpackb(v), True)
+    for key, _, end, slots in stored_windows(state.scan(b"", b"\xff" * 8), op.state_id):
+        w = plan.result(key.decode(), op.assigner.start_of(end), end, slots, True)
         got[(w["key"], w["start"], w["end"])] = (w["n"], w["total"], w["hi"])
     state.close()
     return got

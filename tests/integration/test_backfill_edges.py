@@ -10,7 +10,6 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pytest
 
 from tests.support import write_lines
@@ -21,6 +20,7 @@ from weir.engine.runtime.stored.codec import decode_session
 from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.backfill import backfill_operator, run_backfill
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows
+from weir.state import cells
 from weir.state.layout import decode_state_key
 from weir.state.rocksdb import RocksState
 
@@ -59,14 +59,23 @@ def _sst_windows(sst_dir: str, job_file: Path, db: Path) -> dict[tuple[str, int,
     state = RocksState(db)
     state.ingest(sorted(Path(sst_dir).glob("kg-*.sst")))
     got = {}
+    windows: list[tuple[bytes, int, int, list[Any]]] = []
+    by_cell: dict[bytes, list[bytes]] = {}
     for k, v in state.scan(b"", b"\xff" * 8):
         if struct.unpack_from(">H", k, 2)[0] != op.state_id:
             continue  # a cleanup timer
-        _, _, key, end = decode_state_key(k)
-        if isinstance(op.assigner, SessionWindows):
+        if isinstance(op.assigner, SessionWindows):  # a row, its start stored with it
+            _, _, key, end = decode_state_key(k)
             start, slots = decode_session(v)
-        else:
-            start, slots = op.assigner.start_of(end), msgpack.unpackb(v)
+            windows.append((key, start, end, slots))
+        else:  # a cell's generation
+            by_cell.setdefault(k[:14], []).append(v)
+    for at, gens in by_cell.items():
+        assert not isinstance(op.assigner, SessionWindows)  # sessions are rows
+        end = cells.cell_end(at)
+        for key, slots in cells.decode_rows(gens):
+            windows.append((key, op.assigner.start_of(end), end, slots))
+    for key, start, end, slots in windows:
         w = plan.result(key.decode(), start, end, slots, True)
         got[(w["key"], w["start"], w["end"])] = (w["n"], w["total"])
     state.close()

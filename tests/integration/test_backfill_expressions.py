@@ -7,21 +7,18 @@ goes), on the native aggregation path and on the Python one (sessions)."""
 from __future__ import annotations
 
 import random
-import struct
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import orjson
 import pytest
 
+from tests.support import stored_windows
 from weir import testing
 from weir.engine.runtime.loader import load_job
-from weir.engine.runtime.stored.codec import decode_session
 from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.backfill import backfill_operator, run_backfill
 from weir.engine.windows import SessionWindows
-from weir.state.layout import decode_state_key
 from weir.state.rocksdb import RocksState
 
 JOB = """
@@ -79,14 +76,11 @@ def _sst_windows(sst_dir: str, job_file: Path, db: Path) -> dict[tuple[str, int,
     state = RocksState(db)
     state.ingest(sorted(Path(sst_dir).glob("kg-*.sst")))
     got = {}
-    for k, v in state.scan(b"", b"\xff" * 8):
-        if struct.unpack_from(">H", k, 2)[0] != op.state_id:
-            continue  # a cleanup timer
-        _, _, key, end = decode_state_key(k)
-        if isinstance(op.assigner, SessionWindows):
-            start, slots = decode_session(v)
-        else:
-            start, slots = op.assigner.start_of(end), msgpack.unpackb(v)
+    sessions = isinstance(op.assigner, SessionWindows)  # sessions are rows, windows cells
+    for key, begin, end, slots in stored_windows(
+        state.scan(b"", b"\xff" * 8), op.state_id, sessions
+    ):
+        start = op.assigner.start_of(end) if begin is None else begin
         w = plan.result(key.decode(), start, end, slots, True)
         got[(w["key"], w["start"], w["end"])] = w
     state.close()

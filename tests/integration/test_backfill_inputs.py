@@ -5,25 +5,29 @@ source, give the windows ``weir run`` computes when it streams them; offset rang
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import msgpack
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.csv as pcsv  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 import pytest
 
-from tests.support import WeirResult, job_text, make_events, read_jsonl, write_events
+from tests.support import (
+    WeirResult,
+    job_text,
+    make_events,
+    read_jsonl,
+    stored_windows,
+    write_events,
+)
 from tests.support.kafka_broker import create_topic, send
 from tests.support.reference import group_emissions
 from weir.base.errors import SourceError
 from weir.engine.runtime.loader import load_job
 from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.spark.backfill import BackfillResult, backfill_operator, run_backfill
-from weir.state.layout import decode_state_key
 from weir.state.rocksdb import RocksState
 
 SIZE, BOUND, LATENESS = 1_000, 200, 1_500
@@ -42,11 +46,8 @@ def _sst_windows(result: BackfillResult, job_file: Path, db: Path) -> Windows:
     state = RocksState(db)
     state.ingest(sorted(Path(result.sst_dir).glob("kg-*.sst")))
     got: Windows = {}
-    for k, v in state.scan(b"", b"\xff" * 8):
-        if struct.unpack_from(">H", k, 2)[0] != op.state_id:
-            continue  # a cleanup timer
-        _, _, key, end = decode_state_key(k)
-        w = plan.result(key.decode(), end - SIZE, end, msgpack.unpackb(v), True)
+    for key, _, end, slots in stored_windows(state.scan(b"", b"\xff" * 8), op.state_id):
+        w = plan.result(key.decode(), end - SIZE, end, slots, True)
         got[(w["key"], w["start"], w["end"])] = {a: w[a] for a in AGGS}
     state.close()
     return got

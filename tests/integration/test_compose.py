@@ -63,6 +63,7 @@ def test_the_compose_file_is_valid() -> None:
     assert services["backfill"]["depends_on"]["job"]["condition"] == "service_healthy"
     assert services["job"]["depends_on"]["s3"]["condition"] == "service_healthy"
     assert "--checkpoint-dir s3://weir/" in services["job"]["command"]
+    assert "--restore auto" in services["job"]["command"]  # a restarted container resumes
     assert "ports" not in services["s3"]  # the object store is reachable only inside the stack
 
 
@@ -119,8 +120,8 @@ def test_every_service_command_runs_as_a_local_process(
     (tmp_path / "backfill").mkdir()
     logs = {name: open(tmp_path / f"{name}.log", "wb") for name in ("produce", "job", "backfill")}  # noqa: SIM115
 
-    def start(name: str) -> subprocess.Popen[bytes]:
-        command = _localize(services[name]["command"], subs)
+    def start(name: str, **more: str) -> subprocess.Popen[bytes]:
+        command = _localize(services[name]["command"], {**subs, **more})
         argv = shlex.split(command)
         env = {
             **local_env,
@@ -158,6 +159,22 @@ def test_every_service_command_runs_as_a_local_process(
     live = client.get("/ad-stats/impressions/state/ad-0", params={"limit": 10_000}).json()
     assert all(w["start"] > 1_750_000_000_000 for w in live["windows"])  # wall-clock windows
 
+    def checkpointed() -> bool:
+        answer = client.get("/jobs/ad-stats/checkpoints")
+        assert answer.status_code == 200, answer.text
+        return bool(answer.json()["checkpoints"])
+
+    wait_until(checkpointed, 60.0, what="a checkpoint in the s3 service's bucket")
+    # the container dies (kill -9) and a new one (an empty /state) runs the same command: it
+    # resumes from the bucket's newest checkpoint (--restore auto), not from empty state
+    job.kill()
+    job.wait(10)
+    job = start("job", **{"/state": str(tmp_path / "state-2")})
+    wait_until(serving, 90.0, what="the restarted job service to serve again")
+    resumed = client.get("/jobs/ad-stats/checkpoints").json()["restored_from"]
+    assert resumed and resumed.startswith("s3://weir/checkpoints/ad-stats/chk-"), resumed
+    assert "restored from" in (tmp_path / "job.log").read_text(errors="replace"), log("job")
+
     backfill = start("backfill")
     assert backfill.wait(300) == 0, log("backfill")
     after = client.get("/ad-stats/impressions/state/ad-0", params={"limit": 10_000}).json()
@@ -166,13 +183,8 @@ def test_every_service_command_runs_as_a_local_process(
     assert client.get("/jobs/ad-stats").json()["backfills"], "the job lists the backfill"
     assert job.poll() is None and produce.poll() is None
 
-    def checkpointed() -> bool:
-        answer = client.get("/jobs/ad-stats/checkpoints")
-        assert answer.status_code == 200, answer.text
-        return bool(answer.json()["checkpoints"])
-
-    wait_until(checkpointed, 60.0, what="a checkpoint in the s3 service's bucket")
     checkpoints = client.get("/jobs/ad-stats/checkpoints").json()
     assert checkpoints["storage"] == "s3://weir/checkpoints/ad-stats"
+
     for f in logs.values():
         f.close()

@@ -74,10 +74,11 @@ def halves(n: int, seed: int) -> list[list[dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def bounded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveJob]:
-    """1,200 events, each impression paced 5 ms, 8 a batch: about 3 s of running, with a
-    checkpoint every 100 ms (some 15 complete: more than the status file carries)."""
+    """2,000 events, each impression paced 5 ms, 8 a batch: about 5 s of running, with a
+    checkpoint every 100 ms (some 15 complete on a loaded machine, each commit also writing
+    the job's lease: more than the status file carries)."""
     root = tmp_path_factory.mktemp("bounded")
-    with live_job(root, halves(1_200, seed=3), pace_s=0.005, batch_size=8,
+    with live_job(root, halves(2_000, seed=3), pace_s=0.005, batch_size=8,
                   checkpoint_interval_ms=100) as job:  # fmt: skip
         yield job
 

@@ -127,7 +127,7 @@ def test_a_failed_stop_with_savepoint_leaves_the_job_reading(
     # checkpoint 1's directory is taken by a file: every worker's upload fails, after its
     # barrier stopped its sources
     blocker = chk_dir(CheckpointStorage(state / "checkpoints", STATE), 1)
-    blocker.parent.mkdir(parents=True)
+    blocker.parent.mkdir(parents=True, exist_ok=True)  # the job lease lives there too
     blocker.write_text("not a checkpoint directory")
 
     r = run_weir("stop", STATE, "--savepoint", "--state-dir", str(state))

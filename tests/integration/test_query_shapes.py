@@ -21,6 +21,7 @@ from tests.support import WeirServer, event_lines, job_text, make_events, wait_u
 from tests.support.kafka_broker import create_topic, send
 from tests.support.reference import Spec, simulate
 from weir.api import keylist
+from weir.state import cells
 from weir.state.keygroups import key_group
 
 SPEC = Spec(bound=200, size=1_000, lateness=0)
@@ -52,14 +53,20 @@ def finished(
 
 
 def _reference(lines: list[str]) -> dict[int, list[dict[str, Any]]]:
-    """Window start -> ``{"key", "key_group", <aggregates>, "final"}`` of every key, by key."""
+    """Window start -> ``{"key", "key_group", <aggregates>, "final"}`` of every key, in the
+    listing's order: the cells' (key group, bucket, key bytes)."""
     out: dict[int, list[dict[str, Any]]] = {}
     for key, windows in simulate(lines, SPEC).state_by_key().items():
         for w in windows:
             entry = {"key": key, "key_group": key_group(key, 128), **w}
             del entry["start"], entry["end"]
             out.setdefault(w["start"], []).append(entry)
-    return {start: sorted(found, key=lambda e: e["key"]) for start, found in out.items()}
+    return {start: sorted(found, key=_cell_order) for start, found in out.items()}
+
+
+def _cell_order(entry: dict[str, Any]) -> tuple[int, int, bytes]:
+    raw = entry["key"].encode()
+    return entry["key_group"], cells.bucket_of(raw), raw
 
 
 def _all_pages(
@@ -90,7 +97,7 @@ def _same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize("limit", [1, 4, 1_000])
-def test_every_key_of_a_window_once_in_key_order(
+def test_every_key_of_a_window_once_in_cell_order(
     finished: tuple[httpx.Client, list[str]], limit: int
 ) -> None:
     client, lines = finished
@@ -100,7 +107,7 @@ def test_every_key_of_a_window_once_in_key_order(
     for start in starts:
         keys, pages = _all_pages(client, f"/t1/imps/windows/{start}", limit)
         names = [k["key"] for k in keys]
-        assert names == sorted(names) and len(set(names)) == len(names)
+        assert len(set(names)) == len(names)
         _same(keys, reference[start])
         assert {p["end"] for p in pages} == {start + SPEC.size}
         assert {p["consistency"] for p in pages} == {"live"}
@@ -134,14 +141,14 @@ def test_committed_listing_equals_committed_point_lookups(
     assert by_start, "the committed view holds no window"
     for start, want in sorted(by_start.items())[:4]:
         keys, pages = _all_pages(client, f"/t1/imps/windows/{start}", 3, consistency="committed")
-        assert keys == want
+        assert keys == sorted(want, key=_cell_order)
         assert {(p["consistency"], p["checkpoint"]) for p in pages} == {("committed", checkpoint)}
 
 
 def test_window_listing_errors(finished: tuple[httpx.Client, list[str]]) -> None:
     client, lines = finished
     start = min(_reference(lines))
-    listing_cursor = keylist.Position(3, None).encode()  # the key listing's: names no key
+    listing_cursor = keylist.Position(3, None).encode()  # the row layout's: not a cell position
     for cursor in ("not-a-cursor", "AAAA", listing_cursor):
         r = client.get(f"/t1/imps/windows/{start}", params={"cursor": cursor})
         assert r.status_code == 400, (cursor, r.text)
@@ -249,7 +256,8 @@ def test_open_sliding_windows_list_what_point_lookups_read(
             by_start.setdefault(w["start"], []).append(entry)
     assert any(not e["final"] for found in by_start.values() for e in found), "no open window"
     for start, want in by_start.items():
-        assert _all_pages(client, f"/fresh/imps/windows/{start}", 5)[0] == want
+        got = _all_pages(client, f"/fresh/imps/windows/{start}", 5)[0]
+        assert got == sorted(want, key=_cell_order)
 
 
 def test_a_read_waits_for_the_watermark_it_asks_for(live: tuple[httpx.Client, str, str]) -> None:

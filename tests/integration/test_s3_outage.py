@@ -80,9 +80,11 @@ def test_an_object_store_outage_fails_checkpoints_only_and_processing_goes_on(
     out, state = tmp_path / "out.jsonl", tmp_path / "state"
     server = weir_server(
         job, "--sink", f"file://{out}", "--parallelism", "2", "--batch-size", "64",
-        "--checkpoint-interval-ms", "500", "--checkpoint-dir", s3.url, state_dir=state,
-        env=s3.env,
+        "--checkpoint-interval-ms", "500", "--checkpoint-dir", s3.url, "--lease-ms", "180000",
+        state_dir=state, env=s3.env,
     )  # fmt: skip
+    # the lease (renewed every 45 s, valid 144 s after a renewal) outlasts the outage and the
+    # server's restart: with the default 60 s a job manager rides out only ~33 s, then stops
     c = server.client()
     wait_until(lambda: _job_body(c)["last_checkpoint"], 30.0, what="a first checkpoint")
     # the first committed read: 503 while the view downloads; then the checkpoint's windows

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tests.support import stored_windows
 from weir import agg, windows
 from weir.engine.kernels import Kernels
 from weir.engine.nodes import WindowNode
@@ -85,14 +86,12 @@ class Run:
         self.late.flush()
         self.dead.flush()
 
-    def stored(self) -> dict[bytes, Any]:
-        import msgpack
-
-        return {
-            k: _bits(msgpack.unpackb(v))
-            for k, v in self.state.scan(b"", b"\xff" * 8)
-            if not (k[2] & 0x80)  # window state, not cleanup timers (their order varies)
-        }
+    def stored(self) -> dict[tuple[bytes, int], Any]:
+        """Each stored window row (the newest of each key and window in the cells), whatever
+        generations and merges wrote it; cleanup timers left out (their order varies)."""
+        entries = self.state.scan(b"", b"\xff" * 8)
+        sid = self.rt.op.state_id
+        return {(k, end): _bits(s) for k, _, end, s in stored_windows(entries, sid)}
 
 
 def _bits(x: Any) -> Any:

@@ -12,13 +12,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import uvicorn
 from fastapi import FastAPI
 
 from tests.support import wait_until
 from weir import Job, agg, sources, windows
-from weir.engine.runtime.stored.codec import encode_window
-from weir.state import layout
+from weir.state import cells
 from weir.state.keygroups import key_group
 from weir.state.rocksdb import RocksState
 
@@ -38,28 +38,33 @@ def sliding_job(tmp: Path) -> Job:
 
 
 def write_keys(db_path: Path, job: Job, keys: list[str], panes_only: frozenset[str]) -> None:
-    """One window per key, as the operator stores it: fired windows under the operator's state
-    id, open panes under its pane state id (``panes_only`` keys have only panes; every tenth of
-    the others has both)."""
+    """One window per key, as the operator stores it (cells): fired windows under the
+    operator's state id, open panes under its pane state id (``panes_only`` keys have only
+    panes; every tenth of the others has both)."""
     op = job.operators["op"]
     assert isinstance(op.state_id, int)
     pane_sid = op.pane_state_id  # type: ignore[union-attr]
     state = RocksState(db_path)
     try:
-        value = encode_window([1])
         for i in range(0, len(keys), 20_000):
-            batch: dict[bytes, bytes] = {}
-            for n, key in enumerate(keys[i : i + 20_000], start=i):
-                kg = key_group(key, MAX_PARALLELISM)
-                raw = key.encode()
-                if key not in panes_only:
-                    batch[layout.state_key(kg, op.state_id, raw, 3000)] = value
-                if key in panes_only or n % 10 == 0:
-                    batch[layout.state_key(kg, pane_sid, raw, 4000)] = value
-            state.write(batch)
+            part = keys[i : i + 20_000]
+            windows = [k for n, k in enumerate(part, start=i) if k not in panes_only]
+            panes = [k for n, k in enumerate(part, start=i) if k in panes_only or n % 10 == 0]
+            gen = 1 + i // 20_000  # a generation a batch, as a flush writes them
+            state.write(
+                _cells(op.state_id, 3000, windows, gen) | _cells(pane_sid, 4000, panes, gen)
+            )
         state.flush()
     finally:
         state.close()
+
+
+def _cells(sid: int, end: int, keys: list[str], gen: int) -> dict[bytes, bytes]:
+    """``keys``' window ``end`` (a count of 1 each) as the operator stores it: cells."""
+    raw = [k.encode() for k in keys]
+    groups = np.array([key_group(k, MAX_PARALLELISM) for k in keys], np.uint16)
+    rows = cells.CellRows(raw, groups, [np.ones(len(keys), np.int64)])
+    return dict(cells.encode_cells(rows, sid, end, gen))
 
 
 @dataclass

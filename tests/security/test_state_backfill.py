@@ -11,12 +11,13 @@ from typing import Any
 
 import httpx
 import msgpack
+import numpy as np
 import pytest
 from rocksdict import Options, SstFileWriter
 
 from tests.support import WeirServer, job_text, wait_until, write_events
 from weir.engine.job import operator_state_id
-from weir.state import layout
+from weir.state import cells, layout
 from weir.state.keygroups import key_group
 
 MAX_PAR = 128
@@ -27,6 +28,14 @@ EVENTS = [
     for i, t in enumerate(range(0, 200, 5))
 ]
 FORGED = msgpack.packb([999, 999, 1, 1, 999, 999])  # count, total, min, max, mean's sum and n
+
+
+def _cell(kg: int, key: str, end: int, slots: list[int], sid: int = SID) -> dict[bytes, bytes]:
+    """A window as the operator stores it: a cell (``state/cells.py``) holding one row."""
+    rows = cells.CellRows([key.encode()], np.full(1, kg, np.uint16), [np.array([v]) for v in slots])
+    return dict(cells.encode_cells(rows, sid, end, 0))
+
+
 FAR_AWAY = {"min_end": -(10**12), "max_end": -(10**12) + 1}  # what a forger would claim
 
 
@@ -85,7 +94,7 @@ def test_a_forged_file_cannot_overwrite_a_fired_window(live: tuple[WeirServer, P
     fired = _windows(server.client(), "ad-0")[0]
     assert fired["final"] and fired["count"] == 1
     kg = key_group("ad-0", MAX_PAR)
-    forged = _sst(bf / "fired", kg, {layout.state_key(kg, SID, b"ad-0", fired["end"]): FORGED})
+    forged = _sst(bf / "fired", kg, _cell(kg, "ad-0", fired["end"], [999, 999, 1, 1, 999, 999]))
     _refused(live, forged, "already has the window ending at", str(fired["end"]))
 
 
@@ -94,7 +103,7 @@ def test_a_file_holding_another_key_group_is_refused(live: tuple[WeirServer, Pat
     kg = key_group("ad-1", MAX_PAR)
     other = (kg + 1) % MAX_PAR
     # named for another key group, holding ad-1's fired window far in the past of its claim
-    forged = _sst(bf / "kg", other, {layout.state_key(kg, SID, b"ad-1", -5_000): FORGED})
+    forged = _sst(bf / "kg", other, _cell(kg, "ad-1", -5_000, [999, 999, 1, 1, 999, 999]))
     _refused(live, forged, f"key group {kg}", f"only key group {other}", "kg-")
 
 
@@ -109,10 +118,13 @@ def test_a_file_holding_another_state_is_refused(live: tuple[WeirServer, Path]) 
 def test_malformed_entries_are_refused(live: tuple[WeirServer, Path]) -> None:
     _, bf = live
     kg = key_group("zz", MAX_PAR)
-    bad_value = _sst(bf / "value", kg, {layout.state_key(kg, SID, b"zz", -5_000): b"\xc1"})
-    _refused(live, bad_value, "is not msgpack")
+    ((cell_key, good_cell),) = _cell(kg, "zz", -5_000, [1, 1, 1, 1, 1, 1]).items()
+    bad_value = _sst(bf / "value", kg, {cell_key: good_cell[:-3]})
+    _refused(live, bad_value, "malformed window cell", "cut short")
+    row = _sst(bf / "row", kg, {layout.state_key(kg, SID, b"zz", -5_000): FORGED})  # format 1
+    _refused(live, row, "malformed window cell", "expected 22 bytes")
     short = _sst(bf / "short", kg, {layout.state_prefix(kg, SID) + b"\x00": FORGED})
-    _refused(live, short, "malformed window key")
+    _refused(live, short, "malformed window cell")
     (bf / "junk").mkdir()
     (bf / "junk" / f"kg-{kg:05d}.sst").write_bytes(b"not an sst file at all")
     _refused(live, bf / "junk", "is not an SST file")
@@ -132,7 +144,7 @@ def test_a_checked_backfill_loads_with_the_range_its_files_hold(
     for key in ("hist-a", "hist-b", "hist-c"):
         kg = key_group(key, MAX_PAR)
         _sst(good, kg, {
-            layout.state_key(kg, SID, key.encode(), -4_990): msgpack.packb([2, 2, 1, 1, 2, 2]),
+            **_cell(kg, key, -4_990, [2, 2, 1, 1, 2, 2]),
             layout.timer_key(kg, TIMERS, -4_990, 1): msgpack.packb([key]),
         })  # fmt: skip
     r = _post(client, good)

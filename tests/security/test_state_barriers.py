@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import msgpack
+import numpy as np
 from rocksdict import Options, Rdict, SstFileWriter
 
 from tests.support import WeirServer, wait_until
 from weir.engine.job import operator_state_id
-from weir.state import layout
+from weir.state import cells
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import key_group, range_for_operator
 from weir.state.restore import restore_worker_db
@@ -54,14 +54,33 @@ def _end(i: int) -> int:
     return -1_000_000 + 100 * i  # long closed for the live job; one window end per backfill
 
 
+def _write_cell(path: Path, key: str, end: int) -> None:
+    """A backfill file holding ``key``'s window ``end`` (count 7) as the operator stores it: a
+    cell (``state/cells.py``)."""
+    kg = key_group(key, MAX_PAR)
+    rows = cells.CellRows([key.encode()], np.full(1, kg, np.uint16), [np.array([7])])
+    writer = SstFileWriter(Options(raw_mode=True))
+    writer.open(str(path / f"kg-{kg:05d}.sst"))
+    for k, v in cells.encode_cells(rows, SID, end, 0):
+        writer[k] = v
+    writer.finish()
+
+
 def _write_backfill(directory: Path, i: int) -> None:
     directory.mkdir(parents=True)
     for key in _keys_per_worker(i):
-        kg = key_group(key, MAX_PAR)
-        writer = SstFileWriter(Options(raw_mode=True))
-        writer.open(str(directory / f"kg-{kg:05d}.sst"))
-        writer[layout.state_key(kg, SID, key.encode(), _end(i))] = msgpack.packb([7])
-        writer.finish()
+        _write_cell(directory, key, _end(i))
+
+
+def _stored_ends(db: Rdict, key: str) -> set[int]:
+    """The window ends ``db`` holds for ``key`` (its bucket's cells)."""
+    lo, hi = cells.key_bounds(key_group(key, MAX_PAR), SID, key.encode())
+    entries = []
+    for k, v in db.items(from_key=lo):
+        if k >= hi:
+            break
+        entries.append((k, v))
+    return set(cells.key_windows(entries, key.encode()))
 
 
 def _loaded(storage: CheckpointStorage, n: int, work: Path) -> Iterator[tuple[int, bool, bool]]:
@@ -76,8 +95,7 @@ def _loaded(storage: CheckpointStorage, n: int, work: Path) -> Iterator[tuple[in
             keys = set()
             for i in range(BACKFILLS):
                 key = _keys_per_worker(i)[w]
-                skey = layout.state_key(key_group(key, MAX_PAR), SID, key.encode(), _end(i))
-                if db.get(skey) is not None:
+                if _end(i) in _stored_ends(db, key):
                     keys.add(key)
             present.append(keys)
         finally:
@@ -114,12 +132,7 @@ def test_a_checkpoint_holds_a_backfill_on_all_workers_or_none(
     # a window the live job can still change is refused, whatever the request claims
     future = bf / "future"
     future.mkdir()
-    key = _keys_per_worker(BACKFILLS)[0]
-    kg = key_group(key, MAX_PAR)
-    writer = SstFileWriter(Options(raw_mode=True))
-    writer.open(str(future / f"kg-{kg:05d}.sst"))
-    writer[layout.state_key(kg, SID, key.encode(), 2**62)] = msgpack.packb([7])
-    writer.finish()
+    _write_cell(future, _keys_per_worker(BACKFILLS)[0], 2**62)
     claim = {"op": "counts", "path": str(future), "min_end": -5, "max_end": -5}
     r = client.post("/jobs/bars/backfills", json=claim)
     assert r.status_code == 409 and "the live job can still change" in r.text, r.text

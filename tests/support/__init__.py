@@ -363,3 +363,31 @@ def impression_counts(
             k = (str(e["id"]), start, start + size)
             counts[k] = counts.get(k, 0) + 1
     return counts
+
+
+def stored_windows(
+    entries: Iterable[tuple[bytes, bytes]], state_id: int, sessions: bool = False
+) -> list[tuple[bytes, int | None, int, Any]]:
+    """``(key, start, end, slots)`` of every window of state ``state_id`` in ``entries`` (a
+    RocksDB scan in key order), as the operator stores them: cells (``state/cells.py``; the
+    start is None, the assigner's to give) or, for ``sessions``, rows with their start."""
+
+    from weir.engine.runtime.stored.codec import decode_session
+    from weir.state import cells
+    from weir.state.layout import decode_state_key
+
+    out: list[tuple[bytes, int | None, int, Any]] = []
+    by_cell: dict[bytes, list[bytes]] = {}
+    for k, v in entries:
+        if int.from_bytes(k[2:4], "big") != state_id:
+            continue  # a cleanup timer, another state
+        if sessions:
+            _, _, key, end = decode_state_key(k)
+            start, slots = decode_session(v)
+            out.append((key, start, end, slots))
+        else:
+            by_cell.setdefault(k[:14], []).append(v)
+    for at, gens in by_cell.items():
+        end = cells.cell_end(at)
+        out.extend((key, None, end, slots) for key, slots in cells.decode_rows(gens))
+    return out

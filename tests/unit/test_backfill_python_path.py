@@ -1,7 +1,8 @@
 """The backfill's Python path without Spark (Spark only moves and sorts the rows between the
 stages): a split's pairs (``pairs_of_split``), sorted as ``sortWithinPartitions`` sorts them,
-through ``python_ssts``, give SST files whose window state is byte for byte what the streaming
-operators store after reading the same events in batches; sessions and user-defined aggregates,
+through ``python_ssts``, give SST files whose window state is what the streaming operators
+store after reading the same events in batches (sessions byte for byte; cells row for row,
+whatever generations hold the rows); sessions and user-defined aggregates,
 late records included."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import msgpack
 import pyarrow as pa  # type: ignore[import-untyped]
 import pytest
 
@@ -21,11 +23,13 @@ from tests.support.reference import Spec
 from weir.base.errors import JobDefinitionError
 from weir.engine.agg import UserDefined
 from weir.engine.runtime.loader import load_job
+from weir.engine.runtime.stored import stores_cells
 from weir.engine.runtime.stored.codec import decode_session
 from weir.engine.spark.inputs import file_batches
 from weir.engine.spark.pairs import pairs_of_split
 from weir.engine.spark.plan import Plan, backfill_operator, python_path
 from weir.engine.spark.sst import python_ssts
+from weir.state import cells
 from weir.state.backend import StateBackend
 from weir.state.layout import decode_state_key
 from weir.state.memory import MemoryState
@@ -73,10 +77,22 @@ def _backfill(tmp: Path, job_file: Path, src: Path, **window: int | None) -> tup
         state.close()
 
 
-def _windows(state: StateBackend, job_file: Path) -> dict[bytes, bytes]:
-    sid = backfill_operator(load_job(job_file), None).state_id
+def _windows(state: StateBackend, job_file: Path) -> dict[Any, bytes]:
+    """The window state: sessions' rows as stored; cells as the rows they hold (a key's
+    newest of each window, whatever generations hold it), with their encoded slots."""
+    op = backfill_operator(load_job(job_file), None)
     scan = state.scan(b"", b"\xff" * 8)
-    return {k: v for k, v in scan if struct.unpack_from(">H", k, 2)[0] == sid}
+    stored = {k: v for k, v in scan if struct.unpack_from(">H", k, 2)[0] == op.state_id}
+    if not stores_cells(op):
+        return stored
+    by_cell: dict[bytes, list[bytes]] = {}
+    for k, v in stored.items():
+        by_cell.setdefault(k[:14], []).append(v)
+    return {
+        (at[:2], key, cells.cell_end(at)): msgpack.packb(slots)
+        for at, gens in by_cell.items()
+        for key, slots in cells.decode_rows(gens)
+    }
 
 
 def _streamed(tmp: Path, job_file: Path, events: list[Any], batches: list[int]) -> Any:

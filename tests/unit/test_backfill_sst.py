@@ -1,5 +1,6 @@
 """The backfill's native SST writer (``engine/spark/sst.py``): Spark's aggregate columns become
-exactly the state streaming keeps, read back through RocksDB."""
+exactly the state streaming keeps (window cells, ``state/cells.py``), read back through
+RocksDB."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rocksdict import Options, Rdict
 from weir.engine.job import operator_state_id
 from weir.engine.spark.plan import Plan
 from weir.engine.spark.sst import write_ssts
-from weir.state import layout
+from weir.state import cells, layout
 from weir.state.keygroups import key_group
 
 JOB = """
@@ -50,7 +51,12 @@ def test_aggregate_columns_become_the_streaming_state_and_its_cleanup_timers(
     sid = operator_state_id("stats")
 
     def window(k: str, end: int) -> list[object]:
-        return list(msgpack.unpackb(items[layout.state_key(key_group(k, 8), sid, k.encode(), end)]))
+        bucket = sorted(
+            i
+            for i in items.items()
+            if i[0].startswith(cells.key_bounds(key_group(k, 8), sid, k.encode())[0])
+        )
+        return cells.key_windows(bucket, k.encode())[end]
 
     # ints stay ints when every value was one (as the streaming fold keeps them); mean is
     # [sum, count]; the far edge of event time encodes like any other end

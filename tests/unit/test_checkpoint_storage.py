@@ -4,6 +4,7 @@ shared files, validation of broken checkpoints, and restores that re-cut key-gro
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import struct
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 import pytest
 
 from tests.support import chk_dir, shared_dir
+from weir.engine.runtime.operators.cellwrites import CellLog, CellPart
+from weir.engine.runtime.operators.delta import StateDelta
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange, range_for_operator
 from weir.state.layout import key_group_bounds
@@ -174,3 +177,30 @@ def test_restore_at_any_parallelism_holds_exactly_its_key_groups(tmp_path: Path,
         assert not seen & set(rows)
         seen |= set(rows)
     assert seen == every
+
+
+def test_cells_after_updating_1_percent_of_1m_keys_checkpoint_a_small_fraction(
+    tmp_path: Path,
+) -> None:
+    """The same goal with windows as cells (``state/cells.py``): 1M keys of one open window,
+    written in ten flushes, then 1% of them changed, as ``WindowRuntime`` writes generations."""
+    db = RocksState(tmp_path / "db")
+    storage = CheckpointStorage(tmp_path / "chk", "j")
+    storage.ensure()
+    log = CellLog(128)
+    keys = [f"ad-{i}" for i in range(1_000_000)]
+
+    def flush(chosen: list[str], value: int) -> None:
+        flat = [v for _ in chosen for v in (value, value * 0.5)]
+        StateDelta(cells=CellPart(log, 7, 2, [(7, 10_000, chosen, flat)])).write(db, 100_000)
+
+    for start in range(0, len(keys), 100_000):
+        flush(keys[start : start + 100_000], 1)
+    everything = KeyGroupRange(0, 127)
+    files, first = _take(db, storage, tmp_path, 1, 0, {}, everything)
+    assert first > 5_000_000  # 1M rows, compressed
+    known = {f.name: f for f in files if f.shared}
+    flush(random.Random(3).sample(keys, 10_000), 2)  # 1% of the keys
+    _, second = _take(db, storage, tmp_path, 2, 0, known, everything)
+    assert second < first * 0.05, (second, first)
+    db.close()

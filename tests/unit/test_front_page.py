@@ -1,8 +1,5 @@
 """The repository's front page: at most 300 lines, its example is the quickstart's (which a
 test runs), and every link it has resolves to a file of the repository.
-
-Until the lead swaps it in, the front page is docs/frontpage-README.md; once README.md is the
-short one, README.md is checked.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "docs" / "getting-started" / "quickstart"
-CANDIDATES = (ROOT / "README.md", ROOT / "docs" / "frontpage-README.md")
+CANDIDATES = (ROOT / "README.md",)
 
 
 def _front() -> tuple[Path, str]:
@@ -20,7 +17,9 @@ def _front() -> tuple[Path, str]:
         text = path.read_text(encoding="utf-8")
         if len(text.splitlines()) <= 300:
             return path, text
-    raise AssertionError("neither README.md nor docs/frontpage-README.md is <= 300 lines")
+    raise AssertionError(
+        "README.md is longer than 300 lines: it is the front page; the manual is docs/"
+    )
 
 
 def _blocks(text: str, lang: str) -> list[str]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from weir import Job, WatermarkStrategy, agg, sources, windows
 from weir.engine.runtime.operators.sliding import SlidingRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.stored.codec import compose_stored, decode_window
-from weir.state import layout
+from weir.engine.runtime.stored.codec import compose_stored
+from weir.state import cells
 from weir.state.keygroups import key_group, range_for_operator
 from weir.state.memory import MemoryState
 
@@ -34,16 +34,8 @@ def test_open_and_fired_windows_compose_from_what_is_stored() -> None:
     rt.advance(180, 180)  # windows ending at or before 181 fire; later ones stay open
     rt.flush()
     kg = key_group("k", 128)
-    win = layout.key_prefix(kg, op.state_id, b"k")
-    pan = layout.key_prefix(kg, op.pane_state_id, b"k")
-    stored = {
-        layout.decode_namespace(k[-8:]): decode_window(v)
-        for k, v in state.scan(win, layout.prefix_upper_bound(win))
-    }
-    panes = {
-        layout.decode_namespace(k[-8:]): decode_window(v)
-        for k, v in state.scan(pan, layout.prefix_upper_bound(pan))
-    }
+    stored = cells.key_windows(list(state.scan(*cells.key_bounds(kg, op.state_id, b"k"))), b"k")
+    panes = cells.key_windows(list(state.scan(*cells.key_bounds(kg, op.pane_state_id, b"k"))), b"k")
     state.close()
     assert stored and panes, "both fired windows and open panes are expected"
     assert max(stored) <= 181  # fired windows end where the watermark is

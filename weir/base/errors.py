@@ -14,14 +14,18 @@
     ├── SinkError              a sink that cannot be opened or written (1)
     ├── StateError             RocksDB state that cannot be opened, read or written (1)
     │   └── StorageError       checkpoint storage (a directory or S3) that cannot be reached,
-    │                          read or written (1)
+    │       │                  read or written (1)
+    │       └── StorageConflict  a conditional write that found the object created or changed
+    │                          by someone else (1)
     ├── MessageError           bytes from another process that are not a message weir sent (1)
     ├── ControlError           a job manager that cannot do what it was asked: its control
     │                          channel cannot be reached, refuses or times out, the job is not
     │                          running, or a stop's savepoint failed and the job goes on (1)
     ├── DeadLetterLimit        more of a job's records went to the dead letters than the
     │                          run's `max_dead_letter_ratio` allows (1)
-    └── WorkerFailed           a worker process died or reported a fatal error (1)
+    ├── WorkerFailed           a worker process died or reported a fatal error (1)
+    └── LeaseLost              a job manager that lost its lease on the job (another one may
+                               run it): it stopped without committing (1)
 
 Every message names the offending value and what to do about it. ``usage`` sorts them for the
 command line: a usage error is fixed by changing what was typed (a flag, a variable, the job
@@ -102,6 +106,11 @@ class StorageError(StateError):
     the message names the storage URL (never a secret) and what to check."""
 
 
+class StorageConflict(StorageError):
+    """A conditional write (create-only, or replace-if-unchanged) found the object created or
+    changed by someone else since it was read: nothing was written."""
+
+
 class MessageError(WeirError):
     """Bytes from another process that do not decode to a message this version of weir knows:
     an unknown message type, a missing or unknown field, or a value of the wrong type."""
@@ -126,3 +135,9 @@ class WorkerFailed(WeirError):
         super().__init__(f"worker {worker} failed: {reason}")
         self.worker = worker
         self.reason = reason
+
+
+class LeaseLost(WeirError):
+    """This job manager lost its lease on the job (``<checkpoint-dir>/<job>/leader``), or could
+    not renew it in time: another job manager may run the job now, so this one committed
+    nothing more, killed its workers and stopped."""

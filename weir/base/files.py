@@ -13,8 +13,10 @@ even when an older weir created them open).
 
 from __future__ import annotations
 
+import fcntl
 import os
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -88,11 +90,42 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def hold_shared_lock(path: Path) -> int:
+    """A shared ``flock`` on ``path`` (created ``0600``), held until the process exits: the
+    descriptor is never closed, so the kernel releases it however the process ends."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    return fd
+
+
+def wait_unlocked(path: Path, timeout_s: float) -> bool:
+    """Wait until nobody holds a ``flock`` on ``path`` (an exclusive one is taken and let go
+    at once); False at the deadline. A missing file or directory is nobody's."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return True
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return True
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    return False
+                time.sleep(0.05)
+    finally:
+        os.close(fd)
+
+
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
     "fsync_dir",
+    "hold_shared_lock",
     "open_private",
+    "wait_unlocked",
     "private_dir",
     "replacing",
     "write_private",

@@ -19,9 +19,19 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
-from weir.base.errors import ConfigError, ControlError, SinkError, StateError, StorageError
+from weir.base.errors import (
+    ConfigError,
+    ControlError,
+    LeaseLost,
+    SinkError,
+    StateError,
+    StorageConflict,
+    StorageError,
+)
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.control.leadership import Leadership
+from weir.engine.runtime.control.resume import resume_point
 from weir.engine.runtime.messages import (
     CheckpointAborted,
     CheckpointAck,
@@ -33,6 +43,7 @@ from weir.engine.runtime.messages import (
 )
 from weir.engine.runtime.view import CheckpointSummary, SavepointResult
 from weir.engine.watermarks import MIN_WATERMARK
+from weir.state import layout
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.keygroups import KeyGroupRange
 
@@ -136,6 +147,7 @@ class PendingCheckpoint:
             "savepoint": self.savepoint,
             "parallelism": self.parallelism,
             "max_parallelism": job.max_parallelism,
+            "state_format": layout.STATE_FORMAT,
             "key_group_ranges": [r.to_json() for r in ranges],
             "size": sum(w.size for w in workers),
             "incremental_size": sum(w.incremental_size for w in workers),
@@ -169,10 +181,14 @@ class CheckpointCoordinator:
         broadcast: Callable[[ToWorker], None],
         publish: Callable[[], None],
         outputs: Callable[[], dict[str, int]] = dict,
+        leadership: Leadership | None = None,
     ) -> None:
         """``outputs``: each file output's size, read once every worker has acknowledged
-        (``runtime.outputs``: nothing after the barrier is written before the completion)."""
+        (``runtime.outputs``: nothing after the barrier is written before the completion).
+        ``leadership``: the job manager's lease, through which every checkpoint is committed
+        (None: unfenced, for tests of the coordinator alone)."""
         self._outputs = outputs
+        self._leadership = leadership
         self._cfg = cfg
         self._job = job
         self._ranges = ranges
@@ -195,6 +211,10 @@ class CheckpointCoordinator:
         self._closed = False  # the job is ending: no savepoint will complete
         self._holds = 0  # live backfills ingesting: no checkpoint may begin (guarded by _lock)
 
+    def lead_by(self, leadership: Leadership) -> None:
+        """Commit every checkpoint through ``leadership``, the job manager's lease."""
+        self._leadership = leadership
+
     @property
     def enabled(self) -> bool:
         return self._cfg.checkpoint_interval_ms > 0
@@ -204,43 +224,20 @@ class CheckpointCoordinator:
             self.storage.ensure()
         self._next_id = self.storage.next_id()
 
-    def resolve_restore(self) -> str | None:
-        """The checkpoint ``--restore`` names (``latest``: the newest complete one), as a path
-        or URL the workers restore from."""
-        wanted = self._cfg.restore
-        if not wanted:
-            return None
-        if wanted == "latest":
-            n = self.storage.latest_valid()
-            if n is None:
-                raise ConfigError(
-                    f"`restore` latest: job {self._job.name!r} has no complete checkpoint under "
-                    f"{self.storage.where}; run it with `checkpoint_interval_ms` first, or drop "
-                    "`restore`"
-                )
-            return self.storage.location(n)
-        given = wanted.removesuffix("/").removesuffix("/_metadata")
-        try:
-            storage, n = CheckpointStorage.at(given)
-        except StateError:
-            raise ConfigError(
-                f"`restore` {wanted}: not a checkpoint directory; pass 'latest' or a chk-<n> "
-                "directory (or s3://BUCKET/PREFIX/<job>/chk-<n>) holding a _metadata file"
-            ) from None
-        problem = storage.problem(n)
-        if problem is not None:
-            raise ConfigError(f"`restore` {wanted}: cannot restore this checkpoint: {problem}")
-        return storage.location(n)
-
     def latest_complete(self) -> str | None:
-        """Where a restart restores from: the newest complete checkpoint, if checkpointing.
-        With storage out of reach, the last one this run completed (the workers' restore then
-        fails, or not, on its own; the restart strategy counts it)."""
+        """Where a restart restores from: the newest restorable checkpoint of this run's
+        lineage (the lease's), if checkpointing. With storage out of reach, the last one this
+        run completed (the workers' restore then fails, or not, on its own; the restart
+        strategy counts it)."""
         if not self.enabled:
             return None
         try:
-            n = self.storage.latest_valid()
-        except StorageError as exc:
+            if self._leadership is None:
+                n = self.storage.latest_valid()
+                return self.storage.location(n) if n is not None else None
+            found = resume_point(self.storage, self._leadership.record)
+            return None if found is None else found[1]
+        except (StorageError, ConfigError) as exc:
             n = self.last_checkpoint
             log.warning("job=%s restarts from checkpoint %s: %s", self._job.name, n, exc)
         return self.storage.location(n) if n is not None else None
@@ -384,17 +381,34 @@ class CheckpointCoordinator:
             self.abort(f"worker {worker} declined: {decline.reason}")
 
     def _complete(self, pending: PendingCheckpoint) -> None:
+        """Write ``_metadata`` (create-only, with the lease's epoch), then commit the
+        checkpoint through the lease; only then are the workers told. A lease found lost
+        raises ``LeaseLost`` and nothing is told: the job manager kills the workers, whose
+        held outputs are never written."""
         meta = pending.metadata(self._job, self._ranges)
+        lead = self._leadership
         try:
             meta["outputs"] = self._outputs()
+            if lead is not None:
+                meta["epoch"] = lead.epoch
+                if not lead.valid():
+                    raise LeaseLost(lead.lost or "its lease expired before the commit")
             self.storage.write_metadata(pending.id, meta)
+            if lead is not None:
+                lead.commit(pending.id)
+        except StorageConflict as exc:
+            self._next_id = max(self._next_id, self.storage.next_id())
+            self.abort(f"another job manager wrote it: {exc}")
+            return
         except (OSError, SinkError, StateError) as exc:
             self.abort(f"cannot write its metadata: {exc}")
             return
         self._last_meta = meta
         try:
             cache = self._cfg.sst_cache_path(self._job.name) if self.storage.store.remote else None
-            self.storage.retain(self._cfg.checkpoints_retained, cache)
+            keep = self._cfg.checkpoints_retained
+            protect = set(lead.lineage.checkpoints[-keep:]) if lead is not None else set()
+            self.storage.retain(keep, cache, protect)
         except (OSError, StateError) as exc:  # the checkpoint exists; the next retain retries
             log.warning(
                 "job=%s checkpoint=%d retention failed: %s", self._job.name, pending.id, exc

@@ -27,6 +27,8 @@ from typing import Any
 from weir.base.errors import (
     ConfigError,
     ControlError,
+    DeadLetterLimit,
+    LeaseLost,
     MessageError,
     WeirError,
     WorkerFailed,
@@ -38,8 +40,10 @@ from weir.engine.runtime.control.backfill import LiveBackfill
 from weir.engine.runtime.control.commits import JobOutputs
 from weir.engine.runtime.control.coordinator import CheckpointCoordinator
 from weir.engine.runtime.control.launch import worker_group
+from weir.engine.runtime.control.leadership import Leadership
 from weir.engine.runtime.control.outcome import DeadLetterJudge, summarise
 from weir.engine.runtime.control.restarts import FailureRateRestarts
+from weir.engine.runtime.control.resume import lead
 from weir.engine.runtime.control.runlock import RunLock
 from weir.engine.runtime.control.status import StatusPublisher, job_status, status_path
 from weir.engine.runtime.messages import (
@@ -96,6 +100,8 @@ class JobManager:
         self._stopping = threading.Event()
         self.done = threading.Event()  # set when the job finished or failed
         self.failure: WeirError | None = None
+        self.leadership: Leadership | None = None  # the job's lease, once this run holds it
+        self._spawn_lock = threading.Lock()
         self._dead_letters = DeadLetterJudge(cfg, job.name, dead_letter_sink(cfg, job).describe())
         self._monitor: threading.Thread | None = None
         broadcast = self._workers.broadcast
@@ -127,13 +133,22 @@ class JobManager:
 
     def start(self) -> None:
         """Start the workers: from empty state, or from the checkpoint ``--restore`` names.
-        Earlier local state of this job is removed either way (a restore rebuilds it), once
-        this run holds the state directory's lock (``ConfigError`` if another run does)."""
+        First this run takes the state directory's lock (``ConfigError`` if another run
+        holds it), then the job's lease (waiting as a standby while another job manager
+        holds it: ``control.resume.lead``). Earlier local state of this job is removed either
+        way (a restore rebuilds it)."""
         self._run_lock.acquire()
         try:
-            restore = self.coordinator.resolve_restore()
+            led = lead(self.cfg, self.job.name, self.storage, self.facts.run_id, self._stopping)
+            if led is None:
+                raise ControlError(f"job {self.job.name!r} stopped while waiting for its lease")
+            self.leadership, begin = led
+            self.coordinator.lead_by(self.leadership)
+            restore = begin.location
             self.coordinator.start()
         except BaseException:
+            if self.leadership is not None:
+                self.leadership.release()
             self._run_lock.release()
             raise
         job_dir = self.cfg.job_dir(self.job.name)
@@ -144,6 +159,7 @@ class JobManager:
         else:
             self.outputs.rewind_to(self.coordinator.metadata_at(restore))
         self._spawn(restore)
+        self.leadership.start_renewing(self._lease_lost)
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
         self._serve_api_processes(job_dir)
@@ -171,9 +187,11 @@ class JobManager:
         self._publisher.start()
 
     def serving_at(self, url: str) -> None:
-        """The HTTP API listens at ``url``: ``weir list`` shows it."""
+        """The HTTP API listens at ``url``: ``weir list`` shows it, the lease names it."""
         self.api_url = url
         self._publish()
+        if self.leadership is not None:
+            self.leadership.serving_at(url)
 
     def _publish(self) -> None:
         if self._publisher is not None:
@@ -185,13 +203,32 @@ class JobManager:
         facts = replace(self.facts, restore_from=restore, run_id=run_id)
         self._listening = {}
         self._serving = {}
-        self._workers.spawn(self.cfg, facts, self.job.name, self.generation)
+        with self._spawn_lock:  # a lost lease kills under it: no worker starts after that
+            if self.leadership is None or self.leadership.lost is None:
+                self._workers.spawn(self.cfg, facts, self.job.name, self.generation)
+
+    def _lease_lost(self, why: str) -> None:
+        """The lease is no longer ours (from the lease's watchdog thread): kill the workers at
+        once, whatever the monitor thread is doing (a held output is never written, no
+        checkpoint is committed), and end the job as failed with ``LeaseLost``."""
+        if self._ended is not None:
+            return
+        self._stopping.set()
+        with self._spawn_lock:
+            self._workers.kill()
+        if self.failure is None:
+            self.failure = LeaseLost(why)
+        self.coordinator.fail_all(why)
+        self.done.set()
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        """End the job gracefully (unless it ended already) and close its control channel."""
+        """End the job gracefully (unless it ended already), close its control channel and
+        release the lease (the next job manager takes over at once)."""
         self._end("stopped", timeout_s=timeout_s)
         if self._control is not None:
             self._control.stop()
+        if self.leadership is not None:
+            self.leadership.release()
         self._run_lock.release()
 
     def _end(self, as_state: str, *, kill: bool = False, timeout_s: float = 10.0) -> None:
@@ -246,21 +283,34 @@ class JobManager:
 
     def _follow(self) -> None:
         while not self._stopping.is_set():
-            if self._poll_workers():
-                try:
-                    with self._lock:
-                        ready = len(self._status) == self.parallelism
-                    self.coordinator.tick(ready, self.finished)
-                except Exception:  # noqa: BLE001 - the monitor must outlive a coordinator bug
-                    log.exception("job=%s checkpoint coordinator error", self.job.name)
-                    self.coordinator.abort("coordinator error (see the log)")
-                verdict = self._dead_letters.verdict(self.worker_status(), self.finished)
-                if verdict is not None:
-                    self._give_up(verdict)
-                    return
+            try:
+                verdict = self._step()
+            except LeaseLost as exc:  # a commit found the lease taken
+                self._lease_lost(str(exc))
+                verdict = None
+            if verdict is not None:
+                self._give_up(verdict)
+                return
             if self.finished and self.cfg.exit_at_end and self.coordinator.final_settled():
                 self.done.set()
             time.sleep(0.02)
+
+    def _step(self) -> DeadLetterLimit | None:
+        """Handle the workers' messages and tick the coordinator; a verdict that fails the
+        job (too many dead letters), if any. ``LeaseLost`` when a commit found the lease
+        taken."""
+        if not self._poll_workers():
+            return None
+        try:
+            with self._lock:
+                ready = len(self._status) == self.parallelism
+            self.coordinator.tick(ready, self.finished)
+        except LeaseLost:
+            raise
+        except Exception:  # noqa: BLE001 - the monitor must outlive a coordinator bug
+            log.exception("job=%s checkpoint coordinator error", self.job.name)
+            self.coordinator.abort("coordinator error (see the log)")
+        return self._dead_letters.verdict(self.worker_status(), self.finished)
 
     def _poll_workers(self) -> bool:
         """Handle every worker's messages; False when one failed (or the job is stopping)."""

@@ -7,7 +7,7 @@ accumulators of its keys in slots of its own; a batch (``columns.ColumnBatch``) 
 ends and lateness computed in bulk and is folded with one kernel call per window it touches. A
 fired window is exported as columns: result records are built only when a sink reads them, its
 top-N is ranked from the columns, and its changed rows, like every dirty row at a flush, reach
-the state writer as ``ColumnSegment``s.
+the state writer as ``ColumnSegment``s, written as cells (``cellwrites.CellPart``).
 
 The rare rows take the dict operator's code, which keeps every reason and rule: a value that is
 not a number goes to the dead letters with ``FoldPlan.bad_field``'s reason, a late record to the
@@ -31,11 +31,11 @@ from weir.engine.kernels.fold import fold_window
 from weir.engine.kernels.scan import FLOAT, INT, OTHER
 from weir.engine.kernels.timek import LATE, ON_TIME
 from weir.engine.runtime.messages import RankedWindow, TopStatus
+from weir.engine.runtime.operators.cellwrites import CellPart
 from weir.engine.runtime.operators.colrank import rank_window
 from weir.engine.runtime.operators.columns import ColumnBatch, from_records
 from weir.engine.runtime.operators.delta import ColumnSegment, StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
-from weir.engine.runtime.stored.codec import decode_window
 from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
 
 Array = Any
@@ -95,7 +95,7 @@ class ColumnWindowRuntime(WindowRuntime):
         self.interner = self.k.Interner(self._max_par)
         self.names = Names(self.interner)
         self.accs: dict[int, Any] = {}
-        self._fired: list[ColumnSegment] = []
+        self._fired_cols: list[ColumnSegment] = []
         self._current: tuple[float, RankedWindow | None] = (0.0, None)
         a = self._assigner
         self._tumbling = (a.size_ms, a.offset_ms) if isinstance(a, TumblingWindows) else None
@@ -315,7 +315,7 @@ class ColumnWindowRuntime(WindowRuntime):
             self.tops.fired_ranked(start, end, len(ids), ranked)
         dirty = acc.take_dirty()
         if len(dirty):
-            self._fired.append(self._segment(end, acc, dirty))
+            self._fired_cols.append(self._segment(end, acc, dirty))
         self._timers_of(end, names, self.interner.groups(ids))
 
     def _timers_of(self, end: int, names: list[str], groups: Array) -> None:
@@ -352,21 +352,23 @@ class ColumnWindowRuntime(WindowRuntime):
 
     def _delta(self, warm: bool = True) -> StateDelta:
         """One generation: the fired windows' and the open windows' changed rows as columns,
-        then the encoded puts (timers, late updates); a fresh generation begins. Nothing is
-        warmed: the rows carry their key groups, from which their state keys are made."""
-        columns, self._fired = self._fired, []
+        written as cells (``CellPart``) with the allowed-late updates, then the encoded puts
+        (timers); a fresh generation begins. Nothing is warmed: the rows carry their key
+        groups, from which their cells are found."""
+        columns, self._fired_cols = self._fired_cols, []
         for end, acc in self.accs.items():
             dirty = acc.take_dirty()
             if len(dirty):
                 columns.append(self._segment(end, acc, dirty))
         puts, self._writes = self._writes, {}
-        width = self.plan.width
-        return StateDelta(puts, [], [], self._prefix, None, width, columns, self._sid)
+        part = CellPart(
+            self._cells, self._sid, self.plan.width, self._take_fired(), final=self._final()
+        )
+        return StateDelta(puts, [], [], self._prefix, columns=columns, cells=part)
 
     def _restore_windows(self, wm: int) -> None:
         opened: dict[int, tuple[list[str], list[list[Any]]]] = {}
-        for key, end, raw in self.stored_rows(self._sid):
-            slots = decode_window(raw)
+        for key, end, slots in self.stored_windows(self._sid, seed=True):
             if end - 1 > wm:
                 keys, values = opened.setdefault(end, ([], []))
                 keys.append(key)

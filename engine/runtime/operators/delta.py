@@ -8,8 +8,7 @@ change. The encoding and the RocksDB write happen when the generation is written
 checkpoint's own thread, while the worker's loop goes on.
 
 A generation is written whole, in one atomic batch: deletes first (a session whose end moved
-may take the same key again), then the slots (``segments``, then ``columns``: a columnar
-operator's changed rows, ``ColumnSegment``), then ``rows`` and the other puts.
+may take the same key again), then the slots, then the other puts.
 """
 
 from __future__ import annotations
@@ -17,15 +16,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
-from itertools import chain
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 import numpy as np
 
 from weir.engine.agg import Aggregate, UserDefined
 from weir.state.backend import StateBackend
-from weir.state.layout import encode_namespace, key_prefixes
 
 
 def slots_are_numbers(aggregates: dict[str, Aggregate]) -> bool:
@@ -38,12 +35,6 @@ Prefix = Callable[[str], tuple[int, bytes]]  # key -> (key group, state-key pref
 # the keys of one namespace and their slots' values end to end, ``width`` per key, in the
 # keys' iteration order (the collection is the frozen generation's own, never changed again)
 Segment = tuple[bytes, Collection[str], list[Any]]
-
-
-def freeze_segment(ns: bytes, keys: Collection[str], bucket: dict[str, list[Any]]) -> Segment:
-    """``keys``' slots in ``bucket``, copied as one flat list: a loop in C and no container per
-    key, so a barrier costs tens of nanoseconds a key and never sets off the garbage collector."""
-    return ns, keys, list(chain.from_iterable(map(bucket.__getitem__, keys)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,12 +50,22 @@ class ColumnSegment:
     slots: list[np.ndarray | list[Any]]
 
 
-def column_rows(segment: ColumnSegment) -> Iterator[list[Any]]:
-    """Each row's slots of ``segment`` as the Python list the row layout stores (until the
-    columnar state layout writes segments whole): ``tolist`` gives Python ints and floats, so
-    the values encode exactly as a dict-based operator's."""
-    columns = [c.tolist() if isinstance(c, np.ndarray) else c for c in segment.slots]
-    return map(list, zip(*columns, strict=True))
+class CellWrites(Protocol):
+    """What writes a generation's window accumulators as cells (``cellwrites.CellPart``)."""
+
+    def __len__(self) -> int: ...
+
+    def deletes(self, state: StateBackend) -> list[bytes]:
+        """Cell entries to delete first (windows that left the state)."""
+        ...
+
+    def entries(self, columns: list[ColumnSegment]) -> Iterator[tuple[bytes, bytes]]:
+        """The cells to put after the deletes: ``columns`` and the part's own rows."""
+        ...
+
+    def written(self, state: StateBackend) -> None:
+        """After the generation is written: merge cells with too many generations."""
+        ...
 
 
 def _no_prefix(key: str) -> tuple[int, bytes]:
@@ -72,9 +73,11 @@ def _no_prefix(key: str) -> tuple[int, bytes]:
 
 
 class StateDelta:
-    """``segments`` (see ``Segment``), ``columns`` (see ``ColumnSegment``) and ``rows``
-    (``(key, namespace bytes, slots)``) get their state keys (``prefix``) and values when the
-    generation is written; ``puts`` are encoded already; ``deletes`` go first."""
+    """``segments`` (see ``Segment``) and ``rows`` (``(key, namespace bytes, slots)``) get their
+    state keys (``prefix``) and values when the generation is written; ``puts`` are encoded
+    already; ``deletes`` go first, then ``columns`` (window accumulators as columns) and
+    ``cells``' rows, written as cells (``state/cells.py``: ``columns`` need ``cells``), then
+    the rest."""
 
     __slots__ = (
         "puts",
@@ -83,9 +86,9 @@ class StateDelta:
         "rows",
         "deletes",
         "prefix",
-        "written",
         "columns",
-        "state_id",
+        "cells",
+        "written",
     )
 
     def __init__(
@@ -97,22 +100,23 @@ class StateDelta:
         segments: list[Segment] | None = None,
         width: int = 0,
         columns: list[ColumnSegment] | None = None,
-        state_id: int | None = None,
+        cells: CellWrites | None = None,
     ) -> None:
         self.puts = puts if puts is not None else {}
+        self.columns = columns if columns is not None else []
+        if self.columns and cells is None:
+            raise ValueError("columns are window accumulators: give the operator's CellPart")
+        self.cells = cells
         self.rows = rows if rows is not None else []
         self.deletes = deletes if deletes is not None else []
         self.prefix = prefix
         self.segments = segments if segments is not None else []
         self.width = width
-        self.columns = columns if columns is not None else []
-        # the state id of ``columns``' rows: their state keys are made from the key groups
-        # they carry, without a CRC or a cache lookup per key (None: ``prefix`` makes them)
-        self.state_id = state_id
         self.written = False
 
     def __len__(self) -> int:
         keys = sum(len(s[1]) for s in self.segments) + sum(len(c.keys) for c in self.columns)
+        keys += len(self.cells) if self.cells is not None else 0
         return len(self.puts) + len(self.rows) + len(self.deletes) + keys
 
     def write(self, state: StateBackend, chunk: int | None = None) -> None:
@@ -122,18 +126,22 @@ class StateDelta:
         the last one, so the result is the same. Its own packer: the operators' (``codec``)
         may be packing on the worker's loop meanwhile, and a packer is not safe to share
         between threads."""
+        deletes = self.deletes
+        if self.cells is not None:
+            deletes = deletes + self.cells.deletes(state)
         if chunk is None:
-            state.write(self._encoded(), self.deletes)
+            state.write(self._encoded(), deletes)
         else:
-            for i in range(0, len(self.deletes), chunk):
-                state.write({}, self.deletes[i : i + chunk])
+            for i in range(0, len(deletes), chunk):
+                state.write({}, deletes[i : i + chunk])
             for puts in self._chunks(chunk):
                 state.write(puts)
+        if self.cells is not None:
+            self.cells.written(state)
         self.written = True
 
     def _encoded(self) -> dict[bytes, bytes]:
-        """Every put, in the order one batch would apply them: segments, columns, rows, then
-        ``puts``."""
+        """Every put, in the order one batch would apply them: segments, rows, then ``puts``."""
         out: dict[bytes, bytes] = {}
         for part in self._chunks(None):
             out.update(part)
@@ -141,7 +149,7 @@ class StateDelta:
 
     def _chunks(self, size: int | None) -> Iterator[dict[bytes, bytes]]:
         """The puts, encoded, in dicts of up to ``size`` (None: one), in the order one batch
-        would apply them: segments, columns, rows, then ``puts`` (later ones win). Each part goes in
+        would apply them: segments, rows, then ``puts`` (later ones win). Each part goes in
         state-key order (a stable sort, so a row given twice still ends with its later value):
         RocksDB's skiplist inserts a run of ascending keys for about 60% of the cost of the
         same keys in any order, as each insert starts from where the last one ended. No tuple
@@ -151,23 +159,16 @@ class StateDelta:
         prefix, w = self.prefix, self.width
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}
+        if self.cells is not None:
+            for key, value in self.cells.entries(self.columns):
+                out[key] = value
+                if len(out) >= limit:
+                    yield out
+                    out = {}
         for ns, keys, flat in self.segments:
             pre = [prefix(k)[1] for k in keys]
             for i in sorted(range(len(pre)), key=pre.__getitem__):
                 out[pre[i] + ns] = pack(flat[i * w : i * w + w])
-                if len(out) >= limit:
-                    yield out
-                    out = {}
-        for column in self.columns:
-            ns = encode_namespace(column.end)
-            if self.state_id is None:
-                pre = [prefix(k)[1] for k in column.keys]
-            else:
-                encoded = [k.encode() for k in column.keys]
-                pre = key_prefixes(column.key_groups.tolist(), self.state_id, encoded)
-            values = list(map(pack, column_rows(column)))
-            for i in sorted(range(len(pre)), key=pre.__getitem__):
-                out[pre[i] + ns] = values[i]
                 if len(out) >= limit:
                     yield out
                     out = {}

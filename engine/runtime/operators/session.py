@@ -30,6 +30,7 @@ from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.stored.codec import decode_session, encode_session
 from weir.engine.windows import SessionWindows, is_late
+from weir.state import layout
 
 
 class Session:
@@ -180,6 +181,11 @@ class SessionRuntime(WindowRuntime):
                 self.sessions.setdefault(key, []).append(s)
         for live in self.sessions.values():
             live.sort(key=lambda s: s.start)
+
+    def _purged(self, kg: int, end: int, keys: list[str]) -> list[bytes]:
+        """Sessions are rows (their start is stored with them): one delete a key."""
+        ns = self._namespace(end)
+        return [layout.key_prefix(kg, self._sid, k.encode()) + ns for k in keys]
 
     def _store(self, key: str, s: Session) -> None:
         if s.stored is not None and s.stored != s.end:

@@ -14,10 +14,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from typing import Any
 
+from weir.engine.runtime.operators.cellwrites import CellPart
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.statekeys import KeyPrefixes
 from weir.engine.runtime.operators.window import WindowRuntime
-from weir.engine.runtime.stored.codec import decode_window
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.engine.windows import SlidingWindows, is_late
 
@@ -172,21 +172,20 @@ class SlidingRuntime(WindowRuntime):
     def _delta(self, warm: bool = True) -> StateDelta:
         """Dirty panes (under the pane state id), fired windows, timers, evicted panes; a fresh
         generation begins. Panes' slots are copied (see ``WindowRuntime._delta``)."""
-        segments, puts = self._freeze_dirty(self._pane_prefixes, warm)
-        deletes: list[bytes] = []
-        for p, keys in self._pane_deletes:
-            ns = self._namespace(p)
-            deletes.extend([prefix + ns for _, prefix in self._pane_prefixes.many(keys)])
+        frozen = self._freeze_dirty(self._psid) + self._take_fired()
+        drops = [(self._psid, p, keys) for p, keys in self._pane_deletes]
         self._pane_deletes = []
-        puts.update(self._writes)
-        self._writes = {}
-        return StateDelta(puts, [], deletes, self._pane_prefix, segments, self.plan.width)
+        puts, self._writes = self._writes, {}
+        part = CellPart(
+            self._cells, self._psid, self.plan.width, frozen, drops, final=self._final()
+        )
+        return StateDelta(puts, [], [], self._pane_prefix, cells=part)
 
     def _restore_windows(self, wm: int) -> None:
         """Stored panes are those some open window still needs; stored windows have fired."""
-        for key, pane, raw in self.stored_rows(self._psid):
-            self.buckets.setdefault(pane, {})[key] = decode_window(raw)
-        for key, end, raw in self.stored_rows(self._sid):
+        for key, pane, slots in self.stored_windows(self._psid, seed=True):
+            self.buckets.setdefault(pane, {})[key] = slots
+        for key, end, slots in self.stored_windows(self._sid, seed=True):
             if not is_late(end, self._lateness, wm):
-                self.awaiting_final.setdefault(end, {})[key] = decode_window(raw)
+                self.awaiting_final.setdefault(end, {})[key] = slots
         self._fired_upto = None if wm == MIN_WATERMARK else wm + 1

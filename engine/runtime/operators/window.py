@@ -27,27 +27,28 @@ from collections.abc import Iterator
 from itertools import compress
 from typing import Any, cast
 
+import msgpack
+
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.messages import TopStatus
-from weir.engine.runtime.operators.delta import (
-    Segment,
-    StateDelta,
-    freeze_segment,
-    slots_are_numbers,
+from weir.engine.runtime.operators.cellwrites import (
+    CellLog,
+    CellPart,
+    Frozen,
+    cell_entries,
+    flat_copy,
+    migrate_rows,
+    stored_window_in,
 )
+from weir.engine.runtime.operators.delta import StateDelta, slots_are_numbers
 from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
 from weir.engine.runtime.operators.topn import WindowTops
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.stored.codec import (
-    decode_keys,
-    decode_window,
-    encode_keys,
-    encode_window,
-)
+from weir.engine.runtime.stored.codec import decode_keys, encode_keys, uses_panes
 from weir.engine.runtime.stored.fold import FoldPlan, take_columns
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows, is_late
-from weir.state import layout
+from weir.state import cells, layout
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
 
@@ -77,18 +78,15 @@ class WindowRuntime:
         # sessions have their own runtime (session.py), which never uses this
         self._assigner = cast(TumblingWindows | SlidingWindows | CumulateWindows, op.assigner)
         self._lateness = op.allowed_lateness_ms
-        self._state = state
-        self._range = key_groups
-        self._max_par = max_parallelism
-        self._late = late
-        self._dead = dead
+        self._state, self._range, self._max_par = state, key_groups, max_parallelism
+        self._late, self._dead = late, dead
         self._retention = retention_ms
         self._purge_interval = purge_interval_s
         self._sid = op.state_id
         self._tsid = op.timer_state_id
         self.processing_time = op.assigner.time == "processing"
-        # False when nothing reads the results (no sink: the windows are only queried), so
-        # firing builds no result record; the worker decides, every other caller drains them
+        # False when nothing reads the results (no sink: the windows are only queried): firing
+        # builds no result record; the worker decides, every other caller drains them
         self.emits = True
         # transient
         self.buckets: Buckets = {}
@@ -96,7 +94,10 @@ class WindowRuntime:
         self._dirty: dict[int, set[str]] = {}
         self._unranked: list[dict[int, set[str]]] = []  # frozen dirty keys the top-N has not seen
         self._ranked_at = 0.0
-        self._writes: dict[bytes, bytes] = {}
+        self._writes: dict[bytes, bytes] = {}  # encoded already: timers (sessions: rows)
+        self._cells = CellLog(max_parallelism)
+        self._fired: list[Frozen] = []  # fired windows' rows, copied, for the next generation
+        self._late_rows: dict[int, dict[str, list[Any]]] = {}  # allowed-late updates, by end
         self._allowed: list[tuple[str, int, Any, list[Any]]] = []
         self._timer_ends: set[int] = set()
         self._timer_seq = 0  # strictly increasing: two flushes never share a timer entry
@@ -360,22 +361,31 @@ class WindowRuntime:
     # -- state ---------------------------------------------------------------------------------
 
     def _put(self, key: str, end: int, slots: list[Any]) -> None:
-        self._writes[self._prefix(key)[1] + self._namespace(end)] = encode_window(slots)
+        """An allowed-late update: written (copied) with the next generation."""
+        self._late_rows.setdefault(end, {})[key] = slots
+
+    def _copy(self, keys: list[str], bucket: dict[str, list[Any]]) -> list[Any]:
+        """``keys``' slots end to end, sharing nothing the fold may change later: numbers
+        copied; a user-defined accumulator (it may change in place) through msgpack, as it
+        will be stored (one call for all of them)."""
+        flat = flat_copy(keys, bucket)
+        if self._numbers:
+            return flat
+        copied: list[Any] = msgpack.unpackb(msgpack.packb(flat))
+        return copied
 
     def _materialise(self, end: int, bucket: dict[str, list[Any]], dirty: set[str] | None) -> None:
-        """Write a fired window: the values of ``dirty`` keys (every key when None) and the
-        cleanup timers of all, with one key-prefix lookup a key."""
+        """Write a fired window: the slots of ``dirty`` keys (every key when None), copied for
+        the next generation, and the cleanup timers of all."""
         keys = list(bucket)
         prefixes = self._prefixes.many(keys)
-        ns = self._namespace(end)
-        if dirty is None or dirty.issuperset(keys):  # every key: encoded in one pass in C
-            values = map(encode_window, bucket.values())
-            self._writes.update(zip([p + ns for _, p in prefixes], values, strict=True))
-        else:  # the dirty ones, picked a column at a time
-            mask = list(map(dirty.__contains__, keys))
-            values = map(encode_window, map(bucket.__getitem__, compress(keys, mask)))
-            chosen = [p + ns for _, p in compress(prefixes, mask)]
-            self._writes.update(zip(chosen, values, strict=True))
+        chosen = (
+            keys
+            if dirty is None or dirty.issuperset(keys)
+            else list(compress(keys, map(dirty.__contains__, keys)))
+        )
+        if chosen:
+            self._fired.append((self._sid, end, chosen, self._copy(chosen, bucket)))
         by_group: dict[int, list[str]] = {}
         for k, (kg, _) in zip(keys, prefixes, strict=True):
             by_group.setdefault(kg, []).append(k)
@@ -416,36 +426,37 @@ class WindowRuntime:
             self._unranked.append(self._dirty)
             if len(self._unranked) > MAX_UNRANKED:  # nobody reads the status: bound the memory
                 self._rank()
-        segments, puts = self._freeze_dirty(self._prefixes, warm)
-        puts.update(self._writes)  # after the dirty slots, as a batch applies them
-        self._writes = {}
-        return StateDelta(puts, [], [], self._prefix, segments, self.plan.width)
+        frozen = self._freeze_dirty(self._sid) + self._take_fired()
+        puts, self._writes = self._writes, {}
+        part = CellPart(self._cells, self._sid, self.plan.width, frozen, final=self._final())
+        return StateDelta(puts, [], [], self._prefix, cells=part)
 
-    def _freeze_dirty(
-        self, prefixes: KeyPrefixes, warm: bool
-    ) -> tuple[list[Segment], dict[bytes, bytes]]:
-        """The dirty entries of ``buckets`` (windows, or a sliding operator's panes), which
-        ``prefixes`` keys, frozen: slots of built-in aggregates copied as numbers (``warm``:
-        their keys' prefixes made now), a user-defined accumulator (it may change in place)
-        encoded now; ``_dirty`` starts afresh."""
-        segments: list[Segment] = []
-        puts: dict[bytes, bytes] = {}
-        prefix = prefixes.prefix
+    def _final(self) -> tuple[int, int]:
+        """(state id, the last window end that can no longer change)."""
+        return self._sid, self.watermark - self._lateness
+
+    def _take_fired(self) -> list[Frozen]:
+        """Fired windows and allowed-late updates since the last generation, copied."""
+        frozen, self._fired = self._fired, []
+        for end, rows in self._late_rows.items():
+            keys = list(rows)
+            frozen.append((self._sid, end, keys, self._copy(keys, rows)))
+        self._late_rows = {}
+        return frozen
+
+    def _freeze_dirty(self, sid: int) -> list[Frozen]:
+        """The dirty entries of ``buckets`` (windows, or a sliding operator's panes, stored
+        under ``sid``), copied: slots of built-in aggregates as numbers, a user-defined
+        accumulator (it may change in place) as a copy of its own; ``_dirty`` starts afresh."""
+        frozen: list[Frozen] = []
         for e, keys in self._dirty.items():
             bucket = self.buckets.get(e)
             if bucket is None:
                 continue
-            ns = self._namespace(e)
             present = list(filter(bucket.__contains__, keys))
-            if self._numbers:
-                segments.append(freeze_segment(ns, present, bucket))
-                if warm:
-                    prefixes.warm(present)
-            else:
-                for k in present:
-                    puts[prefix(k)[1] + ns] = encode_window(bucket[k])
+            frozen.append((sid, e, present, self._copy(present, bucket)))
         self._dirty = {}
-        return segments, puts
+        return frozen
 
     # -- restore -------------------------------------------------------------------------------
 
@@ -457,9 +468,16 @@ class WindowRuntime:
         self._restore_windows(watermark)
         self.reload_timers()
 
+    def migrate(self) -> int:
+        """State format 1 to 2: this operator's window rows (and panes) become cells. Returns
+        the rows moved."""
+        sids = [self._sid]
+        if uses_panes(self.op.assigner):
+            sids.append(self.op.pane_state_id)
+        return sum(migrate_rows(self._state, self._range, sid) for sid in sids)
+
     def _restore_windows(self, wm: int) -> None:
-        for key, end, raw in self.stored_rows(self._sid):
-            slots = decode_window(raw)
+        for key, end, slots in self.stored_windows(self._sid, seed=True):
             if end - 1 > wm:
                 self.buckets.setdefault(end, {})[key] = slots
             elif not is_late(end, self._lateness, wm):
@@ -473,6 +491,29 @@ class WindowRuntime:
             for tkey, _ in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
                 self._timer_ends.add(layout.decode_timer_key(tkey)[2])
 
+    def stored_windows(self, sid: int, seed: bool = False) -> Iterator[tuple[str, int, list[Any]]]:
+        """Every ``(key, window end, slots)`` of the cells of state ``sid`` in this runtime's
+        key groups (the newest row of each key in each window); ``seed``: each entry is
+        counted (a restore: the log starts empty)."""
+        for kg in self._range:
+            prefix = layout.state_prefix(kg, sid)
+            window: list[bytes] = []
+            at = b""
+            for ckey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
+                if seed:
+                    self._cells.seed(ckey)
+                if ckey[:14] != at and window:
+                    yield from _cell_rows(window, at)
+                    window = []
+                at = ckey[:14]
+                window.append(raw)
+            if window:
+                yield from _cell_rows(window, at)
+
+    def stored_window_in(self, sid: int, min_end: int, max_end: int) -> tuple[str, int] | None:
+        """A ``(key, end)`` of a stored window of ``sid`` ending in ``[min_end, max_end]``."""
+        return stored_window_in(self._state, self._range, sid, min_end, max_end)
+
     def stored_rows(self, sid: int) -> Iterator[tuple[str, int, bytes]]:
         """Every ``(key, namespace, value)`` of state ``sid`` in this runtime's key groups."""
         for kg in self._range:
@@ -480,6 +521,10 @@ class WindowRuntime:
             for skey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
                 _, _, key, ns = layout.decode_state_key(skey)
                 yield key.decode(), ns, raw
+
+    def _purged(self, kg: int, end: int, keys: list[str]) -> list[bytes]:
+        """What to delete of window ``end`` of ``keys`` (of key group ``kg``): their cells."""
+        return cell_entries(self._state, self._sid, end, keys, self._max_par)
 
     def purge(self, force: bool = False) -> int:
         """Delete windows whose query retention has passed (counted from the data watermark).
@@ -503,12 +548,18 @@ class WindowRuntime:
             tprefix = layout.state_prefix(kg, self._tsid)
             hi = layout.namespace_upper_bound(tprefix, due[-1])
             for tkey, raw in self._state.scan(tprefix + lo_ns, hi):
-                ns = layout.encode_namespace(layout.decode_timer_key(tkey)[2])
                 deletes.append(tkey)
-                for k in decode_keys(raw):
-                    deletes.append(layout.key_prefix(kg, self._sid, k.encode()) + ns)
-                    windows += 1
+                keys = decode_keys(raw)
+                deletes.extend(self._purged(kg, layout.decode_timer_key(tkey)[2], keys))
+                windows += len(keys)
         self._timer_ends.difference_update(due)
         if deletes:
             self._state.write({}, deletes)
         return windows
+
+
+def _cell_rows(window: list[bytes], at: bytes) -> Iterator[tuple[str, int, list[Any]]]:
+    """The rows of one cell's generations (oldest first), ``at`` its key without generation."""
+    end = cells.cell_end(at)
+    for key, slots in cells.decode_rows(window):
+        yield key.decode(), end, slots

@@ -15,6 +15,7 @@ from weir.engine.runtime.stored.codec import (
     decode_session,
     decode_state,
     decode_window,
+    stores_cells,
     uses_panes,
 )
 from weir.engine.runtime.stored.fold import FoldPlan
@@ -31,5 +32,6 @@ __all__ = [
     "decode_window",
     "finite_number",
     "query_windows",
+    "stores_cells",
     "uses_panes",
 ]

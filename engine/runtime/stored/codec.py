@@ -20,7 +20,8 @@ from typing import Any
 
 import msgpack
 
-from weir.engine.windows import SlidingWindows
+from weir.engine.nodes import WindowNode
+from weir.engine.windows import SessionWindows, SlidingWindows
 
 _packer = msgpack.Packer()  # reused: msgpack.packb builds a packer per call
 
@@ -65,6 +66,13 @@ def decode_keys(raw: bytes) -> list[str]:
 
 
 # -- sliding windows' stored form ----------------------------------------------------------------
+
+
+def stores_cells(op: WindowNode) -> bool:
+    """Does ``op`` keep its windows (and panes) as cells (``state/cells.py``)? Every window
+    operator does but sessions (a session stores its start with it) and triggered windows
+    (their own form: ``stored/triggered.py``)."""
+    return not op.triggered and not isinstance(op.assigner, SessionWindows)
 
 
 def uses_panes(assigner: object) -> bool:

@@ -33,6 +33,7 @@ from weir.engine.runtime.messages import (
 )
 from weir.engine.runtime.operators.base import OperatorRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.runtime.stored import stores_cells
 from weir.engine.windows import is_late
 from weir.state import untrusted
 from weir.state.bulkload import LoadRules, StagedFile, key_group_of, stage_sst
@@ -68,7 +69,7 @@ def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Pat
     req = step.request
     shutil.rmtree(stage, ignore_errors=True)
     private_dir(stage)
-    rules = LoadRules(req.op, own, rt.op.state_id, rt.op.timer_state_id)
+    rules = LoadRules(req.op, own, rt.op.state_id, rt.op.timer_state_id, stores_cells(rt.op))
     files = _sources(req, own, stage / _DOWNLOADS)
     staged = [stage_sst(copy, kg, rules, stage / copy.name, shown) for kg, copy, shown in files]
     shutil.rmtree(stage / _DOWNLOADS, ignore_errors=True)
@@ -135,12 +136,16 @@ def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
     """Why a backfill of windows ending in ``[min_end, max_end]`` may not be loaded here: the
     operator holds such a window, stored or open (None: it holds none)."""
     rt.flush()
-    for key, end, _ in rt.stored_rows(rt.op.state_id):
-        if min_end <= end <= max_end:
-            return (
-                f"key {key!r} already has the window ending at {end} in the live state; "
-                "backfill windows ending before the live job's first (use `to_ms`)"
-            )
+    if stores_cells(rt.op):
+        hit = rt.stored_window_in(rt.op.state_id, min_end, max_end)
+    else:
+        rows = ((k, e) for k, e, _ in rt.stored_rows(rt.op.state_id) if min_end <= e <= max_end)
+        hit = next(rows, None)
+    if hit is not None:
+        return (
+            f"key {hit[0]!r} already has the window ending at {hit[1]} in the live state; "
+            "backfill windows ending before the live job's first (use `to_ms`)"
+        )
     open_ends = [e for e in rt.open_ends() if min_end <= e <= max_end]
     if open_ends:
         return f"the live job has open windows ending at {open_ends[0]}"

@@ -2,12 +2,18 @@
 the loop, and a ``Failed`` message to the job manager when anything goes wrong.
 
 The job manager owns a worker's lifecycle: Ctrl-C (SIGINT to the whole process group) is
-ignored here, so the job manager can stop workers in order; SIGTERM stops gracefully.
+ignored here, so the job manager can stop workers in order; SIGTERM stops gracefully. A worker
+whose job manager is gone (its pipe closed without a ``Stop``: killed, or its lease lost)
+exits at once and writes nothing more (``ManagerGone``): a new job manager rewinds the outputs
+and restores the state, and must not find this worker still writing. A local worker holds a
+shared lock on ``<state-dir>/<job>/workers.lock`` for its life, so the next job manager can
+wait until it is gone (``control.resume``).
 """
 
 from __future__ import annotations
 
 import cProfile
+import logging
 import os
 import signal
 import threading
@@ -16,6 +22,7 @@ from multiprocessing.connection import Connection
 
 from weir.base import logs
 from weir.base.errors import WeirError, WorkerFailed
+from weir.base.files import hold_shared_lock
 from weir.base.settings import read_env
 from weir.engine.runtime import gctuning, heap
 from weir.engine.runtime.config import RunConfig, RunFacts
@@ -23,7 +30,11 @@ from weir.engine.runtime.loader import load_configured_job
 from weir.engine.runtime.messages import Failed, ManagerLink
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.settings import PROFILE_DIR
-from weir.engine.runtime.task.worker import Worker
+from weir.engine.runtime.task.worker import ManagerGone, Worker
+
+log = logging.getLogger(__name__)
+
+EXIT_ORPHANED = 3  # a worker whose job manager went away
 
 
 def worker_main(
@@ -36,7 +47,7 @@ def worker_main(
     signal.signal(signal.SIGTERM, lambda *_: terminated.set())
     logs.configure(cfg.log_level, cfg.log_format)  # a spawned process starts unconfigured
     heap.trim_in_background()
-    if not run_worker(cfg, facts, index, ManagerLink(conn), auth, terminated):
+    if not run_worker(cfg, facts, index, ManagerLink(conn), auth, terminated, local=True):
         raise SystemExit(1)
 
 
@@ -47,11 +58,17 @@ def run_worker(
     link: ManagerLink,
     auth: PeerAuth,
     terminated: threading.Event,
+    *,
+    local: bool = False,
 ) -> bool:
     """Load the job and run worker ``index`` until it is told to stop (True) or fails (False,
-    after telling the job manager why)."""
+    after telling the job manager why). ``local``: a worker process of this host's job
+    manager (it holds the workers' lock). A job manager found gone ends the process at
+    once."""
     try:
         job = load_configured_job(cfg)
+        if local:
+            hold_shared_lock(cfg.workers_lock(job.name))
         worker = Worker(cfg, index, link, job, terminated, auth, facts)
         profile_dir = read_env(PROFILE_DIR)
         with gctuning.tuned():  # the job loaded and restored: the loop's collector settings
@@ -64,6 +81,12 @@ def run_worker(
                 )
             else:
                 worker.run()
+    except ManagerGone:
+        log.warning("worker=%d: its job manager is gone; exiting without writing more", index)
+        if not local:
+            return False  # a Spark task: it fails, and Spark ends its Python worker
+        logging.shutdown()
+        os._exit(EXIT_ORPHANED)  # no flush, no close: nothing more reaches an output
     except WorkerFailed as exc:
         _report_failure(link, index, exc.reason)
         return False

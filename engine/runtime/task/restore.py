@@ -14,10 +14,14 @@ from typing import Any
 from weir.base.errors import WeirError
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.operators.base import OperatorRuntime
+from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.runtime.stored import stores_cells
 from weir.engine.runtime.task.channels import Input, Inputs
 from weir.engine.runtime.task.graph import SplitId
 from weir.engine.runtime.task.sources import SourceSide, SplitStart
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK, WatermarkStrategy
+from weir.state import layout
+from weir.state.backend import StateBackend
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange
 from weir.state.restore import restore_worker_db
@@ -124,8 +128,20 @@ def _start_channel(
     channel.ended = all_ended
 
 
-def restore_operators(meta: dict[str, Any], ops: dict[str, OperatorRuntime]) -> None:
-    """Each operator resumes at the minimum of its watermarks over the checkpoint's workers."""
+def restore_operators(
+    meta: dict[str, Any], ops: dict[str, OperatorRuntime], state: StateBackend
+) -> None:
+    """Each operator resumes at the minimum of its watermarks over the checkpoint's workers,
+    from state in this weir's format: an older checkpoint's is migrated first."""
+    found = layout.format_of(meta)
+    if found < layout.STATE_FORMAT:
+        for name, rt in ops.items():
+            if isinstance(rt, WindowRuntime) and stores_cells(rt.op):
+                moved = rt.migrate()
+                log.info(
+                    "state format %d -> %d op=%s rows=%d", found, layout.STATE_FORMAT, name, moved
+                )
+    mark_format(state)
     for name, rt in ops.items():
         marks = [w["operators"][name] for w in meta["workers"] if name in w["operators"]]
         if marks:
@@ -133,3 +149,8 @@ def restore_operators(meta: dict[str, Any], ops: dict[str, OperatorRuntime]) -> 
                 min(int(m["watermark"]) for m in marks),
                 min(int(m["data_watermark"]) for m in marks),
             )
+
+
+def mark_format(state: StateBackend) -> None:
+    """Record in the worker's RocksDB the state format it holds (this weir's)."""
+    state.write({layout.FORMAT_KEY: str(layout.STATE_FORMAT).encode()})

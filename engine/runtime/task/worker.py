@@ -58,7 +58,12 @@ from weir.engine.runtime.task.framing import unpack_ints
 from weir.engine.runtime.task.graph import SplitId, graph_of, split_ids
 from weir.engine.runtime.task.ingest import backfill_step
 from weir.engine.runtime.task.keyed import KeyedSide
-from weir.engine.runtime.task.restore import restore_db, restore_operators, restore_positions
+from weir.engine.runtime.task.restore import (
+    mark_format,
+    restore_db,
+    restore_operators,
+    restore_positions,
+)
 from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame, rows_of
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.engine.runtime.task.sources import SplitStart, source_sides
@@ -73,6 +78,11 @@ log = logging.getLogger(__name__)
 FLUSH_BACKOFF = 3.0  # a state flush may take at most ~1/(1+3) of the time
 TICK_S = 0.01  # how often processing-time windows check the clock
 HOSTNAME = socket.gethostname()
+
+
+class ManagerGone(Exception):
+    """The pipe to the job manager closed without a ``Stop``: the job manager is gone (killed,
+    or it lost its lease). Not a ``WeirError``: the worker has nobody to tell, and exits."""
 
 
 class Worker:
@@ -164,7 +174,9 @@ class Worker:
             strategies = [s.watermarks for s in self.job.sources]
             p, sides, channels = self.cfg.parallelism, self.sources.sides, self.keyed.by_source
             starts = restore_positions(restored, strategies, every, p, sides, channels)
-            restore_operators(restored, self.keyed.ops)
+            restore_operators(restored, self.keyed.ops, self.state)
+        else:
+            mark_format(self.state)
         self.sources.open(starts)
 
     def status(self) -> WorkerStatus:
@@ -305,7 +317,7 @@ class Worker:
             try:
                 msg = self.link.receive()
             except (EOFError, OSError):
-                return True
+                raise ManagerGone from None
             match msg:
                 case Stop():
                     return True

@@ -1,0 +1,220 @@
+"""Listing the keys of an operator whose windows are cells (``state/cells.py``), a page at a time.
+
+A cell holds the keys of one bucket of a key group, so listings go in the cells' order: key
+group, then bucket, then key bytes within a bucket (a stable order; a key's bucket follows from
+its hash). A page reads one bucket at a time, every window of it (``list_keys``) or one window's
+(``list_window``), and counts each entry it reads against the request's scan budget; the cursor
+names the key group, the bucket and the last key taken in it.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from weir.api.keylist import SCAN_BUDGET, BadCursor
+from weir.engine import kernels
+from weir.engine.nodes import ProcessNode, WindowNode
+from weir.engine.runtime.stored import compose_stored, stores_cells, uses_panes
+from weir.engine.windows import SessionWindows, SlidingWindows
+from weir.state import cells, layout
+
+Between = Callable[[int, bytes, bytes], list[tuple[bytes, bytes]]]  # (kg, lo, hi) -> entries
+_CURSOR = struct.Struct(">BBHH")  # version, whether a key follows, key group, bucket
+_VERSION = 2  # 1: keylist.Position, the row layout's cursor
+
+
+@dataclass(frozen=True, slots=True)
+class CellPosition:
+    """Where a listing is: in ``bucket`` of ``key_group``, after ``key`` (``None``: at the
+    bucket's start)."""
+
+    key_group: int
+    bucket: int
+    key: bytes | None
+
+    def encode(self) -> str:
+        head = _CURSOR.pack(_VERSION, self.key is not None, self.key_group, self.bucket)
+        return base64.urlsafe_b64encode(head + (self.key or b"")).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, cursor: str, max_parallelism: int) -> CellPosition:
+        try:
+            raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+            version, has_key, kg, bucket = _CURSOR.unpack_from(raw)
+        except (ValueError, struct.error):
+            raise BadCursor("it is not base64 of a listing position") from None
+        key = raw[_CURSOR.size :]
+        if (
+            version != _VERSION
+            or has_key not in (0, 1)
+            or not 0 <= kg < max_parallelism
+            or not 0 <= bucket < cells.BUCKETS
+            or (not has_key and key)
+            or len(key) > layout.MAX_KEY_BYTES
+        ):
+            raise BadCursor("it names no position of this job's listing")
+        return cls(kg, bucket, key if has_key else None)
+
+
+@dataclass(frozen=True, slots=True)
+class CellPage:
+    """Keys as ``(key_group, key, slots or None)``; ``next`` resumes after the last position
+    examined (``None``: the listing is over)."""
+
+    found: list[tuple[int, bytes, Any]]
+    next: CellPosition | None
+    examined: int
+
+
+def _bucket_entries(between: Between, kg: int, sid: int, bucket: int) -> list[tuple[bytes, bytes]]:
+    lo = cells.cell_prefix(kg, sid, bucket)
+    return between(kg, lo, layout.prefix_upper_bound(lo))
+
+
+def _walk(
+    start: CellPosition,
+    max_parallelism: int,
+    limit: int,
+    budget: int,
+    bucket_rows: Callable[[int, int], tuple[list[tuple[bytes, Any]], int]],
+) -> CellPage:
+    """Buckets from ``start`` on; ``bucket_rows(kg, bucket)`` gives a bucket's ``(key, what)``
+    in key order and the entries it read."""
+    found: list[tuple[int, bytes, Any]] = []
+    examined = 0
+    kg, bucket, after = start.key_group, start.bucket, start.key
+    while kg < max_parallelism:
+        rows, read = bucket_rows(kg, bucket)
+        examined += read + 1
+        for key, what in rows:
+            if after is not None and key <= after:
+                continue
+            found.append((kg, key, what))
+            if len(found) == limit:
+                return CellPage(found, CellPosition(kg, bucket, key), examined)
+        after = None
+        bucket += 1
+        if bucket == cells.BUCKETS:
+            kg, bucket = kg + 1, 0
+        if examined >= budget and kg < max_parallelism:
+            return CellPage(found, CellPosition(kg, bucket, None), examined)
+    return CellPage(found, None, examined)
+
+
+def list_keys(
+    between: Between,
+    state_ids: list[int],
+    max_parallelism: int,
+    prefix: bytes,
+    start: CellPosition,
+    limit: int,
+    budget: int = SCAN_BUDGET,
+) -> CellPage:
+    """Up to ``limit`` keys starting with ``prefix`` held in any window under ``state_ids``."""
+
+    def bucket_rows(kg: int, bucket: int) -> tuple[list[tuple[bytes, Any]], int]:
+        keys: set[bytes] = set()
+        read = 0
+        for sid in state_ids:
+            entries = _bucket_entries(between, kg, sid, bucket)
+            read += len(entries)
+            for _, raw in entries:
+                keys.update(cells.Cell(raw).keys())
+        return [(k, None) for k in sorted(keys) if k.startswith(prefix)], read
+
+    return _walk(start, max_parallelism, limit, budget, bucket_rows)
+
+
+def list_window(
+    between: Between,
+    max_parallelism: int,
+    start: CellPosition,
+    limit: int,
+    window: Callable[[int, int, Between], tuple[dict[bytes, list[Any]], int]],
+    budget: int = SCAN_BUDGET,
+) -> CellPage:
+    """Up to ``limit`` keys of one window with its slots; ``window(kg, bucket, between)`` gives
+    a bucket's ``{key: slots}`` and the entries it read."""
+
+    def bucket_rows(kg: int, bucket: int) -> tuple[list[tuple[bytes, Any]], int]:
+        rows, read = window(kg, bucket, between)
+        return sorted(rows.items()), read
+
+    return _walk(start, max_parallelism, limit, budget, bucket_rows)
+
+
+def window_cells(
+    between: Between, kg: int, sid: int, bucket: int, ends: list[int]
+) -> tuple[dict[int, dict[bytes, list[Any]]], int]:
+    """The rows of windows ``ends`` (contiguous in a bucket: ascending) of one bucket, by end,
+    and the entries read."""
+    lo = cells.cell_prefix(kg, sid, bucket) + layout.encode_namespace(ends[0])
+    hi = layout.namespace_upper_bound(cells.cell_prefix(kg, sid, bucket), ends[-1])
+    entries = between(kg, lo, hi)
+    wanted = set(ends)
+    by_end: dict[int, list[bytes]] = {}
+    for key, raw in entries:
+        end = cells.cell_end(key)
+        if end in wanted:
+            by_end.setdefault(end, []).append(raw)
+    out = {e: dict(cells.decode_rows(gens)) for e, gens in by_end.items()}
+    return out, len(entries)
+
+
+Stored = tuple[dict[int, list[Any]], dict[int, list[Any]]]  # windows and panes, by end
+
+
+def key_cells(between: Between, kg: int, op: WindowNode, key: bytes) -> Stored:
+    """A key's stored windows and (sliding windows) panes, by end, from their cells."""
+    find = kernels.KERNELS.find_windows  # loaded on first use
+    windows = cells.key_windows(between(kg, *cells.key_bounds(kg, op.state_id, key)), key, find)
+    panes: dict[int, list[Any]] = {}
+    if uses_panes(op.assigner):
+        bounds = cells.key_bounds(kg, op.pane_state_id, key)
+        panes = cells.key_windows(between(kg, *bounds), key, find)
+    return windows, panes
+
+
+def read_key(
+    between: Between,
+    scan: Callable[[int, bytes], list[tuple[bytes, bytes]]],
+    kg: int,
+    op: WindowNode | ProcessNode,
+    key: bytes,
+) -> tuple[list[tuple[bytes, bytes]], Stored | None]:
+    """A key's stored state: its windows and panes from cells (``key_cells``), or its rows
+    (sessions, triggered windows, process functions: ``scan`` of its prefix)."""
+    if isinstance(op, WindowNode) and stores_cells(op):
+        return [], key_cells(between, kg, op, key)
+    return scan(kg, layout.key_prefix(kg, op.state_id, key)), None
+
+
+def composed(
+    op: WindowNode,
+    merge: Callable[[list[Any], list[Any]], list[Any]],
+    stored: dict[int, list[Any]],
+    panes: dict[int, list[Any]],
+) -> list[tuple[int, int, list[Any]]]:
+    """A key's windows as ``(start, end, slots)``, by end: sliding windows that are still open
+    are composed from their panes."""
+    assigner = op.assigner
+    assert not isinstance(assigner, SessionWindows)  # sessions are rows (``stores_cells``)
+    if panes and isinstance(assigner, SlidingWindows):
+        stored = compose_stored(assigner, merge, stored, panes)
+    return [(assigner.start_of(end), end, slots) for end, slots in sorted(stored.items())]
+
+
+__all__ = [
+    "Stored",
+    "composed",
+    "key_cells",
+    "CellPage",
+    "CellPosition",
+    "list_keys",
+    "list_window",
+    "window_cells",
+]

@@ -1,0 +1,304 @@
+"""Cells' encoding (``state/cells.py`` describes the layout and reads them): the cell keys, the
+key buckets, slot columns, and building cells from rows with numpy, Python running once per
+cell, not once per row."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from weir.base.errors import StateError
+from weir.state import layout
+
+BUCKETS = 64  # buckets per key group (a power of two, at most 1 << 16)
+_BUCKET_MASK = BUCKETS - 1
+CELL_FORMAT = 1
+INT, FLOAT, OBJECT = 0, 1, 2
+HEADER = struct.Struct("<BBHII")
+_CELL_HEAD = struct.Struct(">HHH")
+_GEN = struct.Struct(">Q")
+_U32 = struct.Struct("<I")
+CELL_KEY_BYTES = 6 + layout.NAMESPACE_BYTES + 8
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+
+SlotColumn = np.ndarray | list[Any]
+
+
+def bucket_of_hash(crc: int) -> int:
+    """A key's bucket from the CRC-32 of its bytes (the key group takes the low bits modulo
+    the max parallelism; the bucket takes bits 16 and up, so the two are independent)."""
+    return (crc >> 16) & _BUCKET_MASK
+
+
+def bucket_of(key: bytes) -> int:
+    return bucket_of_hash(zlib.crc32(key))
+
+
+def cell_prefix(key_group: int, state_id: int, bucket: int) -> bytes:
+    """Prefix of every window (and generation) of one bucket: a key's lookup scans it."""
+    return _CELL_HEAD.pack(key_group, state_id, bucket)
+
+
+def cell_key(key_group: int, state_id: int, bucket: int, end: int, gen: int) -> bytes:
+    return cell_prefix(key_group, state_id, bucket) + layout.encode_namespace(end) + _GEN.pack(gen)
+
+
+def decode_cell_key(raw: bytes) -> tuple[int, int, int, int, int]:
+    """Inverse of ``cell_key``: ``(key_group, state_id, bucket, end, generation)``."""
+    if len(raw) != CELL_KEY_BYTES:
+        raise StateError(f"malformed cell key {raw[:40]!r}: expected {CELL_KEY_BYTES} bytes")
+    kg, sid, bucket = _CELL_HEAD.unpack_from(raw)
+    return kg, sid, bucket, layout.decode_namespace(raw[6:14]), int(_GEN.unpack_from(raw, 14)[0])
+
+
+def rows_in(value: bytes) -> int:
+    """How many rows a cell holds (from its header alone)."""
+    return int(HEADER.unpack_from(value)[3])
+
+
+def cell_end(raw_key: bytes) -> int:
+    """The window end of a cell key."""
+    return layout.decode_namespace(raw_key[6:14])
+
+
+# -- slot columns --------------------------------------------------------------------------------
+
+
+def slot_column(values: Sequence[Any]) -> SlotColumn:
+    """One slot's values as the narrowest column that holds each exactly: int64 when every
+    one is an int within int64, float64 when every one is a float, else the list itself."""
+    kinds = set(map(type, values))
+    if kinds == {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:
+            return list(values)
+    if kinds == {float}:
+        return np.array(values, dtype=np.float64)
+    return list(values)
+
+
+def _kind(col: SlotColumn) -> int:
+    if isinstance(col, np.ndarray):
+        if col.dtype == np.int64:
+            return INT
+        if col.dtype == np.float64:
+            return FLOAT
+        raise StateError(f"a slot column of dtype {col.dtype}; use int64, float64 or a list")
+    return OBJECT
+
+
+def pad8(n: int) -> int:
+    return -n & 7
+
+
+@lru_cache(maxsize=256)
+def record_format(kinds: tuple[int, ...]) -> struct.Struct:
+    """A record's slots, after its CRC and key offset."""
+    codes = "".join("q" if k == INT else "d" if k == FLOAT else "II" for k in kinds)
+    return struct.Struct("<8x" + codes)
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CellRows:
+    """Rows to write as cells: ``keys[i]`` (UTF-8 bytes, no key twice) in key group
+    ``key_groups[i]`` with slot j ``slots[j][i]``."""
+
+    keys: list[bytes]
+    key_groups: np.ndarray
+    slots: list[SlotColumn]
+    crc: np.ndarray | None = None  # the keys' CRC-32 (uint32), when the caller has it
+
+
+def encode_cells(rows: CellRows, state_id: int, end: int, gen: int) -> list[tuple[bytes, bytes]]:
+    """The rows as cells of window ``end`` and generation ``gen``: ``(cell key, value)`` in
+    cell-key order, one per (key group, bucket) the rows touch. numpy does the per-row work;
+    Python runs once per cell."""
+    keys = rows.keys
+    n = len(keys)
+    if n == 0:
+        return []
+    crc = np.fromiter(map(zlib.crc32, keys), np.uint32, n) if rows.crc is None else rows.crc
+    cell = rows.key_groups.astype(np.int64) * BUCKETS + ((crc >> 16) & _BUCKET_MASK)
+    order = np.argsort((cell << 32) | crc, kind="stable")  # cell < 2**31: fits in int64
+    _tie_break(order, cell, crc, keys)
+    cells = cell[order]
+    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
+    stops = np.r_[starts[1:], n]
+    return _assemble(rows, state_id, end, gen, order, crc, starts, stops, cells[starts])
+
+
+def _tie_break(order: np.ndarray, cell: np.ndarray, crc: np.ndarray, keys: list[bytes]) -> None:
+    """Rows of one cell with the same CRC go in key-byte order (rare: a few per million)."""
+    c, h = cell[order], crc[order]
+    same = np.flatnonzero((c[1:] == c[:-1]) & (h[1:] == h[:-1]))
+    if not len(same):
+        return
+    i = 0
+    runs = same.tolist()
+    while i < len(runs):
+        a = runs[i]
+        b = a + 1
+        while i + 1 < len(runs) and runs[i + 1] == b:
+            i += 1
+            b += 1
+        part = order[a : b + 1].tolist()
+        order[a : b + 1] = sorted(part, key=keys.__getitem__)
+        i += 1
+
+
+def _assemble(
+    rows: CellRows,
+    state_id: int,
+    end: int,
+    gen: int,
+    order: np.ndarray,
+    crc: np.ndarray,
+    starts: np.ndarray,
+    stops: np.ndarray,
+    cell_ids: np.ndarray,
+) -> list[tuple[bytes, bytes]]:
+    keys = rows.keys
+    n = len(keys)
+    kinds = tuple(_kind(c) for c in rows.slots)
+    width = 8 + 8 * len(kinds)
+    given = np.fromiter(map(len, keys), np.int64, n)
+    lens = given[order]
+    offs = np.cumsum(lens) - lens  # each key's offset in the blob of every key
+    cell_of_row = np.repeat(np.arange(len(starts)), stops - starts)
+    rec = np.zeros((n, width // 8), dtype=np.int64)
+    rec32 = rec.view(np.uint32)
+    rec32[:, 0] = crc[order]
+    rec32[:, 1] = offs - offs[starts][cell_of_row]  # offsets within the cell's keys
+    objects, obj_bounds = _object_slots(rows.slots, kinds, order, cell_of_row, starts, rec)
+    for j, col in enumerate(rows.slots):
+        if kinds[j] != OBJECT:
+            rec[:, 1 + j] = np.asarray(col)[order].view(np.int64)
+    records = rec.tobytes()
+    blob = _key_blob(keys, given, order, lens)
+    kinds_raw = bytes(kinds) + bytes(pad8(len(kinds)))
+    key_starts = offs[starts]
+    key_stops = (offs + lens)[stops - 1]
+    heads = _cell_keys(cell_ids, state_id, end, gen)
+    header = HEADER.pack
+    s = len(kinds)
+    out: list[tuple[bytes, bytes]] = []
+    for c, (a, b, ka, kb) in enumerate(
+        zip(starts.tolist(), stops.tolist(), key_starts.tolist(), key_stops.tolist(), strict=True)
+    ):
+        parts = [
+            header(CELL_FORMAT, s, 0, b - a, kb - ka),
+            kinds_raw,
+            records[a * width : b * width],
+        ]
+        parts.append(blob[ka:kb])
+        if obj_bounds:
+            parts.append(objects[obj_bounds[c] : obj_bounds[c + 1]])
+        out.append((heads[c], b"".join(parts)))
+    return out
+
+
+def _key_blob(keys: list[bytes], given: np.ndarray, order: np.ndarray, lens: np.ndarray) -> bytes:
+    """The keys' bytes end to end in ``order``. Joining a million keys in another order than
+    they were made costs several times joining them in theirs (each key is a cache miss), so
+    they go through a fixed-width numpy array, unless one key is much longer than the rest."""
+    width = int(given.max())
+    if width > 4 * float(given.mean()) + 64:
+        return b"".join(map(keys.__getitem__, order.tolist()))
+    table = np.array(keys, dtype=f"S{max(width, 1)}")[order].view(np.uint8)
+    table = table.reshape(len(keys), max(width, 1))
+    blob: bytes = table[np.arange(table.shape[1]) < lens[:, None]].tobytes()
+    return blob
+
+
+def _cell_keys(cell_ids: np.ndarray, state_id: int, end: int, gen: int) -> list[bytes]:
+    """The RocksDB keys of cells ``kg * BUCKETS + bucket`` of one window and generation."""
+    head = np.zeros(len(cell_ids), dtype=[("kg", ">u2"), ("sid", ">u2"), ("bucket", ">u2")])
+    head["kg"] = cell_ids // BUCKETS
+    head["sid"] = state_id
+    head["bucket"] = cell_ids % BUCKETS
+    raw = head.tobytes()
+    tail = layout.encode_namespace(end) + _GEN.pack(gen)
+    return [raw[i : i + 6] + tail for i in range(0, len(raw), 6)]
+
+
+def _object_slots(
+    slots: list[SlotColumn],
+    kinds: tuple[int, ...],
+    order: np.ndarray,
+    cell_of_row: np.ndarray,
+    starts: np.ndarray,
+    rec: np.ndarray,
+) -> tuple[bytes, list[int]]:
+    """The msgpack of every OBJECT slot value, in record order, row by row, and where each
+    cell's part starts; fills the records' (offset, length) of those slots."""
+    obj = [j for j, k in enumerate(kinds) if k == OBJECT]
+    if not obj:
+        return b"", []
+    pack = msgpack.Packer().pack
+    idx = order.tolist()
+    cols = [list(map(pack, map(slots[j].__getitem__, idx))) for j in obj]
+    packed = [p for row in zip(*cols, strict=True) for p in row]  # row-major
+    lens = np.fromiter(map(len, packed), np.int64, len(packed)).reshape(len(idx), len(obj))
+    flat_offs = (np.cumsum(lens.ravel()) - lens.ravel()).reshape(lens.shape)
+    row_base = flat_offs[:, 0]
+    cell_base = row_base[starts][cell_of_row]
+    rec32 = rec.view(np.uint32)
+    for i, j in enumerate(obj):
+        rec32[:, 2 + 2 * j] = flat_offs[:, i] - cell_base
+        rec32[:, 3 + 2 * j] = lens[:, i]
+    blob = b"".join(packed)
+    return blob, [*row_base[starts].tolist(), len(blob)]
+
+
+def encode_cell(keys: list[bytes], slots: list[SlotColumn]) -> bytes:
+    """One cell's value holding ``keys`` (no key twice, in any order) and their slots."""
+    n = len(keys)
+    if n == 0:
+        kinds = tuple(_kind(c) for c in slots)
+        return (
+            HEADER.pack(CELL_FORMAT, len(kinds), 0, 0, 0) + bytes(kinds) + bytes(pad8(len(kinds)))
+        )
+    rows = CellRows(keys, np.zeros(n, np.uint16), slots)
+    crc = np.fromiter(map(zlib.crc32, keys), np.uint32, n)
+    order = np.argsort(crc, kind="stable")
+    zero = np.zeros(n, np.int64)
+    _tie_break(order, zero, crc, keys)
+    start, stop = np.zeros(1, np.int64), np.full(1, n, np.int64)
+    ((_, value),) = _assemble(rows, 0, 0, 0, order, crc, start, stop, np.zeros(1, np.int64))
+    return value
+
+
+__all__ = [
+    "BUCKETS",
+    "HEADER",
+    "CELL_FORMAT",
+    "CELL_KEY_BYTES",
+    "FLOAT",
+    "INT",
+    "OBJECT",
+    "CellRows",
+    "SlotColumn",
+    "bucket_of",
+    "bucket_of_hash",
+    "cell_end",
+    "cell_key",
+    "cell_prefix",
+    "decode_cell_key",
+    "encode_cell",
+    "encode_cells",
+    "pad8",
+    "record_format",
+    "rows_in",
+    "slot_column",
+]

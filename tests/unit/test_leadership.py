@@ -1,0 +1,122 @@
+"""The lease's rules on a local checkpoint directory, with clocks the test moves: a standby
+takes over only after it saw the same version for ``lease_ms`` on its own clock (or at once
+when the lease was released or its holder is gone); the epoch grows at every change of holder;
+a holder counts itself leader only until ``VALID`` of the lease after its last write, and one
+whose lease was taken loses it on its next write, committing nothing."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from weir.base.errors import LeaseLost
+from weir.engine.runtime.control.leadership import VALID, Leadership
+from weir.state.checkpoints import CheckpointStorage
+from weir.state.lease import Holder, LeaseStore
+
+LEASE_MS = 10_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _holder(run: str) -> Holder:
+    return Holder(run, "host", "", 1, f"/state-{run}", "0:0")
+
+
+def _leader(storage: CheckpointStorage, run: str, clock: Clock) -> Leadership:
+    return Leadership(storage, _holder(run), LEASE_MS, clock)
+
+
+class Stepping(threading.Event):
+    """A ``stopping`` event whose waits move the standby's clock instead of sleeping, and that
+    gives up after ``limit`` waits."""
+
+    def __init__(self, clock: Clock, limit: int = 10_000) -> None:
+        super().__init__()
+        self.clock, self.left, self.waited = clock, limit, 0.0
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.left -= 1
+        if self.left <= 0:
+            self.set()
+        step = timeout or 0.0
+        self.clock.now += step
+        self.waited += step
+        return self.is_set()
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> CheckpointStorage:
+    chk = CheckpointStorage(str(tmp_path / "chk"), "j")
+    chk.ensure()
+    return chk
+
+
+def test_a_standby_waits_a_full_lease_on_its_own_clock_then_takes_over(
+    storage: CheckpointStorage,
+) -> None:
+    first_clock, second_clock = Clock(), Clock()
+    first = _leader(storage, "a", first_clock)
+    assert first.acquire(threading.Event(), lambda _h: False) is None  # the first record
+    assert first.epoch == 1 and first.valid()
+    first.commit(1)
+
+    second = _leader(storage, "b", second_clock)
+    stepping = Stepping(second_clock)
+    taken = second.acquire(stepping, lambda _h: False)
+    assert taken is not None and taken.holder.run == "a"
+    assert LEASE_MS / 1000 <= stepping.waited <= LEASE_MS / 1000 + 1.5
+    assert second.epoch == 2 and second.lineage.checkpoints == (1,)
+
+    first_clock.now = LEASE_MS * VALID / 1000 - 0.01
+    assert first.valid()  # by its own clock it still may: but the record is not its own
+    with pytest.raises(LeaseLost, match="took over its lease"):
+        first.commit(2)
+    assert first.lost is not None and not first.valid()
+    record = LeaseStore(storage).read()
+    assert record is not None and record[0].lineage.checkpoints == (1,)  # 2 never committed
+
+
+def test_a_holder_that_did_not_renew_in_time_stops_counting_itself_leader(
+    storage: CheckpointStorage,
+) -> None:
+    clock = Clock()
+    leader = _leader(storage, "a", clock)
+    leader.acquire(threading.Event(), lambda _h: False)
+    clock.now = LEASE_MS * VALID / 1000 + 0.01
+    assert not leader.valid()
+    with pytest.raises(LeaseLost, match="expired"):
+        leader.commit(1)
+
+
+def test_a_released_lease_or_a_gone_holder_is_taken_at_once(storage: CheckpointStorage) -> None:
+    first = _leader(storage, "a", Clock())
+    first.acquire(threading.Event(), lambda _h: False)
+    first.release()
+    second_clock = Clock()
+    second = _leader(storage, "b", second_clock)
+    assert second.acquire(Stepping(second_clock), lambda _h: False) is not None
+    assert second_clock.now == 0.0 and second.epoch == 2
+
+    third_clock = Clock()
+    third = _leader(storage, "c", third_clock)
+    assert third.acquire(Stepping(third_clock), lambda h: h.run == "b") is not None
+    assert third_clock.now == 0.0 and third.epoch == 3
+
+
+def test_a_standby_asked_to_stop_holds_nothing(storage: CheckpointStorage) -> None:
+    _leader(storage, "a", Clock()).acquire(threading.Event(), lambda _h: False)
+    clock = Clock()
+    standby = _leader(storage, "b", clock)
+    assert standby.acquire(Stepping(clock, limit=3), lambda _h: False) is None
+    assert standby.record is None
+    found = LeaseStore(storage).read()
+    assert found is not None and found[0].holder.run == "a"
