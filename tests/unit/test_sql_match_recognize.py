@@ -168,8 +168,12 @@ def test_a_sql_job_file_declares_a_match_recognize_view(tmp_path: Path) -> None:
     assert testing.run(job, rows).results == [{"symbol": "X", "low": 3, "high": 4}]
 
 
-def test_weir_explain_shows_the_pattern_the_query_compiles_to() -> None:
+def test_weir_explain_shows_the_pattern_the_query_compiles_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from weir.engine.explain import describe, render
+
+    monkeypatch.setenv("WEIR_COLUMNAR", "auto")  # the reason shown is the default path's
 
     job = Job("mr")
     table = job.source(sources.jsonl("/unused.jsonl"), timestamp="rowtime")
