@@ -83,7 +83,8 @@ test-soak: $(STAMP)
 # implementations): what a machine without the compiled kernels runs
 test-kernels: $(STAMP)
 	WEIR_KERNELS=python $(BIN)/python -m pytest -q -p no:cacheprovider \
-	  tests/property/test_kernels_*.py tests/unit/test_columnar_loop.py
+	  tests/property/test_kernels_*.py tests/unit/test_columnar_loop.py \
+	  tests/property/test_column_*.py tests/unit/test_columnar_choice.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -50,3 +50,8 @@ IDENTIFIERS  # engine/sql/dialect.py
 _.flat_map  # engine/streams.py, DataStream.flat_map
 _.delete_processing_time_timer  # engine/runtime/operators/process.py and broadcast.py contexts
 _.contains  # engine/runtime/operators/broadcast_state.py, ReadOnlyBroadcastState.contains
+
+# set by the expression API (issue 38 item 1, branch expr); the columnar loop's compiled path
+# reads them once that API lands
+key_expr  # engine/nodes.py, KeyByNode
+timestamp_expr  # engine/nodes.py, SourceNode

@@ -5,7 +5,8 @@ Python job and a SQL job, since both are a ``Job``.
 
 A job of several sources lists each by name; a step that a ``union`` shares is shown under
 every source feeding it, marked with their names, and a co-process function under each of its
-two key_by nodes, with which input that is. ``describe`` gives it as JSON-ready data,
+two key_by nodes, with which input that is. Each key_by says whether it runs on columns or
+record by record, and why (``columnar.refusal``). ``describe`` gives it as JSON-ready data,
 ``render`` as indented text, one node a line.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from weir.engine import agg
+from weir.engine.columnar import refusal
 from weir.engine.expressions import render as render_expr
 from weir.engine.job import Job
 from weir.engine.kernels import ir
@@ -123,7 +125,9 @@ def _node(node: Node, reached: dict[int, list[str]]) -> dict[str, Any]:
         }
     key = _selector(node.key, node.key_expr)
     ops = [_operator(op, node) for op in node.children]
-    return {**out, "type": "key_by", "key": key, "operators": ops}
+    why = refusal(node)
+    execution = "columns" if why is None else f"records: {why}"
+    return {**out, "type": "key_by", "key": key, "execution": execution, "operators": ops}
 
 
 def describe(job: Job) -> dict[str, Any]:
@@ -175,6 +179,10 @@ def _render_node(node: dict[str, Any], depth: int, lines: list[str]) -> None:
     elif node["type"] in ("key_by", "forward"):
         what = f"key_by {node['key']}" if node["type"] == "key_by" else "forward (no key)"
         lines.append(f"{pad}{what}")
+        if node.get("execution") == "columns":
+            lines.append(f"{pad}  runs on columns")
+        elif "execution" in node:  # record by record, and why
+            lines.append(f"{pad}  runs record by record ({node['execution'][9:]})")
         for op in node["operators"]:
             _render_operator(op, depth + 1, lines)
     else:

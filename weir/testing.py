@@ -41,14 +41,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
+
 from weir.base.errors import JobDefinitionError
+from weir.engine import kernels as kernel_choice
 from weir.engine.expressions import Expr
 from weir.engine.expressions.steps import failure
 from weir.engine.job import Job
 from weir.engine.kernels.rows import compile_row
+from weir.engine.runtime.operators.columns import ColumnBatch
 from weir.engine.runtime.operators.factory import runtimes_for
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.task.chain import Chain, KeyedBatch
+from weir.engine.runtime.task.chain import Keyed
+from weir.engine.runtime.task.colchain import chain_for
 from weir.engine.runtime.task.graph import SplitId, graph_of
 from weir.engine.runtime.task.keyed import KeyedSide
 from weir.engine.runtime.task.routing import ACTIVE, ENDED
@@ -171,8 +176,9 @@ class Harness:
             )
         self._keyed = self._workers[0]  # the first worker's (the only one's, by default)
         writers: dict[int, SinkWriter] = {id(n): self._sunk.open() for n in graph.sinks}
+        columnar = graph.column_nodes()
         self._chains = [
-            Chain(src, writers, self._dead, max_future_ms or None, graph.keyby_index)
+            chain_for(src, writers, self._dead, max_future_ms or None, graph.keyby_index, columnar)
             for src in job.sources
         ]
         self._ended = [False] * len(self._chains)
@@ -196,15 +202,23 @@ class Harness:
         self._route(i, chain.keyed, trace, watermark, ACTIVE)
 
     def _route(
-        self, source: int, keyed: list[KeyedBatch], trace: list[int], data: int, status: int
+        self, source: int, keyed: list[Keyed], trace: list[int], data: int, status: int
     ) -> None:
         """``source``'s batch to every worker, as the exchange routes it: keyed records to the
         owners of their key groups, a broadcast input's to all, a forward input's to the worker
         that read them; the watermarks to all."""
         p, m, reader = self._p, self._m, source % self._p
-        parts: list[list[KeyedBatch]] = [[] for _ in range(p)]
+        parts: list[list[Keyed]] = [[] for _ in range(p)]
         broadcast, forward = self._graph.broadcast, self._graph.forward
         for batch in keyed:
+            if isinstance(batch, ColumnBatch):  # by owner in bulk, as the router splits it
+                owners = batch.keys.groups(kernel_choice.KERNELS, m) * p // m
+                for j in range(p):
+                    picked = np.flatnonzero(owners == j)
+                    if len(picked):
+                        whole = len(picked) == len(batch)
+                        parts[j].append(batch if whole else batch.take(picked))
+                continue
             node, keys, recs, ts, wms = batch
             if p == 1 or node in broadcast:
                 for part in parts:

@@ -18,10 +18,14 @@ The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``)
 
 - ``scan_lines(block, fields)``: the JSONL field scanner (``scan``; ``scan.scan_block`` wraps it);
 - ``watermarks``, ``tumbling_ends``, ``sliding_expand``, ``lateness``: time in bulk (``timek``);
-- ``Interner``: keys to dense ids, key groups, partitions (``intern``);
+- ``Interner``: keys to dense ids, key groups, partitions; ``span_groups``, ``list_groups``:
+  key groups of a batch's keys without interning them (routing); ``pack_strs``,
+  ``gather_spans``: a batch's keys as one buffer and offsets (the exchange) (``intern``);
 - ``WindowAcc``: the fold into per-window arrays (``fold``; ``fold.fold_window`` wraps it);
 - ``str_equals``, ``str_startswith``, ``str_contains``, ``str_isin``: string predicates
   (``strk``), which the expression evaluator (``expr``) calls;
+- ``record_columns(recs, fields)``: fields of decoded records as the scanner's tagged columns
+  (``recs``), where per-record steps made dicts.
 - ``find_windows(entries, key, crc)``: a key's rows in its bucket's cells (``cellk``), which
   the query API's point lookup calls (``state/cells.py``).
 """
@@ -46,14 +50,23 @@ _MODULES = {
     "_intern": "intern",
     "_fold": "fold",
     "_strk": "strk",
+    "_recs": "recs",
     "_cellk": "cellk",
 }
 _NAMES = {
     "scan": ("scan_lines",),
     "timek": ("watermarks", "tumbling_ends", "sliding_expand", "lateness"),
-    "intern": ("Interner", "crc32_of"),
+    "intern": (
+        "Interner",
+        "crc32_of",
+        "span_groups",
+        "list_groups",
+        "pack_strs",
+        "gather_spans",
+    ),
     "fold": ("WindowAcc",),
     "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
+    "recs": ("record_columns",),
     "cellk": ("find_windows",),
 }
 
@@ -74,11 +87,16 @@ class Kernels:
     lateness: Any
     Interner: Any
     crc32_of: Any
+    span_groups: Any
+    list_groups: Any
+    pack_strs: Any
+    gather_spans: Any
     WindowAcc: Any
     str_equals: Any
     str_startswith: Any
     str_contains: Any
     str_isin: Any
+    record_columns: Any
     find_windows: Any
 
 

@@ -1,16 +1,22 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled twin of ``fold.py``: count/sum/min/max/mean into one window's accumulator arrays,
-indexed by dense key id, with a dirty list.
+with a dirty list.
+
+The arrays are the window's own: a key gets a slot of the window the first time a row of it is
+folded there (``slot_of``, by the operator-wide key id), so a window of a few keys costs a few
+slots however many keys the operator has seen, and a window's keys come out in the order they
+first arrived (a dict's order, as the Python fold keeps them).
 
 A sum slot is an ``int64`` until a float arrives (then a ``double``, converted and added in
 arrival order, as Python's ``int + float`` does); an ``int64`` add that would overflow leaves the
 slot to Python ints (``PY``): the kernel returns that row, and every later row of that key, for
-``fold.fold_window`` to add with Python's unbounded ints.
+``fold.fold_window`` to add with Python's unbounded ints. A slot ``load`` sets to an int past
+int64 (a restored or Python-folded value) is ``PY`` too, for every kind.
 """
 
 import numpy as np
 from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.stdlib cimport calloc, free, realloc
+from libc.stdlib cimport free, realloc
 from libc.string cimport memset
 
 from weir.engine.kernels.fold import KINDS, check_kinds
@@ -44,6 +50,9 @@ cdef enum:
     K_MEAN = 4
     TAG_FLOAT = 5
 
+cdef int64_t I64_MIN = -9223372036854775807 - 1
+cdef int64_t I64_MAX = 9223372036854775807
+
 
 cdef inline int less(uint8_t ak, int64_t ai, double af, uint8_t bk, int64_t bi, double bf) noexcept nogil:
     """Is a < b, a and b each an int (INT) or a float (FLOAT)?"""
@@ -56,6 +65,14 @@ cdef inline int less(uint8_t ak, int64_t ai, double af, uint8_t bk, int64_t bi, 
     return cmp_id(bi, af) > 0
 
 
+cdef void* _more(void *p, Py_ssize_t width, Py_ssize_t old, Py_ssize_t cap, int fill) except NULL:
+    cdef char *q = <char *>realloc(p, cap * width)
+    if q == NULL:
+        raise MemoryError()
+    memset(q + old * width, fill, (cap - old) * width)
+    return q
+
+
 cdef class WindowAcc:
     """See ``fold.WindowAcc``."""
 
@@ -65,10 +82,12 @@ cdef class WindowAcc:
     cdef int64_t *vi[MAX_AGGS]
     cdef double *vf[MAX_AGGS]
     cdef int64_t *cnt[MAX_AGGS]
-    cdef uint8_t *present
+    cdef int32_t *slot_of  # key id -> the window's slot, -1: none
+    cdef Py_ssize_t kcap
+    cdef int32_t *kid_of  # slot -> key id
     cdef uint8_t *dirty_flag
-    cdef int32_t *dirty_ids
-    cdef Py_ssize_t ndirty, cap
+    cdef int32_t *dirty_slots
+    cdef Py_ssize_t n, ndirty, cap
     cdef readonly tuple kinds
     cdef public list py
 
@@ -86,12 +105,15 @@ cdef class WindowAcc:
             self.vi[j] = NULL
             self.vf[j] = NULL
             self.cnt[j] = NULL
-        self.present = NULL
+        self.slot_of = NULL
+        self.kid_of = NULL
         self.dirty_flag = NULL
-        self.dirty_ids = NULL
+        self.dirty_slots = NULL
+        self.kcap = 0
         self.cap = 0
+        self.n = 0
         self.ndirty = 0
-        self._grow(1024)
+        self._grow(64)
 
     def __dealloc__(self):
         cdef int j
@@ -100,36 +122,64 @@ cdef class WindowAcc:
             free(self.vi[j])
             free(self.vf[j])
             free(self.cnt[j])
-        free(self.present)
+        free(self.slot_of)
+        free(self.kid_of)
         free(self.dirty_flag)
-        free(self.dirty_ids)
+        free(self.dirty_slots)
 
-    cdef void* _more(self, void *p, Py_ssize_t width, Py_ssize_t cap) except NULL:
-        cdef char *q = <char *>realloc(p, cap * width)
-        if q == NULL:
-            raise MemoryError()
-        memset(q + self.cap * width, 0, (cap - self.cap) * width)
-        return q
+    def __len__(self):
+        return self.n
 
     cdef int _grow(self, Py_ssize_t need) except -1:
-        cdef Py_ssize_t cap = max(self.cap, 1024)
+        """Room for ``need`` slots."""
+        cdef Py_ssize_t cap = max(self.cap, 64), old = self.cap
         while cap < need:
             cap *= 2
-        if cap == self.cap:
+        if cap == old:
             return 0
         cdef int j
         for j in range(self.naggs):
             if self.kind[j] != K_COUNT:
-                self.vk[j] = <uint8_t *>self._more(self.vk[j], 1, cap)
-                self.vi[j] = <int64_t *>self._more(self.vi[j], 8, cap)
-                self.vf[j] = <double *>self._more(self.vf[j], 8, cap)
+                self.vk[j] = <uint8_t *>_more(self.vk[j], 1, old, cap, 0)
+                self.vi[j] = <int64_t *>_more(self.vi[j], 8, old, cap, 0)
+                self.vf[j] = <double *>_more(self.vf[j], 8, old, cap, 0)
             if self.kind[j] == K_COUNT or self.kind[j] == K_MEAN:
-                self.cnt[j] = <int64_t *>self._more(self.cnt[j], 8, cap)
-        self.present = <uint8_t *>self._more(self.present, 1, cap)
-        self.dirty_flag = <uint8_t *>self._more(self.dirty_flag, 1, cap)
-        self.dirty_ids = <int32_t *>self._more(self.dirty_ids, 4, cap)
+                self.cnt[j] = <int64_t *>_more(self.cnt[j], 8, old, cap, 0)
+        self.kid_of = <int32_t *>_more(self.kid_of, 4, old, cap, 0)
+        self.dirty_flag = <uint8_t *>_more(self.dirty_flag, 1, old, cap, 0)
+        self.dirty_slots = <int32_t *>_more(self.dirty_slots, 4, old, cap, 0)
         self.cap = cap
         return 0
+
+    cdef int _reach(self, int32_t top) except -1:
+        """``slot_of`` covers key ids up to ``top``."""
+        cdef Py_ssize_t kcap = max(self.kcap, 1024)
+        if top < self.kcap:
+            return 0
+        while kcap <= top:
+            kcap *= 2
+        self.slot_of = <int32_t *>_more(self.slot_of, 4, self.kcap, kcap, 0xFF)  # -1: none
+        self.kcap = kcap
+        return 0
+
+    cdef inline int32_t _slot(self, int32_t k) except -1:
+        """Key ``k``'s slot, made now if it has none (``slot_of`` must cover ``k``)."""
+        cdef int32_t s = self.slot_of[k]
+        if s >= 0:
+            return s
+        if self.n == self.cap:
+            self._grow(self.n + 1)
+        s = <int32_t>self.n
+        self.n += 1
+        self.slot_of[k] = s
+        self.kid_of[s] = k
+        return s
+
+    cdef inline void _touch(self, int32_t s) noexcept:
+        if not self.dirty_flag[s]:
+            self.dirty_flag[s] = 1
+            self.dirty_slots[self.ndirty] = s
+            self.ndirty += 1
 
     def fold(self, const int32_t[::1] kids, list columns):
         """See ``fold.WindowAcc.fold``."""
@@ -144,7 +194,7 @@ cdef class WindowAcc:
         if len(columns) != nj:
             raise ValueError(f"{len(columns)} value columns for {nj} aggregates")
         if n == 0:
-            return np.empty(0, np.int32), np.empty(0, np.int64)
+            return None
         for j in range(nj):
             if self.kind[j] == K_COUNT:
                 tg[j] = NULL
@@ -163,92 +213,136 @@ cdef class WindowAcc:
                 top = kids[i]
             if kids[i] < 0:
                 raise ValueError(f"key id {kids[i]} is negative")
-        self._grow(<Py_ssize_t>top + 1)
-        left_aggs = []
-        left_rows = []
-        cdef int32_t k
-        cdef uint8_t vk, first
+        self._reach(top)
+        left_aggs = None
+        left_rows = None
+        cdef int32_t k, s
+        cdef uint8_t vk
+        cdef bint first
         cdef long long r
         cdef bint is_f, take
         for i in range(n):
             k = kids[i]
-            first = not self.present[k]
-            self.present[k] = 1
-            if not self.dirty_flag[k]:
-                self.dirty_flag[k] = 1
-                self.dirty_ids[self.ndirty] = k
-                self.ndirty += 1
+            first = self.slot_of[k] < 0
+            s = self._slot(k)
+            self._touch(s)
             for j in range(nj):
                 kd = self.kind[j]
                 if kd == K_COUNT:
-                    self.cnt[j][k] += 1
+                    self.cnt[j][s] += 1
                     continue
                 if kd == K_MEAN:
-                    self.cnt[j][k] += 1
+                    self.cnt[j][s] += 1
                 is_f = tg[j][i] == TAG_FLOAT
                 if first:
-                    self.vk[j][k] = FLOAT if is_f else INT
-                    self.vi[j][k] = ci[j][i]
-                    self.vf[j][k] = cf[j][i]
+                    self.vk[j][s] = FLOAT if is_f else INT
+                    self.vi[j][s] = ci[j][i]
+                    self.vf[j][s] = cf[j][i]
                     continue
-                vk = self.vk[j][k]
-                if kd == K_SUM or kd == K_MEAN:
-                    if vk == PY:
-                        left_aggs.append(j)
-                        left_rows.append(i)
-                    elif vk == INT and not is_f:
-                        if add_overflows(self.vi[j][k], ci[j][i], &r):
-                            self.vk[j][k] = PY
+                vk = self.vk[j][s]
+                if vk == PY:
+                    if left_aggs is None:
+                        left_aggs, left_rows = [], []
+                    left_aggs.append(j)
+                    left_rows.append(i)
+                elif kd == K_SUM or kd == K_MEAN:
+                    if vk == INT and not is_f:
+                        if add_overflows(self.vi[j][s], ci[j][i], &r):
+                            self.vk[j][s] = PY
+                            if left_aggs is None:
+                                left_aggs, left_rows = [], []
                             left_aggs.append(j)
                             left_rows.append(i)
                         else:
-                            self.vi[j][k] = r
+                            self.vi[j][s] = r
                     elif vk == INT:
-                        self.vf[j][k] = <double>self.vi[j][k] + cf[j][i]
-                        self.vk[j][k] = FLOAT
+                        self.vf[j][s] = <double>self.vi[j][s] + cf[j][i]
+                        self.vk[j][s] = FLOAT
                     elif is_f:
-                        self.vf[j][k] += cf[j][i]
+                        self.vf[j][s] += cf[j][i]
                     else:
-                        self.vf[j][k] += <double>ci[j][i]
+                        self.vf[j][s] += <double>ci[j][i]
                 else:
                     if kd == K_MIN:
                         take = less(FLOAT if is_f else INT, ci[j][i], cf[j][i],
-                                    vk, self.vi[j][k], self.vf[j][k])
+                                    vk, self.vi[j][s], self.vf[j][s])
                     else:
-                        take = less(vk, self.vi[j][k], self.vf[j][k],
+                        take = less(vk, self.vi[j][s], self.vf[j][s],
                                     FLOAT if is_f else INT, ci[j][i], cf[j][i])
                     if take:
-                        self.vk[j][k] = FLOAT if is_f else INT
-                        self.vi[j][k] = ci[j][i]
-                        self.vf[j][k] = cf[j][i]
+                        self.vk[j][s] = FLOAT if is_f else INT
+                        self.vi[j][s] = ci[j][i]
+                        self.vf[j][s] = cf[j][i]
+        if left_aggs is None:
+            return None
         return np.array(left_aggs, np.int32), np.array(left_rows, np.int64)
 
-    cdef object _value(self, int j, int32_t k):
-        if self.vk[j][k] == FLOAT:
-            return self.vf[j][k]
-        if self.vk[j][k] == PY:
-            return self.py[j][k]
-        return self.vi[j][k]
+    cdef object _value(self, int j, int32_t s):
+        if self.vk[j][s] == FLOAT:
+            return self.vf[j][s]
+        if self.vk[j][s] == PY:
+            return self.py[j][self.kid_of[s]]
+        return self.vi[j][s]
+
+    cdef int32_t _find(self, Py_ssize_t kid):
+        if not 0 <= kid < self.kcap:
+            return -1
+        return self.slot_of[kid]
 
     def slots(self, Py_ssize_t kid):
         """See ``fold.WindowAcc.slots``."""
-        if not 0 <= kid < self.cap or not self.present[kid]:
+        cdef int32_t s = self._find(kid)
+        if s < 0:
             return None
         out = []
         cdef int j
         for j in range(self.naggs):
             if self.kind[j] == K_COUNT:
-                out.append(self.cnt[j][kid])
+                out.append(self.cnt[j][s])
             elif self.kind[j] == K_MEAN:
-                out.append(self._value(j, kid))
-                out.append(self.cnt[j][kid])
+                out.append(self._value(j, s))
+                out.append(self.cnt[j][s])
             else:
-                out.append(self._value(j, kid))
+                out.append(self._value(j, s))
         return out
+
+    cdef void _set(self, int j, int32_t s, object v) except *:
+        """Value slot ``j`` of slot ``s`` from a Python int or float."""
+        if type(v) is float:
+            self.vk[j][s] = FLOAT
+            self.vf[j][s] = v
+        elif I64_MIN <= v <= I64_MAX:
+            self.vk[j][s] = INT
+            self.vi[j][s] = v
+            self.py[j].pop(self.kid_of[s], None)
+        else:
+            self.vk[j][s] = PY
+            self.py[j][self.kid_of[s]] = v
+
+    def load(self, Py_ssize_t kid, list slots, bint dirty=False):
+        """See ``fold.WindowAcc.load``."""
+        if kid < 0:
+            raise ValueError(f"key id {kid} is negative")
+        self._reach(<int32_t>kid)
+        cdef int32_t s = self._slot(<int32_t>kid)
+        cdef int j, pos = 0
+        for j in range(self.naggs):
+            if self.kind[j] == K_COUNT:
+                self.cnt[j][s] = slots[pos]
+                pos += 1
+            elif self.kind[j] == K_MEAN:
+                self._set(j, s, slots[pos])
+                self.cnt[j][s] = slots[pos + 1]
+                pos += 2
+            else:
+                self._set(j, s, slots[pos])
+                pos += 1
+        if dirty:
+            self._touch(s)
 
     def python_start(self, int j, Py_ssize_t kid):
         """The int64 a slot held when it overflowed (``fold_window`` goes on from it)."""
-        return self.vi[j][kid]
+        return self.vi[j][self.slot_of[kid]]
 
     def take_dirty(self):
         """See ``fold.WindowAcc.take_dirty``."""
@@ -256,35 +350,57 @@ cdef class WindowAcc:
         cdef int32_t[::1] o = out
         cdef Py_ssize_t i
         for i in range(self.ndirty):
-            o[i] = self.dirty_ids[i]
-            self.dirty_flag[self.dirty_ids[i]] = 0
+            o[i] = self.kid_of[self.dirty_slots[i]]
+            self.dirty_flag[self.dirty_slots[i]] = 0
         self.ndirty = 0
         return out
+
+    cdef list _columns(self, object where, list ids, dict objects):
+        """Every slot column of the slots ``where`` (an index array: numpy copies what it
+        picks, so nothing returned points into this window's memory), ``ids`` their key ids."""
+        cdef Py_ssize_t cap = self.cap
+        slots = []
+        cdef int j
+        for j in range(self.naggs):
+            if self.kind[j] != K_COUNT:
+                kinds = np.asarray(<uint8_t[:cap]> self.vk[j])[where]
+                tags = np.where(kinds == FLOAT, 5, np.where(kinds == PY, 7, 4)).astype(np.uint8)
+                for row in np.flatnonzero(kinds == PY).tolist():
+                    objects[(len(slots), row)] = self.py[j][ids[row]]
+                slots.append((
+                    tags,
+                    np.asarray(<int64_t[:cap]> self.vi[j])[where],
+                    np.asarray(<double[:cap]> self.vf[j])[where],
+                ))
+            if self.kind[j] == K_COUNT or self.kind[j] == K_MEAN:
+                counts = np.asarray(<int64_t[:cap]> self.cnt[j])[where]
+                slots.append((np.full(len(ids), 4, np.uint8), counts, np.zeros(len(ids))))
+        return slots
 
     def export(self):
         """See ``fold.WindowAcc.export``."""
         cdef Py_ssize_t cap = self.cap
-        ids = np.flatnonzero(np.asarray(<uint8_t[:cap]> self.present)).astype(np.int32)
-        slots = []
+        ids = np.asarray(<int32_t[:cap]> self.kid_of)[: self.n].copy()
         objects = {}
-        cdef int j
-        for j in range(self.naggs):
-            if self.kind[j] != K_COUNT:
-                kinds = np.asarray(<uint8_t[:cap]> self.vk[j])[ids]
-                tags = np.where(kinds == FLOAT, 5, np.where(kinds == PY, 7, 4)).astype(np.uint8)
-                for row in np.flatnonzero(kinds == PY).tolist():
-                    objects[(len(slots), row)] = self.py[j][int(ids[row])]
-                slots.append((
-                    tags,
-                    np.asarray(<int64_t[:cap]> self.vi[j])[ids],
-                    np.asarray(<double[:cap]> self.vf[j])[ids],
-                ))
-            if self.kind[j] == K_COUNT or self.kind[j] == K_MEAN:
-                counts = np.asarray(<int64_t[:cap]> self.cnt[j])[ids]
-                slots.append((np.full(len(ids), 4, np.uint8), counts, np.zeros(len(ids))))
+        slots = self._columns(np.arange(self.n), ids.tolist(), objects)
         return ids, slots, objects
+
+    def export_rows(self, const int32_t[::1] kids):
+        """See ``fold.WindowAcc.export_rows``."""
+        cdef Py_ssize_t n = kids.shape[0], i
+        where = np.empty(n, np.int64)
+        cdef int64_t[::1] w = where
+        cdef int32_t s
+        for i in range(n):
+            s = self._find(kids[i])
+            if s < 0:
+                raise KeyError(f"key id {kids[i]} has no accumulator in this window")
+            w[i] = s
+        objects = {}
+        slots = self._columns(where, np.asarray(kids).tolist(), objects)
+        return slots, objects
 
     def present_ids(self):
         """See ``fold.WindowAcc.present_ids``."""
-        cdef Py_ssize_t i
-        return np.array([i for i in range(self.cap) if self.present[i]], np.int32)
+        cdef Py_ssize_t cap = self.cap
+        return np.sort(np.asarray(<int32_t[:cap]> self.kid_of)[: self.n])

@@ -8,6 +8,10 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memcmp, memcpy
 
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
+    object PyUnicode_DecodeUTF8(const char *s, Py_ssize_t size, const char *errors)
+
 cdef uint32_t CRC_TABLE[256]
 
 
@@ -52,6 +56,74 @@ cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
 def crc32_of(const uint8_t[::1] data):
     """CRC-32 of ``data`` (equal to ``zlib.crc32``), for the tests."""
     return crc32(&data[0], data.shape[0]) if data.shape[0] else 0
+
+
+def span_groups(const uint8_t[::1] data, const int64_t[::1] starts, const int32_t[::1] lens,
+                int max_parallelism):
+    """See ``intern.span_groups``."""
+    cdef Py_ssize_t rows = starts.shape[0], i
+    out = np.empty(rows, dtype=np.int32)
+    cdef int32_t[::1] g = out
+    cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
+    cdef uint32_t m = max_parallelism
+    with nogil:
+        for i in range(rows):
+            g[i] = <int32_t>(crc32(base + starts[i], lens[i]) % m)
+    return out
+
+
+def pack_strs(list keys):
+    """See ``intern.pack_strs``."""
+    cdef Py_ssize_t rows = len(keys), i, length, total = 0
+    offsets_a = np.empty(rows + 1, dtype=np.int32)
+    cdef int32_t[::1] offsets = offsets_a
+    cdef const char *p
+    offsets[0] = 0
+    for i in range(rows):
+        PyUnicode_AsUTF8AndSize(<str?>keys[i], &length)
+        total += length
+        if total > 0x7FFFFFFF:
+            raise ValueError("the keys of one batch exceed 2 GiB")
+        offsets[i + 1] = <int32_t>total
+    out = bytearray(total)
+    cdef unsigned char *dst = out
+    for i in range(rows):
+        p = PyUnicode_AsUTF8AndSize(keys[i], &length)
+        memcpy(dst + offsets[i], p, length)
+    return bytes(out), offsets_a
+
+
+def gather_spans(const uint8_t[::1] data, const int64_t[::1] starts, const int32_t[::1] lens):
+    """See ``intern.gather_spans``."""
+    cdef Py_ssize_t rows = starts.shape[0], i, total = 0
+    offsets_a = np.empty(rows + 1, dtype=np.int32)
+    cdef int32_t[::1] offsets = offsets_a
+    offsets[0] = 0
+    for i in range(rows):
+        total += lens[i]
+        if total > 0x7FFFFFFF:
+            raise ValueError("the keys of one batch exceed 2 GiB")
+        offsets[i + 1] = <int32_t>total
+    out = bytearray(total)
+    cdef unsigned char *dst = out
+    cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
+    with nogil:
+        for i in range(rows):
+            memcpy(dst + offsets[i], base + starts[i], lens[i])
+    return bytes(out), offsets_a
+
+
+def list_groups(list keys, int max_parallelism):
+    """See ``intern.list_groups``."""
+    cdef Py_ssize_t rows = len(keys), i, length
+    out = np.empty(rows, dtype=np.int32)
+    cdef int32_t[::1] g = out
+    cdef const char *p
+    cdef uint32_t m = max_parallelism
+    for i in range(rows):
+        p = PyUnicode_AsUTF8AndSize(<str?>keys[i], &length)
+        g[i] = <int32_t>(crc32(<const uint8_t *>p, length) % m)
+    return out
 
 
 cdef struct KeyMeta:
@@ -187,6 +259,34 @@ cdef class Interner:
                     j = (j + 1) & self.mask
         return out
 
+    cdef inline int32_t _find_or_add(self, const uint8_t *p, Py_ssize_t length) except -1 nogil:
+        cdef uint64_t h = hash_bytes(p, length), e
+        cdef uint64_t high = h & 0xFFFFFFFF00000000ULL
+        cdef uint64_t j = h & self.mask
+        cdef int32_t k
+        while True:
+            e = self.table[j]
+            if e == EMPTY:
+                k = <int32_t>self.n
+                self._add(p, length, h, j)
+                return k
+            k = <int32_t>(e & 0xFFFFFFFFULL)
+            if ((e & 0xFFFFFFFF00000000ULL) == high and self.meta[k].length == length
+                    and memcmp(self.arena + self.meta[k].off, p, length) == 0):
+                return k
+            j = (j + 1) & self.mask
+
+    def intern_list(self, list keys):
+        """See ``intern.Interner.intern_list``."""
+        cdef Py_ssize_t rows = len(keys), i, length
+        out = np.empty(rows, dtype=np.int32)
+        cdef int32_t[::1] ids = out
+        cdef const char *p
+        for i in range(rows):
+            p = PyUnicode_AsUTF8AndSize(<str?>keys[i], &length)
+            ids[i] = self._find_or_add(<const uint8_t *>p, length)
+        return out
+
     def groups(self, const int32_t[::1] ids):
         """See ``intern.Interner.groups``."""
         cdef Py_ssize_t rows = ids.shape[0], i
@@ -222,6 +322,9 @@ cdef class Interner:
 
     def keys(self, Py_ssize_t start=0):
         """See ``intern.Interner.keys``."""
-        while len(self._names) < self.n:
-            self._names.append(self.key(len(self._names)))
+        cdef Py_ssize_t i
+        cdef KeyMeta m
+        for i in range(len(self._names), self.n):
+            m = self.meta[i]
+            self._names.append(PyUnicode_DecodeUTF8(<char *>self.arena + m.off, m.length, NULL))
         return self._names[start:]

@@ -1,17 +1,19 @@
 """The fold kernel's pure-Python twin (``_fold.pyx``) and what both share.
 
-A ``WindowAcc`` holds one window's accumulators for every key of one operator, indexed by the
-key's dense id (``intern.Interner``). ``fold`` adds a batch of rows; the rows' value columns are
-the scanner's ``(tags, i64, f64)`` triples (``scan``): a row whose tag is ``FLOAT`` holds a
-float in ``f64``, any other an int in ``i64``. ``slots(kid)`` gives the accumulator exactly as
-``operators.fold.FoldPlan`` builds it (``[count, sum, ...]``; ``mean`` is ``[sum, count]``), so
-the two can be compared value for value and type for type.
+A ``WindowAcc`` holds one window's accumulators of the keys folded into it, by each key's dense
+id (``intern.Interner``), in the order the keys first arrived (a dict's order). ``fold`` adds a
+batch of rows; the rows' value columns are the scanner's ``(tags, i64, f64)`` triples
+(``scan``): a row whose tag is ``FLOAT`` holds a float in ``f64``, any other an int in ``i64``.
+``slots(kid)`` gives the accumulator exactly as ``operators.fold.FoldPlan`` builds it
+(``[count, sum, ...]``; ``mean`` is ``[sum, count]``), so the two can be compared value for
+value and type for type; ``load`` sets one from such a list (a restored window, or a row the
+Python fold took).
 
 Exactness: sums and means add in arrival order with Python's rules (``int + int`` exact,
 ``int + float`` and ``float + int`` in double precision), min and max compare ints and floats
 exactly and keep the first of equals. The compiled twin keeps ``int64`` sums and returns the rows
-whose add would overflow (and every later row of that key); ``fold_window`` adds those with
-Python ints, in ``py``.
+whose add would overflow (and every later row of that key), and the rows of a slot ``load`` set
+past int64; ``fold_window`` folds those with Python ints, in ``py``.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ class WindowAcc:
     Example:
         >>> acc = WindowAcc(("count", "sum"))
         >>> t, i, f = np.array([4, 4], np.uint8), np.array([2, 3]), np.array([0.0, 0.0])
-        >>> acc.fold(np.array([7, 7], np.int32), [None, (t, i, f)])[1].tolist()
-        []
+        >>> acc.fold(np.array([7, 7], np.int32), [None, (t, i, f)]) is None
+        True
         >>> acc.slots(7)
         [2, 5]
     """
@@ -59,12 +61,16 @@ class WindowAcc:
         self._acc: dict[int, list[Any]] = {}
         self._dirty: dict[int, None] = {}
 
-    def fold(self, kids: Array, columns: list[Any]) -> tuple[Array, Array]:
+    def __len__(self) -> int:
+        return len(self._acc)
+
+    def fold(self, kids: Array, columns: list[Any]) -> tuple[Array, Array] | None:
         """Add rows ``kids[i]`` with their values (``columns[j]``: ``(tags, i64, f64)`` for
         aggregate ``j``, ``None`` for a count).
 
         Returns:
-            ``(aggs, rows)``: the (aggregate, row) pairs left to ``fold_window`` (none here).
+            ``(aggs, rows)``: the (aggregate, row) pairs left to ``fold_window``, or None when
+            it left none (always, here).
 
         Raises:
             ValueError: a column's length or the number of columns is wrong.
@@ -107,7 +113,7 @@ class WindowAcc:
                         a[j][0] = v
                 elif v > a[j][0]:
                     a[j][0] = v
-        return np.empty(0, np.int32), np.empty(0, np.int64)
+        return None
 
     def _first(self, vals: list[Any], i: int) -> list[Any]:
         out: list[Any] = []
@@ -125,6 +131,25 @@ class WindowAcc:
         a = self._acc.get(kid)
         return None if a is None else [x for group in a for x in group]
 
+    def load(self, kid: int, slots: list[Any], dirty: bool = False) -> None:
+        """Set key ``kid``'s accumulator to ``slots`` (``FoldPlan``'s layout), adding the key
+        when it has none; ``dirty``: count it as changed.
+
+        Raises:
+            ValueError: ``kid`` is negative.
+        """
+        if kid < 0:
+            raise ValueError(f"key id {kid} is negative")
+        out: list[list[Any]] = []
+        pos = 0
+        for kind in self.kinds:
+            width = 2 if kind == "mean" else 1
+            out.append(list(slots[pos : pos + width]))
+            pos += width
+        self._acc[kid] = out
+        if dirty:
+            self._dirty.setdefault(kid, None)
+
     def python_start(self, j: int, kid: int) -> int:
         """Never needed here: this twin's sums are Python ints from the start."""
         raise AssertionError("the pure-Python fold leaves no row to fold_window")
@@ -139,17 +164,33 @@ class WindowAcc:
         """Every key's accumulator as columns, for firing without a Python call per key.
 
         Returns:
-            ``(ids, slots, objects)``: the ids with an accumulator (ascending ``int32``); per
-            slot of ``slots``' layout a ``(tags, i64, f64)`` column (``scan``'s ``INT``,
-            ``FLOAT``, or ``OTHER`` for an int past int64, whose value is
-            ``objects[(slot, row)]``).
+            ``(ids, slots, objects)``: the ids with an accumulator (``int32``, in the order
+            the keys first arrived); per slot of ``slots``' layout a ``(tags, i64, f64)``
+            column (``scan``'s ``INT``, ``FLOAT``, or ``OTHER`` for an int past int64, whose
+            value is ``objects[(slot, row)]``).
         """
-        ids = sorted(self._acc)
-        width = (
-            len(self.slots(ids[0]) or [])
-            if ids
-            else sum(2 if k == "mean" else 1 for k in self.kinds)
-        )
+        ids = list(self._acc)
+        slots, objects = self._columns(ids)
+        return np.array(ids, np.int32), slots, objects
+
+    def export_rows(
+        self, kids: Array
+    ) -> tuple[list[tuple[Array, Array, Array]], dict[tuple[int, int], Any]]:
+        """``export``'s ``(slots, objects)`` of the keys ``kids`` alone, in that order.
+
+        Raises:
+            KeyError: a key has no accumulator in this window.
+        """
+        ids = kids.tolist()
+        for k in ids:
+            if k not in self._acc:
+                raise KeyError(f"key id {k} has no accumulator in this window")
+        return self._columns(ids)
+
+    def _columns(
+        self, ids: list[int]
+    ) -> tuple[list[tuple[Array, Array, Array]], dict[tuple[int, int], Any]]:
+        width = sum(2 if k == "mean" else 1 for k in self.kinds)
         columns = [[self._acc_slots(k)[s] for k in ids] for s in range(width)]
         objects: dict[tuple[int, int], Any] = {}
         out = []
@@ -162,7 +203,7 @@ class WindowAcc:
             i64 = np.array([v if tags[r] == 4 else 0 for r, v in enumerate(col)], np.int64)
             f64 = np.array([v if type(v) is float else 0.0 for v in col], np.float64)
             out.append((tags, i64, f64))
-        return np.array(ids, np.int32), out, objects
+        return out, objects
 
     def _acc_slots(self, kid: int) -> list[Any]:
         return [x for group in self._acc[kid] for x in group]
@@ -173,7 +214,7 @@ class WindowAcc:
 
 
 def fold_window(acc: Any, kids: Array, columns: list[Any]) -> None:
-    """Fold rows into ``acc`` (either twin's ``WindowAcc``), then add the rows its int64 slots
+    """Fold rows into ``acc`` (either twin's ``WindowAcc``), then fold the rows its int64 slots
     could not hold with Python ints, in arrival order.
 
     Args:
@@ -181,13 +222,23 @@ def fold_window(acc: Any, kids: Array, columns: list[Any]) -> None:
         kids: ``int32`` dense key ids, one per row.
         columns: per aggregate, ``(tags, i64, f64)`` or ``None`` for a count.
     """
-    aggs, rows = acc.fold(kids, columns)
-    if not len(rows):
+    left = acc.fold(kids, columns)
+    if left is None:
         return
+    aggs, rows = left
     for j, i in zip(aggs.tolist(), rows.tolist(), strict=True):
         tags, i64, f64 = columns[j]
         k = int(kids[i])
         held = acc.py[j]
         if k not in held:
             held[k] = acc.python_start(j, k)
-        held[k] += _number(int(tags[i]), int(i64[i]), float(f64[i]))
+        v = _number(int(tags[i]), int(i64[i]), float(f64[i]))
+        kind = acc.kinds[j]
+        if kind == "min":
+            if v < held[k]:
+                held[k] = v
+        elif kind == "max":
+            if v > held[k]:
+                held[k] = v
+        else:  # sum, mean (the kernel counted the row)
+            held[k] += v

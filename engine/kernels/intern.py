@@ -22,6 +22,59 @@ def crc32_of(data: bytes) -> int:
     return zlib.crc32(data)
 
 
+def span_groups(data: bytes, starts: Array, lens: Array, max_parallelism: int) -> Array:
+    """The key group of each key ``data[starts[i]:starts[i] + lens[i]]`` (``int32``), as
+    ``state.keygroups.key_group_of_stored``: routing a batch needs no interner."""
+    return np.array(
+        [
+            zlib.crc32(data[s : s + n]) % max_parallelism
+            for s, n in zip(starts.tolist(), lens.tolist(), strict=True)
+        ],
+        np.int32,
+    )
+
+
+def pack_strs(keys: list[str]) -> tuple[bytes, Array]:
+    """``keys``' UTF-8 bytes end to end, and their ``int32`` offsets (``len(keys) + 1``, from
+    0): Arrow's layout of a string column.
+
+    Raises:
+        TypeError: a key is not a str.
+        ValueError: the keys exceed 2 GiB.
+    """
+    for k in keys:
+        if type(k) is not str:
+            raise TypeError(f"key {k!r} is not a str")
+    raw = [k.encode() for k in keys]
+    return _packed(raw)
+
+
+def gather_spans(data: bytes, starts: Array, lens: Array) -> tuple[bytes, Array]:
+    """``pack_strs`` of the spans ``data[starts[i]:starts[i] + lens[i]]``."""
+    raw = [bytes(data[s : s + n]) for s, n in zip(starts.tolist(), lens.tolist(), strict=True)]
+    return _packed(raw)
+
+
+def _packed(raw: list[bytes]) -> tuple[bytes, Array]:
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum([len(r) for r in raw], out=offsets[1:])
+    if offsets[-1] > 0x7FFFFFFF:
+        raise ValueError("the keys of one batch exceed 2 GiB")
+    return b"".join(raw), offsets.astype(np.int32)
+
+
+def list_groups(keys: list[str], max_parallelism: int) -> Array:
+    """The key group of each key of ``keys`` (``int32``), as ``state.keygroups.key_group``.
+
+    Raises:
+        TypeError: a key is not a str.
+    """
+    for k in keys:
+        if type(k) is not str:
+            raise TypeError(f"key {k!r} is not a str")
+    return np.array([zlib.crc32(k.encode()) % max_parallelism for k in keys], np.int32)
+
+
 class Interner:
     """Dense ids for keys, and each key's key group.
 
@@ -69,6 +122,23 @@ class Interner:
                 self._groups.append(zlib.crc32(raw) % m)
             out.append(k)
         return np.array(out, dtype=np.int32)
+
+    def intern_list(self, keys: list[str]) -> Array:
+        """``intern`` for keys given as strs (each taken as its UTF-8 bytes).
+
+        Raises:
+            TypeError: a key is not a str.
+        """
+        for k in keys:
+            if type(k) is not str:
+                raise TypeError(f"key {k!r} is not a str")
+        raw = [k.encode() for k in keys]
+        data = b"".join(raw)
+        lens = np.array([len(r) for r in raw], np.int32)
+        starts = np.zeros(len(raw), np.int64)
+        if len(raw) > 1:
+            np.cumsum(lens[:-1], out=starts[1:])
+        return self.intern(data, starts, lens)
 
     def groups(self, ids: Array) -> Array:
         """The key group of each id (``int32``)."""

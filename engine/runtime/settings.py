@@ -27,6 +27,7 @@ from weir.base.settings import (
     WholeNumber,
     named,
 )
+from weir.engine.columnar import COLUMNAR_SETTING
 from weir.engine.kernels import KERNELS_SETTING
 
 __all__ = ["MASTER_FORMS", "RUN_SETTINGS", "parse_master", "spark_addresses"]
@@ -322,4 +323,9 @@ SPARK_LOCAL_IP = Setting(
     env="SPARK_LOCAL_IP",
     env_only=True,
 )
-RUN_ENVIRONMENT: tuple[Setting, ...] = (PROFILE_DIR, SPARK_LOCAL_IP, KERNELS_SETTING)
+RUN_ENVIRONMENT: tuple[Setting, ...] = (
+    PROFILE_DIR,
+    SPARK_LOCAL_IP,
+    KERNELS_SETTING,
+    COLUMNAR_SETTING,
+)

@@ -71,6 +71,7 @@ def pairs_of_split(
     ``WeirError`` (an unreadable input) goes to its ``errors/`` for the driver to report.
     ``batches``: ``SourceBatch`` es, and for a ``plain`` job also Arrow record batches of its fields
     (``columnar.column_batches``)."""
+    from weir.engine.runtime.operators.columns import ColumnBatch
     from weir.engine.runtime.outputs import DeadLetters
     from weir.engine.runtime.task.chain import Chain, keyby_nodes
     from weir.engine.sinks import from_url as sink_from_url
@@ -98,7 +99,9 @@ def pairs_of_split(
                         yield out
                     continue
                 chain.process(batch, split)
-                for node, keys, recs, ts, wms in chain.keyed:
+                for item in chain.keyed:
+                    assert not isinstance(item, ColumnBatch)  # a chain made without columnar
+                    node, keys, recs, ts, wms = item
                     if node == node_index:
                         out = select.columns(keys, recs, ts, wms)
                         if len(out["key"]):

@@ -63,7 +63,7 @@ def test_the_wheel_holds_weir_and_its_dist_info_only(wheel: zipfile.ZipFile) -> 
 
 def test_the_wheel_holds_the_compiled_kernels(wheel: zipfile.ZipFile) -> None:
     names = wheel.namelist()
-    for kernel in ("_scan", "_timek", "_intern", "_fold", "_strk"):
+    for kernel in ("_scan", "_timek", "_intern", "_fold", "_strk", "_recs", "_cellk"):
         built = [
             n for n in names if n.startswith(f"weir/engine/kernels/{kernel}.") and n.endswith(".so")
         ]
@@ -88,7 +88,7 @@ def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
     core = sorted(r.split(">")[0] for r in requires if "extra ==" not in r)
     assert core == [
         "fastapi", "fastapi-offline", "httpx", "httpx-sse", "msgpack", "numpy", "orjson",
-        "prometheus-client", "rocksdict", "uvicorn",
+        "prometheus-client", "pyarrow", "rocksdict", "uvicorn",
     ]  # fmt: skip
     by_extra = {
         "kafka": ["confluent-kafka", "crc32c", "kafka-python"],

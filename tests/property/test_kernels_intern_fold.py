@@ -38,6 +38,18 @@ def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.Data
     assert ids.tolist() == [first[k] for k in keys]
     assert it.keys() == list(first) and len(it) == len(first)
     assert it.groups(ids).tolist() == [key_group(k, max_par) for k in keys]
+    # strs intern to the same ids; routing computes the same groups without an interner
+    assert it.intern_list(keys).tolist() == ids.tolist()
+    again = kernels.Interner(max_par)
+    assert again.intern_list(keys).tolist() == ids.tolist() and again.keys() == list(first)
+    groups = [key_group(k, max_par) for k in keys]
+    assert kernels.span_groups(block, starts, lens, max_par).tolist() == groups
+    assert kernels.list_groups(keys, max_par).tolist() == groups
+    # the exchange's key column: the keys' bytes end to end, and Arrow's offsets
+    packed, offsets = kernels.pack_strs(keys)
+    assert packed == block and offsets.tolist() == [0, *np.cumsum(lens).tolist()]
+    spans = kernels.gather_spans(block, starts[::-1].copy(), lens[::-1].copy())
+    assert spans[0] == b"".join(reversed(raw))
     p = data.draw(st.integers(1, max_par))
     assert it.partitions(ids, p).tolist() == [
         operator_for_key_group(max_par, p, key_group(k, max_par)) for k in keys
@@ -102,7 +114,7 @@ def test_fold_equals_python_fold(
             assert got is not None and [_bits(x) for x in got] == [_bits(x) for x in expected]
     assert acc.present_ids().tolist() == sorted(int(k) for k in want)
     ids, slots, objects = acc.export()  # the same accumulators as columns
-    assert ids.tolist() == sorted(int(k) for k in want)
+    assert ids.tolist() == [int(k) for k in want]  # in the order the keys first arrived
     for row, kid in enumerate(ids.tolist()):
         exported = [
             objects[(s, row)]
@@ -111,3 +123,61 @@ def test_fold_equals_python_fold(
             for s, (t, i, f) in enumerate(slots)
         ]
         assert [_bits(x) for x in exported] == [_bits(x) for x in want[str(kid)]]
+
+
+def _exported(slots: list[Any], objects: dict[Any, Any], row: int) -> list[Any]:
+    return [
+        objects[(s, row)] if t[row] == 7 else (float(f[row]) if t[row] == FLOAT else int(i[row]))
+        for s, (t, i, f) in enumerate(slots)
+    ]
+
+
+PAST_INT64 = st.sampled_from([BIG + 1, BIG + 10**6, -BIG - 2, (1 << 64) - 1])
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.tuples(st.just("fold"), st.integers(0, 5), numbers),
+            st.tuples(st.just("load"), st.integers(0, 5), st.one_of(numbers, PAST_INT64)),
+        ),
+        max_size=40,
+    ),
+    st.lists(st.sampled_from(sorted(AGGS)), min_size=1, max_size=5, unique=True),
+)
+def test_load_then_fold_equals_python_fold(
+    kernels: Kernels, steps: list[tuple[str, int, Any]], kinds: list[str]
+) -> None:
+    """``load`` sets a key's slots (a restored window, or a row the Python fold took), ints
+    past int64 included, for every kind; folding goes on from them exactly as the Python fold
+    would, and ``export_rows`` gives the chosen keys' slots in the order asked."""
+    plan = FoldPlan({k: AGGS[k] for k in kinds})
+    acc = kernels.WindowAcc(tuple(kinds))
+    bucket: dict[str, list[Any]] = {}
+    for op, kid, v in steps:
+        key = str(kid)
+        if op == "load":
+            slots: list[Any] = []
+            for kind in kinds:
+                slots.extend({"count": [3], "mean": [v, 2]}.get(kind, [v]))
+            bucket[key] = list(slots)
+            acc.load(kid, slots, dirty=True)
+            continue
+        tag = FLOAT if type(v) is float else INT
+        col = (
+            np.array([tag], np.uint8),
+            np.array([v if tag == INT else 0], np.int64),
+            np.array([v if tag == FLOAT else 0.0]),
+        )
+        fold_window(acc, np.array([kid], np.int32), [None if k == "count" else col for k in kinds])
+        plan.fold({1: bucket}, {}, [key], [1], *([[v]] if plan.fields else []), [])
+    assert len(acc) == len(bucket)
+    for key, want in bucket.items():
+        got = acc.slots(int(key))
+        assert got is not None and [_bits(x) for x in got] == [_bits(x) for x in want]
+    chosen = np.array([int(k) for k in reversed(bucket)], np.int32)
+    slots_out, objects = acc.export_rows(chosen)
+    for row, kid in enumerate(chosen.tolist()):
+        got = _exported(slots_out, objects, row)
+        assert [_bits(x) for x in got] == [_bits(x) for x in bucket[str(kid)]]
+    assert sorted(acc.take_dirty().tolist()) == sorted(int(k) for k in bucket)

@@ -35,7 +35,8 @@ def test_the_page_shows_no_example_that_is_not_a_file() -> None:
     assert sorted(_shown()) == [str(p.relative_to(ROOT)) for p in EXAMPLES]
 
 
-def test_the_pages_explain_text_is_the_example_jobs() -> None:
+def test_the_pages_explain_text_is_the_example_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WEIR_COLUMNAR", "auto")  # the page shows the default's plan
     text = explain.render(explain.describe(load_job(EXAMPLES[0].parent / "job.py")))
     page = PAGE.read_text(encoding="utf-8")
     shown = page.split("```text\n", 1)[1].split("```", 1)[0].splitlines()

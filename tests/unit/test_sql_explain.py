@@ -14,6 +14,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "app" / "examples"
 DEMO = Path(__file__).resolve().parents[2] / "app" / "demo_job.py"
 
 
+@pytest.fixture(autouse=True)
+def _columnar_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The graphs below say how each key_by runs by default, whatever WEIR_COLUMNAR is."""
+    monkeypatch.delenv("WEIR_COLUMNAR", raising=False)
+
+
 def _explain(capsys: pytest.CaptureFixture[str], *args: str) -> str:
     assert main(["explain", *args]) == 0
     return capsys.readouterr().out
@@ -37,6 +43,9 @@ def test_explain_a_sql_job_as_json(capsys: pytest.CaptureFixture[str]) -> None:
             {
                 "type": "key_by",
                 "key": "id",
+                # SQL's SUM skips NULLs, which the compiled fold does not
+                "execution": "records: aggregate 'total' of operator 'impressions' skips NULLs "
+                "or casts its result (SQL's rules)",
                 "operators": [
                     {
                         "name": "impressions",
@@ -69,6 +78,7 @@ def test_explain_a_sql_job_as_text(capsys: pytest.CaptureFixture[str]) -> None:
         "    map CHECK clicks(user_id STRING, url STRING, rowtime BIGINT)",
         "      filter WHERE url NOT LIKE '%/health'",
         "        key_by user_id",
+        "          runs record by record (operator 'sessions' has SessionWindows)",
         "          window operator sessions: session (gap_ms=1800000, time=event), allowed "
         "lateness 60000 ms",
         "            clicks = count(*)",
@@ -78,7 +88,7 @@ def test_explain_a_sql_job_as_text(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_explain_a_python_job(capsys: pytest.CaptureFixture[str]) -> None:
     text = _explain(capsys, str(DEMO))
-    assert "    filter <lambda>\n      key_by id\n" in text
+    assert "    filter <lambda>\n      key_by id\n        runs on columns\n" in text
     assert "window operator impressions: tumbling (size_ms=10000, time=event)" in text
     graph = json.loads(_explain(capsys, str(DEMO), "--json"))
     (key_by,) = graph["sources"][0]["children"][0]["children"]

@@ -168,8 +168,12 @@ def test_a_sql_job_file_declares_a_match_recognize_view(tmp_path: Path) -> None:
     assert testing.run(job, rows).results == [{"symbol": "X", "low": 3, "high": 4}]
 
 
-def test_weir_explain_shows_the_pattern_the_query_compiles_to() -> None:
+def test_weir_explain_shows_the_pattern_the_query_compiles_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from weir.engine.explain import describe, render
+
+    monkeypatch.setenv("WEIR_COLUMNAR", "auto")  # the reason shown is the default path's
 
     job = Job("mr")
     table = job.source(sources.jsonl("/unused.jsonl"), timestamp="rowtime")
@@ -177,6 +181,9 @@ def test_weir_explain_shows_the_pattern_the_query_compiles_to() -> None:
             MEASURES FIRST(A.id) AS a PATTERN (A B{1,3} C)
             DEFINE A AS name = 'a', B AS B.x < A.x)""", tables={"MyTable": table})  # fmt: skip
     text = render(describe(job))
-    assert "key_by sym\n      pattern operator m: skip skip_to_next\n" in text
+    assert (
+        "key_by sym\n      runs record by record (operator 'm' is not a window operator)\n"
+        "      pattern operator m: skip skip_to_next\n"
+    ) in text
     assert "next B where B.x < A.x (times, greedy, inner=strict, times 1..3)" in text
     assert "next C where _any_row (single)" in text  # no DEFINE: any row

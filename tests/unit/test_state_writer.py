@@ -5,13 +5,21 @@ time (``StateWriter.rested``). A heavy write makes the next flush wait; a light 
 from __future__ import annotations
 
 import time
+import zlib
 from collections.abc import Mapping
 
 import msgpack
+import numpy as np
+import pytest
 
-from weir.engine.runtime.operators.delta import Segment, StateDelta
+from tests.support import stored_windows
+from weir.engine.runtime.operators.cellwrites import CellLog, CellPart, Frozen
+from weir.engine.runtime.operators.delta import ColumnSegment, Segment, StateDelta
 from weir.engine.runtime.task.statewriter import MAX_REST_S, REST, StateWriter
+from weir.state.cellcodec import bucket_of_hash
 from weir.state.memory import MemoryState
+
+SID = 3
 
 
 class SlowState(MemoryState):
@@ -134,3 +142,42 @@ def test_chunked_and_whole_writes_hold_the_same_state_and_each_part_is_in_key_or
         [b"b|9", b"c|2"],
         [b"b|9", b"m", b"z"],
     ]
+
+
+def test_column_segments_write_as_cells_of_python_values_and_a_late_update_wins() -> None:
+    """A columnar operator's changed rows (``ColumnSegment``) are written as cells holding
+    the row layout's values: int64 and float64 columns read back as Python ints and floats,
+    an object column keeps its values (an int past int64). A window both handed over as
+    columns and frozen in the same generation (fired, then updated by an allowed-late
+    record) is one entry per cell, in which the frozen (later) slots win and the columns'
+    other keys stay."""
+    big = (1 << 63) + 5  # past int64, still a msgpack integer
+    keys = ["k2938", "k1598", "k3024"]  # one cell: key group 90, bucket 49 of 128 groups
+    crcs = [zlib.crc32(k.encode()) for k in keys]
+    assert len({(c % 128, bucket_of_hash(c)) for c in crcs}) == 1
+    column = ColumnSegment(
+        end=5,
+        keys=keys,
+        key_groups=np.array([c % 128 for c in crcs], np.uint16),
+        slots=[np.array([2, 1, 3], np.int64), [big, 0.5, 7], np.array([1.5, 2.0, 3.0])],
+    )
+    late: list[Frozen] = [(SID, 5, ["k2938"], [9, 9, 9.5])]
+    for chunk in (None, 1):
+        state = MemoryState()
+        part = CellPart(CellLog(128), SID, 3, late)
+        delta = StateDelta(columns=[column], cells=part)
+        assert len(delta) == 4
+        delta.write(state, chunk)
+        rows = {k.decode(): s for k, _, end, s in stored_windows(state.scan(b"", b"\xff"), SID)}
+        assert rows == {"k1598": [1, 0.5, 2.0], "k2938": [9, 9, 9.5], "k3024": [3, 7, 3.0]}
+        assert [type(v) for v in rows["k1598"]] == [int, float, float]
+    fresh = MemoryState()
+    StateDelta(columns=[column], cells=CellPart(CellLog(128), SID, 3, [])).write(fresh)
+    rows = {k.decode(): s for k, _, _, s in stored_windows(fresh.scan(b"", b"\xff"), SID)}
+    assert rows["k2938"] == [2, big, 1.5]
+
+
+def test_columns_without_a_cell_writer_are_refused() -> None:
+    column = ColumnSegment(5, ["a"], np.array([0], np.uint16), [np.array([1], np.int64)])
+    with pytest.raises(ValueError, match="CellPart"):
+        StateDelta(columns=[column])

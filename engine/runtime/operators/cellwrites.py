@@ -184,15 +184,27 @@ class CellPart:
     def entries(self, columns: list[ColumnSegment]) -> Iterator[tuple[bytes, bytes]]:
         gen = self.log.next_gen()
         max_par = self.log.max_parallelism
+        # a window both in ``columns`` and frozen (fired, then updated by a late record) is
+        # written once: a generation has one entry per cell, the frozen rows are the later
+        both = {f[1] for f in self.frozen if f[0] == self.sid}
+        frozen = [_column_frozen(self.sid, s) for s in columns if s.end in both]
         for seg in columns:
-            yield from self.log.encode(self.sid, seg.end, cell_rows(seg), gen)
-        for sid, end, keys, flat in _one_per_window(self.frozen, self.width):
+            if seg.end not in both:
+                yield from self.log.encode(self.sid, seg.end, cell_rows(seg), gen)
+        for sid, end, keys, flat in _one_per_window(frozen + self.frozen, self.width):
             yield from self.log.encode(sid, end, frozen_rows(keys, flat, self.width, max_par), gen)
 
     def written(self, state: StateBackend) -> None:
         self.log.merge_due(state)
         if self.final is not None:
             self.log.forget(*self.final)
+
+
+def _column_frozen(sid: int, segment: ColumnSegment) -> Frozen:
+    """``segment``'s rows as frozen rows (slots end to end; rare: a window a late record
+    updated in the generation it fired)."""
+    columns = [c.tolist() if isinstance(c, np.ndarray) else list(c) for c in segment.slots]
+    return sid, segment.end, segment.keys, list(chain.from_iterable(zip(*columns, strict=True)))
 
 
 def _one_per_window(frozen: list[Frozen], width: int) -> list[Frozen]:

@@ -1,5 +1,6 @@
-"""Which runtime runs an operator: window operators fold into windows (sliding ones on panes,
-sessions merge; count and global windows, triggers and evictors run on the triggered operator),
+"""Which runtime runs an operator: window operators fold into windows (on columns where their
+aggregates allow, ``colwindow.py``; sliding ones on panes, sessions merge; count and global
+windows, triggers and evictors run on the triggered operator),
 process functions run user code with keyed state and timers (co-process functions with two
 inputs, broadcast functions with a broadcast input)."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from weir.engine.columnar import columnar_on, operator_refusal, refusal
 from weir.engine.nodes import (
     BroadcastNode,
     BroadcastProcessNode,
@@ -19,6 +21,7 @@ from weir.engine.nodes import (
 )
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
 from weir.engine.runtime.operators.broadcast import BroadcastRuntime, KeyedBroadcastRuntime
+from weir.engine.runtime.operators.colwindow import ColumnWindowRuntime
 from weir.engine.runtime.operators.coprocess import CoProcessRuntime
 from weir.engine.runtime.operators.process import ProcessRuntime
 from weir.engine.runtime.operators.session import SessionRuntime
@@ -40,7 +43,10 @@ def runtime_for(
     late: LateRecords,
     dead: DeadLetters,
     retention_ms: int,
+    columns: bool | None = None,
 ) -> OperatorRuntime:
+    """The runtime of ``op``; a window operator folds columns when ``columns`` (None: when it
+    can, ``columnar.operator_refusal``, and the columnar path is on)."""
     args = (state, key_groups, max_parallelism, late, dead, retention_ms)
     if isinstance(op, BroadcastProcessNode):
         return BroadcastRuntime(op, *args)
@@ -54,6 +60,10 @@ def runtime_for(
         return TriggeredRuntime(op, *args)
     if isinstance(op.assigner, SessionWindows):
         return SessionRuntime(op, *args)
+    if columns is None:
+        columns = columnar_on() and operator_refusal(op) is None
+    if columns:
+        return ColumnWindowRuntime(op, *args)
     if uses_panes(op.assigner):
         return SlidingRuntime(op, *args)
     return WindowRuntime(op, *args)
@@ -76,10 +86,11 @@ def runtimes_for(
     feeds: list[list[tuple[str, Feed]]] = []
     for node in keyby:
         fed: list[tuple[str, Feed]] = []
+        columns = refusal(node) is None  # every operator of the node, or none, on columns
         for op in node.children:
             rt = runtimes.get(op.name)
             if rt is None:
-                rt = runtimes[op.name] = runtime_for(op, *args)
+                rt = runtimes[op.name] = runtime_for(op, *args, columns=columns)
             if isinstance(node, BroadcastNode) and isinstance(rt, KeyedBroadcastRuntime):
                 fed.append((op.name, rt.process_broadcast))
             elif isinstance(rt, CoProcessRuntime) and isinstance(op, CoProcessNode):

@@ -231,6 +231,12 @@ class WindowTops:
         columns = {name: self._column(name, slots) for name in self._names}
         self.latest = {"start": start, "end": end, "by": ranked_columns(list(bucket), columns)}
 
+    def fired_ranked(self, start: int, end: int, keys: int, ranked: Ranked) -> None:
+        """``fired`` for a window of ``keys`` keys, ranked already (``colrank``)."""
+        if not keys or (self.latest is not None and self.latest["end"] > end):
+            return
+        self.latest = {"start": start, "end": end, "by": ranked}
+
     def flushed(self, buckets: dict[int, dict[str, list[Any]]], dirty: dict[int, set[str]]) -> None:
         """State is about to be written: ``dirty`` keys of the open windows in ``buckets``."""
         if self.current is not None and buckets:

@@ -111,7 +111,7 @@ class WindowRuntime:
             self.plan.result,
             self.plan.ranked,
             self._start_of,
-            type(self) is WindowRuntime,
+            self._tracks_current(),
             self.plan.column,
         )
         # progress
@@ -123,6 +123,14 @@ class WindowRuntime:
     @property
     def open_windows(self) -> int:
         return sum(len(b) for b in self.buckets.values())
+
+    def open_ends(self) -> list[int]:
+        """The ends of the windows still open (a sliding operator's: its panes')."""
+        return list(self.buckets)
+
+    def _tracks_current(self) -> bool:
+        """Does its top-N follow the newest open window (tumbling and cumulating windows)?"""
+        return type(self) is WindowRuntime
 
     # -- input -------------------------------------------------------------------------------
 

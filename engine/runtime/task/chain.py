@@ -30,8 +30,9 @@ from weir.engine.nodes import (
     SourceNode,
     StatelessNode,
 )
+from weir.engine.runtime.operators.columns import ColumnBatch, from_records
 from weir.engine.runtime.outputs import DeadLetters
-from weir.engine.runtime.task.framing import unencodable_reason
+from weir.engine.runtime.task.framing import carried_mask
 from weir.engine.sinks import SinkWriter
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK, per_record_watermarks
@@ -53,6 +54,9 @@ def _describe_error(exc: BaseException) -> str:
 
 
 KeyedBatch = tuple[int, list[str], list[Any], list[int], list[int]]  # node, keys, recs, ts, wms
+# what the chain hands the keyed side per key_by node: lists, or columns for a node whose
+# operators fold columns (``operators.colwindow``)
+Keyed = KeyedBatch | ColumnBatch
 # stateless kinds that give one record for each (``with_columns``: a map made of expressions),
 # and those that keep some records as they are
 _MAPS = frozenset({"map", "with_columns", "map_batch"})
@@ -72,20 +76,21 @@ class Chain:
         dead: DeadLetters,
         max_future_ms: int | None = None,
         keyby_index: dict[int, int] | None = None,
+        columnar: dict[int, list[str]] | None = None,
     ) -> None:
         """``keyby_index``: the job's key_by nodes by ``id`` (``graph.Graph``); by default
-        this source's own, numbered in definition order."""
+        this source's own, numbered in definition order. ``columnar``: the nodes (by index)
+        whose rows go to the keyed side as columns, each with the fields its operators
+        aggregate (``graph.column_nodes``)."""
         self._source = source
         # event times this far past the wall clock are refused: one such record would move the
         # watermark past every open window and close them all
         self._max_future = max_future_ms or None
         self._sinks = sink_writers  # keyed by id() of the SinkNode
-        self._keyby_index = (
-            {id(n): i for i, n in enumerate(keyby_nodes(source))}
-            if keyby_index is None
-            else keyby_index
-        )
-        self.keyed: list[KeyedBatch] = []
+        own = {id(n): i for i, n in enumerate(keyby_nodes(source))}
+        self._keyby_index = own if keyby_index is None else keyby_index
+        self.keyed: list[Keyed] = []
+        self._columnar = columnar or {}
         self._dead = dead
         self._bound = source.watermarks.bound_ms
         self.max_ts: dict[str, int] = {}  # per split: max event time seen
@@ -239,7 +244,12 @@ class Chain:
                 if keys and not from_json:
                     keys, krecs, kts, kwms = self._carried(keys, krecs, kts, kwms)
                 if keys:
-                    self.keyed.append((self._keyby_index[id(node)], keys, krecs, kts, kwms))
+                    index = self._keyby_index[id(node)]
+                    fields = self._columnar.get(index)
+                    if fields is None:
+                        self.keyed.append((index, keys, krecs, kts, kwms))
+                    else:
+                        self.keyed.append(from_records(index, keys, krecs, kts, kwms, fields))
             elif isinstance(node, BroadcastNode):
                 self._broadcast(node, recs, ts, wms, from_json)
             elif isinstance(node, ForwardNode):  # stays on this worker: never encoded
@@ -345,13 +355,9 @@ class Chain:
     ) -> tuple[list[str], list[Any], list[int], list[int]]:
         """Only the records the exchange can carry (``framing``); the others go to the
         dead-letter output, at every parallelism alike (whether a record would cross or not)."""
-        if unencodable_reason(recs) is None:  # one msgpack pass over the batch
+        mask = carried_mask(recs, self._dead)
+        if mask is None:
             return keys, recs, ts, wms
-        reasons = [unencodable_reason(r) for r in recs]
-        for r, why in zip(recs, reasons, strict=True):
-            if why is not None:
-                self._dead.add("exchange", "unencodable", why, r)
-        mask = [why is None for why in reasons]
         return (
             list(compress(keys, mask)),
             list(compress(recs, mask)),
@@ -408,21 +414,21 @@ def _mask(node: StatelessNode, recs: list[Any]) -> list[Any]:
     return list(map(node.fn, recs))
 
 
-def _walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
+def walk(source: SourceNode) -> list[tuple[Node | OperatorNode, bool]]:
     """Every node below the source in definition order, with whether records reach it exactly
     as decoded from JSON (only filters on the way)."""
     found: list[tuple[Node | OperatorNode, bool]] = []
 
-    def walk(nodes: list[Node], exact: bool) -> None:
+    def visit(nodes: list[Node], exact: bool) -> None:
         for n in nodes:
             found.append((n, exact))
             if isinstance(n, StatelessNode):
-                walk(n.children, exact and n.kind in _FILTERS)
+                visit(n.children, exact and n.kind in _FILTERS)
             elif isinstance(n, KeyByNode):
                 found.extend((op, exact) for op in n.children)
             # a broadcast node's operators hang under their keyed input's key_by as well
 
-    walk(source.children, True)
+    visit(source.children, True)
     return found
 
 
@@ -430,8 +436,8 @@ def keyby_nodes(source: SourceNode) -> list[ExchangeNode]:
     """Every node whose records go to the keyed side, in definition order (their index is how
     workers name them): key_by nodes, routed by key group, broadcast nodes, sent to every
     worker, and forward nodes, kept by the worker that read them."""
-    return [n for n, _ in _walk(source) if isinstance(n, KeyByNode | BroadcastNode | ForwardNode)]
+    return [n for n, _ in walk(source) if isinstance(n, KeyByNode | BroadcastNode | ForwardNode)]
 
 
 def sink_nodes(source: SourceNode) -> list[SinkNode]:
-    return [n for n, _ in _walk(source) if isinstance(n, SinkNode)]
+    return [n for n, _ in walk(source) if isinstance(n, SinkNode)]

@@ -5,7 +5,9 @@ A frame is ``[0, [entry, ...]]`` (records) or ``[1, checkpoint, stop_sources]`` 
 entry is ``[parts, trace, data_watermark, status, source]`` (the index of the source whose
 watermark the trace is) and a part, one keyed sub-batch, is ``[node,
 keys, records, timestamps, watermarks]``; the trace, timestamps and watermarks are packed int64
-arrays (a memcpy each way, not one msgpack integer per record).
+arrays (a memcpy each way, not one msgpack integer per record). A node whose operators fold
+columns sends ``[node, arrow_batch, extra]`` instead (``colframes``: the rows as an Arrow record
+batch, and the few records and values a receiver may need whole).
 
 What a record may hold to cross: ``dict``, ``list``, ``str``, ``int`` (64-bit), ``float``,
 ``bool``, ``None``, ``bytes``, and ``tuple``, kept a tuple (an ext type). Anything else (a
@@ -28,7 +30,8 @@ import msgpack
 from weir.base.errors import MessageError
 
 if TYPE_CHECKING:  # chain checks records with this module: no import cycle at run time
-    from weir.engine.runtime.task.chain import KeyedBatch
+    from weir.engine.runtime.outputs import DeadLetters
+    from weir.engine.runtime.task.chain import Keyed, KeyedBatch
 
 MAX_FRAME = 64 * 1024 * 1024  # a length over this fails the peer before anything is buffered
 TUPLE_EXT = 1
@@ -37,7 +40,7 @@ _STATUSES = frozenset({0, 1, 2})  # routing's ACTIVE, IDLE, ENDED
 # an entry of a frame: keyed sub-batches of one source batch, the sender's watermark of that
 # source after each of its records (packed), its data watermark, the sender's input status of
 # that source, and the source's index
-Entry = tuple[list["KeyedBatch"], bytes, int, int, int]
+Entry = tuple[list["Keyed"], bytes, int, int, int]
 
 
 class Unencodable(Exception):
@@ -81,18 +84,22 @@ _PACKER = msgpack.Packer(default=_default, strict_types=True, use_bin_type=True,
 _ENCODE_ERRORS = (Unencodable, TypeError, ValueError, OverflowError)
 
 
+def _encode_part(part: Keyed) -> list[Any]:
+    if isinstance(part, tuple):
+        n, k, r, t, w = part
+        return [n, k, r, pack_ints(t), pack_ints(w)]
+    from weir.engine.kernels import KERNELS  # pyarrow and the kernels: only for columnar jobs
+    from weir.engine.runtime.task.colframes import encode_part
+
+    return encode_part(part, KERNELS, _pack_nested)
+
+
 def encode_entries(entries: list[Entry]) -> bytes:
     """A records frame; ``Unencodable`` when a record holds what the exchange does not carry."""
     frame = [
         _DATA,
         [
-            [
-                [[n, k, r, pack_ints(t), pack_ints(w)] for n, k, r, t, w in parts],
-                trace,
-                dwm,
-                st,
-                src,
-            ]
+            [list(map(_encode_part, parts)), trace, dwm, st, src]
             for parts, trace, dwm, st, src in entries
         ],
     ]
@@ -121,8 +128,12 @@ def drop_unencodable(entries: list[Entry], dead: Callable[[str, Any], None]) -> 
     ``dead(reason, record)``."""
     kept: list[Entry] = []
     for parts, trace, dwm, st, src in entries:
-        clean: list[KeyedBatch] = []
-        for node, keys, recs, ts, wms in parts:
+        clean: list[Keyed] = []
+        for part in parts:
+            if not isinstance(part, tuple):  # columns: their records were checked in the chain
+                clean.append(part)
+                continue
+            node, keys, recs, ts, wms = part
             if unencodable_reason(recs) is None:
                 clean.append((node, keys, recs, ts, wms))
                 continue
@@ -132,17 +143,20 @@ def drop_unencodable(entries: list[Entry], dead: Callable[[str, Any], None]) -> 
                     dead(why, r)
             mask = [why is None for why in reasons]
             if any(mask):
-                part = keys, recs, ts, wms
-                k, r, t, w = (list(compress(col, mask)) for col in part)
+                columns = keys, recs, ts, wms
+                k, r, t, w = (list(compress(col, mask)) for col in columns)
                 clean.append((node, k, r, t, w))
         kept.append((clean, trace, dwm, st, src))
     return kept
 
 
-def decode_frame(payload: bytes, nodes: int, sources: int = 1) -> list[Entry] | tuple[int, bool]:
+def decode_frame(
+    payload: bytes, nodes: int, sources: int = 1, columns: dict[int, list[str]] | None = None
+) -> list[Entry] | tuple[int, bool]:
     """A records frame's entries, or a barrier's ``(checkpoint, stop_sources)``; ``nodes``: how
-    many keyed nodes the job has, ``sources`` how many sources. ``MessageError`` for anything
-    weir did not send."""
+    many keyed nodes the job has, ``sources`` how many sources, ``columns`` its nodes whose
+    rows cross as columns, with their fields (``graph.column_nodes``). ``MessageError`` for
+    anything weir did not send."""
     try:
         found = _unpack(payload)
     except MessageError:
@@ -155,11 +169,11 @@ def decode_frame(payload: bytes, nodes: int, sources: int = 1) -> list[Entry] | 
         if type(found[1]) is int and found[1] >= 0 and type(found[2]) is bool:
             return found[1], found[2]
     if type(found) is list and len(found) == 2 and found[0] == _DATA and type(found[1]) is list:
-        return [_entry(e, nodes, sources) for e in found[1]]
+        return [_entry(e, nodes, sources, columns or {}) for e in found[1]]
     raise MessageError(f"an exchange frame is neither records nor a barrier: {_shown(found)}")
 
 
-def _entry(raw: Any, nodes: int, sources: int) -> Entry:
+def _entry(raw: Any, nodes: int, sources: int, columns: dict[int, list[str]]) -> Entry:
     if not (type(raw) is list and len(raw) == 5):
         raise MessageError(
             f"an exchange entry is not [parts, trace, watermark, status, source]: {_shown(raw)}"
@@ -171,10 +185,18 @@ def _entry(raw: Any, nodes: int, sources: int) -> Entry:
         raise MessageError(f"an exchange entry has watermark {dwm!r} and status {st!r}")
     if type(src) is not int or not 0 <= src < sources:
         raise MessageError(f"an exchange entry names source {src!r}; the job has {sources}")
-    return [_part(p, nodes) for p in parts], trace, dwm, st, src
+    return [_part(p, nodes, columns) for p in parts], trace, dwm, st, src
 
 
-def _part(raw: Any, nodes: int) -> KeyedBatch:
+def _part(raw: Any, nodes: int, columns: dict[int, list[str]]) -> Keyed:
+    if type(raw) is list and len(raw) == 3:
+        from weir.engine.runtime.task.colframes import decode_part
+
+        return decode_part(raw, columns, _unpack)
+    return _rows(raw, nodes)
+
+
+def _rows(raw: Any, nodes: int) -> KeyedBatch:
     if not (type(raw) is list and len(raw) == 5):
         raise MessageError(f"an exchange part is not [node, keys, records, ts, wms]: {_shown(raw)}")
     node, keys, recs, ts, wms = raw
@@ -193,3 +215,15 @@ def _part(raw: Any, nodes: int) -> KeyedBatch:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:80] + "..."
+
+
+def carried_mask(recs: list[Any], dead: DeadLetters) -> list[bool] | None:
+    """None when the exchange can carry every record; else which it can (the others go to
+    ``dead``)."""
+    if unencodable_reason(recs) is None:  # one msgpack pass over the batch
+        return None
+    reasons = [unencodable_reason(r) for r in recs]
+    for r, why in zip(recs, reasons, strict=True):
+        if why is not None:
+            dead.add("exchange", "unencodable", why, r)
+    return [why is None for why in reasons]

@@ -13,8 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypeVar
 
+from weir.engine.columnar import input_fields, refusal
 from weir.engine.job import Job
-from weir.engine.nodes import BroadcastNode, ForwardNode, OperatorNode, SinkNode
+from weir.engine.nodes import (
+    BroadcastNode,
+    ForwardNode,
+    OperatorNode,
+    SinkNode,
+    WindowNode,
+)
 from weir.engine.runtime.task.chain import ExchangeNode, keyby_nodes, sink_nodes
 
 T = TypeVar("T")
@@ -35,6 +42,21 @@ class Graph:
     def broadcast(self) -> frozenset[int]:
         """The indexes of the broadcast nodes: their records go to every worker."""
         return frozenset(i for i, n in enumerate(self.keyby) if isinstance(n, BroadcastNode))
+
+    def column_nodes(self) -> dict[int, list[str]]:
+        """The key_by nodes (by index) whose operators all fold columns
+        (``operators.colwindow``), each with the fields those operators aggregate: their rows
+        go to the keyed side, and over the exchange, as ``ColumnBatch``es."""
+        found: dict[int, list[str]] = {}
+        for i, node in enumerate(self.keyby):
+            if refusal(node) is not None:
+                continue
+            fields: list[str] = []
+            for op in node.children:
+                assert isinstance(op, WindowNode)
+                fields += [f for f in input_fields(op) if f not in fields]
+            found[i] = fields
+        return found
 
     @property
     def forward(self) -> frozenset[int]:

@@ -146,7 +146,7 @@ def _conflict(rt: WindowRuntime, min_end: int, max_end: int) -> str | None:
             f"key {hit[0]!r} already has the window ending at {hit[1]} in the live state; "
             "backfill windows ending before the live job's first (use `to_ms`)"
         )
-    open_ends = [e for e in rt.buckets if min_end <= e <= max_end]
+    open_ends = [e for e in rt.open_ends() if min_end <= e <= max_end]
     if open_ends:
         return f"the live job has open windows ending at {open_ends[0]}"
     return None

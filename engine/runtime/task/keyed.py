@@ -10,15 +10,17 @@ emitted.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from weir.engine.runtime.messages import OperatorMarks, OperatorStatus
 from weir.engine.runtime.operators.base import Feed, OperatorRuntime
+from weir.engine.runtime.operators.columns import ColumnBatch
+from weir.engine.runtime.operators.colwindow import ColumnWindowRuntime
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import LateRecords
-from weir.engine.runtime.task.chain import KeyedBatch
+from weir.engine.runtime.task.chain import Keyed
 from weir.engine.runtime.task.channels import Inputs, combine
 from weir.engine.runtime.task.graph import SplitId
 from weir.engine.runtime.task.routing import ENDED, IDLE
@@ -87,12 +89,19 @@ class KeyedSide:
         by_name = {name: g for g in self._groups for name, _ in g.ops}
         self._with = [[g for g in self._groups if src in g.sources] for src in range(count)]
         self._feeds: list[list[tuple[_Group, list[Feed]]]] = []
+        # a node whose rows come as columns feeds its operators' ``process_columns``
+        self._column_feeds: list[list[tuple[_Group, list[ColumnWindowRuntime]]]] = []
         for node in feeds:
             grouped: dict[int, tuple[_Group, list[Feed]]] = {}
+            columns: dict[int, tuple[_Group, list[ColumnWindowRuntime]]] = {}
             for name, feed in node:
                 g = by_name[name]
                 grouped.setdefault(id(g), (g, []))[1].append(feed)
+                rt = self.ops[name]
+                if isinstance(rt, ColumnWindowRuntime):
+                    columns.setdefault(id(g), (g, []))[1].append(rt)
             self._feeds.append(list(grouped.values()))
+            self._column_feeds.append(list(columns.values()))
 
     def _view(self, sources: range | tuple[int, ...]) -> Inputs:
         return Inputs.of(
@@ -117,7 +126,7 @@ class KeyedSide:
     def deliver(
         self,
         channel: str,
-        keyed: list[KeyedBatch],
+        keyed: Sequence[Keyed],
         trace: list[int],
         data_wm: int,
         status: int,
@@ -129,7 +138,14 @@ class KeyedSide:
         for g in groups:
             g.others = g.marks.others(key)
             g.trace = combine(trace, g.others)
-        for node, keys, recs, ts, wms in keyed:
+        for item in keyed:
+            if isinstance(item, ColumnBatch):
+                for g, runtimes in self._column_feeds[item.node]:
+                    batch = item.arrived(g.others)
+                    for rt in runtimes:
+                        rt.process_columns(batch, g.trace)
+                continue
+            node, keys, recs, ts, wms = item
             for g, feeds in self._feeds[node]:
                 arrived = combine(wms, g.others)
                 for feed in feeds:

@@ -14,21 +14,25 @@ sources of a worker it reaches before the job manager's trigger does).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
+import numpy as np
+
 from weir.base.errors import WorkerFailed
+from weir.engine import kernels as kernel_choice
+from weir.engine.runtime.operators.columns import ColumnBatch
 from weir.engine.runtime.task import framing
-from weir.engine.runtime.task.chain import KeyedBatch
+from weir.engine.runtime.task.chain import Keyed
 from weir.engine.runtime.task.exchange import Exchange
 from weir.engine.runtime.task.framing import Entry, Unencodable, pack_ints
 from weir.state.keygroups import key_groups
 
 ACTIVE, IDLE, ENDED = 0, 1, 2  # a sender's input status, carried by every entry
 MAX_PENDING_BYTES = 16 * 1024 * 1024  # outputs backed up past this pause the source
-Deliver = Callable[[str, list[KeyedBatch], list[int], int, int, int], None]
+Deliver = Callable[[str, Sequence[Keyed], list[int], int, int, int], None]
 DeadLetter = Callable[[str, Any], None]  # (reason, record)
 
 
@@ -40,9 +44,11 @@ class Barrier:
     stop_sources: bool
 
 
-def decode_frame(payload: bytes, nodes: int, sources: int = 1) -> list[Entry] | Barrier:
+def decode_frame(
+    payload: bytes, nodes: int, sources: int = 1, columns: dict[int, list[str]] | None = None
+) -> list[Entry] | Barrier:
     """A frame's entries, or the checkpoint barrier it carries (``MessageError``: neither)."""
-    found = framing.decode_frame(payload, nodes, sources)
+    found = framing.decode_frame(payload, nodes, sources, columns)
     return Barrier(*found) if isinstance(found, tuple) else found
 
 
@@ -63,7 +69,12 @@ class Outbox:
             self.entries[-1] = entry  # only time moved: the last watermark is all that matters
             return
         self.entries.append(entry)
-        self.records += sum(len(p[1]) for p in parts)
+        self.records += rows_of(parts)
+
+
+def rows_of(parts: Sequence[Keyed]) -> int:
+    """How many rows keyed sub-batches hold."""
+    return sum(len(p) if isinstance(p, ColumnBatch) else len(p[1]) for p in parts)
 
 
 class Router:
@@ -108,7 +119,7 @@ class Router:
 
     def route(
         self,
-        keyed: list[KeyedBatch],
+        keyed: list[Keyed],
         trace: list[int],
         data_wm: int,
         status: int,
@@ -118,9 +129,12 @@ class Router:
         if self.exchange is None:
             self._deliver(str(self._index), keyed, trace, data_wm, status, source)
             return
-        parts: dict[int, list[KeyedBatch]] = {j: [] for j in range(self._p)}
+        parts: dict[int, list[Keyed]] = {j: [] for j in range(self._p)}
         m, p = self._m, self._p
         for batch in keyed:
+            if isinstance(batch, ColumnBatch):
+                self._split_columns(batch, parts)
+                continue
             node, keys, recs, ts, wms = batch
             if node in self._broadcast:
                 for part in parts.values():
@@ -147,6 +161,19 @@ class Router:
         for j, box in self.outboxes.items():
             box.add((parts[j], packed, data_wm, status, source), now)
         self._deliver(str(self._index), parts[self._index], trace, data_wm, status, source)
+
+    def _split_columns(self, batch: ColumnBatch, parts: dict[int, list[Keyed]]) -> None:
+        """A column batch's rows by the worker owning their key groups, computed in bulk
+        (one CRC a row in a kernel, no interning)."""
+        p = self._p
+        owners = batch.keys.groups(kernel_choice.KERNELS, self._m) * p // self._m
+        for j in range(p):
+            rows = np.flatnonzero(owners == j)
+            if len(rows) == len(batch):
+                parts[j].append(batch)
+                return
+            if len(rows):
+                parts[j].append(batch.take(rows))
 
     def ship(self, now: float, timeout_s: float) -> None:
         """Send buffers that are full, older than the buffer timeout, or carry an end."""

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from weir.engine.job import Job
 from weir.engine.nodes import SourceNode
 from weir.engine.runtime.messages import SplitPosition
-from weir.engine.runtime.task.chain import Chain, KeyedBatch
+from weir.engine.runtime.operators.columns import ColumnBatch
+from weir.engine.runtime.task.chain import Chain, Keyed
 from weir.engine.runtime.task.channels import Inputs, combine
 from weir.engine.runtime.task.graph import SplitId, split_prefix
 from weir.engine.runtime.task.routing import ACTIVE, ENDED, IDLE
@@ -38,7 +39,7 @@ class Routable:
     """A batch's output: keyed sub-batches, the watermark after each record, the data
     watermark and this worker's input status, and whether the batch held records."""
 
-    keyed: list[KeyedBatch]
+    keyed: list[Keyed]
     trace: list[int]
     data_watermark: int
     status: int
@@ -122,9 +123,11 @@ class SourceSide:
         chain.process(batch, split, start)
         mark = self.inputs.inputs[split]
         others = self.inputs.others(split)
-        keyed = [
-            (node, keys, recs, ts, combine(wms, others))
-            for node, keys, recs, ts, wms in chain.keyed
+        keyed: list[Keyed] = [
+            item.arrived(others)
+            if isinstance(item, ColumnBatch)
+            else (item[0], item[1], item[2], item[3], combine(item[4], others))
+            for item in chain.keyed
         ]
         trace = combine(chain.trace, others)
         mark.watermark = mark.data_watermark = chain.watermark(split)

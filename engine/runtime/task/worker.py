@@ -52,7 +52,7 @@ from weir.engine.runtime.outputs import (
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.acceptor import Stopped
 from weir.engine.runtime.task.barriers import BarrierAligner
-from weir.engine.runtime.task.chain import Chain
+from weir.engine.runtime.task.colchain import chain_for
 from weir.engine.runtime.task.exchange import Exchange
 from weir.engine.runtime.task.framing import unpack_ints
 from weir.engine.runtime.task.graph import SplitId, graph_of, split_ids
@@ -64,7 +64,7 @@ from weir.engine.runtime.task.restore import (
     restore_operators,
     restore_positions,
 )
-from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame
+from weir.engine.runtime.task.routing import ENDED, Barrier, Router, decode_frame, rows_of
 from weir.engine.runtime.task.snapshot import Snapshotter
 from weir.engine.runtime.task.sources import SplitStart, source_sides
 from weir.engine.runtime.task.stateserver import StateServer
@@ -123,8 +123,9 @@ class Worker:
         self.keyed = KeyedSide(ops, feeds, graph.inputs, p, every, self.outputs.open, tagged)
         self.stream_sinks = {id(n): self.outputs.open(n.sink) for n in graph.sinks}
         chain = partial(
-            Chain, sink_writers=self.stream_sinks, dead=self.dead,
+            chain_for, sink_writers=self.stream_sinks, dead=self.dead,
             max_future_ms=cfg.max_future_ms, keyby_index=graph.keyby_index,
+            columnar=graph.column_nodes(),
         )  # fmt: skip
         self.sources = source_sides(job, every[index::p], chain, cfg.idle_timeout_ms)
         self.exchange: Exchange | None = None
@@ -153,6 +154,7 @@ class Worker:
             graph.forward,
         )
         self._nodes = len(graph.keyby)
+        self._columns = graph.column_nodes()
         self.barriers = BarrierAligner(index, p)
         self.snapshots = Snapshotter(
             cfg, job.name, index, self.range, self.state, link.send, confirmed, facts.run_id
@@ -337,7 +339,7 @@ class Worker:
         if self.barriers.holds(peer):
             self.barriers.hold(peer, payload)  # after its barrier: waits for the snapshot
             return
-        frame = decode_frame(payload, self._nodes, len(self.job.sources))
+        frame = decode_frame(payload, self._nodes, len(self.job.sources), self._columns)
         if isinstance(frame, Barrier):
             if frame.checkpoint > self.barriers.last:
                 self._begin_barrier(frame)
@@ -345,7 +347,7 @@ class Worker:
             self._check_aligned()
             return
         for keyed, trace, data_wm, status, source in frame:
-            self.records_received += sum(len(k[1]) for k in keyed)
+            self.records_received += rows_of(keyed)
             self.keyed.deliver(str(peer), keyed, unpack_ints(trace), data_wm, status, source)
 
     # -- checkpoints (aligned barriers) ----------------------------------------------------------

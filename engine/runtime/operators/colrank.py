@@ -1,0 +1,76 @@
+"""Top-N of a window held as columns (``colwindow``): the same ranking as ``topn.ranked_columns``
+(highest value first, ties by key, only finite numbers ranked), found with numpy so that only
+the few keys that can rank are named and sorted: a partition finds the ``k``-th highest value,
+every key above it ranks, and of the keys equal to it the smallest by key fill the rest."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from weir.engine.runtime.operators.topn import Ranked, ranked_columns
+from weir.engine.runtime.stored.fold import FoldPlan
+from weir.engine.runtime.stored.ranking import TOP_K
+
+Array = Any
+Names = Callable[[Array], list[str]]  # key ids -> their keys
+
+
+def rank_window(
+    names: Names, ids: Array, plan: FoldPlan, columns: list[Any], k: int = TOP_K
+) -> Ranked:
+    """Every aggregate's best ``k`` ``(key, value)`` of a window whose keys are ``ids`` and
+    whose slot columns are ``columns`` (``colwindow.slot_values``)."""
+    out: Ranked = {}
+    every: list[str] | None = None
+    for name, (lo, hi) in plan.slices.items():
+        column = columns[lo]
+        if hi - lo == 1 and isinstance(column, np.ndarray):
+            found = _best_of_array(names, ids, column, k)
+            if found:
+                out[name] = found
+            continue
+        if every is None:  # a mean, or a column of mixed values: the general ranking
+            every = names(ids)
+        values = _values(column) if hi - lo == 1 else _means(column, columns[hi - 1])
+        out.update(ranked_columns(every, {name: values}, k))
+    return out
+
+
+def _values(column: Any) -> list[Any]:
+    return column.tolist() if isinstance(column, np.ndarray) else list(column)
+
+
+def _means(sums: Any, counts: Any) -> list[Any]:
+    return [a / b for a, b in zip(_values(sums), _values(counts), strict=True)]
+
+
+def _best_of_array(names: Names, ids: Array, v: Array, k: int) -> list[tuple[str, Any]]:
+    rows = np.arange(len(v))
+    if v.dtype.kind == "f":
+        finite = np.isfinite(v)
+        if not finite.all():
+            rows, v = rows[finite], v[finite]
+    n = len(v)
+    if not n:
+        return []
+    if n <= k:
+        chosen = rows
+        values = v.tolist()
+    else:
+        kth = np.partition(v, n - k)[n - k]
+        above = np.flatnonzero(v > kth)
+        tied = np.flatnonzero(v == kth)
+        room = k - len(above)
+        if len(tied) > room:  # of the keys at the k-th value, the smallest by key rank
+            tied_names = names(ids[rows[tied]])
+            picked = heapq.nsmallest(room, zip(tied_names, tied.tolist(), strict=True))
+            tied = np.array([i for _, i in picked], np.int64)
+        picks = np.concatenate((above, tied))
+        chosen, values = rows[picks], v[picks].tolist()
+    keys = names(ids[chosen])
+    ranked = sorted(zip([-x for x in values], keys, strict=True))[:k]
+    return [(key, -neg) for neg, key in ranked]

@@ -1,0 +1,52 @@
+"""The top-N of a window held as columns (``colrank.rank_window``) against the ranking the query
+API and the dict operator use (``topn.ranked_columns``): the same keys and values in the same
+order, with heavy ties (ties go by key), non-finite floats and mixed columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from weir import agg
+from weir.engine.runtime.operators.colrank import rank_window
+from weir.engine.runtime.operators.topn import ranked_columns
+from weir.engine.runtime.stored.fold import FoldPlan
+
+PLAN = FoldPlan({"n": agg.count(), "total": agg.sum("v"), "avg": agg.mean("v")})
+FLOATS = st.one_of(st.sampled_from([0.0, -0.0, 1.5, float("inf"), -float("inf")]), st.floats())
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 4), st.one_of(st.integers(-3, 3), FLOATS)), max_size=40),
+    st.integers(1, 6),
+    st.booleans(),
+)
+def test_rank_window_equals_ranked_columns(rows: list[tuple[int, Any]], k: int, ints: bool) -> None:
+    names = [f"k{i:02d}" for i in range(len(rows))][::-1]  # key order is not id order
+    counts = np.array([c for c, _ in rows], np.int64)
+    values: Any = [v for _, v in rows]
+    if ints:  # an int64 column; otherwise a float64 one, or mixed (a list of Python values)
+        values = np.array([v if type(v) is int else 1 for v in values], np.int64)
+    elif all(type(v) is float for v in values):
+        values = np.array(values, np.float64)
+    columns = [counts, values, values, counts]
+    ids = np.arange(len(rows), dtype=np.int32)
+    got = rank_window(lambda i: [names[x] for x in i.tolist()], ids, PLAN, columns, k)
+    listed = values.tolist() if isinstance(values, np.ndarray) else values
+    want = ranked_columns(
+        names,
+        {
+            "n": counts.tolist(),
+            "total": listed,
+            "avg": [a / b for a, b in zip(listed, counts.tolist(), strict=True)],
+        },
+        k,
+    )
+    assert {n: _plain(v) for n, v in got.items()} == {n: _plain(v) for n, v in want.items()}
+
+
+def _plain(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return [(k, repr(v)) for k, v in pairs]

@@ -1,0 +1,159 @@
+"""Which key_by nodes run on columns (``engine/columnar.py``), what ``weir explain`` says about
+it, and that a job gives the same windows, late records and dead letters with the columnar path
+on and off (``WEIR_COLUMNAR``), at parallelism 1 and 2, on the keys and values the columnar path
+hands to the dict operator's code: the NULL key, keys shaped like it, int keys, values that are
+not numbers, ints past int64 (which cannot cross to another worker), late records that are not
+numbers either."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from weir import Job, WatermarkStrategy, agg, sources, windows
+from weir.engine.columnar import operator_refusal, refusal
+from weir.engine.explain import describe, render
+from weir.engine.nodes import KeyByNode
+from weir.engine.runtime.operators.colwindow import ColumnWindowRuntime
+from weir.engine.runtime.operators.window import WindowRuntime
+from weir.testing import Harness, run
+
+
+@pytest.fixture(autouse=True)
+def _columnar_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the choice itself: the default, whatever the run's WEIR_COLUMNAR."""
+    monkeypatch.delenv("WEIR_COLUMNAR", raising=False)
+
+
+class Median:
+    def create(self) -> list[Any]:
+        return []
+
+    def add(self, acc: list[Any], rec: Any) -> list[Any]:
+        return [*acc, rec["v"]]
+
+    def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
+        return a + b
+
+    def result(self, acc: list[Any]) -> Any:
+        return sorted(acc)[len(acc) // 2] if acc else None
+
+
+def _job(assigner: Any = None, **aggregates: Any) -> Job:
+    job = Job("choice")
+    stream = job.source(
+        sources.jsonl("/unused.jsonl"),
+        timestamp="ts",
+        watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=5),
+    )
+    stream.filter(lambda r: r.get("skip") is None).key_by("id").window(
+        assigner or windows.tumbling(ms=10), allowed_lateness_ms=5
+    ).aggregate(
+        "w",
+        **(
+            aggregates
+            or {"n": agg.count(), "s": agg.sum("v"), "hi": agg.max("v"), "m": agg.mean("v")}
+        ),
+    )
+    return job
+
+
+def _keyby(job: Job) -> KeyByNode:
+    (step,) = job.sources[0].children
+    (node,) = step.children  # type: ignore[attr-defined]
+    assert isinstance(node, KeyByNode)
+    return node
+
+
+@pytest.mark.parametrize(
+    ("job", "why"),
+    [
+        (_job(), None),
+        (_job(windows.sliding(size_ms=10, slide_ms=10)), None),
+        (_job(windows.cumulate(size_ms=20, step_ms=10)), None),
+        (_job(windows.sliding(size_ms=10, slide_ms=5)), "do not slide by their size"),
+        (_job(windows.sliding(size_ms=5, slide_ms=10)), "do not slide by their size"),
+        (_job(windows.session(gap_ms=10)), "SessionWindows"),
+        (_job(med=agg.custom(Median())), "'med' of operator 'w' is user-defined"),
+        (_job(s=agg.sum("v", nulls="skip")), "skips NULLs"),
+        (_job(a=agg.avg("v")), "'a' of operator 'w' is avg"),
+        (_job(n=agg.count("v")), "counts a field's non-NULL values"),
+    ],
+)
+def test_a_key_by_runs_on_columns_only_when_every_operator_can(job: Job, why: str | None) -> None:
+    node = _keyby(job)
+    found = refusal(node)
+    if why is None:
+        assert found is None
+        assert operator_refusal(node.children[0]) is None
+    else:
+        assert found is not None and why in found
+
+
+def test_explain_says_how_each_key_by_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _keyby_line(_job()) == "runs on columns"
+    custom = _keyby_line(_job(med=agg.custom(Median())))
+    assert custom == "runs record by record (aggregate 'med' of operator 'w' is user-defined)"
+    monkeypatch.setenv("WEIR_COLUMNAR", "off")
+    assert _keyby_line(_job()) == "runs record by record (WEIR_COLUMNAR=off)"
+    assert describe(_job())["sources"][0]["children"][0]["children"][0]["execution"] == (
+        "records: WEIR_COLUMNAR=off"
+    )
+
+
+def _keyby_line(job: Job) -> str:
+    lines = render(describe(job)).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("key_by"))
+    return lines[at + 1].strip()
+
+
+def test_the_switch_picks_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    with Harness(_job()) as h:
+        assert [type(rt) for rt in h._ops] == [ColumnWindowRuntime]
+    monkeypatch.setenv("WEIR_COLUMNAR", "off")
+    with Harness(_job()) as h:
+        assert [type(rt) for rt in h._ops] == [WindowRuntime]
+
+
+EVENTS: list[Any] = [
+    {"id": "a", "ts": 1, "v": 1},
+    {"id": None, "ts": 2, "v": 2},  # the NULL key, \N
+    {"id": "\\N", "ts": 3, "v": 3},  # a string shaped like it: \\N
+    {"id": "\\\\N", "ts": 3, "v": 4},
+    {"id": "\\x", "ts": 4, "v": 5},  # a backslash, but nothing to escape
+    {"id": 7, "ts": 4, "v": 6},
+    {"id": "a", "ts": 5, "v": "six"},  # not a number: a dead letter
+    {"id": "b", "ts": 6, "v": 2**70},  # cannot cross to another worker: a dead letter
+    {"id": "b", "ts": 7, "v": -(2**63)},
+    {"id": "b", "ts": 8, "v": 1},
+    {"id": 1.5, "ts": 8, "v": 1},  # a float key: a dead letter
+    {"ts": 9, "v": 1},  # no key
+    {"id": "a", "ts": 30, "v": 1},  # the watermark passes the first window and its lateness
+    {"id": "a", "ts": 2, "v": 1},  # late
+    {"id": "\\N", "ts": 2, "v": "late and not a number"},  # late, so the late output
+    {"id": "c", "ts": 21, "v": "on time and not a number"},  # a dead letter
+    {"id": "a", "ts": 22, "v": 3, "skip": True},  # filtered out
+    {"id": "a", "ts": 23, "v": 3},
+]
+
+
+def _plain(out: list[Any]) -> list[str]:
+    return sorted(repr(sorted(r.items()) if isinstance(r, dict) else r) for r in out)
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+@pytest.mark.parametrize("batch_size", [1, 4, 100])
+def test_the_same_output_on_and_off(
+    monkeypatch: pytest.MonkeyPatch, parallelism: int, batch_size: int
+) -> None:
+    on = run(_job(), EVENTS, batch_size=batch_size, parallelism=parallelism)
+    monkeypatch.setenv("WEIR_COLUMNAR", "off")
+    off = run(_job(), EVENTS, batch_size=batch_size, parallelism=parallelism)
+    assert _plain(on.results) == _plain(off.results)
+    assert _plain(on.late) == _plain(off.late)
+    assert _plain(on.dead) == _plain(off.dead)
+    keys = {r["key"] for r in on.results}
+    assert {None, "\\N", "\\\\N", "\\x", "7", "a", "b"} <= keys
+    assert [r["s"] for r in on.results if r["key"] == "b"] == [-(2**63) + 1]
+    assert len(on.late) == 2 and len(on.dead) == 5
