@@ -34,6 +34,7 @@ from weir.client import Client, NotFound
 from weir.engine.job import operator_state_id
 from weir.state import layout
 from weir.state.checkpoints import CheckpointStorage
+from weir.state.lease import LeaseStore
 from weir.state.rocksdb import RocksState
 
 JOB = """
@@ -222,10 +223,15 @@ def test_rules_and_events_equal_the_model(
 def _checkpoint_with_rules_done(state: Path, after: int = 0) -> int:
     """A completed checkpoint newer than ``after`` taken once the rules file was read whole."""
     storage = CheckpointStorage(state / "checkpoints", "limits")
+    lease = LeaseStore(storage)
 
     def found() -> int | None:
         n = storage.latest_valid()
         if n is None or n <= after:
+            return None
+        # committed: recorded in the job's lease after its _metadata (what --restore reads)
+        read = lease.read()
+        if read is None or n not in read[0].lineage.checkpoints:
             return None
         splits = [v for w in storage.metadata(n)["workers"] for k, v in w["sources"].items()
                   if k.startswith("rules/")]  # fmt: skip
