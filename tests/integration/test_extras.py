@@ -22,7 +22,7 @@ EXTRAS = {
     "kafka": ("confluent_kafka", "kafka", "crc32c"),
     "s3": ("obstore",),
     "sql": ("sqlglot",),
-    "spark": ("pyspark", "py4j", "pyarrow", "pandas"),  # numpy is a core dependency (the kernels)
+    "spark": ("pyspark", "py4j", "pandas"),  # numpy and pyarrow are core (kernels, exchange)
 }
 BLOCKER = """
 import sys

@@ -29,7 +29,7 @@ from tests.support import (
 )
 from tests.support.reference import Spec, group_emissions, simulate
 
-NOT_INSTALLED = ("pyspark", "py4j", "pyarrow", "pandas")  # numpy is core (the kernels)
+NOT_INSTALLED = ("pyspark", "py4j", "pandas")  # numpy and pyarrow are core (kernels, exchange)
 SITECUSTOMIZE = f"""
 import sys
 from importlib.abc import MetaPathFinder

@@ -82,6 +82,22 @@ def _port(server: WeirServer) -> int:
     return int(server.base_url.rsplit(":", 1)[1])
 
 
+def _get_once_retried(server: WeirServer, path: str) -> int:
+    """GET ``path`` on a new connection, retried once on a new connection if the server closed
+    it before answering, as a browser retries an idempotent request. On loopback the squatter
+    and the client share an address, so the oldest-first rule is the defence: a connection
+    whose head is slow to come (the client descheduled on a loaded machine while the squatter
+    reconnects a hundred times) can be the oldest and go; the next one is heard."""
+    for attempt in (1, 2):
+        try:
+            with httpx.Client(base_url=server.base_url, trust_env=False, timeout=5) as c:
+                return c.get(path).status_code
+        except httpx.RemoteProtocolError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def test_held_half_sent_requests_past_the_cap_never_keep_health_or_state_out(
     server: WeirServer, stranger: Stranger
 ) -> None:
@@ -95,8 +111,7 @@ def test_held_half_sent_requests_past_the_cap_never_keep_health_or_state_out(
         started = time.monotonic()
         while time.monotonic() - started < HEAD_S + 3:  # past a head deadline: still refilled
             for path in ("/health", "/t1/imps/state/ad-0"):
-                with httpx.Client(base_url=server.base_url, trust_env=False, timeout=5) as c:
-                    statuses.append((path, c.get(path).status_code))
+                statuses.append((path, _get_once_retried(server, path)))
             time.sleep(0.2)
         out, err = squatter.communicate(timeout=LIFE_S + 20)
     finally:
