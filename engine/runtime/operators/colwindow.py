@@ -19,7 +19,6 @@ key's slots and put back (``WindowAcc.load``).
 from __future__ import annotations
 
 import time
-from bisect import bisect_left
 from typing import Any, cast
 
 import numpy as np
@@ -35,7 +34,7 @@ from weir.engine.runtime.operators.cellwrites import CellPart
 from weir.engine.runtime.operators.colrank import rank_window
 from weir.engine.runtime.operators.columns import ColumnBatch, from_records
 from weir.engine.runtime.operators.delta import ColumnSegment, StateDelta
-from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.runtime.operators.window import WindowRuntime, fired_at
 from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
 
 Array = Any
@@ -279,12 +278,7 @@ class ColumnWindowRuntime(WindowRuntime):
         trace = self._move_time(watermark, data_watermark, trace)
         wm = self.watermark
         for end in sorted(e for e in self.accs if e - 1 <= wm):
-            fired_at = wm
-            if trace:
-                i = bisect_left(trace, end - 1)
-                if i < len(trace):
-                    fired_at = trace[i]
-            self._fire_acc(end, self.accs.pop(end), fired_at)
+            self._fire_acc(end, self.accs.pop(end), fired_at(trace, end, wm))
         if self._allowed:
             self._apply_allowed()
         if self.awaiting_final:

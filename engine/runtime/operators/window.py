@@ -271,12 +271,7 @@ class WindowRuntime:
         trace = self._move_time(watermark, data_watermark, trace)
         wm = self.watermark
         for end in sorted(e for e in self.buckets if e - 1 <= wm):
-            fired_at = wm
-            if trace:
-                i = bisect_left(trace, end - 1)
-                if i < len(trace):
-                    fired_at = trace[i]
-            self._fire(end, self.buckets.pop(end), fired_at)
+            self._fire(end, self.buckets.pop(end), fired_at(trace, end, wm))
         if self._allowed:
             self._apply_allowed()
         if self.awaiting_final:
@@ -563,3 +558,13 @@ def _cell_rows(window: list[bytes], at: bytes) -> Iterator[tuple[str, int, list[
     end = cells.cell_end(at)
     for key, slots in cells.decode_rows(window):
         yield key.decode(), end, slots
+
+
+def fired_at(trace: list[int] | None, end: int, wm: int) -> int:
+    """The watermark at which window ``end`` fired: the first of the batch's per-record
+    watermarks (``trace``) that reaches its end, else ``wm``."""
+    if trace:
+        i = bisect_left(trace, end - 1)
+        if i < len(trace):
+            return trace[i]
+    return wm
