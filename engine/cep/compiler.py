@@ -31,11 +31,14 @@ from weir.engine.cep.states import STATE_NAME_DELIM, Action, State, StateType
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """A pattern's NFA: its states by name, the window (0: none) and the skip strategy."""
+    """A pattern's NFA: its states by name, the window (0: none), the skip strategy, and the
+    windows from a partial match's previous event by state name (Flink's ``windowTimes``:
+    ``within(ms, WithinType.PREVIOUS_AND_CURRENT)`` and ``times(..., window_ms=)``)."""
 
     states: dict[str, State]
     window_ms: int
     skip: AfterMatchSkipStrategy
+    window_times: dict[str, int]
 
     @property
     def start(self) -> State:
@@ -139,6 +142,7 @@ class _Compiler(_Walk):
         self.last = pattern
         windows = [p.window_ms for p in _every_pattern(pattern) if p.window_ms is not None]
         self.window_ms = min(windows, default=0)
+        self.window_times: dict[str, int] = {}
 
     def compile(self) -> Compiled:
         self._check_names()
@@ -146,12 +150,22 @@ class _Compiler(_Walk):
         sink = self._middle_states(sink)
         start = self._convert(sink)
         start.kind = StateType.START
-        if self.last.quantifier.strategy is ConsumingStrategy.NOT_FOLLOW and not self.window_ms:
+        last = self.last
+        if last.quantifier.strategy is ConsumingStrategy.NOT_FOLLOW and not (
+            self.window_ms or last.previous_window_ms
+        ):
             raise MalformedPatternError(
-                f"not_followed_by({self.last.name!r}) ends the pattern without a window: give "
+                f"not_followed_by({last.name!r}) ends the pattern without a window: give "
                 "the pattern within(ms), or follow the NOT pattern with another"
             )
-        return Compiled({s.name: s for s in self.states}, self.window_ms, self.last.skip)
+        wider = [ms for ms in self.window_times.values() if ms > self.window_ms > 0]
+        if wider:
+            raise MalformedPatternError(
+                f"a window between events of {max(wider)} ms is wider than the pattern's "
+                f"within({self.window_ms}); make it at most {self.window_ms}"
+            )
+        states = {s.name: s for s in self.states}
+        return Compiled(states, self.window_ms, last.skip, self.window_times)
 
     def _check_names(self) -> None:
         names = self.last.names()
@@ -182,6 +196,22 @@ class _Compiler(_Walk):
         self.states.append(state)
         return state
 
+    def _take_state(self, kind: StateType) -> State:
+        """A state of the current pattern that takes events, with its window from the previous
+        event if it has one (Flink's ``createState(type, isTake=true)``: a single pattern's
+        ``PREVIOUS_AND_CURRENT`` window; a times or looping pattern's ``window_ms`` on its
+        states but the first one named)."""
+        current = self.current
+        state = self._state(current.name, kind)
+        window = None
+        if current.count is None:
+            window = current.previous_window_ms
+        elif STATE_NAME_DELIM in state.name:
+            window = current.count.window_ms
+        if window:
+            self.window_times[state.name] = window
+        return state
+
     def _stop_state(self, condition: Test, name: str) -> State:
         stop = self.stop_states.get(name)
         if stop is None:
@@ -202,7 +232,8 @@ class _Compiler(_Walk):
         while self.current.previous is not None:
             strategy = self.current.quantifier.strategy
             if strategy is ConsumingStrategy.NOT_FOLLOW:
-                if self.window_ms and last.is_final:
+                windowed = self.window_ms or self.current.previous_window_ms
+                if windowed and last.is_final:
                     last = self._pending_not_followed(last)
             elif strategy is ConsumingStrategy.NOT_NEXT:
                 last = self._not_next(last)
@@ -213,14 +244,14 @@ class _Compiler(_Walk):
         return last
 
     def _pending_not_followed(self, last: State) -> State:
-        pending = self._state(self.current.name, StateType.PENDING)
+        pending = self._take_state(StateType.PENDING)
         condition = self._take_condition(self.current)
         pending.add_proceed(self._stop_state(condition, self.current.name), condition)
         pending.add_ignore(negate(condition))
         return pending
 
     def _not_next(self, last: State) -> State:
-        state = self._state(self.current.name, StateType.NORMAL)
+        state = self._take_state(StateType.NORMAL)
         condition = self._take_condition(self.current)
         stop = self._stop_state(condition, self.current.name)
         if last.is_final:  # never PROCEED into the final state: the next event decides
@@ -331,7 +362,7 @@ class _Compiler(_Walk):
         current = self.current
         if isinstance(current, GroupPattern):
             return self._group_state(current, sink, proceed, optional)
-        single = self._state(current.name, StateType.NORMAL)
+        single = self._take_state(StateType.NORMAL)
         target = self._without_transitive_nots(sink)
         single.add_take(take, target)
         if optional and proceed is not None:
@@ -365,7 +396,7 @@ class _Compiler(_Walk):
         take = _with_until(self._take_condition(current), until, take=True)
         assert take is not None
         proceed = self._true()
-        looping = self._state(current.name, StateType.NORMAL)
+        looping = self._take_state(StateType.NORMAL)
         if current.quantifier.has(Property.GREEDY):
             if until is not None:
                 copy = self._copy(sink)
@@ -402,7 +433,7 @@ class _Compiler(_Walk):
     def _looping_group_state(self, group: GroupPattern, sink: State) -> State:
         condition = self._true()
         saved = (self.current, self.following, self.group)
-        dummy = self._state(group.name, StateType.NORMAL)
+        dummy = self._take_state(StateType.NORMAL)
         self.group, self.current = group, group.inner
         last = self._convert(self._middle_states(dummy))
         last.add_proceed(sink, condition)
