@@ -8,6 +8,7 @@ variable name in the Flink test, and matches compare as multisets of event sets 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -82,7 +83,7 @@ def test_testNotNextNoMatchesAtTheEnd() -> None:
     assert feed(p, [("a1", 1), ("c1", 2), ("c2", 3), ("d", 4), ("b1", 5)]) == []
 
 
-def _a_not_b_then(middle: Any) -> Pattern:
+def _a_not_b_then(middle: Callable[[Pattern], Pattern]) -> Pattern:
     start = Pattern.begin("start").where(named("a")).not_followed_by("notPattern")
     return middle(start.where(named("b")).followed_by_any("middle").where(named("c")))
 
