@@ -88,6 +88,7 @@ SERIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         JOB,
     ),
 }
+CEP_SERIES = ("weir_cep_partial_matches", "weir_cep_timed_out_total")
 Families = dict[str, CounterMetricFamily | GaugeMetricFamily]
 
 
@@ -123,6 +124,9 @@ class JobsCollector:
                 f["weir_state_catch_up_failures_total"].add_metric(
                     [name, str(i)], reader.catch_up_failures
                 )
+        for cep in CEP_SERIES:  # shown where a job has a pattern operator, not as empty families
+            if not f[cep].samples:
+                del f[cep]
         yield from f.values()
 
 
