@@ -9,16 +9,24 @@ ended (stopped, cancelled, finished and exited) or failed stays so however old t
 its job manager said so (``JobStatus.seen_state``). A new
 ``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers reopen.
 A file this weir cannot read (another version's) is a status problem that names the mismatch.
+
+With a ``LeaderWatch`` (``weir api`` always has one) it follows the job's leader: the status and
+the workers' state are read from the state directory the lease names, so a failover to a job
+manager with another state directory is followed without a restart. While no leader vouches for
+the state (the lease expired, the new leader has not published yet, its directory is not on this
+host, or the status is stale) ``live_problem`` says why, and live reads answer 503 with it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from weir.api.leader import LeaderWatch
 from weir.base.errors import ControlError, MessageError
 from weir.engine.job import Job
 from weir.engine.runtime.control import admin, status
@@ -35,6 +43,8 @@ from weir.engine.runtime.wire import from_plain, to_plain
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.keygroups import KeyGroupRange
 
+log = logging.getLogger(__name__)
+
 STALE_AFTER_S = status.STALE_AFTER_S
 REFRESH_S = 0.05
 
@@ -49,11 +59,14 @@ class RemoteRuntime:
         job_dir: Path,
         storage: CheckpointStorage,
         stale_after_s: float = STALE_AFTER_S,
+        leader: LeaderWatch | None = None,
     ) -> None:
         self.job = job
-        self.job_dir = job_dir
+        self.home = job_dir  # this API's own: where it looks when no lease names another
+        self.job_dir = job_dir  # where the leader's status and state are (followed)
         self.storage = storage
         self.stale_after_s = stale_after_s
+        self.leader = leader
         self._path = status.status_path(job_dir)
         self._body: JobStatus | None = None
         self._unreadable: str | None = None  # why the file on disk cannot be read
@@ -76,6 +89,7 @@ class RemoteRuntime:
             return self._body
 
     def _read(self) -> None:
+        self._follow_leader()
         try:
             st = os.stat(self._path)
         except OSError:
@@ -94,6 +108,75 @@ class RemoteRuntime:
             if run != self._run:  # a new run or a restart: the state files were rebuilt
                 self._run = run
                 self._generation += 1
+
+    def _follow_leader(self) -> None:
+        """Look where the lease says the leader keeps its state: a new directory forgets the
+        status read from the old one."""
+        record = None if self.leader is None else self.leader.leader.record
+        job_dir = self.home if record is None else Path(record.holder.state_dir) / self.job.name
+        if job_dir != self.job_dir:
+            log.info("api: job=%s follows its leader's state in %s", self.job.name, job_dir)
+            self.job_dir, self._path = job_dir, status.status_path(job_dir)
+            self._file, self._body, self._unreadable = None, None, None
+
+    def worker_state_path(self, index: int) -> Path:
+        """Worker ``index``'s RocksDB in the leader's state directory."""
+        self._status()
+        return self.job_dir / f"worker-{index}" / "db"
+
+    @property
+    def leader_problem(self) -> str | None:
+        """Why no leader vouches for the state this API can read (None: one does, or the job
+        never took a lease)."""
+        if self.leader is None:
+            return None
+        lead = self.leader.leader
+        record = lead.record
+        if record is None:
+            return None
+        h = record.holder
+        who = f"the job's leader (run {h.run} on {h.host}, epoch {record.epoch})"
+        if lead.expired:
+            why = f": cannot read it: {lead.error}" if lead.error else ""
+            return (
+                f"{who} has not renewed its lease {self.leader.where} for "
+                f"{lead.unchanged_s:.1f} s{why}; waiting for a job manager to take over"
+            )
+        body = self._status()
+        if body is not None and body.run_id == h.run:
+            return None
+        if not self._holds_lock_here(h.lock):
+            where = f"its API at {h.api}" if h.api else "the API of weir run on that host"
+            return f"{who} keeps its state in {h.state_dir}, which is not on this host; ask {where}"
+        return f"waiting for {who} to publish its status in {self._path}"
+
+    def _holds_lock_here(self, lock: str) -> bool:
+        """The leader's state directory is the one this host sees at its path: its run lock
+        has the device and inode the lease names (another host's directory of the same path
+        is not)."""
+        try:
+            st = (self.job_dir / "run.lock").stat()
+        except OSError:
+            return False
+        return f"{st.st_dev}:{st.st_ino}" == lock
+
+    @property
+    def live_problem(self) -> str | None:
+        """Why a live read would not be live (None: it would): no leader vouches for the state
+        here, or its status is older than ``stale_after_s`` while the job has not ended."""
+        problem = self.leader_problem
+        if problem is not None:
+            return problem
+        body = self._status()
+        if body is None or body.ended:
+            return None
+        age = self._age_s(body)
+        if age > self.stale_after_s:
+            return (
+                f"the job manager's status ({self._path}) is {age:.1f} s old, so its state is "
+                "not live; is weir run still running?"
+            )
+        return None
 
     # -- view.JobRuntime -----------------------------------------------------------------------
 
@@ -167,6 +250,9 @@ class RemoteRuntime:
     def status_problem(self) -> str | None:
         """Why this API cannot vouch for the job (None when it can)."""
         body = self._status()
+        leader = self.leader_problem
+        if leader is not None:
+            return leader
         if self._unreadable is not None:
             return f"cannot read the job manager's status {self._path}: {self._unreadable}"
         if body is None:
