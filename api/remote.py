@@ -76,6 +76,7 @@ class RemoteRuntime:
         self._endpoints_lock = threading.Lock()
         self._run: tuple[str, int] | None = None
         self._generation = 0
+        self._state_here = True  # the leader's state directory is on this host
         self._lock = threading.Lock()
 
     def _status(self) -> JobStatus | None:
@@ -118,6 +119,8 @@ class RemoteRuntime:
             log.info("api: job=%s follows its leader's state in %s", self.job.name, job_dir)
             self.job_dir, self._path = job_dir, status.status_path(job_dir)
             self._file, self._body, self._unreadable = None, None, None
+        # looked at on each read (at most every REFRESH_S), not on each request
+        self._state_here = record is None or self._holds_lock_here(record.holder.lock)
 
     def worker_state_path(self, index: int) -> Path:
         """Worker ``index``'s RocksDB in the leader's state directory."""
@@ -145,10 +148,24 @@ class RemoteRuntime:
         body = self._status()
         if body is not None and body.run_id == h.run:
             return None
-        if not self._holds_lock_here(h.lock):
+        if not self._state_here:
             where = f"its API at {h.api}" if h.api else "the API of weir run on that host"
             return f"{who} keeps its state in {h.state_dir}, which is not on this host; ask {where}"
         return f"waiting for {who} to publish its status in {self._path}"
+
+    @property
+    def forward_to(self) -> str | None:
+        """The API of a leader whose state is on another host, as its lease publishes it
+        (None: the leader's state is here, it publishes no API, or no leader holds the lease);
+        ``api.forward`` sends requests there."""
+        if self.leader is None:
+            return None
+        lead = self.leader.leader
+        record = lead.record
+        if record is None or lead.expired or record.holder.api is None:
+            return None
+        self._status()  # follows the lease to the leader's directory
+        return None if self._state_here else record.holder.api
 
     def _holds_lock_here(self, lock: str) -> bool:
         """The leader's state directory is the one this host sees at its path: its run lock

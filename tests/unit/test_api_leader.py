@@ -6,11 +6,14 @@ this host make live reads 503 with ``Retry-After`` and the reason, and ``/health
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from fastapi.testclient import TestClient
 
 from tests.support import LOCAL
+from tests.support.http_stub import served
 from tests.unit.test_remote_runtime import _job, _publish
 from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.leader import LeaderWatch
@@ -137,3 +140,64 @@ def test_a_stale_status_is_not_served_as_live(tmp_path: Path) -> None:
     api.read()
     r = api.client.get("/j/op/state/k")
     assert r.status_code == 503 and "not live" in r.json()["error"]["message"]
+
+
+def _echo_leader() -> Any:
+    """The leader's API, as a stub: says what it was asked, with which headers."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def echo(request: Request) -> JSONResponse:
+        body = await request.body()
+        return JSONResponse(
+            {"path": request.url.path, "query": request.url.query, "method": request.method,
+             "auth": request.headers.get("authorization"), "body": body.decode(),
+             "forwarded": request.headers.get("x-weir-forwarded")},
+            headers={"ETag": '"e1"'},
+        )  # fmt: skip
+
+    return Starlette(routes=[Route("/{rest:path}", echo, methods=["GET", "POST"])])
+
+
+def test_a_leader_on_another_host_is_asked_through_its_api(tmp_path: Path) -> None:
+    """Its state is not here, its lease names its API: this API authenticates a request and
+    forwards it there, with its token, and answers as the leader answered; /metrics stays this
+    process's own; a leader that does not answer is a 503 naming it."""
+    cfg = RunConfig(job_file=tmp_path / "job.py", state_dir=tmp_path / "a")
+    storage = CheckpointStorage(tmp_path / "chk", "j")
+    watch = LeaderWatch(storage)
+    job = _job(tmp_path)
+    runtime = RemoteRuntime(job, cfg.job_dir("j"), storage, leader=watch)
+    registry = Registry()
+    registry.add(handle_for(job, runtime, cfg, cfg.job_dir("j") / "api-test"))
+    app = create_app(registry, ApiSettings(token="s3cret-token-of-32-characters-xx"))
+    client = TestClient(app, base_url=LOCAL, raise_server_exceptions=False)
+    auth = {"Authorization": "Bearer s3cret-token-of-32-characters-xx"}
+    with served(_echo_leader()) as url:
+        holder = Holder("r4", "host-d", "", 1, "/elsewhere", "9:9", api=url)
+        version = LeaseStore(storage).create(LeaderRecord("j", 4, holder, LEASE_MS))
+        watch.poll()
+        time.sleep(0.06)
+        r = client.get("/j/op/state/k?limit=3", headers=auth)
+        assert r.status_code == 200, r.text
+        assert r.json() == {
+            "path": "/j/op/state/k", "query": "limit=3", "method": "GET",
+            "auth": auth["Authorization"], "body": "", "forwarded": "1",
+        }  # fmt: skip
+        assert r.headers["etag"] == '"e1"'
+        posted = client.post("/jobs/j/savepoints", headers=auth, json={"a": 1}).json()
+        assert posted["method"] == "POST" and posted["body"] == '{"a":1}'
+        assert client.get("/j/op/state/k").status_code == 401  # authenticated here first
+        assert "weir_" in client.get("/metrics", headers=auth).text  # its own metrics
+    # the leader's API is gone: 503, Retry-After, its address
+    LeaseStore(storage).replace(
+        LeaderRecord("j", 5, replace(holder, api="http://127.0.0.1:9"), LEASE_MS), version
+    )
+    watch.poll()
+    time.sleep(0.06)
+    r = client.get("/j/op/state/k", headers=auth)
+    assert r.status_code == 503 and r.headers["Retry-After"] == "1"
+    assert r.json()["error"]["code"] == "leader_unreachable"
+    assert "http://127.0.0.1:9" in r.json()["error"]["message"]
