@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from weir.base.errors import StorageError
 from weir.state.checkpoints import CheckpointStorage
@@ -84,6 +85,29 @@ class LeaderWatch:
         unchanged = self._clock() - seen[1]
         expired = not record.released and unchanged >= record.lease_ms / 1000
         return Leader(record, expired, unchanged, self._error)
+
+    def problem(self, published_run: str | None, state_here: bool, status: Path) -> str | None:
+        """Why the leader does not vouch for what an API reads (None: it does, or the job
+        never took a lease), given the run whose status the API reads (``published_run``),
+        whether the leader's state directory is on this host, and that status file."""
+        lead = self.leader
+        record = lead.record
+        if record is None:
+            return None
+        h = record.holder
+        who = f"the job's leader (run {h.run} on {h.host}, epoch {record.epoch})"
+        if lead.expired:
+            why = f": cannot read it: {lead.error}" if lead.error else ""
+            return (
+                f"{who} has not renewed its lease {self.where} for {lead.unchanged_s:.1f} s"
+                f"{why}; waiting for a job manager to take over"
+            )
+        if published_run == h.run:
+            return None
+        if not state_here:
+            where = f"its API at {h.api}" if h.api else "the API of weir run on that host"
+            return f"{who} keeps its state in {h.state_dir}, which is not on this host; ask {where}"
+        return f"waiting for {who} to publish its status in {status}"
 
     def poll(self) -> None:
         """Read the lease once (the thread calls it; so may a test)."""

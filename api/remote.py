@@ -133,25 +133,9 @@ class RemoteRuntime:
         never took a lease)."""
         if self.leader is None:
             return None
-        lead = self.leader.leader
-        record = lead.record
-        if record is None:
-            return None
-        h = record.holder
-        who = f"the job's leader (run {h.run} on {h.host}, epoch {record.epoch})"
-        if lead.expired:
-            why = f": cannot read it: {lead.error}" if lead.error else ""
-            return (
-                f"{who} has not renewed its lease {self.leader.where} for "
-                f"{lead.unchanged_s:.1f} s{why}; waiting for a job manager to take over"
-            )
         body = self._status()
-        if body is not None and body.run_id == h.run:
-            return None
-        if not self._state_here:
-            where = f"its API at {h.api}" if h.api else "the API of weir run on that host"
-            return f"{who} keeps its state in {h.state_dir}, which is not on this host; ask {where}"
-        return f"waiting for {who} to publish its status in {self._path}"
+        run = None if body is None else body.run_id
+        return self.leader.problem(run, self._state_here, self._path)
 
     @property
     def forward_to(self) -> str | None:
