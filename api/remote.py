@@ -4,7 +4,8 @@ admin operations asked over its control channel (``engine/runtime/control/admin.
 
 A status file older than ``stale_after_s`` (12 missed publications by default) means the job
 manager is gone or stuck: the job is then reported as ``unknown`` and ``/health`` as degraded,
-while queries go on answering from the state files as they are. A job whose last status says it
+and live reads answer 503 (``live_problem``): the state files are no longer live. Committed
+reads go on, from the checkpoints. A job whose last status says it
 ended (stopped, cancelled, finished and exited) or failed stays so however old that status is:
 its job manager said so (``JobStatus.seen_state``). A new
 ``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers reopen.
@@ -134,6 +135,10 @@ class RemoteRuntime:
         if self.leader is None:
             return None
         body = self._status()
+        if body is not None and (body.ended or body.state == "failed"):
+            record = self.leader.leader.record
+            if record is None or record.holder.run == body.run_id:
+                return None  # the leader said how the job ended: its lease need not live on
         run = None if body is None else body.run_id
         return self.leader.problem(run, self._state_here, self._path)
 
@@ -169,8 +174,8 @@ class RemoteRuntime:
         if problem is not None:
             return problem
         body = self._status()
-        if body is None or body.ended:
-            return None
+        if body is None or body.ended or body.state == "failed":
+            return None  # none yet (readers say so), or final: what the job left
         age = self._age_s(body)
         if age > self.stale_after_s:
             return (
