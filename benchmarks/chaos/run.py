@@ -49,6 +49,7 @@ def chaos(
 ) -> dict[str, Any]:
     """Run the job for ``seconds`` of input while ``repeat`` faults of each of ``kinds`` are
     injected; returns the report (``ok``: every check passed)."""
+    began = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
     s3 = S3Server(work / "s3")
     broker = Broker(work)
@@ -81,7 +82,8 @@ def chaos(
         verdict = machine.verdict(want, read_jsonl(outs[0]), _windows(outs[1]))
         summary = {"seed": seed, "seconds": seconds, "rate": rate, "events": len(evs),
                    "windows": len(want.windows), "cycles": sum(want.cycles.values()),
-                   "complete": done, "drained_s": drained_s}  # fmt: skip
+                   "complete": done, "drained_s": drained_s,
+                   "wall_s": round(time.monotonic() - began, 1)}  # fmt: skip
         return _report(summary, faults, verdict, producer, rig)
     finally:
         stop.set()
