@@ -33,6 +33,7 @@ from benchmarks.chaos.parts import Broker, Supervised
 from tests.support import WEIR, wait_until
 from tests.support.procs import worker_pids
 from tests.support.s3_server import S3Server
+from tests.support.spark_cluster import SparkCluster
 from weir.base.errors import StorageError
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.lease import LeaseStore
@@ -58,6 +59,7 @@ class Rig:
     state: Path
     outage_s: float
     rng: random.Random
+    spark: SparkCluster | None = None  # the job runs on this cluster
     started: float = field(default_factory=time.monotonic)
 
     def lease(self) -> tuple[int, int | None] | None:
@@ -117,10 +119,12 @@ def _settled(rig: Rig) -> tuple[int, int | None]:
 def kill_worker(rig: Rig) -> dict[str, Any]:
     _, before = _settled(rig)
     jm = wait_until(rig.jobmanager.pid, 60.0, what="a running job manager")
-    pids = wait_until(lambda: worker_pids(jm), 30.0, what="its workers")
     restarts = rig.status().get("restarts", 0)
-    victim = rig.rng.choice(pids)
-    os.kill(victim, signal.SIGKILL)
+    if rig.spark is not None:  # an executor (its JVM and Python worker) on a random worker
+        assert rig.spark.kill_executor(rig.rng.randrange(rig.spark.workers)), "no executor"
+    else:
+        pids = wait_until(lambda: worker_pids(jm), 30.0, what="its workers")
+        os.kill(rig.rng.choice(pids), signal.SIGKILL)
     t0 = time.monotonic()
     # restarted (a checkpoint in flight may still complete before the job manager notices)
     wait_until(lambda: rig.status().get("restarts", 0) > restarts, RECOVERY_TIMEOUT_S,
@@ -133,7 +137,12 @@ def kill_worker(rig: Rig) -> dict[str, Any]:
 def kill_jobmanager(rig: Rig) -> dict[str, Any]:
     epoch, before = _settled(rig)
     jm = wait_until(rig.jobmanager.pid, 60.0, what="a running job manager")
-    os.kill(jm, signal.SIGKILL)
+    # the driver with its JVM (its process group); a local job manager alone (its workers
+    # see it gone and exit)
+    if rig.spark is not None:
+        os.killpg(jm, signal.SIGKILL)
+    else:
+        os.kill(jm, signal.SIGKILL)
     took = _recover(rig.committed_past(before, epoch), "a checkpoint of a new epoch")
     return {"recovery_s": took, "epoch": epoch + 1}
 

@@ -28,6 +28,7 @@ from tests.support import WEIR, wait_until
 from tests.support.broker import free_port
 from tests.support.kafka_broker import create_topic
 from tests.support.s3_server import S3Server
+from tests.support.spark_cluster import SparkCluster
 from weir.state.checkpoints import CheckpointStorage
 
 log = logging.getLogger(__name__)
@@ -46,16 +47,22 @@ def chaos(
     kinds: tuple[str, ...] = KINDS,
     repeat: int = 2,
     outage_s: float = 5.0,
+    cluster: bool = False,
 ) -> dict[str, Any]:
     """Run the job for ``seconds`` of input while ``repeat`` faults of each of ``kinds`` are
-    injected; returns the report (``ok``: every check passed)."""
+    injected; returns the report (``ok``: every check passed). ``cluster``: the job runs on a
+    Spark standalone cluster on loopback (two one-core workers), a ``worker`` fault kills an
+    executor and a ``jobmanager`` fault the driver with its JVM."""
     began = time.monotonic()
     work.mkdir(parents=True, exist_ok=True)
     s3 = S3Server(work / "s3")
     broker = Broker(work)
     stop = threading.Event()
     rig: Rig | None = None
+    spark = SparkCluster(work / "spark", workers=2) if cluster else None
     try:
+        if spark is not None:
+            spark.start()
         s3.start()
         broker.start()
         os.environ.update(s3.env)  # the driver reads the lease too
@@ -63,7 +70,7 @@ def chaos(
         evs = machine.events(int(seconds * rate), KEYS, seed)
         want = machine.model(evs)
         outs = work / "machine.jsonl", work / "windows.jsonl"
-        rig = _rig(work, seed, s3, broker, outs, outage_s)
+        rig = _rig(work, seed, s3, broker, outs, outage_s, spark)
         wait_until(rig.committed_past(None), 120.0, what="the job's first checkpoint")
         producer = Producer(broker.bootstrap, "events", evs, machine.end_marker(evs[-1]["ts"]),
                             rate, PARTITIONS, stop)  # fmt: skip
@@ -92,13 +99,18 @@ def chaos(
             rig.api.stop()
         broker.stop()
         s3.stop()
+        if spark is not None:
+            spark.stop()
 
 
 def _rig(
-    work: Path, seed: int, s3: S3Server, broker: Broker, outs: tuple[Path, Path], outage_s: float
-) -> Rig:
+    work: Path, seed: int, s3: S3Server, broker: Broker, outs: tuple[Path, Path],
+    outage_s: float, spark: SparkCluster | None,
+) -> Rig:  # fmt: skip
     """Write the job file; start ``weir run`` and ``weir api`` under their supervisor loops."""
     env = {**os.environ, **s3.env, "PYTHONUNBUFFERED": "1"}
+    if spark is not None:
+        env.update(spark.client_env())
     env = {k: v for k, v in env.items() if not k.startswith("WEIR_")}
     job_file = work / "chaos_job.py"
     job_file.write_text(machine.job_text(broker.bootstrap, "events", str(outs[0]), str(outs[1])))
@@ -107,6 +119,7 @@ def _rig(
         "--checkpoint-dir", where, "--checkpoint-interval-ms", "500", "--lease-ms",
         str(LEASE_MS), "--restore", "auto", "--parallelism", "2", "--no-api",
         "--restart-delay-ms", "200",
+        *(("--master", spark.master_url) if spark is not None else ()),
     )  # fmt: skip
     state = work / "state"
     jm = Supervised(
@@ -123,7 +136,7 @@ def _rig(
     api.start()
     return Rig(
         work, job_file, CheckpointStorage(where, "chaos"), jm, api, f"http://127.0.0.1:{port}",
-        s3, broker, env, jm_flags, state, outage_s, random.Random(seed),
+        s3, broker, env, jm_flags, state, outage_s, random.Random(seed), spark,
     )  # fmt: skip
 
 
@@ -199,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--faults", default=",".join(KINDS), help=f"of {','.join(KINDS)}")
     p.add_argument("--out", type=Path, default=None, help="also write the report here")
     p.add_argument("--work", type=Path, default=None, help="keep logs and outputs here")
+    p.add_argument("--cluster", action="store_true", help="on a Spark standalone cluster")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s")
     kinds = tuple(k for k in args.faults.split(",") if k)
@@ -207,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown fault {sorted(unknown)}; use some of {','.join(KINDS)}")
     with tempfile.TemporaryDirectory(prefix="weir-chaos-") as tmp:
         report = chaos(args.work or Path(tmp), args.seconds, args.seed, args.rate, kinds,
-                       args.repeat, args.outage_s)  # fmt: skip
+                       args.repeat, args.outage_s, args.cluster)  # fmt: skip
     text = json.dumps(report, indent=1)
     print(text)
     if args.out is not None:
