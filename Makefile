@@ -184,7 +184,7 @@ soak: $(STAMP)
 	$(BIN)/python -m benchmarks.soak --minutes 30
 
 # the chaos run (issue 42): the state-machine job under seeded random faults (kill -9 of workers,
-# of the job manager and of weir api, a second job manager, S3 stopped, Kafka paused), ~6 min;
+# of the job manager and of weir api, a second job manager, S3 stopped, Kafka paused), ~4.5 min;
 # its report (fault counts, recovery times, the verdict) goes to benchmarks/results/chaos.json.
 # The soak tier runs a 40 s form (tests/soak/test_chaos.py)
 chaos: $(STAMP)
