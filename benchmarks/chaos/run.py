@@ -74,6 +74,7 @@ def chaos(
         wait_until(rig.committed_past(None), 120.0, what="the job's first checkpoint")
         producer = Producer(broker.bootstrap, "events", evs, machine.end_marker(evs[-1]["ts"]),
                             rate, PARTITIONS, stop)  # fmt: skip
+        rig.started = time.monotonic()  # faults are timed from the input's start
         producer.start()
         faults = _inject(rig, [k for k in kinds for _ in range(repeat)], seconds)
         producer.done.wait(seconds * 3 + 120)
