@@ -134,6 +134,7 @@ def tables_of(operators: Mapping[str, WindowNode | ProcessNode]) -> dict[str, Ta
     """The tables a pull query may read: window operators and continuous aggregate views."""
     from weir.engine.sql.continuous import ContinuousAggregate
     from weir.engine.sql.pull import TableShape
+    from weir.engine.sql.rownumber import RankFunction
 
     out: dict[str, TableShape] = {}
     for name, op in operators.items():
@@ -143,6 +144,11 @@ def tables_of(operators: Mapping[str, WindowNode | ProcessNode]) -> dict[str, Ta
         elif isinstance(op.function, ContinuousAggregate):
             fn = op.function
             out[name] = TableShape(name, ("key", *fn.columns, *fn.aggregates), windowed=False)
+        elif isinstance(op.function, RankFunction):
+            plan = op.function.plan
+            known = plan.columns or (*plan.partition, *(f for f, _ in plan.order))
+            cols = ("key", plan.rn or "rn", *dict.fromkeys(known))
+            out[name] = TableShape(name, cols, windowed=False)
     return out
 
 
@@ -198,13 +204,29 @@ def _rows(
             return []  # not there (in this view of the state): no rows
         raise
     if isinstance(op, ProcessNode):
-        row = answer["state"].get("row")
-        return [dict(row)] if row is not None else []
+        return _view_rows(op, answer)
     key_value = answer["key"]
     return [
         {"key": key_value, "window_start": w.pop("start"), "window_end": w.pop("end"), **w}
         for w in answer["windows"]
     ]
+
+
+def _view_rows(op: ProcessNode, answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """A SQL view's rows from its process state: a continuous aggregate's current row, or a
+    Top-N or deduplication view's ranked rows (each with its row number)."""
+    from weir.engine.sql.rownumber import SORT, RankFunction
+
+    state = answer["state"]
+    if isinstance(op.function, RankFunction):
+        rn = op.function.plan.rn or "rn"
+        ranked = enumerate(state.get("rows") or [], start=1)
+        return [
+            {"key": answer["key"], rn: i, **{k: v for k, v in r.items() if k != SORT}}
+            for i, r in ranked
+        ]
+    row = state.get("row")
+    return [dict(row)] if row is not None else []
 
 
 def _kept(plan: PullPlan, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -22,6 +22,7 @@ from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.keys import key_selector
 from weir.engine.sql.query import QueryPlan, TableDef
 from weir.engine.sql.recognize import attach_match, is_match_recognize
+from weir.engine.sql.rownumber import RankFunction, RankPlan, is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 
@@ -117,11 +118,23 @@ def add_view(
     if is_match_recognize(statements[0]):
         stream = _only_table(tables, name)
         return attach_match(statements[0], name, defs, stream)
+    if is_row_number(statements[0]):
+        rank = plan_rank(statements[0], name, defs)
+        return attach_rank(rank, tables[rank.table])
     try:
         plan = plan_query(statements[0], name, defs, functions or {})
     except RecursionError:  # a long chain of operators compiles recursively
         raise too_deep(f"job.sql({name!r})") from None
     return attach(plan, tables[plan.table], state_ttl_ms)
+
+
+def attach_rank(plan: RankPlan, stream: DataStream) -> ResultStream:
+    """Add a Top-N or deduplication view's filter, key_by and process function."""
+    if plan.where is not None:
+        stream = stream.filter(_labelled(plan.where, f"WHERE {plan.where_sql}"))
+    key = key_selector(plan.partition) if plan.partition else (lambda r: GLOBAL_KEY)
+    _labelled(key, "|".join(plan.partition) or GLOBAL_KEY)
+    return stream.key_by(key).process(RankFunction(plan), name=plan.name)
 
 
 def _only_table(tables: Mapping[str, DataStream], name: str) -> DataStream:

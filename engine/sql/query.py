@@ -94,11 +94,13 @@ def refuse_clauses(select: exp.Expr) -> exp.Select:
     for arg, message in refusals.items():
         if select.args.get(arg):
             raise SqlUnsupported(f"{message} (in {select.sql(WeirFlink)[:80]}…)")
+    over = next(select.find_all(exp.Window), None)  # named first, even inside a subquery
+    if over is not None:
+        raise SqlUnsupported(
+            f"{over.sql(WeirFlink)}: OVER windows are not supported (but ROW_NUMBER() in the "
+            "Top-N and deduplication forms); use a window TVF"
+        )
     for node in select.walk():
-        if isinstance(node, exp.Window):
-            raise SqlUnsupported(
-                f"{node.sql(WeirFlink)}: OVER windows are not supported; use a window TVF"
-            )
         if isinstance(node, exp.Subquery | exp.Union) or (
             isinstance(node, exp.Select) and node is not select
         ):

@@ -25,12 +25,13 @@ from weir.engine import agg
 from weir.engine.agg import AggregateFunction
 from weir.engine.job import DataStream, Job
 from weir.engine.sources import from_url
-from weir.engine.sql.build import TTL_SETTING, attach
+from weir.engine.sql.build import TTL_SETTING, attach, attach_rank
 from weir.engine.sql.columns import check_type, checker
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
 from weir.engine.sql.recognize import attach_match, is_match_recognize
+from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.windowing import interval_ms
 from weir.engine.watermarks import WatermarkStrategy
@@ -165,8 +166,12 @@ class _Script:
     def _view(self, s: exp.Create) -> None:
         if self.table is None or self.stream is None:
             raise SqlError(f"CREATE VIEW {s.this.name}: declare its table first, CREATE TABLE …")
+        tables = {self.table.name: self.table}
         if is_match_recognize(s.expression):
-            attach_match(s.expression, s.this.name, {self.table.name: self.table}, self.stream)
+            attach_match(s.expression, s.this.name, tables, self.stream)
+            return
+        if is_row_number(s.expression):
+            attach_rank(plan_rank(s.expression, s.this.name, tables), self.stream)
             return
         plan = plan_query(
             s.expression, s.this.name, {self.table.name: self.table}, self.functions,

@@ -41,6 +41,8 @@ job.sql("imps", "SELECT id, window_start, window_end, COUNT(*) AS n, MAX(`value`
         "FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '1' SECOND)) "
         "WHERE event = 'impression' GROUP BY id, window_start, window_end",
         tables={"events": events}, allowed_lateness_ms=10_000)
+job.sql("best", "SELECT id, ts, `value`, rn FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id "
+        "ORDER BY `value` DESC) AS rn FROM events) WHERE rn <= 2", tables={"events": events})
 """
 
 
@@ -80,7 +82,8 @@ def _model(job: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
         imps[(r["key"], r["start"])] = {"key": r["key"], "window_start": r["start"],
                                         "window_end": r["end"], "n": r["n"], "top": r["top"],
                                         "final": True}  # fmt: skip
-    return {"totals": totals, "imps": imps}
+    best = {(r["key"], r["rn"]): {k: v for k, v in r.items() if k != "op"} for r in out["best"]}
+    return {"totals": totals, "imps": imps, "best": best}
 
 
 def _ask(server: WeirServer, query: str, **body: Any) -> httpx.Response:
@@ -212,3 +215,15 @@ def test_limits_and_auth_hold(served: tuple[WeirServer, dict[str, Any]]) -> None
     with httpx.Client(base_url=server.base_url, trust_env=False) as anonymous:
         r = anonymous.post("/pull/sql", json={"query": "SELECT * FROM totals"})
     assert r.status_code == 401
+
+
+def test_a_top_n_view_answers_its_ranked_rows(served: tuple[WeirServer, dict[str, Any]]) -> None:
+    server, model = served
+    query = "SELECT key, rn, value FROM best WHERE key IN ('ad-0', 'ad-1') ORDER BY key, rn"
+    rows = _ask(server, query).json()["rows"]
+    want = [{"key": k, "rn": rn, "value": v["value"]}
+            for (k, rn), v in sorted(model["best"].items()) if k in ("ad-0", "ad-1")]  # fmt: skip
+    assert len(want) == 4 and rows == want
+    with _client(server) as c:
+        state = c.get("/pull/best/state/ad-0").json()["state"]["rows"]
+    assert [r["value"] for r in state] == [w["value"] for w in want if w["key"] == "ad-0"]
