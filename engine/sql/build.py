@@ -25,6 +25,7 @@ from weir.engine.sql.recognize import attach_match, is_match_recognize
 from weir.engine.sql.rownumber import RankFunction, RankPlan, is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
+from weir.engine.sql.sqljoin import JoinPlan, is_join, pair_function, plan_join
 
 if TYPE_CHECKING:
     from weir.engine.job import DataStream, Job, ResultStream
@@ -118,6 +119,9 @@ def add_view(
     if is_match_recognize(statements[0]):
         stream = _only_table(tables, name)
         return attach_match(statements[0], name, defs, stream)
+    if is_join(statements[0]):
+        joined = plan_join(statements[0], name, defs)
+        return attach_join(joined, tables)
     if is_row_number(statements[0]):
         rank = plan_rank(statements[0], name, defs)
         return attach_rank(rank, tables[rank.table])
@@ -135,6 +139,23 @@ def attach_rank(plan: RankPlan, stream: DataStream) -> ResultStream:
     key = key_selector(plan.partition) if plan.partition else (lambda r: GLOBAL_KEY)
     _labelled(key, "|".join(plan.partition) or GLOBAL_KEY)
     return stream.key_by(key).process(RankFunction(plan), name=plan.name)
+
+
+def attach_join(plan: JoinPlan, streams: Mapping[str, DataStream]) -> ResultStream:
+    """Add an interval join view: each side filtered and keyed, joined within the bounds."""
+    keyed = []
+    for side in (0, 1):
+        stream, where = streams[plan.tables[side]], plan.filters[side]
+        if where is not None:
+            stream = stream.filter(_labelled(where, f"WHERE ({plan.tables[side]})"))
+        keys = plan.keys[side]
+        keyed.append(stream.key_by(_labelled(key_selector(keys), "|".join(keys))))
+    joined = keyed[0].interval_join(keyed[1]).between(plan.lower, plan.upper)
+    if not plan.lower_inclusive:
+        joined = joined.lower_bound_exclusive()
+    if not plan.upper_inclusive:
+        joined = joined.upper_bound_exclusive()
+    return joined.process(pair_function(plan), name=plan.name)
 
 
 def _only_table(tables: Mapping[str, DataStream], name: str) -> DataStream:

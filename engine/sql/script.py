@@ -25,7 +25,7 @@ from weir.engine import agg
 from weir.engine.agg import AggregateFunction
 from weir.engine.job import DataStream, Job
 from weir.engine.sources import from_url
-from weir.engine.sql.build import TTL_SETTING, attach, attach_rank
+from weir.engine.sql.build import TTL_SETTING, attach, attach_join, attach_rank
 from weir.engine.sql.columns import check_type, checker
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
@@ -33,6 +33,7 @@ from weir.engine.sql.query import TableDef, at
 from weir.engine.sql.recognize import attach_match, is_match_recognize
 from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.select import plan_query
+from weir.engine.sql.sqljoin import is_join, plan_join
 from weir.engine.sql.windowing import interval_ms
 from weir.engine.watermarks import WatermarkStrategy
 
@@ -169,6 +170,10 @@ class _Script:
         tables = {self.table.name: self.table}
         if is_match_recognize(s.expression):
             attach_match(s.expression, s.this.name, tables, self.stream)
+            return
+        if is_join(s.expression):
+            joined = plan_join(s.expression, s.this.name, tables)
+            attach_join(joined, {self.table.name: self.stream})
             return
         if is_row_number(s.expression):
             attach_rank(plan_rank(s.expression, s.this.name, tables), self.stream)

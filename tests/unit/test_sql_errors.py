@@ -44,7 +44,8 @@ REFUSED = {
     "join": (
         f"SELECT e.id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} AS e "
         f"JOIN other ON e.id = other.id {GROUP}",
-        r"JOIN: a query reads one table; join streams with the job API \(a.join\(b\)",
+        r"JOIN over TABLE\(TUMBLE.*an interval join reads two tables by name \(window joins "
+        r"on TVFs are not supported\)",
     ),
     "order by": (
         f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} {GROUP} ORDER BY id",
