@@ -134,7 +134,7 @@ def tables_of(operators: Mapping[str, WindowNode | ProcessNode]) -> dict[str, Ta
     """The tables a pull query may read: window operators and continuous aggregate views."""
     from weir.engine.sql.continuous import ContinuousAggregate
     from weir.engine.sql.pull import TableShape
-    from weir.engine.sql.rownumber import RankFunction
+    from weir.engine.sql.ranked import RankFunction
 
     out: dict[str, TableShape] = {}
     for name, op in operators.items():
@@ -215,7 +215,7 @@ def _rows(
 def _view_rows(op: ProcessNode, answer: dict[str, Any]) -> list[dict[str, Any]]:
     """A SQL view's rows from its process state: a continuous aggregate's current row, or a
     Top-N or deduplication view's ranked rows (each with its row number)."""
-    from weir.engine.sql.rownumber import SORT, RankFunction
+    from weir.engine.sql.ranked import SORT, RankFunction
 
     state = answer["state"]
     if isinstance(op.function, RankFunction):

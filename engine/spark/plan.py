@@ -89,12 +89,12 @@ def _refuse_continuous(job: Job, op_name: str | None) -> None:
 
     views = continuous_views(job)
     windows = [o for o in job.operators.values() if isinstance(o, WindowNode)]
-    named = [v for v in views if v == op_name] if op_name is not None else []
+    named = [v for v in views if v[0] == op_name] if op_name is not None else []
     if named or (op_name is None and views and not windows):
+        name, kind = (named or views)[0]
         raise JobDefinitionError(
-            f"operator {(named or views)[0]!r} of job {job.name!r} is a continuous aggregate "
-            "(GROUP BY without a window); the backfill computes window operators only: run the "
-            "view over the bounded input with weir run `exit_at_end`"
+            f"operator {name!r} of job {job.name!r} is a {kind}; the backfill computes window "
+            "operators only: run the view over the bounded input with weir run `exit_at_end`"
         )
 
 

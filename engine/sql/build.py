@@ -21,8 +21,9 @@ from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.keys import key_selector
 from weir.engine.sql.query import QueryPlan, TableDef
+from weir.engine.sql.ranked import RankFunction, RankPlan
 from weir.engine.sql.recognize import attach_match, is_match_recognize
-from weir.engine.sql.rownumber import RankFunction, RankPlan, is_row_number, plan_rank
+from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import JoinPlan, is_join, pair_function, plan_join

@@ -141,13 +141,18 @@ class ContinuousAggregate:
         return {name: self.aggregates[name].result(slots[name]) for name in self._order}
 
 
-def continuous_views(job: Job) -> list[str]:
-    """The names of ``job``'s continuous aggregate views, in the job's order."""
-    return [
-        name
-        for name, op in job.operators.items()
-        if isinstance(op, ProcessNode) and isinstance(op.function, ContinuousAggregate)
-    ]
+def continuous_views(job: Job) -> list[tuple[str, str]]:
+    """``job``'s SQL views kept by process functions, ``(name, kind)``, in the job's order:
+    continuous aggregates and Top-N or deduplication views."""
+    from weir.engine.sql.ranked import RankFunction  # beside this module; no parser
+
+    found = []
+    for name, op in job.operators.items():
+        if isinstance(op, ProcessNode) and isinstance(op.function, ContinuousAggregate):
+            found.append((name, "continuous aggregate (GROUP BY without a window)"))
+        elif isinstance(op, ProcessNode) and isinstance(op.function, RankFunction):
+            found.append((name, "Top-N or deduplication view (ROW_NUMBER() OVER)"))
+    return found
 
 
 def _described(a: agg.Aggregate) -> str:

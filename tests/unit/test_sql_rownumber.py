@@ -175,3 +175,11 @@ def test_refusals_name_the_construct(tmp_path: Path, case: str) -> None:
 def test_rank_and_dense_rank_are_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(SqlUnsupported, match=r"RANK\(\) OVER .*but ROW_NUMBER\(\) in the Top-N"):
         _job(tmp_path, TOP3.replace("ROW_NUMBER()", "RANK()"))
+
+
+def test_the_backfill_refuses_a_top_n_view_by_name(tmp_path: Path) -> None:
+    from weir import JobDefinitionError
+    from weir.engine.spark.plan import backfill_operator
+
+    with pytest.raises(JobDefinitionError, match=r"'r' of job 'rank' is a Top-N or dedup"):
+        backfill_operator(_job(tmp_path, TOP3), "r")
