@@ -6,6 +6,7 @@ current row of each key answers at ``/{job}/{view}/state/{key}`` (live and commi
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections import defaultdict
@@ -18,6 +19,7 @@ import pytest
 
 from tests.integration.test_checkpoints import FAST, _wait_checkpoint
 from tests.support import (
+    WeirResult,
     WeirServer,
     alive,
     children,
@@ -139,3 +141,40 @@ def test_rows_restored_at_another_parallelism_rescale_exactly(
     assert second.proc.wait(120) == 0, second.stderr()
     assert "restored from" in second.stderr()
     assert changelog(tmp_path / "totals.jsonl") == model(events)
+
+
+SQL_JOB = """
+SET 'pipeline.name' = 'upserts';
+CREATE TABLE events (id STRING, event STRING, ts BIGINT, `value` BIGINT,
+  WATERMARK FOR ts AS ts - INTERVAL '200' MILLISECOND) WITH ('url' = 'file:///unused.jsonl');
+SET 'table.exec.state.ttl' = '0';
+CREATE VIEW totals AS
+SELECT id, COUNT(*) AS n, SUM(`value`) AS total, MAX(`value`) AS top
+FROM events WHERE event = 'impression' GROUP BY id;
+"""
+
+
+def test_a_kafka_sink_gets_an_upsert_topic_keyed_by_the_group_key(
+    tmp_path: Path, run_weir: Callable[..., WeirResult], kafka_broker: str
+) -> None:
+    from tests.support.kafka_broker import create_topic, read_topic
+
+    events = [{**e, "id": str(e["id"])} for e in make_events(1_500, seed=9)]
+    src = write_lines(tmp_path / "in.jsonl", event_lines(events))
+    topic = f"upserts-{os.getpid()}"
+    create_topic(kafka_broker, topic, 2)
+    job = tmp_path / "job.sql"
+    job.write_text(SQL_JOB)
+    r = run_weir("sql", str(job), "--source", f"file://{src}", "--sink",
+                 f"kafka://{kafka_broker}/{topic}", "--exit-at-end", "--api-port", "0",
+                 "--state-dir", str(tmp_path / "state"), "--parallelism", "2")  # fmt: skip
+    assert r.rc == 0, r.stderr
+    messages = read_topic(kafka_broker, topic)
+    want = model(events)
+    assert len(messages) == sum(len(rows) for rows in want.values())
+    latest: dict[str, dict[str, Any]] = {}
+    for m in messages:  # a key's messages share a partition, in order: compaction keeps the last
+        body = json.loads(m.value)
+        assert m.key.decode() == body["key"]
+        latest[body["key"]] = body
+    assert latest == {k: rows[-1] for k, rows in want.items()}
