@@ -72,12 +72,12 @@ class ContinuousAggregate:
 
     def describe_function(self) -> dict[str, Any]:
         """What ``weir explain`` shows of the view (``ProcessNode.describe``)."""
+        aggregates = ", ".join(f"{n}={_described(a)}" for n, a in self.aggregates.items())
+        ttl = f"state TTL {self.ttl_ms} ms" if self.ttl_ms else "state kept forever (TTL 0)"
         return {
-            "type": "continuous aggregate",
-            "aggregates": {n: _described(a) for n, a in self.aggregates.items()},
-            "group_columns": dict(self.columns),
+            "sql_view": f"continuous aggregate {aggregates}; {ttl}; upsert changelog (+I, +U) "
+            "by key",
             "state_ttl_ms": self.ttl_ms,
-            "changelog": "upsert (+I, +U) keyed by key",
         }
 
     def process(self, record: Any, ctx: Any) -> None:

@@ -40,10 +40,15 @@ class RankFunction:
     def describe_function(self) -> dict[str, Any]:
         """What ``weir explain`` shows of the view."""
         p = self.plan
-        kind = "deduplication" if p.n == 1 and p.keep_last else f"top-{p.n}"
+        kind = "deduplication (keep last)" if p.keep_last else f"top-{p.n}"
+        if p.n == 1 and not p.keep_last and len(p.order) == 1 and not p.order[0][1]:
+            kind = "top-1 (deduplication keeping the first)"
         order = ", ".join(f"{f} {'DESC' if d else 'ASC'}" for f, d in p.order)
-        return {"type": f"row number ({kind})", "partition_by": list(p.partition),
-                "order_by": order, "changelog": "upsert (+I, +U) keyed by key and rn"}  # fmt: skip
+        partition = ", ".join(p.partition) or "nothing (one global ranking)"
+        return {
+            "sql_view": f"ROW_NUMBER() {kind}, partitioned by {partition}, ordered by {order}; "
+            "upsert changelog (+I, +U) by key and rn"
+        }
 
     def process(self, record: Any, ctx: Any) -> None:
         """Rank ``record`` in its partition; emit the ranks whose row changed."""

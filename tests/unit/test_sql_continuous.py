@@ -265,7 +265,7 @@ def test_python_job_sql_takes_state_ttl_ms() -> None:
 
 
 def test_the_backfill_and_explain_name_a_continuous_aggregate(tmp_path: Path) -> None:
-    from weir.engine.explain import describe
+    from weir.engine.explain import describe, render
     from weir.engine.spark.plan import backfill_operator
 
     job = _script(tmp_path)
@@ -279,6 +279,7 @@ def test_the_backfill_and_explain_name_a_continuous_aggregate(tmp_path: Path) ->
         backfill_operator(job, None)
     shown = str(describe(job))
     assert "continuous aggregate" in shown and "'state_ttl_ms': 0" in shown
+    assert "state kept forever (TTL 0)" in render(describe(job))
     assert "count(DISTINCT kind)" in shown.replace("COUNT", "count") and "sum(v)" in shown
 
 
