@@ -100,8 +100,14 @@ async def pull_query(
     plan = _plan(handle, body.query)
     op = handle.job.operators[plan.table]
     await wait_fresh(fresh, handle, op.name, body.consistency)
-    read = await anyio.to_thread.run_sync(_read, handle, op, plan, body)
-    answer = _shape(plan, read.rows)
+    try:
+        read = await anyio.to_thread.run_sync(_read, handle, op, plan, body)
+        answer = _shape(plan, read.rows)
+    except (TypeError, ValueError, ArithmeticError) as exc:  # SQL over the rows' values
+        raise ApiError(
+            400, "query_failed", f"the query failed on the rows' values ({type(exc).__name__}: "
+            f"{exc}); compare and sort values of one type (CAST them)",
+        ) from None  # fmt: skip
     source = StateSource(handle, body.consistency)
     wm, checkpoint = source.as_of(op.name)
     return json_response(
