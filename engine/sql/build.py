@@ -26,7 +26,7 @@ from weir.engine.sql.recognize import attach_match, is_match_recognize
 from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
-from weir.engine.sql.sqljoin import JoinPlan, is_join, pair_function, plan_join
+from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
 
 if TYPE_CHECKING:
     from weir.engine.job import DataStream, Job, ResultStream
@@ -122,7 +122,7 @@ def add_view(
         return attach_match(statements[0], name, defs, stream)
     if is_join(statements[0]):
         joined = plan_join(statements[0], name, defs)
-        return attach_join(joined, tables)
+        return attach_join(joined, tables, state_ttl_ms)
     if is_row_number(statements[0]):
         rank = plan_rank(statements[0], name, defs)
         return attach_rank(rank, tables[rank.table])
@@ -142,8 +142,17 @@ def attach_rank(plan: RankPlan, stream: DataStream) -> ResultStream:
     return stream.key_by(key).process(RankFunction(plan), name=plan.name)
 
 
-def attach_join(plan: JoinPlan, streams: Mapping[str, DataStream]) -> ResultStream:
-    """Add an interval join view: each side filtered and keyed, joined within the bounds."""
+def attach_join(
+    plan: JoinPlan, streams: Mapping[str, DataStream], state_ttl_ms: int | None = None
+) -> ResultStream:
+    """Add a join view: each side filtered and keyed, joined within the bounds (an interval
+    join), or by key alone for as long as the state TTL keeps the rows (a regular join)."""
+    if not plan.bounded and not state_ttl_ms:
+        raise SqlUnsupported(
+            f"view {plan.name!r} joins without a time bound (a regular join), whose rows would "
+            f"be kept forever: bound it (r.ts BETWEEN l.ts - INTERVAL … AND l.ts + INTERVAL …), "
+            f"or SET '{TTL_SETTING}' = '1 h' (job.sql(…, state_ttl_ms=…)) before the view"
+        )
     keyed = []
     for side in (0, 1):
         stream, where = streams[plan.tables[side]], plan.filters[side]
@@ -151,6 +160,9 @@ def attach_join(plan: JoinPlan, streams: Mapping[str, DataStream]) -> ResultStre
             stream = stream.filter(_labelled(where, f"WHERE ({plan.tables[side]})"))
         keys = plan.keys[side]
         keyed.append(stream.key_by(_labelled(key_selector(keys), "|".join(keys))))
+    if not plan.bounded:
+        fn = RegularJoin(plan, state_ttl_ms or 0)
+        return keyed[0].connect(keyed[1]).process(fn, name=plan.name)
     joined = keyed[0].interval_join(keyed[1]).between(plan.lower, plan.upper)
     if not plan.lower_inclusive:
         joined = joined.lower_bound_exclusive()

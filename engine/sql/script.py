@@ -173,7 +173,7 @@ class _Script:
             return
         if is_join(s.expression):
             joined = plan_join(s.expression, s.this.name, tables)
-            attach_join(joined, {self.table.name: self.stream})
+            attach_join(joined, {self.table.name: self.stream}, self.ttl_ms)
             return
         if is_row_number(s.expression):
             attach_rank(plan_rank(s.expression, s.this.name, tables), self.stream)

@@ -13,9 +13,10 @@ pushes down; an inner join's result is the same). Each pair emits ``{"key", <SEL
 the columns qualified by their table (``i.id``), named by their alias or column name; late
 records go to the join's ``late`` output, as the job API's interval join sends them.
 
-Refused by name: ``LEFT``/``RIGHT``/``FULL`` interval joins (the job API's is inner), regular
-joins without a time bound (unbounded state), window joins on a TVF's bounds and temporal
-(``FOR SYSTEM_TIME AS OF``) and lookup joins.
+Without a time term the join is a regular inner join (``RegularJoin``, a keyed co-process
+function), run only with a state TTL. Refused by name: ``LEFT``/``RIGHT``/``FULL`` joins, a
+regular join without a TTL, window joins on a TVF's bounds and temporal (``FOR SYSTEM_TIME AS
+OF``) and lookup joins.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef
 from weir.engine.sql.scalar import Compiler, Fn
 from weir.engine.sql.windowing import interval_ms
+from weir.engine.watermarks import MAX_WATERMARK
 
 LEFT, RIGHT = 0, 1
 
@@ -48,6 +50,7 @@ class JoinPlan:
     lower_inclusive: bool
     upper_inclusive: bool
     columns: tuple[tuple[str, int, str], ...]  # (output name, side, field)
+    bounded: bool = True  # False: a regular join, kept by its state TTL
 
 
 def is_join(statement: exp.Expr) -> bool:
@@ -140,7 +143,8 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
             bounds.append(term)
     if not keys[LEFT]:
         raise SqlUnsupported("a join needs ON equality of a key of each table (l.k = r.k)")
-    lower, upper = _bounds(bounds, sides)
+    found = _bounds(bounds, sides)
+    lower, upper = found if found is not None else ((0, True), (0, True))
     filters = _filters(statement.args.get("where"), sides)
     return JoinPlan(
         name=name,
@@ -152,6 +156,7 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         lower_inclusive=lower[1],
         upper_inclusive=upper[1],
         columns=_columns(statement, sides),
+        bounded=found is not None,
     )
 
 
@@ -167,8 +172,10 @@ def _two_columns(term: exp.EQ) -> bool:
     return isinstance(term.this, exp.Column) and isinstance(term.expression, exp.Column)
 
 
-def _bounds(terms: list[exp.Expr], sides: _Sides) -> tuple[tuple[int, bool], tuple[int, bool]]:
-    """``(lower, inclusive), (upper, inclusive)`` of ``right.ts - left.ts``."""
+def _bounds(
+    terms: list[exp.Expr], sides: _Sides
+) -> tuple[tuple[int, bool], tuple[int, bool]] | None:
+    """``(lower, inclusive), (upper, inclusive)`` of ``right.ts - left.ts``; None: no bound."""
     lows: list[tuple[int, bool]] = []
     highs: list[tuple[int, bool]] = []
     for term in terms:
@@ -185,11 +192,12 @@ def _bounds(terms: list[exp.Expr], sides: _Sides) -> tuple[tuple[int, bool], tup
                 f"ON {term.sql(WeirFlink)}: an interval join's ON holds key equalities and a "
                 "time interval (r.ts BETWEEN l.ts - INTERVAL … AND l.ts + INTERVAL …)"
             )
+    if not lows and not highs:
+        return None  # a regular join
     if len(lows) != 1 or len(highs) != 1:
         raise SqlUnsupported(
-            "a join without both bounds of a time interval keeps every row forever (a regular "
-            "join); bound it: r.ts BETWEEN l.ts - INTERVAL '1' SECOND AND l.ts + INTERVAL "
-            "'5' SECOND"
+            "a join with one bound of a time interval: give both, r.ts BETWEEN l.ts - INTERVAL "
+            "'1' SECOND AND l.ts + INTERVAL '5' SECOND (or none, a regular join with a state TTL)"
         )
     return lows[0], highs[0]
 
@@ -277,3 +285,70 @@ def pair_function(plan: JoinPlan) -> Callable[[Any, Any, Any], None]:
 
     emit.__qualname__ = f"SELECT {', '.join(n for n, _, _ in columns)}"
     return emit
+
+
+class RegularJoin:
+    """An inner regular join (no time bound) kept by Flink's idle-state TTL: each side's rows of
+    a key, in list state ``left``/``right``, are forgotten once that side of the key was not
+    written for ``ttl_ms`` of processing time (Flink's ``OnCreateAndWrite``); a record joins
+    every row the other side holds. One processing-time timer per key; after the input's end
+    nothing expires."""
+
+    def __init__(self, plan: JoinPlan, ttl_ms: int) -> None:
+        self._emit = pair_function(plan)
+        self.ttl_ms = ttl_ms
+        self.__qualname__ = "RegularJoin"
+
+    def describe_function(self) -> dict[str, Any]:
+        """What ``weir explain`` shows of the join."""
+        return {"state_ttl_ms": self.ttl_ms}
+
+    def process1(self, event: Any, ctx: Any) -> None:
+        """A left record: kept, and joined with the right rows."""
+        self._arrive(LEFT, event, ctx)
+
+    def process2(self, event: Any, ctx: Any) -> None:
+        """A right record: kept, and joined with the left rows."""
+        self._arrive(RIGHT, event, ctx)
+
+    def _arrive(self, side: int, event: Any, ctx: Any) -> None:
+        now, touched = ctx.processing_time, ctx.value("touched")
+        times = touched.get() or [None, None, None]  # left write, right write, timer
+        self._expire(times, now, ctx)
+        mine, theirs = ctx.list(_SIDES[side]), ctx.list(_SIDES[1 - side])
+        mine.append(event)
+        times[side] = now
+        if times[2] is None:
+            times[2] = now + self.ttl_ms
+            ctx.register_processing_time_timer(times[2])
+        touched.set(times)
+        for other in theirs.get():
+            pair = (event, other) if side == LEFT else (other, event)
+            self._emit(pair[0], pair[1], ctx)
+
+    def _expire(self, times: list[Any], now: int, ctx: Any) -> None:
+        if ctx.watermark == MAX_WATERMARK:
+            return  # the input has ended: the rows stay
+        for side in (LEFT, RIGHT):
+            if times[side] is not None and now - times[side] >= self.ttl_ms:
+                ctx.list(_SIDES[side]).clear()
+                times[side] = None
+
+    def on_timer(self, timestamp: int, ctx: Any) -> None:
+        """Forget the sides not written for ``ttl_ms``; check again for what is left."""
+        touched = ctx.value("touched")
+        times = touched.get()
+        if times is None or times[2] != timestamp:
+            return
+        self._expire(times, ctx.processing_time, ctx)
+        alive = [t for t in times[:2] if t is not None]
+        if not alive:
+            touched.clear()
+            return
+        times[2] = None if ctx.watermark == MAX_WATERMARK else min(alive) + self.ttl_ms
+        if times[2] is not None:
+            ctx.register_processing_time_timer(times[2])
+        touched.set(times)
+
+
+_SIDES = ("left", "right")

@@ -8,6 +8,7 @@ Flink's documented semantics."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from weir import Job, WatermarkStrategy, sources, testing
 from weir.engine.explain import describe
 from weir.engine.sql import SqlError, SqlUnsupported, load_script
+from weir.testing import Harness
 
 
 def _events(n: int, seed: int) -> list[dict[str, Any]]:
@@ -37,7 +39,7 @@ def _events(n: int, seed: int) -> list[dict[str, Any]]:
     return out
 
 
-def _job(query: str, name: str = "j") -> Job:
+def _job(query: str, name: str = "j", **options: Any) -> Job:
     job = Job("joins")
     events = job.source(
         sources.jsonl("/unused.jsonl"),
@@ -46,7 +48,7 @@ def _job(query: str, name: str = "j") -> Job:
     )
     imps = events.filter(lambda e: e["kind"] == "imp")
     clicks = events.filter(lambda e: e["kind"] == "click")
-    job.sql(name, query, tables={"imps": imps, "clicks": clicks})
+    job.sql(name, query, tables={"imps": imps, "clicks": clicks}, **options)
     return job
 
 
@@ -140,8 +142,12 @@ REFUSED = {
         SqlUnsupported,
         "LEFT JOIN: weir's SQL runs INNER",
     ),
-    "regular join": (SELECT + "ON i.id = c.id", SqlUnsupported, "keeps every row forever"),
-    "one bound": (SELECT + "ON i.id = c.id AND c.ts >= i.ts", SqlUnsupported, "both bounds"),
+    "regular join without a ttl": (
+        SELECT + "ON i.id = c.id",
+        SqlUnsupported,
+        r"joins without a time bound \(a regular join\), whose rows would be kept forever",
+    ),
+    "one bound": (SELECT + "ON i.id = c.id AND c.ts >= i.ts", SqlUnsupported, "give both"),
     "no key": (
         SELECT + "ON c.ts BETWEEN i.ts AND i.ts + INTERVAL '1' SECOND",
         SqlUnsupported,
@@ -182,3 +188,30 @@ def test_a_sql_job_file_joins_its_table_with_itself(tmp_path: Path) -> None:
     got = testing.run(load_script(path), events, parallelism=2).by_operator["j"]
     assert _pairs(got) == _model(events, -100, 300)
     assert "IntervalJoinFunction" in str(describe(load_script(path)))
+
+
+def test_a_regular_join_with_a_ttl_pairs_every_row_of_a_key() -> None:
+    """Flink's regular inner join (``JoinITCase.testInnerJoin`` shape) kept by its state TTL:
+    every left row of a key meets every right row, whatever their times."""
+    events = _events(300, seed=5)
+    job = _job(SELECT + "ON i.id = c.id AND i.shop = c.shop", state_ttl_ms=3_600_000)
+    for p in (1, 2):
+        rows = testing.run(job, events, parallelism=p).by_operator["j"]
+        assert _pairs(rows) == _model(events, -(10**9), 10**9, ("id", "shop")), p
+    assert "RegularJoin" in str(describe(job))
+
+
+def test_a_regular_joins_rows_expire_after_the_ttl() -> None:
+    """A side not written for the TTL (processing time) is forgotten: a later record of the
+    other side meets nothing of it (Flink's state TTL, ``OnCreateAndWrite``)."""
+    job = _job(SELECT + "ON i.id = c.id", state_ttl_ms=150)
+    imp = {"id": "a", "shop": "x", "kind": "imp", "ts": 1, "i": 1}
+    with Harness(job) as h:
+        h.feed([imp, {**imp, "kind": "click", "i": 2, "ts": 2}])
+        deadline = time.monotonic() + 0.25
+        while time.monotonic() < deadline:  # the TTL is wall-clock time by definition
+            h.feed([{**imp, "id": "b", "i": 0}])  # another key keeps the job busy
+            time.sleep(0.02)
+        h.feed([{**imp, "kind": "click", "i": 3, "ts": 3}, {**imp, "i": 4, "ts": 4}])
+        rows = h.finish().by_operator["j"]
+    assert sorted((r["imp"], r["click"]) for r in rows) == [(1, 2), (4, 3)]
