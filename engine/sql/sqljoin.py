@@ -122,10 +122,10 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
     """The plan of an interval join view ``name``."""
     if not isinstance(statement, exp.Select):
         raise SqlError(f"view {name!r}: a join is a SELECT")
+    sides = _Sides(statement, tables)  # first: a join of window TVFs is named as such
     for arg in ("group", "having", "order", "limit", "distinct", "with_"):
         if statement.args.get(arg):
             raise SqlUnsupported(f"{arg.upper().rstrip('_')} in a join view: it emits each pair")
-    sides = _Sides(statement, tables)
     on = sides.join.args.get("on")
     if on is None:
         raise SqlUnsupported("a JOIN without ON: join two streams on keys and a time interval")
