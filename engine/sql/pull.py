@@ -37,7 +37,6 @@ from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.scalar import SCALAR_FUNCTIONS, Compiler, Fn
 
 MAX_QUERY_CHARS = 16_384  # a pull query is one SELECT, typed or generated, never data
-WINDOW_ROW = ("key", "window_start", "window_end")
 SUMMARIES: dict[type[exp.Expr], str] = {
     exp.Count: "count",
     exp.Sum: "sum",
