@@ -158,8 +158,11 @@ class JobManager:
             self.outputs.prepare()
         else:
             self.outputs.rewind_to(self.coordinator.metadata_at(restore))
-        self._spawn(restore)
+        # renew before spawning: on a Spark cluster the spawn starts the application and waits
+        # for its slots, which can take longer than the lease, and an unrenewed lease would be
+        # lost the moment the workers run
         self.leadership.start_renewing(self._lease_lost)
+        self._spawn(restore)
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
         self._serve_api_processes(job_dir)
