@@ -24,7 +24,7 @@ PAGE = DOCS / "tutorials" / "kafka.md"
 
 @pytest.fixture
 def reader(tmp_path: Path, kafka_broker: str) -> Iterator[Reader]:
-    reader = Reader(tmp_path, FILES, {"KAFKA_BOOTSTRAP": kafka_broker})
+    reader = Reader(tmp_path, FILES, env={"KAFKA_BOOTSTRAP": kafka_broker})
     try:
         yield reader
     finally:

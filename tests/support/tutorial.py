@@ -26,9 +26,9 @@ SERVING = re.compile(r"weir: job (\S+) serving on (http://127\.0\.0\.1:\d+)")
 class Reader:
     """A terminal in ``root`` holding a tutorial's files; ``env`` is added to the shell's."""
 
-    def __init__(self, root: Path, files: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, root: Path, *folders: Path, env: dict[str, str] | None = None) -> None:
         self.root = root
-        for path in files.iterdir():
+        for path in (p for folder in folders for p in folder.iterdir()):
             if path.is_file() and not path.name.endswith(".out"):
                 shutil.copy(path, root / path.name)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("WEIR_")}
@@ -37,6 +37,16 @@ class Reader:
         self.env["WEIR_API_PORT"] = "0"
         self.env.update(env or {})
         self._running: list[subprocess.Popen[bytes]] = []
+
+    def rewrite(self, changes: dict[str, str]) -> None:
+        """Put this machine's addresses where the page's are, in every copied file (a port,
+        a bucket prefix, a Spark master that differ here)."""
+        for path in self.root.iterdir():
+            if path.is_file():
+                text = path.read_text()
+                for old, new in changes.items():
+                    text = text.replace(old, new)
+                path.write_text(text)
 
     def run(self, *argv: str, timeout: float = 120.0) -> str:
         """Run a command to its end; its stdout (it must exit 0, else the error shows both)."""
