@@ -48,11 +48,15 @@ class Reader:
                     text = text.replace(old, new)
                 path.write_text(text)
 
-    def run(self, *argv: str, timeout: float = 120.0) -> str:
-        """Run a command to its end; its stdout (it must exit 0, else the error shows both)."""
-        out = subprocess.run(
+    def attempt(self, *argv: str, timeout: float = 120.0) -> subprocess.CompletedProcess[bytes]:
+        """Run a command to its end, whatever its exit code."""
+        return subprocess.run(
             list(argv), cwd=self.root, env=self.env, capture_output=True, timeout=timeout
         )
+
+    def run(self, *argv: str, timeout: float = 120.0) -> str:
+        """Run a command to its end; its stdout (it must exit 0, else the error shows both)."""
+        out = self.attempt(*argv, timeout=timeout)
         assert out.returncode == 0, f"{argv} exited {out.returncode}:\n{out.stdout.decode()}\n" + (
             out.stderr.decode()
         )
