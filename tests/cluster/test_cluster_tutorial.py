@@ -16,7 +16,7 @@ from tests.support import wait_until
 from tests.support.cluster import START_S
 from tests.support.servers import S3Place
 from tests.support.spark_cluster import SparkCluster
-from tests.support.tutorial import Reader
+from tests.support.tutorial import Reader, any_checkpoint
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 FILES = DOCS / "examples" / "cluster"
@@ -48,19 +48,14 @@ def _final_answer(reader: Reader, url: str) -> str:
 
     text = wait_until(answer, 60, 0.5, what="every window final")
     reader.rewrite({url: PAGE_URL})
-    return _any_checkpoint(text)
-
-
-def _any_checkpoint(answer: str) -> str:
-    """The answer with its checkpoint's number, which depends on timing, made ``N``."""
-    return re.sub(r'"checkpoint": (?:null|\d+)', '"checkpoint": N', answer)
+    return any_checkpoint(text)
 
 
 def test_the_cluster_tutorial_runs_as_written(reader: Reader, s3: S3Place) -> None:
     # the page's s3.env sets the variables the test server's clients need, no more, no fewer
     exported = re.findall(r"^export (\w+)=", (FILES / "s3.env").read_text(), re.M)
     assert sorted(exported) == sorted(s3.env)
-    want = _any_checkpoint((FILES / "query.sh.out").read_text())
+    want = any_checkpoint((FILES / "query.sh.out").read_text())
 
     local = reader.start("run_local.sh", "local.log")
     url = reader.serving(local, "local.log")

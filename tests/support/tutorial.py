@@ -23,6 +23,11 @@ from tests.support import wait_until
 SERVING = re.compile(r"weir: job (\S+) serving on (http://127\.0\.0\.1:\d+)")
 
 
+def any_checkpoint(answer: str) -> str:
+    """A state answer with its checkpoint's number, which depends on timing, made ``N``."""
+    return re.sub(r'"checkpoint": (?:null|\d+)', '"checkpoint": N', answer)
+
+
 class Reader:
     """A terminal in ``root`` holding a tutorial's files; ``env`` is added to the shell's."""
 
