@@ -88,12 +88,7 @@ class ColumnWindowRuntime(WindowRuntime):
     def __init__(self, *args: Any, kernels: Kernels | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.k = kernels or KERNELS
-        # window_time() holds no slot: the kernels fold the other aggregates
-        aggs = [a for a in map(_builtin, self.op.aggregates.values()) if a.slots]
-        self._kinds = tuple(kernel_kind(a) for a in aggs)
-        self._inputs = [
-            a.field if k != "count" else None for a, k in zip(aggs, self._kinds, strict=True)
-        ]
+        self._kinds, self._inputs = fold_kinds(self.op.aggregates.values())
         self.fields = input_fields(self.op)
         self.interner = self.k.Interner(self._max_par)
         self.names = Names(self.interner)
@@ -396,10 +391,12 @@ def by_group(names: list[str], groups: Array) -> dict[int, list[str]]:
     return {g: p.tolist() for g, p in zip(firsts, parts, strict=True)}
 
 
-def _builtin(a: Any) -> Builtin:
-    """``a``, a built-in aggregate (``columnar.operator_refusal`` admits no other)."""
-    assert isinstance(a, Builtin)
-    return a
+def fold_kinds(aggregates: Any) -> tuple[tuple[str, ...], list[str | None]]:
+    """The fold kernel's kind and input field of each aggregate that holds a slot
+    (``window_time()`` holds none); ``columnar.operator_refusal`` admits built-ins only."""
+    aggs = [a for a in aggregates if isinstance(a, Builtin) and a.slots]
+    kinds = tuple(kernel_kind(a) for a in aggs)
+    return kinds, [a.field if k != "count" else None for a, k in zip(aggs, kinds, strict=True)]
 
 
 def _is_py(batch: ColumnBatch, fields: list[str], row: int) -> bool:
