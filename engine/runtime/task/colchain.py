@@ -219,15 +219,18 @@ class ColumnChain(Chain):
         index = self._keyby_index[id(node)]
         fields = self._columnar[index]
         sel = node.key
+        # a key function that reads one field NULL-tolerantly (SQL's GROUP BY of one column)
+        # is read as that field; the rows whose key is not a plain str take the function
+        field = sel if isinstance(sel, str) else getattr(sel, "weir_field", None)
         found = None
         if isinstance(sel, str) and fetched is not None:
             found = _picked(fetched, [self._fetch.index(f) for f in (sel, *fields)])
-        elif isinstance(sel, str):
+        elif field is not None:
             try:
-                found = self.k.record_columns(recs, (sel, *fields))
+                found = self.k.record_columns(recs, (field, *fields))
             except TypeError:  # a record that is not a dict
                 found = None
-        if found is None or not isinstance(sel, str):
+        if found is None:
             # a key function, or records that are not dicts: Chain's checks, then columns
             listed, krecs, kts, kwms = self._keys(node, recs, ts.tolist(), wms.tolist())
             if listed and not from_json:
