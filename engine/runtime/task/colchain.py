@@ -268,7 +268,7 @@ class ColumnChain(Chain):
         self.keyed.append(ColumnBatch(index, Keys(keys), ts, wms, values, Records(recs), numeric))
 
     def _rare_keys(
-        self, sel: str, recs: list[Any], tags: Array, ok: Array, strs: list[Any] | None
+        self, sel: Any, recs: list[Any], tags: Array, ok: Array, strs: list[Any] | None
     ) -> tuple[list[str], Array]:
         """Keys of a batch with some that are not plain strs: ints, ``None`` and strs that
         start with a backslash take their canonical form (``keygroups.canonical_key``), the
