@@ -219,8 +219,7 @@ class ColumnChain(Chain):
         index = self._keyby_index[id(node)]
         fields = self._columnar[index]
         sel = node.key
-        # a key function that reads one field NULL-tolerantly (SQL's GROUP BY of one column)
-        # is read as that field; the rows whose key is not a plain str take the function
+        # SQL's GROUP BY of one column: its field, rows without a plain str key take the function
         field = sel if isinstance(sel, str) else getattr(sel, "weir_field", None)
         found = None
         if isinstance(sel, str) and fetched is not None:
