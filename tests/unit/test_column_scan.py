@@ -141,6 +141,18 @@ def test_a_batch_with_an_odd_line_takes_the_record_path(
         assert scanned[0] and scanned[1] == (line in ALSO_CLEAN), line
 
 
+def test_items_that_are_not_one_line_each_take_the_record_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Payloads (Kafka's) need not end in a newline, and may hold one: joined, they could
+    split into other lines, so such a batch is read item by item (here: two dead letters,
+    not two records)."""
+    odd = [b'{"id":"a","e":"imp","ts":1,"v":1}\n{"id":"b","e":"imp","ts":2,"v":1}', b""]
+    on, scanned = _same(monkeypatch, "job", [CLEAN[:4], odd, [b'{"id":"c"', b',"ts":3}']], 1)
+    assert scanned == [True, False, False]
+    assert len(on.dead) == 4 and {r["key"] for r in on.results} == {"a", "b", "ü"}
+
+
 LINE = st.fixed_dictionaries(
     {"id": st.sampled_from(["a", "b", "ü", "\\N", 3, None]), "ts": st.integers(0, 60)},
     optional={

@@ -83,10 +83,11 @@ def scan_plan(
 
 def block_of(lines: list[Any]) -> bytes | None:
     """The batch's lines as one block (each ``readlines`` line ends in ``\\n``, the last may
-    not); None when they are not all bytes."""
-    if not all(type(line) is bytes for line in lines):
+    not); None when they are not all bytes-like."""
+    try:
+        return b"".join(lines)
+    except TypeError:  # a Kafka record without a value (None), or decoded items
         return None
-    return b"".join(lines)
 
 
 def scan_rows(
@@ -102,8 +103,11 @@ def scan_rows(
     if block is None:
         return None
     scan = scan_block(kernels.scan_lines, block, plan.read)
-    if len(scan) != len(lines) or not bool((scan.status == OK).all()):
-        return None  # blank, malformed or non-object lines; or a line split otherwise
+    ends = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)))
+    if len(scan) != len(lines) or not np.array_equal(scan.ends, ends):
+        return None  # items that are not one line each (Kafka payloads with or without \n)
+    if not bool((scan.status == OK).all()):
+        return None  # blank, malformed or non-object lines
     if not bool((scan.tags[0] == INT).all()) or int(scan.i64[0].max()) > hi:
         return None
     alive = np.ones(len(scan), bool)
