@@ -28,7 +28,7 @@ from weir.api import errors, fastpath, guards, metrics, streamtoken
 from weir.api.forward import LeaderForward
 from weir.api.registry import Registry
 from weir.api.remote import RemoteRuntime
-from weir.api.routes import admin, auth, broadcast, dashboard, docs, jobs, state, top, windows
+from weir.api.routes import admin, auth, broadcast, dashboard, docs, jobs, sql, state, top, windows
 from weir.api.settings import ApiSettings
 from weir.api.streamtoken import StreamKeys
 
@@ -105,6 +105,7 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     app.include_router(top.router, dependencies=protected)
     app.include_router(windows.router, dependencies=protected)
     app.include_router(broadcast.router, dependencies=protected)
+    app.include_router(sql.router, dependencies=protected)
     # last: its path pattern is the most general
     app.include_router(state.router, dependencies=protected)
     app.add_middleware(GuardAdmin, routes=admin_routes(), origins=frozenset(settings.cors_origins))
