@@ -104,7 +104,8 @@ test-soak: $(STAMP) bytecode
 test-kernels: $(STAMP)
 	WEIR_KERNELS=python $(BIN)/python -m pytest -q -p no:cacheprovider \
 	  tests/property/test_kernels_*.py tests/unit/test_columnar_loop.py \
-	  tests/property/test_column_*.py tests/unit/test_columnar_choice.py
+	  tests/property/test_column_*.py tests/unit/test_columnar_choice.py \
+	  tests/unit/test_column_scan.py tests/unit/test_big_sums.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -9,7 +9,8 @@ impressions, key by id, 10 s tumbling count + sum of ``value``, 2 s out-of-order
 
 - ``weir_lambda_p1``/``_p2``: ``weir run JOB.py --exit-at-end --no-api`` (the Python job API with
   a lambda filter) at parallelism 1 and 2; ``weir_sql_p1``/``_p2``: the same job as a ``.sql``
-  file;
+  file; ``weir_expr_p1``/``_p2``: the job API with an expression filter
+  (``filter(col("event") == "impression")``), whose lines are read straight into columns;
 - ``duckdb``: DuckDB's one-thread batch aggregate of the same file (``SET threads = 1``; the
   fastest honest reader of those measured each run: ``read_json`` with the columns given,
   ``read_ndjson`` with the columns given, ``read_json_auto``), no watermarks: a floor, not a
@@ -56,6 +57,9 @@ job = Job("cpu-bench")
     .aggregate("stats", count=agg.count(), total=agg.sum("value"))
 )
 """
+EXPR_JOB = LAMBDA_JOB.replace(
+    'filter(lambda e: e["event"] == "impression")', 'filter(col("event") == "impression")'
+).replace("import Job,", "import Job, col,")
 SQL_JOB = """
 SET 'pipeline.name' = 'cpu-bench-sql';
 CREATE TABLE events (
@@ -185,11 +189,15 @@ def section(events: int, keys: int, workdir: Path, only: set[str]) -> dict[str, 
     lambda_job.write_text(LAMBDA_JOB.format(path=str(path)))
     sql_job = workdir / "cpu_sql.sql"
     sql_job.write_text(SQL_JOB.format(path=str(path)))
+    expr_job = workdir / "cpu_expr.py"
+    expr_job.write_text(EXPR_JOB.format(path=str(path)))
     systems: dict[str, Any] = {
         "weir_lambda_p1": lambda: weir(lambda_job, 1, workdir),
         "weir_lambda_p2": lambda: weir(lambda_job, 2, workdir),
         "weir_sql_p1": lambda: weir(sql_job, 1, workdir),
         "weir_sql_p2": lambda: weir(sql_job, 2, workdir),
+        "weir_expr_p1": lambda: weir(expr_job, 1, workdir),
+        "weir_expr_p2": lambda: weir(expr_job, 2, workdir),
         "duckdb": lambda: duckdb(path, workdir),
         "pyflink_sql": lambda: pyflink(path, workdir),
     }

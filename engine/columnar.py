@@ -41,11 +41,32 @@ def columnar_on() -> bool:
     return choice != "off"
 
 
+def kernel_kind(agg: Builtin) -> str:
+    """The fold kernel's kind for ``agg`` (``kernels.fold.KINDS``): ``count()`` counts rows,
+    ``count(x)`` non-NULL values; ``sum``, ``min``, ``max``, ``mean`` and ``avg`` (whose slots
+    are a mean's) fold numbers, passing over NULLs under ``nulls="skip"`` (``*_skip``).
+
+    Raises:
+        ValueError: ``agg`` is ``window_time()`` (no slot) or has an expression input.
+
+    Example:
+        >>> from weir import agg
+        >>> kernel_kind(agg.sum("v", nulls="skip")), kernel_kind(agg.avg("v"))
+        ('sum_skip', 'mean_skip')
+    """
+    if agg.kind == "window_time" or agg.expr is not None:
+        raise ValueError(f"agg.{agg.kind} with expression {agg.expr!r} has no fold kernel")
+    if agg.kind == "count":
+        return "count" if agg.field is None else "count_nn"
+    base = "mean" if agg.kind == "avg" else agg.kind
+    return f"{base}_skip" if agg.skips else base
+
+
 def operator_refusal(op: OperatorNode) -> str | None:
     """Why ``op`` cannot fold columns (None: it can): tumbling, cumulating and sliding windows
     that slide by their size can, without a trigger or an evictor, when every aggregate is a
-    built-in ``count()``, ``sum``, ``min``, ``max`` or ``mean`` over a field that rejects NULLs
-    and casts nothing."""
+    built-in over a field or none (``count()``, ``count(x)``, ``sum``, ``min``, ``max``,
+    ``mean``, ``avg`` rejecting or skipping NULLs, a cast of any, ``window_time()``)."""
     if not isinstance(op, WindowNode):
         return f"operator {op.name!r} is not a window operator"
     a = op.assigner
@@ -59,12 +80,10 @@ def operator_refusal(op: OperatorNode) -> str | None:
         what = f"aggregate {name!r} of operator {op.name!r}"
         if not isinstance(agg, Builtin):
             return f"{what} is user-defined"
-        if agg.kind not in KINDS or agg.expr is not None:
-            return f"{what} is {agg.kind}{' of an expression' if agg.expr is not None else ''}"
-        if agg.field is not None and agg.kind == "count":
-            return f"{what} counts a field's non-NULL values"
-        if agg.nulls != "reject" or agg.cast is not None:
-            return f"{what} skips NULLs or casts its result (SQL's rules)"
+        if agg.expr is not None:
+            return f"{what} is {agg.kind} of an expression"
+        if agg.kind != "window_time" and kernel_kind(agg) not in KINDS:
+            return f"{what} is {agg.kind}"
     return None
 
 
@@ -96,6 +115,7 @@ __all__ = [
     "COLUMNAR_SETTING",
     "columnar_on",
     "input_fields",
+    "kernel_kind",
     "operator_refusal",
     "refusal",
 ]

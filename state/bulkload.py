@@ -28,11 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import msgpack
 from rocksdict import IngestExternalFileOptions, Options, Rdict, SstFileWriter
 
 from weir.base.errors import StateError
-from weir.state import cells, layout
+from weir.state import cells, layout, slotpack
 from weir.state.keygroups import KeyGroupRange
 
 _HH = struct.Struct(">HH")
@@ -173,7 +172,7 @@ def _check_cell(source: Path, key: bytes, value: bytes) -> int:
 
 def _expect(source: Path, key: bytes, value: bytes, kind: type, what: str) -> Any:
     try:
-        decoded = msgpack.unpackb(value)
+        decoded = slotpack.unpackb(value)
     except Exception as exc:  # msgpack raises several unrelated types for bad input
         raise StateError(
             f"backfill file {source}: the value of {key[:40]!r} is not msgpack ({exc})"

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from weir.base.errors import StateError
-from weir.state import layout
+from weir.state import layout, slotpack
 
 BUCKETS = 64  # buckets per key group (a power of two, at most 1 << 16)
 _BUCKET_MASK = BUCKETS - 1
@@ -245,7 +244,7 @@ def _object_slots(
     obj = [j for j, k in enumerate(kinds) if k == OBJECT]
     if not obj:
         return b"", []
-    pack = msgpack.Packer().pack
+    pack = slotpack.packer().pack
     idx = order.tolist()
     cols = [list(map(pack, map(slots[j].__getitem__, idx))) for j in obj]
     packed = [p for row in zip(*cols, strict=True) for p in row]  # row-major

@@ -38,11 +38,10 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from weir.base.errors import StateError
-from weir.state import layout
+from weir.state import layout, slotpack
 from weir.state.cellcodec import (
     BUCKETS,
     CELL_FORMAT,
@@ -130,7 +129,7 @@ class Cell:
         for k in self.kinds:
             if k == OBJECT:
                 a = self.objects_at + values[pos]
-                out.append(msgpack.unpackb(self.raw[a : a + values[pos + 1]]))
+                out.append(slotpack.unpackb(self.raw[a : a + values[pos + 1]]))
                 pos += 2
             else:
                 out.append(values[pos])
@@ -165,7 +164,7 @@ class Cell:
                 starts = first.tolist()
                 stops = (first + (both >> 32)).tolist()
                 raws = map(self.raw.__getitem__, map(slice, starts, stops))
-                cols.append(list(map(msgpack.unpackb, raws)))
+                cols.append(list(map(slotpack.unpackb, raws)))
         return cols
 
     def rows(self) -> list[tuple[bytes, list[Any]]]:

@@ -19,7 +19,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memset
 
-from weir.engine.kernels.fold import KINDS, check_kinds
+from weir.engine.kernels.fold import BASE, KINDS, SKIPS, check_kinds
 
 cdef extern from *:
     """
@@ -48,6 +48,7 @@ cdef enum:
     K_MIN = 2
     K_MAX = 3
     K_MEAN = 4
+    TAG_NULL = 1
     TAG_FLOAT = 5
 
 cdef int64_t I64_MIN = -9223372036854775807 - 1
@@ -77,7 +78,8 @@ cdef class WindowAcc:
     """See ``fold.WindowAcc``."""
 
     cdef int naggs
-    cdef int kind[MAX_AGGS]
+    cdef int kind[MAX_AGGS]  # the base kind (``fold.BASE``)
+    cdef bint skip[MAX_AGGS]  # a NULL (absent or null) input passes over this aggregate
     cdef uint8_t *vk[MAX_AGGS]
     cdef int64_t *vi[MAX_AGGS]
     cdef double *vf[MAX_AGGS]
@@ -100,7 +102,8 @@ cdef class WindowAcc:
         self.py = [{} for _ in kinds]
         cdef int j
         for j in range(self.naggs):
-            self.kind[j] = KINDS.index(kinds[j])
+            self.kind[j] = KINDS.index(BASE[kinds[j]])
+            self.skip[j] = kinds[j] in SKIPS
             self.vk[j] = NULL
             self.vi[j] = NULL
             self.vf[j] = NULL
@@ -196,7 +199,7 @@ cdef class WindowAcc:
         if n == 0:
             return None
         for j in range(nj):
-            if self.kind[j] == K_COUNT:
+            if self.kind[j] == K_COUNT and not self.skip[j]:
                 tg[j] = NULL
                 ci[j] = NULL
                 cf[j] = NULL
@@ -228,13 +231,18 @@ cdef class WindowAcc:
             self._touch(s)
             for j in range(nj):
                 kd = self.kind[j]
+                if self.skip[j] and tg[j][i] <= TAG_NULL:  # SQL's rule: NULL passes over
+                    if first and kd == K_MEAN:  # a skipping mean's sum starts at int 0
+                        self.vk[j][s] = INT
+                        self.vi[j][s] = 0
+                    continue
                 if kd == K_COUNT:
                     self.cnt[j][s] += 1
                     continue
                 if kd == K_MEAN:
                     self.cnt[j][s] += 1
                 is_f = tg[j][i] == TAG_FLOAT
-                if first:
+                if first or self.vk[j][s] == EMPTY:  # EMPTY: a skipping slot still NULL
                     self.vk[j][s] = FLOAT if is_f else INT
                     self.vi[j][s] = ci[j][i]
                     self.vf[j][s] = cf[j][i]
@@ -278,6 +286,8 @@ cdef class WindowAcc:
         return np.array(left_aggs, np.int32), np.array(left_rows, np.int64)
 
     cdef object _value(self, int j, int32_t s):
+        if self.vk[j][s] == EMPTY:
+            return None
         if self.vk[j][s] == FLOAT:
             return self.vf[j][s]
         if self.vk[j][s] == PY:
@@ -307,8 +317,12 @@ cdef class WindowAcc:
         return out
 
     cdef void _set(self, int j, int32_t s, object v) except *:
-        """Value slot ``j`` of slot ``s`` from a Python int or float."""
-        if type(v) is float:
+        """Value slot ``j`` of slot ``s`` from a Python int or float, or None (a skipping
+        aggregate that saw only NULLs)."""
+        if v is None:
+            self.vk[j][s] = EMPTY
+            self.py[j].pop(self.kid_of[s], None)
+        elif type(v) is float:
             self.vk[j][s] = FLOAT
             self.vf[j][s] = v
         elif I64_MIN <= v <= I64_MAX:
@@ -364,7 +378,9 @@ cdef class WindowAcc:
         for j in range(self.naggs):
             if self.kind[j] != K_COUNT:
                 kinds = np.asarray(<uint8_t[:cap]> self.vk[j])[where]
-                tags = np.where(kinds == FLOAT, 5, np.where(kinds == PY, 7, 4)).astype(np.uint8)
+                tags = np.select(
+                    [kinds == FLOAT, kinds == PY, kinds == EMPTY], [5, 7, 1], 4
+                ).astype(np.uint8)
                 for row in np.flatnonzero(kinds == PY).tolist():
                     objects[(len(slots), row)] = self.py[j][ids[row]]
                 slots.append((

@@ -23,7 +23,24 @@ from typing import Any
 import numpy as np
 
 Array = Any
-KINDS = ("count", "sum", "min", "max", "mean")
+KINDS = (
+    "count",
+    "sum",
+    "min",
+    "max",
+    "mean",
+    # SQL's rule (``agg``'s ``nulls="skip"``): a NULL input (absent or null) passes over the
+    # aggregate; ``count_nn`` is ``count(x)``, the non-NULL values; a ``*_skip`` slot is None
+    # until its first non-NULL value, a ``mean_skip``'s sum starts at int 0
+    "count_nn",
+    "sum_skip",
+    "min_skip",
+    "max_skip",
+    "mean_skip",
+)
+BASE = {k: k.split("_")[0] for k in KINDS}  # what the aggregate does with a value
+SKIPS = frozenset(k for k in KINDS if "_" in k)
+TAG_NULL = 1  # scan.NULL (scan.ABSENT is 0)
 TAG_FLOAT = 5  # scan.FLOAT
 
 
@@ -88,43 +105,47 @@ class WindowAcc:
                 raise ValueError(f"value column has not {n} rows")
             vals.append(list(map(_number, tags.tolist(), i64.tolist(), f64.tolist())))
         acc, dirty = self._acc, self._dirty
+        nulls: list[list[bool]] = [
+            [] if col is None else (col[0] <= TAG_NULL).tolist() for col in columns
+        ]
         for i, k in enumerate(kids.tolist()):
             if k < 0:
                 raise ValueError(f"key id {k} is negative")
             dirty[k] = None
             a = acc.get(k)
+            first = a is None
             if a is None:
-                acc[k] = self._first(vals, i)
-                continue
+                a = acc[k] = [self._empty(kind) for kind in self.kinds]
             for j, kind in enumerate(self.kinds):
-                if kind == "count":
+                if kind in SKIPS and nulls[j][i]:  # SQL's rule: a NULL passes over
+                    continue
+                base = BASE[kind]
+                if base == "count":
                     a[j][0] += 1
                     continue
                 col = vals[j]
                 assert col is not None  # only a count has no column
                 v = col[i]
-                if kind == "sum":
-                    a[j][0] += v
-                elif kind == "mean":
-                    a[j][0] += v
+                if base == "mean":
                     a[j][1] += 1
-                elif kind == "min":
+                if first or a[j][0] is None:
+                    a[j][0] = v  # the first value (a skipping slot's first non-NULL one)
+                elif base in ("sum", "mean"):
+                    a[j][0] += v
+                elif base == "min":
                     if v < a[j][0]:
                         a[j][0] = v
                 elif v > a[j][0]:
                     a[j][0] = v
         return None
 
-    def _first(self, vals: list[Any], i: int) -> list[Any]:
-        out: list[Any] = []
-        for j, kind in enumerate(self.kinds):
-            if kind == "count":
-                out.append([1])
-            elif kind == "mean":
-                out.append([vals[j][i], 1])
-            else:
-                out.append([vals[j][i]])
-        return out
+    @staticmethod
+    def _empty(kind: str) -> list[Any]:
+        """A new key's slots of one aggregate before its first row: a count 0, a skipping
+        slot NULL, a skipping mean ``[0, 0]`` (the others are set by the first row)."""
+        if BASE[kind] == "mean":
+            return [0, 0]
+        return [0] if BASE[kind] == "count" or kind not in SKIPS else [None]
 
     def slots(self, kid: int) -> list[Any] | None:
         """Key ``kid``'s accumulator in ``FoldPlan``'s layout (None: no row yet)."""
@@ -143,7 +164,7 @@ class WindowAcc:
         out: list[list[Any]] = []
         pos = 0
         for kind in self.kinds:
-            width = 2 if kind == "mean" else 1
+            width = 2 if BASE[kind] == "mean" else 1
             out.append(list(slots[pos : pos + width]))
             pos += width
         self._acc[kid] = out
@@ -190,12 +211,15 @@ class WindowAcc:
     def _columns(
         self, ids: list[int]
     ) -> tuple[list[tuple[Array, Array, Array]], dict[tuple[int, int], Any]]:
-        width = sum(2 if k == "mean" else 1 for k in self.kinds)
+        width = sum(2 if BASE[k] == "mean" else 1 for k in self.kinds)
         columns = [[self._acc_slots(k)[s] for k in ids] for s in range(width)]
         objects: dict[tuple[int, int], Any] = {}
         out = []
         for s, col in enumerate(columns):
-            tags = np.array([TAG_FLOAT if type(v) is float else 4 for v in col], np.uint8)
+            tags = np.array(
+                [TAG_FLOAT if type(v) is float else TAG_NULL if v is None else 4 for v in col],
+                np.uint8,
+            )
             for row, v in enumerate(col):
                 if type(v) is int and not -(1 << 63) <= v < (1 << 63):
                     tags[row] = 7
@@ -233,7 +257,7 @@ def fold_window(acc: Any, kids: Array, columns: list[Any]) -> None:
         if k not in held:
             held[k] = acc.python_start(j, k)
         v = _number(int(tags[i]), int(i64[i]), float(f64[i]))
-        kind = acc.kinds[j]
+        kind = BASE[acc.kinds[j]]
         if kind == "min":
             if v < held[k]:
                 held[k] = v

@@ -20,13 +20,12 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-import orjson
-
 from weir.base.errors import ConfigError, SinkError
 from weir.base.files import FILE_MODE, private_dir
 from weir.base.paths import file_path
 from weir.base.redact import redact_url
 from weir.engine.kafka_security import KafkaSecurity
+from weir.engine.sinks.encode import dumps_record
 
 # imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
 # function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
@@ -83,9 +82,7 @@ class _LinesWriter:
     def write(self, records: list[dict[str, Any]]) -> None:
         if not records:
             return
-        dumps = orjson.dumps
-        opt = orjson.OPT_NON_STR_KEYS
-        data = memoryview(b"".join([dumps(r, default=str, option=opt) + b"\n" for r in records]))
+        data = memoryview(b"".join([dumps_record(r) + b"\n" for r in records]))
         if self._locked:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

@@ -25,13 +25,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from weir.base.errors import ConfigError, SinkError, SourceError
 from weir.base.extras import require
 from weir.base.redact import redact_url
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, check_netloc, security_of
+from weir.engine.sinks.encode import dumps_record
 from weir.engine.sinks.kafka_producers import DeliveryFailed, producer
 
 log = logging.getLogger(__name__)
@@ -80,12 +79,10 @@ class KafkaSinkWriter:
 
     def write(self, records: list[dict[str, Any]]) -> None:
         send = self._producer.send
-        dumps = orjson.dumps
-        opt = orjson.OPT_NON_STR_KEYS
         try:
             for r in records:
                 key = r.get("key") if isinstance(r, dict) else None
-                send(None if key is None else str(key).encode(), dumps(r, default=str, option=opt))
+                send(None if key is None else str(key).encode(), dumps_record(r))
         except DeliveryFailed as exc:
             raise self._error(str(exc)) from None
 

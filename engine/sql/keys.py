@@ -66,7 +66,12 @@ def key_selector(fields: Sequence[str]) -> Callable[[Any], Any]:
     without it is NULL, as SQL reads a missing column), several columns' composite key."""
     if len(fields) == 1:
         (field,) = fields
-        return lambda r: r.get(field)
+
+        def one(r: Any) -> Any:
+            return r.get(field)
+
+        one.weir_field = field  # type: ignore[attr-defined]  # the columnar chain reads it
+        return one
     names = tuple(fields)
     if len(names) == 2:
         a, b = names

@@ -43,9 +43,8 @@ def test_explain_a_sql_job_as_json(capsys: pytest.CaptureFixture[str]) -> None:
             {
                 "type": "key_by",
                 "key": "id",
-                # SQL's SUM skips NULLs, which the compiled fold does not
-                "execution": "records: aggregate 'total' of operator 'impressions' skips NULLs "
-                "or casts its result (SQL's rules)",
+                # SQL's NULL-skipping aggregates fold on columns (issue 38, phase 3)
+                "execution": "columns",
                 "operators": [
                     {
                         "name": "impressions",

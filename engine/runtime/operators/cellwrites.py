@@ -20,11 +20,10 @@ from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any
 
-import msgpack
 import numpy as np
 
 from weir.engine.runtime.operators.delta import ColumnSegment
-from weir.state import cells, layout
+from weir.state import cells, layout, slotpack
 from weir.state.backend import StateBackend
 
 MAX_GENERATIONS = 4
@@ -242,7 +241,7 @@ def migrate_rows(state: StateBackend, key_groups: Iterable[int], sid: int) -> in
         old: list[bytes] = []
         for skey, raw in state.scan(prefix, layout.prefix_upper_bound(prefix)):
             _, _, key, end = layout.decode_state_key(skey)
-            by_end.setdefault(end, []).append((key, msgpack.unpackb(raw)))
+            by_end.setdefault(end, []).append((key, slotpack.unpackb(raw)))
             old.append(skey)
         puts: dict[bytes, bytes] = {}
         for end, rows in by_end.items():

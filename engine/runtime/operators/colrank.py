@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from weir.engine.agg import Builtin
 from weir.engine.runtime.operators.topn import Ranked, ranked_columns
 from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.runtime.stored.ranking import TOP_K
@@ -26,16 +27,27 @@ def rank_window(
     whose slot columns are ``columns`` (``colwindow.slot_values``)."""
     out: Ranked = {}
     every: list[str] | None = None
-    for name, (lo, hi) in plan.slices.items():
-        column = columns[lo]
-        if hi - lo == 1 and isinstance(column, np.ndarray):
+    rows: list[list[Any]] | None = None
+    for name in plan.ranked:
+        lo, hi = plan.slices[name]
+        agg = plan.aggregates[name]
+        plain = isinstance(agg, Builtin) and agg.cast is None
+        column = columns[lo] if hi > lo else None
+        if plain and hi - lo == 1 and isinstance(column, np.ndarray):
             found = _best_of_array(names, ids, column, k)
             if found:
                 out[name] = found
             continue
         if every is None:  # a mean, or a column of mixed values: the general ranking
             every = names(ids)
-        values = _values(column) if hi - lo == 1 else _means(column, columns[hi - 1])
+        if plain and hi - lo == 1:
+            values = _values(column)
+        elif plain and getattr(agg, "kind", "") == "mean" and not getattr(agg, "skips", True):
+            values = _means(column, columns[hi - 1])
+        else:  # an avg, a skipping mean, a cast: the result's own rule, per key
+            if rows is None:
+                rows = [list(r) for r in zip(*map(_values, columns), strict=True)]
+            values = plan.column(name, rows)
         out.update(ranked_columns(every, {name: values}, k))
     return out
 

@@ -19,15 +19,15 @@ key's slots and put back (``WindowAcc.load``).
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
 from weir.engine.agg import Builtin
-from weir.engine.columnar import input_fields
+from weir.engine.columnar import input_fields, kernel_kind
 from weir.engine.kernels import KERNELS, Kernels
 from weir.engine.kernels.fold import fold_window
-from weir.engine.kernels.scan import FLOAT, INT, OTHER
+from weir.engine.kernels.scan import ABSENT, FLOAT, INT, NULL, OTHER
 from weir.engine.kernels.timek import LATE, ON_TIME
 from weir.engine.runtime.messages import RankedWindow, TopStatus
 from weir.engine.runtime.operators.cellwrites import CellPart
@@ -35,6 +35,7 @@ from weir.engine.runtime.operators.colrank import rank_window
 from weir.engine.runtime.operators.columns import ColumnBatch, from_records
 from weir.engine.runtime.operators.delta import ColumnSegment, StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
+from weir.engine.runtime.stored.fold import ANY, NUMBER
 from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
 
 Array = Any
@@ -72,7 +73,7 @@ def slot_values(column: tuple[Array, Array, Array], slot: int, objects: dict[Any
     if (tags == FLOAT).all():
         return f64
     return [
-        objects[(slot, r)] if t == OTHER else (f if t == FLOAT else i)
+        objects[(slot, r)] if t == OTHER else None if t == NULL else (f if t == FLOAT else i)
         for r, (t, i, f) in enumerate(zip(tags.tolist(), i64.tolist(), f64.tolist(), strict=True))
     ]
 
@@ -87,9 +88,7 @@ class ColumnWindowRuntime(WindowRuntime):
     def __init__(self, *args: Any, kernels: Kernels | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.k = kernels or KERNELS
-        aggs = [cast(Builtin, a) for a in self.op.aggregates.values()]
-        self._kinds = tuple(a.kind for a in aggs)
-        self._inputs = [a.field if a.kind != "count" else None for a in aggs]
+        self._kinds, self._inputs = fold_kinds(self.op.aggregates.values())
         self.fields = input_fields(self.op)
         self.interner = self.k.Interner(self._max_par)
         self.names = Names(self.interner)
@@ -163,15 +162,22 @@ class ColumnWindowRuntime(WindowRuntime):
         return np.array(found, _I64), np.array(origin if origin is not None else [], np.int64)
 
     def _admit_columns(self, batch: ColumnBatch) -> tuple[ColumnBatch, set[int]] | None:
-        """Rows whose aggregated fields are not all numbers go to the late output when they
-        are late (``WindowRuntime._admit``'s order), else to the dead letters (the
-        reason ``FoldPlan.bad_field`` gives); returns the rest, and which of them hold an int
-        past int64 (folded by the Python fold). None: every row is a plain number."""
+        """Rows whose aggregated fields are not what their aggregates take (``FoldPlan.rules``:
+        numbers; or numbers and NULLs where only NULL-skipping aggregates read a field; anything
+        where only ``count(x)`` does) go to the late output when they are late
+        (``WindowRuntime._admit``'s order), else to the dead letters (the reason
+        ``FoldPlan.bad_field`` gives); returns the rest, and which of them hold an int past
+        int64 (folded by the Python fold). None: every row can be folded by the kernels."""
         bad = np.zeros(len(batch), bool)
         py: set[int] = set()
         for f in self.fields:
             col = batch.values[f]
+            rule = self.plan.rules.get(f, NUMBER)
+            if rule == ANY:  # count(x) alone: the kernel asks only whether it is NULL
+                continue
             odd = (col.tags != INT) & (col.tags != FLOAT)
+            if rule != NUMBER:
+                odd &= (col.tags != NULL) & (col.tags != ABSENT)
             for r in np.flatnonzero(odd).tolist():
                 if col.tags[r] == OTHER and type(col.objects.get(r)) is int:
                     py.add(r)
@@ -380,6 +386,14 @@ def by_group(names: list[str], groups: Array) -> dict[int, list[str]]:
     parts = np.split(np.array(names, object)[order], cuts)
     firsts = ordered[np.concatenate(([0], cuts))].tolist()
     return {g: p.tolist() for g, p in zip(firsts, parts, strict=True)}
+
+
+def fold_kinds(aggregates: Any) -> tuple[tuple[str, ...], list[str | None]]:
+    """The fold kernel's kind and input field of each aggregate that holds a slot
+    (``window_time()`` holds none); ``columnar.operator_refusal`` admits built-ins only."""
+    aggs = [a for a in aggregates if isinstance(a, Builtin) and a.slots]
+    kinds = tuple(kernel_kind(a) for a in aggs)
+    return kinds, [a.field if k != "count" else None for a, k in zip(aggs, kinds, strict=True)]
 
 
 def _is_py(batch: ColumnBatch, fields: list[str], row: int) -> bool:

@@ -18,10 +18,10 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import msgpack
 import numpy as np
 
 from weir.engine.agg import Aggregate, UserDefined
+from weir.state import slotpack
 from weir.state.backend import StateBackend
 
 
@@ -155,7 +155,7 @@ class StateDelta:
         same keys in any order, as each insert starts from where the last one ended. No tuple
         per entry: on a worker with millions of live objects, the allocations would set off
         the collector's full passes, which hold the GIL."""
-        pack = msgpack.Packer().pack
+        pack = slotpack.packer().pack
         prefix, w = self.prefix, self.width
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}

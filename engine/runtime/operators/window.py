@@ -27,8 +27,6 @@ from collections.abc import Iterable, Iterator
 from itertools import compress
 from typing import Any, cast
 
-import msgpack
-
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.cellwrites import (
@@ -48,7 +46,7 @@ from weir.engine.runtime.stored.codec import decode_keys, encode_keys, uses_pane
 from weir.engine.runtime.stored.fold import FoldPlan, take_columns
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows, is_late
-from weir.state import cells, layout
+from weir.state import cells, layout, slotpack
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
 
@@ -386,7 +384,7 @@ class WindowRuntime:
         flat = flat_copy(keys, bucket)
         if self._numbers:
             return flat
-        copied: list[Any] = msgpack.unpackb(msgpack.packb(flat))
+        copied: list[Any] = slotpack.unpackb(slotpack.packer().pack(flat))
         return copied
 
     def _materialise(self, end: int, bucket: dict[str, list[Any]], dirty: set[str] | None) -> None:

@@ -22,14 +22,15 @@ import msgpack
 
 from weir.engine.nodes import WindowNode
 from weir.engine.windows import SessionWindows, SlidingWindows
+from weir.state import slotpack
 
-_packer = msgpack.Packer()  # reused: msgpack.packb builds a packer per call
+_packer = slotpack.packer()  # reused: msgpack.packb builds a packer per call
 
 encode_window: Callable[[list[Any]], bytes] = _packer.pack
 
 
 def decode_window(raw: bytes) -> list[Any]:
-    slots: list[Any] = msgpack.unpackb(raw)
+    slots: list[Any] = slotpack.unpackb(raw)
     return slots
 
 
@@ -38,7 +39,7 @@ def encode_session(start: int, slots: list[Any]) -> bytes:
 
 
 def decode_session(raw: bytes) -> tuple[int, list[Any]]:
-    values = msgpack.unpackb(raw)
+    values = slotpack.unpackb(raw)
     return int(values[0]), list(values[1:])
 
 
@@ -52,7 +53,7 @@ def encode_state(name: str, kind: str, data: Any) -> bytes:
 
 
 def decode_state(raw: bytes) -> tuple[str, str, Any]:
-    name, kind, data = msgpack.unpackb(raw, strict_map_key=False)
+    name, kind, data = slotpack.unpackb(raw, strict_map_key=False)
     return str(name), str(kind), data
 
 

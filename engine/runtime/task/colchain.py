@@ -42,6 +42,7 @@ from weir.engine.runtime.task.chain import (
     keyby_nodes,
     walk,
 )
+from weir.engine.runtime.task.colscan import column_batch, scan_plan, scan_rows
 from weir.engine.runtime.task.framing import carried_mask
 from weir.engine.sources import SourceBatch
 from weir.engine.watermarks import MIN_WATERMARK
@@ -53,6 +54,8 @@ _I64 = np.int64
 # fields read once right after decoding (``ColumnChain._fetch``): (tags, i64, f64, objects) of
 # every batch record, and which of them are still there (None: all of them)
 Fetched = tuple[Array, Array, Array, list[Any], Array]
+SCAN_GIVE_UP = 3  # batches in a row that were not clean before the scan is tried less often
+SCAN_RETRY = 16
 
 
 class ColumnChain(Chain):
@@ -63,6 +66,8 @@ class ColumnChain(Chain):
         super().__init__(*args, **kwargs)
         self.k = kernels or kernel_choice.KERNELS
         self._fetch: tuple[str, ...] = self._fields_to_fetch()
+        self._scan = scan_plan(self._source, self._columnar, self._keyby_index)
+        self._scan_misses = 0  # batches in a row the scan could not take (colscan: not clean)
 
     def _fields_to_fetch(self) -> tuple[str, ...]:
         """The event-time field, and the key and fields of every columnar ``key_by`` that
@@ -80,6 +85,8 @@ class ColumnChain(Chain):
         return tuple(fields) if len(fields) > 1 else ()
 
     def _process(self, batch: SourceBatch, split: str) -> None:
+        if not batch.decoded and self._scan is not None and self._scanned(batch, split):
+            return
         self._blank = 0
         recs = batch.items if batch.decoded else self._decode(batch.items)
         self._split_records[split] += len(batch.items) - self._blank
@@ -96,6 +103,30 @@ class ColumnChain(Chain):
         wms, self.max_ts[split] = self.k.watermarks(ts, seen, self._bound)
         self.trace = _trace(wms, self.watermark(split))
         self._push_columns(self._source.children, good, ts, wms, not batch.decoded, fetched)
+
+    def _scanned(self, batch: SourceBatch, split: str) -> bool:
+        """Read a clean batch of lines straight into columns (``colscan``); False, having
+        changed nothing, for any other batch. After ``SCAN_GIVE_UP`` batches in a row that were
+        not clean, one in ``SCAN_RETRY`` is tried (a source whose lines are rarely clean costs
+        little more than before)."""
+        self._scan_misses += 1
+        if self._scan_misses > SCAN_GIVE_UP and self._scan_misses % SCAN_RETRY:
+            return False
+        assert self._scan is not None
+        hi = TS_MAX if self._max_future is None else min(TS_MAX, self._future_limit())
+        found = scan_rows(self.k, self._scan, batch.items, hi)
+        if found is None:
+            return False
+        self._scan_misses = 0
+        scan, ts, keep = found
+        self._split_records[split] += len(batch.items)
+        seen = self.max_ts.get(split, MIN_WATERMARK)
+        wms, self.max_ts[split] = self.k.watermarks(ts, seen, self._bound)
+        self.trace = _trace(wms, self.watermark(split))
+        if len(keep):
+            index = self._keyby_index[id(self._scan.node)]
+            self.keyed.append(column_batch(index, self._scan, scan, batch.items, ts, wms, keep))
+        return True
 
     def _fetched(self, recs: list[Any]) -> Fetched | None:
         if not self._fetch:
@@ -188,15 +219,17 @@ class ColumnChain(Chain):
         index = self._keyby_index[id(node)]
         fields = self._columnar[index]
         sel = node.key
+        # SQL's GROUP BY of one column: its field, rows without a plain str key take the function
+        field = sel if isinstance(sel, str) else getattr(sel, "weir_field", None)
         found = None
         if isinstance(sel, str) and fetched is not None:
             found = _picked(fetched, [self._fetch.index(f) for f in (sel, *fields)])
-        elif isinstance(sel, str):
+        elif field is not None:
             try:
-                found = self.k.record_columns(recs, (sel, *fields))
+                found = self.k.record_columns(recs, (field, *fields))
             except TypeError:  # a record that is not a dict
                 found = None
-        if found is None or not isinstance(sel, str):
+        if found is None:
             # a key function, or records that are not dicts: Chain's checks, then columns
             listed, krecs, kts, kwms = self._keys(node, recs, ts.tolist(), wms.tolist())
             if listed and not from_json:
@@ -234,7 +267,7 @@ class ColumnChain(Chain):
         self.keyed.append(ColumnBatch(index, Keys(keys), ts, wms, values, Records(recs), numeric))
 
     def _rare_keys(
-        self, sel: str, recs: list[Any], tags: Array, ok: Array, strs: list[Any] | None
+        self, sel: Any, recs: list[Any], tags: Array, ok: Array, strs: list[Any] | None
     ) -> tuple[list[str], Array]:
         """Keys of a batch with some that are not plain strs: ints, ``None`` and strs that
         start with a backslash take their canonical form (``keygroups.canonical_key``), the
