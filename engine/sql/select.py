@@ -199,7 +199,7 @@ class _Select(Query):
         if name in RESERVED_FIELDS:
             raise SqlError(
                 f"{item.sql(WeirFlink)}: {name!r} is a field every window result has "
-                "(key, start, end, "
+                "(op, key, start, end, "
                 "final); name the column something else"
             )
         return name
