@@ -11,12 +11,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from email.parser import Parser
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests.support import WEIR
 
@@ -42,13 +44,25 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
         else:
             shutil.copy2(ROOT / name, src / name)
     out = tmp_path_factory.mktemp("wheel")
+    # no isolated build env (pip would fetch and install setuptools and Cython into one, a
+    # minute here): this environment's own satisfy [build-system] (the next test checks)
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(src)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+         "-w", str(out), str(src)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     (built,) = out.glob("weir_stream-*.whl")
     return zipfile.ZipFile(built)
+
+
+def test_this_environment_satisfies_the_build_systems_requirements() -> None:
+    """The wheel above is built without an isolated env, so with these versions."""
+    build = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]
+    assert build["build-backend"] == "setuptools.build_meta"
+    for spec in build["requires"]:
+        req = Requirement(spec)
+        assert req.specifier.contains(version(req.name)), (spec, version(req.name))
 
 
 def test_the_wheel_holds_weir_and_its_dist_info_only(wheel: zipfile.ZipFile) -> None:
