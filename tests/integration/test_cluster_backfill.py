@@ -110,7 +110,7 @@ def test_cluster_backfill_to_s3_restores_the_models_windows(
     }
     fetched = fetch_ssts(sst, KeyGroupRange(0, 127), tmp_path / "all")  # checks each CRC-32
     assert sorted(p.name for _, p in fetched) == sorted(listed)
-    dead = S3Bucket(storage_location(f"{work}/cb"))
+    dead = S3Bucket(storage_location(f"{work}/cb/imps"))  # the operator's own folder
     (letters,) = [k for k in dead.sizes("dead")]
     assert json.loads(dead.get_bytes(letters))["input"] == "{not json"
     left = [p for d in (spark_cluster.base_dir, place.root) for p in d.rglob("kg-*.sst")]
