@@ -19,6 +19,7 @@ swagger_ui  # api/routes/docs.py
 swagger_ui_redirect  # api/routes/docs.py
 redoc  # api/routes/docs.py
 asset  # api/routes/docs.py
+pull_query  # api/routes/sql.py
 
 # pydantic reads them: model settings and response fields serialised into answers
 model_config  # api/models.py

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hmac
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Security
@@ -25,8 +25,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from weir import __version__
 from weir.api import errors, fastpath, guards, metrics, streamtoken
+from weir.api.forward import LeaderForward
 from weir.api.registry import Registry
-from weir.api.routes import admin, auth, broadcast, dashboard, docs, jobs, state, top, windows
+from weir.api.remote import RemoteRuntime
+from weir.api.routes import admin, auth, broadcast, dashboard, docs, jobs, sql, state, top, windows
 from weir.api.settings import ApiSettings
 from weir.api.streamtoken import StreamKeys
 
@@ -79,6 +81,9 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     app.add_middleware(
         fastpath.PointLookup, route=_point_route(), stream=_stream_route(), registry=registry
     )
+    follows = _follows_leader(registry)
+    if follows is not None:  # weir api: the leader may be on another host
+        app.add_middleware(LeaderForward, target=follows)
     errors.install(app, observe=metrics.install(app, registry).observe)
     if settings.token:
         _require_token(app, settings.token)
@@ -100,11 +105,25 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     app.include_router(top.router, dependencies=protected)
     app.include_router(windows.router, dependencies=protected)
     app.include_router(broadcast.router, dependencies=protected)
+    app.include_router(sql.router, dependencies=protected)
     # last: its path pattern is the most general
     app.include_router(state.router, dependencies=protected)
     app.add_middleware(GuardAdmin, routes=admin_routes(), origins=frozenset(settings.cors_origins))
     _guard(app, settings)
     return app
+
+
+def _follows_leader(registry: Registry) -> Callable[[], str | None] | None:
+    """Where the leader of a job served apart (``weir api``) answers when its state is on
+    another host (None: this API serves no such job)."""
+    remote = [h.runtime for h in registry.jobs.values() if isinstance(h.runtime, RemoteRuntime)]
+    if not remote:
+        return None
+
+    def target() -> str | None:
+        return next((url for r in remote if (url := r.forward_to) is not None), None)
+
+    return target
 
 
 def _guard(app: FastAPI, settings: ApiSettings) -> None:

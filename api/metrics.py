@@ -22,6 +22,8 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from weir import __version__
 from weir.api.registry import JobHandle, Registry
+from weir.engine.cep import patterns_of
+from weir.engine.cep.function import PARTIAL_MATCHES, TIMED_OUT_METRIC
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.view import JOB_STATES
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
@@ -44,6 +46,16 @@ SERIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "weir_operator_results_out_total": ("counter", "Results an operator emitted.", OP),
     "weir_late_records_total": ("counter", "Records past allowed lateness.", OP),
     "weir_open_windows": ("gauge", "Windows an operator holds open.", OP),
+    "weir_cep_partial_matches": (
+        "gauge",
+        "Partial matches a pattern operator's keys hold (runs past their first event).",
+        OP,
+    ),
+    "weir_cep_timed_out_total": (
+        "counter",
+        "Partial matches of a pattern operator that timed out (its within window passed).",
+        OP,
+    ),
     "weir_watermark_timestamp_seconds": ("gauge", "An operator's event-time watermark.", OP),
     "weir_watermark_lag_seconds": ("gauge", "Wall clock minus an operator's watermark.", OP),
     "weir_job_state": ("gauge", "1 for the job's state, 0 for the others.", ("job", "state")),
@@ -76,6 +88,7 @@ SERIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         JOB,
     ),
 }
+CEP_SERIES = ("weir_cep_partial_matches", "weir_cep_timed_out_total")
 Families = dict[str, CounterMetricFamily | GaugeMetricFamily]
 
 
@@ -111,6 +124,9 @@ class JobsCollector:
                 f["weir_state_catch_up_failures_total"].add_metric(
                     [name, str(i)], reader.catch_up_failures
                 )
+        for cep in CEP_SERIES:  # shown where a job has a pattern operator, not as empty families
+            if not f[cep].samples:
+                del f[cep]
         yield from f.values()
 
 
@@ -127,6 +143,7 @@ def _add_workers(f: Families, job: str, workers: list[WorkerStatus]) -> None:
 
 def _add_operators(f: Families, job: str, handle: JobHandle, workers: list[WorkerStatus]) -> None:
     now = time.time()
+    patterns = set(patterns_of(handle.job))
     for op in handle.job.operators:
         per = [w["operators"][op] for w in workers if op in w["operators"]]
         labels = [job, op]
@@ -137,6 +154,12 @@ def _add_operators(f: Families, job: str, handle: JobHandle, workers: list[Worke
             ("weir_open_windows", sum(p["open_windows"] for p in per)),
         ):
             f[metric].add_metric(labels, total)
+        if op in patterns:
+            for metric, figure in (
+                ("weir_cep_partial_matches", PARTIAL_MATCHES),
+                ("weir_cep_timed_out_total", TIMED_OUT_METRIC),
+            ):
+                f[metric].add_metric(labels, sum(p["metrics"].get(figure, 0) for p in per))
         wm = handle.runtime.operator_watermark(op)
         if wm not in (MIN_WATERMARK, MAX_WATERMARK):  # none yet, or the end of the input
             f["weir_watermark_timestamp_seconds"].add_metric(labels, wm / 1000)

@@ -184,3 +184,18 @@ class TopAnswer(BaseModel):
     window: TopWindow
     watermark: int | None
     keys: list[TopEntry]
+
+
+class SqlAnswer(BaseModel):
+    """A pull query's answer (``POST /{job}/sql``): its rows, as of ``watermark`` and
+    ``checkpoint``; ``next_cursor`` resumes a query paged past its scan budget."""
+
+    job: str
+    table: str
+    consistency: str
+    watermark: int | None
+    checkpoint: int | None
+    columns: list[str]
+    rows: list[dict[str, Any]]
+    keys_read: int
+    next_cursor: str | None

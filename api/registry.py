@@ -7,6 +7,7 @@ dependency."""
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from weir.api.committed import CommittedReader, CommittedView
+from weir.api.remote import RemoteRuntime
 from weir.base.errors import StateError
 from weir.engine.job import Job
 from weir.engine.nodes import WindowNode
@@ -53,6 +55,8 @@ class JobHandle:
     committed: CommittedReader | None = None
     generation: int = 0
     make_reader: Callable[[int], StateReader] | None = None  # to follow a new parallelism
+    # why a live read would not be live (weir api: no leader vouches for the state it sees)
+    live_problem: Callable[[], str | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def plan(self, op: WindowNode) -> FoldPlan:
@@ -67,6 +71,10 @@ class JobHandle:
         return isinstance(self.runtime, ClusterRuntime) and self.runtime.on_cluster
 
     def reader_for(self, key_group: int) -> StateReader:
+        """The reader of the worker that owns ``key_group``. ``StateError`` (503) when there
+        is none yet, or when its state would not be live (``live_problem``)."""
+        if self.live_problem is not None and (why := self.live_problem()) is not None:
+            raise StateError(f"job {self.job.name!r}: {why}")
         generation = self.runtime.generation
         parallelism = self.runtime.parallelism
         if generation != self.generation or len(self.readers) != parallelism:
@@ -82,10 +90,20 @@ class JobHandle:
                 self.generation = generation
                 for r in self.readers:
                     r.close()
-            if self.make_reader is not None and len(self.readers) != parallelism:
-                for r in self.readers:  # a new run at another parallelism (weir api follows)
-                    r.close()
+            if self.make_reader is not None and (
+                len(self.readers) != parallelism or not self._same_files()
+            ):
+                for r in self.readers:  # a new run elsewhere or at another parallelism
+                    r.close()  # (weir api follows)
                 self.readers = [self.make_reader(i) for i in range(parallelism)]
+
+    def _same_files(self) -> bool:
+        """The readers read the files the runtime names now (``weir api`` follows the leader
+        to another state directory)."""
+        if not isinstance(self.runtime, RemoteRuntime):
+            return True
+        paths = [getattr(r, "primary", None) for r in self.readers]
+        return paths == [self.runtime.worker_state_path(i) for i in range(len(paths))]
 
     def committed_view(self) -> CommittedView | None:
         if self.committed is None:
@@ -105,10 +123,15 @@ def handle_for(
     """``api_dir`` (default: the job's state directory) holds this API's own files: the
     secondary instances' and the committed views' (one directory per API process)."""
     api_dir = api_dir or cfg.job_dir(job.name)
+    opened = itertools.count()
 
     def make_reader(i: int) -> StateReader:
         if isinstance(runtime, ClusterRuntime) and runtime.on_cluster:
             return RemoteReader(i, functools.partial(runtime.state_endpoint, i))
+        if isinstance(runtime, RemoteRuntime):  # the leader's files, wherever they are now
+            # a directory of its own: the one it replaces may still be read by a request
+            secondary = api_dir / "api-secondary" / f"worker-{i}-{next(opened)}"
+            return SecondaryReader(runtime.worker_state_path(i), secondary)
         return SecondaryReader(
             cfg.worker_state_path(job.name, i), api_dir / "api-secondary" / f"worker-{i}"
         )
@@ -121,6 +144,9 @@ def handle_for(
         source=job.describe_sources(),
         committed=committed,
         make_reader=make_reader,
+        live_problem=(
+            (lambda: runtime.live_problem) if isinstance(runtime, RemoteRuntime) else None
+        ),
     )
 
 

@@ -4,21 +4,30 @@ admin operations asked over its control channel (``engine/runtime/control/admin.
 
 A status file older than ``stale_after_s`` (12 missed publications by default) means the job
 manager is gone or stuck: the job is then reported as ``unknown`` and ``/health`` as degraded,
-while queries go on answering from the state files as they are. A job whose last status says it
+and live reads answer 503 (``live_problem``): the state files are no longer live. Committed
+reads go on, from the checkpoints. A job whose last status says it
 ended (stopped, cancelled, finished and exited) or failed stays so however old that status is:
 its job manager said so (``JobStatus.seen_state``). A new
 ``weir run`` of the job (a new run id) or a restart (a new generation) makes the readers reopen.
 A file this weir cannot read (another version's) is a status problem that names the mismatch.
+
+With a ``LeaderWatch`` (``weir api`` always has one) it follows the job's leader: the status and
+the workers' state are read from the state directory the lease names, so a failover to a job
+manager with another state directory is followed without a restart. While no leader vouches for
+the state (the lease expired, the new leader has not published yet, its directory is not on this
+host, or the status is stale) ``live_problem`` says why, and live reads answer 503 with it.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from weir.api.leader import LeaderWatch
 from weir.base.errors import ControlError, MessageError
 from weir.engine.job import Job
 from weir.engine.runtime.control import admin, status
@@ -35,6 +44,8 @@ from weir.engine.runtime.wire import from_plain, to_plain
 from weir.state.checkpoints import CheckpointStorage, now_ms
 from weir.state.keygroups import KeyGroupRange
 
+log = logging.getLogger(__name__)
+
 STALE_AFTER_S = status.STALE_AFTER_S
 REFRESH_S = 0.05
 
@@ -49,11 +60,14 @@ class RemoteRuntime:
         job_dir: Path,
         storage: CheckpointStorage,
         stale_after_s: float = STALE_AFTER_S,
+        leader: LeaderWatch | None = None,
     ) -> None:
         self.job = job
-        self.job_dir = job_dir
+        self.home = job_dir  # this API's own: where it looks when no lease names another
+        self.job_dir = job_dir  # where the leader's status and state are (followed)
         self.storage = storage
         self.stale_after_s = stale_after_s
+        self.leader = leader
         self._path = status.status_path(job_dir)
         self._body: JobStatus | None = None
         self._unreadable: str | None = None  # why the file on disk cannot be read
@@ -63,6 +77,7 @@ class RemoteRuntime:
         self._endpoints_lock = threading.Lock()
         self._run: tuple[str, int] | None = None
         self._generation = 0
+        self._state_here = True  # the leader's state directory is on this host
         self._lock = threading.Lock()
 
     def _status(self) -> JobStatus | None:
@@ -76,6 +91,7 @@ class RemoteRuntime:
             return self._body
 
     def _read(self) -> None:
+        self._follow_leader()
         try:
             st = os.stat(self._path)
         except OSError:
@@ -94,6 +110,79 @@ class RemoteRuntime:
             if run != self._run:  # a new run or a restart: the state files were rebuilt
                 self._run = run
                 self._generation += 1
+
+    def _follow_leader(self) -> None:
+        """Look where the lease says the leader keeps its state: a new directory forgets the
+        status read from the old one."""
+        record = None if self.leader is None else self.leader.leader.record
+        job_dir = self.home if record is None else Path(record.holder.state_dir) / self.job.name
+        if job_dir != self.job_dir:
+            log.info("api: job=%s follows its leader's state in %s", self.job.name, job_dir)
+            self.job_dir, self._path = job_dir, status.status_path(job_dir)
+            self._file, self._body, self._unreadable = None, None, None
+        # looked at on each read (at most every REFRESH_S), not on each request
+        self._state_here = record is None or self._holds_lock_here(record.holder.lock)
+
+    def worker_state_path(self, index: int) -> Path:
+        """Worker ``index``'s RocksDB in the leader's state directory."""
+        self._status()
+        return self.job_dir / f"worker-{index}" / "db"
+
+    @property
+    def leader_problem(self) -> str | None:
+        """Why no leader vouches for the state this API can read (None: one does, or the job
+        never took a lease)."""
+        if self.leader is None:
+            return None
+        body = self._status()
+        if body is not None and (body.ended or body.state == "failed"):
+            record = self.leader.leader.record
+            if record is None or record.holder.run == body.run_id:
+                return None  # the leader said how the job ended: its lease need not live on
+        run = None if body is None else body.run_id
+        return self.leader.problem(run, self._state_here, self._path)
+
+    @property
+    def forward_to(self) -> str | None:
+        """The API of a leader whose state is on another host, as its lease publishes it
+        (None: the leader's state is here, it publishes no API, or no leader holds the lease);
+        ``api.forward`` sends requests there."""
+        if self.leader is None:
+            return None
+        lead = self.leader.leader
+        record = lead.record
+        if record is None or lead.expired or record.holder.api is None:
+            return None
+        self._status()  # follows the lease to the leader's directory
+        return None if self._state_here else record.holder.api
+
+    def _holds_lock_here(self, lock: str) -> bool:
+        """The leader's state directory is the one this host sees at its path: its run lock
+        has the device and inode the lease names (another host's directory of the same path
+        is not)."""
+        try:
+            st = (self.job_dir / "run.lock").stat()
+        except OSError:
+            return False
+        return f"{st.st_dev}:{st.st_ino}" == lock
+
+    @property
+    def live_problem(self) -> str | None:
+        """Why a live read would not be live (None: it would): no leader vouches for the state
+        here, or its status is older than ``stale_after_s`` while the job has not ended."""
+        problem = self.leader_problem
+        if problem is not None:
+            return problem
+        body = self._status()
+        if body is None or body.ended or body.state == "failed":
+            return None  # none yet (readers say so), or final: what the job left
+        age = self._age_s(body)
+        if age > self.stale_after_s:
+            return (
+                f"the job manager's status ({self._path}) is {age:.1f} s old, so its state is "
+                "not live; is weir run still running?"
+            )
+        return None
 
     # -- view.JobRuntime -----------------------------------------------------------------------
 
@@ -167,6 +256,9 @@ class RemoteRuntime:
     def status_problem(self) -> str | None:
         """Why this API cannot vouch for the job (None when it can)."""
         body = self._status()
+        leader = self.leader_problem
+        if leader is not None:
+            return leader
         if self._unreadable is not None:
             return f"cannot read the job manager's status {self._path}: {self._unreadable}"
         if body is None:

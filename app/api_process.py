@@ -1,8 +1,10 @@
 """``weir api``: the HTTP API of a job that ``weir run`` runs, from a process of its own.
 
 It reads the workers' RocksDB as secondary instances and the checkpoints from storage, like the
-API inside ``weir run``, and the job manager's status from the file it publishes; savepoints and
-live backfills go to the job manager over its control channel (``api.remote``). Killing it
+API inside ``weir run``, and the job manager's status from the file it publishes, in the state
+directory of the job manager that holds the job's lease (``api.leader``: it follows a
+failover); savepoints and live backfills go to the job manager over its control channel
+(``api.remote``). Killing it
 (even ``kill -9``) costs the job nothing, and a new one picks up where it was. Its own files (the
 secondary instances' and committed views') are in ``<state-dir>/<job>/api-<pid>``; those of
 processes that are gone are removed at start. ``--workers N`` serves from N such processes
@@ -22,6 +24,7 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 from weir.api import ApiSettings, Registry, create_app, handle_for
+from weir.api.leader import LeaderWatch
 from weir.api.remote import RemoteRuntime
 from weir.app.api_workers import ApiMembers, MemberSpec
 from weir.app.httpserve import (
@@ -111,7 +114,9 @@ def _serve(
     job_dir = cfg.job_dir(job.name)
     _remove_stale_api_dirs(job_dir)
     api_dir = job_dir / f"api-{os.getpid()}"
-    runtime = RemoteRuntime(job, job_dir, CheckpointStorage(cfg.checkpoints_root, job.name))
+    storage = CheckpointStorage(cfg.checkpoints_root, job.name)
+    leader = LeaderWatch(storage).start()  # the job manager may fail over: follow its lease
+    runtime = RemoteRuntime(job, job_dir, storage, leader=leader)
     registry = Registry()
     registry.add(handle_for(job, runtime, cfg, api_dir))
     if runtime.status_problem:
@@ -129,6 +134,7 @@ def _serve(
             announce=announce,
         )
     finally:
+        leader.close()
         shutil.rmtree(api_dir, ignore_errors=True)
 
 

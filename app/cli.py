@@ -170,6 +170,10 @@ def _run_command(args: argparse.Namespace) -> int:
         from weir.app import lifecycle  # imported late: keeps --help fast
 
         return lifecycle.run(args)
+    if args.command == "query":
+        from weir.app import query
+
+        return query.main(args)
     if args.command == "backfill":
         from weir.app import backfill
 

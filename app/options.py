@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from weir.app.flags import HTTP_URL
-from weir.base.settings import Number, Parsed, Setting, Switch, WholeNumber
+from weir.base.settings import Choice, Number, Parsed, Setting, Switch, WholeNumber
 from weir.engine.runtime.settings import LIFECYCLE, storage
 
 MAX_API_WORKERS = 64
@@ -29,10 +29,17 @@ SERVING: tuple[Setting, ...] = (
 LIFECYCLE_SETTINGS: tuple[Setting, ...] = (
     Setting("api_url", "ask the job's HTTP API at URL instead of finding the job in "
             "`state_dir` (where weir run publishes its address)", check=HTTP_URL, metavar="URL",
-            commands=("savepoint", "checkpoints", "list"),
+            commands=("savepoint", "checkpoints", "list", "query"),
             default_doc="the address the job publishes in `state_dir`"),
     Setting("api_token", "bearer token of the job's API, if it requires one (with `api_url`)",
-            metavar="TOKEN", secret=True, commands=("savepoint", "checkpoints", "list")),
+            metavar="TOKEN", secret=True, commands=("savepoint", "checkpoints", "list", "query")),
+    Setting("consistency", "read the live state (newest) or the committed one (as of the "
+            "latest checkpoint)", "live", Choice(("live", "committed")), commands=("query",)),
+    Setting("budget", "most keys the query may read; past it a query is refused, or paged "
+            "(`cursor`) when it has no ORDER BY or aggregate", 1_000,
+            WholeNumber(1, maximum=10_000), metavar="N", commands=("query",)),
+    Setting("cursor", "resume a paged query: the next_cursor a page printed", metavar="CURSOR",
+            commands=("query",)),
     Setting("savepoint", "stop-with-savepoint: sources stop at its barrier, it completes, then "
             "the job ends (if it fails, the job goes on)", False, Switch(), commands=("stop",)),
     Setting("savepoint_dir", "also copy the savepoint, with its files, to DIR/<job>/chk-<n> "

@@ -55,6 +55,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("backfill", "compute a job's windows over historical input on Spark and load them",
             (("job_file", "JOB", "the job weir run runs (.py or .sql)"),)),
     Command("produce", "write a generated workload into a Kafka topic"),
+    Command("query", "run a read-only SQL SELECT over a running job's views and windows (a "
+            "pull query, POST /{job}/sql)",
+            (("job", "JOB", _NAMED_JOB), ("query", "SELECT", "the query, one SELECT"))),
 )  # fmt: skip
 NAMES = tuple(c.name for c in COMMANDS)
 

@@ -33,6 +33,8 @@
 14. ``cpu``: events per CPU-second of the whole process tree on the peer workload, weir (lambda
    and SQL jobs, p=1 and p=2) beside DuckDB's one-thread aggregate and PyFlink's SQL job, with
    the columnar loop prototype's figure (``cpu_bench.py``; ``make bench-cpu`` runs it alone).
+15. ``sql``: a continuous aggregate view and a SQL interval join at parallelism 1 and 2, and
+   pull-query latency under ingest with the executor comparison (``sql_bench.py``).
 
 ``--only`` runs some sections. The figures (``benchmarks/plots.py``) and ``bench.json`` go to
 ``--out``; ``seconds`` in the JSON times each section. Each figure is then printed beside the
@@ -70,6 +72,7 @@ from benchmarks import (
     query_bench,
     s3_bench,
     serving_cost,
+    sql_bench,
 )
 from benchmarks.runs import timed_run
 from tests.support.workloads import write_ads
@@ -223,7 +226,7 @@ def buffer_sweep(workdir: Path, events: int, keys: int, rate: int) -> list[dict[
 
 SECTIONS = (
     "single_worker", "parallel", "serving_cost", "freshness", "buffer_timeout", "checkpoints",
-    "s3_checkpoints", "kafka", "queries", "peers", "cluster", "joins", "cep", "cpu",
+    "s3_checkpoints", "kafka", "queries", "peers", "cluster", "joins", "cep", "cpu", "sql",
 )  # fmt: skip
 
 
@@ -274,6 +277,7 @@ def main() -> None:
         "joins": lambda: join_bench.measure(workdir),
         "cep": lambda: cep_bench.measure(workdir),
         "cpu": lambda: cpu_bench.measure(workdir, args.peer_events),
+        "sql": lambda: sql_bench.measure(workdir),
     }
     result: dict[str, Any] = {
         "machine": {"cpus": mp.cpu_count(), "python": platform.python_version()},

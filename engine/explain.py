@@ -217,6 +217,8 @@ def _render_operator(op: dict[str, Any], depth: int, lines: list[str]) -> None:
         lines += [f"{pad}  {step}" for step in _pattern_steps(op["pattern"])]
     else:
         lines.append(f"{pad}process operator {op['name']}: {op['function']}")
+        if "sql_view" in op:  # a SQL view on a process function says what it computes
+            lines.append(f"{pad}  {op['sql_view']}")
     lines += [f"{pad}  -> sink {s}" for s in op["sinks"]]
 
 

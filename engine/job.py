@@ -153,9 +153,12 @@ class Job:
         tables: dict[str, DataStream],
         functions: dict[str, _agg.AggregateFunction] | None = None,
         allowed_lateness_ms: int = 0,
+        state_ttl_ms: int | None = None,
     ) -> ResultStream:
-        """A windowed SQL query (Flink's syntax) over ``tables`` (name -> a stream of this job),
-        as the queryable operator ``name``; ``functions`` name user-defined aggregates. The SQL
+        """A SQL query (Flink's syntax) over ``tables`` (name -> a stream of this job), as the
+        queryable operator ``name``; ``functions`` name user-defined aggregates. A query grouped
+        without a window is a continuous aggregate and needs ``state_ttl_ms``, its idle-state
+        retention (Flink's ``table.exec.state.ttl``; 0 keeps every key forever). The SQL
         library (``weir.engine.sql``, loaded with ``weir.engine``) binds its body: SQL builds
         on the job API, which never imports it."""
         raise _unbound("Job.sql")

@@ -50,7 +50,7 @@ from weir.api.client._exceptions import (
     WeirClientError,
 )
 from weir.api.client._sync import Client, WindowRows
-from weir.api.models import WindowKey, WindowKeys
+from weir.api.models import SqlAnswer, WindowKey, WindowKeys
 
 __all__ = [
     "ApiError",
@@ -67,6 +67,7 @@ __all__ = [
     "Reconnect",
     "Retries",
     "ServerError",
+    "SqlAnswer",
     "StreamEvent",
     "TransportError",
     "Unauthorized",

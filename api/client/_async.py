@@ -40,6 +40,7 @@ from weir.api.models import (
     JobDetail,
     JobsAnswer,
     SavepointAnswer,
+    SqlAnswer,
     StateAnswer,
     TopAnswer,
     WindowKey,
@@ -188,20 +189,10 @@ class AsyncClient:
         newest ``limit`` (``key=None``: the NULL key, SQL's group of a NULL); with
         ``min_watermark``/``min_checkpoint``, once the state reached them (``NotFreshEnough``
         after ``timeout_ms``)."""
-        return await self._run(
-            calls.state(
-                job,
-                op,
-                key,
-                from_=start,
-                to=to,
-                limit=limit,
-                consistency=consistency,
-                min_watermark=min_watermark,
-                min_checkpoint=min_checkpoint,
-                timeout_ms=timeout_ms,
-            )  # fmt: skip
-        )
+        call = calls.state(job, op, key, from_=start, to=to, limit=limit, consistency=consistency,
+                           min_watermark=min_watermark, min_checkpoint=min_checkpoint,
+                           timeout_ms=timeout_ms)  # fmt: skip
+        return await self._run(call)
 
     async def keys(
         self, job: str, op: str, *, prefix: str = "", page_size: int = 100
@@ -231,20 +222,16 @@ class AsyncClient:
         timeout_ms: int | None = None,
     ) -> list[StateAnswer | LookupMiss]:
         """Many keys in one request, in the order asked: an answer, or a ``LookupMiss``."""
-        return await self._run(
-            calls.lookup(
-                job,
-                op,
-                keys,
-                from_=start,
-                to=to,
-                limit=limit,
-                consistency=consistency,
-                min_watermark=min_watermark,
-                min_checkpoint=min_checkpoint,
-                timeout_ms=timeout_ms,
-            )  # fmt: skip
-        )
+        call = calls.lookup(job, op, keys, from_=start, to=to, limit=limit, consistency=consistency,
+                           min_watermark=min_watermark, min_checkpoint=min_checkpoint,
+                           timeout_ms=timeout_ms)  # fmt: skip
+        return await self._run(call)
+
+    async def sql(self, job: str, query: str, **options: Any) -> SqlAnswer:
+        """A pull query, one read-only ``SELECT`` over the job's operators (``POST /{job}/sql``);
+        keywords: ``consistency``, ``budget``, ``cursor`` (a page's ``next_cursor``),
+        ``min_watermark``, ``min_checkpoint``, ``timeout_ms``."""
+        return await self._run(calls.sql(job, query, **options))
 
     async def broadcast_state(
         self,

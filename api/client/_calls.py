@@ -23,6 +23,7 @@ from weir.api.models import (
     JobsAnswer,
     KeyList,
     SavepointAnswer,
+    SqlAnswer,
     StateAnswer,
     TopAnswer,
     WindowKeys,
@@ -196,6 +197,27 @@ def lookup(
     wait = fresh(params, min_watermark, min_checkpoint, timeout_ms)
     path = f"/{seg(job)}/{seg(op)}/lookup"
     return Call("POST", path, _lookup_results, params, json=body, wait_s=wait)
+
+
+def sql(
+    job: str,
+    query: str,
+    *,
+    consistency: Consistency = "live",
+    budget: int | None = None,
+    cursor: str | None = None,
+    min_watermark: int | None = None,
+    min_checkpoint: int | None = None,
+    timeout_ms: int | None = None,
+) -> Call[SqlAnswer]:
+    body: dict[str, Any] = {"query": query, "consistency": consistency}
+    if budget is not None:
+        body["budget"] = budget
+    if cursor is not None:
+        body["cursor"] = cursor
+    params: dict[str, Any] = {}
+    wait = fresh(params, min_watermark, min_checkpoint, timeout_ms)
+    return Call("POST", f"/{seg(job)}/sql", _model(SqlAnswer), params, json=body, wait_s=wait)
 
 
 def top(

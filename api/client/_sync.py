@@ -38,6 +38,7 @@ from weir.api.models import (
     JobDetail,
     JobsAnswer,
     SavepointAnswer,
+    SqlAnswer,
     StateAnswer,
     TopAnswer,
     WindowKey,
@@ -185,20 +186,10 @@ class Client:
         newest ``limit`` (``key=None``: the NULL key, SQL's group of a NULL); with
         ``min_watermark``/``min_checkpoint``, once the state reached them (``NotFreshEnough``
         after ``timeout_ms``)."""
-        return self._run(
-            calls.state(
-                job,
-                op,
-                key,
-                from_=start,
-                to=to,
-                limit=limit,
-                consistency=consistency,
-                min_watermark=min_watermark,
-                min_checkpoint=min_checkpoint,
-                timeout_ms=timeout_ms,
-            )  # fmt: skip
-        )
+        call = calls.state(job, op, key, from_=start, to=to, limit=limit, consistency=consistency,
+                           min_watermark=min_watermark, min_checkpoint=min_checkpoint,
+                           timeout_ms=timeout_ms)  # fmt: skip
+        return self._run(call)
 
     def keys(self, job: str, op: str, *, prefix: str = "", page_size: int = 100) -> Iterator[str]:
         """Every key the operator holds state for (starting with ``prefix``), page by page."""
@@ -225,20 +216,16 @@ class Client:
         timeout_ms: int | None = None,
     ) -> list[StateAnswer | LookupMiss]:
         """Many keys in one request, in the order asked: an answer, or a ``LookupMiss``."""
-        return self._run(
-            calls.lookup(
-                job,
-                op,
-                keys,
-                from_=start,
-                to=to,
-                limit=limit,
-                consistency=consistency,
-                min_watermark=min_watermark,
-                min_checkpoint=min_checkpoint,
-                timeout_ms=timeout_ms,
-            )  # fmt: skip
-        )
+        call = calls.lookup(job, op, keys, from_=start, to=to, limit=limit, consistency=consistency,
+                           min_watermark=min_watermark, min_checkpoint=min_checkpoint,
+                           timeout_ms=timeout_ms)  # fmt: skip
+        return self._run(call)
+
+    def sql(self, job: str, query: str, **options: Any) -> SqlAnswer:
+        """A pull query, one read-only ``SELECT`` over the job's operators (``POST /{job}/sql``);
+        keywords: ``consistency``, ``budget``, ``cursor`` (a page's ``next_cursor``),
+        ``min_watermark``, ``min_checkpoint``, ``timeout_ms``."""
+        return self._run(calls.sql(job, query, **options))
 
     def broadcast_state(
         self,

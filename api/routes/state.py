@@ -233,32 +233,36 @@ async def list_keys(
         raise ApiError(
             400, "prefix_too_long", f"prefix of {len(want)} bytes is longer than any key"
         )
-    cells_op = isinstance(op_def, WindowNode) and stores_cells(op_def)
-    try:
-        kind = cellkeys.CellPosition if cells_op else keylist.Position
-        start = kind.decode(cursor, m) if cursor else None
-    except keylist.BadCursor as exc:
-        raise ApiError(
-            400,
-            "invalid_cursor",
-            f"cursor {(cursor or '')[:40]!r} is not one this API gave out ({exc}); pass the "
-            "next_cursor of the previous page, or start again without a cursor",
-        ) from None
+    start = listing_position(op_def, cursor, m)
     await wait_fresh(fresh, handle, op)
-    page = await anyio.to_thread.run_sync(_key_page, handle, op_def, want, start, limit)
+    page = await anyio.to_thread.run_sync(key_page, handle, op_def, want, start, limit)
     metrics.keys_examined.inc(page.examined)
     cursor_out = page.next.encode() if page.next is not None else None
     return {"job": job, "op": op, "keys": page.keys, "next_cursor": cursor_out}
 
 
-def _key_page(
+def listing_position(
+    op: WindowNode | ProcessNode, cursor: str | None, max_parallelism: int
+) -> keylist.Position | cellkeys.CellPosition | None:
+    """Where a listing resumes (``cursor``: a page's ``next_cursor``), or a 400."""
+    cells = isinstance(op, WindowNode) and stores_cells(op)
+    try:
+        kind = cellkeys.CellPosition if cells else keylist.Position
+        return kind.decode(cursor, max_parallelism) if cursor else None
+    except keylist.BadCursor as exc:
+        raise ApiError(400, "invalid_cursor", f"cursor {(cursor or '')[:40]!r} is not one this "
+                       f"API gave out ({exc}); pass the next_cursor of the previous page, or "
+                       "start again without a cursor") from None  # fmt: skip
+
+
+def key_page(
     handle: JobHandle,
     op: WindowNode | ProcessNode,
     want: bytes,
     start: keylist.Position | cellkeys.CellPosition | None,
     limit: int,
 ) -> keylist.Page:
-    """A page of the key listing: cells bucket by bucket, or rows by seeking."""
+    """A page of the live key listing: cells bucket by bucket, or rows by seeking."""
     ids = [op.state_id]
     if isinstance(op, WindowNode) and uses_panes(op.assigner):
         ids.append(op.pane_state_id)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from weir.engine.cep.function import LATE, TIMED_OUT, MatchContext, PatternFunction
 from weir.engine.cep.pattern import GroupPattern, Pattern
+from weir.engine.cep.quantifier import WithinType
 from weir.engine.cep.skip import AfterMatchSkipStrategy, SkipError
 from weir.engine.cep.stream import PatternStream, pattern, patterns_of
 from weir.engine.streams import KeyedStream
@@ -45,5 +46,6 @@ __all__ = [
     "PatternFunction",
     "PatternStream",
     "SkipError",
+    "WithinType",
     "patterns_of",
 ]

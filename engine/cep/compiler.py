@@ -22,20 +22,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from weir.base.errors import MalformedPatternError
-from weir.engine.cep.conditions import Test, always, both, negate
+from weir.engine.cep.conditions import Test, both, negate
 from weir.engine.cep.pattern import RESERVED, GroupPattern, Pattern
 from weir.engine.cep.quantifier import ConsumingStrategy, Property, Times
 from weir.engine.cep.skip import AfterMatchSkipStrategy, check_names
-from weir.engine.cep.states import STATE_NAME_DELIM, Action, State, StateType
+from weir.engine.cep.states import Action, State, StateType
+from weir.engine.cep.walk import Walk, every_pattern, narrow_greedy, with_until
 
 
 @dataclass(frozen=True, slots=True)
 class Compiled:
-    """A pattern's NFA: its states by name, the window (0: none) and the skip strategy."""
+    """A pattern's NFA: its states by name, the window (0: none), the skip strategy, and the
+    windows from a partial match's previous event by state name (Flink's ``windowTimes``:
+    ``within(ms, WithinType.PREVIOUS_AND_CURRENT)`` and ``times(..., window_ms=)``)."""
 
     states: dict[str, State]
     window_ms: int
     skip: AfterMatchSkipStrategy
+    window_times: dict[str, int]
 
     @property
     def start(self) -> State:
@@ -73,60 +77,7 @@ def can_produce_empty_matches(pattern: Pattern) -> bool:
     return False
 
 
-class _Walk:
-    """Where the compiler's walk is (the current pattern, the group it is in, whether a
-    group's loop is at its first pass) and the conditions that follow from it."""
-
-    current: Pattern
-    group: GroupPattern | None
-    first_of_loop: dict[int, bool]
-
-    def _set_first_of_loop(self, first: bool) -> None:
-        if isinstance(self.current, GroupPattern):
-            self.first_of_loop[id(self.current)] = first
-
-    def _first_of_loop(self) -> bool:
-        return self.first_of_loop.get(id(self.group), True)
-
-    def _head_of_group(self, p: Pattern) -> bool:
-        return self.group is not None and p.previous is None
-
-    def _head_of_optional_group(self, p: Pattern) -> bool:
-        return (
-            self._head_of_group(p)
-            and self._first_of_loop()
-            and self.group is not None
-            and self.group.quantifier.has(Property.OPTIONAL)
-        )
-
-    def _group_until(self) -> Test | None:
-        return None if self.group is None else self.group.until_condition
-
-    def _take_condition(self, p: Pattern) -> Test:
-        taken = _with_until(p.condition, self._group_until(), take=True)
-        assert taken is not None
-        return taken
-
-    def _true(self) -> Test:
-        found = _with_until(always, self._group_until(), take=True)
-        assert found is not None
-        return found
-
-    def _inner_ignore_condition(self, p: Pattern) -> Test | None:
-        strategy = p.quantifier.inner
-        if self._head_of_group(p) and self.group is not None:
-            strategy = self.group.quantifier.inner
-        return _with_until(_ignore_for(strategy, p), self._group_until(), take=False)
-
-    def _ignore_condition(self, p: Pattern) -> Test | None:
-        strategy = p.quantifier.strategy
-        if self._head_of_group(p) and self.group is not None:
-            q = self.group.quantifier
-            strategy = q.strategy if self._first_of_loop() else q.inner
-        return _with_until(_ignore_for(strategy, p), self._group_until(), take=False)
-
-
-class _Compiler(_Walk):
+class _Compiler(Walk):
     def __init__(self, pattern: Pattern) -> None:
         self.used: set[str] = set()
         self.stop_states: dict[str, State] = {}
@@ -137,8 +88,9 @@ class _Compiler(_Walk):
         self.first_of_loop: dict[int, bool] = {}
         self.original_state: dict[str, State] = {}
         self.last = pattern
-        windows = [p.window_ms for p in _every_pattern(pattern) if p.window_ms is not None]
+        windows = [p.window_ms for p in every_pattern(pattern) if p.window_ms is not None]
         self.window_ms = min(windows, default=0)
+        self.window_times: dict[str, int] = {}
 
     def compile(self) -> Compiled:
         self._check_names()
@@ -146,12 +98,22 @@ class _Compiler(_Walk):
         sink = self._middle_states(sink)
         start = self._convert(sink)
         start.kind = StateType.START
-        if self.last.quantifier.strategy is ConsumingStrategy.NOT_FOLLOW and not self.window_ms:
+        last = self.last
+        if last.quantifier.strategy is ConsumingStrategy.NOT_FOLLOW and not (
+            self.window_ms or last.previous_window_ms
+        ):
             raise MalformedPatternError(
-                f"not_followed_by({self.last.name!r}) ends the pattern without a window: give "
+                f"not_followed_by({last.name!r}) ends the pattern without a window: give "
                 "the pattern within(ms), or follow the NOT pattern with another"
             )
-        return Compiled({s.name: s for s in self.states}, self.window_ms, self.last.skip)
+        wider = [ms for ms in self.window_times.values() if ms > self.window_ms > 0]
+        if wider:
+            raise MalformedPatternError(
+                f"a window between events of {max(wider)} ms is wider than the pattern's "
+                f"within({self.window_ms}); make it at most {self.window_ms}"
+            )
+        states = {s.name: s for s in self.states}
+        return Compiled(states, self.window_ms, last.skip, self.window_times)
 
     def _check_names(self) -> None:
         names = self.last.names()
@@ -169,32 +131,6 @@ class _Compiler(_Walk):
             raise MalformedPatternError("a pattern sequence cannot begin with a NOT pattern")
         check_names(self.last.skip, names)
 
-    # -- states ----------------------------------------------------------------------------------
-
-    def _state(self, name: str, kind: StateType) -> State:
-        """A state with a name unique among the NFA's (``name``, ``name:0``, ``name:1``, ...)."""
-        candidate, n = name, 0
-        while candidate in self.used:
-            candidate = f"{name}{STATE_NAME_DELIM}{n}"
-            n += 1
-        self.used.add(candidate)
-        state = State(candidate, kind)
-        self.states.append(state)
-        return state
-
-    def _stop_state(self, condition: Test, name: str) -> State:
-        stop = self.stop_states.get(name)
-        if stop is None:
-            stop = self.stop_states[name] = self._state(name, StateType.STOP)
-            stop.add_take(condition)
-        return stop
-
-    def _copy(self, state: State) -> State:
-        copy = self._state(state.original_name, state.kind)
-        for t in state.transitions:
-            copy.add(t.action, copy if t.target is t.source else t.target, t.condition)
-        return copy
-
     # -- the sequence ----------------------------------------------------------------------------
 
     def _middle_states(self, sink: State) -> State:
@@ -202,7 +138,8 @@ class _Compiler(_Walk):
         while self.current.previous is not None:
             strategy = self.current.quantifier.strategy
             if strategy is ConsumingStrategy.NOT_FOLLOW:
-                if self.window_ms and last.is_final:
+                windowed = self.window_ms or self.current.previous_window_ms
+                if windowed and last.is_final:
                     last = self._pending_not_followed(last)
             elif strategy is ConsumingStrategy.NOT_NEXT:
                 last = self._not_next(last)
@@ -213,14 +150,14 @@ class _Compiler(_Walk):
         return last
 
     def _pending_not_followed(self, last: State) -> State:
-        pending = self._state(self.current.name, StateType.PENDING)
+        pending = self._take_state(StateType.PENDING)
         condition = self._take_condition(self.current)
         pending.add_proceed(self._stop_state(condition, self.current.name), condition)
         pending.add_ignore(negate(condition))
         return pending
 
     def _not_next(self, last: State) -> State:
-        state = self._state(self.current.name, StateType.NORMAL)
+        state = self._take_state(StateType.NORMAL)
         condition = self._take_condition(self.current)
         stop = self._stop_state(condition, self.current.name)
         if last.is_final:  # never PROCEED into the final state: the next event decides
@@ -303,13 +240,13 @@ class _Compiler(_Walk):
         last = sink
         self._set_first_of_loop(False)
         until = self.current.until_condition
-        inner_ignore = _with_until(self._inner_ignore_condition(self.current), until, take=False)
-        take = _with_until(self._take_condition(self.current), until, take=True)
+        inner_ignore = with_until(self._inner_ignore_condition(self.current), until, take=False)
+        take = with_until(self._take_condition(self.current), until, take=True)
         assert take is not None  # a take condition stays one
         if self.current.quantifier.has(Property.GREEDY) and times.low != times.high:
             if until is not None:
                 self.original_state[sink.name] = self._copy(sink)
-            _narrow_greedy(sink, take)
+            narrow_greedy(sink, take)
         for _ in range(times.low, times.high):
             last = self._singleton(last, proceed, take, inner_ignore, True)
             self._add_stop_state_to_looping(last)
@@ -331,7 +268,7 @@ class _Compiler(_Walk):
         current = self.current
         if isinstance(current, GroupPattern):
             return self._group_state(current, sink, proceed, optional)
-        single = self._state(current.name, StateType.NORMAL)
+        single = self._take_state(StateType.NORMAL)
         target = self._without_transitive_nots(sink)
         single.add_take(take, target)
         if optional and proceed is not None:
@@ -361,18 +298,18 @@ class _Compiler(_Walk):
         if isinstance(current, GroupPattern):
             return self._looping_group_state(current, sink)
         until = current.until_condition
-        ignore = _with_until(self._inner_ignore_condition(current), until, take=False)
-        take = _with_until(self._take_condition(current), until, take=True)
+        ignore = with_until(self._inner_ignore_condition(current), until, take=False)
+        take = with_until(self._take_condition(current), until, take=True)
         assert take is not None
         proceed = self._true()
-        looping = self._state(current.name, StateType.NORMAL)
+        looping = self._take_state(StateType.NORMAL)
         if current.quantifier.has(Property.GREEDY):
             if until is not None:
                 copy = self._copy(sink)
                 looping.add_proceed(copy, both(proceed, until))
                 self.original_state[sink.name] = copy
             looping.add_proceed(sink, proceed if until is None else both(proceed, negate(until)))
-            _narrow_greedy(sink, self._take_condition(current))
+            narrow_greedy(sink, self._take_condition(current))
         else:
             looping.add_proceed(sink, proceed)
         looping.add_take(take)
@@ -402,41 +339,10 @@ class _Compiler(_Walk):
     def _looping_group_state(self, group: GroupPattern, sink: State) -> State:
         condition = self._true()
         saved = (self.current, self.following, self.group)
-        dummy = self._state(group.name, StateType.NORMAL)
+        dummy = self._take_state(StateType.NORMAL)
         self.group, self.current = group, group.inner
         last = self._convert(self._middle_states(dummy))
         last.add_proceed(sink, condition)
         dummy.add_proceed(last, condition)
         self.current, self.following, self.group = saved
         return last
-
-
-def _ignore_for(strategy: ConsumingStrategy, p: Pattern) -> Test | None:
-    if strategy is ConsumingStrategy.SKIP_TILL_NEXT:
-        return negate(p.condition)
-    if strategy is ConsumingStrategy.SKIP_TILL_ANY:
-        return always
-    return None  # strict: no event may be skipped
-
-
-def _with_until(condition: Test | None, until: Test | None, *, take: bool) -> Test | None:
-    if until is not None and condition is not None:
-        return both(negate(until), condition)
-    if until is not None and take:
-        return negate(until)
-    return condition
-
-
-def _narrow_greedy(state: State, take: Test) -> None:
-    """A greedy pattern's sink may leave only on events the loop would not take."""
-    for t in state.transitions:
-        t.condition = both(t.condition, negate(take))
-
-
-def _every_pattern(pattern: Pattern) -> list[Pattern]:
-    found: list[Pattern] = []
-    for p in pattern.sequence():
-        found.append(p)
-        if isinstance(p, GroupPattern):
-            found += _every_pattern(p.inner)
-    return found

@@ -19,6 +19,11 @@ oldest's timeout too). An event at or before the watermark it arrives under is l
 Flink's ``CepOperator``: it goes to the ``late`` side output (``LATE``) and matches nothing.
 Timed-out partial matches go to the ``timed-out`` side output (``TIMED_OUT``).
 
+Two figures per operator go to ``/metrics`` (``weir_cep_partial_matches``,
+``weir_cep_timed_out_total``): the partial matches its keys hold, kept as each key's count
+changes and rebuilt from the ``partial_matches`` states on restore, and the partial matches
+that timed out in this run.
+
 A condition that raises on an event: the event is left out (the NFA goes back to the state
 before it and takes the events after it), and once the key's state is saved the timer fails
 with the reasons, which sends them to the dead letters with the key.
@@ -63,6 +68,12 @@ class KeyedContext(Protocol):
     def emit(self, record: Any) -> None: ...
 
     def output(self, tag: OutputTag, record: Any) -> None: ...
+
+    def add_to_metric(self, name: str, delta: int) -> None: ...
+
+
+PARTIAL_MATCHES = "partial_matches"  # the gauge's name, and the state it is rebuilt from
+TIMED_OUT_METRIC = "timed_out"
 
 
 class MatchContext:
@@ -114,6 +125,12 @@ class PatternFunction:
             "within_ms": compiled.window_ms or None,
         }
 
+    def metrics_from_state(self, values: Callable[[str], list[Any]]) -> dict[str, int]:
+        """The partial-matches gauge of a worker's keys after a restore, from each key's
+        ``partial_matches`` summary (``values(name)``: every key's value of a state)."""
+        held = values(PARTIAL_MATCHES)
+        return {PARTIAL_MATCHES: sum(v.get("count", 0) for v in held if isinstance(v, dict))}
+
     def process(self, event: Any, ctx: KeyedContext) -> None:
         """Queue ``event`` in its key's state until the watermark passes it (a late one goes to
         the ``late`` side output); a timer at its time runs it through the NFA."""
@@ -155,11 +172,15 @@ class PatternFunction:
             if due_at is not None:
                 ctx.register_event_time_timer(due_at)
         self._summarise(ctx, state, len(rest))
+        timed_out = 0
         for found in out:
             if found.kind == "match":
                 self._fn(found.match, MatchContext(ctx, found.ts))
             else:
+                timed_out += 1
                 ctx.output(TIMED_OUT, {"key": ctx.key, "match": found.match, "ts": found.ts})
+        if timed_out:
+            ctx.add_to_metric(TIMED_OUT_METRIC, timed_out)
         if failures:
             raise ValueError("; ".join(failures))
 
@@ -182,7 +203,7 @@ class PatternFunction:
                 state.nfa, state.buffer = fresh.nfa, fresh.buffer
 
     def _summarise(self, ctx: KeyedContext, state: KeyState | None, queued: int) -> None:
-        summary = ctx.value("partial_matches")
+        summary = ctx.value(PARTIAL_MATCHES)
         old = summary.get() or {}
         if state is None:  # an event queued: the NFA did not move
             count = old.get("count", 0)
@@ -191,6 +212,8 @@ class PatternFunction:
             count, waiting = state.partial_matches, state.waiting_in()
             starts = [r.start_ts for r in state.nfa.partial if r.start_event is not None]
             oldest = min(starts) if starts else None
+        if count != old.get("count", 0):
+            ctx.add_to_metric(PARTIAL_MATCHES, count - old.get("count", 0))
         if count == 0 and queued == 0:
             summary.clear()
             return

@@ -88,6 +88,7 @@ class NFA:
     def __init__(self, compiled: Compiled) -> None:
         self.states = compiled.states
         self.window_ms = compiled.window_ms
+        self.window_times = compiled.window_times
         self.skip = compiled.skip
         self._start = compiled.start
 
@@ -125,29 +126,50 @@ class NFA:
         self, buffer: SharedBuffer, nfa: NFAState, ts: int
     ) -> tuple[list[Match], list[Timeout]]:
         """No event before ``ts`` will come: the runs whose window passed time out (returned
-        with their timeout time, ``start + window``), pending ``not_followed_by`` runs match."""
+        with their timeout time, ``start + window`` or ``previous + window`` for a window
+        from the previous event), pending ``not_followed_by`` runs match."""
         timeouts: list[Timeout] = []
         partial, potential = RunQueue(), RunQueue()
-        window = self.window_ms
         for run in nfa.partial:
-            if not (window > 0 and run.start_event is not None and ts - run.start_ts >= window):
+            at = self._timed_out(run, ts)
+            if at is None:
                 partial.offer(run)
             elif self.states[run.state].is_pending:
                 potential.offer(run)
             else:
                 match = buffer.materialize(current_match(buffer, run))
-                timeouts.append((match, run.start_ts + window))
+                timeouts.append((match, at))
                 buffer.release(run.node, run.version)
         matches = self._emit(buffer, nfa, potential, partial)
         buffer.advance_time(ts)
         return matches, timeouts
 
+    def _timed_out(self, run: Run, ts: int) -> int | None:
+        """When ``run`` timed out, if it has by ``ts`` (Flink's ``isStateTimedOut``, the window
+        from the previous event first); ``None``: it has not."""
+        if run.start_event is None:
+            return None
+        previous = self.window_times.get(run.state, 0)
+        if previous > 0 and ts - run.previous_ts >= previous:
+            return run.previous_ts + previous
+        if self.window_ms > 0 and ts - run.start_ts >= self.window_ms:
+            return run.start_ts + self.window_ms
+        return None
+
     def next_timeout(self, nfa: NFAState) -> int | None:
         """When the earliest run times out (``None``: no window, or no run to time out)."""
-        if self.window_ms <= 0:
+        if self.window_ms <= 0 and not self.window_times:
             return None
-        starts = [r.start_ts for r in nfa.partial if r.start_event is not None]
-        return min(starts) + self.window_ms if starts else None
+        due: list[int] = []
+        for run in nfa.partial:
+            if run.start_event is None:
+                continue
+            if self.window_ms > 0:
+                due.append(run.start_ts + self.window_ms)
+            previous = self.window_times.get(run.state, 0)
+            if previous > 0:
+                due.append(run.previous_ts + previous)
+        return min(due, default=None)
 
     # -- matches ---------------------------------------------------------------------------------
 

@@ -24,7 +24,15 @@ from typing import Any, overload
 
 from weir.base.errors import MalformedPatternError
 from weir.engine.cep.conditions import Test, always, as_test, both, either, subtype
-from weir.engine.cep.quantifier import NOT, ConsumingStrategy, Property, Quantifier, Times
+from weir.engine.cep.quantifier import (
+    NOT,
+    ConsumingStrategy,
+    Property,
+    Quantifier,
+    Times,
+    WithinType,
+    check_window,
+)
 from weir.engine.cep.skip import AfterMatchSkipStrategy
 
 RESERVED = "$endState$"  # the final state's name (Flink's ENDING_STATE_NAME)
@@ -59,7 +67,8 @@ class Pattern:
         self.shown: list[str] = []  # the condition's parts, for weir explain
         self.until_condition: Test | None = None
         self.count: Times | None = None
-        self.window_ms: int | None = None
+        self.window_ms: int | None = None  # WithinType.FIRST_AND_LAST
+        self.previous_window_ms: int | None = None  # WithinType.PREVIOUS_AND_CURRENT
 
     # -- starting a sequence ---------------------------------------------------------------------
 
@@ -118,13 +127,28 @@ class Pattern:
         self.until_condition = as_test("until", condition)
         return self
 
-    def within(self, ms: int) -> Pattern:
+    def within(self, ms: int, within_type: WithinType = WithinType.FIRST_AND_LAST) -> Pattern:
         """A match must complete within ``ms`` of its first event (its last event's time minus
         its first's below ``ms``); a partial match older than that times out. Several
-        ``within`` in a sequence: the smallest applies."""
-        if type(ms) is not int or ms <= 0:
-            raise MalformedPatternError(f"within({ms!r}): pass a positive number of milliseconds")
-        self.window_ms = ms
+        ``within`` in a sequence: the smallest applies. With
+        ``WithinType.PREVIOUS_AND_CURRENT``: this pattern's event must come within ``ms`` of
+        the event the partial match took before it (Flink's ``within(time, withinType)``; a
+        times or looping pattern takes its bound from ``window_ms=`` instead).
+
+        Raises:
+            MalformedPatternError: ``ms`` is not a positive integer, or ``within_type`` is not
+                a ``WithinType``.
+        """
+        check_window("within ms", ms)
+        if within_type is WithinType.PREVIOUS_AND_CURRENT:
+            self.previous_window_ms = ms
+        elif within_type is WithinType.FIRST_AND_LAST:
+            self.window_ms = ms
+        else:
+            raise MalformedPatternError(
+                f"within({ms}, {within_type!r}): pass WithinType.FIRST_AND_LAST or "
+                "WithinType.PREVIOUS_AND_CURRENT"
+            )
         return self
 
     # -- the next pattern ------------------------------------------------------------------------
@@ -196,25 +220,27 @@ class Pattern:
         self.quantifier.optional()
         return self
 
-    def one_or_more(self) -> Pattern:
-        """One event or more (a looping pattern)."""
-        return self.times_or_more(1)
+    def one_or_more(self, *, window_ms: int | None = None) -> Pattern:
+        """One event or more (a looping pattern); ``window_ms``: see ``times_or_more``."""
+        return self.times_or_more(1, window_ms=window_ms)
 
-    def times_or_more(self, n: int) -> Pattern:
-        """``n`` events or more (a looping pattern)."""
+    def times_or_more(self, n: int, *, window_ms: int | None = None) -> Pattern:
+        """``n`` events or more (a looping pattern); ``window_ms`` bounds the time between two
+        of its events up to the ``n``-th, as Flink's ``timesOrMore(n, windowTime)`` does."""
         self._quantify("times_or_more")
-        self.count = Times(n, n)
+        self.count = Times(n, n, window_ms)
         self.quantifier = _requantified(self.quantifier, Property.LOOPING)
         return self
 
-    def times(self, low: int, high: int | None = None) -> Pattern:
+    def times(self, low: int, high: int | None = None, *, window_ms: int | None = None) -> Pattern:
         """Exactly ``low`` events, or from ``low`` to ``high`` (``times(0, n)``: up to ``n``,
-        optional)."""
+        optional); ``window_ms`` bounds the time between two of its events (Flink's
+        ``times(n, windowTime)``)."""
         self._quantify("times")
         optional = False
         if high is not None and low == 0:
             optional, low = True, 1
-        self.count = Times(low, low if high is None else high)
+        self.count = Times(low, low if high is None else high, window_ms)
         self.quantifier = _requantified(self.quantifier, Property.TIMES)
         if optional:
             self.quantifier.optional()
@@ -286,10 +312,14 @@ class Pattern:
         if self.count is not None:
             high = "*" if self.quantifier.has(Property.LOOPING) else self.count.high
             out["times"] = f"{self.count.low}..{high}"
+            if self.count.window_ms is not None:
+                out["times_window_ms"] = self.count.window_ms
         if self.until_condition is not None:
             out["until"] = self.until_condition.__qualname__
         if self.window_ms is not None:
             out["within_ms"] = self.window_ms
+        if self.previous_window_ms is not None:
+            out["within_previous_ms"] = self.previous_window_ms
         return out
 
     def __repr__(self) -> str:

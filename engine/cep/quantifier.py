@@ -42,6 +42,15 @@ class Property(Enum):
 NOT = (ConsumingStrategy.NOT_FOLLOW, ConsumingStrategy.NOT_NEXT)
 
 
+class WithinType(Enum):
+    """What ``within(ms, within_type)`` bounds (Flink's ``WithinType``): the time from a
+    match's first event to its last (``FIRST_AND_LAST``, the default), or from the previous
+    event a partial match took to the one this pattern takes (``PREVIOUS_AND_CURRENT``)."""
+
+    FIRST_AND_LAST = "first_and_last"
+    PREVIOUS_AND_CURRENT = "previous_and_current"
+
+
 class Quantifier:
     """A pattern's kind (single, looping, times), its options (optional, greedy) and its
     consuming strategies. Built by the pattern's methods, which check the combinations Flink
@@ -122,10 +131,12 @@ class Quantifier:
 @dataclass(frozen=True, slots=True)
 class Times:
     """How many events a times or looping pattern takes: ``low..high`` (a looping pattern's
-    ``high`` is its ``low``: the loop takes the rest)."""
+    ``high`` is its ``low``: the loop takes the rest), and ``window_ms``, the longest time
+    between two of its events (Flink's ``Times.windowTime``; ``None``: no bound)."""
 
     low: int
     high: int
+    window_ms: int | None = None
 
     def __post_init__(self) -> None:
         for name, value in (("low", self.low), ("high", self.high)):
@@ -141,6 +152,19 @@ class Times:
                 f"times({self.low}, {self.high}): the upper count is below the lower one; "
                 f"pass times({self.high}, {self.low})"
             )
+        check_window("window_ms", self.window_ms, none_ok=True)
+
+
+def check_window(what: str, ms: object, *, none_ok: bool = False) -> None:
+    """A window is a positive number of milliseconds (``None`` too, where ``none_ok``).
+
+    Raises:
+        MalformedPatternError: anything else.
+    """
+    if ms is None and none_ok:
+        return
+    if type(ms) is not int or ms <= 0:
+        raise MalformedPatternError(f"{what}={ms!r}: pass a positive number of milliseconds")
 
 
 def _check(ok: bool, message: str) -> None:

@@ -50,6 +50,7 @@ class OperatorStatus(TypedDict):
     late: int
     open_windows: int
     retention_dropped: int  # windows whose query retention passed, deleted in this run
+    metrics: dict[str, int]  # a process function's own figures (a pattern's partial matches)
     top: TopStatus | None  # None: an operator without shared windows to rank
 
 

@@ -35,7 +35,7 @@ __all__ = ["MASTER_FORMS", "RUN_SETTINGS", "parse_master", "spark_addresses"]
 RUN = ("run", "sql", "demo")
 JOB_RUNS = ("run", "sql")  # not the demo: its source, sink and workers are its own
 SERVED = (*RUN, "api")  # what the API of a job's state reads: its directories, its logging
-LIFECYCLE = ("checkpoints", "list", "stop", "cancel", "savepoint")
+LIFECYCLE = ("checkpoints", "list", "stop", "cancel", "savepoint", "query")
 CPUS = os.cpu_count() or 1
 
 MASTER_FORMS = (

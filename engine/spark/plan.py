@@ -41,6 +41,7 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowNode:
     _refuse_broadcast(job)
     _refuse_several_inputs(job)
     _refuse_pattern(job, op_name)
+    _refuse_continuous(job, op_name)
     ops = [o for o in job.operators.values() if isinstance(o, WindowNode)]
     if op_name is not None:
         ops = [o for o in ops if o.name == op_name]
@@ -109,6 +110,22 @@ def _refuse_pattern(job: Job, op_name: str | None) -> None:
             f"operator {op_name!r} of job {job.name!r} is a CEP pattern operator; the backfill "
             "computes window operators only: run the pattern over the bounded input with weir "
             "run `exit_at_end`"
+        )
+
+
+def _refuse_continuous(job: Job, op_name: str | None) -> None:
+    """A continuous aggregate (SQL ``GROUP BY`` without a window) is refused by name: its rows
+    are process-function state, which the backfill does not write."""
+    from weir.engine.sql.continuous import continuous_views  # SQL's, when a backfill needs it
+
+    views = continuous_views(job)
+    windows = [o for o in job.operators.values() if isinstance(o, WindowNode)]
+    named = [v for v in views if v[0] == op_name] if op_name is not None else []
+    if named or (op_name is None and views and not windows):
+        name, kind = (named or views)[0]
+        raise JobDefinitionError(
+            f"operator {name!r} of job {job.name!r} is a {kind}; the backfill computes window "
+            "operators only: run the view over the bounded input with weir run `exit_at_end`"
         )
 
 

@@ -72,13 +72,14 @@ def _job_sql(
     tables: dict[str, DataStream],
     functions: dict[str, agg.AggregateFunction] | None = None,
     allowed_lateness_ms: int = 0,
+    state_ttl_ms: int | None = None,
 ) -> ResultStream:
     require("sql", f"job.sql({name!r}, …)")
     from weir.engine.sql.build import add_view  # the parser loads with the first query
 
     return add_view(
         self, name, query, tables=tables, functions=functions,
-        allowed_lateness_ms=allowed_lateness_ms,
+        allowed_lateness_ms=allowed_lateness_ms, state_ttl_ms=state_ttl_ms,
     )  # fmt: skip
 
 

@@ -16,17 +16,23 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from weir.engine.agg import AggregateFunction
+from weir.engine.sql.continuous import ContinuousAggregate
 from weir.engine.sql.dialect import parse, too_deep
-from weir.engine.sql.errors import SqlError
+from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.keys import key_selector
 from weir.engine.sql.query import QueryPlan, TableDef
+from weir.engine.sql.ranked import RankFunction, RankPlan
 from weir.engine.sql.recognize import attach_match, is_match_recognize
+from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
+from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
 
 if TYPE_CHECKING:
     from weir.engine.job import DataStream, Job, ResultStream
+    from weir.engine.streams import KeyedStream
 
+TTL_SETTING = "table.exec.state.ttl"
 GLOBAL_KEY = "*"  # the key of a query grouped by its window alone
 
 
@@ -44,8 +50,11 @@ def _deriver(derived: Mapping[str, tuple[Fn, str]]) -> Fn:
     return lambda r: {**r, **{name: f(r) for name, f in items}}
 
 
-def attach(plan: QueryPlan, stream: DataStream) -> ResultStream:
-    """Add the plan's filter, map, key_by, window and aggregate to ``stream``."""
+def attach(plan: QueryPlan, stream: DataStream, state_ttl_ms: int | None = None) -> ResultStream:
+    """Add the plan's filter, map, key_by, window and aggregate to ``stream``; a plan without
+    a window is a continuous aggregate (a keyed process function) kept for ``state_ttl_ms``."""
+    if plan.window is None:
+        _check_ttl(plan, state_ttl_ms)  # before any step: a refused view leaves none behind
     if plan.where is not None:
         stream = stream.filter(_labelled(plan.where, f"WHERE {plan.where_sql}"))
     if plan.derived:
@@ -53,11 +62,30 @@ def attach(plan: QueryPlan, stream: DataStream) -> ResultStream:
         stream = stream.map(_labelled(_deriver(plan.derived), label))
     key = key_selector(plan.key_fields) if plan.key_fields else (lambda r: GLOBAL_KEY)
     _labelled(key, "|".join(plan.key_fields) or GLOBAL_KEY)
+    if plan.window is None:
+        return _continuous(plan, stream.key_by(key), state_ttl_ms or 0)  # checked above
     return (
         stream.key_by(key)
         .window(plan.window.assigner(), allowed_lateness_ms=plan.allowed_lateness_ms)
         .aggregate(plan.name, **plan.aggregates)
     )
+
+
+def _check_ttl(plan: QueryPlan, state_ttl_ms: int | None) -> None:
+    if state_ttl_ms is None:
+        raise SqlUnsupported(
+            f"view {plan.name!r} groups without a window (a continuous aggregate), which keeps "
+            "one row per key for as long as it is told: declare its idle-state retention, SET "
+            f"'{TTL_SETTING}' = '1 h' before the view (job.sql(…, state_ttl_ms=3_600_000) in "
+            "Python), or '0' to keep every key forever; or group by a window"
+        )
+    if state_ttl_ms < 0:
+        raise SqlError(f"view {plan.name!r}: state TTL {state_ttl_ms} ms is negative")
+
+
+def _continuous(plan: QueryPlan, keyed: KeyedStream, state_ttl_ms: int) -> ResultStream:
+    fn = ContinuousAggregate(plan.aggregates, plan.columns, state_ttl_ms, plan.sql)
+    return keyed.process(fn, name=plan.name)
 
 
 def add_view(
@@ -68,10 +96,11 @@ def add_view(
     tables: Mapping[str, DataStream],
     functions: Mapping[str, AggregateFunction] | None = None,
     allowed_lateness_ms: int = 0,
+    state_ttl_ms: int | None = None,
 ) -> ResultStream:
     """Compile ``query`` (one SELECT) over the streams ``tables`` names, as operator ``name``.
     A Python table has no declared columns; its time attribute is the source's ``timestamp``
-    field."""
+    field. ``state_ttl_ms``: a continuous aggregate's idle-state retention (0: forever)."""
     if not job.sources:
         raise SqlError(f"job.sql({name!r}): call job.source(...) first; the query reads it")
     ts = job.sources[0].timestamp
@@ -91,11 +120,55 @@ def add_view(
     if is_match_recognize(statements[0]):
         stream = _only_table(tables, name)
         return attach_match(statements[0], name, defs, stream)
+    if is_join(statements[0]):
+        joined = plan_join(statements[0], name, defs)
+        return attach_join(joined, tables, state_ttl_ms)
+    if is_row_number(statements[0]):
+        rank = plan_rank(statements[0], name, defs)
+        return attach_rank(rank, tables[rank.table])
     try:
         plan = plan_query(statements[0], name, defs, functions or {})
     except RecursionError:  # a long chain of operators compiles recursively
         raise too_deep(f"job.sql({name!r})") from None
-    return attach(plan, tables[plan.table])
+    return attach(plan, tables[plan.table], state_ttl_ms)
+
+
+def attach_rank(plan: RankPlan, stream: DataStream) -> ResultStream:
+    """Add a Top-N or deduplication view's filter, key_by and process function."""
+    if plan.where is not None:
+        stream = stream.filter(_labelled(plan.where, f"WHERE {plan.where_sql}"))
+    key = key_selector(plan.partition) if plan.partition else (lambda r: GLOBAL_KEY)
+    _labelled(key, "|".join(plan.partition) or GLOBAL_KEY)
+    return stream.key_by(key).process(RankFunction(plan), name=plan.name)
+
+
+def attach_join(
+    plan: JoinPlan, streams: Mapping[str, DataStream], state_ttl_ms: int | None = None
+) -> ResultStream:
+    """Add a join view: each side filtered and keyed, joined within the bounds (an interval
+    join), or by key alone for as long as the state TTL keeps the rows (a regular join)."""
+    if not plan.bounded and not state_ttl_ms:
+        raise SqlUnsupported(
+            f"view {plan.name!r} joins without a time bound (a regular join), whose rows would "
+            f"be kept forever: bound it (r.ts BETWEEN l.ts - INTERVAL … AND l.ts + INTERVAL …), "
+            f"or SET '{TTL_SETTING}' = '1 h' (job.sql(…, state_ttl_ms=…)) before the view"
+        )
+    keyed = []
+    for side in (0, 1):
+        stream, where = streams[plan.tables[side]], plan.filters[side]
+        if where is not None:
+            stream = stream.filter(_labelled(where, f"WHERE ({plan.tables[side]})"))
+        keys = plan.keys[side]
+        keyed.append(stream.key_by(_labelled(key_selector(keys), "|".join(keys))))
+    if not plan.bounded:
+        fn = RegularJoin(plan, state_ttl_ms or 0)
+        return keyed[0].connect(keyed[1]).process(fn, name=plan.name)
+    joined = keyed[0].interval_join(keyed[1]).between(plan.lower, plan.upper)
+    if not plan.lower_inclusive:
+        joined = joined.lower_bound_exclusive()
+    if not plan.upper_inclusive:
+        joined = joined.upper_bound_exclusive()
+    return joined.process(pair_function(plan), name=plan.name)
 
 
 def _only_table(tables: Mapping[str, DataStream], name: str) -> DataStream:

@@ -44,6 +44,30 @@ class _FlinkParser(BaseParser):
     }
     SCHEMA_UNNAMED_CONSTRAINTS = {*BaseParser.SCHEMA_UNNAMED_CONSTRAINTS, "WATERMARK"}
 
+    # MATCH_RECOGNIZE's ``WITHIN INTERVAL …`` after its PATTERN, which sqlglot does not read:
+    # taken where the parser looks for DEFINE, and kept as the node's ``within``
+    _pending_within: list[exp.Expr] | None = None
+
+    def _parse_match_recognize(self) -> exp.MatchRecognize | None:
+        self._pending_within = []
+        try:
+            node = super()._parse_match_recognize()
+            if node is not None and self._pending_within:
+                node.set("within", self._pending_within[0])
+            return node
+        finally:
+            self._pending_within = None
+
+    def _match_text_seq(self, *texts: str, advance: bool = True) -> bool:
+        pending = self._pending_within
+        if pending is not None and texts == ("DEFINE",) and self._match_text_seq("WITHIN"):
+            interval = self._parse_interval()
+            if interval is None:
+                self.raise_error("Expecting INTERVAL '…' unit after WITHIN", self._curr)
+            else:
+                pending.append(interval)
+        return super()._match_text_seq(*texts, advance=advance)
+
     def _parse_as_command(self, start: Any) -> exp.Command:
         # sqlglot keeps a statement it cannot parse as an opaque command; weir refuses it at
         # the token where parsing stopped

@@ -58,9 +58,10 @@ class QueryPlan:
     where_sql: str | None
     derived: dict[str, tuple[Fn, str]]  # field -> (closure, its SQL)
     key_fields: tuple[str, ...]
-    window: WindowSpec
+    window: WindowSpec | None  # None: a continuous aggregate (``GROUP BY`` without a window)
     allowed_lateness_ms: int
     aggregates: dict[str, Any] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)  # GROUP BY column -> record field
 
 
 def at(node: exp.Expr) -> str:
@@ -93,11 +94,13 @@ def refuse_clauses(select: exp.Expr) -> exp.Select:
     for arg, message in refusals.items():
         if select.args.get(arg):
             raise SqlUnsupported(f"{message} (in {select.sql(WeirFlink)[:80]}…)")
+    over = next(select.find_all(exp.Window), None)  # named first, even inside a subquery
+    if over is not None:
+        raise SqlUnsupported(
+            f"{over.sql(WeirFlink)}: OVER windows are not supported (but ROW_NUMBER() in the "
+            "Top-N and deduplication forms); use a window TVF"
+        )
     for node in select.walk():
-        if isinstance(node, exp.Window):
-            raise SqlUnsupported(
-                f"{node.sql(WeirFlink)}: OVER windows are not supported; use a window TVF"
-            )
         if isinstance(node, exp.Subquery | exp.Union) or (
             isinstance(node, exp.Select) and node is not select
         ):
@@ -161,7 +164,7 @@ class Query:
 
     # -- the window and the key -----------------------------------------------------------
 
-    def _window(self, tvf: WindowSpec | None) -> tuple[WindowSpec, list[exp.Expr]]:
+    def _window(self, tvf: WindowSpec | None) -> tuple[WindowSpec | None, list[exp.Expr]]:
         group = self.select.args.get("group")
         items: list[exp.Expr] = list(group.expressions) if group is not None else []
         legacy = [(i, w) for i in items if (w := windowing.legacy(i)) is not None]
@@ -180,10 +183,11 @@ class Query:
                 return self._time_checked(tvf), rest
         elif legacy:
             return self._time_checked(legacy[0][1]), [i for i in items if i is not legacy[0][0]]
+        else:
+            return None, items  # a continuous aggregate: one current row per key
         raise SqlUnsupported(
-            "GROUP BY without a window: non-windowed aggregation needs state retention, which "
-            "weir does not offer; group by window_start, window_end of a window TVF, or by "
-            "TUMBLE(ts, INTERVAL …)"
+            f"FROM TABLE({tvf.kind}(…)) grouped without window_start and window_end: group by "
+            "both (a windowed aggregate), or read the table itself, FROM t (a continuous one)"
         )
 
     def _time_checked(self, spec: WindowSpec) -> WindowSpec:
@@ -214,6 +218,8 @@ class Query:
             else:
                 fields.append(self._derive(item))
         spec = self.window
+        if spec is None:
+            return tuple(fields)
         if spec.kind == "SESSION" and spec.partition_by is not None:
             if set(spec.partition_by) != {_name(i) for i in self.group}:
                 raise SqlUnsupported(

@@ -20,15 +20,17 @@ What is supported, as Flink runs it:
   (Flink's rule);
 - ``DEFINE``: a condition per variable (one without is always true), in weir's scalar SQL;
   ``col`` or ``V.col`` of the variable ``V`` being defined reads the current row, another
-  variable's ``X.col`` X's last row so far, ``FIRST``/``LAST``/``COUNT``/``SUM``/``MIN``/
-  ``MAX``/``AVG`` of ``X.col`` X's rows so far;
-- ``MEASURES``: expressions over ``X.col`` (X's last row), ``FIRST(X.col)``, ``LAST(X.col)``,
-  ``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``AVG`` of ``X.col``;
+  variable's ``X.col`` X's last row so far; ``FIRST``/``LAST`` with logical offsets,
+  aggregates and ``PREV`` (``navigation.py``);
+- ``MEASURES``: expressions over ``X.col`` (X's last row), ``FIRST``/``LAST`` with offsets,
+  ``COUNT``, ``SUM``, ``MIN``, ``MAX``, ``AVG`` of ``X.col``, ``MATCH_ROWTIME()``;
+- ``WITHIN INTERVAL '…' unit`` after ``PATTERN``: the match's first and last rows at most that
+  far apart (the pattern's ``within``);
 - ``ONE ROW PER MATCH``; ``AFTER MATCH SKIP`` ``PAST LAST ROW``, ``TO NEXT ROW`` (the
   default), ``TO FIRST v``, ``TO LAST v``.
 
 The output row holds the partition columns and the measures, at the match's time. Anything else
-(alternation, groups, ``ALL ROWS PER MATCH``, ``PREV``) is refused by name.
+(alternation, groups, ``ALL ROWS PER MATCH``, ``NEXT``) is refused by name.
 """
 
 from __future__ import annotations
@@ -45,19 +47,14 @@ from weir.engine.results import ResultStream
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.keys import key_selector
+from weir.engine.sql.navigation import Scope, getter
 from weir.engine.sql.query import TableDef
 from weir.engine.sql.scalar import Compiler
+from weir.engine.sql.windowing import interval_ms
 from weir.engine.streams import DataStream
 
 Match = dict[str, list[Any]]
 _STEP = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\*|\+|\?|\{(\d*)(,?)(\d*)\})?(\?)?")
-_AGGREGATES: dict[type, Callable[[list[Any]], Any]] = {
-    exp.Sum: lambda vs: sum(vs) if vs else None,
-    exp.Min: lambda vs: min(vs) if vs else None,
-    exp.Max: lambda vs: max(vs) if vs else None,
-    exp.Avg: lambda vs: sum(vs) / len(vs) if vs else None,
-    exp.Count: len,
-}
 
 
 def is_match_recognize(statement: exp.Expr) -> TypeGuard[exp.Select]:
@@ -75,8 +72,10 @@ def attach_match(
     _check_select(statement, mr)
     _check_order(mr, table)
     keys = [_plain_column(c, "PARTITION BY") for c in mr.args.get("partition_by") or []]
-    pattern = _pattern(mr)
-    measures = [_measure(m) for m in mr.args.get("measures") or []]
+    time_column = table.time_column or ""  # set: _check_order orders by it
+    pattern = _pattern(mr, time_column)
+    scope = Scope(tuple(pattern.names()), time_column)
+    measures = [_measure(m, scope) for m in mr.args.get("measures") or []]
 
     def select(match: Match) -> dict[str, Any]:
         first = next(rows[0] for rows in match.values() if rows)
@@ -139,7 +138,7 @@ def _plain_column(node: exp.Expr, where: str) -> str:
 # -- PATTERN and DEFINE ---------------------------------------------------------------------
 
 
-def _pattern(mr: exp.MatchRecognize) -> Pattern:
+def _pattern(mr: exp.MatchRecognize, time_column: str) -> Pattern:
     text = str(mr.args.get("pattern") or "").strip()
     steps = _steps(text)
     defines = {d.alias: d.this for d in mr.args.get("define") or []}
@@ -149,14 +148,20 @@ def _pattern(mr: exp.MatchRecognize) -> Pattern:
             raise SqlError(f"DEFINE {var}: the PATTERN ({text}) has no variable {var}")
     skip = _skip(str(mr.args.get("after") or ""), names)
     pattern: Pattern | None = None
+    before = 0  # the rows the pattern guarantees before the variable's first row
     for i, (var, low, high, greedy) in enumerate(steps):
+        scope = Scope(tuple(names), time_column, var, before)
         pattern = (Pattern.begin(var, skip) if pattern is None else pattern.next(var)).where(
-            _condition(var, defines.get(var))
+            _condition(var, defines.get(var), scope)
         )
         _quantify(pattern, low, high)
         if greedy and high != 1 and i < len(steps) - 1:
             pattern.greedy()
+        before += low
     assert pattern is not None
+    within = mr.args.get("within")
+    if within is not None:
+        pattern.within(interval_ms(within, "MATCH_RECOGNIZE WITHIN"))
     return pattern
 
 
@@ -194,32 +199,32 @@ def _quantify(p: Pattern, low: int, high: int | None) -> None:
         p.optional()
 
 
-def _condition(var: str, node: exp.Expr | None) -> Callable[[Any, Any], bool]:
-    """DEFINE ``var``: ``fn(event, ctx)``. ``col`` and ``var.col`` read the current row;
-    another variable's ``X.col`` its last row so far, ``FIRST``/``LAST``/aggregates of
-    ``X.col`` its rows so far (``ctx.events_of``)."""
+def _condition(var: str, node: exp.Expr | None, scope: Scope) -> Callable[[Any, Any], bool]:
+    """DEFINE ``var``: ``fn(event, ctx)``. ``col`` and ``var.col`` read the current row, the
+    navigations (``navigation.py``) the partial match so far (``ctx.events_of``) with the
+    current row as ``var``'s last."""
     if node is None:
         return _any_row
     getters: dict[str, Callable[[Match], Any]] = {}
-    used: set[str] = set()
 
     def swap(n: exp.Expr) -> exp.Expr:
-        if isinstance(n, exp.Column) and (not n.table or n.table == var):
-            return exp.column(n.name)
-        getter = _getter(n)
-        if getter is None:
+        found = getter(n, scope)
+        if found is None:
+            if isinstance(n, exp.Column) and (not n.table or n.table == var):
+                return exp.column(n.name)
             return n
-        used.update(c.table for c in n.find_all(exp.Column) if c.table)
         field = f"__d{len(getters)}"
-        getters[field] = getter
+        getters[field] = found
         return exp.column(field)
 
     fn = Compiler(lambda c: c.name).predicate(node.transform(swap))
+    order = scope.order
 
     def test(e: Any, ctx: Any) -> bool:
         if not getters:
             return bool(fn(e))
-        so_far = {v: ctx.events_of(v) for v in used}
+        so_far = {v: ctx.events_of(v) for v in order}
+        so_far[var] = [*so_far[var], e]  # the current row is var's, as Flink reads it
         return bool(fn({**e, **{f: g(so_far) for f, g in getters.items()}}))
 
     test.__qualname__ = node.sql(WeirFlink)  # how weir explain shows the condition
@@ -249,7 +254,7 @@ def _skip(after: str, names: list[str]) -> AfterMatchSkipStrategy:
 # -- MEASURES -------------------------------------------------------------------------------
 
 
-def _measure(node: exp.Expr) -> tuple[str, Callable[[Match], Any]]:
+def _measure(node: exp.Expr, scope: Scope) -> tuple[str, Callable[[Match], Any]]:
     """``(alias, fn(match))``: the aggregates and navigations become fields of a row that the
     scalar compiler then reads."""
     inner = node.this if isinstance(node, exp.MatchRecognizeMeasure) else node
@@ -258,41 +263,13 @@ def _measure(node: exp.Expr) -> tuple[str, Callable[[Match], Any]]:
     getters: dict[str, Callable[[Match], Any]] = {}
 
     def swap(n: exp.Expr) -> exp.Expr:
-        getter = _getter(n)
-        if getter is None:
+        found = getter(n, scope)
+        if found is None:
             return n
         field = f"__m{len(getters)}"
-        getters[field] = getter
+        getters[field] = found
         return exp.column(field)
 
     body = inner.this.transform(swap)
     fn = Compiler(lambda c: c.name).compile(body)
     return inner.alias, lambda match: fn({f: g(match) for f, g in getters.items()})
-
-
-def _folded(fold: Callable[[list[Any]], Any], var: str, col: str) -> Callable[[Match], Any]:
-    return lambda m: fold([r.get(col) for r in m.get(var, [])])
-
-
-def _getter(n: exp.Expr) -> Callable[[Match], Any] | None:
-    if isinstance(n, exp.Column) and n.table:
-        var, col = n.table, n.name
-        return lambda m: m[var][-1].get(col) if m.get(var) else None
-    if isinstance(n, exp.First | exp.Last) and isinstance(n.this, exp.Column) and n.this.table:
-        var, col, i = n.this.table, n.this.name, 0 if isinstance(n, exp.First) else -1
-        return lambda m: m[var][i].get(col) if m.get(var) else None
-    for kind, fold in _AGGREGATES.items():
-        if isinstance(n, kind):
-            arg = n.this
-            if isinstance(arg, exp.Star) and kind is exp.Count:
-                return lambda m: sum(len(v) for v in m.values())
-            if isinstance(arg, exp.Column) and arg.table:
-                return _folded(fold, arg.table, arg.name)
-            raise SqlUnsupported(
-                f"{n.sql(WeirFlink)} in MEASURES: aggregate a variable's column, e.g. SUM(A.price)"
-            )
-    if isinstance(n, exp.Column):
-        raise SqlUnsupported(
-            f"MEASURES column {n.name!r}: name its variable (A.{n.name}, FIRST(A.{n.name}))"
-        )
-    return None

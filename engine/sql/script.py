@@ -25,18 +25,21 @@ from weir.engine import agg
 from weir.engine.agg import AggregateFunction
 from weir.engine.job import DataStream, Job
 from weir.engine.sources import from_url
-from weir.engine.sql.build import attach
+from weir.engine.sql.build import TTL_SETTING, attach, attach_join, attach_rank
 from weir.engine.sql.columns import check_type, checker
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
 from weir.engine.sql.recognize import attach_match, is_match_recognize
+from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.select import plan_query
+from weir.engine.sql.sqljoin import is_join, plan_join
 from weir.engine.sql.windowing import interval_ms
 from weir.engine.watermarks import WatermarkStrategy
 
 JOB_SETTINGS = ("pipeline.name", "pipeline.max-parallelism")
 LATENESS_SETTING = "table.exec.emit.allow-lateness"
+VIEW_SETTINGS = (LATENESS_SETTING, TTL_SETTING)  # hold for the views after them
 TABLE_OPTIONS = ("connector", "url", "allowed-lateness", "idle-timeout")
 DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|sec|min|h|d)?\s*$", re.IGNORECASE)
 DURATION_MS = {"ms": 1, "s": 1_000, "sec": 1_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -61,6 +64,7 @@ class _Script:
     stream: DataStream | None = None
     functions: dict[str, AggregateFunction] = field(default_factory=dict)
     lateness_ms: int | None = None
+    ttl_ms: int | None = None
 
     def run(self, statements: list[exp.Expr]) -> Job:
         for s in statements:  # the job's own settings hold wherever they are written
@@ -112,8 +116,10 @@ class _Script:
                 self.settings[key] = value
             elif key == LATENESS_SETTING and not jobwide:
                 self.lateness_ms = duration_ms(value, f"SET '{key}'")
-            elif key not in JOB_SETTINGS and key != LATENESS_SETTING:
-                known = ", ".join(f"'{k}'" for k in (*JOB_SETTINGS, LATENESS_SETTING))
+            elif key == TTL_SETTING and not jobwide:
+                self.ttl_ms = duration_ms(value, f"SET '{key}'")
+            elif key not in JOB_SETTINGS and key not in VIEW_SETTINGS:
+                known = ", ".join(f"'{k}'" for k in (*JOB_SETTINGS, *VIEW_SETTINGS))
                 raise SqlError(f"SET '{key}' is not a setting weir knows; it knows {known}")
 
     def _new_job(self) -> Job:
@@ -161,14 +167,22 @@ class _Script:
     def _view(self, s: exp.Create) -> None:
         if self.table is None or self.stream is None:
             raise SqlError(f"CREATE VIEW {s.this.name}: declare its table first, CREATE TABLE …")
+        tables = {self.table.name: self.table}
         if is_match_recognize(s.expression):
-            attach_match(s.expression, s.this.name, {self.table.name: self.table}, self.stream)
+            attach_match(s.expression, s.this.name, tables, self.stream)
+            return
+        if is_join(s.expression):
+            joined = plan_join(s.expression, s.this.name, tables)
+            attach_join(joined, {self.table.name: self.stream}, self.ttl_ms)
+            return
+        if is_row_number(s.expression):
+            attach_rank(plan_rank(s.expression, s.this.name, tables), self.stream)
             return
         plan = plan_query(
             s.expression, s.this.name, {self.table.name: self.table}, self.functions,
             self.lateness_ms,
         )  # fmt: skip
-        attach(plan, self.stream)
+        attach(plan, self.stream, self.ttl_ms)
 
 
 def _not_null(column: exp.ColumnDef) -> bool:

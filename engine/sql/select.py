@@ -20,6 +20,7 @@ from weir.engine.agg import AggregateFunction
 from weir.engine.nodes import RESERVED_FIELDS
 from weir.engine.sql import windowing
 from weir.engine.sql.aggregates import Called, Cast, CountDistinct
+from weir.engine.sql.continuous import CHANGELOG_FIELDS
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.functions import cast_name
@@ -54,6 +55,7 @@ class _Select(Query):
                 f"({AGGREGATE_NAMES} or a CREATE FUNCTION aggregate)"
             )
         where = self.select.args.get("where")
+        columns = self._columns(group_sql) if self.window is None else {}
         return QueryPlan(
             name=name,
             table=self.table.name,
@@ -67,14 +69,36 @@ class _Select(Query):
                 self.table.allowed_lateness_ms if lateness_ms is None else lateness_ms
             ),
             aggregates=aggregates,
+            columns=columns,
         )
+
+    def _columns(self, group_sql: set[str]) -> dict[str, str]:
+        """A continuous aggregate's GROUP BY columns in its SELECT: output name -> field."""
+        out: dict[str, str] = {}
+        for item in self.select.expressions:
+            node = item.this if isinstance(item, exp.Alias) else item
+            if node.sql(WeirFlink) not in group_sql:
+                continue
+            name = item.alias if isinstance(item, exp.Alias) else _plain_name(node)
+            if name in CHANGELOG_FIELDS:
+                raise SqlError(
+                    f"{item.sql(WeirFlink)}: {name!r} is a field of every changelog row "
+                    "(key, op); name the column something else (AS …)"
+                )
+            out[name] = self._resolve(node) if isinstance(node, exp.Column) else self._derive(node)
+        return out
 
     def _passes_through(self, node: exp.Expr, group_sql: set[str]) -> bool:
         """Is ``node`` a key column or a window bound (part of every result as key/start/end)?"""
         if isinstance(node, exp.Star):
             raise SqlUnsupported("SELECT *: name the key columns, window bounds and aggregates")
+        if self.window is None and _windowing(node):
+            raise SqlUnsupported(
+                f"{node.sql(WeirFlink)}{at(node)}: a query grouped without a window has no "
+                "window bounds; group by a window TVF's window_start, window_end to have them"
+            )
         if isinstance(node, exp.Column) and node.name in WINDOW_COLUMNS:
-            if not self.window.from_tvf:
+            if self.window is None or not self.window.from_tvf:
                 raise SqlUnsupported(
                     f"{node.sql(WeirFlink)}{at(node)}: a result has window_start, window_end "
                     "and window_time with a window TVF, TUMBLE_START/TUMBLE_END/TUMBLE_ROWTIME "
@@ -89,6 +113,8 @@ class _Select(Query):
 
     def _check_bound(self, node: exp.Expr, kind: str, suffixes: str = "START/{k}_END") -> None:
         spec = self.window
+        if spec is None:  # refused by _passes_through before a bound is checked
+            raise SqlUnsupported(f"{node.sql(WeirFlink)}{at(node)}: the query has no window")
         args = node.expressions if isinstance(node, exp.Anonymous) else []
         same = exp.Anonymous(this=kind, expressions=[a.copy() for a in args]).sql(WeirFlink)
         if spec.from_tvf or kind != spec.kind or same != spec.sql:
@@ -98,6 +124,8 @@ class _Select(Query):
             )
 
     def _aggregate(self, node: exp.Expr, item: exp.Expr) -> tuple[str, Any]:
+        if self.window is None and _windowing(node):
+            self._passes_through(node, set())  # refused there, with the reason
         if isinstance(node, exp.Column) and node.name == "window_time":
             return self._named(item, "window_time"), agg.window_time()
         fname = windowing.function_name(node)
@@ -196,13 +224,32 @@ class _Select(Query):
                 f"{item.sql(WeirFlink)} needs a name for its result field: "
                 f"{item.sql(WeirFlink)} AS name"
             )
-        if name in RESERVED_FIELDS:
+        if self.window is None and name in CHANGELOG_FIELDS:
+            raise SqlError(
+                f"{item.sql(WeirFlink)}: {name!r} is a field of every changelog row (key, op); "
+                "name the column something else"
+            )
+        if self.window is not None and name in RESERVED_FIELDS:
             raise SqlError(
                 f"{item.sql(WeirFlink)}: {name!r} is a field every window result has "
                 "(op, key, start, end, "
                 "final); name the column something else"
             )
         return name
+
+
+def _windowing(node: exp.Expr) -> bool:
+    """Is ``node`` a window bound or time (a window column, ``TUMBLE_START(…)``, …)?"""
+    if isinstance(node, exp.Column):
+        return node.name in WINDOW_COLUMNS
+    name = windowing.function_name(node)
+    return name in windowing.LEGACY_BOUNDS or name in windowing.LEGACY_ROWTIME
+
+
+def _plain_name(node: exp.Expr) -> str:
+    if isinstance(node, exp.Column):
+        return node.name
+    raise SqlError(f"{node.sql(WeirFlink)} needs a name for its result column: … AS name")
 
 
 def _aggregating(node: exp.Expr) -> bool:

@@ -63,7 +63,7 @@ def test_a_format_1_savepoint_of_main_restores_into_cells_exactly_once(
     assert server.proc.wait(90) == 0, server.stderr()
     assert f"restored from {savepoint.resolve()}" in server.stderr()
     records = read_jsonl(out)
-    # the previous release's records lack "op", which this one's name (decision 0011)
+    # the previous release's records lack "op", which this one's name (decision 0012)
     assert all(r["op"] == "imps" for r in records[len(before) :])
     got = group_emissions([_without_op(r) for r in records])
     want = {k: [_without_op(e) for e in es] for k, es in ref.emissions.items()}

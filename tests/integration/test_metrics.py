@@ -30,7 +30,9 @@ job = Job("live")
 )
 """
 UNITS = ("_total", "_seconds", "_bytes", "_ratio", "_records", "_info")
-UNITLESS = {"weir_open_windows", "weir_job_state", "weir_open_sse_streams"}  # counts of things
+UNITLESS = {  # counts of things
+    "weir_open_windows", "weir_job_state", "weir_open_sse_streams", "weir_cep_partial_matches",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

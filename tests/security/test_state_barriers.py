@@ -29,7 +29,7 @@ JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("bars", max_parallelism=128)
 (
-    job.source(sources.generator("ads", rate=20_000, ids=2_000, splits=2), timestamp="ts",
+    job.source(sources.generator("ads", rate=5_000, ids=2_000, splits=2), timestamp="ts",
                watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=100))
     .key_by("id")
     .window(windows.tumbling(ms=100))

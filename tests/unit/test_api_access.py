@@ -45,6 +45,7 @@ ROUTES = {
     ("GET", "/{job}/{op}/state/{key:path}"): READ,
     ("GET", "/{job}/{op}/state/{key:path}/stream"): READ,
     ("POST", "/{job}/{op}/lookup"): READ,  # a batch of point reads: POST only for its body
+    ("POST", "/{job}/sql"): READ,  # a read-only SELECT: POST only for its body
     ("POST", "/auth/stream-token"): READ,  # signs a token; changes nothing
 }
 # a concrete request for each route (the stream never ends: it is read through its point twin)
@@ -53,6 +54,7 @@ REQUESTS: dict[tuple[str, str], dict[str, Any]] = {
         "json": {"op": "op", "path": "/x", "min_end": 0, "max_end": 1}
     },
     ("POST", "/{job}/{op}/lookup"): {"json": {"keys": ["k"]}},
+    ("POST", "/{job}/sql"): {"json": {"query": "SELECT * FROM op WHERE key = 'k'"}},
     ("GET", "/{job}/{op}/top"): {"params": {"by": "n"}},
 }
 TOKEN = "s3cret-token"

@@ -102,3 +102,33 @@ def test_a_restored_pattern_operator_goes_on_as_if_never_stopped(
     assert sum(n for k, n in want.items() if k[0] == "match") > 5
     assert any(k[0] == "timed-out" for k in want) and any(k[0] == "late" for k in want)
     assert got == want
+
+
+def _held(rt: ProcessRuntime) -> int:
+    """The partial matches the keys' ``partial_matches`` states say they hold."""
+    return sum((v or {}).get("count", 0) for v in rt._state_values("partial_matches"))
+
+
+def test_the_operator_counts_its_partial_matches_and_timeouts_across_a_restore(
+    tmp_path: Path,
+) -> None:
+    batches = _batches(3)
+    state = MemoryState()
+    first = _runtime(state)
+    wm = _feed(first, batches[:6], -1)
+    held = first.metrics["partial_matches"]
+    timed_out = sum(1 for k, n in _out(first).items() for _ in range(n) if k[0] == "timed-out")
+    assert held > 0 and held == _held(first)
+    assert first.metrics.get("timed_out", 0) == timed_out > 0
+    first.flush()
+    state.checkpoint(tmp_path / "chk")
+    state.close()
+    restored = MemoryState.restore(tmp_path / "chk")
+    second = _runtime(restored)
+    second.restore(wm, wm)
+    assert second.metrics == {"partial_matches": held}  # the gauge comes back; counters restart
+    _feed(second, batches[6:], wm)
+    second.advance(MAX_WATERMARK, MAX_WATERMARK)
+    later = sum(1 for k, n in _out(second).items() for _ in range(n) if k[0] == "timed-out")
+    assert second.metrics == {"partial_matches": 0, "timed_out": later}
+    restored.close()

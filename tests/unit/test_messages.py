@@ -31,6 +31,7 @@ def _status() -> m.WorkerStatus:
             "late": 1,
             "open_windows": 3,
             "retention_dropped": 4,
+            "metrics": {"partial_matches": 5},
             "top": {
                 "latest": {"start": 0, "end": 10_000, "by": {"n": [("ad-1", 7), ("ad-2", 2.5)]}},
                 "current": None,

@@ -1,4 +1,4 @@
-"""Every window result record names its operator (issue 39, item 5; decision 0011): two
+"""Every window result record names its operator (issue 39, item 5; decision 0012): two
 operators writing to one sink are told apart by ``"op"``, the name the HTTP answers use; a
 field of that name is reserved."""
 

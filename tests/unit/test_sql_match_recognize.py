@@ -139,9 +139,32 @@ def test_rows_are_matched_in_event_time_whatever_their_arrival() -> None:
         ("ORDER BY rowtime MEASURES id AS x PATTERN (A) DEFINE A AS id > 0", SqlUnsupported,
          "name its variable"),
         ("ORDER BY rowtime PATTERN (A*) DEFINE A AS id > 0", SqlError, "can match no event"),
+        ("ORDER BY rowtime PATTERN (A B) DEFINE B AS NEXT(B.id) > id", SqlUnsupported,
+         "NEXT reads rows after the current one"),
+        ("ORDER BY rowtime PATTERN (A B) DEFINE A AS id > PREV(id)", SqlUnsupported,
+         "guarantees only 0 row"),
+        ("ORDER BY rowtime PATTERN (A? B) DEFINE B AS id > PREV(id)", SqlUnsupported,
+         "guarantees only 0 row"),
+        ("ORDER BY rowtime PATTERN (A B C) DEFINE C AS id > PREV(B.id)", SqlUnsupported,
+         "PREV reads back from the current row"),
+        ("ORDER BY rowtime MEASURES PREV(A.id) AS p PATTERN (A) DEFINE A AS id > 0",
+         SqlUnsupported, "physical offsets are read in DEFINE only"),
+        ("ORDER BY rowtime PATTERN (A) DEFINE A AS MATCH_ROWTIME() > 0", SqlUnsupported,
+         "MATCH_ROWTIME\\(\\) is a measure"),
+        ("ORDER BY rowtime MEASURES MATCH_ROWTIME(id) AS t PATTERN (A) DEFINE A AS id > 0",
+         SqlUnsupported, "no argument or the time attribute"),
+        ("ORDER BY rowtime MEASURES LAST(A.id, B.id) AS t PATTERN (A B) DEFINE A AS id > 0",
+         SqlUnsupported, "offset must be a whole number"),
+        ("ORDER BY rowtime MEASURES FIRST(A.id + B.id) AS t PATTERN (A B) DEFINE A AS id > 0",
+         SqlUnsupported, "one variable's columns at a time"),
+        ("ORDER BY rowtime PATTERN (A) WITHIN INTERVAL '0' SECOND DEFINE A AS id > 0", SqlError,
+         "WITHIN"),
     ],
     ids=["alternation", "order-by", "all-rows", "define-unknown", "measure-unqualified",
-         "empty-match"],
+         "empty-match", "next", "prev-before-the-match", "prev-past-an-optional",
+         "prev-of-another-variable", "prev-in-measures", "match-rowtime-in-define",
+         "match-rowtime-of-a-column", "offset-not-a-literal", "first-over-two-variables",
+         "within-zero"],
 )  # fmt: skip
 def test_what_is_not_supported_is_refused_by_name(
     clause: str, error: type[Exception], message: str
@@ -187,3 +210,178 @@ def test_weir_explain_shows_the_pattern_the_query_compiles_to(
     ) in text
     assert "next B where B.x < A.x (times, greedy, inner=strict, times 1..3)" in text
     assert "next C where _any_row (single)" in text  # no DEFINE: any row
+
+
+# -- WITHIN, logical and physical offsets, MATCH_ROWTIME (Flink's batch MatchRecognizeITCase
+#    and the stream one; the times are milliseconds here, Flink's timestamps) ------------------
+
+
+def test_testTimeConstraint() -> None:
+    second = 1_000
+    items = [(1, "z", 1), (2, "a", 2), (3, "b", 30), (4, "c", 60), (5, "x", 100), (6, "a", 101),
+             (7, "b", 131), (8, "c", 162), (9, "z", 200)]  # fmt: skip
+    rows = [{"id": i, "name": n, "rowtime": t * second} for i, n, t in items]
+    query = """
+        SELECT T.aid, T.bid, T.cid FROM MyTable MATCH_RECOGNIZE (
+          ORDER BY rowtime
+          MEASURES A.id AS aid, B.id AS bid, C.id AS cid
+          PATTERN (A B C) WITHIN INTERVAL '1' MINUTE
+          DEFINE A AS name = 'a', B AS name = 'b', C AS name = 'c'
+        ) AS T"""
+    assert run(query, rows) == [{"aid": 2, "bid": 3, "cid": 4}]  # 6, 7, 8 span 61 s
+
+
+TICKER = [
+    ("ACME", t, p, x) for t, p, x in [(1, 19, 1), (2, 17, 2), (3, 13, 3), (4, 20, 4), (5, 20, 5),
+                                      (6, 26, 6), (7, 20, 7), (8, 25, 8)]
+]  # fmt: skip
+
+
+def _ticker(items: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+    return [{"symbol": s, "tstamp": t, "rowtime": t, "price": p, "tax": x} for s, t, p, x in items]
+
+
+def test_testLogicalOffsets() -> None:
+    query = """
+        SELECT * FROM MyTable MATCH_RECOGNIZE (
+          ORDER BY rowtime
+          MEASURES
+            FIRST(DOWN.tstamp) AS start_tstamp,
+            LAST(DOWN.tstamp) AS bottom_tstamp,
+            UP.tstamp AS end_tstamp,
+            FIRST(DOWN.price + DOWN.tax + 1) AS bottom_total,
+            UP.price + UP.tax AS end_total
+          ONE ROW PER MATCH
+          AFTER MATCH SKIP PAST LAST ROW
+          PATTERN (DOWN{2,} UP)
+          DEFINE
+            DOWN AS price < LAST(DOWN.price, 1) OR LAST(DOWN.price, 1) IS NULL,
+            UP AS price < FIRST(DOWN.price)
+        ) AS T"""
+    assert run(query, _ticker(TICKER)) == [
+        {"start_tstamp": 6, "bottom_tstamp": 7, "end_tstamp": 8, "bottom_total": 33,
+         "end_total": 33}
+    ]  # fmt: skip
+
+
+def test_testLogicalOffsetsWithStarVariable() -> None:
+    rows = [{"id": i, "symbol": "ACME", "tstamp": i, "rowtime": i, "price": p}
+            for i, p in enumerate([20, 19, 18, 17, 16, 15, 14, 20], 1)]  # fmt: skip
+    firsts = ", ".join(f"FIRST(id, {k}) AS id{k}" for k in range(8))
+    lasts = ", ".join(f"LAST(id, {k}) AS id{k + 8}" for k in range(8))
+    query = f"""
+        SELECT * FROM MyTable MATCH_RECOGNIZE (
+          ORDER BY rowtime
+          MEASURES {firsts}, {lasts}
+          ONE ROW PER MATCH
+          AFTER MATCH SKIP PAST LAST ROW
+          PATTERN (DOWN{{2,}} UP)
+          DEFINE
+            DOWN AS price < LAST(price, 1) OR LAST(price, 1) IS NULL,
+            UP AS price = FIRST(price) AND price > FIRST(price, 3) AND price = LAST(price, 7)
+        ) AS T"""
+    (row,) = run(query, rows)
+    assert [row[f"id{k}"] for k in range(16)] == [1, 2, 3, 4, 5, 6, 7, 8, 8, 7, 6, 5, 4, 3, 2, 1]
+
+
+def test_testLogicalOffsetOutsideOfRangeInMeasures() -> None:
+    query = """
+        SELECT * FROM MyTable MATCH_RECOGNIZE (
+          ORDER BY rowtime
+          MEASURES FIRST(DOWN.price) as first, LAST(DOWN.price) as last,
+                   FIRST(DOWN.price, 5) as nullPrice
+          ONE ROW PER MATCH
+          AFTER MATCH SKIP PAST LAST ROW
+          PATTERN (DOWN{2,} UP)
+          DEFINE
+            DOWN AS price < LAST(DOWN.price, 1) OR LAST(DOWN.price, 1) IS NULL,
+            UP AS price > LAST(DOWN.price)
+        ) AS T"""
+    assert run(query, _ticker(TICKER[:4])) == [{"first": 19, "last": 13, "nullPrice": None}]
+
+
+def test_testAggregatesWithNullInputs() -> None:
+    items = [(1, "a", 10), (2, "z", 10), (3, "b", None), (4, "c", None), (5, "d", 3),
+             (6, "c", 3), (7, "c", 3), (8, "c", 3), (9, "c", 2)]  # fmt: skip
+    rows = _rows(*items, names=("id", "name", "price"))
+    query = """
+        SELECT * FROM MyTable MATCH_RECOGNIZE (
+          ORDER BY rowtime
+          MEASURES SUM(A.price) as sumA, COUNT(A.id) as countAId, COUNT(A.price) as countAPrice,
+                   COUNT(*) as countAll, COUNT(price) as countAllPrice, LAST(id) as endId
+          AFTER MATCH SKIP PAST LAST ROW
+          PATTERN (A+ C)
+          DEFINE A AS SUM(A.price) < 30, C AS C.name = 'c'
+        ) AS T"""
+    assert run(query, rows) == [
+        {"sumA": 29, "countAId": 7, "countAPrice": 5, "countAll": 8, "countAllPrice": 6,
+         "endId": 8}
+    ]  # fmt: skip
+
+
+def test_match_rowtime_is_the_time_of_the_match_s_last_row() -> None:
+    """Flink's ``testWindowedGroupingAppliedToMatchRecognize`` groups these by
+    ``TUMBLE(matchRowtime, …)``, which weir's MATCH_RECOGNIZE view does not run (it reads a
+    table); here the measure itself, on the same rows, and on two-row matches."""
+    rows = [{"symbol": "ACME", "rowtime": t * 1_000, "price": p, "tax": x}
+            for t, p, x in [(1, 1, 1), (2, 2, 2), (4, 1, 4), (5, 1, 3)]]  # fmt: skip
+    query = """
+        SELECT * FROM MyTable MATCH_RECOGNIZE (
+          PARTITION BY symbol ORDER BY rowtime
+          MEASURES A.price as price, A.tax as tax, MATCH_ROWTIME() as matchRowtime,
+                   MATCH_ROWTIME(rowtime) as again
+          ONE ROW PER MATCH
+          PATTERN ({pattern})
+          DEFINE A AS A.price > 0{define_b}
+        ) AS T"""
+    by_time = lambda r: r["matchRowtime"]  # noqa: E731
+    one = sorted(run(query.format(pattern="A", define_b=""), rows), key=by_time)
+    assert [(r["price"], r["tax"], r["matchRowtime"], r["again"]) for r in one] == [
+        (1, 1, 1_000, 1_000), (2, 2, 2_000, 2_000), (1, 4, 4_000, 4_000), (1, 3, 5_000, 5_000)
+    ]  # fmt: skip
+    b = ", B AS B.price >= A.price"
+    two = sorted(run(query.format(pattern="A B", define_b=b), rows), key=by_time)
+    assert [(r["price"], r["matchRowtime"]) for r in two] == [(1, 2_000), (1, 5_000)]
+
+
+def test_prev_reads_the_rows_of_the_match_before_the_current_one() -> None:
+    """``PREV(col, n)`` in DEFINE (a physical offset, which Flink refuses): a falling run
+    after a start, each fall below the row before it, then a rise above the row two back
+    (10 9 7 8 fails there: 8 is above 7 but not above 9)."""
+    prices = [10, 9, 7, 8, 6, 11]
+    rows = [{"rowtime": t, "price": p} for t, p in enumerate(prices, 1)]
+    query = """
+        SELECT * FROM MyTable MATCH_RECOGNIZE (
+          ORDER BY rowtime
+          MEASURES FIRST(S.price) AS start, LAST(F.price) AS bottom, R.price AS rise
+          AFTER MATCH SKIP PAST LAST ROW
+          PATTERN (S F+ R)
+          DEFINE F AS F.price < PREV(F.price), R AS price > PREV(price, 2)
+        ) AS T"""
+    assert run(query, rows) == [{"start": 8, "bottom": 6, "rise": 11}]
+
+
+def test_testCodeSplitsAreProperlyGenerated() -> None:
+    items = [(1, "a", "key1", "second_key3"), (2, "b", "key1", "second_key3"),
+             (3, "c", "key1", "second_key3"), (4, "d", "key", "second_key"),
+             (5, "e", "key", "second_key"), (6, "a", "key2", "second_key4"),
+             (7, "b", "key2", "second_key4"), (8, "c", "key2", "second_key4"),
+             (9, "f", "key", "second_key")]  # fmt: skip
+    rows = _rows(*items, names=("id", "name", "key1", "key2"))
+    query = """
+        SELECT * FROM MyTable MATCH_RECOGNIZE (
+          PARTITION BY key1, key2
+          ORDER BY rowtime
+          MEASURES A.id AS aid, A.key1 AS akey1, LAST(B.id) AS bid, C.id AS cid,
+                   C.key2 AS ckey2
+          PATTERN (A B C)
+          DEFINE
+            A AS name = 'a' AND key1 LIKE '%key%' AND id > 0,
+            B AS name = 'b' AND LAST(A.name, 2) IS NULL,
+            C AS name = 'c' AND LAST(A.name) = 'a'
+        ) AS T"""
+    got = sorted(run(query, rows), key=lambda r: r["aid"])
+    assert [tuple(r.values()) for r in got] == [
+        ("key1", "second_key3", 1, "key1", 2, 3, "second_key3"),
+        ("key2", "second_key4", 6, "key2", 7, 8, "second_key4"),
+    ]

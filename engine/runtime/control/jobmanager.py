@@ -151,6 +151,9 @@ class JobManager:
                 self.leadership.release()
             self._run_lock.release()
             raise
+        # renewed from now on: a restore's download or a Spark application's start (tens of
+        # seconds) may take longer than the lease; a lease lost meanwhile spawns no worker
+        self.leadership.start_renewing(self._lease_lost)
         job_dir = self.cfg.job_dir(self.job.name)
         for old in job_dir.glob("worker-*"):
             shutil.rmtree(old)
@@ -159,7 +162,6 @@ class JobManager:
         else:
             self.outputs.rewind_to(self.coordinator.metadata_at(restore))
         self._spawn(restore)
-        self.leadership.start_renewing(self._lease_lost)
         self._monitor = threading.Thread(target=self._follow, name="weir-jobmanager", daemon=True)
         self._monitor.start()
         self._serve_api_processes(job_dir)

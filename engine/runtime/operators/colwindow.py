@@ -34,7 +34,7 @@ from weir.engine.runtime.operators.cellwrites import CellPart
 from weir.engine.runtime.operators.colrank import rank_window
 from weir.engine.runtime.operators.columns import ColumnBatch, from_records
 from weir.engine.runtime.operators.delta import ColumnSegment, StateDelta
-from weir.engine.runtime.operators.window import WindowRuntime, fired_at
+from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
 
 Array = Any
@@ -276,13 +276,10 @@ class ColumnWindowRuntime(WindowRuntime):
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         """Fire due windows, apply late updates, finalize (see ``WindowRuntime.advance``)."""
         trace = self._move_time(watermark, data_watermark, trace)
-        wm = self.watermark
-        for end in sorted(e for e in self.accs if e - 1 <= wm):
-            self._fire_acc(end, self.accs.pop(end), fired_at(trace, end, wm))
-        if self._allowed:
-            self._apply_allowed()
-        if self.awaiting_final:
-            self._finalize(wm)
+        self._run_timers(sorted(e for e in self.accs if e - 1 <= self.watermark), trace)
+
+    def _fire_due(self, end: int, wm: int) -> None:
+        self._fire_acc(end, self.accs.pop(end), wm)
 
     def _fire_acc(self, end: int, acc: Any, wm: int) -> None:
         """Emit window ``end`` from its columns, write what RocksDB lacks of it and its

@@ -131,6 +131,13 @@ class Context:
         """Write ``record`` to the side output ``tag`` (Flink's ``ctx.output``)."""
         self._rt.side_output(tag, record)
 
+    def add_to_metric(self, name: str, delta: int) -> None:
+        """Add ``delta`` to the operator's figure ``name``, which the worker reports with its
+        status (a library's function, such as a pattern's, keeps its counts here; a function
+        with ``metrics_from_state`` rebuilds its gauges from state on restore)."""
+        metrics = self._rt.metrics
+        metrics[name] = metrics.get(name, 0) + delta
+
 
 def _timer_time(timestamp: Any) -> int:
     """A timer's time as an int of the signed 64-bit range (it is stored in a state key); the
@@ -178,6 +185,7 @@ class ProcessRuntime:
         self.records_in = 0
         self.results_out = 0
         self.open_windows = 0
+        self.metrics: dict[str, int] = {}
 
     # -- state -----------------------------------------------------------------------------------
 
@@ -355,7 +363,8 @@ class ProcessRuntime:
         return out
 
     def restore(self, watermark: int, data_watermark: int) -> None:
-        """Timers come back from RocksDB (keyed state is read from it on first use anyway)."""
+        """Timers come back from RocksDB (keyed state is read from it on first use anyway), and
+        the gauges a function derives from its keys' state (``metrics_from_state``)."""
         self.watermark, self.data_watermark = watermark, data_watermark
         for kg in self._range:
             prefix = layout.state_prefix(kg, self._tsid)
@@ -365,6 +374,13 @@ class ProcessRuntime:
                 if not keys:
                     heapq.heappush(self._heaps[kind], at)
                 keys.update(decode_keys(raw))
+        rebuild = getattr(self.op.function, "metrics_from_state", None)
+        if rebuild is not None:  # gauges a function keeps in its keys' state
+            self.metrics.update(rebuild(self._state_values))
+
+    def _state_values(self, name: str) -> list[Any]:
+        """What state ``name`` holds for each key of this worker's key groups."""
+        return [self.cell(key, name, kind)[2] for key, kind in self.keys_holding(name)]
 
     def purge(self, force: bool = False) -> int:
         """A process function manages its own state (clear() it, or use timers); only the

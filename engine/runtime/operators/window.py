@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import compress
 from typing import Any, cast
 
@@ -269,13 +269,30 @@ class WindowRuntime:
         that first emission is already final depends on that value, not on the batch's last.
         """
         trace = self._move_time(watermark, data_watermark, trace)
+        self._run_timers(sorted(e for e in self.buckets if e - 1 <= self.watermark), trace)
+
+    def _run_timers(self, due: list[int], trace: list[int] | None) -> None:
+        """Fire the ``due`` windows and finalize those past their lateness in the order of
+        their timers, as Flink's timer service does (a window fires at ``end - 1``, is final at
+        ``end - 1 + lateness``; ties by window end): when the watermark jumps past a fired
+        window's lateness and a later window's end together, the earlier window's final
+        emission comes first. A window that this batch's late-but-allowed records update is
+        finalized after those updates, at the end."""
         wm = self.watermark
-        for end in sorted(e for e in self.buckets if e - 1 <= wm):
-            self._fire(end, self.buckets.pop(end), fired_at(trace, end, wm))
+        touched = {end for _, end, _, _ in self._allowed}
+        timers = timer_order(due, self.awaiting_final, touched, self._lateness, trace, wm)
+        for end, fire_wm in timers:
+            if fire_wm is None:
+                self._finalize_end(end)
+            else:
+                self._fire_due(end, fire_wm)
         if self._allowed:
             self._apply_allowed()
         if self.awaiting_final:
             self._finalize(wm)
+
+    def _fire_due(self, end: int, wm: int) -> None:
+        self._fire(end, self.buckets.pop(end), wm)
 
     def _start_of(self, end: int) -> int:
         return self._assigner.start_of(end)
@@ -337,9 +354,12 @@ class WindowRuntime:
     def _finalize(self, wm: int) -> None:
         """Windows whose allowed lateness has passed can no longer change: emit them final."""
         for end in sorted(e for e in self.awaiting_final if is_late(e, self._lateness, wm)):
-            start = self._assigner.start_of(end)
-            for k, slots in self.awaiting_final.pop(end).items():
-                self._emit(k, start, end, slots, True)
+            self._finalize_end(end)
+
+    def _finalize_end(self, end: int) -> None:
+        start = self._assigner.start_of(end)
+        for k, slots in self.awaiting_final.pop(end).items():
+            self._emit(k, start, end, slots, True)
 
     def _emit(self, key: str, start: int, end: int, slots: list[Any], final: bool) -> None:
         if self.emits:
@@ -558,6 +578,37 @@ def _cell_rows(window: list[bytes], at: bytes) -> Iterator[tuple[str, int, list[
     end = cells.cell_end(at)
     for key, slots in cells.decode_rows(window):
         yield key.decode(), end, slots
+
+
+def timer_order(
+    due: list[int],
+    awaiting: Iterable[int],
+    touched: set[int],
+    lateness: int,
+    trace: list[int] | None,
+    wm: int,
+) -> list[tuple[int, int | None]]:
+    """The ``due`` windows' firings ``(end, watermark it fires at)`` and the finalizations
+    ``(end, None)`` that watermark ``wm`` makes, sorted by their timers' times (``end - 1`` and
+    ``end - 1 + lateness``), ties by window end. Finalized: the ``awaiting`` windows past their
+    lateness and the due windows that fire before it and pass it by ``wm``, except ``touched``
+    ones (late updates come first; the caller finalizes those after them).
+
+    Example:
+        >>> timer_order([100], [50], set(), 30, None, 10**6)
+        [(50, None), (100, 1000000)]
+    """
+    timers: list[tuple[int, int, int | None]] = []
+    for end in due:
+        at = fired_at(trace, end, wm)
+        timers.append((end - 1, end, at))
+        if not is_late(end, lateness, at) and is_late(end, lateness, wm) and end not in touched:
+            timers.append((end - 1 + lateness, end, None))
+    for end in awaiting:
+        if is_late(end, lateness, wm) and end not in touched:
+            timers.append((end - 1 + lateness, end, None))
+    timers.sort(key=lambda t: (t[0], t[1], t[2] is None))
+    return [(end, at) for _, end, at in timers]
 
 
 def fired_at(trace: list[int] | None, end: int, wm: int) -> int:

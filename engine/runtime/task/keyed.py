@@ -238,6 +238,7 @@ class KeyedSide:
                 "late": late.count[name],
                 "open_windows": rt.open_windows,
                 "retention_dropped": self.retention_dropped[name],
+                "metrics": dict(getattr(rt, "metrics", {})),
                 "top": rt.top_status(),
             }
             for name, rt in self.ops.items()

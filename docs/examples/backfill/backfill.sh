@@ -1,0 +1,1 @@
+weir backfill job.py --input history.jsonl --into-savepoint savepoints

@@ -1,0 +1,1 @@
+weir run job.py --restore savepoints/clicks/chk-1

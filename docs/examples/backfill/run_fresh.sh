@@ -1,0 +1,1 @@
+weir run job.py --fresh

@@ -1,0 +1,1 @@
+weir run job.py --checkpoint-dir s3://weir/checkpoints --checkpoint-interval-ms 2000

@@ -1,0 +1,2 @@
+. ./s3.env
+weir run job.py --checkpoint-dir s3://weir/checkpoints --restore latest --state-dir /var/tmp/weir

@@ -1,0 +1,2 @@
+weir list
+weir checkpoints clicks

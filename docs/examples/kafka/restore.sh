@@ -1,0 +1,1 @@
+weir run job.py --checkpoint-dir checkpoints --checkpoint-interval-ms 1000 --restore latest

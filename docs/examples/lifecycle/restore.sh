@@ -1,0 +1,1 @@
+weir run job_v2.py --restore latest --parallelism 4

@@ -1,0 +1,1 @@
+weir stop clicks --savepoint

@@ -1,0 +1,187 @@
+"""Top-N and deduplication: Flink's ``ROW_NUMBER() OVER (PARTITION BY … ORDER BY …)`` forms,
+continuously maintained per partition on a keyed process function.
+
+    SELECT * FROM (
+      SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY v DESC) AS rn FROM t)
+    WHERE rn <= 3                          -- Top-N: each id's 3 rows of largest v
+
+    SELECT * FROM (
+      SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY ts DESC) AS rn FROM t)
+    WHERE rn = 1                           -- deduplication, keep the last row by time
+                                           -- (ORDER BY ts ASC: keep the first)
+
+The partition columns are the key (as ``GROUP BY`` columns are); each partition keeps its ranked
+rows in the value state ``rows`` (served at ``/{job}/{view}/state/{key}``, ``state.rows``), and
+every record that changes the ranking emits an upsert for each rank whose row changed:
+``{"key", "op", "rn", <row>}``, ``+I`` for a rank filled the first time, ``+U`` after; a
+consumer keeps the latest row per ``(key, rn)``. Rows equal in the ORDER BY keep their arrival
+order (the earlier ranks first, Flink's ``AppendOnlyTopNFunction``), except in the
+keep-last deduplication, where a row as late as the kept one replaces it (Flink's
+``RowTimeDeduplicateFunction``: ``current >= previous``). A NULL sorts first ascending and last
+descending. Window Top-N and window deduplication (``ROW_NUMBER`` over a window TVF) are refused
+by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from sqlglot import exp
+
+from weir.engine.sql.dialect import WeirFlink
+from weir.engine.sql.errors import SqlError, SqlUnsupported
+from weir.engine.sql.query import TableDef, at
+from weir.engine.sql.ranked import RankPlan
+from weir.engine.sql.scalar import Compiler
+
+
+def is_row_number(statement: exp.Expr) -> bool:
+    """Is ``statement`` a ``SELECT … FROM (SELECT …, ROW_NUMBER() OVER (…) …) WHERE rn …``?"""
+    inner = _inner(statement)
+    return inner is not None and _window(inner) is not None
+
+
+def _inner(statement: exp.Expr) -> exp.Select | None:
+    if not isinstance(statement, exp.Select):
+        return None
+    source = statement.args.get("from_")
+    sub = source.this if source is not None else None
+    if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select):
+        return sub.this
+    return None
+
+
+def _window(inner: exp.Select) -> tuple[exp.Window, str] | None:
+    for item in inner.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Window) and isinstance(node.this, exp.RowNumber):
+            if not isinstance(item, exp.Alias):
+                raise SqlError(f"{node.sql(WeirFlink)}: name the row number, … AS rn")
+            return node, item.alias
+    return None
+
+
+def plan_rank(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) -> RankPlan:
+    """The plan of a Top-N or deduplication view ``name``."""
+    inner = _inner(statement)
+    found = _window(inner) if inner is not None else None
+    if inner is None or found is None or not isinstance(statement, exp.Select):
+        raise SqlError(f"view {name!r} is not a ROW_NUMBER() query")
+    window, rn = found
+    table = _table(inner, tables)
+    resolve = _Resolver(table)
+    compiler = Compiler(resolve)
+    partition = tuple(
+        resolve(c) for c in _columns(window.args.get("partition_by") or [], "PARTITION BY")
+    )
+    order = _order(window, resolve)
+    n = _limit(statement.args.get("where"), rn, name)
+    keep_last = n == 1 and order == ((table.time_column, True),) and table.time_column is not None
+    where = inner.args.get("where")
+    return RankPlan(
+        name=name,
+        table=table.name,
+        where=compiler.predicate(where.this) if where is not None else None,
+        where_sql=where.this.sql(WeirFlink) if where is not None else None,
+        partition=partition,
+        order=order,
+        n=n,
+        keep_last=keep_last,
+        columns=_projection(statement, inner, rn, resolve),
+        rn=rn if _shows(statement, rn) else None,
+        sql=statement.sql(WeirFlink),
+    )
+
+
+class _Resolver:
+    def __init__(self, table: TableDef) -> None:
+        self.table = table
+
+    def __call__(self, col: exp.Column) -> str:
+        columns = self.table.columns
+        if columns is not None and col.name not in columns:
+            raise SqlError(
+                f"unknown column {col.name!r}{at(col)} in table {self.table.name!r}; its "
+                f"columns: {', '.join(columns)}"
+            )
+        return col.name
+
+
+def _table(inner: exp.Select, tables: Mapping[str, TableDef]) -> TableDef:
+    for arg in ("joins", "group", "having", "order", "limit", "with_"):
+        if inner.args.get(arg):
+            raise SqlUnsupported(
+                f"{arg.upper().rstrip('_')} inside a ROW_NUMBER() query: its inner SELECT reads "
+                "one table, filtered by WHERE"
+            )
+    source = inner.args.get("from_")
+    if source is None or not isinstance(source.this, exp.Table):
+        raise SqlError("the inner SELECT of a ROW_NUMBER() query reads FROM a table")
+    if not isinstance(source.this.this, exp.Identifier):
+        raise SqlUnsupported(
+            f"ROW_NUMBER() over {source.this.sql(WeirFlink)[:60]}: window Top-N and window "
+            "deduplication are not supported; rank over the table itself"
+        )
+    name = source.this.name
+    if name not in tables:
+        raise SqlError(f"unknown table {name!r}; tables: {', '.join(sorted(tables))}")
+    return tables[name]
+
+
+def _columns(items: list[exp.Expr], where: str) -> list[exp.Column]:
+    for item in items:
+        if not isinstance(item, exp.Column):
+            raise SqlUnsupported(f"{where} {item.sql(WeirFlink)}: name columns")
+    return [i for i in items if isinstance(i, exp.Column)]
+
+
+def _order(window: exp.Window, resolve: _Resolver) -> tuple[tuple[str, bool], ...]:
+    order = window.args.get("order")
+    items = list(order.expressions) if order is not None else []
+    if not items:
+        raise SqlError(f"{window.sql(WeirFlink)}: ROW_NUMBER() needs ORDER BY")
+    return tuple(
+        (resolve(_columns([o.this], "ORDER BY")[0]), bool(o.args.get("desc"))) for o in items
+    )
+
+
+def _limit(where: exp.Where | None, rn: str, name: str) -> int:
+    """N of ``WHERE rn <= N``, ``rn < N + 1`` or ``rn = 1``."""
+    cond = where.this if where is not None else None
+    ok = isinstance(cond, exp.LTE | exp.LT | exp.EQ) and isinstance(cond.this, exp.Column)
+    value = cond.expression if ok and cond is not None else None
+    if (
+        not ok
+        or cond is None
+        or cond.this.name != rn
+        or not (isinstance(value, exp.Literal) and value.is_int)
+    ):
+        raise SqlUnsupported(
+            f"view {name!r}: a ROW_NUMBER() query is filtered on its row number alone, WHERE "
+            f"{rn} <= N (Top-N) or {rn} = 1 (deduplication)"
+        )
+    n = int(value.this) - (1 if isinstance(cond, exp.LT) else 0)
+    if isinstance(cond, exp.EQ) and n != 1:
+        raise SqlUnsupported(f"WHERE {rn} = {n}: only {rn} = 1 (deduplication); or {rn} <= N")
+    if not 1 <= n <= 1_000:
+        raise SqlError(f"WHERE {cond.sql(WeirFlink)}: N must be between 1 and 1000")
+    return n
+
+
+def _shows(statement: exp.Select, rn: str) -> bool:
+    return any(
+        isinstance(i, exp.Star) or (isinstance(i, exp.Column) and i.name == rn)
+        for i in statement.expressions
+    )
+
+
+def _projection(
+    statement: exp.Select, inner: exp.Select, rn: str, resolve: _Resolver
+) -> tuple[str, ...] | None:
+    """The row's fields: the outer SELECT's columns (None for ``*`` over an inner ``*``)."""
+    outer = [i for i in statement.expressions if not (isinstance(i, exp.Column) and i.name == rn)]
+    if any(isinstance(i, exp.Star) for i in outer):
+        outer = [i for i in inner.expressions if not isinstance(i, exp.Alias)]
+        if any(isinstance(i, exp.Star) for i in outer):
+            return resolve.table.columns
+    return tuple(resolve(c) for c in _columns(outer, "SELECT"))
