@@ -1,6 +1,6 @@
-"""``weir backfill``: run a job's window operator over historical input (files or Kafka offset
-ranges) on Spark, then load the windows into a savepoint (``--into-savepoint``) or a running job
-(``--live``)."""
+"""``weir backfill``: run a job's window operators over historical input (files or Kafka offset
+ranges) on Spark, every operator (or ``--op``'s) in one Spark application, then load the
+windows into one savepoint (``--into-savepoint``) or a running job (``--live``)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ def main(args: Any) -> int:
     require("spark", "weir backfill (it runs on Spark)")
     from weir.engine.runtime.control.cluster import check_reachable
     from weir.engine.runtime.loader import load_job
-    from weir.engine.spark.backfill import backfill_operator
     from weir.engine.spark.inputs import resolve_inputs
     from weir.engine.spark.load import make_savepoint
+    from weir.engine.spark.plan import backfill_operators
 
     if bool(args.into_savepoint) == bool(args.live):
         raise ConfigError(
@@ -42,10 +42,10 @@ def main(args: Any) -> int:
         )
     job_file = Path(args.job_file)
     job = load_job(job_file)
-    op = backfill_operator(job, args.op)
+    ops = [op.name for op in backfill_operators(job, args.op)]
     inputs = resolve_inputs(args.input, args.format, job)  # Kafka offset ranges are fixed here
     print(
-        f"weir backfill: {op.name} of job {job.name} on Spark {args.master}…",
+        f"weir backfill: {', '.join(ops)} of job {job.name} on Spark {args.master}…",
         file=sys.stderr,
         flush=True,
     )
@@ -53,14 +53,15 @@ def main(args: Any) -> int:
     _note_shared_dir(args.master, work)
     check_reachable(args.master)  # in seconds, not after Spark's minute of retries
     with CTRL_C.doing(f"the backfill of job {job.name} on Spark"):
-        result = _compute(args, job_file, work.child(job.name), op.name, inputs)
-    summary: dict[str, Any] = {"backfill": result.to_json()}
+        results = _compute(args, job_file, work.child(job.name), ops, inputs)
+    # by operator, as a savepoint's ``backfill`` and ``GET /jobs/{job}`` name them
+    summary: dict[str, Any] = {"backfill": {r.op: r.to_json() for r in results}}
     if args.into_savepoint:
         summary["savepoint"] = make_savepoint(
-            job, op, result, args.into_savepoint, work.path, args.parallelism
+            job, results, args.into_savepoint, work.path, args.parallelism
         )
     else:
-        summary["live"] = _load_live(args, job.name, op.name, result.to_json())
+        summary["live"] = {r.op: _load_live(args, job.name, r.op, r.to_json()) for r in results}
     print(json.dumps(summary))
     return 0
 
@@ -79,9 +80,10 @@ def _note_shared_dir(master: str, work: StorageLocation) -> None:
 
 
 def _compute(
-    args: Any, job_file: Path, work: StorageLocation, op: str, inputs: BackfillInputs
-) -> BackfillResult:
-    """The windows on Spark, its stages shown on stderr while they run."""
+    args: Any, job_file: Path, work: StorageLocation, ops: list[str], inputs: BackfillInputs
+) -> list[BackfillResult]:
+    """Every operator's windows on one Spark session (one application), one operator after
+    another, each under ``work/<op>``; its stages shown on stderr while they run."""
     from weir.engine.spark.backfill import run_backfill
 
     spark, owned = _session(args.master)
@@ -92,19 +94,26 @@ def _compute(
             # Spark would wait for cores forever, warning every 15 s; a clear exit 2 instead
             wait_for_slots(spark, 1, BACKFILL_SLOTS_S, barrier=False)
         with SparkProgress(spark.sparkContext, StatusLine()):
-            return run_backfill(
-                job_file,
-                inputs,
-                work.path if work.path is not None else work.url,
-                op_name=op,
-                from_ms=args.from_ms,
-                to_ms=args.to_ms,
-                master=args.master,
-                session=spark,
-            )
+            return [
+                run_backfill(
+                    job_file,
+                    inputs,
+                    _where(work.child(op)),
+                    op_name=op,
+                    from_ms=args.from_ms,
+                    to_ms=args.to_ms,
+                    master=args.master,
+                    session=spark,
+                )
+                for op in ops
+            ]
     finally:
         if owned:
             spark.stop()
+
+
+def _where(place: StorageLocation) -> Path | str:
+    return place.path if place.path is not None else place.url
 
 
 def _session(master: str) -> tuple[Any, bool]:

@@ -19,8 +19,9 @@ BACKFILL_SETTINGS: tuple[Setting, ...] = (
     Setting("format", "format of the input files; without it, each file's extension tells: "
             ".jsonl/.json/.ndjson, .parquet, .csv", check=Choice(("jsonl", "parquet", "csv")),
             commands=BACKFILL, default_doc="from the extension"),
-    Setting("op", "the window operator (when the job has several)", metavar="NAME",
-            commands=BACKFILL, default_doc="the job's only one"),
+    Setting("op", "backfill only this window operator",
+            metavar="NAME", commands=BACKFILL,
+            default_doc="every window operator of the job, in one Spark application"),
     Setting("from_ms", "first event time to include (epoch ms; Kafka offsets go in the URL); "
             "session windows keep the sessions whose events all lie in [`from_ms`, `to_ms`)",
             flag="--from", check=WholeNumber(), metavar="T", commands=BACKFILL),
@@ -36,7 +37,7 @@ BACKFILL_SETTINGS: tuple[Setting, ...] = (
             secret=True, commands=BACKFILL),
     Setting("parallelism", "workers of the savepoint (a restore re-cuts them anyway)", 1,
             WholeNumber(1), metavar="N", commands=BACKFILL),
-    Setting("work_dir", "where the Spark tasks write the SST files (DIR/<job>/sst): a "
+    Setting("work_dir", "where the Spark tasks write the SST files (DIR/<job>/<op>/sst): a "
             "directory (on a cluster, one every executor and this driver mount at the same "
             "path) or s3://BUCKET/PREFIX, which the tasks upload to; a running job loads them "
             "from its `backfill_dir`", ".weir/backfill", STORAGE, metavar="DIR|URL",

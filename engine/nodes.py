@@ -35,7 +35,7 @@ from weir.engine.windows import (
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
-RESERVED_FIELDS = frozenset({"key", "start", "end", "final"})
+RESERVED_FIELDS = frozenset({"op", "key", "start", "end", "final"})
 
 
 Record = Any

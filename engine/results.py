@@ -8,8 +8,8 @@ from weir.engine.sinks import Sink
 
 
 class ResultStream:
-    """The output of an operator: window results ``{"key", "start", "end", <aggregates>,
-    "final"}``, or what a process function emits."""
+    """The output of an operator: window results ``{"op", "key", "start", "end",
+    <aggregates>, "final"}`` (``op`` the operator's name), or what a process function emits."""
 
     def __init__(self, op: WindowNode | ProcessNode) -> None:
         self.operator = op

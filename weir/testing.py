@@ -72,7 +72,7 @@ DEFAULT_RETENTION_MS = 3_600_000  # weir run's --state-retention-ms
 class Result:
     """What a run produced, each list in the order it was produced."""
 
-    results: list[Any]  # every operator's output: window results are {"key", "start", "end", …}
+    results: list[Any]  # every operator's output: window results are {"op", "key", "start", …}
     late: list[dict[str, Any]]
     dead: list[dict[str, Any]]
     by_operator: dict[str, list[Any]] = field(default_factory=dict)  # results, per operator name

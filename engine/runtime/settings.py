@@ -168,7 +168,8 @@ _WHERE = (
             "&start=earliest|latest|committed|MS&end=latest&metadata=true (one split per "
             "partition; TLS and SASL options in the URL or WEIR_KAFKA_*)", flag="--source",
             check=SOURCE_URL, metavar="URL", commands=JOB_RUNS, default_doc="the job's"),
-    Setting("sink_url", "where window results go: a path or file:///path/out.jsonl, stdout://, "
+    Setting("sink_url", "where every operator's window results go (each record names its "
+            "operator in the field \"op\"): a path or file:///path/out.jsonl, stdout://, "
             "kafka://host:port/topic", flag="--sink", check=SINK_URL, metavar="URL",
             commands=JOB_RUNS, default_doc="the job's"),
     Setting("exit_at_end", "stop once a bounded source is fully processed", False, Switch(),

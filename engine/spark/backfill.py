@@ -36,7 +36,9 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +86,7 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
     from weir.engine.runtime.control.sparkstart import get_or_create
 
     cores = os.cpu_count() or 2
-    return get_or_create(
+    builder = (
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
@@ -95,6 +97,8 @@ def spark_session(master: str, app: str = "weir-backfill") -> Any:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "20000")
     )
+    with no_pandas_notice():  # PySpark's start-up checks the pandas version too
+        return get_or_create(builder)
 
 
 def run_backfill(
@@ -135,8 +139,9 @@ def run_backfill(
     if not progress:
         spark.sparkContext.setLogLevel("ERROR")
     try:
-        windows = _aggregated(spark, plan, op, files, kafka)
-        written = _write_ssts(plan, op, windows)
+        with no_pandas_notice():
+            windows = _aggregated(spark, plan, op, files, kafka)
+            written = _write_ssts(plan, op, windows)
         compute_s = time.monotonic() - t_started
     except Exception:
         reported = out.texts("errors")
@@ -158,6 +163,20 @@ def run_backfill(
     return result
 
 
+@contextmanager
+def no_pandas_notice() -> Iterator[None]:
+    """PySpark's start-up and its ``mapInArrow`` (through ``pandas_udf``) warn
+    (``FutureWarning``, from two places, so twice a run) that pandas 3 is not fully
+    supported. The backfill hands Spark Arrow batches and never a pandas frame, so the notice
+    tells its user nothing; it is silenced here, by its text, and only around the backfill's
+    own Spark calls."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings(
+            "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+        )
+        yield
+
+
 def _result(
     job: Job,
     op: WindowNode,
@@ -175,7 +194,9 @@ def _result(
         files=0,
         windows=sum(int(w["windows"]) for w in written),
         late=sum(int(s["late"]) for s in stats) + sum(int(w["late"]) for w in written),
-        dead=sum(int(s["dead"]) for s in stats),
+        # stage 1's (unreadable, no timestamp, no aggregated field) and, for sessions, those
+        # the session operator could not fold: every operator counts a record alike
+        dead=sum(int(s["dead"]) for s in stats) + sum(int(w["dead"] or 0) for w in written),
         watermark=None if max_ts is None else bound.watermark_for(int(max_ts)),
         min_end=min((int(w["min_end"]) for w in written if w["windows"]), default=None),
         max_end=max((int(w["max_end"]) for w in written if w["windows"]), default=None),
@@ -309,7 +330,7 @@ def _write_ssts(plan: Plan, op: WindowNode, windows: Any) -> list[Any]:
 
     out_schema = (
         "kg int, path string, size long, crc32 long, windows long, min_end long, max_end long, "
-        "late long"
+        "late long, dead long"
     )
     written_schema = pa.schema(
         [
@@ -321,6 +342,7 @@ def _write_ssts(plan: Plan, op: WindowNode, windows: Any) -> list[Any]:
             ("min_end", pa.int64()),
             ("max_end", pa.int64()),
             ("late", pa.int64()),
+            ("dead", pa.int64()),
         ]
     )
 

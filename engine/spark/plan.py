@@ -54,9 +54,40 @@ def backfill_operator(job: Job, op_name: str | None) -> WindowNode:
     if len(ops) > 1:
         raise ConfigError(
             f"job {job.name!r} has several window operators ({', '.join(o.name for o in ops)}); "
-            "pick one with `op`"
+            "pick one with `op`, or backfill them all (``backfill_operators``)"
         )
-    op = ops[0]
+    return _computable(ops[0])
+
+
+def backfill_operators(job: Job, op_name: str | None) -> list[WindowNode]:
+    """The window operators one backfill computes: ``op_name``'s, or (None) every operator of
+    the job, so that one savepoint holds them all. Each must be one a backfill computes; any
+    other keyed operator (a process function, a CEP pattern) is refused by name rather than
+    left empty in the savepoint.
+
+    Raises:
+        JobDefinitionError: an operator the backfill cannot compute, named with the fix.
+        ConfigError: ``op_name`` names no window operator.
+    """
+    if op_name is not None:
+        return [backfill_operator(job, op_name)]
+    _refuse_broadcast(job)
+    _refuse_several_inputs(job)
+    others = [o.name for o in job.operators.values() if not isinstance(o, WindowNode)]
+    if others:
+        raise JobDefinitionError(
+            f"job {job.name!r} has operators a backfill does not compute ({', '.join(others)}: "
+            "process functions or patterns); backfill its window operators one by one with "
+            "`op` NAME, or run the job over the bounded input with weir run `exit_at_end`"
+        )
+    ops = [o for o in job.operators.values() if isinstance(o, WindowNode)]
+    if not ops:
+        raise JobDefinitionError(f"job {job.name!r} has no window operator to backfill")
+    return [_computable(o) for o in ops]
+
+
+def _computable(op: WindowNode) -> WindowNode:
+    """``op`` if a backfill computes it, else its refusal by name."""
     if op.assigner.time == "processing":
         raise JobDefinitionError(
             f"operator {op.name!r} uses processing time; a backfill needs event time"

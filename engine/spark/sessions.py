@@ -51,18 +51,24 @@ class SessionReplay:
     """The streaming session operator over a key group's keys, one key after another; a task's
     key groups take turns (``finish`` leaves no session behind)."""
 
-    def __init__(self, op: WindowNode, max_parallelism: int) -> None:
+    def __init__(
+        self, op: WindowNode, max_parallelism: int, dead: DeadLetters | None = None
+    ) -> None:
+        """``dead``: where the records the operator cannot fold go (a record without an
+        aggregated field, or one its aggregate refuses), counted as stage 1 counts its own, so
+        every operator's summary counts them alike; None: counted only."""
         self._sid = op.state_id
         self._op = op.name
         self._writes = _Writes()
         self._late = LateRecords(None)
+        self._dead = dead if dead is not None else DeadLetters(None, quiet=True)
         self._rt = SessionRuntime(
             op,
             cast(RocksState, self._writes),  # only ``write`` is used: no restore, no purge
             KeyGroupRange(0, max_parallelism - 1),
             max_parallelism,
             self._late,
-            DeadLetters(None, quiet=True),  # stage 1 counted records without their fields
+            self._dead,
             0,
         )
 
@@ -71,6 +77,7 @@ class SessionReplay:
         self._rt.process([key] * len(recs), recs, ts, wms)
         self._rt.drain()
         self._late.flush()  # counted; the records themselves are not kept
+        self._dead.flush()
 
     def finish(self) -> dict[bytes, bytes]:
         """The final watermark, then the sessions as stored (state key -> ``[start, *slots]``),
@@ -84,3 +91,8 @@ class SessionReplay:
     @property
     def late(self) -> int:
         return self._late.count[self._op]
+
+    @property
+    def dead(self) -> int:
+        """The records the operator sent to the dead letters so far."""
+        return self._dead.count

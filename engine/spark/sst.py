@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import pickle
 import time
+import uuid
 from collections.abc import Iterator
 from itertools import groupby
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.engine.agg import Builtin
 from weir.engine.nodes import WindowNode
 from weir.engine.spark.output import task_output
 from weir.engine.spark.plan import Plan, backfill_operator, load
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows
+
+if TYPE_CHECKING:
+    from weir.engine.runtime.outputs import DeadLetters
 
 
 def slot_columns(op: WindowNode, cols: dict[str, list[Any]]) -> list[list[Any]]:
@@ -99,37 +103,60 @@ def _keys_by_end(windows: dict[int, list[tuple[str, list[Any]]]]) -> dict[int, l
 
 def python_ssts(plan: Plan, batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
     """Python path: one SST file per key group of a task's sorted pair batches."""
-    from weir.engine.spark.folds import WindowFolder
-    from weir.engine.spark.sessions import SessionReplay
+    from weir.engine.runtime.outputs import DeadLetters
+    from weir.engine.sinks import from_url as sink_from_url
 
     op = backfill_operator(load(plan.job_file), plan.op)
-    sessions = isinstance(op.assigner, SessionWindows)
-    replay = SessionReplay(op, plan.max_parallelism) if sessions else None
-    fold = None if sessions else WindowFolder(op)
+    if not isinstance(op.assigner, SessionWindows):
+        yield from _folded_ssts(plan, op, batches)
+        return
+    # the session operator's own dead letters (records it cannot fold), beside stage 1's
+    with task_output(plan).dead_letters(f"sessions-{uuid.uuid4().hex}") as dead_path:
+        dead = DeadLetters(sink_from_url(f"file://{dead_path}"), quiet=True)
+        try:
+            yield from _session_ssts(plan, op, batches, dead)
+        finally:
+            dead.close()
+
+
+def _session_ssts(
+    plan: Plan, op: WindowNode, batches: Iterator[Any], dead: DeadLetters
+) -> Iterator[dict[str, Any]]:
+    """Python path, sessions: each key's records through the streaming session operator."""
+    from weir.engine.spark.sessions import SessionReplay
+
+    replay = SessionReplay(op, plan.max_parallelism, dead)
     for kg, rows in groupby(_rows(batches), key=itemgetter(0)):
-        windows: dict[bytes, bytes] = {}
-        by_end: dict[int, list[tuple[str, list[Any]]]] | None
-        late = 0
-        if replay is not None:
-            before = replay.late
-            for key, key_rows in groupby(rows, key=itemgetter(1)):
-                replay.add_key(key, *_columns(list(key_rows)))
-            windows = _within(plan, replay.finish())
-            late = replay.late - before
-            by_end = None
-        else:
-            assert fold is not None
-            by_end = {}
-            for (key, end), window_rows in groupby(rows, key=itemgetter(1, 2)):
-                slots = fold.slots(key, end, *_columns(list(window_rows)))
-                by_end.setdefault(end, []).append((key, slots))
-            windows = _cells(op, kg, by_end)
+        before, dead_before = replay.late, replay.dead
+        for key, key_rows in groupby(rows, key=itemgetter(1)):
+            replay.add_key(key, *_columns(list(key_rows)))
+        windows = _within(plan, replay.finish())
+        late, died = replay.late - before, replay.dead - dead_before
         if windows:
-            keys = None if by_end is None else _keys_by_end(by_end)
-            yield _write_key_group(plan, op, kg, windows, late, keys)
-        elif late:
-            yield {"kg": kg, "path": None, "size": 0, "crc32": 0, "windows": 0,
-                   "min_end": None, "max_end": None, "late": late}  # fmt: skip
+            yield _write_key_group(plan, op, kg, windows, late, None, died)
+        elif late or died:
+            yield _empty(kg, late, died)
+
+
+def _folded_ssts(plan: Plan, op: WindowNode, batches: Iterator[Any]) -> Iterator[dict[str, Any]]:
+    """Python path, user-defined aggregates: each window folded by the streaming fold."""
+    from weir.engine.spark.folds import WindowFolder
+
+    fold = WindowFolder(op)
+    for kg, rows in groupby(_rows(batches), key=itemgetter(0)):
+        by_end: dict[int, list[tuple[str, list[Any]]]] = {}
+        for (key, end), window_rows in groupby(rows, key=itemgetter(1, 2)):
+            slots = fold.slots(key, end, *_columns(list(window_rows)))
+            by_end.setdefault(end, []).append((key, slots))
+        windows = _cells(op, kg, by_end)
+        if windows:
+            yield _write_key_group(plan, op, kg, windows, 0, _keys_by_end(by_end))
+
+
+def _empty(kg: int, late: int, dead: int) -> dict[str, Any]:
+    """A key group that wrote no window, for its counts."""
+    return {"kg": kg, "path": None, "size": 0, "crc32": 0, "windows": 0, "min_end": None,
+            "max_end": None, "late": late, "dead": dead}  # fmt: skip
 
 
 Row = tuple[int, str, int, int, int, bytes]  # kg, key, end, ts, watermark, pickled record
@@ -174,6 +201,7 @@ def _write_key_group(
     windows: dict[bytes, bytes],
     late: int,
     keys_by_end: dict[int, list[str]] | None = None,
+    dead: int = 0,
 ) -> dict[str, Any]:
     """The key group's SST file: its windows (cells, or a session's rows) and a cleanup timer
     per window end listing the keys (as ``WindowRuntime._add_timers`` writes them), sorted.
@@ -207,4 +235,5 @@ def _write_key_group(
         "min_end": min(keys_by_end),
         "max_end": max(keys_by_end),
         "late": late,
+        "dead": dead,
     }

@@ -232,7 +232,7 @@ class _Select(Query):
         if self.window is not None and name in RESERVED_FIELDS:
             raise SqlError(
                 f"{item.sql(WeirFlink)}: {name!r} is a field every window result has "
-                "(key, start, end, "
+                "(op, key, start, end, "
                 "final); name the column something else"
             )
         return name

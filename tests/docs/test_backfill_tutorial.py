@@ -56,7 +56,8 @@ def _query(reader: Reader, url: str) -> str:
 
 def test_a_backfill_savepoint_restored_serves_history_and_today(reader: Reader, spark: Any) -> None:
     summary = _backfill(spark, reader, "backfill.sh")
-    assert summary["backfill"]["windows"] == 5 and summary["backfill"]["late"] == 0
+    done = summary["backfill"]["per_minute"]  # by operator
+    assert done["windows"] == 5 and done["late"] == 0
     assert summary["savepoint"] == str(reader.root / "savepoints" / "clicks" / "chk-1")
 
     run = reader.start("run.sh", "run.log")
@@ -72,7 +73,8 @@ def test_a_live_backfill_loads_history_into_the_running_job(reader: Reader, spar
     assert [w["start"] for w in today_only["windows"]] == [120000, 180000]
 
     summary = _backfill(spark, reader, "live.sh", url)
-    assert summary["live"]["windows"] == summary["backfill"]["windows"] == 5
+    loaded, done = summary["live"]["per_minute"], summary["backfill"]["per_minute"]
+    assert loaded["windows"] == done["windows"] == 5
     assert _query(reader, url) == (FILES / "query.sh.out").read_text()
 
     # the page's "what can go wrong": the same history again is refused, nothing doubled

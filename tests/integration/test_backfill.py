@@ -64,8 +64,8 @@ def test_backfill_and_streaming_give_identical_windows(
     r = _backfill(spark, job, src, "--into-savepoint", str(tmp_path / "sp"))
     assert r.rc == 0, r.stderr[-3000:]
     summary = json.loads(r.stdout.strip().splitlines()[-1])
-    assert summary["backfill"]["late"] == late
-    assert summary["backfill"]["windows"] == len(streamed)
+    assert summary["backfill"]["imps"]["late"] == late
+    assert summary["backfill"]["imps"]["windows"] == len(streamed)
     savepoint = summary["savepoint"]
     assert json.loads((Path(savepoint) / "_metadata").read_text())["savepoint"] is True
 
@@ -98,7 +98,7 @@ def test_live_backfill_serves_history_beside_live_windows_and_refuses_overlap(
     r = _backfill(spark, job, hist_src, "--live", server.base_url)
     assert r.rc == 0, r.stderr[-3000:]
     loaded = json.loads(r.stdout.strip().splitlines()[-1])
-    assert loaded["live"]["windows"] == loaded["backfill"]["windows"] > 0
+    assert loaded["live"]["imps"]["windows"] == loaded["backfill"]["imps"]["windows"] > 0
     after = client.get("/t1/imps/state/ad-0", params={"limit": 10_000}).json()["windows"]
     old = [w for w in after if w["start"] < 50_000]
     assert old and [w for w in after if w["start"] >= 50_000] == before

@@ -72,7 +72,7 @@ def _events(seed: int, n: int) -> list[dict[str, Any]]:
 
 def _sst_windows(sst_dir: str, job_file: Path, db: Path) -> dict[tuple[str, int, int], Any]:
     op = backfill_operator(load_job(job_file), None)
-    plan = FoldPlan(op.aggregates)
+    plan = FoldPlan(op.aggregates, op.name)  # records as the operator emits them
     state = RocksState(db)
     state.ingest(sorted(Path(sst_dir).glob("kg-*.sst")))
     got = {}

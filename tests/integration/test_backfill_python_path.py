@@ -23,7 +23,7 @@ from tests.support import (
     write_lines,
 )
 from weir.engine.runtime.loader import load_job
-from weir.engine.spark.backfill import backfill_operator, run_backfill
+from weir.engine.spark.backfill import run_backfill
 from weir.engine.spark.load import make_savepoint
 
 GAP, SESSION_LATENESS = 150, 500
@@ -61,7 +61,7 @@ def _streamed_and_backfilled(
                           progress=False, session=spark)  # fmt: skip
     assert result.late == len(late) >= 20 and result.windows == len(streamed)
     job = load_job(job_file)
-    savepoint = make_savepoint(job, backfill_operator(job, None), result, tmp / "sp", tmp / "w")
+    savepoint = make_savepoint(job, [result], tmp / "sp", tmp / "w")
     empty = write_lines(tmp / "empty.jsonl", [])
     restored = weir_server(job_file, "--restore", str(savepoint), "--source", f"file://{empty}",
                            "--parallelism", "2", state_dir=tmp / "restored")  # fmt: skip

@@ -80,16 +80,19 @@ SESSION = (
 )
 
 
+CONTINUOUS_TE = ("continuous:50", "time:120")  # its trigger and evictor
+
+
 @pytest.mark.parametrize(
     ("window", "spec", "parallelism"),
     [
-        (".window(windows.count(5))", TSpec("count", 5, bound=50), 1),
-        (".window(windows.count(5))", TSpec("count", 5, bound=50), 2),
-        (".window(windows.count(4, slide=2))", TSpec("count", 4, 2, bound=50), 2),
-        (".window(windows.count(4, slide=2))", TSpec("count", 4, 2, bound=50), 4),
-        (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, "continuous:50", "time:120"), 2),
-        (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, "continuous:50", "time:120"), 4),
-        (SESSION, TSpec("session", 60, None, 100, 50, "continuous:50", "count:4"), 2),
+        (".window(windows.count(5))", TSpec("count", 5, bound=50, op="counts"), 1),
+        (".window(windows.count(5))", TSpec("count", 5, bound=50, op="counts"), 2),
+        (".window(windows.count(4, slide=2))", TSpec("count", 4, 2, bound=50, op="counts"), 2),
+        (".window(windows.count(4, slide=2))", TSpec("count", 4, 2, bound=50, op="counts"), 4),
+        (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, *CONTINUOUS_TE, op="counts"), 2),
+        (CONTINUOUS, TSpec("tumbling", 200, None, 100, 50, *CONTINUOUS_TE, op="counts"), 4),
+        (SESSION, TSpec("session", 60, None, 100, 50, "continuous:50", "count:4", op="counts"), 2),
     ],
     ids=[
         "count5-p1",
@@ -149,7 +152,7 @@ def test_kill_9_of_a_worker_restores_count_windows_exactly_once_and_they_answer_
     server.wait_finished(90.0)
     assert "restarted from" in server.stderr(), server.stderr()
 
-    want = simulate(recs, TSpec("count", 7)).by_key
+    want = simulate(recs, TSpec("count", 7, op="counts")).by_key
     got = by_key(read_jsonl(out))
     for key in KEYS:  # every window once, in order, after dropping the replayed duplicates
         assert list(dict.fromkeys(json.dumps(r) for r in got[key])) == [
@@ -159,7 +162,7 @@ def test_kill_9_of_a_worker_restores_count_windows_exactly_once_and_they_answer_
     answer = c.get(f"/{server.job}/counts/state/{key}").json()
     last = want[key][-1]
     held = [r for r in recs if r["id"] == key][len(want[key]) * 7 :]
-    expected = [{k: v for k, v in last.items() if k != "key"}]
+    expected = [{k: v for k, v in last.items() if k not in ("op", "key")}]
     if held:
         values = [r["value"] for r in held]
         times = [r["ts"] for r in held]

@@ -63,7 +63,7 @@ def test_splits_in_bound_are_never_late(
     got = group_emissions(read_jsonl(out))
     assert all(len(seq) == 1 and seq[0]["final"] for seq in got.values())
     flat = {
-        (key, w["start"], w["end"]): {"key": key, **w}
+        (key, w["start"], w["end"]): {"op": "imps", "key": key, **w}
         for key, windows in _expected(events).items()
         for w in windows
     }

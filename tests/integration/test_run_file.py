@@ -161,6 +161,7 @@ def test_result_records_have_the_documented_shape(
     results = read_jsonl(out)
     by_key = {(r["key"], r["start"]): r for r in results}
     assert by_key[("k", 1_000)] == {
+        "op": "imps",  # the operator, named in every result record
         "key": "k",
         "start": 1_000,
         "end": 2_000,

@@ -80,7 +80,9 @@ def test_weir_sql_on_a_file_gives_the_reference_windows_and_serves_a_composite_k
     assert r.rc == 0, r.stderr
     ref = simulate(lines, SPEC)  # SQL's max(ts) - 201 is the model's bound 200 (max - 200 - 1)
     results = read_jsonl(out)
-    imps = [x for x in results if "count" in x]
+    # three views, one sink: every record names the view that produced it (issue 39, item 5)
+    assert {x["op"] for x in results} == {"imps", "by_event", "cumul"}
+    imps = [x for x in results if x["op"] == "imps"]
     assert group_emissions(imps) == _sql_avg(ref.emissions)
     late = [x["record"] for x in read_jsonl(state / "sqljob" / "late.jsonl") if x["op"] == "imps"]
     want_late = [{**x["record"], "id": str(x["record"]["id"])} for x in ref.late]  # id STRING

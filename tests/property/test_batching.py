@@ -231,6 +231,7 @@ def test_reference_model_sanity() -> None:
     assert [(r["ts"], r["watermark"]) for r in ref.late] == [(90, 189)]
     assert ref.emissions[("b", 100, 200)] == [
         {
+            "op": "imps",
             "key": "b",
             "start": 100,
             "end": 200,

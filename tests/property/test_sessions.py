@@ -25,8 +25,8 @@ def test_a_late_record_that_bridges_two_sessions_merges_them(tmp_path: Path) -> 
         (3, 7, True),
     ]
     assert ref.emissions[("k", 0, 10)] == [
-        {"key": "k", "start": 0, "end": 10, "count": 1, "total": 1, "lo": 1, "hi": 1,
-         "avg": 1.0, "final": False}
+        {"op": "imps", "key": "k", "start": 0, "end": 10, "count": 1, "total": 1, "lo": 1,
+         "hi": 1, "avg": 1.0, "final": False}
     ]  # fmt: skip
     assert ref.late == []
     run = run_batches(evs, spec, [1, 1, 1, 1])

@@ -386,7 +386,8 @@ class _Simulation:
     def _emit(self, wk: WindowKey, w: _Window, final: bool) -> None:
         key, start, end = wk
         shown = key_of_result(key)
-        record = {"key": shown, "start": start, "end": end, **aggregates(w.values), "final": final}
+        record = {"op": self.spec.op, "key": shown, "start": start, "end": end,
+                  **aggregates(w.values), "final": final}  # fmt: skip
         self.out.emissions.setdefault((shown, start, end), []).append(record)  # type: ignore[arg-type]
 
     def _dead(self, stage: str, item: Any) -> None:

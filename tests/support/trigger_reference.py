@@ -34,6 +34,7 @@ class TSpec:
     trigger: str | None = None  # None: the window's own; else "count:N", "event",
     # "continuous:MS", "never", each optionally behind "purging:"
     evictor: str | None = None  # "count:N" / "count-after:N" / "time:MS" / "time-after:MS"
+    op: str = "w"  # the operator's name, which every result record carries
 
 
 def _trigger_of(text: str) -> triggers.Trigger:
@@ -84,7 +85,7 @@ def build_job(spec: TSpec) -> Job:
     if spec.evictor is not None:
         stream = stream.evictor(_evictor_of(spec.evictor))
     stream.aggregate(
-        "w",
+        spec.op,
         count=agg.count(),
         total=agg.sum("value"),
         lo=agg.min("value"),
@@ -263,7 +264,14 @@ class _Model:
             seen = self.evicted(w.elements)
         values = [v for _, v in seen] or w.owed
         self.out[key].append(
-            {"key": key, "start": w.start, "end": w.end, **aggregates(values), "final": True}
+            {
+                "op": self.spec.op,
+                "key": key,
+                "start": w.start,
+                "end": w.end,
+                **aggregates(values),
+                "final": True,
+            }
         )
 
     def fire(self, key: str, w: _Win, wm: int) -> None:
@@ -284,8 +292,8 @@ class _Model:
             start, end = w.start, w.end
             final = cleanup_time(end, self.spec.lateness) <= wm
         self.out[key].append(
-            {"key": key, "start": start, "end": end, **aggregates([v for _, v in seen]),
-             "final": final}
+            {"op": self.spec.op, "key": key, "start": start, "end": end,
+             **aggregates([v for _, v in seen]), "final": final}
         )  # fmt: skip
         if not self.global_:  # a final emission pays what the window owed
             w.owed = None if final else [v for _, v in seen]

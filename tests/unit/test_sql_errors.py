@@ -165,6 +165,10 @@ MISTAKES = {
         f"SELECT id, window_start, window_end, COUNT(*) AS `start` FROM {TUMBLE} {GROUP}",
         r"'start' is a field every window result has",
     ),
+    "reserved name op": (
+        f"SELECT id, window_start, window_end, COUNT(*) AS op FROM {TUMBLE} {GROUP}",
+        r"'op' is a field every window result has \(op, key",
+    ),
     "unnamed expression": (
         f"SELECT id, window_start, window_end, SUM(`value` * 2) FROM {TUMBLE} {GROUP}",
         r"needs a name for its result field: SUM\(`value` \* 2\) AS name",

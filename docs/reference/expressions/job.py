@@ -30,7 +30,7 @@ events = [
 ]
 result = testing.run(job, events)
 assert result.results == [
-    {"key": "ad-1", "start": 0, "end": 10_000, "n": 2, "users": 1, "revenue": 24, "top": 9,
-     "final": True},
+    {"op": "impressions", "key": "ad-1", "start": 0, "end": 10_000, "n": 2, "users": 1,
+     "revenue": 24, "top": 9, "final": True},
 ]  # fmt: skip
 assert result.dead == []

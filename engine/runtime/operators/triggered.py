@@ -90,7 +90,7 @@ class _WindowFunction:
         self.retention_ms = retention_ms
         self.dropped = 0  # closed windows whose retention passed, since the last purge
         self.data_watermark = MIN_TIME  # kept by the runtime: retention counts from it
-        self.plan = FoldPlan(op.aggregates)
+        self.plan = FoldPlan(op.aggregates, op.name)  # result records name their operator
         self.clock = clock
         self.timer_kind = EVENT
         self._late, self._dead = late, dead

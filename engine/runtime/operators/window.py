@@ -71,7 +71,7 @@ class WindowRuntime:
     ) -> None:
         # configuration
         self.op = op
-        self.plan = FoldPlan(op.aggregates)
+        self.plan = FoldPlan(op.aggregates, op.name)  # result records name their operator
         self._numbers = slots_are_numbers(op.aggregates)
         # sessions have their own runtime (session.py), which never uses this
         self._assigner = cast(TumblingWindows | SlidingWindows | CumulateWindows, op.assigner)

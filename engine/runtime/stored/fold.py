@@ -87,10 +87,14 @@ def take_columns(keep: list[int], *columns: list[Any]) -> tuple[list[Any], ...]:
 
 
 class FoldPlan:
-    """The fields an aggregate set reads and its generated fold function."""
+    """The fields an aggregate set reads and its generated fold function. ``op``: the
+    operator whose result records ``result`` builds, named in each (``"op"``, first), so a
+    sink that several operators write to tells their records apart; None (the query API,
+    whose answers name the operator once): records without it."""
 
-    def __init__(self, aggregates: dict[str, Aggregate]) -> None:
+    def __init__(self, aggregates: dict[str, Aggregate], op: str | None = None) -> None:
         self.aggregates = aggregates
+        self.op = op
         # the columns the fold reads, by name (``Builtin.input``): fields, and the values of
         # expressions, which ``_values`` computes from the record
         self.fields: list[str] = []
@@ -252,6 +256,8 @@ class FoldPlan:
         env: dict[str, Any] = {"key_value": key_value}
         # a key not starting with a backslash is its own value: no call for most keys
         fields = ['"key": (key_value(k) if k[:1] == "\\\\" else k)', '"start": s', '"end": e']
+        if self.op is not None:
+            fields.insert(0, f'"op": {self.op!r}')  # a name (``NAME_PATTERN``): a literal
         for j, (name, agg) in enumerate(self.aggregates.items()):
             lo = self.slices[name][0]
             if isinstance(agg, UserDefined):
