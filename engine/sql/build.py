@@ -84,7 +84,7 @@ def _check_ttl(plan: QueryPlan, state_ttl_ms: int | None) -> None:
 
 
 def _continuous(plan: QueryPlan, keyed: KeyedStream, state_ttl_ms: int) -> ResultStream:
-    fn = ContinuousAggregate(plan.aggregates, plan.columns, state_ttl_ms, plan.sql)
+    fn = ContinuousAggregate(plan.aggregates, plan.columns, state_ttl_ms, plan.sql, plan.name)
     return keyed.process(fn, name=plan.name)
 
 

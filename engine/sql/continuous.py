@@ -4,10 +4,11 @@ window, compiled onto a keyed process function (Flink's ``GroupAggFunction``).
 Each key keeps two value states: ``row``, the current result row (what
 ``/{job}/{view}/state/{key}`` serves, under ``state.row``), and ``acc``, the accumulators and
 the processing time the key was last written. Every input record updates both and emits the
-new row downstream as an upsert changelog record, ``{"key", "op", <columns>, <aggregates>}``
-with ``op`` ``+I`` (the key's first row) or ``+U`` (its new row; the sink keeps the latest row
-per ``key``). A Kafka sink keys each message by ``key``, so a compacted topic holds the current
-row of each group. Input is append-only, so no row is ever retracted (no ``-D``).
+new row downstream as an upsert changelog record, ``{"op", "key", "row_kind", <columns>,
+<aggregates>}``: ``op`` the view's name, as on every result record (decision 0012), ``row_kind``
+Flink's row kind, ``+I`` (the key's first row) or ``+U`` (its new row; the sink keeps the
+latest row per ``key``). A Kafka sink keys each message by ``key``, so a compacted topic holds
+the current row of each group. Input is append-only, so no row is ever retracted (no ``-D``).
 
 Idle-state retention (Flink's ``table.exec.state.ttl``): a key not written for ``ttl_ms`` of
 processing time is forgotten, silently, as Flink's state TTL forgets it (no ``-D`` is emitted;
@@ -28,7 +29,8 @@ from weir.engine.nodes import ProcessNode
 from weir.engine.watermarks import MAX_WATERMARK
 
 INSERT, UPDATE = "+I", "+U"
-CHANGELOG_FIELDS = frozenset({"key", "op"})
+CHANGELOG_FIELDS = frozenset({"op", "key", "row_kind"})
+NOT_STORED = frozenset({"op", "row_kind"})  # served: the key, its columns, its aggregates
 
 
 def _slots(a: agg.Builtin, record: Any) -> list[Any]:
@@ -60,6 +62,7 @@ class ContinuousAggregate:
         columns: Mapping[str, str],
         ttl_ms: int,
         sql: str,
+        name: str = "",
     ) -> None:
         self._builtins = [(n, a) for n, a in aggregates.items() if isinstance(a, agg.Builtin)]
         self._custom = [(n, a) for n, a in aggregates.items() if isinstance(a, agg.UserDefined)]
@@ -68,6 +71,7 @@ class ContinuousAggregate:
         self.columns = dict(columns)
         self.ttl_ms = ttl_ms
         self.sql = sql
+        self.name = name
         self.__qualname__ = "ContinuousAggregate"
 
     def describe_function(self) -> dict[str, Any]:
@@ -88,7 +92,8 @@ class ContinuousAggregate:
         if held is not None and self._expired(held[0], now, ctx.watermark):
             held = None  # retention ran out before its timer fired: never read back
         slots = self._fold(held[1] if held is not None else None, record)
-        row = {"key": ctx.key, "op": UPDATE if held is not None else INSERT}
+        kind = UPDATE if held is not None else INSERT
+        row = {"op": self.name, "key": ctx.key, "row_kind": kind}
         for out, field in self.columns.items():
             row[out] = record.get(field)
         row.update(self._result(slots))
@@ -102,7 +107,7 @@ class ContinuousAggregate:
             timer = now + self.ttl_ms
             ctx.register_processing_time_timer(timer)
         acc_state.set([now, slots, timer])
-        row_state.set({k: v for k, v in row.items() if k != "op"})
+        row_state.set({k: v for k, v in row.items() if k not in NOT_STORED})
         ctx.emit(row)
 
     def on_timer(self, timestamp: int, ctx: Any) -> None:
@@ -164,4 +169,4 @@ def _described(a: agg.Aggregate) -> str:
 
 
 def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return all(a.get(k) == v for k, v in b.items() if k != "op")
+    return all(a.get(k) == v for k, v in b.items() if k not in NOT_STORED)

@@ -63,7 +63,9 @@ class RankFunction:
         state.set(rows)
         for rank in range(at, len(rows)):
             shown = {k: v for k, v in rows[rank].items() if k != SORT}
-            out = {"key": ctx.key, "op": UPDATE if rank < before else INSERT, **shown}
+            kind = UPDATE if rank < before else INSERT
+            out = {"op": self.plan.name, "key": ctx.key, "row_kind": kind}
+            out.update(shown)
             if self.plan.rn is not None:
                 out[self.plan.rn] = rank + 1
             ctx.emit(out)

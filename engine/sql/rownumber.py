@@ -13,7 +13,8 @@ continuously maintained per partition on a keyed process function.
 The partition columns are the key (as ``GROUP BY`` columns are); each partition keeps its ranked
 rows in the value state ``rows`` (served at ``/{job}/{view}/state/{key}``, ``state.rows``), and
 every record that changes the ranking emits an upsert for each rank whose row changed:
-``{"key", "op", "rn", <row>}``, ``+I`` for a rank filled the first time, ``+U`` after; a
+``{"op", "key", "row_kind", "rn", <row>}`` (``op`` the view's name; ``row_kind`` ``+I`` for a
+rank filled the first time, ``+U`` after); a
 consumer keeps the latest row per ``(key, rn)``. Rows equal in the ORDER BY keep their arrival
 order (the earlier ranks first, Flink's ``AppendOnlyTopNFunction``), except in the
 keep-last deduplication, where a row as late as the kept one replaces it (Flink's

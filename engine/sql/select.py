@@ -83,7 +83,7 @@ class _Select(Query):
             if name in CHANGELOG_FIELDS:
                 raise SqlError(
                     f"{item.sql(WeirFlink)}: {name!r} is a field of every changelog row "
-                    "(key, op); name the column something else (AS …)"
+                    "(op, key, row_kind); name the column something else (AS …)"
                 )
             out[name] = self._resolve(node) if isinstance(node, exp.Column) else self._derive(node)
         return out
@@ -226,7 +226,8 @@ class _Select(Query):
             )
         if self.window is None and name in CHANGELOG_FIELDS:
             raise SqlError(
-                f"{item.sql(WeirFlink)}: {name!r} is a field of every changelog row (key, op); "
+                f"{item.sql(WeirFlink)}: {name!r} is a field of every changelog row "
+                "(op, key, row_kind); "
                 "name the column something else"
             )
         if self.window is not None and name in RESERVED_FIELDS:

@@ -76,13 +76,15 @@ def _model(job: Path, events: list[dict[str, Any]]) -> dict[str, Any]:
     """The tables as the in-process run of the same job leaves them: each key's last row, each
     window's last emission."""
     out = testing.run(load_job(job), events).by_operator
-    totals = {r["key"]: {k: v for k, v in r.items() if k != "op"} for r in out["totals"]}
+    changelog = ("op", "row_kind")
+    totals = {r["key"]: {k: v for k, v in r.items() if k not in changelog} for r in out["totals"]}
     imps = {}
     for r in out["imps"]:
         imps[(r["key"], r["start"])] = {"key": r["key"], "window_start": r["start"],
                                         "window_end": r["end"], "n": r["n"], "top": r["top"],
                                         "final": True}  # fmt: skip
-    best = {(r["key"], r["rn"]): {k: v for k, v in r.items() if k != "op"} for r in out["best"]}
+    best = {(r["key"], r["rn"]): {k: v for k, v in r.items() if k not in changelog}
+            for r in out["best"]}  # fmt: skip
     return {"totals": totals, "imps": imps, "best": best}
 
 

@@ -57,8 +57,9 @@ def _model(events: list[dict[str, Any]], ttl: bool = False) -> dict[str, list[di
         values = [r["v"] for r in rows if r["v"] is not None]
         kinds = {r["kind"] for r in rows if r["kind"] is not None}
         row = {
+            "op": "totals",
             "key": e["id"],
-            "op": "+I" if len(rows) == 1 else "+U",
+            "row_kind": "+I" if len(rows) == 1 else "+U",
             "id": e["id"],
             "n": len(rows),
             "total": sum(values) if values else None,
@@ -74,7 +75,8 @@ def _model(events: list[dict[str, Any]], ttl: bool = False) -> dict[str, list[di
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return {k: v for k, v in a.items() if k != "op"} == {k: v for k, v in b.items() if k != "op"}
+    kind = "row_kind"
+    return {k: v for k, v in a.items() if k != kind} == {k: v for k, v in b.items() if k != kind}
 
 
 def _per_key(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -97,13 +99,14 @@ class RunningTotals:
             s["kinds"].append(e["kind"])
         values = s["values"]
         row = {
-            "key": ctx.key, "op": "+I" if s["n"] == 1 else "+U", "id": e["id"], "n": s["n"],
+            "op": "totals", "key": ctx.key, "row_kind": "+I" if s["n"] == 1 else "+U",
+            "id": e["id"], "n": s["n"],
             "total": sum(values) if values else None, "top": max(values) if values else None,
             "mean": int(sum(values) / len(values)) if values else None, "kinds": len(s["kinds"]),
         }  # fmt: skip
-        if s.get("last") != {k: v for k, v in row.items() if k != "op"}:
+        if s.get("last") != {k: v for k, v in row.items() if k != "row_kind"}:
             ctx.emit(row)
-        s["last"] = {k: v for k, v in row.items() if k != "op"}
+        s["last"] = {k: v for k, v in row.items() if k != "row_kind"}
         state.set(s)
 
 
@@ -150,10 +153,12 @@ def test_an_unchanged_row_is_not_sent_again_without_a_ttl(tmp_path: Path) -> Non
     view = "SELECT id, MAX(v) AS top FROM events GROUP BY id"
     events = [{"id": "a", "kind": "x", "ts": t, "v": v} for t, v in ((1, 5), (2, 3), (3, 9))]
     rows = testing.run(_script(tmp_path, view), events).by_operator["totals"]
-    assert [(r["op"], r["top"]) for r in rows] == [("+I", 5), ("+U", 9)]
+    assert [(r["op"], r["row_kind"], r["top"]) for r in rows] == [
+        ("totals", "+I", 5), ("totals", "+U", 9),
+    ]  # fmt: skip
     with_ttl = _script(tmp_path, view, "SET 'table.exec.state.ttl' = '1 h';")
     rows = testing.run(with_ttl, events).by_operator["totals"]
-    assert [(r["op"], r["top"]) for r in rows] == [("+I", 5), ("+U", 5), ("+U", 9)]
+    assert [(r["row_kind"], r["top"]) for r in rows] == [("+I", 5), ("+U", 5), ("+U", 9)]
 
 
 def test_a_global_aggregate_and_a_composite_key(tmp_path: Path) -> None:
@@ -165,7 +170,7 @@ def test_a_global_aggregate_and_a_composite_key(tmp_path: Path) -> None:
     rows = testing.run(job, EVENTS).by_operator["totals"]
     last = {r["key"]: r for r in rows}
     assert last[composite_key("a", "x")] == {
-        "key": "a|x", "op": "+U", "id": "a", "k": "x", "n": 2,
+        "op": "totals", "key": "a|x", "row_kind": "+U", "id": "a", "k": "x", "n": 2,
     }  # fmt: skip
     assert last[composite_key("a", None)]["k"] is None
 
@@ -214,7 +219,7 @@ def test_idle_state_ttl_forgets_a_key_and_its_next_row_begins_again(tmp_path: Pa
             time.sleep(0.02)
         h.feed([{"id": "a", "kind": "x", "ts": 4, "v": 1}])
         rows = h.finish().by_operator["totals"]
-    a = [(r["op"], r["n"]) for r in rows if r["key"] == "a"]
+    a = [(r["row_kind"], r["n"]) for r in rows if r["key"] == "a"]
     assert a == [("+I", 1), ("+U", 1 + 1), ("+I", 1)]
     b = [r["n"] for r in rows if r["key"] == "b"]
     assert b == list(range(1, len(b) + 1))  # written every 20 ms: never idle for 150 ms

@@ -78,7 +78,7 @@ def _model(events: list[dict[str, Any]], form: str) -> dict[str, list[dict[str, 
                 "last": {**row, "rn": 1},
                 "first": {"id": row["id"], "ts": row["ts"], "v": row["v"]},
             }[form]
-            out[e["id"]].append({"key": e["id"], "op": op, **shown})
+            out[e["id"]].append({"op": "r", "key": e["id"], "row_kind": op, **shown})
         top[e["id"]] = [j for j, _ in ranked]
     return dict(out)
 
