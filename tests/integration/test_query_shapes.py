@@ -31,9 +31,9 @@ WEIGHTS = (10, 8, 8, 6, 6, 5, 5, 5, 5, 5, 5, 5)
 OPERATION_IDS = {
     "health", "list_jobs", "get_job", "list_checkpoints", "take_savepoint", "load_backfill",
     "stream_token", "get_state", "list_keys", "stream_state", "lookup", "top", "window_keys",
-    "get_broadcast_state",
+    "get_broadcast_state", "sql",
 }  # fmt: skip
-READS = ("get_state", "list_keys", "lookup", "top", "window_keys", "get_broadcast_state")
+READS = ("get_state", "list_keys", "lookup", "top", "window_keys", "get_broadcast_state", "sql")
 
 
 @pytest.fixture(scope="module")
