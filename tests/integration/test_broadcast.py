@@ -23,8 +23,6 @@ import pytest
 from tests.integration.test_checkpoints import FAST
 from tests.support import (
     WeirServer,
-    alive,
-    children,
     read_jsonl,
     wait_until,
     worker_pids,
@@ -241,10 +239,7 @@ def _checkpoint_with_rules_done(state: Path, after: int = 0) -> int:
 
 
 def _kill_run(server: WeirServer) -> None:
-    workers = children(server.proc.pid)
-    os.killpg(server.proc.pid, signal.SIGKILL)
-    server.proc.wait(10)
-    wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")
+    server.crash()  # the job manager and its workers at once
 
 
 def test_a_checkpoint_at_2_restores_at_3_then_at_1(

@@ -162,10 +162,7 @@ def _checkpoint_then_stop(
         state_dir=state,
     )  # fmt: skip
     _wait_checkpoint(server, at_least=2)
-    workers = children(server.proc.pid)
-    os.killpg(server.proc.pid, signal.SIGKILL)
-    server.proc.wait(10)
-    wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")
+    server.crash()  # the job manager and its workers at once
     return job, lines
 
 

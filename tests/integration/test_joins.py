@@ -21,7 +21,6 @@ from tests.support import (
     WeirResult,
     WeirServer,
     alive,
-    children,
     event_lines,
     make_events,
     read_jsonl,
@@ -150,10 +149,7 @@ def test_join_buffers_restored_at_another_parallelism_rescale_exactly(
     state, job = tmp_path / "state", job_file(tmp_path, src, SLOW)
     first = weir_server(job, "--exit-at-end", "--parallelism", "2", *FAST, state_dir=state)
     _wait_checkpoint(first, at_least=2)
-    workers = children(first.proc.pid)
-    os.killpg(first.proc.pid, signal.SIGKILL)  # the job manager and its workers at once
-    first.proc.wait(10)
-    wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")
+    first.crash()  # the job manager and its workers at once
     second = weir_server(
         job, "--exit-at-end", "--parallelism", "3", *FAST, "--restore", "latest",
         state_dir=state,

@@ -27,7 +27,6 @@ from tests.support import (
     WeirResult,
     WeirServer,
     alive,
-    children,
     read_jsonl,
     wait_until,
     worker_pids,
@@ -128,10 +127,7 @@ def test_connected_state_restores_at_another_parallelism(
     state = tmp_path / "state"
     first = weir_server(job, "--exit-at-end", "--parallelism", "2", *FAST, state_dir=state)
     _wait_checkpoint(first, at_least=2)
-    workers = children(first.proc.pid)
-    os.killpg(first.proc.pid, signal.SIGKILL)
-    first.proc.wait(10)
-    wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")
+    first.crash()  # the job manager and its workers at once
     meta = _latest_metadata(state / "checkpoints" / "two")
     assert {s.split("/", 1)[0] for w in meta["workers"] for s in w["sources"]} == {
         "views",

@@ -108,6 +108,14 @@ class WeirServer:
 
         return wait_until(finished, timeout, what=f"job {self.job} to finish")
 
+    def crash(self) -> None:
+        """kill -9 of the job manager and its workers at once (the process group), returning once
+        every worker is gone (their RocksDB locks are released only then)."""
+        workers = children(self.proc.pid)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(10)
+        wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")
+
     def stop(self, timeout: float = 15.0) -> int:
         """SIGTERM, then SIGKILL (of the process group this fixture created) after ``timeout``."""
         for c in self._clients:
