@@ -90,6 +90,22 @@ def _wait_checkpoint(server: WeirServer, at_least: int = 1) -> dict[str, Any]:
     return wait_until(done, 30.0, what="a completed checkpoint")
 
 
+def crash_at_2_then_finish_at_3(
+    weir_server: Callable[..., WeirServer], job: Path, state: Path
+) -> None:
+    """Run ``job`` at parallelism 2 until its second checkpoint, kill -9 the whole run, then
+    restore the latest checkpoint at parallelism 3 and run to the end of input."""
+    first = weir_server(job, "--exit-at-end", "--parallelism", "2", *FAST, state_dir=state)
+    _wait_checkpoint(first, at_least=2)
+    first.crash()  # the job manager and its workers at once
+    second = weir_server(
+        job, "--exit-at-end", "--parallelism", "3", *FAST, "--restore", "latest",
+        state_dir=state,
+    )  # fmt: skip
+    assert second.proc.wait(120) == 0, second.stderr()
+    assert "restored from" in second.stderr()
+
+
 # once per parallelism, not once per seed (the suite's time budget); kill -9 recovery also
 # runs in test_kafka, test_s3_jobs, test_side_outputs and tests/security/test_sinks_*
 @pytest.mark.parametrize(("seed", "parallelism"), [(1, 2), (4, 1)], ids=["s1-p2", "s4-p1"])

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.test_checkpoints import FAST, _wait_checkpoint
+from tests.integration.test_checkpoints import FAST, _wait_checkpoint, crash_at_2_then_finish_at_3
 from tests.support import (
     WeirResult,
     WeirServer,
@@ -147,15 +147,7 @@ def test_join_buffers_restored_at_another_parallelism_rescale_exactly(
     events = make_events(6_000, seed=6)
     src = write_lines(tmp_path / "in.jsonl", event_lines(events))
     state, job = tmp_path / "state", job_file(tmp_path, src, SLOW)
-    first = weir_server(job, "--exit-at-end", "--parallelism", "2", *FAST, state_dir=state)
-    _wait_checkpoint(first, at_least=2)
-    first.crash()  # the job manager and its workers at once
-    second = weir_server(
-        job, "--exit-at-end", "--parallelism", "3", *FAST, "--restore", "latest",
-        state_dir=state,
-    )  # fmt: skip
-    assert second.proc.wait(120) == 0, second.stderr()
-    assert "restored from" in second.stderr()
+    crash_at_2_then_finish_at_3(weir_server, job, state)
     assert_equals_the_model(events, tmp_path, state)
 
 
