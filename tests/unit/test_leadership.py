@@ -97,6 +97,22 @@ def test_a_holder_that_did_not_renew_in_time_stops_counting_itself_leader(
         leader.commit(1)
 
 
+def test_a_lease_lost_to_failing_storage_says_so_whichever_thread_noticed(
+    storage: CheckpointStorage,
+) -> None:
+    """A commit that finds the lease expired after renewals failed names the storage error,
+    in the same words the watchdog uses (seen in CI: the two raced, and said different
+    things)."""
+    clock = Clock()
+    leader = _leader(storage, "a", clock)
+    leader.acquire(threading.Event(), lambda _h: False)
+    leader._last_error = "cannot reach http://127.0.0.1:1"  # what the renewal thread records
+    clock.now = LEASE_MS * VALID / 1000 + 0.01
+    with pytest.raises(LeaseLost) as lost:
+        leader.commit(1)
+    assert f"could not be renewed within {LEASE_MS} ms: cannot reach" in str(lost.value)
+
+
 def test_a_released_lease_or_a_gone_holder_is_taken_at_once(storage: CheckpointStorage) -> None:
     first = _leader(storage, "a", Clock())
     first.acquire(threading.Event(), lambda _h: False)

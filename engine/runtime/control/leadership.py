@@ -189,7 +189,7 @@ class Leadership:
                 if self.lost is not None:
                     raise LeaseLost(self.lost)
                 if not self.valid():
-                    self._lose(f"its lease expired ({self.lease_ms} ms without a renewal)")
+                    self._lose(self._expired())
                     raise LeaseLost(str(self.lost))
                 assert self.record is not None and self._version is not None
                 start = self._clock()
@@ -222,6 +222,13 @@ class Leadership:
         who = f"run {theirs.run} on {theirs.host}" if theirs is not None else "someone"
         self._lose(f"{who} took over its lease at {self.leases.where}")
         raise LeaseLost(str(self.lost))
+
+    def _expired(self) -> str:
+        """Why a lease that ran out was lost: the same words whichever thread noticed first
+        (the watchdog, or a commit that found it expired)."""
+        if self._last_error is None:  # no renewal failed: this process stalled (a pause, swap)
+            return f"its lease expired ({self.lease_ms} ms without a renewal)"
+        return f"it could not be renewed within {self.lease_ms} ms: {self._last_error}"
 
     def _lose(self, why: str) -> None:
         if self.lost is None:
@@ -266,9 +273,7 @@ class Leadership:
         def watch() -> None:
             while not self._stop.wait(WATCH_S):
                 if not self.valid():
-                    if self.lost is None:
-                        why = self._last_error or "no answer from storage"
-                        self._lose(f"it could not be renewed within {self.lease_ms} ms: {why}")
+                    self._lose(self._expired())
                     on_lost(str(self.lost))
                     return
 
