@@ -39,9 +39,9 @@ class Plan:
 def backfill_operator(job: Job, op_name: str | None) -> WindowNode:
     """The window operator a backfill computes, checked for what Spark can run."""
     _refuse_broadcast(job)
+    _refuse_continuous(job, op_name)  # first: a SQL window join is named, not its connect
     _refuse_several_inputs(job)
     _refuse_pattern(job, op_name)
-    _refuse_continuous(job, op_name)
     ops = [o for o in job.operators.values() if isinstance(o, WindowNode)]
     if op_name is not None:
         ops = [o for o in ops if o.name == op_name]

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from weir.engine.agg import AggregateFunction
+from weir.engine.nodes import ProcessNode
 from weir.engine.sql.continuous import ContinuousAggregate
 from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
@@ -27,6 +28,8 @@ from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
+from weir.engine.sql.windowed import LATE, WindowJoin, WindowJoinPlan
+from weir.engine.sql.windowjoin import is_window_join, plan_window_join
 
 if TYPE_CHECKING:
     from weir.engine.job import DataStream, Job, ResultStream
@@ -120,6 +123,8 @@ def add_view(
     if is_match_recognize(statements[0]):
         stream = _only_table(tables, name)
         return attach_match(statements[0], name, defs, stream)
+    if is_window_join(statements[0]):
+        return attach_window_join(plan_window_join(statements[0], name, defs), tables)
     if is_join(statements[0]):
         joined = plan_join(statements[0], name, defs)
         return attach_join(joined, tables, state_ttl_ms)
@@ -169,6 +174,30 @@ def attach_join(
     if not plan.upper_inclusive:
         joined = joined.upper_bound_exclusive()
     return joined.process(pair_function(plan), name=plan.name)
+
+
+def attach_window_join(plan: WindowJoinPlan, streams: Mapping[str, DataStream]) -> ResultStream:
+    """Add a window join view: each side filtered and keyed, then the keyed co-process function
+    that pairs each window's rows when it fires; its late rows go to the ``late`` output."""
+    keyed = []
+    for side in (0, 1):
+        stream, where = streams[plan.tables[side]], plan.filters[side]
+        if where is not None:
+            stream = stream.filter(_labelled(where, f"WHERE ({plan.tables[side]})"))
+        keys = plan.keys[side]
+        key = key_selector(keys) if keys else (lambda r: GLOBAL_KEY)
+        keyed.append(stream.key_by(_labelled(key, "|".join(keys) or GLOBAL_KEY)))
+    result = keyed[0].connect(keyed[1]).process(WindowJoin(plan), name=plan.name)
+    declare_late(result)
+    return result
+
+
+def declare_late(result: ResultStream) -> None:
+    """Declare a windowed view's ``late`` output, so its late rows reach a sink (by default
+    ``side-<name>-late.jsonl``) instead of the dead letters."""
+    op = result.operator
+    if isinstance(op, ProcessNode):  # always: a process function's operator
+        op.side_outputs.setdefault(LATE.name, [])
 
 
 def _only_table(tables: Mapping[str, DataStream], name: str) -> DataStream:

@@ -148,8 +148,9 @@ class ContinuousAggregate:
 
 def continuous_views(job: Job) -> list[tuple[str, str]]:
     """``job``'s SQL views kept by process functions, ``(name, kind)``, in the job's order:
-    continuous aggregates and Top-N or deduplication views."""
+    continuous aggregates, Top-N or deduplication views, window joins and window Top-N."""
     from weir.engine.sql.ranked import RankFunction  # beside this module; no parser
+    from weir.engine.sql.windowed import WindowJoin, WindowRank, window_views
 
     found = []
     for name, op in job.operators.items():
@@ -157,6 +158,8 @@ def continuous_views(job: Job) -> list[tuple[str, str]]:
             found.append((name, "continuous aggregate (GROUP BY without a window)"))
         elif isinstance(op, ProcessNode) and isinstance(op.function, RankFunction):
             found.append((name, "Top-N or deduplication view (ROW_NUMBER() OVER)"))
+        elif isinstance(op, ProcessNode) and isinstance(op.function, WindowJoin | WindowRank):
+            found.extend(window_views({name: op}))
     return found
 
 

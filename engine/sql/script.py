@@ -25,7 +25,13 @@ from weir.engine import agg
 from weir.engine.agg import AggregateFunction
 from weir.engine.job import DataStream, Job
 from weir.engine.sources import from_url
-from weir.engine.sql.build import TTL_SETTING, attach, attach_join, attach_rank
+from weir.engine.sql.build import (
+    TTL_SETTING,
+    attach,
+    attach_join,
+    attach_rank,
+    attach_window_join,
+)
 from weir.engine.sql.columns import check_type, checker
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
@@ -35,6 +41,7 @@ from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import is_join, plan_join
 from weir.engine.sql.windowing import interval_ms
+from weir.engine.sql.windowjoin import is_window_join, plan_window_join
 from weir.engine.watermarks import WatermarkStrategy
 
 JOB_SETTINGS = ("pipeline.name", "pipeline.max-parallelism")
@@ -170,6 +177,10 @@ class _Script:
         tables = {self.table.name: self.table}
         if is_match_recognize(s.expression):
             attach_match(s.expression, s.this.name, tables, self.stream)
+            return
+        if is_window_join(s.expression):
+            wj = plan_window_join(s.expression, s.this.name, tables)
+            attach_window_join(wj, {self.table.name: self.stream})
             return
         if is_join(s.expression):
             joined = plan_join(s.expression, s.this.name, tables)

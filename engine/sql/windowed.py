@@ -1,0 +1,253 @@
+"""The process functions of SQL's window joins and window Top-N / deduplication views
+(``windowjoin.py`` and ``windowrank.py`` compile the queries): kept apart from the parser, so a
+job's description (``weir explain``, the backfill's refusals) knows these views without
+loading sqlglot.
+
+Both buffer a key's rows per window of the view's window TVF (TUMBLE, HOP or CUMULATE) in the
+value state ``windows`` (``[[start, end, rows…], …]`` sorted by end) and emit a window's result
+once, final, when the watermark reaches its ``end - 1`` (a timer), as Flink's window join and
+window rank operators do. Neither has an allowed lateness (Flink's have none): a record late for
+every window holding it goes to the view's ``late`` output. After a window fires its result is
+kept as the value state ``last`` (``{"window_start", "window_end", "rows"}``), so
+``/{job}/{view}/state/{key}`` answers each key's result of its latest window, and its open
+windows as they fill; the next window of the key replaces it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from weir.engine.joins.buffers import LATE, report_late
+from weir.engine.sql.ranked import SORT, RankFunction, RankPlan
+from weir.engine.windows import MAX_TIME, CumulateWindows, SlidingWindows, TumblingWindows, is_late
+
+Fn = Callable[[Any], Any]
+Assigner = TumblingWindows | SlidingWindows | CumulateWindows
+WINDOWS, LAST = "windows", "last"
+JOIN_KINDS = ("INNER", "LEFT", "RIGHT", "FULL")
+
+__all__ = ["LATE", "WindowJoin", "WindowJoinPlan", "WindowRank", "WindowRankPlan", "window_views"]
+
+
+def _assign(assigner: Assigner, t: int) -> list[tuple[int, int]]:
+    found = assigner.assign(t)
+    listed = found if isinstance(found, list) else [found]
+    return [(w.start, w.end) for w in listed]
+
+
+def _with_window(record: Any, start: int, end: int) -> dict[str, Any]:
+    """A row of the window TVF: the record and its window's columns (Flink's TVF output)."""
+    return {**record, "window_start": start, "window_end": end, "window_time": end - 1}
+
+
+class _WindowBuffers:
+    """The key's open windows in value state ``windows``: ``[start, end, *slots]`` entries."""
+
+    def __init__(self, assigner: Assigner, slots: int) -> None:
+        self.assigner = assigner
+        self.slots = slots
+
+    def add(self, ctx: Any, put: Callable[[list[Any]], None]) -> bool:
+        """``put`` the record into each of its windows that has not fired (created if new,
+        its timer set); False when the record is late for every window holding it."""
+        t = ctx.timestamp
+        if t is None:  # a keyed function always has the record's event time
+            raise ValueError("a windowed SQL view needs an event-time timestamp")
+        wanted = [w for w in _assign(self.assigner, t) if not is_late(w[1], 0, ctx.watermark)]
+        if not wanted:
+            return False
+        state = ctx.value(WINDOWS)
+        entries: list[list[Any]] = state.get() or []
+        for start, end in wanted:
+            entry = next((e for e in entries if e[1] == end), None)
+            if entry is None:
+                entry = [start, end, *([] for _ in range(self.slots))]
+                entries.append(entry)
+                ctx.register_event_time_timer(end - 1 if end < MAX_TIME else MAX_TIME)
+            put(entry)
+        entries.sort(key=lambda e: e[1])
+        state.set(entries)
+        return True
+
+    @staticmethod
+    def pop(ctx: Any, timestamp: int) -> list[Any] | None:
+        """Remove the window that fires at ``timestamp``; it (``None``: no such window)."""
+        end = timestamp + 1 if timestamp < MAX_TIME else MAX_TIME
+        state = ctx.value(WINDOWS)
+        entries: list[list[Any]] = state.get() or []
+        found = next((e for e in entries if e[1] == end), None)
+        if found is None:
+            return None
+        kept = [e for e in entries if e is not found]
+        if kept:
+            state.set(kept)
+        else:
+            state.clear()
+        return found
+
+
+def _keep_last(ctx: Any, start: int, end: int, rows: list[dict[str, Any]]) -> None:
+    ctx.value(LAST).set({"window_start": start, "window_end": end, "rows": rows})
+
+
+@dataclass(frozen=True)
+class WindowJoinPlan:
+    """A window join view: both tables, their keys and filters, the window, the join's kind and
+    the output columns, each a function of the pair's row (``side.column`` fields)."""
+
+    name: str
+    tables: tuple[str, str]
+    keys: tuple[tuple[str, ...], tuple[str, ...]]
+    filters: tuple[Fn | None, Fn | None]
+    assigner: Assigner
+    window_sql: str
+    kind: str  # INNER, LEFT, RIGHT or FULL
+    fields: tuple[tuple[str, int, str], ...]  # (pair-row field, side, column) the SELECT reads
+    columns: tuple[tuple[str, Fn], ...]  # (output name, function of the pair row)
+    sql: str
+
+
+class WindowJoin:
+    """A SQL window join: ``process1`` takes left rows, ``process2`` right ones (each kept in
+    every open window holding it), ``on_timer`` fires a window: every left and right pair of
+    the key, then (LEFT, RIGHT, FULL) each row of a side the other side left empty, padded with
+    NULLs. Rows are ``{"op", "key", <SELECT columns>}``."""
+
+    def __init__(self, plan: WindowJoinPlan) -> None:
+        self.plan = plan
+        self._buffers = _WindowBuffers(plan.assigner, 4)  # left, right, then NULL-keyed rows
+        self.__qualname__ = "WindowJoin"
+
+    def describe_function(self) -> dict[str, Any]:
+        """What ``weir explain`` shows of the join."""
+        return {
+            "sql_view": f"{self.plan.kind} window join on {self.plan.window_sql}, emitted "
+            "once per window when it fires (final, append-only); late rows to its late output"
+        }
+
+    def process1(self, event: Any, ctx: Any) -> None:
+        """A left row: kept in each of its windows until they fire."""
+        self._add(0, event, ctx)
+
+    def process2(self, event: Any, ctx: Any) -> None:
+        """A right row: kept in each of its windows until they fire."""
+        self._add(1, event, ctx)
+
+    def _add(self, side: int, event: Any, ctx: Any) -> None:
+        # SQL's equality: a row with a NULL key column equals no row (an outer join keeps it)
+        slot = 2 + side + (2 if any(event.get(k) is None for k in self.plan.keys[side]) else 0)
+        if not self._buffers.add(ctx, lambda entry: entry[slot].append(event)):
+            report_late(ctx, ("left", "right")[side], event)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> None:
+        """The window firing at ``timestamp``: its pairs, padded rows, and the key's ``last``."""
+        entry = _WindowBuffers.pop(ctx, timestamp)
+        if entry is None:
+            return
+        start, end, lefts, rights, null_lefts, null_rights = entry
+        pairs = _pairs(self.plan.kind, lefts, rights)
+        pairs += _pairs(self.plan.kind, null_lefts, []) + _pairs(self.plan.kind, [], null_rights)
+        out = [self._row(ctx.key, left, right, start, end) for left, right in pairs]
+        if not out:
+            return
+        _keep_last(ctx, start, end, out)
+        for row in out:
+            ctx.emit(row)
+
+    def _row(self, key: str, left: Any, right: Any, start: int, end: int) -> dict[str, Any]:
+        sides = [{} if r is None else _with_window(r, start, end) for r in (left, right)]
+        pair = {f: sides[s].get(c) for f, s, c in self.plan.fields}  # a padded side: NULLs
+        row = {"op": self.plan.name, "key": key}
+        row.update((name, fn(pair)) for name, fn in self.plan.columns)
+        return row
+
+
+def _pairs(kind: str, lefts: list[Any], rights: list[Any]) -> list[tuple[Any, Any]]:
+    """The window's pairs: every left with every right; with an empty side, the other side's
+    rows alone when the join keeps them (LEFT keeps lefts, RIGHT rights, FULL both)."""
+    if lefts and rights:
+        return [(left, right) for left in lefts for right in rights]
+    if lefts and kind in ("LEFT", "FULL"):
+        return [(left, None) for left in lefts]
+    if rights and kind in ("RIGHT", "FULL"):
+        return [(None, right) for right in rights]
+    return []
+
+
+@dataclass(frozen=True)
+class WindowRankPlan:
+    """A window Top-N or deduplication view: a ranking (``RankPlan``: partition, order, N,
+    shown columns) per window of ``assigner``."""
+
+    rank: RankPlan
+    assigner: Assigner
+    window_sql: str
+
+
+class WindowRank:
+    """A SQL window Top-N or deduplication: each key's (``PARTITION BY`` columns but the
+    window's) best ``N`` rows of each window, kept as ``RankFunction`` ranks them (ties in
+    arrival order; a keep-last deduplication lets an equally late row replace the kept one),
+    emitted when the window fires: ``{"op", "key", <columns>, rn}`` from rank 1, final."""
+
+    def __init__(self, plan: WindowRankPlan) -> None:
+        self.plan = plan
+        self._ranker = RankFunction(plan.rank)
+        self._buffers = _WindowBuffers(plan.assigner, 1)
+        self.__qualname__ = "WindowRank"
+
+    def describe_function(self) -> dict[str, Any]:
+        """What ``weir explain`` shows of the view."""
+        shown = self._ranker.describe_function()["sql_view"].split(";")[0]
+        return {
+            "sql_view": f"window {shown.removeprefix('ROW_NUMBER() ')} on "
+            f"{self.plan.window_sql}; emitted once per window when it fires (final)"
+        }
+
+    def process(self, record: Any, ctx: Any) -> None:
+        """Rank ``record`` in each of its open windows."""
+        if not self._buffers.add(ctx, lambda entry: self._rank(entry, record)):
+            report_late(ctx, "input", record)
+
+    def _rank(self, entry: list[Any], record: Any) -> None:
+        rows: list[dict[str, Any]] = entry[2]
+        row = self._ranker.row(_with_window(record, entry[0], entry[1]))
+        at = self._ranker.position(rows, row)
+        if at < self.plan.rank.n:
+            rows.insert(at, row)
+            del rows[self.plan.rank.n :]
+
+    def on_timer(self, timestamp: int, ctx: Any) -> None:
+        """The window firing at ``timestamp``: its ranking, from rank 1."""
+        entry = _WindowBuffers.pop(ctx, timestamp)
+        if entry is None:
+            return
+        start, end, rows = entry
+        rn = self.plan.rank.rn
+        out = []
+        for i, row in enumerate(rows, start=1):
+            shown: dict[str, Any] = {"op": self.plan.rank.name, "key": ctx.key}
+            shown.update((k, v) for k, v in row.items() if k != SORT)
+            if rn is not None:
+                shown[rn] = i
+            out.append(shown)
+        _keep_last(ctx, start, end, out)
+        for row in out:
+            ctx.emit(row)
+
+
+def window_views(operators: Any) -> list[tuple[str, str]]:
+    """The SQL window joins and window Top-N views among ``operators`` (a job's, by name),
+    ``(name, kind)``."""
+    from weir.engine.nodes import ProcessNode
+
+    found = []
+    for name, op in operators.items():
+        fn = op.function if isinstance(op, ProcessNode) else None
+        if isinstance(fn, WindowJoin):
+            found.append((name, "window join (JOIN of two window TVFs)"))
+        elif isinstance(fn, WindowRank):
+            found.append((name, "window Top-N or deduplication (ROW_NUMBER() over a window TVF)"))
+    return found
