@@ -28,7 +28,7 @@ from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
-from weir.engine.sql.windowed import LATE, WindowJoin, WindowJoinPlan
+from weir.engine.sql.windowed import LATE, WindowJoin, WindowJoinPlan, WindowRank, WindowRankPlan
 from weir.engine.sql.windowjoin import is_window_join, plan_window_join
 
 if TYPE_CHECKING:
@@ -130,7 +130,8 @@ def add_view(
         return attach_join(joined, tables, state_ttl_ms)
     if is_row_number(statements[0]):
         rank = plan_rank(statements[0], name, defs)
-        return attach_rank(rank, tables[rank.table])
+        table = rank.rank.table if isinstance(rank, WindowRankPlan) else rank.table
+        return attach_rank(rank, tables[table])
     try:
         plan = plan_query(statements[0], name, defs, functions or {})
     except RecursionError:  # a long chain of operators compiles recursively
@@ -138,13 +139,19 @@ def add_view(
     return attach(plan, tables[plan.table], state_ttl_ms)
 
 
-def attach_rank(plan: RankPlan, stream: DataStream) -> ResultStream:
-    """Add a Top-N or deduplication view's filter, key_by and process function."""
-    if plan.where is not None:
-        stream = stream.filter(_labelled(plan.where, f"WHERE {plan.where_sql}"))
-    key = key_selector(plan.partition) if plan.partition else (lambda r: GLOBAL_KEY)
-    _labelled(key, "|".join(plan.partition) or GLOBAL_KEY)
-    return stream.key_by(key).process(RankFunction(plan), name=plan.name)
+def attach_rank(plan: RankPlan | WindowRankPlan, stream: DataStream) -> ResultStream:
+    """Add a Top-N or deduplication view's filter, key_by and process function (per window,
+    for a window TVF's rows)."""
+    rank = plan.rank if isinstance(plan, WindowRankPlan) else plan
+    if rank.where is not None:
+        stream = stream.filter(_labelled(rank.where, f"WHERE {rank.where_sql}"))
+    key = key_selector(rank.partition) if rank.partition else (lambda r: GLOBAL_KEY)
+    _labelled(key, "|".join(rank.partition) or GLOBAL_KEY)
+    if isinstance(plan, RankPlan):
+        return stream.key_by(key).process(RankFunction(plan), name=plan.name)
+    result = stream.key_by(key).process(WindowRank(plan), name=rank.name)
+    declare_late(result)
+    return result
 
 
 def attach_join(

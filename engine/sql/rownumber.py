@@ -19,8 +19,12 @@ consumer keeps the latest row per ``(key, rn)``. Rows equal in the ORDER BY keep
 order (the earlier ranks first, Flink's ``AppendOnlyTopNFunction``), except in the
 keep-last deduplication, where a row as late as the kept one replaces it (Flink's
 ``RowTimeDeduplicateFunction``: ``current >= previous``). A NULL sorts first ascending and last
-descending. Window Top-N and window deduplication (``ROW_NUMBER`` over a window TVF) are refused
-by name.
+descending.
+
+Over a window TVF (``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), …))``, ``PARTITION BY
+window_start, window_end [, k …]``) the same query is Flink's window Top-N or window
+deduplication: ranked per window and emitted once, when the window fires (``WindowRank`` in
+``windowed.py``); the partition columns other than the window's are the key.
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
 from weir.engine.sql.ranked import RankPlan
 from weir.engine.sql.scalar import Compiler
+from weir.engine.sql.windowed import WindowRankPlan
+from weir.engine.sql.windowing import WINDOW_COLUMNS, WindowSpec, tvf
 
 
 def is_row_number(statement: exp.Expr) -> bool:
@@ -62,24 +68,28 @@ def _window(inner: exp.Select) -> tuple[exp.Window, str] | None:
     return None
 
 
-def plan_rank(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) -> RankPlan:
-    """The plan of a Top-N or deduplication view ``name``."""
+def plan_rank(
+    statement: exp.Expr, name: str, tables: Mapping[str, TableDef]
+) -> RankPlan | WindowRankPlan:
+    """The plan of a Top-N or deduplication view ``name`` (per window over a window TVF)."""
     inner = _inner(statement)
     found = _window(inner) if inner is not None else None
     if inner is None or found is None or not isinstance(statement, exp.Select):
         raise SqlError(f"view {name!r} is not a ROW_NUMBER() query")
     window, rn = found
-    table = _table(inner, tables)
-    resolve = _Resolver(table)
+    table, spec = _table(inner, tables)
+    resolve = _Resolver(table, windowed=spec is not None)
     compiler = Compiler(resolve)
     partition = tuple(
         resolve(c) for c in _columns(window.args.get("partition_by") or [], "PARTITION BY")
     )
+    if spec is not None:
+        partition = _window_partition(partition, spec)
     order = _order(window, resolve)
     n = _limit(statement.args.get("where"), rn, name)
     keep_last = n == 1 and order == ((table.time_column, True),) and table.time_column is not None
     where = inner.args.get("where")
-    return RankPlan(
+    plan = RankPlan(
         name=name,
         table=table.name,
         where=compiler.predicate(where.this) if where is not None else None,
@@ -92,14 +102,32 @@ def plan_rank(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         rn=rn if _shows(statement, rn) else None,
         sql=statement.sql(WeirFlink),
     )
+    if spec is None:
+        return plan
+    return WindowRankPlan(plan, spec.assigner(), spec.sql)  # type: ignore[arg-type]  # checked
+
+
+def _window_partition(partition: tuple[str, ...], spec: WindowSpec) -> tuple[str, ...]:
+    """A window Top-N's key: its PARTITION BY columns but the window's bounds, which it needs."""
+    if not {"window_start", "window_end"} <= set(partition):
+        raise SqlUnsupported(
+            f"ROW_NUMBER() over {spec.sql}: PARTITION BY window_start, window_end (and the "
+            "key columns), Flink's window Top-N; a ranking across windows is not supported"
+        )
+    if "window_time" in partition:
+        raise SqlUnsupported("PARTITION BY window_time: partition by window_start, window_end")
+    return tuple(c for c in partition if c not in WINDOW_COLUMNS)
 
 
 class _Resolver:
-    def __init__(self, table: TableDef) -> None:
+    def __init__(self, table: TableDef, *, windowed: bool = False) -> None:
         self.table = table
+        self.windowed = windowed
 
     def __call__(self, col: exp.Column) -> str:
         columns = self.table.columns
+        if self.windowed and col.name in WINDOW_COLUMNS:
+            return col.name
         if columns is not None and col.name not in columns:
             raise SqlError(
                 f"unknown column {col.name!r}{at(col)} in table {self.table.name!r}; its "
@@ -108,7 +136,7 @@ class _Resolver:
         return col.name
 
 
-def _table(inner: exp.Select, tables: Mapping[str, TableDef]) -> TableDef:
+def _table(inner: exp.Select, tables: Mapping[str, TableDef]) -> tuple[TableDef, WindowSpec | None]:
     for arg in ("joins", "group", "having", "order", "limit", "with_"):
         if inner.args.get(arg):
             raise SqlUnsupported(
@@ -116,17 +144,40 @@ def _table(inner: exp.Select, tables: Mapping[str, TableDef]) -> TableDef:
                 "one table, filtered by WHERE"
             )
     source = inner.args.get("from_")
+    if source is not None and isinstance(source.this, exp.Subquery):
+        raise SqlUnsupported(
+            f"ROW_NUMBER() over a subquery ({source.this.sql(WeirFlink)[:60]}…): window Top-N "
+            "of a window aggregate is not supported; rank the window TVF's rows, FROM "
+            "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), …)), or the table itself"
+        )
     if source is None or not isinstance(source.this, exp.Table):
         raise SqlError("the inner SELECT of a ROW_NUMBER() query reads FROM a table")
-    if not isinstance(source.this.this, exp.Identifier):
+    found = tvf(source.this.this)
+    if found is None and not isinstance(source.this.this, exp.Identifier):
         raise SqlUnsupported(
-            f"ROW_NUMBER() over {source.this.sql(WeirFlink)[:60]}: window Top-N and window "
-            "deduplication are not supported; rank over the table itself"
+            f"ROW_NUMBER() over {source.this.sql(WeirFlink)[:60]}: rank over a table or a "
+            "window TVF, TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL …))"
         )
-    name = source.this.name
+    name = found[0] if found is not None else source.this.name
     if name not in tables:
         raise SqlError(f"unknown table {name!r}; tables: {', '.join(sorted(tables))}")
-    return tables[name]
+    spec = found[1] if found is not None else None
+    if spec is not None:
+        _check_window(spec, tables[name])
+    return tables[name], spec
+
+
+def _check_window(spec: WindowSpec, table: TableDef) -> None:
+    if spec.kind == "SESSION":
+        raise SqlUnsupported(
+            f"ROW_NUMBER() over {spec.sql}: window Top-N takes TUMBLE, HOP or CUMULATE "
+            "windows (SESSION is not supported)"
+        )
+    if table.time_column is not None and spec.time_column != table.time_column:
+        raise SqlError(
+            f"{spec.sql}: DESCRIPTOR({spec.time_column}) is not table {table.name!r}'s time "
+            f"attribute ({table.time_column})"
+        )
 
 
 def _columns(items: list[exp.Expr], where: str) -> list[exp.Column]:
@@ -184,5 +235,8 @@ def _projection(
     if any(isinstance(i, exp.Star) for i in outer):
         outer = [i for i in inner.expressions if not isinstance(i, exp.Alias)]
         if any(isinstance(i, exp.Star) for i in outer):
-            return resolve.table.columns
+            columns = resolve.table.columns
+            if columns is not None and resolve.windowed:
+                return (*columns, *WINDOW_COLUMNS)  # a window TVF's rows have its bounds
+            return columns
     return tuple(resolve(c) for c in _columns(outer, "SELECT"))

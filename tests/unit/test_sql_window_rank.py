@@ -1,0 +1,244 @@
+"""Window Top-N and window deduplication in SQL (issue 43, item 3): ``ROW_NUMBER() OVER
+(PARTITION BY window_start, window_end [, k] ORDER BY …)`` over a window TVF, ranked per window
+and emitted once, final, when the window fires.
+
+Against a brute-force model (each window's rows of a partition, sorted stably: equal rows keep
+their arrival order; the keep-last deduplication puts the newest first among equals, Flink's
+``current >= previous``) at parallelism 1, 2 and 4, as a SQL job file and as ``job.sql`` over
+a Python stream; batching invariance (Hypothesis); the refusals by name. Ported in shape from
+Flink's ``WindowRankITCase`` (``testTumbleWindowTVF``, ``testHopWindowTVF``,
+``testCumulateWindowTVF``, ``…WithoutRankNumber``) and ``WindowDeduplicateITCase``
+(``testTumbleWindowTVFKeepFirstRow`` / ``…KeepLastRow``, the HOP and CUMULATE variants), on
+Flink's ``windowDataWithTimestamp`` rows.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from weir import Job, WatermarkStrategy, sources, testing, windows
+from weir.engine.explain import describe
+from weir.engine.sql import SqlError, SqlUnsupported, load_script
+from weir.engine.sql.windowed import window_views
+from weir.testing import Harness
+
+TABLE = """CREATE TABLE t (name STRING, ts BIGINT, n INT, s STRING,
+  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('url' = 'file:///unused.jsonl');
+"""
+TVFS = {
+    "tumble": ("TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND)", windows.tumbling(ms=5_000)),
+    "hop": ("HOP(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '10' SECOND)",
+            windows.sliding(size_ms=10_000, slide_ms=5_000)),
+    "cumulate": ("CUMULATE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '15' SECOND)",
+                 windows.cumulate(size_ms=15_000, step_ms=5_000)),
+}  # fmt: skip
+FORMS = {  # (partition by name?, ORDER BY, N, SELECT of the outer query)
+    "top2": (True, [("n", True)], 2, "name, ts, n, window_start, window_end, rn"),
+    "top1-global": (False, [("n", False), ("ts", True)], 1, "name, ts, n, window_end, rn"),
+    "top3-no-rn": (True, [("n", True)], 3, "name, ts, n, window_end"),
+    "keep-first": (True, [("ts", False)], 1, "*"),
+    "keep-last": (True, [("ts", True)], 1, "*"),
+}
+
+
+def _view(tvf: str, form: str) -> str:
+    by_name, order, n, select = FORMS[form]
+    partition = "window_start, window_end" + (", name" if by_name else "")
+    order_sql = ", ".join(f"{c} {'DESC' if d else 'ASC'}" for c, d in order)
+    limit = "rn = 1" if form.startswith("keep") else f"rn <= {n}"
+    return (
+        f"SELECT {select} FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY {partition} "
+        f"ORDER BY {order_sql}) AS rn FROM TABLE({TVFS[tvf][0]})) WHERE {limit}"
+    )
+
+
+def _job(tmp_path: Path, view: str) -> Job:
+    path = tmp_path / "wrank.sql"
+    path.write_text(f"SET 'pipeline.name' = 'wrank';\n{TABLE}CREATE VIEW r AS {view};")
+    return load_script(path)
+
+
+def _sort_key(row: dict[str, Any], order: list[tuple[str, bool]]) -> tuple[Any, ...]:
+    """NULL first ascending, last descending."""
+    out: list[Any] = []
+    for col, desc in order:
+        v = row[col]
+        out.append(((1,) if desc else (0,)) if v is None else ((0, -v) if desc else (1, v)))
+    return tuple(out)
+
+
+def _model(events: list[dict[str, Any]], tvf: str, form: str) -> list[tuple[Any, ...]]:
+    """Every emitted row as (key, window_start, window_end, rn, name, ts, n), sorted; a row
+    joins the windows that have not fired under the watermark before it, max(ts) - 1 s."""
+    by_name, order, n, _ = FORMS[form]
+    assigner = TVFS[tvf][1]
+    cells: dict[tuple[Any, int, int], list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    top = None
+    for i, e in enumerate(events):
+        found = assigner.assign(e["ts"])
+        wm = None if top is None else top - 1_000
+        top = e["ts"] if top is None else max(top, e["ts"])
+        for w in found if isinstance(found, list) else [found]:
+            if wm is not None and w.end - 1 <= wm:
+                continue  # fired: late for this window
+            key = (e["name"] if e["name"] is not None else "\\N") if by_name else "*"
+            cells[(key, w.start, w.end)].append((i, e))
+    out = []
+    keep_last = form == "keep-last"
+    for (key, ws, we), rows in cells.items():
+        ranked = sorted(rows, key=lambda r: (_sort_key(r[1], order), -r[0] if keep_last else 0))
+        for rn, (_, e) in enumerate(ranked[:n], start=1):
+            out.append((key, ws, we, rn, e["name"], e["ts"], e["n"]))
+    return sorted(out, key=repr)
+
+
+def _got(rows: list[dict[str, Any]], tvf: str) -> list[tuple[Any, ...]]:
+    """The rows as the model's tuples: the window from window_start or window_end (the other
+    from the TVF), the rank from rn or from the order the window's rows were emitted in."""
+    assigner = TVFS[tvf][1]
+    out, rank = [], defaultdict(int)
+    for r in rows:
+        assert r["op"] == "r"
+        ws = r.get("window_start")
+        we = r.get("window_end")
+        if ws is None or we is None:
+            ws, we = _bounds(assigner, r["ts"], ws, we)
+        rank[(r["key"], ws, we)] += 1
+        rn = r.get("rn", rank[(r["key"], ws, we)])
+        out.append((r["key"], ws, we, rn, r["name"], r["ts"], r["n"]))
+    return sorted(out, key=repr)
+
+
+def _bounds(assigner: Any, ts: int, ws: int | None, we: int | None) -> tuple[int, int]:
+    found = assigner.assign(ts)
+    for w in found if isinstance(found, list) else [found]:
+        if w.start == ws or w.end == we:
+            return w.start, w.end
+    raise AssertionError((ts, ws, we))
+
+
+# Flink's TestData.windowDataWithTimestamp (seconds past 2020-10-10 00:00): the row at 4 s after
+# 8 s is its "late event", late here too (the watermark is max(ts) - 1 s)
+FLINK_ROWS = [
+    (1, 1, "Hi", "a"), (2, 2, "Comment#1", "a"), (3, 2, "Comment#1", "a"), (4, 5, None, "a"),
+    (7, 3, "Hello", "b"), (6, 6, "Hi", "b"), (8, 3, "Comment#2", "a"), (4, 5, "Hi", "a"),
+    (16, 4, "Hi", "b"), (32, 7, None, None), (34, 1, "Comment#3", "b"),
+]  # fmt: skip
+FLINK = [{"ts": t * 1_000, "n": n, "s": s, "name": name} for t, n, s, name in FLINK_ROWS]
+
+
+@pytest.mark.parametrize("tvf", sorted(TVFS))
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_flink_rows_each_form_and_window_equal_the_model_at_every_parallelism(
+    tmp_path: Path, tvf: str, form: str
+) -> None:
+    want = _model(FLINK, tvf, form)
+    assert want
+    for p in (1, 2, 4):
+        got = testing.run(_job(tmp_path, _view(tvf, form)), FLINK, parallelism=p)
+        assert _got(got.by_operator["r"], tvf) == want, (tvf, form, p)
+        late = [r["record"]["ts"] for r in got.side.get("r", {}).get("late", [])]
+        assert late == ([4_000] if tvf == "tumble" else []) and not got.dead
+
+
+def _random(n: int, seed: int) -> list[dict[str, Any]]:
+    import random
+
+    rng = random.Random(seed)
+    out, clock = [], 0
+    for _ in range(n):
+        clock += rng.randint(0, 300)
+        out.append({"name": rng.choice(["a", "b", "c", None]), "ts": clock - rng.randint(0, 900),
+                    "n": rng.choice([None, *range(8)]), "s": None})  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_random_rows_equal_the_model_as_a_python_job_too(form: str) -> None:
+    events = _random(400, seed=len(form))
+    want = _model(events, "hop", form)
+    job = Job("wrank")
+    src = job.source(sources.jsonl("/unused.jsonl"), timestamp="ts",
+                     watermarks=WatermarkStrategy.sql_delay(ms=1_000))  # fmt: skip
+    job.sql("r", _view("hop", form).replace("TABLE t,", "TABLE e,"), tables={"e": src})
+    for p in (1, 2):
+        got = testing.run(job, events, parallelism=p)
+        assert _got(got.by_operator["r"], "hop") == want, p
+        assert not got.side.get("r") and not got.dead
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    events=st.lists(
+        st.fixed_dictionaries({
+            "name": st.sampled_from(["a", "b", None]), "ts": st.integers(0, 20_000),
+            "n": st.one_of(st.none(), st.integers(0, 3)), "s": st.none(),
+        }),
+        max_size=30,
+    ),
+    cuts=st.lists(st.integers(1, 30), max_size=5),
+    form=st.sampled_from(sorted(FORMS)),
+)  # fmt: skip
+def test_batching_never_changes_the_rankings(
+    tmp_path_factory: pytest.TempPathFactory, events: list[dict[str, Any]], cuts: list[int],
+    form: str,
+) -> None:  # fmt: skip
+    bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
+    job = _job(tmp_path_factory.mktemp("wrank"), _view("cumulate", form))
+    whole = testing.run(job, events).by_operator.get("r", [])
+    with Harness(job, parallelism=2) as h:
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            h.feed(events[lo:hi])
+            h.flush()
+        rows = h.finish().by_operator.get("r", [])
+    assert _got(rows, "cumulate") == _got(whole, "cumulate")
+
+
+def test_explain_names_the_view_and_the_backfill_refuses_it(tmp_path: Path) -> None:
+    from weir import JobDefinitionError
+    from weir.engine.spark.plan import backfill_operator
+
+    job = _job(tmp_path, _view("tumble", "keep-last"))
+    assert "window deduplication (keep last), partitioned by name" in str(describe(job))
+    assert window_views(job.operators) == [
+        ("r", "window Top-N or deduplication (ROW_NUMBER() over a window TVF)")
+    ]
+    with pytest.raises(JobDefinitionError, match=r"'r' of job 'wrank' is a window Top-N"):
+        backfill_operator(job, "r")
+
+
+REFUSED = {
+    "no window bounds": (
+        _view("tumble", "top2").replace("PARTITION BY window_start, window_end, name",
+                                        "PARTITION BY window_start, name"),
+        SqlUnsupported, "PARTITION BY window_start, window_end",
+    ),
+    "session": (
+        _view("tumble", "top2").replace(TVFS["tumble"][0],
+                                        "SESSION(TABLE t PARTITION BY name, DESCRIPTOR(ts), "
+                                        "INTERVAL '5' SECOND)"),
+        SqlUnsupported, "SESSION is not supported",
+    ),
+    "window aggregate": (
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end "
+        "ORDER BY c DESC) AS rn FROM (SELECT name, window_start, window_end, COUNT(*) AS c "
+        f"FROM TABLE({TVFS['tumble'][0]}) GROUP BY name, window_start, window_end)) WHERE rn <= 3",
+        SqlUnsupported, "window Top-N of a window aggregate is not supported",
+    ),
+    "unknown order column": (
+        _view("tumble", "top2").replace("ORDER BY n", "ORDER BY m"), SqlError, "unknown column",
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_refusals_name_the_construct(tmp_path: Path, case: str) -> None:
+    view, kind, message = REFUSED[case]
+    with pytest.raises(kind, match=message):
+        _job(tmp_path, view)
