@@ -26,7 +26,6 @@ from weir.engine.windows import MAX_TIME, CumulateWindows, SlidingWindows, Tumbl
 Fn = Callable[[Any], Any]
 Assigner = TumblingWindows | SlidingWindows | CumulateWindows
 WINDOWS, LAST = "windows", "last"
-JOIN_KINDS = ("INNER", "LEFT", "RIGHT", "FULL")
 
 __all__ = ["LATE", "WindowJoin", "WindowJoinPlan", "WindowRank", "WindowRankPlan", "window_views"]
 
