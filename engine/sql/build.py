@@ -28,7 +28,15 @@ from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
-from weir.engine.sql.windowed import LATE, WindowJoin, WindowJoinPlan, WindowRank, WindowRankPlan
+from weir.engine.sql.windowed import (
+    LATE,
+    WindowAggregateRank,
+    WindowAggregateRankPlan,
+    WindowJoin,
+    WindowJoinPlan,
+    WindowRank,
+    WindowRankPlan,
+)
 from weir.engine.sql.windowjoin import is_window_join, plan_window_join
 
 if TYPE_CHECKING:
@@ -129,8 +137,8 @@ def add_view(
         joined = plan_join(statements[0], name, defs)
         return attach_join(joined, tables, state_ttl_ms)
     if is_row_number(statements[0]):
-        rank = plan_rank(statements[0], name, defs)
-        table = rank.rank.table if isinstance(rank, WindowRankPlan) else rank.table
+        rank = plan_rank(statements[0], name, defs, functions)
+        table = rank.table if isinstance(rank, RankPlan) else rank.rank.table
         return attach_rank(rank, tables[table])
     try:
         plan = plan_query(statements[0], name, defs, functions or {})
@@ -139,10 +147,14 @@ def add_view(
     return attach(plan, tables[plan.table], state_ttl_ms)
 
 
-def attach_rank(plan: RankPlan | WindowRankPlan, stream: DataStream) -> ResultStream:
+def attach_rank(
+    plan: RankPlan | WindowRankPlan | WindowAggregateRankPlan, stream: DataStream
+) -> ResultStream:
     """Add a Top-N or deduplication view's filter, key_by and process function (per window,
-    for a window TVF's rows)."""
-    rank = plan.rank if isinstance(plan, WindowRankPlan) else plan
+    for a window TVF's rows or a window aggregate's groups)."""
+    rank = plan if isinstance(plan, RankPlan) else plan.rank
+    if isinstance(plan, WindowAggregateRankPlan):
+        return _aggregate_rank(plan, stream)
     if rank.where is not None:
         stream = stream.filter(_labelled(rank.where, f"WHERE {rank.where_sql}"))
     key = key_selector(rank.partition) if rank.partition else (lambda r: GLOBAL_KEY)
@@ -150,6 +162,20 @@ def attach_rank(plan: RankPlan | WindowRankPlan, stream: DataStream) -> ResultSt
     if isinstance(plan, RankPlan):
         return stream.key_by(key).process(RankFunction(plan), name=plan.name)
     result = stream.key_by(key).process(WindowRank(plan), name=rank.name)
+    declare_late(result)
+    return result
+
+
+def _aggregate_rank(plan: WindowAggregateRankPlan, stream: DataStream) -> ResultStream:
+    if plan.where is not None:
+        stream = stream.filter(_labelled(plan.where, f"WHERE {plan.where_sql}"))
+    if plan.derived:
+        label = ", ".join(f"{n} = {sql}" for n, (_, sql) in plan.derived.items())
+        stream = stream.map(_labelled(_deriver(plan.derived), label))
+    partition = plan.rank.partition
+    key = key_selector(partition) if partition else (lambda r: GLOBAL_KEY)
+    _labelled(key, "|".join(partition) or GLOBAL_KEY)
+    result = stream.key_by(key).process(WindowAggregateRank(plan), name=plan.rank.name)
     declare_late(result)
     return result
 

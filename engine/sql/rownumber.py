@@ -24,21 +24,27 @@ descending.
 Over a window TVF (``FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), …))``, ``PARTITION BY
 window_start, window_end [, k …]``) the same query is Flink's window Top-N or window
 deduplication: ranked per window and emitted once, when the window fires (``WindowRank`` in
-``windowed.py``); the partition columns other than the window's are the key.
+``windowed.py``); the partition columns other than the window's are the key. Over a window
+aggregate (a subquery grouping a window TVF) it ranks each window's groups: the aggregate and
+the ranking are one keyed function (``WindowAggregateRank``), as a result stream feeds no other
+operator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from sqlglot import exp
 
+from weir.engine.agg import AggregateFunction
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
 from weir.engine.sql.ranked import RankPlan
 from weir.engine.sql.scalar import Compiler
-from weir.engine.sql.windowed import WindowRankPlan
+from weir.engine.sql.select import plan_query
+from weir.engine.sql.windowed import WindowAggregateRankPlan, WindowRankPlan
 from weir.engine.sql.windowing import WINDOW_COLUMNS, WindowSpec, tvf
 
 
@@ -69,14 +75,22 @@ def _window(inner: exp.Select) -> tuple[exp.Window, str] | None:
 
 
 def plan_rank(
-    statement: exp.Expr, name: str, tables: Mapping[str, TableDef]
-) -> RankPlan | WindowRankPlan:
-    """The plan of a Top-N or deduplication view ``name`` (per window over a window TVF)."""
+    statement: exp.Expr,
+    name: str,
+    tables: Mapping[str, TableDef],
+    functions: Mapping[str, AggregateFunction] | None = None,
+) -> RankPlan | WindowRankPlan | WindowAggregateRankPlan:
+    """The plan of a Top-N or deduplication view ``name`` (per window over a window TVF or a
+    window aggregate; ``functions``: the aggregate's user-defined functions)."""
     inner = _inner(statement)
     found = _window(inner) if inner is not None else None
     if inner is None or found is None or not isinstance(statement, exp.Select):
         raise SqlError(f"view {name!r} is not a ROW_NUMBER() query")
     window, rn = found
+    aggregated = _aggregated(inner)
+    if aggregated is not None:
+        over = _Over(statement, inner, window, rn, name)
+        return _plan_aggregate_rank(over, aggregated, tables, functions or {})
     table, spec = _table(inner, tables)
     resolve = _Resolver(table, windowed=spec is not None)
     compiler = Compiler(resolve)
@@ -146,9 +160,10 @@ def _table(inner: exp.Select, tables: Mapping[str, TableDef]) -> tuple[TableDef,
     source = inner.args.get("from_")
     if source is not None and isinstance(source.this, exp.Subquery):
         raise SqlUnsupported(
-            f"ROW_NUMBER() over a subquery ({source.this.sql(WeirFlink)[:60]}…): window Top-N "
-            "of a window aggregate is not supported; rank the window TVF's rows, FROM "
-            "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), …)), or the table itself"
+            f"ROW_NUMBER() over a subquery ({source.this.sql(WeirFlink)[:60]}…): rank a "
+            "table, a window TVF (TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), …))) or a window "
+            "aggregate (SELECT …, window_start, window_end, SUM(…) … GROUP BY window_start, "
+            "window_end, …)"
         )
     if source is None or not isinstance(source.this, exp.Table):
         raise SqlError("the inner SELECT of a ROW_NUMBER() query reads FROM a table")
@@ -240,3 +255,120 @@ def _projection(
                 return (*columns, *WINDOW_COLUMNS)  # a window TVF's rows have its bounds
             return columns
     return tuple(resolve(c) for c in _columns(outer, "SELECT"))
+
+
+# -- window Top-N of a window aggregate ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Over:
+    """The outer query and its ROW_NUMBER() around a window aggregate."""
+
+    statement: exp.Select
+    inner: exp.Select
+    window: exp.Window
+    rn: str
+    name: str
+
+
+def _aggregated(inner: exp.Select) -> exp.Select | None:
+    """The window aggregate a ROW_NUMBER() ranks (a subquery with GROUP BY), or None."""
+    source = inner.args.get("from_")
+    sub = source.this if source is not None else None
+    if isinstance(sub, exp.Subquery) and isinstance(sub.this, exp.Select):
+        return sub.this if sub.this.args.get("group") else None
+    return None
+
+
+def _plan_aggregate_rank(
+    over: _Over,
+    aggregate: exp.Select,
+    tables: Mapping[str, TableDef],
+    functions: Mapping[str, AggregateFunction],
+) -> WindowAggregateRankPlan:
+    for arg in ("joins", "group", "having", "order", "limit", "with_", "where"):
+        if over.inner.args.get(arg):
+            raise SqlUnsupported(
+                f"{arg.upper().rstrip('_')} beside ROW_NUMBER() over a window aggregate: "
+                "filter in the aggregate's WHERE"
+            )
+    query = plan_query(aggregate, over.name, tables, functions)
+    spec = query.window
+    if spec is None or not spec.from_tvf:
+        raise SqlUnsupported(
+            f"view {over.name!r} ranks an aggregate without a window TVF: a Top-N of a "
+            "GROUP BY is a window Top-N of a window TVF's aggregate (GROUP BY window_start, "
+            "window_end, …)"
+        )
+    _check_window(spec, tables[query.table])
+    if "window_time" in query.aggregates:
+        raise SqlUnsupported("window_time in a ranked window aggregate: select window_end")
+    groups = _groups(aggregate)
+    outputs = _outputs(aggregate, groups, tuple(query.aggregates))
+    resolve = _Resolver(TableDef(query.table, outputs, None))
+    named = _columns(over.window.args.get("partition_by") or [], "PARTITION BY")
+    partition = _window_partition(tuple(resolve(c) for c in named), spec)
+    by_name = dict(groups)
+    unknown = [c for c in partition if c not in by_name]
+    if unknown:
+        raise SqlUnsupported(
+            f"PARTITION BY {', '.join(unknown)}: a window aggregate's ranking partitions by "
+            f"its window and GROUP BY columns ({', '.join(by_name) or 'none'})"
+        )
+    rank = RankPlan(
+        name=over.name,
+        table=query.table,
+        where=None,
+        where_sql=None,
+        partition=tuple(by_name[c] for c in partition),
+        order=_order(over.window, resolve),
+        n=_limit(over.statement.args.get("where"), over.rn, over.name),
+        keep_last=False,
+        columns=_projection(over.statement, over.inner, over.rn, resolve),
+        rn=over.rn if _shows(over.statement, over.rn) else None,
+        sql=over.statement.sql(WeirFlink),
+    )
+    return WindowAggregateRankPlan(
+        rank=rank,
+        assigner=spec.assigner(),  # type: ignore[arg-type]  # not SESSION: checked
+        window_sql=spec.sql,
+        groups=groups,
+        aggregates=query.aggregates,
+        where=query.where,
+        where_sql=query.where_sql,
+        derived=query.derived,
+    )
+
+
+def _groups(aggregate: exp.Select) -> tuple[tuple[str, str], ...]:
+    """The aggregate's GROUP BY columns but the window's: ``(output name, record field)``."""
+    aliases = {
+        i.this.name: i.alias
+        for i in aggregate.expressions
+        if isinstance(i, exp.Alias) and isinstance(i.this, exp.Column)
+    }
+    out = []
+    for item in aggregate.args["group"].expressions:
+        if not isinstance(item, exp.Column):
+            raise SqlUnsupported(
+                f"GROUP BY {item.sql(WeirFlink)} in a ranked window aggregate: group by columns"
+            )
+        if item.name not in WINDOW_COLUMNS:
+            out.append((aliases.get(item.name, item.name), item.name))
+    return tuple(out)
+
+
+def _outputs(
+    aggregate: exp.Select, groups: tuple[tuple[str, str], ...], aggregates: tuple[str, ...]
+) -> tuple[str, ...]:
+    """The aggregate's output columns, in its SELECT's order (an aggregate without an alias
+    by its name, ``sum_price``)."""
+    named = {field: name for name, field in groups}
+    out = []
+    for item in aggregate.expressions:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(item, exp.Alias):
+            out.append(item.alias)
+        elif isinstance(node, exp.Column):
+            out.append(named.get(node.name, node.name))
+    return tuple(dict.fromkeys((*out, *aggregates)))

@@ -187,7 +187,8 @@ class _Script:
             attach_join(joined, {self.table.name: self.stream}, self.ttl_ms)
             return
         if is_row_number(s.expression):
-            attach_rank(plan_rank(s.expression, s.this.name, tables), self.stream)
+            ranked = plan_rank(s.expression, s.this.name, tables, self.functions)
+            attach_rank(ranked, self.stream)
             return
         plan = plan_query(
             s.expression, s.this.name, {self.table.name: self.table}, self.functions,

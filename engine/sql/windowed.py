@@ -1,7 +1,7 @@
-"""The process functions of SQL's window joins and window Top-N / deduplication views
-(``windowjoin.py`` and ``windowrank.py`` compile the queries): kept apart from the parser, so a
-job's description (``weir explain``, the backfill's refusals) knows these views without
-loading sqlglot.
+"""The process functions of SQL's window joins, window Top-N / deduplication views and window
+Top-N of window aggregates (``windowjoin.py`` and ``rownumber.py`` compile the queries): kept
+apart from the parser, so a job's description (``weir explain``, the backfill's refusals)
+knows these views without loading sqlglot.
 
 Both buffer a key's rows per window of the view's window TVF (TUMBLE, HOP or CUMULATE) in the
 value state ``windows`` (``[[start, end, rows…], …]`` sorted by end) and emit a window's result
@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.engine.joins.buffers import LATE, report_late
+from weir.engine.sql.continuous import ContinuousAggregate
+from weir.engine.sql.keys import composite_key
 from weir.engine.sql.ranked import SORT, RankFunction, RankPlan
 from weir.engine.windows import MAX_TIME, CumulateWindows, SlidingWindows, TumblingWindows, is_late
 
@@ -27,7 +29,16 @@ Fn = Callable[[Any], Any]
 Assigner = TumblingWindows | SlidingWindows | CumulateWindows
 WINDOWS, LAST = "windows", "last"
 
-__all__ = ["LATE", "WindowJoin", "WindowJoinPlan", "WindowRank", "WindowRankPlan", "window_views"]
+__all__ = [
+    "LATE",
+    "WindowAggregateRank",
+    "WindowAggregateRankPlan",
+    "WindowJoin",
+    "WindowJoinPlan",
+    "WindowRank",
+    "WindowRankPlan",
+    "window_views",
+]
 
 
 def _assign(assigner: Assigner, t: int) -> list[tuple[int, int]]:
@@ -42,11 +53,13 @@ def _with_window(record: Any, start: int, end: int) -> dict[str, Any]:
 
 
 class _WindowBuffers:
-    """The key's open windows in value state ``windows``: ``[start, end, *slots]`` entries."""
+    """The key's open windows in value state ``windows``: ``[start, end, *slots]`` entries,
+    each slot a list (``grouped``: one dict of groups)."""
 
-    def __init__(self, assigner: Assigner, slots: int) -> None:
+    def __init__(self, assigner: Assigner, slots: int, *, grouped: bool = False) -> None:
         self.assigner = assigner
         self.slots = slots
+        self.grouped = grouped
 
     def add(self, ctx: Any, put: Callable[[list[Any]], None]) -> bool:
         """``put`` the record into each of its windows that has not fired (created if new,
@@ -62,7 +75,8 @@ class _WindowBuffers:
         for start, end in wanted:
             entry = next((e for e in entries if e[1] == end), None)
             if entry is None:
-                entry = [start, end, *([] for _ in range(self.slots))]
+                empty: list[Any] = [{} if self.grouped else [] for _ in range(self.slots)]
+                entry = [start, end, *empty]
                 entries.append(entry)
                 ctx.register_event_time_timer(end - 1 if end < MAX_TIME else MAX_TIME)
             put(entry)
@@ -223,18 +237,93 @@ class WindowRank:
         entry = _WindowBuffers.pop(ctx, timestamp)
         if entry is None:
             return
-        start, end, rows = entry
-        rn = self.plan.rank.rn
-        out = []
-        for i, row in enumerate(rows, start=1):
-            shown: dict[str, Any] = {"op": self.plan.rank.name, "key": ctx.key}
-            shown.update((k, v) for k, v in row.items() if k != SORT)
-            if rn is not None:
-                shown[rn] = i
-            out.append(shown)
-        _keep_last(ctx, start, end, out)
-        for row in out:
-            ctx.emit(row)
+        _emit_ranking(self.plan.rank, ctx, entry[0], entry[1], entry[2])
+
+
+def _emit_ranking(
+    plan: RankPlan, ctx: Any, start: int, end: int, rows: list[dict[str, Any]]
+) -> None:
+    """Emit a window's ranked rows from rank 1 and keep them as the key's ``last``."""
+    out = []
+    for i, row in enumerate(rows, start=1):
+        shown: dict[str, Any] = {"op": plan.name, "key": ctx.key}
+        shown.update((k, v) for k, v in row.items() if k != SORT)
+        if plan.rn is not None:
+            shown[plan.rn] = i
+        out.append(shown)
+    _keep_last(ctx, start, end, out)
+    for row in out:
+        ctx.emit(row)
+
+
+@dataclass(frozen=True)
+class WindowAggregateRankPlan:
+    """A window Top-N of a window aggregate: the aggregate's groups (``(column, field)``) and
+    aggregates per window of ``assigner``, ranked per partition (``rank.partition`` are
+    record fields) when the window fires."""
+
+    rank: RankPlan
+    assigner: Assigner
+    window_sql: str
+    groups: tuple[tuple[str, str], ...]
+    aggregates: dict[str, Any]
+    where: Fn | None
+    where_sql: str | None
+    derived: dict[str, tuple[Fn, str]]
+
+
+class WindowAggregateRank:
+    """Flink's window Top-N over a window aggregate, fused in one keyed function (a result
+    stream feeds no other operator): each key (partition) folds its rows into its groups'
+    accumulators per window (state ``windows``: ``[start, end, {group: [values, slots]}]``);
+    when the window fires the groups' rows are ranked (ties: the group seen first) and the
+    best N emitted as ``WindowRank`` emits them."""
+
+    def __init__(self, plan: WindowAggregateRankPlan) -> None:
+        self.plan = plan
+        self._ranker = RankFunction(plan.rank)
+        self._folder = ContinuousAggregate(plan.aggregates, {}, 0, "", plan.rank.name)
+        self._buffers = _WindowBuffers(plan.assigner, 1, grouped=True)
+        self.__qualname__ = "WindowAggregateRank"
+
+    def describe_function(self) -> dict[str, Any]:
+        """What ``weir explain`` shows of the view."""
+        shown = self._ranker.describe_function()["sql_view"].split(";")[0]
+        groups = ", ".join(c for c, _ in self.plan.groups) or "nothing"
+        return {
+            "sql_view": f"window {shown.removeprefix('ROW_NUMBER() ')} of the window aggregate "
+            f"grouped by {groups} on {self.plan.window_sql}; emitted once per window (final)"
+        }
+
+    def process(self, record: Any, ctx: Any) -> None:
+        """Fold ``record`` into its group of each of its open windows."""
+        values = [record.get(f) for _, f in self.plan.groups]
+        group = composite_key(*values)
+
+        def put(entry: list[Any]) -> None:
+            held = entry[2].get(group)
+            entry[2][group] = [values, self._folder.fold(held[1] if held else None, record)]
+
+        if not self._buffers.add(ctx, put):
+            report_late(ctx, "input", record)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> None:
+        """The window firing at ``timestamp``: its groups' rows, ranked, the best N."""
+        entry = _WindowBuffers.pop(ctx, timestamp)
+        if entry is None:
+            return
+        start, end, groups = entry
+        n, ranked = self.plan.rank.n, list[dict[str, Any]]()
+        for values, slots in groups.values():
+            row = dict(zip((c for c, _ in self.plan.groups), values, strict=True))
+            row.update(window_start=start, window_end=end, window_time=end - 1)
+            row.update(self._folder.result(slots))
+            kept = self._ranker.row(row)
+            at = self._ranker.position(ranked, kept)
+            if at < n:
+                ranked.insert(at, kept)
+                del ranked[n:]
+        _emit_ranking(self.plan.rank, ctx, start, end, ranked)
 
 
 def window_views(operators: Any) -> list[tuple[str, str]]:
@@ -247,6 +336,6 @@ def window_views(operators: Any) -> list[tuple[str, str]]:
         fn = op.function if isinstance(op, ProcessNode) else None
         if isinstance(fn, WindowJoin):
             found.append((name, "window join (JOIN of two window TVFs)"))
-        elif isinstance(fn, WindowRank):
+        elif isinstance(fn, WindowRank | WindowAggregateRank):
             found.append((name, "window Top-N or deduplication (ROW_NUMBER() over a window TVF)"))
     return found
