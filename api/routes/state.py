@@ -261,12 +261,14 @@ def key_page(
     want: bytes,
     start: keylist.Position | cellkeys.CellPosition | None,
     limit: int,
+    consistency: str = "live",
 ) -> keylist.Page:
-    """A page of the live key listing: cells bucket by bucket, or rows by seeking."""
+    """A page of the key listing, of the live state or of the latest checkpoint
+    (``consistency``): cells bucket by bucket, or rows by seeking."""
     ids = [op.state_id]
     if isinstance(op, WindowNode) and uses_panes(op.assigner):
         ids.append(op.pane_state_id)
-    source = StateSource(handle, "live")
+    source = StateSource(handle, consistency)
     m = handle.job.max_parallelism
     if isinstance(op, WindowNode) and stores_cells(op) and not isinstance(start, keylist.Position):
         found = cellkeys.list_keys(
