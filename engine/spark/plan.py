@@ -117,8 +117,9 @@ def _refuse_continuous(job: Job, op_name: str | None) -> None:
     """A continuous aggregate (SQL ``GROUP BY`` without a window) is refused by name: its rows
     are process-function state, which the backfill does not write."""
     from weir.engine.sql.continuous import continuous_views  # SQL's, when a backfill needs it
+    from weir.engine.sql.windowed import window_views
 
-    views = continuous_views(job)
+    views = continuous_views(job) + window_views(job.operators)
     windows = [o for o in job.operators.values() if isinstance(o, WindowNode)]
     named = [v for v in views if v[0] == op_name] if op_name is not None else []
     if named or (op_name is None and views and not windows):

@@ -150,9 +150,9 @@ class ContinuousAggregate:
 
 def continuous_views(job: Job) -> list[tuple[str, str]]:
     """``job``'s SQL views kept by process functions, ``(name, kind)``, in the job's order:
-    continuous aggregates, Top-N or deduplication views, window joins and window Top-N."""
+    continuous aggregates and Top-N or deduplication views (``windowed.window_views`` lists
+    the windowed ones)."""
     from weir.engine.sql.ranked import RankFunction  # beside this module; no parser
-    from weir.engine.sql.windowed import WindowAggregateRank, WindowJoin, WindowRank, window_views
 
     found = []
     for name, op in job.operators.items():
@@ -160,10 +160,6 @@ def continuous_views(job: Job) -> list[tuple[str, str]]:
             found.append((name, "continuous aggregate (GROUP BY without a window)"))
         elif isinstance(op, ProcessNode) and isinstance(op.function, RankFunction):
             found.append((name, "Top-N or deduplication view (ROW_NUMBER() OVER)"))
-        elif isinstance(op, ProcessNode) and isinstance(
-            op.function, WindowJoin | WindowRank | WindowAggregateRank
-        ):
-            found.extend(window_views({name: op}))
     return found
 
 
