@@ -15,8 +15,10 @@ windows as they fill; the next window of the key replaces it.
 
 from __future__ import annotations
 
+from bisect import insort_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from weir.engine.joins.buffers import LATE, report_late
@@ -28,6 +30,7 @@ from weir.engine.windows import MAX_TIME, CumulateWindows, SlidingWindows, Tumbl
 Fn = Callable[[Any], Any]
 Assigner = TumblingWindows | SlidingWindows | CumulateWindows
 WINDOWS, LAST = "windows", "last"
+_end = itemgetter(1)
 
 __all__ = [
     "LATE",
@@ -39,12 +42,6 @@ __all__ = [
     "WindowRankPlan",
     "window_views",
 ]
-
-
-def _assign(assigner: Assigner, t: int) -> list[tuple[int, int]]:
-    found = assigner.assign(t)
-    listed = found if isinstance(found, list) else [found]
-    return [(w.start, w.end) for w in listed]
 
 
 def _with_window(record: Any, start: int, end: int) -> dict[str, Any]:
@@ -67,22 +64,30 @@ class _WindowBuffers:
         t = ctx.timestamp
         if t is None:  # a keyed function always has the record's event time
             raise ValueError("a windowed SQL view needs an event-time timestamp")
-        wanted = [w for w in _assign(self.assigner, t) if not is_late(w[1], 0, ctx.watermark)]
-        if not wanted:
+        found = self.assigner.assign(t)
+        wm, state, entries = ctx.watermark, None, None
+        for w in found if isinstance(found, list) else (found,):
+            if is_late(w.end, 0, wm):
+                continue
+            if entries is None:
+                state = ctx.value(WINDOWS)
+                entries = state.get() or []
+            put(self._entry(ctx, entries, w.start, w.end))
+        if state is None:
             return False
-        state = ctx.value(WINDOWS)
-        entries: list[list[Any]] = state.get() or []
-        for start, end in wanted:
-            entry = next((e for e in entries if e[1] == end), None)
-            if entry is None:
-                empty: list[Any] = [{} if self.grouped else [] for _ in range(self.slots)]
-                entry = [start, end, *empty]
-                entries.append(entry)
-                ctx.register_event_time_timer(end - 1 if end < MAX_TIME else MAX_TIME)
-            put(entry)
-        entries.sort(key=lambda e: e[1])
         state.set(entries)
         return True
+
+    def _entry(self, ctx: Any, entries: list[list[Any]], start: int, end: int) -> list[Any]:
+        """The window ``[start, end)`` of ``entries`` (sorted by end), created (with its
+        timer) if new."""
+        for e in entries:
+            if e[1] == end:
+                return e
+        entry = [start, end, *({} if self.grouped else [] for _ in range(self.slots))]
+        insort_right(entries, entry, key=_end)
+        ctx.register_event_time_timer(end - 1 if end < MAX_TIME else MAX_TIME)
+        return entry
 
     @staticmethod
     def pop(ctx: Any, timestamp: int) -> list[Any] | None:
@@ -131,6 +136,7 @@ class WindowJoin:
     def __init__(self, plan: WindowJoinPlan) -> None:
         self.plan = plan
         self._buffers = _WindowBuffers(plan.assigner, 4)  # left, right, then NULL-keyed rows
+        self._nulls = [{f: None for f, s, _ in plan.fields if s == side} for side in (0, 1)]
         self.__qualname__ = "WindowJoin"
 
     def describe_function(self) -> dict[str, Any]:
@@ -159,22 +165,34 @@ class WindowJoin:
         entry = _WindowBuffers.pop(ctx, timestamp)
         if entry is None:
             return
-        start, end, lefts, rights, null_lefts, null_rights = entry
-        pairs = _pairs(self.plan.kind, lefts, rights)
-        pairs += _pairs(self.plan.kind, null_lefts, []) + _pairs(self.plan.kind, [], null_rights)
-        out = [self._row(ctx.key, left, right, start, end) for left, right in pairs]
+        start, end, *sides = entry
+        parts = [self._parts(i % 2, rows, start, end) for i, rows in enumerate(sides)]
+        kind = self.plan.kind
+        pairs = _pairs(kind, parts[0], parts[1])
+        pairs += _pairs(kind, parts[2], []) + _pairs(kind, [], parts[3])
+        head = {"op": self.plan.name, "key": ctx.key}
+        columns = self.plan.columns
+        out = []
+        for left, right in pairs:
+            pair = {**(left or self._nulls[0]), **(right or self._nulls[1])}
+            row = dict(head)
+            row.update((name, fn(pair)) for name, fn in columns)
+            out.append(row)
         if not out:
             return
         _keep_last(ctx, start, end, out)
         for row in out:
             ctx.emit(row)
 
-    def _row(self, key: str, left: Any, right: Any, start: int, end: int) -> dict[str, Any]:
-        sides = [{} if r is None else _with_window(r, start, end) for r in (left, right)]
-        pair = {f: sides[s].get(c) for f, s, c in self.plan.fields}  # a padded side: NULLs
-        row = {"op": self.plan.name, "key": key}
-        row.update((name, fn(pair)) for name, fn in self.plan.columns)
-        return row
+    def _parts(self, side: int, rows: list[Any], start: int, end: int) -> list[dict[str, Any]]:
+        """Each row's part of a pair row (its side's ``alias.column`` fields), once per row
+        rather than once per pair."""
+        fields = [(f, c) for f, s, c in self.plan.fields if s == side]
+        window = {"window_start": start, "window_end": end, "window_time": end - 1}
+        out = []
+        for r in rows:
+            out.append({f: window[c] if c in window else r.get(c) for f, c in fields})
+        return out
 
 
 def _pairs(kind: str, lefts: list[Any], rights: list[Any]) -> list[tuple[Any, Any]]:
