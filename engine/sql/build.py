@@ -132,7 +132,7 @@ def add_view(
         stream = _only_table(tables, name)
         return attach_match(statements[0], name, defs, stream)
     if is_window_join(statements[0]):
-        return attach_window_join(plan_window_join(statements[0], name, defs), tables)
+        return attach_window_join(plan_window_join(statements[0], name, defs, functions), tables)
     if is_join(statements[0]):
         joined = plan_join(statements[0], name, defs)
         return attach_join(joined, tables, state_ttl_ms)
@@ -215,8 +215,14 @@ def attach_window_join(plan: WindowJoinPlan, streams: Mapping[str, DataStream]) 
     keyed = []
     for side in (0, 1):
         stream, where = streams[plan.tables[side]], plan.filters[side]
+        aggregate = plan.sides[side]
+        if aggregate is not None:
+            where = aggregate.where
         if where is not None:
             stream = stream.filter(_labelled(where, f"WHERE ({plan.tables[side]})"))
+        if aggregate is not None and aggregate.derived:
+            label = ", ".join(f"{n} = {sql}" for n, (_, sql) in aggregate.derived.items())
+            stream = stream.map(_labelled(_deriver(aggregate.derived), label))
         keys = plan.keys[side]
         key = key_selector(keys) if keys else (lambda r: GLOBAL_KEY)
         keyed.append(stream.key_by(_labelled(key, "|".join(keys) or GLOBAL_KEY)))

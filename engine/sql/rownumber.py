@@ -303,8 +303,8 @@ def _plan_aggregate_rank(
     _check_window(spec, tables[query.table])
     if "window_time" in query.aggregates:
         raise SqlUnsupported("window_time in a ranked window aggregate: select window_end")
-    groups = _groups(aggregate)
-    outputs = _outputs(aggregate, groups, tuple(query.aggregates))
+    groups = group_columns(aggregate)
+    outputs = aggregate_outputs(aggregate, groups, tuple(query.aggregates))
     resolve = _Resolver(TableDef(query.table, outputs, None))
     named = _columns(over.window.args.get("partition_by") or [], "PARTITION BY")
     partition = _window_partition(tuple(resolve(c) for c in named), spec)
@@ -340,7 +340,7 @@ def _plan_aggregate_rank(
     )
 
 
-def _groups(aggregate: exp.Select) -> tuple[tuple[str, str], ...]:
+def group_columns(aggregate: exp.Select) -> tuple[tuple[str, str], ...]:
     """The aggregate's GROUP BY columns but the window's: ``(output name, record field)``."""
     aliases = {
         i.this.name: i.alias
@@ -358,7 +358,7 @@ def _groups(aggregate: exp.Select) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _outputs(
+def aggregate_outputs(
     aggregate: exp.Select, groups: tuple[tuple[str, str], ...], aggregates: tuple[str, ...]
 ) -> tuple[str, ...]:
     """The aggregate's output columns, in its SELECT's order (an aggregate without an alias

@@ -179,7 +179,7 @@ class _Script:
             attach_match(s.expression, s.this.name, tables, self.stream)
             return
         if is_window_join(s.expression):
-            wj = plan_window_join(s.expression, s.this.name, tables)
+            wj = plan_window_join(s.expression, s.this.name, tables, self.functions)
             attach_window_join(wj, {self.table.name: self.stream})
             return
         if is_join(s.expression):

@@ -53,10 +53,9 @@ class _WindowBuffers:
     """The key's open windows in value state ``windows``: ``[start, end, *slots]`` entries,
     each slot a list (``grouped``: one dict of groups)."""
 
-    def __init__(self, assigner: Assigner, slots: int, *, grouped: bool = False) -> None:
+    def __init__(self, assigner: Assigner, grouped: tuple[bool, ...]) -> None:
         self.assigner = assigner
-        self.slots = slots
-        self.grouped = grouped
+        self.grouped = grouped  # per slot: a dict of groups, else a list of rows
 
     def add(self, ctx: Any, put: Callable[[list[Any]], None]) -> bool:
         """``put`` the record into each of its windows that has not fired (created if new,
@@ -84,7 +83,7 @@ class _WindowBuffers:
         for e in entries:
             if e[1] == end:
                 return e
-        entry = [start, end, *({} if self.grouped else [] for _ in range(self.slots))]
+        entry = [start, end, *({} if g else [] for g in self.grouped)]
         insort_right(entries, entry, key=_end)
         ctx.register_event_time_timer(end - 1 if end < MAX_TIME else MAX_TIME)
         return entry
@@ -125,6 +124,47 @@ class WindowJoinPlan:
     fields: tuple[tuple[str, int, str], ...]  # (pair-row field, side, column) the SELECT reads
     columns: tuple[tuple[str, Fn], ...]  # (output name, function of the pair row)
     sql: str
+    sides: tuple[AggregateSide | None, AggregateSide | None] = (None, None)
+
+
+@dataclass(frozen=True)
+class AggregateSide:
+    """A window join's side that is a window aggregate: its groups (``(column, field)``), its
+    aggregates, and the steps before it (``WHERE``, derived fields)."""
+
+    groups: tuple[tuple[str, str], ...]
+    aggregates: dict[str, Any]
+    where: Fn | None
+    derived: dict[str, tuple[Fn, str]]
+
+    def folder(self, name: str) -> ContinuousAggregate:
+        """The fold of the side's aggregates."""
+        return ContinuousAggregate(self.aggregates, {}, 0, "", name)
+
+
+def _fold_into(
+    groups: dict[str, list[Any]], fields: tuple[tuple[str, str], ...],
+    folder: ContinuousAggregate, record: Any,
+) -> None:  # fmt: skip
+    """Fold ``record`` into its group (``[values, slots]``) of a window's ``groups``."""
+    values = [record.get(f) for _, f in fields]
+    group = composite_key(*values)
+    held = groups.get(group)
+    groups[group] = [values, folder.fold(held[1] if held else None, record)]
+
+
+def _group_rows(
+    groups: dict[str, list[Any]], fields: tuple[tuple[str, str], ...],
+    folder: ContinuousAggregate, start: int, end: int,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """A window's groups as the aggregate's rows: columns, window bounds, aggregates."""
+    rows = []
+    for values, slots in groups.values():
+        row = dict(zip((c for c, _ in fields), values, strict=True))
+        row.update(window_start=start, window_end=end, window_time=end - 1)
+        row.update(folder.result(slots))
+        rows.append(row)
+    return rows
 
 
 class WindowJoin:
@@ -135,7 +175,10 @@ class WindowJoin:
 
     def __init__(self, plan: WindowJoinPlan) -> None:
         self.plan = plan
-        self._buffers = _WindowBuffers(plan.assigner, 4)  # left, right, then NULL-keyed rows
+        grouped = tuple(a is not None for a in plan.sides)
+        # left, right, then the NULL-keyed left and right rows (or groups)
+        self._buffers = _WindowBuffers(plan.assigner, grouped * 2)
+        self._folders = [None if a is None else a.folder(plan.name) for a in plan.sides]
         self._nulls = [{f: None for f, s, _ in plan.fields if s == side} for side in (0, 1)]
         self.__qualname__ = "WindowJoin"
 
@@ -157,7 +200,15 @@ class WindowJoin:
     def _add(self, side: int, event: Any, ctx: Any) -> None:
         # SQL's equality: a row with a NULL key column equals no row (an outer join keeps it)
         slot = 2 + side + (2 if any(event.get(k) is None for k in self.plan.keys[side]) else 0)
-        if not self._buffers.add(ctx, lambda entry: entry[slot].append(event)):
+        folder, agg = self._folders[side], self.plan.sides[side]
+
+        def put(entry: list[Any]) -> None:
+            if folder is None or agg is None:
+                entry[slot].append(event)
+            else:
+                _fold_into(entry[slot], agg.groups, folder, event)
+
+        if not self._buffers.add(ctx, put):
             report_late(ctx, ("left", "right")[side], event)
 
     def on_timer(self, timestamp: int, ctx: Any) -> None:
@@ -166,6 +217,10 @@ class WindowJoin:
         if entry is None:
             return
         start, end, *sides = entry
+        for i, slot in enumerate(sides):
+            folder, agg = self._folders[i % 2], self.plan.sides[i % 2]
+            if folder is not None and agg is not None:
+                sides[i] = _group_rows(slot, agg.groups, folder, start, end)
         parts = [self._parts(i % 2, rows, start, end) for i, rows in enumerate(sides)]
         kind = self.plan.kind
         pairs = _pairs(kind, parts[0], parts[1])
@@ -226,7 +281,7 @@ class WindowRank:
     def __init__(self, plan: WindowRankPlan) -> None:
         self.plan = plan
         self._ranker = RankFunction(plan.rank)
-        self._buffers = _WindowBuffers(plan.assigner, 1)
+        self._buffers = _WindowBuffers(plan.assigner, (False,))
         self.__qualname__ = "WindowRank"
 
     def describe_function(self) -> dict[str, Any]:
@@ -301,7 +356,7 @@ class WindowAggregateRank:
         self.plan = plan
         self._ranker = RankFunction(plan.rank)
         self._folder = ContinuousAggregate(plan.aggregates, {}, 0, "", plan.rank.name)
-        self._buffers = _WindowBuffers(plan.assigner, 1, grouped=True)
+        self._buffers = _WindowBuffers(plan.assigner, (True,))
         self.__qualname__ = "WindowAggregateRank"
 
     def describe_function(self) -> dict[str, Any]:
@@ -315,12 +370,9 @@ class WindowAggregateRank:
 
     def process(self, record: Any, ctx: Any) -> None:
         """Fold ``record`` into its group of each of its open windows."""
-        values = [record.get(f) for _, f in self.plan.groups]
-        group = composite_key(*values)
 
         def put(entry: list[Any]) -> None:
-            held = entry[2].get(group)
-            entry[2][group] = [values, self._folder.fold(held[1] if held else None, record)]
+            _fold_into(entry[2], self.plan.groups, self._folder, record)
 
         if not self._buffers.add(ctx, put):
             report_late(ctx, "input", record)
@@ -332,10 +384,7 @@ class WindowAggregateRank:
             return
         start, end, groups = entry
         n, ranked = self.plan.rank.n, list[dict[str, Any]]()
-        for values, slots in groups.values():
-            row = dict(zip((c for c, _ in self.plan.groups), values, strict=True))
-            row.update(window_start=start, window_end=end, window_time=end - 1)
-            row.update(self._folder.result(slots))
+        for row in _group_rows(groups, self.plan.groups, self._folder, start, end):
             kept = self._ranker.row(row)
             at = self._ranker.position(ranked, kept)
             if at < n:

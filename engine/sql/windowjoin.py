@@ -13,10 +13,11 @@ and the key equalities (none: one global key, ``*``). INNER, LEFT, RIGHT and FUL
 each pair of one key in one window, and for an outer join each row of a window whose other
 side had no row of the key, padded with NULLs (its ``window_*`` columns too, Flink's rule:
 ``COALESCE(L.window_start, R.window_start)`` reads either). The SELECT list takes qualified
-columns and scalar expressions over them, each named by its alias or column name.
-``WindowJoin`` (``windowed.py``) runs the plan. Refused by name: sides of different windows,
-a missing window equality, SESSION windows, sides that aggregate, a WHERE over the join (put it
-in a side), other ON terms, SEMI/ANTI/CROSS joins.
+columns and scalar expressions over them, each named by its alias or column name. A side may
+be a window aggregate (a subquery grouping a TVF), joined on its GROUP BY columns; its
+aggregate runs inside the join's function. ``WindowJoin`` (``windowed.py``) runs the plan.
+Refused by name: sides of different windows, a missing window equality, SESSION windows, a
+WHERE over the join (put it in a side), other ON terms, SEMI/ANTI/CROSS joins.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ from collections.abc import Mapping
 
 from sqlglot import exp
 
+from weir.engine.agg import AggregateFunction
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
+from weir.engine.sql.rownumber import aggregate_outputs, group_columns
 from weir.engine.sql.scalar import Compiler, Fn
-from weir.engine.sql.windowed import WindowJoinPlan
+from weir.engine.sql.select import plan_query
+from weir.engine.sql.windowed import AggregateSide, WindowJoinPlan
 from weir.engine.sql.windowing import WINDOW_COLUMNS, WindowSpec, tvf
 
 EXAMPLE = "(SELECT * FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '5' SECOND))) L"
@@ -50,13 +54,8 @@ def _tvf_of(item: exp.Expr | None) -> tuple[str, WindowSpec, exp.Expr | None] | 
     if not (isinstance(table, exp.Table) and isinstance(table.this, exp.Anonymous)):
         return None
     found = tvf(table.this)
-    if found is None:
-        return None
-    if inner.args.get("group") or any(i.find(exp.AggFunc) for i in inner.expressions):
-        raise SqlUnsupported(
-            f"a window join of window aggregates ({item.sql(WeirFlink)[:60]}…): weir joins "
-            f"the window TVFs' rows, {EXAMPLE}; aggregate in another view"
-        )
+    if found is None or inner.args.get("group"):
+        return None  # a window aggregate: _aggregate_of
     for arg in ("joins", "having", "order", "limit", "distinct", "with_"):
         if inner.args.get(arg):
             raise SqlUnsupported(f"{arg.upper().rstrip('_')} inside a side of a window join")
@@ -69,6 +68,18 @@ def _tvf_of(item: exp.Expr | None) -> tuple[str, WindowSpec, exp.Expr | None] | 
     return (*found, where.this if where is not None else None)
 
 
+def _aggregate_of(item: exp.Expr | None) -> exp.Select | None:
+    """A FROM item that is a window aggregate (a subquery grouping a window TVF), or None."""
+    if not (isinstance(item, exp.Subquery) and isinstance(item.this, exp.Select)):
+        return None
+    inner = item.this
+    source = inner.args.get("from_")
+    table = source.this if source is not None else None
+    if not (isinstance(table, exp.Table) and isinstance(table.this, exp.Anonymous)):
+        return None
+    return inner if inner.args.get("group") and tvf(table.this) is not None else None
+
+
 def is_window_join(statement: exp.Expr) -> bool:
     """Does ``statement`` join two window TVFs (either side one)?"""
     if not (isinstance(statement, exp.Select) and statement.args.get("joins")):
@@ -76,14 +87,24 @@ def is_window_join(statement: exp.Expr) -> bool:
     source = statement.args.get("from_")
     items = [source.this if source is not None else None]
     items += [j.this for j in statement.args["joins"]]
-    return any(_tvf_of(i) is not None for i in items)
+    return any(_tvf_of(i) is not None or _aggregate_of(i) is not None for i in items)
 
 
 class _Side:
-    """One side: its table, window, alias and filter."""
+    """One side: its table, window, alias and filter; or a window aggregate's."""
 
-    def __init__(self, item: exp.Expr, tables: Mapping[str, TableDef]) -> None:
-        found = _tvf_of(item)
+    def __init__(
+        self, item: exp.Expr, tables: Mapping[str, TableDef],
+        functions: Mapping[str, AggregateFunction],
+    ) -> None:  # fmt: skip
+        self.aggregate: AggregateSide | None = None
+        self.outputs: tuple[str, ...] | None = None
+        aggregated = _aggregate_of(item)
+        found = (
+            _tvf_of(item)
+            if aggregated is None
+            else self._of_aggregate(aggregated, tables, functions)
+        )
         if found is None:
             raise SqlUnsupported(
                 f"JOIN of a window TVF with {item.sql(WeirFlink)[:60]}: a window join's sides "
@@ -109,8 +130,50 @@ class _Side:
         if where is not None:
             self.where = Compiler(self.column).predicate(where)
 
+    def _of_aggregate(
+        self, select: exp.Select, tables: Mapping[str, TableDef],
+        functions: Mapping[str, AggregateFunction],
+    ) -> tuple[str, WindowSpec, None]:  # fmt: skip
+        query = plan_query(select, "a window join's side", tables, functions)
+        if query.window is None or "window_time" in query.aggregates:
+            raise SqlUnsupported(
+                f"{select.sql(WeirFlink)[:60]}…: a window aggregate joined on its windows "
+                "selects window_start and window_end (window_time is not joined)"
+            )
+        groups = group_columns(select)
+        self.outputs = aggregate_outputs(select, groups, tuple(query.aggregates))
+        self.aggregate = AggregateSide(groups, query.aggregates, query.where, query.derived)
+        return query.table, query.window, None
+
+    def key_field(self, col: exp.Column) -> str:
+        """The record field of the key column ``col`` (a group column of an aggregate)."""
+        name = self.column(col)
+        if self.aggregate is None:
+            return name
+        fields = dict(self.aggregate.groups)
+        if name not in fields:
+            raise SqlUnsupported(
+                f"ON {col.sql(WeirFlink)}: a window aggregate joins on its GROUP BY columns "
+                f"({', '.join(fields) or 'none'})"
+            )
+        return fields[name]
+
+    def has(self, name: str) -> bool:
+        """Does the side surely have column ``name`` (known columns only)?"""
+        if self.outputs is not None:
+            return name in self.outputs
+        columns = self.table.columns
+        return columns is not None and name in (*columns, *WINDOW_COLUMNS)
+
     def column(self, col: exp.Column) -> str:
         """``col`` of this table (a window column included), checked against its columns."""
+        if self.outputs is not None:
+            if col.name not in self.outputs:
+                raise SqlError(
+                    f"unknown column {col.sql(WeirFlink)}{at(col)}; {self.alias} has "
+                    f"{', '.join(self.outputs)}"
+                )
+            return col.name
         columns = self.table.columns
         if columns is not None and col.name not in (*columns, *WINDOW_COLUMNS):
             raise SqlError(
@@ -121,7 +184,10 @@ class _Side:
 
 
 def plan_window_join(
-    statement: exp.Expr, name: str, tables: Mapping[str, TableDef]
+    statement: exp.Expr,
+    name: str,
+    tables: Mapping[str, TableDef],
+    functions: Mapping[str, AggregateFunction] | None = None,
 ) -> WindowJoinPlan:
     """The plan of the window join view ``name``."""
     if not isinstance(statement, exp.Select) or len(statement.args.get("joins") or []) != 1:
@@ -129,7 +195,7 @@ def plan_window_join(
     join: exp.Join = statement.args["joins"][0]
     kind = _kind(join)
     source = statement.args["from_"]  # a join has its FROM
-    sides = (_Side(source.this, tables), _Side(join.this, tables))
+    sides = (_Side(source.this, tables, functions or {}), _Side(join.this, tables, functions or {}))
     _same_window(*sides)
     if sides[0].alias == sides[1].alias:
         raise SqlError(f"both sides of the window join are named {sides[0].alias!r}: alias them")
@@ -152,6 +218,7 @@ def plan_window_join(
         columns=_columns(statement, sides, fields),
         fields=tuple(fields.values()),
         sql=statement.sql(WeirFlink),
+        sides=(sides[0].aggregate, sides[1].aggregate),
     )
 
 
@@ -191,6 +258,10 @@ def _sides_of(term: exp.EQ, sides: tuple[_Side, _Side]) -> tuple[exp.Column, exp
 
 
 def _side_index(col: exp.Expr, sides: tuple[_Side, _Side]) -> int:
+    if isinstance(col, exp.Column) and not col.table:
+        having = [i for i, side in enumerate(sides) if side.has(col.name)]
+        if len(having) == 1:  # unambiguous, as Flink resolves it
+            return having[0]
     if not isinstance(col, exp.Column) or not col.table:
         raise SqlError(
             f"column {col.sql(WeirFlink)}{at(col)} in a window join: qualify it with its "
@@ -224,8 +295,8 @@ def _keys(
                 )
             bounds.add(a.name)
             continue
-        keys[0].append(sides[0].column(a))
-        keys[1].append(sides[1].column(b))
+        keys[0].append(sides[0].key_field(a))
+        keys[1].append(sides[1].key_field(b))
     missing = [c for c in ("window_start", "window_end") if c not in bounds]
     if missing:
         raise SqlUnsupported(

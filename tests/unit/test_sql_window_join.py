@@ -261,6 +261,63 @@ def test_batching_never_changes_the_joined_rows(
     assert _rows(rows) == _rows(whole)
 
 
+AGG_JOIN = (
+    "SELECT L.name, L.window_start AS ws, L.window_end AS we, uv1, R.uv2, R.n "
+    "FROM (SELECT name, window_start, window_end, COUNT(DISTINCT s) AS uv1 FROM "
+    f"{_tvf('tumble', 't1')} GROUP BY name, window_start, window_end) L {{kind}} "
+    "(SELECT name, window_start, window_end, COUNT(DISTINCT s) AS uv2, COUNT(*) AS n FROM "
+    f"{_tvf('tumble', 't2')} WHERE i > 2 GROUP BY name, window_start, window_end) R "
+    "ON L.window_start = R.window_start AND L.window_end = R.window_end AND L.name = R.name"
+)
+
+
+def _aggregate_model(events: list[dict[str, Any]], kind: str) -> Counter[tuple[Any, ...]]:
+    """AGG_JOIN by brute force: each side's groups per window (uv: distinct non-NULL s; n:
+    rows), joined on name (a NULL name joins nothing)."""
+    sides: tuple[dict[Any, dict[str, Any]], ...] = ({}, {})
+    for e in events:
+        if e["side"] == 2 and e["i"] <= 2:
+            continue
+        w = TVFS["tumble"][1].assign(e["ts"])
+        group = sides[e["side"] - 1].setdefault((e["name"], w.start, w.end), {"s": set(), "n": 0})
+        group["n"] += 1
+        if e["s"] is not None:
+            group["s"].add(e["s"])
+    out: Counter[tuple[Any, ...]] = Counter()
+    for (name, ws, we), g in sides[0].items():
+        r = sides[1].get((name, ws, we)) if name is not None else None
+        if r is not None:
+            out[(name, ws, we, len(g["s"]), len(r["s"]), r["n"])] += 1
+        elif kind in ("LEFT JOIN", "FULL OUTER JOIN"):
+            out[(name, ws, we, len(g["s"]), None, None)] += 1
+    if kind in ("RIGHT JOIN", "FULL OUTER JOIN"):
+        for (name, ws, we), r in sides[1].items():
+            if name is None or (name, ws, we) not in sides[0]:
+                out[(None, None, None, None, len(r["s"]), r["n"])] += 1
+    return out
+
+
+@pytest.mark.parametrize(
+    ("flink_case", "kind"),
+    [("testInnerJoin", "JOIN"), ("testLeftJoin", "LEFT JOIN"), ("testRightJoin", "RIGHT JOIN"),
+     ("testOuterJoin", "FULL OUTER JOIN")],
+)  # fmt: skip
+def test_a_join_of_two_window_aggregates_equals_the_model(flink_case: str, kind: str) -> None:
+    """Flink's ``WindowJoinITCase`` main cases join two window aggregates (``COUNT(DISTINCT
+    string)`` per name and window); each side's aggregate and the join are one function."""
+    rng = random.Random(len(kind))
+    events = [{**e, "s": rng.choice(["Hi", "Hello", "Comment#1", None])}
+              for e in _random_events(600, seed=len(flink_case))]  # fmt: skip
+    want = _aggregate_model(events, kind)
+    assert sum(want.values()) > 20
+    for p in (1, 2, 4):
+        rows = testing.run(_job(AGG_JOIN.format(kind=kind)), events, parallelism=p)
+        got = Counter(
+            (r["name"], r["ws"], r["we"], r["uv1"], r["uv2"], r["n"]) for r in rows.by_operator["j"]
+        )
+        assert got == want, (flink_case, p)
+
+
 REFUSED = {
     "different windows": (
         _query().replace("(SELECT * FROM TABLE(TUMBLE(TABLE t2, DESCRIPTOR(ts), INTERVAL '5'",
@@ -278,12 +335,9 @@ REFUSED = {
         ),
         SqlUnsupported, "no SESSION",
     ),
-    "window aggregates": (
-        "SELECT L.name FROM (SELECT name, window_start, window_end, COUNT(*) AS n FROM "
-        f"{_tvf('tumble', 't1')} GROUP BY name, window_start, window_end) L JOIN "
-        f"(SELECT * FROM {_tvf('tumble', 't2')}) R ON L.window_start = R.window_start AND "
-        "L.window_end = R.window_end",
-        SqlUnsupported, "window join of window aggregates",
+    "an aggregate joined on a non-group column": (
+        AGG_JOIN.format(kind="JOIN").replace("L.name = R.name", "L.uv1 = R.name"),
+        SqlUnsupported, "joins on its GROUP BY columns",
     ),
     "where over the join": (
         _query() + " WHERE L.i > 3", SqlUnsupported, "WHERE over a window join",
