@@ -59,11 +59,14 @@ class _WindowBuffers:
 
     def add(self, ctx: Any, put: Callable[[list[Any]], None]) -> bool:
         """``put`` the record into each of its windows that has not fired (created if new,
-        its timer set); False when the record is late for every window holding it."""
+        its timer set); False when the record is late for every window holding it (a record
+        in a HOP's gap, in no window, is not late: it is in nothing to join or rank)."""
         t = ctx.timestamp
         if t is None:  # a keyed function always has the record's event time
             raise ValueError("a windowed SQL view needs an event-time timestamp")
         found = self.assigner.assign(t)
+        if not found:
+            return True
         wm, state, entries = ctx.watermark, None, None
         for w in found if isinstance(found, list) else (found,):
             if is_late(w.end, 0, wm):

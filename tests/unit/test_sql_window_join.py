@@ -396,3 +396,25 @@ def test_the_backfill_refuses_a_window_join_by_name() -> None:
 
     with pytest.raises(JobDefinitionError, match=r"'j' of job 'wjoin' is a window join"):
         backfill_operator(_job(_query()), "j")
+
+
+def test_a_row_in_a_hops_gap_is_in_no_window_and_not_late() -> None:
+    query = (
+        _query()
+        .replace(
+            "TUMBLE(TABLE t1, DESCRIPTOR(ts), INTERVAL '5' SECOND)",
+            "HOP(TABLE t1, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '2' SECOND)",
+        )
+        .replace(
+            "TUMBLE(TABLE t2, DESCRIPTOR(ts), INTERVAL '5' SECOND)",
+            "HOP(TABLE t2, DESCRIPTOR(ts), INTERVAL '5' SECOND, INTERVAL '2' SECOND)",
+        )
+    )
+    events = [
+        {"side": 1, "i": 0, "ts": 1_000, "name": "a"},
+        {"side": 2, "i": 1, "ts": 1_500, "name": "a"},
+        {"side": 1, "i": 2, "ts": 3_000, "name": "a"},  # in [0, 2000) and [5000, 7000): none
+    ]
+    got = testing.run(_job(query), events)
+    assert [(r["li"], r["ri"]) for r in got.by_operator["j"]] == [(0, 1)]
+    assert not got.side.get("j") and not got.dead
