@@ -1,8 +1,8 @@
-"""SQL window joins and window Top-N (issue 43) in a real ``weir run`` at parallelism 2: the
-rows a file sink gets equal the brute-force model's (late rows, judged by the file's watermark,
-join and rank nothing), each key's result of its last window answers at
+"""SQL window joins, window Top-N and window deduplication (issue 43) in a real ``weir run``
+at parallelism 2: the rows a file sink gets equal the brute-force model's (late rows, judged by
+the file's watermark, join and rank nothing), each key's result of its last window answers at
 ``/{job}/{view}/state/{key}``, and a pull query reads those rows as a table; a kill -9 of the
-whole run restored at parallelism 3 leaves both sinks exactly once (the open windows are keyed
+whole run restored at parallelism 3 leaves every sink exactly once (the open windows are keyed
 state, re-cut by key groups)."""
 
 from __future__ import annotations
@@ -38,6 +38,9 @@ job.sql("best", "SELECT id, ts, `value`, window_start, rn FROM (SELECT *, ROW_NU
         "(PARTITION BY window_start, window_end, id ORDER BY `value` DESC) AS rn "
         f"FROM {TVF} WHERE event = 'impression') WHERE rn <= 2",
         tables={"ads": ads}).sink(sinks.jsonl(OUT + "/best.jsonl"))
+job.sql("latest", "SELECT id, ts, `value`, window_start FROM (SELECT *, ROW_NUMBER() OVER "
+        f"(PARTITION BY window_start, window_end, id ORDER BY ts DESC) AS rn FROM {TVF}) "
+        "WHERE rn = 1", tables={"ads": ads}).sink(sinks.jsonl(OUT + "/latest.jsonl"))
 """
 
 
@@ -121,6 +124,25 @@ def _top2(events: list[dict[str, Any]]) -> dict[str, dict[int, list[tuple[Any, .
     return dict(out)
 
 
+def _latest(events: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[Any, ...]]:
+    """The window deduplication keeping the last row by time (ties: the later arrival)."""
+    out: dict[tuple[str, int], tuple[Any, ...]] = {}
+    for e in _on_time(events):
+        cell = (canonical_key(e["id"]), e["ts"] - e["ts"] % SIZE)
+        if cell not in out or e["ts"] >= out[cell][0]:
+            out[cell] = (e["ts"], e["value"])
+    return out
+
+
+def _latest_rows(path: Path) -> dict[tuple[str, int], tuple[Any, ...]]:
+    out: dict[tuple[str, int], tuple[Any, ...]] = {}
+    for r in read_jsonl(path):
+        cell = (r["key"], r["window_start"])
+        assert cell not in out, cell  # one row per key and window
+        out[cell] = (r["ts"], r["value"])
+    return out
+
+
 def test_a_window_top_n_equals_the_model_and_answers_state_and_pull_queries(
     tmp_path: Path, weir_server: Callable[..., WeirServer]
 ) -> None:
@@ -148,6 +170,7 @@ def test_a_window_top_n_equals_the_model_and_answers_state_and_pull_queries(
     assert answer.json()["rows"] == [
         {"key": key, "window_start": ws, "rn": rn, "value": v} for ws, _, v, rn in want[key][ws]
     ]
+    assert _latest_rows(tmp_path / "latest.jsonl") == _latest(events)
     joined = c.post("/sqlwin/sql", json={"query": "SELECT COUNT(*) AS n FROM clicked"})
     assert joined.status_code == 200, joined.text
     assert joined.json()["rows"][0]["n"] > 0
@@ -168,3 +191,4 @@ def test_both_views_are_exactly_once_across_a_kill_9_restored_at_another_paralle
         row = (r["window_start"], r["ts"], r["value"], r["rn"])
         ranked[r["key"]].setdefault(r["window_start"], []).append(row)
     assert dict(ranked) == _top2(events)
+    assert _latest_rows(tmp_path / "latest.jsonl") == _latest(events)
