@@ -10,7 +10,9 @@ window rank operators do. Neither has an allowed lateness (Flink's have none): a
 every window holding it goes to the view's ``late`` output. After a window fires its result is
 kept as the value state ``last`` (``{"window_start", "window_end", "rows"}``), so
 ``/{job}/{view}/state/{key}`` answers each key's result of its latest window, and its open
-windows as they fill; the next window of the key replaces it.
+windows as they fill; the next window of the key replaces it, and the query retention
+(``--state-retention-ms`` after the window's end, event time) forgets it, except once the input
+has ended.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from weir.engine.joins.buffers import LATE, report_late
 from weir.engine.sql.continuous import ContinuousAggregate
 from weir.engine.sql.keys import composite_key
 from weir.engine.sql.ranked import SORT, RankFunction, RankPlan
+from weir.engine.watermarks import MAX_WATERMARK
 from weir.engine.windows import MAX_TIME, CumulateWindows, SlidingWindows, TumblingWindows, is_late
 
 Fn = Callable[[Any], Any]
@@ -109,7 +112,26 @@ class _WindowBuffers:
 
 
 def _keep_last(ctx: Any, start: int, end: int, rows: list[dict[str, Any]]) -> None:
+    """Keep a fired window's rows as the key's ``last``, until a later window replaces them
+    or the query retention after the window's end passes (a timer)."""
     ctx.value(LAST).set({"window_start": start, "window_end": end, "rows": rows})
+    ctx.register_event_time_timer(_forget_at(ctx, end))
+
+
+def _forget_at(ctx: Any, end: int) -> int:
+    t = end - 1 + ctx.retention_ms
+    return t if end < MAX_TIME and t < MAX_TIME else MAX_TIME
+
+
+def _expire_last(ctx: Any, timestamp: int) -> None:
+    """Forget the key's ``last`` when its retention ends at ``timestamp``; never once the
+    input has ended (a finished job serves its last results, as its windows)."""
+    state = ctx.value(LAST)
+    last = state.get()
+    if last is None or ctx.watermark == MAX_WATERMARK:
+        return
+    if _forget_at(ctx, last["window_end"]) == timestamp:
+        state.clear()
 
 
 @dataclass(frozen=True)
@@ -216,6 +238,7 @@ class WindowJoin:
 
     def on_timer(self, timestamp: int, ctx: Any) -> None:
         """The window firing at ``timestamp``: its pairs, padded rows, and the key's ``last``."""
+        _expire_last(ctx, timestamp)
         entry = _WindowBuffers.pop(ctx, timestamp)
         if entry is None:
             return
@@ -310,6 +333,7 @@ class WindowRank:
 
     def on_timer(self, timestamp: int, ctx: Any) -> None:
         """The window firing at ``timestamp``: its ranking, from rank 1."""
+        _expire_last(ctx, timestamp)
         entry = _WindowBuffers.pop(ctx, timestamp)
         if entry is None:
             return
@@ -382,6 +406,7 @@ class WindowAggregateRank:
 
     def on_timer(self, timestamp: int, ctx: Any) -> None:
         """The window firing at ``timestamp``: its groups' rows, ranked, the best N."""
+        _expire_last(ctx, timestamp)
         entry = _WindowBuffers.pop(ctx, timestamp)
         if entry is None:
             return

@@ -389,3 +389,58 @@ def test_the_example_file_runs_each_view_alike_at_parallelism_1_and_2() -> None:
     joined = one.by_operator["clicked_per_minute"]
     assert any(r["shown"] is None for r in joined) and any(r["clicked"] is None for r in joined)
     assert one.side["best_per_minute"]["late"]  # the far-lagged rows
+
+
+class _Value:
+    def __init__(self, cells: dict[str, Any], name: str) -> None:
+        self._cells, self._name = cells, name
+
+    def get(self, default: Any = None) -> Any:
+        return self._cells.get(self._name, default)
+
+    def set(self, value: Any) -> None:
+        self._cells[self._name] = value
+
+    def clear(self) -> None:
+        self._cells.pop(self._name, None)
+
+
+class _Ctx:
+    """The part of a keyed process context the window views use (isolates the function)."""
+
+    def __init__(self, retention_ms: int) -> None:
+        self.key, self.timestamp, self.watermark = "a", None, -(2**63)
+        self.retention_ms = retention_ms
+        self.cells: dict[str, Any] = {}
+        self.timers: list[int] = []
+        self.emitted: list[dict[str, Any]] = []
+
+    def value(self, name: str) -> _Value:
+        return _Value(self.cells, name)
+
+    def register_event_time_timer(self, t: int) -> None:
+        self.timers.append(t)
+
+    def emit(self, record: Any) -> None:
+        self.emitted.append(record)
+
+
+def test_a_keys_last_ranking_is_forgotten_after_the_retention_but_not_after_the_end(
+    tmp_path: Path,
+) -> None:
+    from weir.engine.nodes import ProcessNode
+    from weir.engine.watermarks import MAX_WATERMARK
+
+    op = _job(tmp_path, _view("tumble", "top2")).operators["r"]
+    assert isinstance(op, ProcessNode)
+    for end_of_input in (False, True):
+        fn, ctx = op.function, _Ctx(retention_ms=60_000)
+        ctx.timestamp, ctx.watermark = 100, 0
+        fn.process({"name": "a", "ts": 100, "n": 3, "s": None}, ctx)
+        ctx.watermark = 4_999
+        fn.on_timer(4_999, ctx)
+        assert [r["n"] for r in ctx.cells["last"]["rows"]] == [3]
+        assert ctx.timers == [4_999, 4_999 + 60_000]
+        ctx.watermark = MAX_WATERMARK if end_of_input else 64_999
+        fn.on_timer(64_999, ctx)
+        assert ("last" in ctx.cells) is end_of_input
