@@ -51,6 +51,12 @@ class JoinPlan:
     upper_inclusive: bool
     columns: tuple[tuple[str, int, str], ...]  # (output name, side, field)
     bounded: bool = True  # False: a regular join, kept by its state TTL
+    kind: str = "INNER"  # or LEFT, RIGHT, FULL (outer interval joins, ``outerjoin.py``)
+
+    @property
+    def outer(self) -> tuple[bool, bool]:
+        """Which sides an unjoined row is emitted from, padded with NULLs."""
+        return (self.kind in ("LEFT", "FULL"), self.kind in ("RIGHT", "FULL"))
 
 
 def is_join(statement: exp.Expr) -> bool:
@@ -61,12 +67,14 @@ def is_join(statement: exp.Expr) -> bool:
 class _Sides:
     """The two tables of a join by their names and aliases."""
 
-    def __init__(self, select: exp.Select, tables: Mapping[str, TableDef]) -> None:
+    def __init__(
+        self, select: exp.Select, tables: Mapping[str, TableDef], temporal: bool = False
+    ) -> None:
         joins = select.args["joins"]
         if len(joins) != 1:
             raise SqlUnsupported("a SQL join joins two tables; join a third in another view")
         self.join: exp.Join = joins[0]
-        self._refuse_kind(self.join)
+        self.kind = self._kind(self.join, temporal)
         source = select.args.get("from_")
         items = [source.this if source is not None else None, self.join.this]
         self.defs: list[TableDef] = []
@@ -83,14 +91,15 @@ class _Sides:
             self.names.append({item.name, item.alias} if item.alias else {item.name})
 
     @staticmethod
-    def _refuse_kind(join: exp.Join) -> None:
+    def _kind(join: exp.Join, temporal: bool) -> str:
         side, kind = join.args.get("side"), join.args.get("kind")
-        if side or (kind and str(kind).upper() not in ("INNER",)):
+        kind = str(kind).upper() if kind else None
+        if kind not in (None, "INNER", "OUTER") or (kind == "INNER" and side):
             raise SqlUnsupported(
                 f"{' '.join(str(x) for x in (side, kind) if x).upper()} JOIN: weir's SQL runs "
-                "INNER interval joins (the job API's interval join is inner)"
+                "INNER, LEFT, RIGHT and FULL [OUTER] joins"
             )
-        if (
+        if not temporal and (
             join.this.args.get("version") is not None
             or "FOR SYSTEM_TIME" in join.sql(WeirFlink).upper()
         ):
@@ -98,6 +107,7 @@ class _Sides:
                 "FOR SYSTEM_TIME AS OF: temporal and lookup joins are not supported; join "
                 "two streams by key and an interval, or use broadcast state in the job API"
             )
+        return str(side).upper() if side else "INNER"
 
     def side(self, col: exp.Column) -> int:
         if not col.table:
@@ -131,8 +141,11 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         raise SqlUnsupported("a JOIN without ON: join two streams on keys and a time interval")
     keys: tuple[list[str], list[str]] = ([], [])
     bounds: list[exp.Expr] = []
+    one_side: list[exp.Expr] = []  # ON terms of one table: filters of that table
     for term in _conjuncts(on):
-        if isinstance(term, exp.EQ) and _two_columns(term):
+        if len({sides.side(c) for c in term.find_all(exp.Column)}) == 1:
+            one_side.append(term)
+        elif isinstance(term, exp.EQ) and _two_columns(term):
             a, b = term.this, term.expression
             if sides.side(a) == sides.side(b):
                 raise SqlUnsupported(f"ON {term.sql(WeirFlink)}: an equality joins the two tables")
@@ -145,7 +158,8 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         raise SqlUnsupported("a join needs ON equality of a key of each table (l.k = r.k)")
     found = _bounds(bounds, sides)
     lower, upper = found if found is not None else ((0, True), (0, True))
-    filters = _filters(statement.args.get("where"), sides)
+    where = statement.args.get("where")
+    filters = _filters(_conjuncts(where.this) if where is not None else [], one_side, sides)
     return JoinPlan(
         name=name,
         tables=(sides.defs[LEFT].name, sides.defs[RIGHT].name),
@@ -157,6 +171,7 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         upper_inclusive=upper[1],
         columns=_columns(statement, sides),
         bounded=found is not None,
+        kind=sides.kind,
     )
 
 
@@ -234,15 +249,35 @@ def _add(
     (lows if lower else highs).append((shift, inclusive))
 
 
-def _filters(where: exp.Where | None, sides: _Sides) -> tuple[Fn | None, Fn | None]:
+def _filters(
+    where: list[exp.Expr], on: list[exp.Expr], sides: _Sides
+) -> tuple[Fn | None, Fn | None]:
+    """Each table's filter before the join, from the WHERE and ON terms that name it alone;
+    in an outer join only where that keeps the join's meaning: a WHERE term on a side padded
+    with NULLs would drop the padded rows, an ON term on a kept side would pad the rows it
+    fails (weir refuses both rather than run another join)."""
     found: tuple[list[exp.Expr], list[exp.Expr]] = ([], [])
-    for term in _conjuncts(where.this) if where is not None else []:
-        touched = {sides.side(c) for c in term.find_all(exp.Column)}
-        if len(touched) != 1:
-            raise SqlUnsupported(
-                f"WHERE {term.sql(WeirFlink)}: a join's WHERE terms each name one table"
-            )
-        found[touched.pop()].append(term)
+    kept = (sides.kind in ("LEFT", "FULL"), sides.kind in ("RIGHT", "FULL"))
+    for clause, terms in (("WHERE", where), ("ON", on)):
+        for term in terms:
+            touched = {sides.side(c) for c in term.find_all(exp.Column)}
+            if len(touched) != 1:
+                raise SqlUnsupported(
+                    f"WHERE {term.sql(WeirFlink)}: a join's WHERE terms each name one table"
+                )
+            side = touched.pop()
+            if clause == "WHERE" and kept[1 - side]:
+                raise SqlUnsupported(
+                    f"WHERE {term.sql(WeirFlink)} in a {sides.kind} OUTER join filters the side "
+                    "padded with NULLs, which would drop every padded row: move it into ON "
+                    "(a condition of joining), or write an INNER JOIN"
+                )
+            if clause == "ON" and kept[side]:
+                raise SqlUnsupported(
+                    f"ON {term.sql(WeirFlink)} in a {sides.kind} OUTER join conditions the side "
+                    "whose every row is kept: weir does not run it; filter that table in WHERE"
+                )
+            found[side].append(term)
     out: list[Fn | None] = []
     for side_terms in found:
         if not side_terms:
@@ -352,3 +387,10 @@ class RegularJoin:
 
 
 _SIDES = ("left", "right")
+
+
+# the temporal join (``temporal.py``) reads its two tables, ON, WHERE and SELECT as a join does
+JoinSides = _Sides
+conjuncts = _conjuncts
+join_columns = _columns
+join_filters = _filters

@@ -1,0 +1,256 @@
+"""Event-time temporal joins in SQL (Flink's ``TemporalRowTimeJoinOperator``):
+
+    SELECT o.id, o.amount, r.rate
+    FROM orders AS o
+    [LEFT] JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r
+      ON o.currency = r.currency
+
+``rates`` is a versioned table: a table with a PRIMARY KEY and an event-time attribute, each of
+its rows a new version of its key's row, valid from its timestamp until the next version's.
+Each probe row (``orders``) joins the version of its key valid at its own time: the one with
+the largest timestamp ``<= o.ts`` (of equal timestamps, the last to arrive).
+
+- A probe row at ``t`` is buffered and joined once the watermark reaches ``t`` (an event-time
+  timer at ``t``): by then every version at or before ``t`` that is on time has arrived. With
+  none valid at ``t``, an INNER join emits nothing and a LEFT join the probe row padded with
+  NULLs.
+- A probe row at or behind the watermark it arrives under (``t <= watermark``, its moment has
+  been joined already) is late: it goes to the ``late`` output and joins nothing.
+- A version is never late (Flink's rule): one behind the watermark still becomes its key's
+  newest version for the probe rows after it, if it is newer than the one kept.
+- Versions nobody can need go when the watermark passes them: of the versions at or before the
+  watermark only the newest stays (the one valid for every later probe row), so a key keeps one
+  version plus those ahead of the watermark.
+
+Both buffers are keyed state (value states ``left``, the waiting probe rows, and ``right``, the
+versions, each ``[timestamp, record]`` entries sorted by time), so they are checkpointed,
+rescaled by key groups and served at ``/{job}/{view}/state/{key}``.
+
+Refused by name: a processing-time form (``AS OF`` anything but the probe table's time
+attribute, e.g. ``PROCTIME()``: a lookup join), RIGHT and FULL temporal joins, ON terms other
+than equalities of the probe's columns with the versioned table's primary key (and filters of
+the versioned table), a versioned table without a PRIMARY KEY.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+from sqlglot import exp
+
+from weir.engine.joins.buffers import (
+    LEFT,
+    RIGHT,
+    JoinContext,
+    entries_of,
+    insert,
+    report_late,
+    timestamp_of,
+)
+from weir.engine.sql.dialect import WeirFlink
+from weir.engine.sql.errors import SqlError, SqlUnsupported
+from weir.engine.sql.query import TableDef
+from weir.engine.sql.scalar import Fn
+from weir.engine.sql.sqljoin import JoinSides, conjuncts, join_columns, join_filters
+
+_ts = itemgetter(0)
+PROBE, VERSIONED = 0, 1
+
+
+@dataclass(frozen=True)
+class TemporalPlan:
+    """A temporal join view: the probe and the versioned table, their keys (the versioned
+    table's primary key and the probe's columns equated with it), filters and output."""
+
+    name: str
+    tables: tuple[str, str]  # probe, versioned
+    keys: tuple[tuple[str, ...], tuple[str, ...]]
+    filters: tuple[Fn | None, Fn | None]
+    columns: tuple[tuple[str, int, str], ...]  # (output name, side, field)
+    kind: str  # INNER or LEFT
+
+
+def is_temporal(statement: exp.Expr) -> bool:
+    """Does ``statement`` join a table ``FOR SYSTEM_TIME AS OF`` a time?"""
+    if not isinstance(statement, exp.Select):
+        return False
+    return any(
+        isinstance(j.this, exp.Table) and j.this.args.get("version") is not None
+        for j in statement.args.get("joins") or []
+    )
+
+
+def plan_temporal(
+    statement: exp.Expr,
+    name: str,
+    tables: Mapping[str, TableDef],
+) -> TemporalPlan:
+    """The plan of the temporal join view ``name`` (the versioned table declares its primary
+    key in its ``TableDef``).
+
+    Raises:
+        SqlUnsupported: a form weir does not run, named.
+        SqlError: an unknown table or column, or no primary key.
+    """
+    if not isinstance(statement, exp.Select):
+        raise SqlError(f"view {name!r}: a temporal join is a SELECT")
+    sides = JoinSides(statement, tables, temporal=True)
+    if sides.kind not in ("INNER", "LEFT"):
+        raise SqlUnsupported(
+            f"{sides.kind} JOIN … FOR SYSTEM_TIME AS OF: a temporal join is INNER or LEFT "
+            "(Flink's too): the probe table is on the left"
+        )
+    for arg in ("group", "having", "order", "limit", "distinct", "with_"):
+        if statement.args.get(arg):
+            raise SqlUnsupported(f"{arg.upper().rstrip('_')} in a join view: it emits each row")
+    _check_as_of(sides)
+    keys, on_filters = _on(sides, sides.join.args.get("on"))
+    versioned = sides.defs[VERSIONED].name
+    _check_primary_key(versioned, sides.defs[VERSIONED].primary_key, keys[VERSIONED])
+    where = statement.args.get("where")
+    filters = join_filters(conjuncts(where.this) if where is not None else [], on_filters, sides)
+    return TemporalPlan(
+        name=name,
+        tables=(sides.defs[PROBE].name, versioned),
+        keys=keys,
+        filters=filters,
+        columns=join_columns(statement, sides),
+        kind=sides.kind,
+    )
+
+
+def _check_as_of(sides: JoinSides) -> None:
+    version = sides.join.this.args["version"]
+    at = version.expression
+    time_col = sides.defs[PROBE].time_column
+    if (
+        not isinstance(at, exp.Column)
+        or not at.table
+        or sides.side(at) != PROBE
+        or at.name != time_col
+    ):
+        raise SqlUnsupported(
+            f"FOR SYSTEM_TIME AS OF {at.sql(WeirFlink)}: weir runs event-time temporal joins, "
+            f"AS OF the probe table's time attribute (o.{time_col}); a processing-time "
+            "temporal join (a lookup join, AS OF PROCTIME() or a processing-time column) is "
+            "not run"
+        )
+
+
+def _on(
+    sides: JoinSides, on: exp.Expr | None
+) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], list[exp.Expr]]:
+    """The key columns of both sides, and the ON terms that filter one side."""
+    if on is None:
+        raise SqlUnsupported(
+            "a temporal join without ON: equate the versioned table's primary key "
+            "(ON o.currency = r.currency)"
+        )
+    keys: tuple[list[str], list[str]] = ([], [])
+    one_side: list[exp.Expr] = []
+    for term in conjuncts(on):
+        touched = {sides.side(c) for c in term.find_all(exp.Column)}
+        if len(touched) == 1:
+            one_side.append(term)
+        elif (
+            isinstance(term, exp.EQ)
+            and isinstance(term.this, exp.Column)
+            and isinstance(term.expression, exp.Column)
+        ):
+            a, b = term.this, term.expression
+            pair = (a, b) if sides.side(a) == PROBE else (b, a)
+            keys[PROBE].append(sides.field(pair[0]))
+            keys[VERSIONED].append(sides.field(pair[1]))
+        else:
+            raise SqlUnsupported(
+                f"ON {term.sql(WeirFlink)}: a temporal join's ON equates the probe's columns "
+                "with the versioned table's primary key (non-key conditions between the "
+                "tables are not run)"
+            )
+    return (tuple(keys[PROBE]), tuple(keys[VERSIONED])), one_side
+
+
+def _check_primary_key(table: str, declared: tuple[str, ...] | None, on: tuple[str, ...]) -> None:
+    if declared is None:
+        raise SqlError(
+            f"FOR SYSTEM_TIME AS OF: table {table!r} has no PRIMARY KEY, and a versioned table "
+            f"keeps one row per key: declare it (PRIMARY KEY (k) NOT ENFORCED in CREATE TABLE; "
+            f"job.sql(…, primary_keys={{{table!r}: ('k',)}}) in Python)"
+        )
+    if sorted(on) != sorted(declared):
+        raise SqlUnsupported(
+            f"temporal join ON {', '.join(on) or 'nothing'} of {table!r}: ON equates its "
+            f"whole primary key ({', '.join(declared)}) with the probe's columns"
+        )
+
+
+class TemporalJoin:
+    """The temporal join as a keyed co-process function: ``process1`` takes probe rows,
+    ``process2`` versions, ``on_timer`` joins the probe rows the watermark has reached.
+
+    Args:
+        plan: the view's plan (its columns and kind).
+    """
+
+    def __init__(self, plan: TemporalPlan) -> None:
+        self._columns = plan.columns
+        self._left = plan.kind == "LEFT"
+        self.__qualname__ = f"{plan.kind} temporal join"
+
+    def describe_function(self) -> dict[str, Any]:
+        """What ``weir explain`` shows of the join."""
+        return {"join": f"{self.__qualname__} FOR SYSTEM_TIME AS OF the probe's time"}
+
+    def process1(self, event: Any, ctx: JoinContext) -> None:
+        """A probe row: buffered until the watermark reaches its time."""
+        t = timestamp_of(ctx)
+        if t <= ctx.watermark:
+            report_late(ctx, LEFT, event)
+            return
+        insert(ctx, LEFT, t, event)
+        ctx.register_event_time_timer(t)
+
+    def process2(self, event: Any, ctx: JoinContext) -> None:
+        """A version: kept; a timer at its time drops the versions it supersedes."""
+        t = timestamp_of(ctx)
+        insert(ctx, RIGHT, t, event)
+        ctx.register_event_time_timer(t)  # behind the watermark: fires at its next advance
+
+    def on_timer(self, timestamp: int, ctx: JoinContext) -> None:
+        """Join the probe rows at or before ``timestamp`` with the version valid at each
+        one's time, then keep only the newest version at or before ``timestamp``."""
+        probes, versions = entries_of(ctx, LEFT), entries_of(ctx, RIGHT)
+        due = bisect_right(probes, timestamp, key=_ts)
+        for t, record in probes[:due]:
+            at = bisect_right(versions, t, key=_ts) - 1
+            if at >= 0:
+                self._emit(ctx, record, versions[at][1])
+            elif self._left:
+                self._emit(ctx, record, None)
+        if due:
+            del probes[:due]
+            _store(ctx, LEFT, probes)
+        stale = bisect_right(versions, timestamp, key=_ts) - 1
+        if stale > 0:
+            del versions[:stale]
+            _store(ctx, RIGHT, versions)
+
+    def _emit(self, ctx: JoinContext, probe: Any, version: Any) -> None:
+        sides = (probe, version)
+        ctx.emit(
+            {
+                "key": ctx.key,
+                **{n: None if sides[s] is None else sides[s].get(f) for n, s, f in self._columns},
+            }
+        )
+
+
+def _store(ctx: JoinContext, side: str, entries: list[list[Any]]) -> None:
+    if entries:
+        ctx.value(side).set(entries)
+    else:
+        ctx.value(side).clear()
