@@ -62,6 +62,7 @@ class OuterIntervalJoin:
         self._keep = (max(self.upper, 0), max(-self.lower, 0))  # cleanup offsets per side
         self._outer = plan.outer
         self._columns = plan.columns
+        self._residual = plan.residual
         self.__qualname__ = f"{plan.kind} OUTER interval join"
 
     def describe_function(self) -> dict[str, Any]:
@@ -87,6 +88,11 @@ class OuterIntervalJoin:
             return
         other = _SIDE_NAMES[1 - side]
         partners = between(entries_of(ctx, other), lo, hi)
+        if self._residual is not None:
+            test = self._residual
+            partners = [
+                e for e in partners if (test(event, e[1]) if side == 0 else test(e[1], event))
+            ]
         if partners and self._outer[1 - side]:
             for entry in partners:
                 entry[2] = True

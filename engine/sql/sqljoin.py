@@ -30,6 +30,7 @@ from sqlglot import exp
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef
+from weir.engine.sql.residual import PairPredicate, pair_condition
 from weir.engine.sql.scalar import Compiler, Fn
 from weir.engine.sql.windowing import interval_ms
 from weir.engine.watermarks import MAX_WATERMARK
@@ -52,6 +53,7 @@ class JoinPlan:
     columns: tuple[tuple[str, int, str], ...]  # (output name, side, field)
     bounded: bool = True  # False: a regular join, kept by its state TTL
     kind: str = "INNER"  # or LEFT, RIGHT, FULL (outer interval joins, ``outerjoin.py``)
+    residual: PairPredicate | None = None  # the other ON terms, a condition of each pair
 
     @property
     def outer(self) -> tuple[bool, bool]:
@@ -142,9 +144,14 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
     keys: tuple[list[str], list[str]] = ([], [])
     bounds: list[exp.Expr] = []
     one_side: list[exp.Expr] = []  # ON terms of one table: filters of that table
+    residual: list[exp.Expr] = []  # ON terms of a pair: its condition
     for term in _conjuncts(on):
-        if len({sides.side(c) for c in term.find_all(exp.Column)}) == 1:
-            one_side.append(term)
+        touched = {sides.side(c) for c in term.find_all(exp.Column)}
+        if len(touched) == 1:  # a kept side's row failing it is padded, not dropped
+            kept = sides.kind in (("LEFT", "FULL"), ("RIGHT", "FULL"))[touched.pop()]
+            (residual if kept else one_side).append(term)
+        elif not (isinstance(term, exp.EQ) and _two_columns(term)) and not _is_bound(term, sides):
+            residual.append(term)
         elif isinstance(term, exp.EQ) and _two_columns(term):
             a, b = term.this, term.expression
             if sides.side(a) == sides.side(b):
@@ -172,7 +179,18 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         columns=_columns(statement, sides),
         bounded=found is not None,
         kind=sides.kind,
+        residual=pair_condition(residual, sides.side, sides.field),
     )
+
+
+def _is_bound(term: exp.Expr, sides: _Sides) -> bool:
+    """A term of the time interval: a comparison with an INTERVAL, or of time attributes."""
+    if not isinstance(term, exp.Between | exp.GTE | exp.GT | exp.LTE | exp.LT):
+        return False
+    if term.find(exp.Interval) is not None:
+        return True
+    times = [sides.defs[sides.side(c)].time_column for c in term.find_all(exp.Column)]
+    return all(c.name == t for c, t in zip(term.find_all(exp.Column), times, strict=True))
 
 
 def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
@@ -252,10 +270,10 @@ def _add(
 def _filters(
     where: list[exp.Expr], on: list[exp.Expr], sides: _Sides
 ) -> tuple[Fn | None, Fn | None]:
-    """Each table's filter before the join, from the WHERE and ON terms that name it alone;
-    in an outer join only where that keeps the join's meaning: a WHERE term on a side padded
-    with NULLs would drop the padded rows, an ON term on a kept side would pad the rows it
-    fails (weir refuses both rather than run another join)."""
+    """Each table's filter before the join, from the WHERE and ON terms that name it alone
+    (an outer join's ON terms on a kept side are part of its residual condition instead); a
+    WHERE term on a side an outer join pads with NULLs is refused: it would drop every padded
+    row, another join than the one written."""
     found: tuple[list[exp.Expr], list[exp.Expr]] = ([], [])
     kept = (sides.kind in ("LEFT", "FULL"), sides.kind in ("RIGHT", "FULL"))
     for clause, terms in (("WHERE", where), ("ON", on)):
@@ -271,11 +289,6 @@ def _filters(
                     f"WHERE {term.sql(WeirFlink)} in a {sides.kind} OUTER join filters the side "
                     "padded with NULLs, which would drop every padded row: move it into ON "
                     "(a condition of joining), or write an INNER JOIN"
-                )
-            if clause == "ON" and kept[side]:
-                raise SqlUnsupported(
-                    f"ON {term.sql(WeirFlink)} in a {sides.kind} OUTER join conditions the side "
-                    "whose every row is kept: weir does not run it; filter that table in WHERE"
                 )
             found[side].append(term)
     out: list[Fn | None] = []
@@ -314,7 +327,11 @@ def pair_function(plan: JoinPlan) -> Callable[[Any, Any, Any], None]:
     """The ``fn(left, right, ctx)`` that emits a pair as the SELECT shapes it."""
     columns = plan.columns
 
+    residual = plan.residual
+
     def emit(left: Any, right: Any, ctx: Any) -> None:
+        if residual is not None and not residual(left, right):
+            return
         sides = (left, right)
         ctx.emit({"key": ctx.key, **{n: sides[s].get(f) for n, s, f in columns}})
 
