@@ -193,9 +193,9 @@ def attach_temporal(plan: TemporalPlan, streams: Mapping[str, DataStream]) -> Re
     versioned table's primary key (and the probe's columns equated with it), joined."""
     keyed = []
     for side in (0, 1):
-        stream, where = streams[plan.tables[side]], plan.filters[side]
-        if where is not None:
-            stream = stream.filter(_labelled(where, f"WHERE ({plan.tables[side]})"))
+        stream = streams[plan.tables[side]]
+        if side == 0 and plan.probe_filter is not None:
+            stream = stream.filter(_labelled(plan.probe_filter, f"WHERE ({plan.tables[0]})"))
         keys = plan.keys[side]
         keyed.append(stream.key_by(_labelled(key_selector(keys), "|".join(keys))))
     joined = keyed[0].connect(keyed[1]).process(TemporalJoin(plan), name=plan.name)

@@ -26,10 +26,16 @@ Both buffers are keyed state (value states ``left``, the waiting probe rows, and
 versions, each ``[timestamp, record]`` entries sorted by time), so they are checkpointed,
 rescaled by key groups and served at ``/{job}/{view}/state/{key}``.
 
+``ON`` equates the versioned table's whole primary key with probe columns; its other terms
+are the join's condition, on the probe row and the version valid at its time (Flink's: a
+version failing it is no partner, so a LEFT join pads the row). ``WHERE`` terms of the probe
+table alone filter it before the join; the others filter the joined rows (a term on the
+versioned table does not pick another version: ``WHERE r.rate < 115`` drops an order whose
+valid rate is 118, Flink's ``testEventTimeTemporalJoinWithFilter``). A NULL key joins nothing.
+
 Refused by name: a processing-time form (``AS OF`` anything but the probe table's time
-attribute, e.g. ``PROCTIME()``: a lookup join), RIGHT and FULL temporal joins, ON terms other
-than equalities of the probe's columns with the versioned table's primary key (and filters of
-the versioned table), a versioned table without a PRIMARY KEY.
+attribute, e.g. ``PROCTIME()``: a lookup join), RIGHT and FULL temporal joins, an ON that does
+not equate the versioned table's primary key, a versioned table without a PRIMARY KEY.
 """
 
 from __future__ import annotations
@@ -54,8 +60,9 @@ from weir.engine.joins.buffers import (
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef
-from weir.engine.sql.scalar import Fn
-from weir.engine.sql.sqljoin import JoinSides, conjuncts, join_columns, join_filters
+from weir.engine.sql.residual import PairPredicate, pair_condition
+from weir.engine.sql.scalar import Compiler, Fn
+from weir.engine.sql.sqljoin import JoinSides, conjuncts, join_columns
 
 _ts = itemgetter(0)
 PROBE, VERSIONED = 0, 1
@@ -69,9 +76,11 @@ class TemporalPlan:
     name: str
     tables: tuple[str, str]  # probe, versioned
     keys: tuple[tuple[str, ...], tuple[str, ...]]
-    filters: tuple[Fn | None, Fn | None]
+    probe_filter: Fn | None  # the WHERE terms of the probe table alone, before the join
     columns: tuple[tuple[str, int, str], ...]  # (output name, side, field)
     kind: str  # INNER or LEFT
+    condition: PairPredicate | None = None  # the other ON terms: the version joins if TRUE
+    after: PairPredicate | None = None  # the other WHERE terms, over each joined row
 
 
 def is_temporal(statement: exp.Expr) -> bool:
@@ -108,18 +117,26 @@ def plan_temporal(
         if statement.args.get(arg):
             raise SqlUnsupported(f"{arg.upper().rstrip('_')} in a join view: it emits each row")
     _check_as_of(sides)
-    keys, on_filters = _on(sides, sides.join.args.get("on"))
+    keys, others = _on(sides, sides.join.args.get("on"))
     versioned = sides.defs[VERSIONED].name
     _check_primary_key(versioned, sides.defs[VERSIONED].primary_key, keys[VERSIONED])
     where = statement.args.get("where")
-    filters = join_filters(conjuncts(where.this) if where is not None else [], on_filters, sides)
+    before: list[exp.Expr] = []
+    after: list[exp.Expr] = []
+    for term in conjuncts(where.this) if where is not None else []:
+        probe_only = {sides.side(c) for c in term.find_all(exp.Column)} <= {PROBE}
+        (before if probe_only else after).append(term)
+    compiler = Compiler(sides.field)
+    tests = [compiler.predicate(t) for t in before]
     return TemporalPlan(
         name=name,
         tables=(sides.defs[PROBE].name, versioned),
         keys=keys,
-        filters=filters,
+        probe_filter=(lambda r: all(t(r) for t in tests)) if tests else None,
         columns=join_columns(statement, sides),
         kind=sides.kind,
+        condition=pair_condition(others, sides.side, sides.field),
+        after=pair_condition(after, sides.side, sides.field),
     )
 
 
@@ -144,34 +161,29 @@ def _check_as_of(sides: JoinSides) -> None:
 def _on(
     sides: JoinSides, on: exp.Expr | None
 ) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], list[exp.Expr]]:
-    """The key columns of both sides, and the ON terms that filter one side."""
+    """The key columns of both sides, and the other ON terms (the join's condition on the
+    probe row and the version valid at its time)."""
     if on is None:
         raise SqlUnsupported(
             "a temporal join without ON: equate the versioned table's primary key "
             "(ON o.currency = r.currency)"
         )
     keys: tuple[list[str], list[str]] = ([], [])
-    one_side: list[exp.Expr] = []
+    others: list[exp.Expr] = []
     for term in conjuncts(on):
-        touched = {sides.side(c) for c in term.find_all(exp.Column)}
-        if len(touched) == 1:
-            one_side.append(term)
-        elif (
+        a, b = term.this, term.expression
+        if (
             isinstance(term, exp.EQ)
-            and isinstance(term.this, exp.Column)
-            and isinstance(term.expression, exp.Column)
+            and isinstance(a, exp.Column)
+            and isinstance(b, exp.Column)
+            and {sides.side(a), sides.side(b)} == {PROBE, VERSIONED}
         ):
-            a, b = term.this, term.expression
             pair = (a, b) if sides.side(a) == PROBE else (b, a)
             keys[PROBE].append(sides.field(pair[0]))
             keys[VERSIONED].append(sides.field(pair[1]))
         else:
-            raise SqlUnsupported(
-                f"ON {term.sql(WeirFlink)}: a temporal join's ON equates the probe's columns "
-                "with the versioned table's primary key (non-key conditions between the "
-                "tables are not run)"
-            )
-    return (tuple(keys[PROBE]), tuple(keys[VERSIONED])), one_side
+            others.append(term)
+    return (tuple(keys[PROBE]), tuple(keys[VERSIONED])), others
 
 
 def _check_primary_key(table: str, declared: tuple[str, ...] | None, on: tuple[str, ...]) -> None:
@@ -199,6 +211,9 @@ class TemporalJoin:
     def __init__(self, plan: TemporalPlan) -> None:
         self._columns = plan.columns
         self._left = plan.kind == "LEFT"
+        self._condition = plan.condition
+        self._after = plan.after
+        self._probe_key = plan.keys[PROBE]
         self.__qualname__ = f"{plan.kind} temporal join"
 
     def describe_function(self) -> dict[str, Any]:
@@ -227,10 +242,15 @@ class TemporalJoin:
         due = bisect_right(probes, timestamp, key=_ts)
         for t, record in probes[:due]:
             at = bisect_right(versions, t, key=_ts) - 1
-            if at >= 0:
-                self._emit(ctx, record, versions[at][1])
-            elif self._left:
-                self._emit(ctx, record, None)
+            version = versions[at][1] if at >= 0 else None
+            if any(record.get(k) is None for k in self._probe_key):
+                version = None  # SQL's NULL = NULL is not TRUE: a NULL key joins nothing
+            if version is not None and self._condition and not self._condition(record, version):
+                version = None  # the valid version fails the condition: no partner
+            if version is None and not self._left:
+                continue
+            if self._after is None or self._after(record, version):
+                self._emit(ctx, record, version)
         if due:
             del probes[:due]
             _store(ctx, LEFT, probes)
