@@ -61,13 +61,17 @@ class OuterIntervalJoin:
         self.upper = plan.upper if plan.upper_inclusive else plan.upper - 1
         self._keep = (max(self.upper, 0), max(-self.lower, 0))  # cleanup offsets per side
         self._outer = plan.outer
+        self._kind = plan.kind
         self._columns = plan.columns
         self._residual = plan.residual
-        self.__qualname__ = f"{plan.kind} OUTER interval join"
+        self.__qualname__ = (
+            f"{plan.kind} OUTER interval join, right.ts - left.ts in [{self.lower}, "
+            f"{self.upper}] ms"
+        )
 
     def describe_function(self) -> dict[str, Any]:
-        """What ``weir explain`` shows of the join: its kind and bounds."""
-        return {"join": f"{self.__qualname__} [{self.lower}, {self.upper}] ms"}
+        """What ``weir explain`` shows of the join (JSON): its kind and inclusive bounds."""
+        return {"join": f"{self._kind} OUTER interval", "bounds_ms": [self.lower, self.upper]}
 
     def process1(self, event: Any, ctx: JoinContext) -> None:
         """A left record: joined with the right records in its interval, then buffered."""

@@ -211,14 +211,20 @@ class TemporalJoin:
     def __init__(self, plan: TemporalPlan) -> None:
         self._columns = plan.columns
         self._left = plan.kind == "LEFT"
+        self._kind = plan.kind
         self._condition = plan.condition
         self._after = plan.after
         self._probe_key = plan.keys[PROBE]
-        self.__qualname__ = f"{plan.kind} temporal join"
+        self._versioned = (plan.tables[VERSIONED], plan.keys[VERSIONED])
+        self.__qualname__ = (
+            f"{plan.kind} temporal join FOR SYSTEM_TIME AS OF the probe's time, versions of "
+            f"{plan.tables[VERSIONED]} by {', '.join(plan.keys[VERSIONED])}"
+        )
 
     def describe_function(self) -> dict[str, Any]:
-        """What ``weir explain`` shows of the join."""
-        return {"join": f"{self.__qualname__} FOR SYSTEM_TIME AS OF the probe's time"}
+        """What ``weir explain`` shows of the join (JSON): its kind and versioned table."""
+        table, key = self._versioned
+        return {"join": f"{self._kind} temporal", "versioned": table, "primary_key": list(key)}
 
     def process1(self, event: Any, ctx: JoinContext) -> None:
         """A probe row: buffered until the watermark reaches its time."""

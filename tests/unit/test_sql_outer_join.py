@@ -12,7 +12,9 @@ from typing import Any
 import pytest
 
 from weir import Job, WatermarkStrategy, sources, testing
+from weir.base.errors import JobDefinitionError
 from weir.engine.explain import describe
+from weir.engine.spark.plan import backfill_operators
 from weir.engine.sql import SqlUnsupported
 
 
@@ -221,7 +223,7 @@ def test_a_late_row_goes_to_the_late_output_and_is_never_padded() -> None:
 
 def test_explain_names_the_outer_join() -> None:
     text = str(describe(_job(_query("LEFT"))))
-    assert "LEFT OUTER interval join [-100, 300] ms" in text
+    assert "LEFT OUTER interval join, right.ts - left.ts in [-100, 300] ms" in text
 
 
 REFUSED = {
@@ -249,3 +251,10 @@ def test_refusals_name_the_construct(case: str) -> None:
     query, message = REFUSED[case]
     with pytest.raises(SqlUnsupported, match=message):
         _job(query)
+
+
+def test_the_backfill_refuses_an_outer_join_by_name() -> None:
+    job = _job(_query("RIGHT"))
+    for op in ("j", None):
+        with pytest.raises(JobDefinitionError, match="'j' of job 'outer' is a SQL outer interval"):
+            backfill_operators(job, op)

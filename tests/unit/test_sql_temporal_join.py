@@ -15,8 +15,10 @@ import pytest
 from tests.support.join_reference import Arrival
 from tests.support.join_support import JoinDriver
 from weir import Job, WatermarkStrategy, sources, testing
+from weir.base.errors import JobDefinitionError
 from weir.engine.explain import describe
 from weir.engine.nodes import ProcessNode
+from weir.engine.spark.plan import backfill_operators
 from weir.engine.sql import SqlError, SqlUnsupported
 
 DAY, MINUTE, SECOND = 86_400_000, 60_000, 1_000
@@ -283,3 +285,9 @@ def test_a_versioned_table_needs_a_primary_key() -> None:
     query = SELECT + "JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
     with pytest.raises(SqlError, match="table 'rates' has no PRIMARY KEY"):
         job.sql("j", query, tables={"orders": events, "rates": events})
+
+
+def test_the_backfill_refuses_a_temporal_join_by_name() -> None:
+    query = SELECT + "JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
+    with pytest.raises(JobDefinitionError, match="'j' of job 'temporal' is a SQL temporal join"):
+        backfill_operators(_job(query), None)
