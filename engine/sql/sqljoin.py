@@ -13,10 +13,13 @@ pushes down; an inner join's result is the same). Each pair emits ``{"key", <SEL
 the columns qualified by their table (``i.id``), named by their alias or column name; late
 records go to the join's ``late`` output, as the job API's interval join sends them.
 
+Other ``ON`` terms are the join's residual condition on each pair (``residual.py``).
+``LEFT``/``RIGHT``/``FULL`` interval joins pad the rows that joined nothing (``outerjoin.py``);
+temporal joins (``FOR SYSTEM_TIME AS OF``) are planned by ``temporal.py`` over the same sides.
+
 Without a time term the join is a regular inner join (``RegularJoin``, a keyed co-process
-function), run only with a state TTL. Refused by name: ``LEFT``/``RIGHT``/``FULL`` joins, a
-regular join without a TTL, window joins on a TVF's bounds and temporal (``FOR SYSTEM_TIME AS
-OF``) and lookup joins.
+function), run only with a state TTL. Refused by name: other join kinds, a regular join without
+a TTL or an outer one, window joins on a TVF's bounds.
 """
 
 from __future__ import annotations
@@ -410,4 +413,3 @@ _SIDES = ("left", "right")
 JoinSides = _Sides
 conjuncts = _conjuncts
 join_columns = _columns
-join_filters = _filters
