@@ -20,6 +20,7 @@ from weir.engine.sql.continuous import ContinuousAggregate
 from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.keys import key_selector
+from weir.engine.sql.lookup import LookupJoin
 from weir.engine.sql.outerjoin import OuterIntervalJoin, with_late_output
 from weir.engine.sql.query import QueryPlan, TableDef
 from weir.engine.sql.ranked import RankFunction, RankPlan
@@ -198,7 +199,8 @@ def attach_temporal(plan: TemporalPlan, streams: Mapping[str, DataStream]) -> Re
             stream = stream.filter(_labelled(plan.probe_filter, f"WHERE ({plan.tables[0]})"))
         keys = plan.keys[side]
         keyed.append(stream.key_by(_labelled(key_selector(keys), "|".join(keys))))
-    joined = keyed[0].connect(keyed[1]).process(TemporalJoin(plan), name=plan.name)
+    fn = LookupJoin(plan) if plan.lookup else TemporalJoin(plan)
+    joined = keyed[0].connect(keyed[1]).process(fn, name=plan.name)
     return with_late_output(joined)
 
 

@@ -15,13 +15,14 @@ if TYPE_CHECKING:
 _KINDS = {  # (module, class) -> what a refusal calls it
     ("weir.engine.sql.outerjoin", "OuterIntervalJoin"): "SQL outer interval join",
     ("weir.engine.sql.temporal", "TemporalJoin"): "SQL temporal join (FOR SYSTEM_TIME AS OF)",
+    ("weir.engine.sql.lookup", "LookupJoin"): "SQL lookup join (AS OF PROCTIME())",
     ("weir.engine.sql.sqljoin", "RegularJoin"): "SQL regular join (kept by its state TTL)",
 }
 
 
 def sql_joins_of(job: Job) -> list[tuple[str, str]]:
     """``job``'s SQL join views that the job API's ``joins_of`` does not name, ``(name,
-    kind)``: outer interval joins, temporal joins, regular joins."""
+    kind)``: outer interval joins, temporal and lookup joins, regular joins."""
     found = []
     for name, op in job.operators.items():
         if isinstance(op, ProcessNode):

@@ -48,6 +48,7 @@ class TableDef:
     time_column: str | None
     allowed_lateness_ms: int = 0
     primary_key: tuple[str, ...] | None = None  # a versioned table's (temporal joins)
+    proctime: str | None = None  # a column declared ``AS PROCTIME()`` (lookup joins)
 
 
 @dataclass

@@ -164,7 +164,9 @@ class _Script:
             raise SqlError(f"CREATE TABLE {name} WITH ('url' = …): {exc}") from None
         stream = self.job.source(source, timestamp=time_col, watermarks=watermarks)
         self.stream = stream.map(checker(types, name))  # the declared types, once per record
-        self.table = TableDef(name, tuple(columns), time_col, lateness, _primary_key(schema))
+        self.table = TableDef(
+            name, tuple(columns), time_col, lateness, _primary_key(schema), _proctime(schema)
+        )
 
     def _function(self, s: exp.Create) -> None:
         name = s.this.name
@@ -213,11 +215,42 @@ def _primary_key(schema: exp.Schema) -> tuple[str, ...] | None:
     return names
 
 
+def _computed(column: exp.ColumnDef) -> exp.Expr | None:
+    """A computed column's expression (``c AS expr``), else None."""
+    for constraint in column.args.get("constraints") or []:
+        kind = constraint.args.get("kind")
+        if isinstance(kind, exp.ComputedColumnConstraint):
+            found: exp.Expr = kind.this
+            return found
+    return None
+
+
+def _proctime(schema: exp.Schema) -> str | None:
+    """The table's processing-time attribute, ``pt AS PROCTIME()`` (lookup joins read it);
+    any other computed column is refused by name."""
+    found = None
+    for item in schema.expressions:
+        expr = _computed(item) if isinstance(item, exp.ColumnDef) else None
+        if expr is None:
+            continue
+        if not (isinstance(expr, exp.Anonymous) and expr.name.upper() == "PROCTIME"):
+            raise SqlUnsupported(
+                f"computed column {item.sql(WeirFlink)}: weir's tables compute none but a "
+                "processing-time attribute (pt AS PROCTIME()); derive values in the view"
+            )
+        if found is not None:
+            raise SqlError(f"CREATE TABLE: two processing-time attributes, {found} and {item.name}")
+        found = item.name
+    return found
+
+
 def _columns(schema: exp.Schema) -> tuple[dict[str, exp.ColumnDef], str, int]:
     """The columns, the time attribute and its watermark delay (ms)."""
     columns: dict[str, exp.ColumnDef] = {}
     watermark: exp.WatermarkColumnConstraint | None = None
     for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef) and _computed(item) is not None:
+            continue  # ``pt AS PROCTIME()`` (``_proctime``): a time, not a field of the records
         if isinstance(item, exp.ColumnDef):
             columns[item.name] = item
         elif isinstance(item, exp.WatermarkColumnConstraint):

@@ -81,6 +81,7 @@ class TemporalPlan:
     kind: str  # INNER or LEFT
     condition: PairPredicate | None = None  # the other ON terms: the version joins if TRUE
     after: PairPredicate | None = None  # the other WHERE terms, over each joined row
+    lookup: bool = False  # AS OF processing time: the current row (``lookup.py``)
 
 
 def is_temporal(statement: exp.Expr) -> bool:
@@ -116,10 +117,15 @@ def plan_temporal(
     for arg in ("group", "having", "order", "limit", "distinct", "with_"):
         if statement.args.get(arg):
             raise SqlUnsupported(f"{arg.upper().rstrip('_')} in a join view: it emits each row")
-    _check_as_of(sides)
-    keys, others = _on(sides, sides.join.args.get("on"))
+    lookup = _is_lookup(sides)
     versioned = sides.defs[VERSIONED].name
-    _check_primary_key(versioned, sides.defs[VERSIONED].primary_key, keys[VERSIONED])
+    pk = _primary_key(versioned, sides.defs[VERSIONED].primary_key)
+    keys, others = _on(sides, sides.join.args.get("on"), pk)
+    if sorted(keys[VERSIONED]) != sorted(pk):
+        raise SqlUnsupported(
+            f"temporal join ON {', '.join(keys[VERSIONED]) or 'nothing'} of {versioned!r}: ON "
+            f"equates its whole primary key ({', '.join(pk)}) with the probe's columns"
+        )
     where = statement.args.get("where")
     before: list[exp.Expr] = []
     after: list[exp.Expr] = []
@@ -137,32 +143,36 @@ def plan_temporal(
         kind=sides.kind,
         condition=pair_condition(others, sides.side, sides.field),
         after=pair_condition(after, sides.side, sides.field),
+        lookup=lookup,
     )
 
 
-def _check_as_of(sides: JoinSides) -> None:
-    version = sides.join.this.args["version"]
-    at = version.expression
-    time_col = sides.defs[PROBE].time_column
-    if (
-        not isinstance(at, exp.Column)
-        or not at.table
-        or sides.side(at) != PROBE
-        or at.name != time_col
-    ):
-        raise SqlUnsupported(
-            f"FOR SYSTEM_TIME AS OF {at.sql(WeirFlink)}: weir runs event-time temporal joins, "
-            f"AS OF the probe table's time attribute (o.{time_col}); a processing-time "
-            "temporal join (a lookup join, AS OF PROCTIME() or a processing-time column) is "
-            "not run"
-        )
+def _is_lookup(sides: JoinSides) -> bool:
+    """``AS OF`` the probe's time attribute: an event-time temporal join (False); ``AS OF``
+    ``PROCTIME()`` or the probe's processing-time attribute: a lookup join (True)."""
+    at = sides.join.this.args["version"].expression
+    probe = sides.defs[PROBE]
+    if isinstance(at, exp.Anonymous) and at.name.upper() == "PROCTIME" and not at.expressions:
+        return True
+    if isinstance(at, exp.Column) and at.table and sides.side(at) == PROBE:
+        if at.name == probe.time_column:
+            return False
+        if at.name == probe.proctime:
+            return True
+    raise SqlUnsupported(
+        f"FOR SYSTEM_TIME AS OF {at.sql(WeirFlink)}: a temporal join is AS OF the probe "
+        f"table's time attribute (o.{probe.time_column}: the version valid then), a lookup "
+        "join AS OF its processing time (PROCTIME(), or a column declared AS PROCTIME(): the "
+        "current row)"
+    )
 
 
 def _on(
-    sides: JoinSides, on: exp.Expr | None
+    sides: JoinSides, on: exp.Expr | None, pk: tuple[str, ...]
 ) -> tuple[tuple[tuple[str, ...], tuple[str, ...]], list[exp.Expr]]:
-    """The key columns of both sides, and the other ON terms (the join's condition on the
-    probe row and the version valid at its time)."""
+    """The key columns of both sides (the equalities of the primary key's columns with the
+    probe's), and the other ON terms (the join's condition on the probe row and its version:
+    an equality of another column too, Flink's ``…JoinkeyContainsPk``)."""
     if on is None:
         raise SqlUnsupported(
             "a temporal join without ON: equate the versioned table's primary key "
@@ -177,6 +187,7 @@ def _on(
             and isinstance(a, exp.Column)
             and isinstance(b, exp.Column)
             and {sides.side(a), sides.side(b)} == {PROBE, VERSIONED}
+            and (a if sides.side(a) == VERSIONED else b).name in pk
         ):
             pair = (a, b) if sides.side(a) == PROBE else (b, a)
             keys[PROBE].append(sides.field(pair[0]))
@@ -186,21 +197,61 @@ def _on(
     return (tuple(keys[PROBE]), tuple(keys[VERSIONED])), others
 
 
-def _check_primary_key(table: str, declared: tuple[str, ...] | None, on: tuple[str, ...]) -> None:
+def _primary_key(table: str, declared: tuple[str, ...] | None) -> tuple[str, ...]:
     if declared is None:
         raise SqlError(
             f"FOR SYSTEM_TIME AS OF: table {table!r} has no PRIMARY KEY, and a versioned table "
             f"keeps one row per key: declare it (PRIMARY KEY (k) NOT ENFORCED in CREATE TABLE; "
             f"job.sql(…, primary_keys={{{table!r}: ('k',)}}) in Python)"
         )
-    if sorted(on) != sorted(declared):
-        raise SqlUnsupported(
-            f"temporal join ON {', '.join(on) or 'nothing'} of {table!r}: ON equates its "
-            f"whole primary key ({', '.join(declared)}) with the probe's columns"
+    return declared
+
+
+class VersionJoin:
+    """What a temporal and a lookup join do with a probe row and the version it meets (None:
+    none): a NULL key or a version failing the ON condition is no partner; an INNER join then
+    emits nothing, a LEFT join the row padded with NULLs; ``WHERE``'s other terms filter last.
+
+    Args:
+        plan: the view's plan (its columns, kind, conditions and keys).
+        label: what ``weir explain`` calls the join.
+    """
+
+    def __init__(self, plan: TemporalPlan, label: str) -> None:
+        self.__qualname__ = self._label = label  # what ``weir explain`` calls the function
+        self._columns = plan.columns
+        self._left = plan.kind == "LEFT"
+        self._kind = plan.kind
+        self._condition = plan.condition
+        self._after = plan.after
+        self._probe_key = plan.keys[PROBE]
+        self._versioned = (plan.tables[VERSIONED], plan.keys[VERSIONED])
+
+    def describe_function(self) -> dict[str, Any]:
+        """What ``weir explain`` shows of the join (JSON): its kind and versioned table."""
+        table, key = self._versioned
+        return {"join": self._label, "versioned": table, "primary_key": list(key)}
+
+    def join(self, ctx: JoinContext, record: Any, version: Any) -> None:
+        """Emit what ``record`` and ``version`` make, if anything."""
+        if any(record.get(k) is None for k in self._probe_key):
+            version = None  # SQL's NULL = NULL is not TRUE: a NULL key joins nothing
+        if version is not None and self._condition and not self._condition(record, version):
+            version = None  # the version fails the condition: no partner
+        if version is None and not self._left:
+            return
+        if self._after is not None and not self._after(record, version):
+            return
+        sides = (record, version)
+        ctx.emit(
+            {
+                "key": ctx.key,
+                **{n: None if sides[s] is None else sides[s].get(f) for n, s, f in self._columns},
+            }
         )
 
 
-class TemporalJoin:
+class TemporalJoin(VersionJoin):
     """The temporal join as a keyed co-process function: ``process1`` takes probe rows,
     ``process2`` versions, ``on_timer`` joins the probe rows the watermark has reached.
 
@@ -209,22 +260,11 @@ class TemporalJoin:
     """
 
     def __init__(self, plan: TemporalPlan) -> None:
-        self._columns = plan.columns
-        self._left = plan.kind == "LEFT"
-        self._kind = plan.kind
-        self._condition = plan.condition
-        self._after = plan.after
-        self._probe_key = plan.keys[PROBE]
-        self._versioned = (plan.tables[VERSIONED], plan.keys[VERSIONED])
-        self.__qualname__ = (
+        super().__init__(
+            plan,
             f"{plan.kind} temporal join FOR SYSTEM_TIME AS OF the probe's time, versions of "
-            f"{plan.tables[VERSIONED]} by {', '.join(plan.keys[VERSIONED])}"
+            f"{plan.tables[VERSIONED]} by {', '.join(plan.keys[VERSIONED])}",
         )
-
-    def describe_function(self) -> dict[str, Any]:
-        """What ``weir explain`` shows of the join (JSON): its kind and versioned table."""
-        table, key = self._versioned
-        return {"join": f"{self._kind} temporal", "versioned": table, "primary_key": list(key)}
 
     def process1(self, event: Any, ctx: JoinContext) -> None:
         """A probe row: buffered until the watermark reaches its time."""
@@ -248,15 +288,7 @@ class TemporalJoin:
         due = bisect_right(probes, timestamp, key=_ts)
         for t, record in probes[:due]:
             at = bisect_right(versions, t, key=_ts) - 1
-            version = versions[at][1] if at >= 0 else None
-            if any(record.get(k) is None for k in self._probe_key):
-                version = None  # SQL's NULL = NULL is not TRUE: a NULL key joins nothing
-            if version is not None and self._condition and not self._condition(record, version):
-                version = None  # the valid version fails the condition: no partner
-            if version is None and not self._left:
-                continue
-            if self._after is None or self._after(record, version):
-                self._emit(ctx, record, version)
+            self.join(ctx, record, versions[at][1] if at >= 0 else None)
         if due:
             del probes[:due]
             _store(ctx, LEFT, probes)
@@ -264,15 +296,6 @@ class TemporalJoin:
         if stale > 0:
             del versions[:stale]
             _store(ctx, RIGHT, versions)
-
-    def _emit(self, ctx: JoinContext, probe: Any, version: Any) -> None:
-        sides = (probe, version)
-        ctx.emit(
-            {
-                "key": ctx.key,
-                **{n: None if sides[s] is None else sides[s].get(f) for n, s, f in self._columns},
-            }
-        )
 
 
 def _store(ctx: JoinContext, side: str, entries: list[list[Any]]) -> None:

@@ -1,8 +1,10 @@
-"""A SQL FULL OUTER interval join and a LEFT temporal join (issue 43) in real ``weir run``
-processes: their rows equal the brute-force models' (``tests/support/sql_join_reference.py``,
-late records included) at parallelism 2, and stay exactly once across a kill -9 of the whole
-run at parallelism 2 and a restore at parallelism 3 (both keep their buffers, the outer join's
-"joined" flags and the temporal join's waiting probe rows and versions, as keyed state)."""
+"""A SQL FULL OUTER interval join, a LEFT temporal join and a LEFT lookup join (issue 43) in
+real ``weir run`` processes: the first two equal the brute-force models'
+(``tests/support/sql_join_reference.py``, late records included) at parallelism 2, and stay
+exactly once across a kill -9 of the whole run at parallelism 2 and a restore at parallelism 3
+(both keep their buffers, the outer join's "joined" flags and the temporal join's waiting
+probe rows and versions, as keyed state); the lookup join, whose rows depend on arrival,
+emits every impression exactly once with a click of its ad or NULLs."""
 
 from __future__ import annotations
 
@@ -36,6 +38,9 @@ job.sql("outer", COLUMNS + "FROM imps AS i FULL JOIN clicks AS c ON i.id = c.id 
 job.sql("rated", COLUMNS + "FROM imps AS i LEFT JOIN clicks FOR SYSTEM_TIME AS OF i.ts AS c "
         "ON i.id = c.id", tables=tables, primary_keys={"clicks": ("id",)}
         ).sink(sinks.jsonl(OUT + "/temporal.jsonl"))
+job.sql("looked", COLUMNS + "FROM imps AS i LEFT JOIN clicks FOR SYSTEM_TIME AS OF PROCTIME() "
+        "AS c ON i.id = c.id", tables=tables, primary_keys={"clicks": ("id",)}
+        ).sink(sinks.jsonl(OUT + "/lookup.jsonl"))
 """
 SLOW = "time.sleep(0.0005) is None"  # ~0.5 ms a record: the crash lands mid-run
 
@@ -75,6 +80,17 @@ def _check(tmp_path: Path, events: list[dict[str, Any]]) -> None:
     outer, rated = _want(events)
     assert _got(tmp_path / "outer.jsonl") == outer  # no row lost, none twice
     assert _got(tmp_path / "temporal.jsonl") == rated
+    # the lookup join's rows depend on arrival (processing time): every impression once, with
+    # a click of its own ad or with NULLs
+    looked = read_jsonl(tmp_path / "lookup.jsonl")
+    imps = [e for e in events if e["event"] == "impression"]
+    assert Counter((r["lts"], r["lv"]) for r in looked) == Counter(
+        (e["ts"], e["value"]) for e in imps
+    )
+    clicks = {(str(e["id"]), e["ts"], e["value"]) for e in events if e["event"] == "click"}
+    joined = [r for r in looked if r["rts"] is not None]
+    assert len(joined) > len(looked) // 2
+    assert all((r["key"], r["rts"], r["rv"]) in clicks for r in joined)
 
 
 @pytest.mark.parametrize("crash", [False, True], ids=["plain-p2", "kill-9-p2-restore-p3"])

@@ -2,7 +2,8 @@
 ``TemporalJoinITCase`` cases ported by name (on its insert-only ``currency_history`` data: weir's
 streams are append-only, so the changelog cases' ``-U``/``-D`` rows have no counterpart), each
 form against a brute-force model at parallelism 1, 2 and 4, late probe rows, the state kept per
-key, and the refusals (Flink's processing-time cases are refusals there too)."""
+key, and the refusals. Flink refuses its processing-time cases (a table that is no lookup
+source); in weir they are lookup joins, ``test_sql_lookup_join.py``."""
 
 from __future__ import annotations
 
@@ -244,15 +245,15 @@ def test_explain_names_the_temporal_join() -> None:
 
 
 REFUSED = {
-    "testProcTimeTemporalJoin": (
-        SELECT + "JOIN rates FOR SYSTEM_TIME AS OF PROCTIME() AS r ON o.currency = r.currency",
+    "neither time": (
+        SELECT + "JOIN rates FOR SYSTEM_TIME AS OF o.amount AS r ON o.currency = r.currency",
         SqlUnsupported,
-        r"AS OF PROCTIME\(\): weir runs event-time temporal joins",
+        r"AS OF o.amount: a temporal join is AS OF the probe table's time attribute \(o.ts",
     ),
-    "a processing-time column": (
-        SELECT + "JOIN rates FOR SYSTEM_TIME AS OF o.proctime AS r ON o.currency = r.currency",
+    "another table's time": (
+        SELECT + "JOIN rates FOR SYSTEM_TIME AS OF r.ts AS r ON o.currency = r.currency",
         SqlUnsupported,
-        "AS OF o.proctime: weir runs event-time temporal joins",
+        "AS OF r.ts: a temporal join is AS OF",
     ),
     "right join": (
         SELECT + "RIGHT JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency",
