@@ -64,6 +64,7 @@ class OuterIntervalJoin:
         self._kind = plan.kind
         self._columns = plan.columns
         self._residual = plan.residual
+        self._keys = plan.keys
         self.__qualname__ = (
             f"{plan.kind} OUTER interval join, right.ts - left.ts in [{self.lower}, "
             f"{self.upper}] ms"
@@ -92,6 +93,8 @@ class OuterIntervalJoin:
             return
         other = _SIDE_NAMES[1 - side]
         partners = between(entries_of(ctx, other), lo, hi)
+        if any(event.get(k) is None for k in self._keys[side]):
+            partners = []  # SQL's NULL = NULL is not TRUE: a NULL key joins nothing
         if self._residual is not None:
             test = self._residual
             partners = [

@@ -330,9 +330,11 @@ def pair_function(plan: JoinPlan) -> Callable[[Any, Any, Any], None]:
     """The ``fn(left, right, ctx)`` that emits a pair as the SELECT shapes it."""
     columns = plan.columns
 
-    residual = plan.residual
+    residual, key = plan.residual, plan.keys[LEFT]
 
     def emit(left: Any, right: Any, ctx: Any) -> None:
+        if any(left.get(k) is None for k in key):
+            return  # SQL's NULL = NULL is not TRUE: NULL keys join nothing (one key group)
         if residual is not None and not residual(left, right):
             return
         sides = (left, right)

@@ -1,7 +1,8 @@
 """LEFT, RIGHT and FULL OUTER interval joins in SQL (issue 43): Flink's ``IntervalJoinITCase``
-outer cases ported by name, each form against a brute-force model (the inner pairs, plus every
-on-time row of an outer side that joined nothing, padded with NULLs) at parallelism 1, 2 and 4,
-its joined rows against the job API's interval join, and the refusals."""
+row-time cases ported by name (the inner one for its NULL keys), each outer form against a
+brute-force model (the inner pairs, plus every on-time row of an outer side that joined
+nothing, padded with NULLs) at parallelism 1, 2 and 4, its joined rows against the job API's
+interval join, and the refusals."""
 
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ NEGATIVE_T1 = [("A", "L-1", 1000), ("B", "L-4", 4000), ("C", "L-7", 7000)]
 NEGATIVE_T2 = [("A", "R-6", 6000), ("B", "R-7", 7000), ("D", "R-8", 8000)]
 
 
-def _flink_rows(t1: list[tuple[str, str, int]], t2: list[tuple[str, str, int]]) -> list[Any]:
+def _flink_rows(t1: list[tuple[Any, str, int]], t2: list[tuple[Any, str, int]]) -> list[Any]:
     rows = [{"t": 1, "k": k, "id": i, "rowtime": ts} for k, i, ts in t1]
     rows += [{"t": 2, "k": k, "id": i, "rowtime": ts} for k, i, ts in t2]
     return sorted(rows, key=lambda r: (r["rowtime"], r["t"]))
@@ -56,6 +57,32 @@ def _flink_run(query: str, t1: Any, t2: Any) -> list[str]:
         ",".join("null" if r[c] is None else str(r[c]) for c in ("a", "b", "c"))
         for r in got.by_operator["j"]
     )
+
+
+def test_row_time_inner_join() -> None:
+    """``testRowTimeInnerJoin``: the NULL keys (LEFT8, RIGHT10) join nothing."""
+    query = (
+        "SELECT t2.k AS a, t2.id AS b, t1.id AS c FROM T1 AS t1 JOIN T2 AS t2 ON "
+        "t1.k = t2.k AND t1.rowtime BETWEEN t2.rowtime - INTERVAL '5' SECOND AND "
+        "t2.rowtime + INTERVAL '6' SECOND"
+    )
+    t1 = [("A", "LEFT0.999", 999), ("A", "LEFT1", 1000), ("A", "LEFT2", 2000),
+          ("A", "LEFT3", 3000), ("B", "LEFT4", 4000), ("A", "LEFT5", 5000),
+          ("A", "LEFT6", 6000), (None, "LEFT8", 8000)]  # fmt: skip
+    t2 = [("A", "RIGHT6", 6000), ("B", "RIGHT7", 7000), (None, "RIGHT10", 10000)]
+    assert _flink_run(query, t1, t2) == sorted(
+        ["A,RIGHT6,LEFT1", "A,RIGHT6,LEFT2", "A,RIGHT6,LEFT3", "A,RIGHT6,LEFT5",
+         "A,RIGHT6,LEFT6", "B,RIGHT7,LEFT4"]
+    )  # fmt: skip
+
+
+def test_a_null_key_is_padded_not_joined() -> None:
+    query = (
+        "SELECT t1.id AS a, t2.id AS b, t1.k AS c FROM T1 AS t1 FULL JOIN T2 AS t2 ON "
+        "t1.k = t2.k AND t2.rowtime BETWEEN t1.rowtime AND t1.rowtime + INTERVAL '1' SECOND"
+    )
+    got = _flink_run(query, [(None, "L", 100)], [(None, "R", 200)])
+    assert got == ["L,null,null", "null,R,null"]
 
 
 def test_row_time_left_outer_join() -> None:
