@@ -6,6 +6,7 @@ dimension row replacing its key's current one, the state kept, a ``.sql`` job fi
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,37 @@ def test_left_join_temporal_table_on_mult_key_fields() -> None:
         ["1,12,Julian,11", "2,15,null,null", "3,15,Fabian,33", "8,11,null,null",
          "9,12,null,null"]
     )  # fmt: skip
+
+
+class PythonLookupJoin:
+    """The LEFT lookup join as a user writes it with the job API: the current user row per
+    id in value state, each probe row joined with it on arrival."""
+
+    def process1(self, row: dict[str, Any], ctx: Any) -> None:
+        user = ctx.value("user").get() if row["id"] is not None else None
+        ctx.emit({"id": row["id"], "name": user and user["name"]})
+
+    def process2(self, user: dict[str, Any], ctx: Any) -> None:
+        ctx.value("user").set(user)
+
+
+def test_the_left_join_equals_its_python_twin_at_parallelism_1_and_2() -> None:
+    rows = _rows(SRC + NULLABLE_SRC)
+    for p in (1, 2):
+        python = Job("lookup")
+        src = python.source(
+            sources.jsonl("/unused.jsonl"),
+            timestamp="ts",
+            watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=0),
+        )
+        probes = src.filter(lambda e: e["t"] == "src")
+        users = src.filter(lambda e: e["t"] == "user")
+        probes.connect(users).key_by("id", "id").process(PythonLookupJoin(), name="j")
+        twin = testing.run(python, rows, parallelism=p).by_operator["j"]
+        sql = testing.run(_job(SELECT + LEFT_LOOKUP + "ON T.id = D.id"), rows, parallelism=p)
+        got = Counter((r["id"], r["name"]) for r in sql.by_operator["j"])
+        assert got == Counter((r["id"], r["name"]) for r in twin), p
+        assert got[(3, "Fabian")] == 2 and got[(None, None)] == 2
 
 
 def test_a_dimension_row_replaces_its_keys_current_row() -> None:

@@ -199,6 +199,54 @@ def test_each_form_equals_the_model_at_every_parallelism(kind: str) -> None:
         assert not got.side.get("j", {}).get("late") and not got.dead
 
 
+class PythonTemporalJoin:
+    """The LEFT temporal join as a user writes it with the job API (``connect`` and a keyed
+    co-process function): orders wait in list state for the watermark, every rate is kept."""
+
+    def process1(self, order: dict[str, Any], ctx: Any) -> None:
+        if ctx.timestamp > ctx.watermark:  # else late: SQL's goes to the late output
+            ctx.list("orders").append(order)
+            ctx.register_event_time_timer(ctx.timestamp)
+
+    def process2(self, rate: dict[str, Any], ctx: Any) -> None:
+        ctx.list("rates").append(rate)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> None:
+        rates = list(enumerate(ctx.list("rates").get()))
+        waiting = ctx.list("orders").get()
+        ctx.list("orders").clear()
+        for order in waiting:
+            if order["ts"] > timestamp:
+                ctx.list("orders").append(order)
+                continue
+            valid = [(r["ts"], i, r["rate"]) for i, r in rates if r["ts"] <= order["ts"]]
+            ctx.emit({"order_id": order["order_id"], "rate": max(valid)[2] if valid else None})
+
+
+def test_the_left_join_equals_its_python_twin_at_parallelism_1_and_2() -> None:
+    events = _events(600, seed=4)
+    query = (
+        "SELECT o.order_id AS order_id, r.rate AS rate FROM orders AS o LEFT JOIN rates "
+        "FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
+    )
+    for p in (1, 2):
+        python = Job("temporal")
+        src = python.source(
+            sources.jsonl("/unused.jsonl"),
+            timestamp="ts",
+            watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=1_000),
+        )
+        orders = src.filter(lambda e: e["t"] == "order")
+        rates = src.filter(lambda e: e["t"] == "rate")
+        orders.connect(rates).key_by("currency", "currency").process(PythonTemporalJoin(), name="j")
+        twin = testing.run(python, events, parallelism=p).by_operator["j"]
+        sql = testing.run(_job(query, bound_ms=1_000), events, parallelism=p).by_operator["j"]
+        assert Counter((r["order_id"], r["rate"]) for r in sql) == Counter(
+            (r["order_id"], r["rate"]) for r in twin
+        ), p
+        assert len(twin) > 300
+
+
 def test_a_late_order_goes_to_the_late_output() -> None:
     query = SELECT + "JOIN rates FOR SYSTEM_TIME AS OF o.ts AS r ON o.currency = r.currency"
     events = [_rate("EUR", 1, 0), _order(1, "EUR", 5, 10), _order(2, "EUR", 5, 5_000),
