@@ -17,7 +17,14 @@ import pytest
 
 from tests.integration.test_checkpoints import crash_at_2_then_finish_at_3
 from tests.integration.test_joins import arrivals_of
-from tests.support import WeirServer, event_lines, make_events, read_jsonl, write_lines
+from tests.support import (
+    WeirServer,
+    event_lines,
+    make_events,
+    read_jsonl,
+    wait_until,
+    write_lines,
+)
 from tests.support.sql_join_reference import outer_interval_join, temporal_join
 
 LOWER, UPPER = -150, 60  # test_joins' bounds, with its watermark bound of 200 ms
@@ -107,3 +114,50 @@ def test_outer_and_temporal_joins_are_exactly_the_models_rows(
         server = weir_server(job, "--exit-at-end", "--parallelism", "2", state_dir=state)
         assert server.proc.wait(120) == 0, server.stderr()
     _check(tmp_path, events)
+
+
+LIVE_JOB = """
+from weir import Job, WatermarkStrategy, sources
+
+job = Job("live-sql-joins", max_parallelism=128)
+ads = job.source(sources.generator("ads", rate=400, ids=3, seed=3), timestamp="ts",
+                 watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=1_000))
+tables = {"imps": ads.filter(lambda e: e["event"] == "impression"),
+          "clicks": ads.filter(lambda e: e["event"] == "click")}
+job.sql("rated", "SELECT i.ts AS at, c.`value` AS v FROM imps AS i LEFT JOIN clicks "
+        "FOR SYSTEM_TIME AS OF i.ts AS c ON i.id = c.id", tables=tables,
+        primary_keys={"clicks": ("id",)})
+job.sql("looked", "SELECT i.ts AS at, c.`value` AS v FROM imps AS i LEFT JOIN clicks "
+        "FOR SYSTEM_TIME AS OF PROCTIME() AS c ON i.id = c.id", tables=tables,
+        primary_keys={"clicks": ("id",)})
+"""
+
+
+def test_the_temporal_and_lookup_joins_state_answers_over_http(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """The versions a temporal join keeps (``right``, at most one at or behind the watermark)
+    and a lookup join's current row answer at ``/{job}/{view}/state/{key}``."""
+    path = tmp_path / "live.py"
+    path.write_text(LIVE_JOB, encoding="utf-8")
+    server = weir_server(path, "--parallelism", "2", state_dir=tmp_path / "state")
+    c = server.client()
+
+    def answered(view: str) -> Callable[[], dict[str, Any] | None]:
+        def read() -> dict[str, Any] | None:
+            r = c.get(f"/live-sql-joins/{view}/state/ad-0")
+            body: dict[str, Any] = r.json()
+            ok = r.status_code == 200 and body["state"].get("right") and body["watermark"]
+            return body if ok else None
+
+        return read
+
+    rated = wait_until(answered("rated"), 30.0, what="the versions of ad-0")
+    versions = rated["state"]["right"]
+    assert [ts for ts, _ in versions] == sorted(ts for ts, _ in versions)
+    assert all(rec["id"] == "ad-0" and rec["event"] == "click" for _, rec in versions)
+    # of the versions the watermark passed one stays (5 s of slack: a live read may lag)
+    assert sum(ts <= rated["watermark"] - 5_000 for ts, _ in versions) <= 1
+    looked = wait_until(answered("looked"), 30.0, what="the current row of ad-0")
+    current = looked["state"]["right"]
+    assert current["id"] == "ad-0" and current["event"] == "click"
