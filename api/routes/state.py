@@ -263,8 +263,7 @@ def key_page(
     limit: int,
     consistency: str = "live",
 ) -> keylist.Page:
-    """A page of the key listing, of the live state or of the latest checkpoint
-    (``consistency``): cells bucket by bucket, or rows by seeking."""
+    """A page of the key listing (live, or the checkpoint's): by cell bucket, or by seeking."""
     ids = [op.state_id]
     if isinstance(op, WindowNode) and uses_panes(op.assigner):
         ids.append(op.pane_state_id)
