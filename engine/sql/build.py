@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from weir.engine.agg import AggregateFunction
-from weir.engine.nodes import ProcessNode
 from weir.engine.sql.continuous import ContinuousAggregate
 from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.keys import key_selector
+from weir.engine.sql.lookup import LookupJoin
+from weir.engine.sql.outerjoin import OuterIntervalJoin, with_late_output
 from weir.engine.sql.query import QueryPlan, TableDef
 from weir.engine.sql.ranked import RankFunction, RankPlan
 from weir.engine.sql.recognize import attach_match, is_match_recognize
@@ -28,8 +29,8 @@ from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
+from weir.engine.sql.temporal import TemporalJoin, TemporalPlan, is_temporal, plan_temporal
 from weir.engine.sql.windowed import (
-    LATE,
     WindowAggregateRank,
     WindowAggregateRankPlan,
     WindowJoin,
@@ -108,10 +109,12 @@ def add_view(
     functions: Mapping[str, AggregateFunction] | None = None,
     allowed_lateness_ms: int = 0,
     state_ttl_ms: int | None = None,
+    primary_keys: Mapping[str, tuple[str, ...]] | None = None,
 ) -> ResultStream:
     """Compile ``query`` (one SELECT) over the streams ``tables`` names, as operator ``name``.
     A Python table has no declared columns; its time attribute is the source's ``timestamp``
-    field. ``state_ttl_ms``: a continuous aggregate's idle-state retention (0: forever)."""
+    field. ``state_ttl_ms``: a continuous aggregate's idle-state retention (0: forever);
+    ``primary_keys``: the tables' primary keys (a temporal join's versioned table has one)."""
     if not job.sources:
         raise SqlError(f"job.sql({name!r}): call job.source(...) first; the query reads it")
     ts = job.sources[0].timestamp
@@ -121,8 +124,9 @@ def add_view(
             "query's time attribute is one field: give every source the same timestamp= "
             "(or use the DataStream API)"
         )
+    keys = primary_keys or {}
     defs = {
-        t: TableDef(t, None, ts if isinstance(ts, str) else None, allowed_lateness_ms)
+        t: TableDef(t, None, ts if isinstance(ts, str) else None, allowed_lateness_ms, keys.get(t))
         for t in tables
     }
     statements = parse(query, f"job.sql({name!r})")
@@ -133,6 +137,8 @@ def add_view(
         return attach_match(statements[0], name, defs, stream)
     if is_window_join(statements[0]):
         return attach_window_join(plan_window_join(statements[0], name, defs, functions), tables)
+    if is_temporal(statements[0]):
+        return attach_temporal(plan_temporal(statements[0], name, defs), tables)
     if is_join(statements[0]):
         joined = plan_join(statements[0], name, defs)
         return attach_join(joined, tables, state_ttl_ms)
@@ -161,9 +167,7 @@ def attach_rank(
     _labelled(key, "|".join(rank.partition) or GLOBAL_KEY)
     if isinstance(plan, RankPlan):
         return stream.key_by(key).process(RankFunction(plan), name=plan.name)
-    result = stream.key_by(key).process(WindowRank(plan), name=rank.name)
-    declare_late(result)
-    return result
+    return with_late_output(stream.key_by(key).process(WindowRank(plan), name=rank.name))
 
 
 def _aggregate_rank(plan: WindowAggregateRankPlan, stream: DataStream) -> ResultStream:
@@ -175,9 +179,9 @@ def _aggregate_rank(plan: WindowAggregateRankPlan, stream: DataStream) -> Result
     partition = plan.rank.partition
     key = key_selector(partition) if partition else (lambda r: GLOBAL_KEY)
     _labelled(key, "|".join(partition) or GLOBAL_KEY)
-    result = stream.key_by(key).process(WindowAggregateRank(plan), name=plan.rank.name)
-    declare_late(result)
-    return result
+    return with_late_output(
+        stream.key_by(key).process(WindowAggregateRank(plan), name=plan.rank.name)
+    )
 
 
 def attach_join(
@@ -185,6 +189,13 @@ def attach_join(
 ) -> ResultStream:
     """Add a join view: each side filtered and keyed, joined within the bounds (an interval
     join), or by key alone for as long as the state TTL keeps the rows (a regular join)."""
+    if not plan.bounded and plan.kind != "INNER":
+        raise SqlUnsupported(
+            f"view {plan.name!r}: a {plan.kind} OUTER join without a time bound (a regular "
+            "outer join) retracts its padded rows when a partner comes, which weir's "
+            "append-only results cannot say: bound it (r.ts BETWEEN l.ts - INTERVAL … AND "
+            "l.ts + INTERVAL …), an outer interval join"
+        )
     if not plan.bounded and not state_ttl_ms:
         raise SqlUnsupported(
             f"view {plan.name!r} joins without a time bound (a regular join), whose rows would "
@@ -201,6 +212,9 @@ def attach_join(
     if not plan.bounded:
         fn = RegularJoin(plan, state_ttl_ms or 0)
         return keyed[0].connect(keyed[1]).process(fn, name=plan.name)
+    if plan.kind != "INNER":
+        outer = keyed[0].connect(keyed[1]).process(OuterIntervalJoin(plan), name=plan.name)
+        return with_late_output(outer)
     joined = keyed[0].interval_join(keyed[1]).between(plan.lower, plan.upper)
     if not plan.lower_inclusive:
         joined = joined.lower_bound_exclusive()
@@ -226,17 +240,22 @@ def attach_window_join(plan: WindowJoinPlan, streams: Mapping[str, DataStream]) 
         keys = plan.keys[side]
         key = key_selector(keys) if keys else (lambda r: GLOBAL_KEY)
         keyed.append(stream.key_by(_labelled(key, "|".join(keys) or GLOBAL_KEY)))
-    result = keyed[0].connect(keyed[1]).process(WindowJoin(plan), name=plan.name)
-    declare_late(result)
-    return result
+    return with_late_output(keyed[0].connect(keyed[1]).process(WindowJoin(plan), name=plan.name))
 
 
-def declare_late(result: ResultStream) -> None:
-    """Declare a windowed view's ``late`` output, so its late rows reach a sink (by default
-    ``side-<name>-late.jsonl``) instead of the dead letters."""
-    op = result.operator
-    if isinstance(op, ProcessNode):  # always: a process function's operator
-        op.side_outputs.setdefault(LATE.name, [])
+def attach_temporal(plan: TemporalPlan, streams: Mapping[str, DataStream]) -> ResultStream:
+    """Add a temporal join view: the probe and the versioned table filtered, keyed by the
+    versioned table's primary key (and the probe's columns equated with it), joined."""
+    keyed = []
+    for side in (0, 1):
+        stream = streams[plan.tables[side]]
+        if side == 0 and plan.probe_filter is not None:
+            stream = stream.filter(_labelled(plan.probe_filter, f"WHERE ({plan.tables[0]})"))
+        keys = plan.keys[side]
+        keyed.append(stream.key_by(_labelled(key_selector(keys), "|".join(keys))))
+    fn = LookupJoin(plan) if plan.lookup else TemporalJoin(plan)
+    joined = keyed[0].connect(keyed[1]).process(fn, name=plan.name)
+    return with_late_output(joined)
 
 
 def _only_table(tables: Mapping[str, DataStream], name: str) -> DataStream:
