@@ -26,9 +26,12 @@ $(STAMP): pyproject.toml constraints.txt setup.py $(wildcard engine/kernels/*.py
 	@# the distribution was called weir before weir-stream (the PyPI name weir is another project)
 	$(BIN)/python -m pip uninstall --quiet --yes weir 2>/dev/null || true
 	@# the build's own requirements first, then no isolated build env: pip would otherwise
-	@# fetch and install setuptools and Cython into a throwaway env for the editable build
+	@# fetch and install setuptools and Cython into a throwaway env for the editable build.
+	@# --no-compile: pip would compile every module of every package, one at a time (16 s of a
+	@# clean clone's 61); Python compiles the ones a process imports, once, on first import
 	$(BIN)/python -m pip install --quiet -c constraints.txt setuptools Cython
-	$(BIN)/python -m pip install --quiet --no-build-isolation -c constraints.txt -e '.[dev,all]'
+	$(BIN)/python -m pip install --quiet --no-compile --no-build-isolation -c constraints.txt \
+	  -e '.[dev,all]'
 	touch $(STAMP)
 
 # Debian's packages the tests use: Chromium (the dashboard's browser test), docker-compose
