@@ -23,6 +23,7 @@ any state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,13 +32,27 @@ import orjson
 
 from weir.engine.kernels import ir
 from weir.engine.kernels.expr import filter_mask
-from weir.engine.kernels.scan import ABSENT, FLOAT, INT, NULL, OK, STR, Scan, scan_block
-from weir.engine.nodes import KeyByNode, SourceNode, StatelessNode
+from weir.engine.kernels.scan import (
+    ABSENT,
+    FALSE,
+    FLOAT,
+    INT,
+    NULL,
+    OK,
+    STR,
+    TRUE,
+    Scan,
+    scan_block,
+)
+from weir.engine.nodes import ColumnType, KeyByNode, SourceNode, StatelessNode
 from weir.engine.runtime.operators.columns import ColumnBatch, Keys, Records, Tagged
 from weir.state.layout import MAX_KEY_BYTES
 
 Array = Any
 _BACKSLASH = 0x5C
+
+
+Step = ir.Expr | tuple[ColumnType, ...]  # an expression filter, or a table's declared columns
 
 
 @dataclass(frozen=True)
@@ -49,7 +64,10 @@ class ScanPlan:
     fields: tuple[str, ...]  # the key_by's aggregated fields
     filters: tuple[ir.Expr, ...]  # expression filters, in the job's order
     node: KeyByNode
-    read: tuple[str, ...]  # every field the scan extracts (ts, key, fields, filters' columns)
+    read: tuple[str, ...]  # every field the scan extracts (ts, key, fields, steps' columns)
+    # the steps in the job's order: filters and SQL tables' declared columns (``checks``)
+    steps: tuple[Step, ...] = ()
+    checks: tuple[Callable[[Any], Any], ...] = ()  # the checks' per-record functions
 
 
 def scan_plan(
@@ -61,24 +79,46 @@ def scan_plan(
     if not isinstance(ts, str) or source.timestamp_expr is not None or len(source.children) != 1:
         return None
     node: Any = source.children[0]
-    filters: list[ir.Expr] = []
+    steps: list[Step] = []
+    checks = []
     while isinstance(node, StatelessNode):
-        if node.expr is None or node.kind != "filter" or len(node.children) != 1:
+        if len(node.children) != 1:
             return None
-        filters.append(node.expr)
+        check = node.sql.check if node.sql is not None and node.kind == "map" else None
+        if check is not None:
+            steps.append(check)
+            checks.append(node.fn)
+        elif node.expr is not None and node.kind == "filter":
+            steps.append(node.expr)
+        else:
+            return None
         node = node.children[0]
-    if not isinstance(node, KeyByNode) or not isinstance(node.key, str):
+    key = key_field(node)
+    if key is None:
         return None
     index = keyby_index.get(id(node))
     if index not in columnar or node.key_expr is not None:
         return None
     fields = tuple(columnar[index])
-    read = [ts, node.key, *fields]
+    read = [ts, key, *fields]
     if len(set(read)) != len(read):  # one field read as two things: the record path decides
         return None
-    for f in filters:
-        read += [c for c in ir.columns_of(f) if c not in read]
-    return ScanPlan(ts, node.key, fields, tuple(filters), node, tuple(read))
+    for step in steps:
+        used = [c[0] for c in step] if isinstance(step, tuple) else ir.columns_of(step)
+        read += [c for c in used if c not in read]
+    filters = tuple(s for s in steps if not isinstance(s, tuple))
+    return ScanPlan(ts, key, fields, filters, node, tuple(read), tuple(steps), tuple(checks))
+
+
+def key_field(node: Any) -> str | None:
+    """The field ``node`` (a ``key_by``) keys by: its field name, or the field a SQL ``GROUP
+    BY`` of one column reads (``sql.keys.key_selector``'s ``weir_field``); None otherwise."""
+    if not isinstance(node, KeyByNode):
+        return None
+    if isinstance(node.key, str):
+        return node.key
+    field = getattr(node.key, "weir_field", None)
+    return field if isinstance(field, str) else None
 
 
 def block_of(lines: list[Any]) -> bytes | None:
@@ -111,8 +151,12 @@ def scan_rows(
     if not bool((scan.tags[0] == INT).all()) or int(scan.i64[0].max()) > hi:
         return None
     alive = np.ones(len(scan), bool)
-    for f in plan.filters:
-        mask, errors = filter_mask(kernels, f, scan)
+    for step in plan.steps:
+        if isinstance(step, tuple):
+            if not checked(scan, step, np.flatnonzero(alive)):
+                return None  # a value the table's check converts or refuses: the record path
+            continue
+        mask, errors = filter_mask(kernels, step, scan)
         if errors and bool(alive[np.fromiter(errors, np.int64, len(errors))].any()):
             return None  # a row the filter reaches fails it: the record path's dead letter
         alive &= mask
@@ -120,6 +164,43 @@ def scan_rows(
     if not _keys_plain(scan, keep) or not _values_plain(scan, plan, keep):
         return None
     return scan, scan.i64[0], keep
+
+
+_ALLOWED = {
+    "str": (STR,),
+    "bool": (FALSE, TRUE),
+    "float": (FLOAT, INT),
+    **{f"int{b}": (INT,) for b in (8, 16, 32, 64)},
+}
+
+
+def checked(scan: Scan, columns: tuple[ColumnType, ...], rows: Array) -> bool:
+    """Do ``rows`` hold values of their declared ``columns`` as ``sql.columns.checker`` takes
+    them without a dead letter, and with no conversion but an int in a FLOAT or DOUBLE column?
+    That conversion is made on the scan's columns (int64 to double, rounding to nearest as
+    Python's ``float(int)`` does), so the steps after the check read what the record path's
+    do. False leaves the scan as it was."""
+    convert = []
+    for name, kind, not_null in columns:
+        j = scan.fields.index(name)
+        tags = scan.tags[j][rows]
+        ok = np.isin(tags, _ALLOWED[kind] if not_null else (*_ALLOWED[kind], NULL, ABSENT))
+        if not bool(ok.all()):
+            return False
+        if kind.startswith("int") and kind != "int64" and len(rows):
+            bits = int(kind[3:])
+            values = scan.i64[j][rows][tags == INT]
+            if len(values) and (
+                int(values.min()) < -(1 << (bits - 1)) or int(values.max()) >= 1 << (bits - 1)
+            ):
+                return False
+        if kind == "float":
+            convert.append(j)
+    for j in convert:
+        ints = scan.tags[j] == INT
+        scan.f64[j][ints] = scan.i64[j][ints].astype(np.float64)
+        scan.tags[j][ints] = FLOAT
+    return True
 
 
 def _keys_plain(scan: Scan, keep: Array) -> bool:
@@ -155,8 +236,26 @@ def column_batch(
         values[f] = Tagged(tags, scan.i64[j][keep], scan.f64[j][keep])
         numeric = numeric and bool(((tags == INT) | (tags == FLOAT)).all())
     keys = Keys(None, scan.data, scan.ss[1][keep], scan.sl[1][keep])
-    records = Records(lines, keep, orjson.loads)
+    records = Records(lines, keep, _decoder(plan.checks))
     return ColumnBatch(index, keys, ts[keep], wms[keep], values, records, numeric)
 
 
-__all__ = ["ScanPlan", "column_batch", "scan_plan", "scan_rows"]
+def _decoder(checks: tuple[Callable[[Any], Any], ...]) -> Callable[[bytes], Any]:
+    """A rare row's record from its line: orjson, then the table's checks (which convert a
+    DOUBLE column's int, so a late record reads as the record path's does)."""
+    if not checks:
+        return orjson.loads
+    if len(checks) == 1:
+        (check,) = checks
+        return lambda line: check(orjson.loads(line))
+
+    def decode(line: bytes) -> Any:
+        rec = orjson.loads(line)
+        for c in checks:
+            rec = c(rec)
+        return rec
+
+    return decode
+
+
+__all__ = ["ScanPlan", "checked", "column_batch", "key_field", "scan_plan", "scan_rows"]
