@@ -38,6 +38,7 @@ from weir.engine.runtime.task.chain import (
     Chain,
     _apply,
     _key_of,
+    _listed,
     _mask,
     keyby_nodes,
     walk,
@@ -88,7 +89,7 @@ class ColumnChain(Chain):
         if not batch.decoded and self._scan is not None and self._scanned(batch, split):
             return
         self._blank = 0
-        recs = batch.items if batch.decoded else self._decode(batch.items)
+        recs = self._decode(batch.items) if not batch.decoded else _listed(batch.items)
         self._split_records[split] += len(batch.items) - self._blank
         recs = self._dicts_only(recs) if batch.decoded else recs
         if not recs:

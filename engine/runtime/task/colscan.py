@@ -23,7 +23,7 @@ any state.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,7 @@ from weir.engine.kernels.scan import (
 )
 from weir.engine.nodes import ColumnType, KeyByNode, SourceNode, StatelessNode
 from weir.engine.runtime.operators.columns import ColumnBatch, Keys, Records, Tagged
+from weir.engine.sources.base import LineBlock
 from weir.state.layout import MAX_KEY_BYTES
 
 Array = Any
@@ -121,17 +122,30 @@ def key_field(node: Any) -> str | None:
     return field if isinstance(field, str) else None
 
 
-def block_of(lines: list[Any]) -> bytes | None:
+def block_of(lines: Sequence[Any]) -> bytes | None:
     """The batch's lines as one block (each ``readlines`` line ends in ``\\n``, the last may
-    not); None when they are not all bytes-like."""
+    not; a file's ``LineBlock`` is one already); None when they are not all bytes-like."""
+    if isinstance(lines, LineBlock):
+        return lines.data
     try:
         return b"".join(lines)
     except TypeError:  # a Kafka record without a value (None), or decoded items
         return None
 
 
+def _one_line_each(scan: Scan, lines: Sequence[Any]) -> bool:
+    """Did the scan split the batch into its items, one line each? A file's ``LineBlock`` is
+    whole lines split at ``\\n`` by construction, so its count and length say it."""
+    if len(scan) != len(lines):
+        return False
+    if isinstance(lines, LineBlock):
+        return not len(scan) or int(scan.ends[-1]) == len(lines.data)
+    ends = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)))
+    return bool(np.array_equal(scan.ends, ends))
+
+
 def scan_rows(
-    kernels: Any, plan: ScanPlan, lines: list[bytes], hi: int
+    kernels: Any, plan: ScanPlan, lines: Sequence[Any], hi: int
 ) -> tuple[Scan, Array, Array] | None:
     """Scan the batch; None unless it is clean up to the keyed side (see the module).
 
@@ -143,8 +157,7 @@ def scan_rows(
     if block is None:
         return None
     scan = scan_block(kernels.scan_lines, block, plan.read)
-    ends = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)))
-    if len(scan) != len(lines) or not np.array_equal(scan.ends, ends):
+    if not _one_line_each(scan, lines):
         return None  # items that are not one line each (Kafka payloads with or without \n)
     if not bool((scan.status == OK).all()):
         return None  # blank, malformed or non-object lines
@@ -225,7 +238,13 @@ def _values_plain(scan: Scan, plan: ScanPlan, keep: Array) -> bool:
 
 
 def column_batch(
-    index: int, plan: ScanPlan, scan: Scan, lines: list[bytes], ts: Array, wms: Array, keep: Array
+    index: int,
+    plan: ScanPlan,
+    scan: Scan,
+    lines: Sequence[Any],
+    ts: Array,
+    wms: Array,
+    keep: Array,
 ) -> ColumnBatch:
     """The kept rows as the ``key_by``'s batch: keys as spans into the block, the values as
     the scan read them, the records decoded from their lines only when a row needs one."""
@@ -236,8 +255,25 @@ def column_batch(
         values[f] = Tagged(tags, scan.i64[j][keep], scan.f64[j][keep])
         numeric = numeric and bool(((tags == INT) | (tags == FLOAT)).all())
     keys = Keys(None, scan.data, scan.ss[1][keep], scan.sl[1][keep])
-    records = Records(lines, keep, _decoder(plan.checks))
+    items = _LineSpans(lines.data, scan) if isinstance(lines, LineBlock) else lines
+    records = Records(items, keep, _decoder(plan.checks))
     return ColumnBatch(index, keys, ts[keep], wms[keep], values, records, numeric)
+
+
+class _LineSpans(Sequence[bytes]):
+    """A block's lines found by the scan's line starts and ends, sliced one at a time (for
+    the rare rows that need a record: no list of every line)."""
+
+    def __init__(self, data: bytes, scan: Scan) -> None:
+        self._data, self._starts, self._ends = data, scan.starts, scan.ends
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self._data[int(self._starts[i]) : int(self._ends[i])]
 
 
 def _decoder(checks: tuple[Callable[[Any], Any], ...]) -> Callable[[bytes], Any]:
