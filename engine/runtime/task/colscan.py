@@ -39,6 +39,7 @@ from weir.engine.kernels.scan import (
     INT,
     NULL,
     OK,
+    OTHER,
     STR,
     TRUE,
     Scan,
@@ -179,12 +180,18 @@ def scan_rows(
     return scan, scan.i64[0], keep
 
 
-_ALLOWED = {
-    "str": (STR,),
-    "bool": (FALSE, TRUE),
-    "float": (FLOAT, INT),
-    **{f"int{b}": (INT,) for b in (8, 16, 32, 64)},
-}
+def _table(*tags: int) -> Array:
+    """A lookup table over the scanner's tags: True for ``tags`` (``table[column]`` tests
+    a whole column in one gather, where ``np.isin`` sorts)."""
+    out = np.zeros(OTHER + 1, bool)
+    out[list(tags)] = True
+    return out
+
+
+_TAKES = {"str": (STR,), "bool": (FALSE, TRUE), "float": (FLOAT, INT)}
+_TAKES |= {f"int{b}": (INT,) for b in (8, 16, 32, 64)}
+# a declared type's tags: (NOT NULL) or (NULL or absent allowed)
+_ALLOWED = {k: (_table(*t), _table(*t, NULL, ABSENT)) for k, t in _TAKES.items()}
 
 
 def checked(scan: Scan, columns: tuple[ColumnType, ...], rows: Array) -> bool:
@@ -194,15 +201,15 @@ def checked(scan: Scan, columns: tuple[ColumnType, ...], rows: Array) -> bool:
     Python's ``float(int)`` does), so the steps after the check read what the record path's
     do. False leaves the scan as it was."""
     convert = []
+    sel = slice(None) if len(rows) == len(scan) else rows  # every row: no gather
     for name, kind, not_null in columns:
         j = scan.fields.index(name)
-        tags = scan.tags[j][rows]
-        ok = np.isin(tags, _ALLOWED[kind] if not_null else (*_ALLOWED[kind], NULL, ABSENT))
-        if not bool(ok.all()):
+        tags = scan.tags[j][sel]
+        if not bool(_ALLOWED[kind][0 if not_null else 1][tags].all()):
             return False
         if kind.startswith("int") and kind != "int64" and len(rows):
             bits = int(kind[3:])
-            values = scan.i64[j][rows][tags == INT]
+            values = scan.i64[j][sel][tags == INT]
             if len(values) and (
                 int(values.min()) < -(1 << (bits - 1)) or int(values.max()) >= 1 << (bits - 1)
             ):
