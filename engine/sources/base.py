@@ -6,6 +6,7 @@ the same dead-letter path for every source) or already-decoded records.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload
@@ -32,12 +33,8 @@ class LineBlock(Sequence[bytes]):
 
     def lines(self) -> list[bytes]:
         """The lines, as ``readlines`` gives them."""
-        if self._lines is None:
-            parts = self.data.split(b"\n")
-            out = [p + b"\n" for p in parts[:-1]]
-            if parts[-1]:
-                out.append(parts[-1])
-            self._lines = out
+        if self._lines is None:  # binary readlines splits at b"\n" only, as the file's did
+            self._lines = io.BytesIO(self.data).readlines()
         return self._lines
 
     def __len__(self) -> int:
