@@ -72,7 +72,11 @@ def attach(plan: QueryPlan, stream: DataStream, state_ttl_ms: int | None = None)
         stream = stream.step(where_step(plan.where, plan.where_sql or "", plan.where_ir))
     if plan.derived:
         label = ", ".join(f"{n} = {sql}" for n, (_, sql) in plan.derived.items())
-        stream = stream.map(_labelled(_deriver(plan.derived), label))
+        why = "a computed GROUP BY column or aggregate input; the columnar source reads fields"
+        step = SqlStep(label, why_records=why)
+        stream = stream.step(
+            StatelessNode("map", _labelled(_deriver(plan.derived), label), sql=step)
+        )
     key = key_selector(plan.key_fields) if plan.key_fields else (lambda r: GLOBAL_KEY)
     _labelled(key, "|".join(plan.key_fields) or GLOBAL_KEY)
     if plan.window is None:
