@@ -65,8 +65,8 @@ def _check_name(kind: str, name: str) -> str:
     return name
 
 
-ColumnType = tuple[str, str, bool]  # a declared column: name, type (``COLUMN_TYPES``), NOT NULL
-COLUMN_TYPES = ("str", "bool", "int8", "int16", "int32", "int64", "float")
+# a declared column: name, type (str, bool, int8, int16, int32, int64 or float), NOT NULL
+ColumnType = tuple[str, str, bool]
 
 
 @dataclass(frozen=True)

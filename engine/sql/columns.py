@@ -166,7 +166,7 @@ def _exact(column: str, dtype: exp.DType) -> str:
 def declared(columns: dict[str, tuple[exp.DType, bool]]) -> tuple[ColumnType, ...]:
     """``checker``'s columns as the job graph keeps them (``nodes.SqlStep.check``), so the
     columnar source can check scanned columns against them: ``(name, type, NOT NULL)``, the
-    type one of ``nodes.COLUMN_TYPES``."""
+    type one of ``nodes.ColumnType``'s."""
     out: list[ColumnType] = []
     for name, (dtype, not_null) in columns.items():
         if dtype in _TEXT:
