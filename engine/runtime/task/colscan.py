@@ -7,8 +7,8 @@ SQL ``WHERE`` that ``sql.toir`` translated), a SQL table's check of its declared
 first (``checked``), the key is a field (or a SQL ``GROUP BY`` of one column), and the
 ``key_by``'s operators fold fields (``columnar.refusal`` said yes). Then a batch of lines (a
 file's ``LineBlock`` as it was read) is one block for the kernels' scanner (``kernels.scan``:
-only the fields the job reads, exactly as orjson reads them, orjson itself for any line the scanner cannot prove
-it reads the same way), the filters run on the columns (``kernels.expr``, the evaluator its
+only the fields the job reads, exactly as orjson reads them, orjson itself for any line the
+scanner cannot prove it reads the same way), the filters run on the columns (``kernels.expr``, the evaluator its
 tests pin to the per-record reference), and the rows they keep become the ``ColumnBatch`` the
 keyed side folds: no dict is built for a record unless a rare row needs it (a late record is
 decoded from its line for the late output).
