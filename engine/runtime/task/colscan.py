@@ -2,27 +2,26 @@
 blocks, decode only the fields the job uses into columns").
 
 A source qualifies when nothing between it and one columnar ``key_by`` runs Python: the event
-time is a field, the filters are expressions (``filter(col("event") == "impression")``, or a
-SQL ``WHERE`` that ``sql.toir`` translated), a SQL table's check of its declared types may come
+time is a field, the filters are expressions (``filter(col("event") == "impression")``, or a SQL
+``WHERE`` that ``sql.toir`` translated), a SQL table's check of its declared types may come
 first (``checked``), the key is a field (or a SQL ``GROUP BY`` of one column), and the
 ``key_by``'s operators fold fields (``columnar.refusal`` said yes). Then a batch of lines (a
 file's ``LineBlock`` as it was read) is one block for the kernels' scanner (``kernels.scan``:
 only the fields the job reads, exactly as orjson reads them, orjson itself for any line the
-scanner cannot prove it reads the same way), the filters run on the columns (``kernels.expr``, the evaluator its
-tests pin to the per-record reference), and the rows they keep become the ``ColumnBatch`` the
-keyed side folds: no dict is built for a record unless a rare row needs it (a late record is
-decoded from its line for the late output).
+scanner cannot prove it reads the same way), the filters run on the columns (``kernels.expr``,
+the evaluator its tests pin to the per-record reference), and the rows they keep become the
+``ColumnBatch`` the keyed side folds: no dict is built for a record unless a rare row needs it
+(a late record is decoded from its line for the late output).
 
 Exactness first: a batch is read this way only when it is *clean*, when the per-record path
 would send none of its records to the dead letters before the keyed side and would read each
 value as the scan does: every line one object (no blank, malformed or non-object line), every
 event time an int within the time range, every declared column's value of its type without a
 conversion (but an int in a DOUBLE column, converted on the columns), no filter error on a row
-it reaches, every key a plain
-string (no NULL, no int, no leading backslash, within ``MAX_KEY_BYTES``), every aggregated value
-an int64, a float, NULL or absent. Any other batch takes ``ColumnChain``'s path as before,
-which gives every dead letter its reason; ``scan_path`` answers False for it before it changes
-any state.
+it reaches, every key a plain string (no NULL, no int, no leading backslash, within
+``MAX_KEY_BYTES``), every aggregated value an int64, a float, NULL or absent. Any other batch
+takes ``ColumnChain``'s path as before, which gives every dead letter its reason; ``scan_path``
+answers False for it before it changes any state.
 """
 
 from __future__ import annotations
