@@ -47,7 +47,8 @@ demo: $(STAMP) bytecode
 # The suite in tiers (markers applied by folder and fixture, tests/support/tiers.py): fast (unit,
 # property, contract: no process, no server), integration (real processes on loopback), cluster
 # (the Spark standalone cluster, S3), soak (a leak check). `make test` runs them in that order
-# and stops at the first that fails. The process tiers run on pytest-xdist workers: they wait on
+# and stops at the first that fails; cluster and soak as one run: the cluster's tests share one
+# Spark cluster, so they run one after another on one worker, and the soak fits on the other. The process tiers run on pytest-xdist workers: they wait on
 # subprocesses and sockets more than they compute, so more workers than cores pay; the fast tier
 # computes, and runs on one worker per core (the numbers: docs/decisions/0008-test-tiers.md). A tier's
 # *_WORKERS=0 runs it in one process; PYTEST_ARGS adds options to every tier; JUNIT_DIR=DIR
@@ -56,10 +57,11 @@ PYTEST := $(BIN)/python -m pytest -q
 FAST_WORKERS ?= 2
 INTEGRATION_WORKERS ?= 4
 CLUSTER_WORKERS ?= 2
-# $(call tier,NAME,WORKERS): one tier; pytest's exit 5 (no test selected) counts as a pass, so an
-# empty tier (say, with -k) never fails the run
+# $(call tier,NAME,WORKERS[,MARKERS]): one tier (MARKERS: a pytest -m expression, NAME by
+# default); pytest's exit 5 (no test selected) counts as a pass, so an empty tier (say, with -k)
+# never fails the run
 tier = @start=$$(date +%s); \
-	$(PYTEST) -m $(1) $(if $(filter-out 0,$(2)),-n $(2) --dist loadgroup) \
+	$(PYTEST) -m "$(or $(3),$(1))" $(if $(filter-out 0,$(2)),-n $(2) --dist loadgroup) \
 	$(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml) $(PYTEST_ARGS); \
 	rc=$$?; echo "weir tests: tier $(1) took $$(( $$(date +%s) - start )) s (exit $$rc)"; \
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ]
@@ -84,8 +86,7 @@ bytecode: $(STAMP)
 test-tiers: $(STAMP) system-deps bytecode
 	$(call tier,fast,$(FAST_WORKERS))
 	$(call tier,integration,$(INTEGRATION_WORKERS))
-	$(call tier,cluster,$(CLUSTER_WORKERS))
-	$(call tier,soak,0)
+	$(call tier,cluster+soak,$(CLUSTER_WORKERS),cluster or soak)
 
 test-fast: $(STAMP) bytecode
 	$(call tier,fast,$(FAST_WORKERS))

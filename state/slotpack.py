@@ -22,15 +22,23 @@ import msgpack
 BIG_INT_EXT = 66  # an application extension code; the exchange's frames use their own
 
 
+def big_int(value: int) -> msgpack.ExtType:
+    """``value`` as ``BIG_INT_EXT``: for a packer's ``default`` hook, which msgpack calls with an
+    int past its range (other codecs of weir's, the messages between processes, use it too)."""
+    size = (value.bit_length() + 8) // 8  # room for the sign bit
+    return msgpack.ExtType(BIG_INT_EXT, value.to_bytes(size, "big", signed=True))
+
+
 def _default(value: Any) -> Any:
     """An int msgpack cannot hold as one, as ``BIG_INT_EXT`` (msgpack calls this on overflow)."""
     if type(value) is int:
-        size = (value.bit_length() + 8) // 8  # room for the sign bit
-        return msgpack.ExtType(BIG_INT_EXT, value.to_bytes(size, "big", signed=True))
+        return big_int(value)
     raise TypeError(f"cannot store {type(value).__name__} {value!r} in msgpack")
 
 
-def _ext(code: int, data: bytes) -> Any:
+def ext_hook(code: int, data: bytes) -> Any:
+    """msgpack's ``ext_hook`` reading ``BIG_INT_EXT`` back as an int (any other code stays an
+    ``ExtType``)."""
     if code == BIG_INT_EXT:
         return int.from_bytes(data, "big", signed=True)
     return msgpack.ExtType(code, data)
@@ -41,9 +49,9 @@ def packer() -> msgpack.Packer:
     return msgpack.Packer(default=_default)
 
 
-def unpackb(raw: bytes | memoryview, **kwargs: Any) -> Any:
+def unpackb(data: bytes | memoryview, /, **kwargs: Any) -> Any:
     """``msgpack.unpackb`` that reads ``BIG_INT_EXT`` back as an int (``kwargs``: msgpack's)."""
-    return msgpack.unpackb(raw, ext_hook=_ext, **kwargs)
+    return msgpack.unpackb(data, ext_hook=ext_hook, **kwargs)
 
 
-__all__ = ["BIG_INT_EXT", "packer", "unpackb"]
+__all__ = ["BIG_INT_EXT", "big_int", "ext_hook", "packer", "unpackb"]

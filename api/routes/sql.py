@@ -14,9 +14,9 @@ than a budget of key reads.
 The answer carries the consistency, watermark and checkpoint it was read as of (the same
 ``live``/``committed`` choice as a point lookup, and the freshness bounds ``min_watermark`` and
 ``min_checkpoint``), an ``ETag`` (a poll with ``If-None-Match`` gets a 304), and is protected by
-the API token as every state route is. A key listing reads the live keys; with
-``consistency=committed`` each listed key's rows are the checkpoint's (a key the checkpoint lacks
-is skipped).
+the API token as every state route is. With ``consistency=committed`` the keys are listed from
+the checkpoint and each key's rows are the checkpoint's: a key the live state no longer holds
+(its windows purged, its view row expired) is still there, as it was.
 """
 
 from __future__ import annotations
@@ -182,7 +182,8 @@ def _listed(
 ) -> _Read:
     want, rows, read, examined = plan.prefix.encode(), [], 0, 0
     while True:
-        page = key_page(handle, op, want, position, min(LIST_PAGE, body.budget - read))
+        limit = min(LIST_PAGE, body.budget - read)
+        page = key_page(handle, op, want, position, limit, body.consistency)
         for key in page.keys:
             rows.extend(_kept(plan, _rows(handle, op, key, bounds, body.consistency)))
         read += len(page.keys)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import anyio
-import orjson
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 from pydantic import BaseModel, Field
@@ -32,6 +31,7 @@ from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
 from weir.base.errors import StateError
+from weir.base.jsonenc import dumps_json
 from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.stored import (
     decode_session,
@@ -184,7 +184,7 @@ def json_answer(
     """Serialized here (DESIGN's field order, no re-validation), with an ``ETag``: a poll whose
     ``If-None-Match`` names the current answer gets an empty 304. ``as_of`` (wall time the
     state was read as of) goes in ``X-Weir-As-Of`` (epoch ms) and ``Age``, outside the ETag."""
-    raw = orjson.dumps(body)
+    raw = dumps_json(body)  # ints past 64 bits (exact sums) too
     etag = f'"{etag_of(raw)}"'
     headers = {"ETag": etag}
     if as_of:
@@ -261,12 +261,13 @@ def key_page(
     want: bytes,
     start: keylist.Position | cellkeys.CellPosition | None,
     limit: int,
+    consistency: str = "live",
 ) -> keylist.Page:
-    """A page of the live key listing: cells bucket by bucket, or rows by seeking."""
+    """A page of the key listing (live, or the checkpoint's): by cell bucket, or by seeking."""
     ids = [op.state_id]
     if isinstance(op, WindowNode) and uses_panes(op.assigner):
         ids.append(op.pane_state_id)
-    source = StateSource(handle, "live")
+    source = StateSource(handle, consistency)
     m = handle.job.max_parallelism
     if isinstance(op, WindowNode) and stores_cells(op) and not isinstance(start, keylist.Position):
         found = cellkeys.list_keys(
@@ -298,11 +299,11 @@ async def _stream_answer(target: StreamTarget, key: str, bounds: Bounds) -> tupl
     ``error`` listeners and a client tells apart without looking into the data."""
     try:
         answer = await anyio.to_thread.run_sync(key_answer, target.handle, target.op, key, bounds)
-        return "message", orjson.dumps(answer)
+        return "message", dumps_json(answer)
     except ApiError as exc:  # not there (yet): said once, and the stream keeps watching
-        return "error", orjson.dumps(error_body(exc.code, exc.message))
+        return "error", dumps_json(error_body(exc.code, exc.message))
     except StateError as exc:  # the worker is still creating its state
-        return "error", orjson.dumps(error_body("state_unavailable", str(exc)))
+        return "error", dumps_json(error_body("state_unavailable", str(exc)))
 
 
 @router.get(

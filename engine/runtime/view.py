@@ -13,9 +13,10 @@ from typing import Any, Protocol, TypedDict, runtime_checkable
 import orjson
 
 from weir.base.errors import MessageError
+from weir.base.jsonenc import dumps_json
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.peerauth import PeerAuth
-from weir.engine.runtime.wire import from_plain
+from weir.engine.runtime.wire import from_plain, to_plain
 from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import KeyGroupRange
@@ -187,8 +188,12 @@ class JobStatus:
         return "unknown"
 
     def to_json(self) -> bytes:
-        """orjson writes dataclasses and tuples itself (in C: this runs every publication)."""
-        return orjson.dumps(self, option=orjson.OPT_NON_STR_KEYS)
+        """orjson writes dataclasses and tuples itself (in C: this runs every publication); a
+        status holding an int past 64 bits (a window's exact sum) takes the slow path."""
+        try:
+            return orjson.dumps(self, option=orjson.OPT_NON_STR_KEYS)
+        except orjson.JSONEncodeError:
+            return dumps_json(to_plain(self))
 
     @staticmethod
     def from_json(raw: bytes) -> JobStatus:

@@ -1,8 +1,9 @@
 """A data-only codec for messages between processes: frozen dataclasses to msgpack bytes and back.
 
 A frame is msgpack's ``[tag, {field: value, ...}]``, the tag being the message's class name.
-Only data crosses (integers, floats, strings, bytes, lists, maps, None), so decoding never runs
-code the way unpickling can, and the same bytes can travel over a pipe or a TCP connection.
+Only data crosses (integers of any size, floats, strings, bytes, lists, maps, None), so decoding
+never runs code the way unpickling can, and the same bytes can travel over a pipe or a TCP
+connection.
 ``Codec.decode`` rebuilds the class its tag names and checks every field against the class's
 own annotations: an unknown tag, a missing or unknown field, or a value of the wrong type raises
 ``MessageError`` naming the message, the field's path and the value.
@@ -33,6 +34,7 @@ from typing import Any, Generic, TypeVar, Union
 import msgpack
 
 from weir.base.errors import MessageError
+from weir.state import slotpack
 
 M = TypeVar("M")
 T = TypeVar("T")
@@ -60,7 +62,10 @@ class _Wrong(Exception):
 
 
 def _fields(value: Any) -> Any:
-    """msgpack's hook for what it cannot pack itself: dataclasses and enums."""
+    """msgpack's hook for what it cannot pack itself: dataclasses, enums, and ints past 64 bits
+    (a window's exact sum in a status: ``slotpack``'s extension, read back as an int)."""
+    if type(value) is int:
+        return slotpack.big_int(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, enum.Enum):
@@ -112,7 +117,7 @@ class Codec(Generic[M]):
 
     def decode(self, raw: bytes) -> M:
         try:
-            frame = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+            frame = slotpack.unpackb(raw, raw=False, strict_map_key=False)
         except (ValueError, TypeError) as exc:
             why = str(exc) or type(exc).__name__
             raise MessageError(f"{len(raw)} bytes are not a msgpack message frame: {why}") from None

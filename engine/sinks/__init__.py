@@ -22,10 +22,10 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from weir.base.errors import ConfigError, SinkError
 from weir.base.files import FILE_MODE, private_dir
+from weir.base.jsonenc import dumps_json
 from weir.base.paths import file_path
 from weir.base.redact import redact_url
 from weir.engine.kafka_security import KafkaSecurity
-from weir.engine.sinks.encode import dumps_record
 
 # imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
 # function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
@@ -82,7 +82,7 @@ class _LinesWriter:
     def write(self, records: list[dict[str, Any]]) -> None:
         if not records:
             return
-        data = memoryview(b"".join([dumps_record(r) + b"\n" for r in records]))
+        data = memoryview(b"".join([dumps_json(r) + b"\n" for r in records]))
         if self._locked:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

@@ -27,10 +27,10 @@ from typing import Any
 
 from weir.base.errors import ConfigError, SinkError, SourceError
 from weir.base.extras import require
+from weir.base.jsonenc import dumps_json
 from weir.base.redact import redact_url
 from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
 from weir.engine.kafka_security import KafkaSecurity, check_netloc, security_of
-from weir.engine.sinks.encode import dumps_record
 from weir.engine.sinks.kafka_producers import DeliveryFailed, producer
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class KafkaSinkWriter:
         try:
             for r in records:
                 key = r.get("key") if isinstance(r, dict) else None
-                send(None if key is None else str(key).encode(), dumps_record(r))
+                send(None if key is None else str(key).encode(), dumps_json(r))
         except DeliveryFailed as exc:
             raise self._error(str(exc)) from None
 

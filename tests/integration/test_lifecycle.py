@@ -85,6 +85,42 @@ def test_bounded_job_keeps_serving_after_its_input(
     assert server.client().get("/t1/imps/state/a").json()["windows"][0]["count"] == 1
 
 
+BIG_SUM_JOB = """
+from weir import Job, WatermarkStrategy, agg, sources, windows
+job = Job("big")
+(
+    job.source(sources.jsonl({src!r}), timestamp="ts",
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=0))
+    .key_by("id")
+    .window(windows.tumbling(ms=1000))
+    .aggregate("sums", total=agg.sum("v"), n=agg.count())
+)
+"""
+
+
+def test_a_sum_past_64_bits_is_written_served_and_queried_exactly(
+    tmp_path: Path, weir_server: Callable[..., WeirServer]
+) -> None:
+    """A window's sum past 64 bits (the folds keep exact ints) crosses every process boundary:
+    the worker's status to the job manager (it failed the job: msgpack's ints stop at 64
+    bits), the status file, the state route, the listing and a pull query (orjson's do too),
+    and the sink; the job never logs a traceback."""
+    src, out = tmp_path / "big.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(f'{{"id": "a", "ts": {i * 100}, "v": {2**62}}}\n' for i in range(4)))
+    job = tmp_path / "big.py"
+    job.write_text(BIG_SUM_JOB.format(src=str(src)))
+    server = weir_server(job, "--parallelism", "2", "--sink", f"file://{out}")
+    server.wait_finished()
+    client, total = server.client(), 2**64
+    assert client.get("/big/sums/state/a").json()["windows"][0]["total"] == total
+    assert client.get("/big/sums/state").json()["keys"] == ["a"]
+    pulled = client.post("/big/sql", json={"query": "SELECT key, total FROM sums"}).json()
+    assert pulled["rows"] == [{"key": "a", "total": total}]
+    assert f'"total":{total},' in out.read_text()
+    assert client.get("/jobs/big").json()["state"] == "finished"
+    assert "Traceback" not in server.stderr(), server.stderr()
+
+
 PROCESSING_TIME_JOB = """
 from weir import Job, agg, sources, windows
 job = Job("pt")

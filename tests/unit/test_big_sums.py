@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from weir import agg, windows
+from weir.base.jsonenc import dumps_json
 from weir.engine.kernels import Kernels
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.operators.colwindow import ColumnWindowRuntime
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.sinks.encode import dumps_record
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.keygroups import range_for_operator
 from weir.state.rocksdb import RocksState
@@ -98,7 +98,7 @@ def test_a_sink_writes_an_int_past_64_bits_exactly() -> None:
     """orjson refuses such an int; the record is written by ``json`` instead, exactly."""
 
     record = {"key": "c", "total": (1 << 63) + (1 << 70), "m": 1.5, "u": "ü", 3: None}
-    line = dumps_record(record)
+    line = dumps_json(record)
     assert json.loads(line) == {"key": "c", "total": (1 << 63) + (1 << 70), "m": 1.5,
                                 "u": "ü", "3": None}  # fmt: skip
-    assert dumps_record({"key": "a", "n": 1}) == b'{"key":"a","n":1}'  # orjson's own
+    assert dumps_json({"key": "a", "n": 1}) == b'{"key":"a","n":1}'  # orjson's own

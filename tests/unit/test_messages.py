@@ -107,6 +107,22 @@ def test_ints_stay_ints_and_floats_stay_floats_in_a_ranking() -> None:
     assert type(seven) is int and type(half) is float
 
 
+def test_a_ranking_of_sums_past_64_bits_crosses_exactly() -> None:
+    """A window's exact sum past msgpack's ints (a top-N entry) crosses as an int; before,
+    the worker's status report failed the job."""
+    status = _status()
+    status["operators"]["clicks"]["top"]["latest"]["by"]["n"] = [
+        ("ad-1", 1 << 70),
+        ("ad-2", -(1 << 64)),
+    ]
+    got = m.FROM_WORKER.decode(m.FROM_WORKER.encode(m.StatusReport(status)))
+    assert isinstance(got, m.StatusReport)
+    assert got.status["operators"]["clicks"]["top"]["latest"]["by"]["n"] == [
+        ("ad-1", 1 << 70),
+        ("ad-2", -(1 << 64)),
+    ]
+
+
 def _frame(tag: str, fields: Any) -> bytes:
     packed: bytes = msgpack.packb([tag, fields], use_bin_type=True)
     return packed

@@ -117,6 +117,7 @@ class StatusPublisher:
         self._thread: threading.Thread | None = None
         self._last: tuple[Hashable, ...] = ()
         self._failed = False
+        self._error: str | None = None  # the loop's last error, logged once
 
     def start(self) -> None:
         self.publish()
@@ -152,8 +153,11 @@ class StatusPublisher:
                 if time.monotonic() >= due or _watched(self._snapshot()) != self._last:
                     self.publish()
                     due = time.monotonic() + PERIOD_S
-            except Exception:  # noqa: BLE001 - publishing must never take the job down
-                log.exception("status publisher error; retrying")
+                    self._error = None
+            except Exception as exc:  # noqa: BLE001 - publishing must never take the job down
+                if repr(exc) != self._error:  # once per distinct error, not every 50 ms
+                    log.exception("status publisher error; retrying")
+                self._error = repr(exc)
 
 
 __all__ = [
