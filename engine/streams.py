@@ -77,7 +77,13 @@ class DataStream:
         SQL's ``WHERE`` and table checks, which carry their SQL and IR beside the function).
 
         Example:
-            >>> stream.step(StatelessNode("filter", fn, expr=ir_expr, sql=SqlStep("WHERE …")))
+            >>> from weir import Job, sources
+            >>> from weir.engine.kernels import ir
+            >>> from weir.engine.nodes import SqlStep, StatelessNode
+            >>> where = ir.Cmp("eq", ir.Col("event"), ir.Lit("click"))
+            >>> node = StatelessNode("filter", lambda r: r.get("event") == "click", expr=where,
+            ...                      sql=SqlStep("WHERE event = 'click'"))
+            >>> clicks = Job("j").source(sources.jsonl("events.jsonl")).step(node)
         """
         if not isinstance(node, StatelessNode):
             raise JobDefinitionError(f"step({node!r}): takes a StatelessNode")
