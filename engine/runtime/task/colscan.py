@@ -126,25 +126,33 @@ def key_field(node: Any) -> str | None:
     return field if isinstance(field, str) else None
 
 
-def block_of(lines: Sequence[Any]) -> bytes | None:
-    """The batch's lines as one block (each ``readlines`` line ends in ``\\n``, the last may
-    not; a file's ``LineBlock`` is one already); None when they are not all bytes-like."""
+def block_of(lines: Sequence[Any]) -> tuple[bytes, bool] | None:
+    """The batch's items as one block, and whether they were joined by ``\\n``: a file's
+    ``LineBlock`` is one already; lines that end in ``\\n`` (``readlines``'s, the last may
+    not) are joined as they are; payloads none of which holds a ``\\n`` (Kafka's values) are
+    joined by one. None when they are not all bytes-like."""
     if isinstance(lines, LineBlock):
-        return lines.data
+        return lines.data, False
     try:
-        return b"".join(lines)
+        joined = b"".join(lines)
     except TypeError:  # a Kafka record without a value (None), or decoded items
         return None
+    if len(lines) > 1 and b"\n" not in joined:
+        return b"\n".join(lines), True
+    return joined, False
 
 
-def _one_line_each(scan: Scan, lines: Sequence[Any]) -> bool:
+def _one_line_each(scan: Scan, lines: Sequence[Any], joined: bool) -> bool:
     """Did the scan split the batch into its items, one line each? A file's ``LineBlock`` is
-    whole lines split at ``\\n`` by construction, so its count and length say it."""
+    whole lines split at ``\\n`` by construction, so its count and length say it; other items
+    must end where the scan's lines end (after the ``\\n`` that joined them, if one did)."""
     if len(scan) != len(lines):
         return False
     if isinstance(lines, LineBlock):
         return not len(scan) or int(scan.ends[-1]) == len(lines.data)
-    ends = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)))
+    ends = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)) + int(joined))
+    if joined:
+        ends[-1] -= 1  # no \n after the last payload
     return bool(np.array_equal(scan.ends, ends))
 
 
@@ -157,11 +165,12 @@ def scan_rows(
         ``(scan, ts, keep)``: the scan, every line's event time (``int64``), the rows the
         filters keep (an index array).
     """
-    block = block_of(lines)
-    if block is None:
+    found = block_of(lines)
+    if found is None:
         return None
+    block, joined = found
     scan = scan_block(kernels.scan_lines, block, plan.read)
-    if not _one_line_each(scan, lines):
+    if not _one_line_each(scan, lines, joined):
         return None  # items that are not one line each (Kafka payloads with or without \n)
     if not bool((scan.status == OK).all()):
         return None  # blank, malformed or non-object lines
