@@ -154,11 +154,14 @@ class Job:
         functions: dict[str, _agg.AggregateFunction] | None = None,
         allowed_lateness_ms: int = 0,
         state_ttl_ms: int | None = None,
+        primary_keys: dict[str, tuple[str, ...]] | None = None,
     ) -> ResultStream:
         """A SQL query (Flink's syntax) over ``tables`` (name -> a stream of this job), as the
         queryable operator ``name``; ``functions`` name user-defined aggregates. A query grouped
         without a window is a continuous aggregate and needs ``state_ttl_ms``, its idle-state
-        retention (Flink's ``table.exec.state.ttl``; 0 keeps every key forever). The SQL
+        retention (Flink's ``table.exec.state.ttl``; 0 keeps every key forever).
+        ``primary_keys`` declares tables' primary keys (table -> columns): a temporal join's
+        versioned table (``JOIN rates FOR SYSTEM_TIME AS OF o.ts``) needs one. The SQL
         library (``weir.engine.sql``, loaded with ``weir.engine``) binds its body: SQL builds
         on the job API, which never imports it."""
         raise _unbound("Job.sql")

@@ -144,8 +144,9 @@ def _refuse_several_inputs(job: Job) -> None:
     """The backfill runs one source's chain; a job of several inputs is refused rather than
     computed differently."""
     from weir.engine.joins import joins_of  # the job API's, imported when a backfill needs it
+    from weir.engine.sql.joinkinds import sql_joins_of  # SQL's; it loads no parser
 
-    for name, kind in joins_of(job):
+    for name, kind in [*joins_of(job), *sql_joins_of(job)]:
         raise JobDefinitionError(
             f"operator {name!r} of job {job.name!r} is a {kind}; the backfill does not compute "
             "joins: backfill a job file without it, or run the join over the bounded input "

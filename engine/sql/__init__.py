@@ -73,6 +73,7 @@ def _job_sql(
     functions: dict[str, agg.AggregateFunction] | None = None,
     allowed_lateness_ms: int = 0,
     state_ttl_ms: int | None = None,
+    primary_keys: dict[str, tuple[str, ...]] | None = None,
 ) -> ResultStream:
     require("sql", f"job.sql({name!r}, …)")
     from weir.engine.sql.build import add_view  # the parser loads with the first query
@@ -80,6 +81,7 @@ def _job_sql(
     return add_view(
         self, name, query, tables=tables, functions=functions,
         allowed_lateness_ms=allowed_lateness_ms, state_ttl_ms=state_ttl_ms,
+        primary_keys=primary_keys,
     )  # fmt: skip
 
 

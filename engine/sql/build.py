@@ -22,6 +22,8 @@ from weir.engine.sql.continuous import ContinuousAggregate
 from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.keys import key_selector
+from weir.engine.sql.lookup import LookupJoin
+from weir.engine.sql.outerjoin import OuterIntervalJoin, with_late_output
 from weir.engine.sql.query import QueryPlan, TableDef
 from weir.engine.sql.ranked import RankFunction, RankPlan
 from weir.engine.sql.recognize import attach_match, is_match_recognize
@@ -29,6 +31,7 @@ from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
+from weir.engine.sql.temporal import TemporalJoin, TemporalPlan, is_temporal, plan_temporal
 
 if TYPE_CHECKING:
     from weir.engine.job import DataStream, Job, ResultStream
@@ -114,10 +117,12 @@ def add_view(
     functions: Mapping[str, AggregateFunction] | None = None,
     allowed_lateness_ms: int = 0,
     state_ttl_ms: int | None = None,
+    primary_keys: Mapping[str, tuple[str, ...]] | None = None,
 ) -> ResultStream:
     """Compile ``query`` (one SELECT) over the streams ``tables`` names, as operator ``name``.
     A Python table has no declared columns; its time attribute is the source's ``timestamp``
-    field. ``state_ttl_ms``: a continuous aggregate's idle-state retention (0: forever)."""
+    field. ``state_ttl_ms``: a continuous aggregate's idle-state retention (0: forever);
+    ``primary_keys``: the tables' primary keys (a temporal join's versioned table has one)."""
     if not job.sources:
         raise SqlError(f"job.sql({name!r}): call job.source(...) first; the query reads it")
     ts = job.sources[0].timestamp
@@ -127,8 +132,9 @@ def add_view(
             "query's time attribute is one field: give every source the same timestamp= "
             "(or use the DataStream API)"
         )
+    keys = primary_keys or {}
     defs = {
-        t: TableDef(t, None, ts if isinstance(ts, str) else None, allowed_lateness_ms)
+        t: TableDef(t, None, ts if isinstance(ts, str) else None, allowed_lateness_ms, keys.get(t))
         for t in tables
     }
     statements = parse(query, f"job.sql({name!r})")
@@ -137,6 +143,8 @@ def add_view(
     if is_match_recognize(statements[0]):
         stream = _only_table(tables, name)
         return attach_match(statements[0], name, defs, stream)
+    if is_temporal(statements[0]):
+        return attach_temporal(plan_temporal(statements[0], name, defs), tables)
     if is_join(statements[0]):
         joined = plan_join(statements[0], name, defs)
         return attach_join(joined, tables, state_ttl_ms)
@@ -164,6 +172,13 @@ def attach_join(
 ) -> ResultStream:
     """Add a join view: each side filtered and keyed, joined within the bounds (an interval
     join), or by key alone for as long as the state TTL keeps the rows (a regular join)."""
+    if not plan.bounded and plan.kind != "INNER":
+        raise SqlUnsupported(
+            f"view {plan.name!r}: a {plan.kind} OUTER join without a time bound (a regular "
+            "outer join) retracts its padded rows when a partner comes, which weir's "
+            "append-only results cannot say: bound it (r.ts BETWEEN l.ts - INTERVAL … AND "
+            "l.ts + INTERVAL …), an outer interval join"
+        )
     if not plan.bounded and not state_ttl_ms:
         raise SqlUnsupported(
             f"view {plan.name!r} joins without a time bound (a regular join), whose rows would "
@@ -180,12 +195,30 @@ def attach_join(
     if not plan.bounded:
         fn = RegularJoin(plan, state_ttl_ms or 0)
         return keyed[0].connect(keyed[1]).process(fn, name=plan.name)
+    if plan.kind != "INNER":
+        outer = keyed[0].connect(keyed[1]).process(OuterIntervalJoin(plan), name=plan.name)
+        return with_late_output(outer)
     joined = keyed[0].interval_join(keyed[1]).between(plan.lower, plan.upper)
     if not plan.lower_inclusive:
         joined = joined.lower_bound_exclusive()
     if not plan.upper_inclusive:
         joined = joined.upper_bound_exclusive()
     return joined.process(pair_function(plan), name=plan.name)
+
+
+def attach_temporal(plan: TemporalPlan, streams: Mapping[str, DataStream]) -> ResultStream:
+    """Add a temporal join view: the probe and the versioned table filtered, keyed by the
+    versioned table's primary key (and the probe's columns equated with it), joined."""
+    keyed = []
+    for side in (0, 1):
+        stream = streams[plan.tables[side]]
+        if side == 0 and plan.probe_filter is not None:
+            stream = stream.filter(_labelled(plan.probe_filter, f"WHERE ({plan.tables[0]})"))
+        keys = plan.keys[side]
+        keyed.append(stream.key_by(_labelled(key_selector(keys), "|".join(keys))))
+    fn = LookupJoin(plan) if plan.lookup else TemporalJoin(plan)
+    joined = keyed[0].connect(keyed[1]).process(fn, name=plan.name)
+    return with_late_output(joined)
 
 
 def _only_table(tables: Mapping[str, DataStream], name: str) -> DataStream:

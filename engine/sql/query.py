@@ -42,12 +42,14 @@ DERIVED_PREFIX = "__sql_"
 @dataclass(frozen=True)
 class TableDef:
     """A table a query reads: its columns (None: not declared, any column reads, NULL when a
-    record lacks it), its time attribute and its allowed lateness."""
+    record lacks it), its time attribute, its allowed lateness and its primary key."""
 
     name: str
     columns: tuple[str, ...] | None
     time_column: str | None
     allowed_lateness_ms: int = 0
+    primary_key: tuple[str, ...] | None = None  # a versioned table's (temporal joins)
+    proctime: str | None = None  # a column declared ``AS PROCTIME()`` (lookup joins)
 
 
 @dataclass

@@ -26,7 +26,13 @@ from weir.engine.agg import AggregateFunction
 from weir.engine.job import DataStream, Job
 from weir.engine.nodes import SqlStep, StatelessNode
 from weir.engine.sources import from_url
-from weir.engine.sql.build import TTL_SETTING, attach, attach_join, attach_rank
+from weir.engine.sql.build import (
+    TTL_SETTING,
+    attach,
+    attach_join,
+    attach_rank,
+    attach_temporal,
+)
 from weir.engine.sql.columns import check_type, checker, declared
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
@@ -35,6 +41,7 @@ from weir.engine.sql.recognize import attach_match, is_match_recognize
 from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import is_join, plan_join
+from weir.engine.sql.temporal import is_temporal, plan_temporal
 from weir.engine.sql.windowing import interval_ms
 from weir.engine.watermarks import WatermarkStrategy
 
@@ -160,7 +167,9 @@ class _Script:
         check = checker(types, name)  # the declared types, once per record
         step = SqlStep(check.__qualname__, check=declared(types))
         self.stream = stream.step(StatelessNode("map", check, sql=step))
-        self.table = TableDef(name, tuple(columns), time_col, lateness)
+        self.table = TableDef(
+            name, tuple(columns), time_col, lateness, _primary_key(schema), _proctime(schema)
+        )
 
     def _function(self, s: exp.Create) -> None:
         name = s.this.name
@@ -173,6 +182,10 @@ class _Script:
         tables = {self.table.name: self.table}
         if is_match_recognize(s.expression):
             attach_match(s.expression, s.this.name, tables, self.stream)
+            return
+        if is_temporal(s.expression):
+            temporal = plan_temporal(s.expression, s.this.name, tables)
+            attach_temporal(temporal, {self.table.name: self.stream})
             return
         if is_join(s.expression):
             joined = plan_join(s.expression, s.this.name, tables)
@@ -193,18 +206,62 @@ def _not_null(column: exp.ColumnDef) -> bool:
     return any(isinstance(c.args.get("kind"), exp.NotNullColumnConstraint) for c in constraints)
 
 
+def _primary_key(schema: exp.Schema) -> tuple[str, ...] | None:
+    """The table's ``PRIMARY KEY (…) NOT ENFORCED`` columns (a versioned table's key)."""
+    found = [k for k in schema.expressions if isinstance(k, exp.PrimaryKey)]
+    if not found:
+        return None
+    names = tuple(c.name for c in found[0].expressions)
+    known = {c.name for c in schema.expressions if isinstance(c, exp.ColumnDef)}
+    if unknown := [n for n in names if n not in known]:
+        raise SqlError(f"PRIMARY KEY ({', '.join(unknown)}): no such column in the table")
+    return names
+
+
+def _computed(column: exp.ColumnDef) -> exp.Expr | None:
+    """A computed column's expression (``c AS expr``), else None."""
+    for constraint in column.args.get("constraints") or []:
+        kind = constraint.args.get("kind")
+        if isinstance(kind, exp.ComputedColumnConstraint):
+            found: exp.Expr = kind.this
+            return found
+    return None
+
+
+def _proctime(schema: exp.Schema) -> str | None:
+    """The table's processing-time attribute, ``pt AS PROCTIME()`` (lookup joins read it);
+    any other computed column is refused by name."""
+    found = None
+    for item in schema.expressions:
+        expr = _computed(item) if isinstance(item, exp.ColumnDef) else None
+        if expr is None:
+            continue
+        if not (isinstance(expr, exp.Anonymous) and expr.name.upper() == "PROCTIME"):
+            raise SqlUnsupported(
+                f"computed column {item.sql(WeirFlink)}: weir's tables compute none but a "
+                "processing-time attribute (pt AS PROCTIME()); derive values in the view"
+            )
+        if found is not None:
+            raise SqlError(f"CREATE TABLE: two processing-time attributes, {found} and {item.name}")
+        found = item.name
+    return found
+
+
 def _columns(schema: exp.Schema) -> tuple[dict[str, exp.ColumnDef], str, int]:
     """The columns, the time attribute and its watermark delay (ms)."""
     columns: dict[str, exp.ColumnDef] = {}
     watermark: exp.WatermarkColumnConstraint | None = None
     for item in schema.expressions:
+        if isinstance(item, exp.ColumnDef) and _computed(item) is not None:
+            continue  # ``pt AS PROCTIME()`` (``_proctime``): a time, not a field of the records
         if isinstance(item, exp.ColumnDef):
             columns[item.name] = item
         elif isinstance(item, exp.WatermarkColumnConstraint):
             watermark = item
-        else:
+        elif not isinstance(item, exp.PrimaryKey):
             raise SqlUnsupported(
-                f"{item.sql(WeirFlink)} in CREATE TABLE: weir reads columns and WATERMARK"
+                f"{item.sql(WeirFlink)} in CREATE TABLE: weir reads columns, PRIMARY KEY and "
+                "WATERMARK"
             )
     table = schema.this.name
     if watermark is None:

@@ -13,10 +13,13 @@ pushes down; an inner join's result is the same). Each pair emits ``{"key", <SEL
 the columns qualified by their table (``i.id``), named by their alias or column name; late
 records go to the join's ``late`` output, as the job API's interval join sends them.
 
+Other ``ON`` terms are the join's residual condition on each pair (``residual.py``).
+``LEFT``/``RIGHT``/``FULL`` interval joins pad the rows that joined nothing (``outerjoin.py``);
+temporal joins (``FOR SYSTEM_TIME AS OF``) are planned by ``temporal.py`` over the same sides.
+
 Without a time term the join is a regular inner join (``RegularJoin``, a keyed co-process
-function), run only with a state TTL. Refused by name: ``LEFT``/``RIGHT``/``FULL`` joins, a
-regular join without a TTL, window joins on a TVF's bounds and temporal (``FOR SYSTEM_TIME AS
-OF``) and lookup joins.
+function), run only with a state TTL. Refused by name: other join kinds, a regular join without
+a TTL or an outer one, window joins on a TVF's bounds.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from sqlglot import exp
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef
+from weir.engine.sql.residual import PairPredicate, pair_condition
 from weir.engine.sql.scalar import Compiler, Fn
 from weir.engine.sql.windowing import interval_ms
 from weir.engine.watermarks import MAX_WATERMARK
@@ -51,6 +55,13 @@ class JoinPlan:
     upper_inclusive: bool
     columns: tuple[tuple[str, int, str], ...]  # (output name, side, field)
     bounded: bool = True  # False: a regular join, kept by its state TTL
+    kind: str = "INNER"  # or LEFT, RIGHT, FULL (outer interval joins, ``outerjoin.py``)
+    residual: PairPredicate | None = None  # the other ON terms, a condition of each pair
+
+    @property
+    def outer(self) -> tuple[bool, bool]:
+        """Which sides an unjoined row is emitted from, padded with NULLs."""
+        return (self.kind in ("LEFT", "FULL"), self.kind in ("RIGHT", "FULL"))
 
 
 def is_join(statement: exp.Expr) -> bool:
@@ -61,12 +72,14 @@ def is_join(statement: exp.Expr) -> bool:
 class _Sides:
     """The two tables of a join by their names and aliases."""
 
-    def __init__(self, select: exp.Select, tables: Mapping[str, TableDef]) -> None:
+    def __init__(
+        self, select: exp.Select, tables: Mapping[str, TableDef], temporal: bool = False
+    ) -> None:
         joins = select.args["joins"]
         if len(joins) != 1:
             raise SqlUnsupported("a SQL join joins two tables; join a third in another view")
         self.join: exp.Join = joins[0]
-        self._refuse_kind(self.join)
+        self.kind = self._kind(self.join, temporal)
         source = select.args.get("from_")
         items = [source.this if source is not None else None, self.join.this]
         self.defs: list[TableDef] = []
@@ -83,14 +96,15 @@ class _Sides:
             self.names.append({item.name, item.alias} if item.alias else {item.name})
 
     @staticmethod
-    def _refuse_kind(join: exp.Join) -> None:
+    def _kind(join: exp.Join, temporal: bool) -> str:
         side, kind = join.args.get("side"), join.args.get("kind")
-        if side or (kind and str(kind).upper() not in ("INNER",)):
+        kind = str(kind).upper() if kind else None
+        if kind not in (None, "INNER", "OUTER") or (kind == "INNER" and side):
             raise SqlUnsupported(
                 f"{' '.join(str(x) for x in (side, kind) if x).upper()} JOIN: weir's SQL runs "
-                "INNER interval joins (the job API's interval join is inner)"
+                "INNER, LEFT, RIGHT and FULL [OUTER] joins"
             )
-        if (
+        if not temporal and (
             join.this.args.get("version") is not None
             or "FOR SYSTEM_TIME" in join.sql(WeirFlink).upper()
         ):
@@ -98,6 +112,7 @@ class _Sides:
                 "FOR SYSTEM_TIME AS OF: temporal and lookup joins are not supported; join "
                 "two streams by key and an interval, or use broadcast state in the job API"
             )
+        return str(side).upper() if side else "INNER"
 
     def side(self, col: exp.Column) -> int:
         if not col.table:
@@ -131,8 +146,16 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         raise SqlUnsupported("a JOIN without ON: join two streams on keys and a time interval")
     keys: tuple[list[str], list[str]] = ([], [])
     bounds: list[exp.Expr] = []
+    one_side: list[exp.Expr] = []  # ON terms of one table: filters of that table
+    residual: list[exp.Expr] = []  # ON terms of a pair: its condition
     for term in _conjuncts(on):
-        if isinstance(term, exp.EQ) and _two_columns(term):
+        touched = {sides.side(c) for c in term.find_all(exp.Column)}
+        if len(touched) == 1:  # a kept side's row failing it is padded, not dropped
+            kept = sides.kind in (("LEFT", "FULL"), ("RIGHT", "FULL"))[touched.pop()]
+            (residual if kept else one_side).append(term)
+        elif not (isinstance(term, exp.EQ) and _two_columns(term)) and not _is_bound(term, sides):
+            residual.append(term)
+        elif isinstance(term, exp.EQ) and _two_columns(term):
             a, b = term.this, term.expression
             if sides.side(a) == sides.side(b):
                 raise SqlUnsupported(f"ON {term.sql(WeirFlink)}: an equality joins the two tables")
@@ -145,7 +168,8 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         raise SqlUnsupported("a join needs ON equality of a key of each table (l.k = r.k)")
     found = _bounds(bounds, sides)
     lower, upper = found if found is not None else ((0, True), (0, True))
-    filters = _filters(statement.args.get("where"), sides)
+    where = statement.args.get("where")
+    filters = _filters(_conjuncts(where.this) if where is not None else [], one_side, sides)
     return JoinPlan(
         name=name,
         tables=(sides.defs[LEFT].name, sides.defs[RIGHT].name),
@@ -157,7 +181,19 @@ def plan_join(statement: exp.Expr, name: str, tables: Mapping[str, TableDef]) ->
         upper_inclusive=upper[1],
         columns=_columns(statement, sides),
         bounded=found is not None,
+        kind=sides.kind,
+        residual=pair_condition(residual, sides.side, sides.field),
     )
+
+
+def _is_bound(term: exp.Expr, sides: _Sides) -> bool:
+    """A term of the time interval: a comparison with an INTERVAL, or of time attributes."""
+    if not isinstance(term, exp.Between | exp.GTE | exp.GT | exp.LTE | exp.LT):
+        return False
+    if term.find(exp.Interval) is not None:
+        return True
+    times = [sides.defs[sides.side(c)].time_column for c in term.find_all(exp.Column)]
+    return all(c.name == t for c, t in zip(term.find_all(exp.Column), times, strict=True))
 
 
 def _conjuncts(node: exp.Expr) -> list[exp.Expr]:
@@ -234,15 +270,30 @@ def _add(
     (lows if lower else highs).append((shift, inclusive))
 
 
-def _filters(where: exp.Where | None, sides: _Sides) -> tuple[Fn | None, Fn | None]:
+def _filters(
+    where: list[exp.Expr], on: list[exp.Expr], sides: _Sides
+) -> tuple[Fn | None, Fn | None]:
+    """Each table's filter before the join, from the WHERE and ON terms that name it alone
+    (an outer join's ON terms on a kept side are part of its residual condition instead); a
+    WHERE term on a side an outer join pads with NULLs is refused: it would drop every padded
+    row, another join than the one written."""
     found: tuple[list[exp.Expr], list[exp.Expr]] = ([], [])
-    for term in _conjuncts(where.this) if where is not None else []:
-        touched = {sides.side(c) for c in term.find_all(exp.Column)}
-        if len(touched) != 1:
-            raise SqlUnsupported(
-                f"WHERE {term.sql(WeirFlink)}: a join's WHERE terms each name one table"
-            )
-        found[touched.pop()].append(term)
+    kept = (sides.kind in ("LEFT", "FULL"), sides.kind in ("RIGHT", "FULL"))
+    for clause, terms in (("WHERE", where), ("ON", on)):
+        for term in terms:
+            touched = {sides.side(c) for c in term.find_all(exp.Column)}
+            if len(touched) != 1:
+                raise SqlUnsupported(
+                    f"WHERE {term.sql(WeirFlink)}: a join's WHERE terms each name one table"
+                )
+            side = touched.pop()
+            if clause == "WHERE" and kept[1 - side]:
+                raise SqlUnsupported(
+                    f"WHERE {term.sql(WeirFlink)} in a {sides.kind} OUTER join filters the side "
+                    "padded with NULLs, which would drop every padded row: move it into ON "
+                    "(a condition of joining), or write an INNER JOIN"
+                )
+            found[side].append(term)
     out: list[Fn | None] = []
     for side_terms in found:
         if not side_terms:
@@ -279,7 +330,13 @@ def pair_function(plan: JoinPlan) -> Callable[[Any, Any, Any], None]:
     """The ``fn(left, right, ctx)`` that emits a pair as the SELECT shapes it."""
     columns = plan.columns
 
+    residual, key = plan.residual, plan.keys[LEFT]
+
     def emit(left: Any, right: Any, ctx: Any) -> None:
+        if any(left.get(k) is None for k in key):
+            return  # SQL's NULL = NULL is not TRUE: NULL keys join nothing (one key group)
+        if residual is not None and not residual(left, right):
+            return
         sides = (left, right)
         ctx.emit({"key": ctx.key, **{n: sides[s].get(f) for n, s, f in columns}})
 
@@ -352,3 +409,9 @@ class RegularJoin:
 
 
 _SIDES = ("left", "right")
+
+
+# the temporal join (``temporal.py``) reads its two tables, ON, WHERE and SELECT as a join does
+JoinSides = _Sides
+conjuncts = _conjuncts
+join_columns = _columns

@@ -42,8 +42,12 @@ PICKLE = pickle.dumps(Payload())
 FRAME = struct.pack(">I", len(PICKLE)) + PICKLE
 held = []
 
+said = threading.Lock()
+
 def say(**kw):
-    print(json.dumps(kw), flush=True)
+    with said:  # the endpoints' threads print whole lines
+        sys.stdout.write(json.dumps(kw) + "\n")
+        sys.stdout.flush()
 
 def endpoints():
     try:
@@ -94,6 +98,10 @@ def attack(kind, where, how):
         if s not in held:
             s.close()
 
+def attack_all(kind, where):
+    for how in ("pickle", "forged", "oversized", "silent"):
+        attack(kind, where, how)
+
 def squat(name):
     base, _, index = name.rpartition("-")
     for i in (int(index) + 1,):  # the next worker's name: the ones after it connect to it
@@ -123,8 +131,9 @@ while time.monotonic() < deadline:
             if kind == "unix" and where.startswith("@weir-"):
                 squat(where)
             continue
-        for how in ("pickle", "forged", "oversized", "silent"):
-            attack(kind, where, how)
+        # each endpoint in a thread of its own: a slow answer at one (a forged handshake waits
+        # up to 15 s) never keeps the attacker from the next, found while it waits
+        threading.Thread(target=attack_all, args=(kind, where), daemon=True).start()
     time.sleep(0.005)
 say(done=True, seen=len(seen))
 """
