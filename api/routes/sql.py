@@ -58,6 +58,7 @@ from weir.engine.nodes import ProcessNode, WindowNode
 
 if TYPE_CHECKING:
     from weir.engine.sql.pull import PullPlan, TableShape
+    from weir.engine.sql.windowed import WindowAggregateRank, WindowJoin, WindowRank
 
 router = APIRouter(tags=["sql"])
 
@@ -141,6 +142,7 @@ def tables_of(operators: Mapping[str, WindowNode | ProcessNode]) -> dict[str, Ta
     from weir.engine.sql.continuous import ContinuousAggregate
     from weir.engine.sql.pull import TableShape
     from weir.engine.sql.ranked import RankFunction
+    from weir.engine.sql.windowed import WindowAggregateRank, WindowJoin, WindowRank
 
     out: dict[str, TableShape] = {}
     for name, op in operators.items():
@@ -155,7 +157,22 @@ def tables_of(operators: Mapping[str, WindowNode | ProcessNode]) -> dict[str, Ta
             known = plan.columns or (*plan.partition, *(f for f, _ in plan.order))
             cols = ("key", plan.rn or "rn", *dict.fromkeys(known))
             out[name] = TableShape(name, cols, windowed=False)
+        elif isinstance(op.function, WindowJoin | WindowRank | WindowAggregateRank):
+            out[name] = TableShape(name, _window_view_columns(op.function), windowed=False)
     return out
+
+
+def _window_view_columns(fn: WindowJoin | WindowRank | WindowAggregateRank) -> tuple[str, ...]:
+    """A window join's or window Top-N's table: its last window's rows (``state.last``)."""
+    from weir.engine.sql.windowed import WindowJoin  # the function's own module, no parser
+
+    if isinstance(fn, WindowJoin):
+        shown: tuple[str, ...] = tuple(n for n, _ in fn.plan.columns)
+    else:
+        rank = fn.plan.rank
+        known = rank.columns or (*rank.partition, *(f for f, _ in rank.order))
+        shown = (*known, *((rank.rn,) if rank.rn else ()))
+    return tuple(dict.fromkeys(("key", "window_start", "window_end", *shown)))
 
 
 def _read(
@@ -223,8 +240,13 @@ def _view_rows(op: ProcessNode, answer: dict[str, Any]) -> list[dict[str, Any]]:
     """A SQL view's rows from its process state: a continuous aggregate's current row, or a
     Top-N or deduplication view's ranked rows (each with its row number)."""
     from weir.engine.sql.ranked import SORT, RankFunction
+    from weir.engine.sql.windowed import WindowAggregateRank, WindowJoin, WindowRank
 
     state = answer["state"]
+    if isinstance(op.function, WindowJoin | WindowRank | WindowAggregateRank):
+        last = state.get("last") or {"rows": []}
+        bounds = {"window_start": last.get("window_start"), "window_end": last.get("window_end")}
+        return [{**bounds, **{k: v for k, v in r.items() if k != "op"}} for r in last["rows"]]
     if isinstance(op.function, RankFunction):
         rn = op.function.plan.rn or "rn"
         ranked = enumerate(state.get("rows") or [], start=1)

@@ -39,9 +39,9 @@ class Plan:
 def backfill_operator(job: Job, op_name: str | None) -> WindowNode:
     """The window operator a backfill computes, checked for what Spark can run."""
     _refuse_broadcast(job)
+    _refuse_continuous(job, op_name)  # first: a SQL window join is named, not its connect
     _refuse_several_inputs(job)
     _refuse_pattern(job, op_name)
-    _refuse_continuous(job, op_name)
     ops = [o for o in job.operators.values() if isinstance(o, WindowNode)]
     if op_name is not None:
         ops = [o for o in ops if o.name == op_name]
@@ -117,8 +117,9 @@ def _refuse_continuous(job: Job, op_name: str | None) -> None:
     """A continuous aggregate (SQL ``GROUP BY`` without a window) is refused by name: its rows
     are process-function state, which the backfill does not write."""
     from weir.engine.sql.continuous import continuous_views  # SQL's, when a backfill needs it
+    from weir.engine.sql.windowed import window_views
 
-    views = continuous_views(job)
+    views = continuous_views(job) + window_views(job.operators)
     windows = [o for o in job.operators.values() if isinstance(o, WindowNode)]
     named = [v for v in views if v[0] == op_name] if op_name is not None else []
     if named or (op_name is None and views and not windows):

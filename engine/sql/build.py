@@ -32,6 +32,15 @@ from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
 from weir.engine.sql.temporal import TemporalJoin, TemporalPlan, is_temporal, plan_temporal
+from weir.engine.sql.windowed import (
+    WindowAggregateRank,
+    WindowAggregateRankPlan,
+    WindowJoin,
+    WindowJoinPlan,
+    WindowRank,
+    WindowRankPlan,
+)
+from weir.engine.sql.windowjoin import is_window_join, plan_window_join
 
 if TYPE_CHECKING:
     from weir.engine.job import DataStream, Job, ResultStream
@@ -143,14 +152,17 @@ def add_view(
     if is_match_recognize(statements[0]):
         stream = _only_table(tables, name)
         return attach_match(statements[0], name, defs, stream)
+    if is_window_join(statements[0]):
+        return attach_window_join(plan_window_join(statements[0], name, defs, functions), tables)
     if is_temporal(statements[0]):
         return attach_temporal(plan_temporal(statements[0], name, defs), tables)
     if is_join(statements[0]):
         joined = plan_join(statements[0], name, defs)
         return attach_join(joined, tables, state_ttl_ms)
     if is_row_number(statements[0]):
-        rank = plan_rank(statements[0], name, defs)
-        return attach_rank(rank, tables[rank.table])
+        rank = plan_rank(statements[0], name, defs, functions)
+        table = rank.table if isinstance(rank, RankPlan) else rank.rank.table
+        return attach_rank(rank, tables[table])
     try:
         plan = plan_query(statements[0], name, defs, functions or {})
     except RecursionError:  # a long chain of operators compiles recursively
@@ -158,13 +170,35 @@ def add_view(
     return attach(plan, tables[plan.table], state_ttl_ms)
 
 
-def attach_rank(plan: RankPlan, stream: DataStream) -> ResultStream:
-    """Add a Top-N or deduplication view's filter, key_by and process function."""
+def attach_rank(
+    plan: RankPlan | WindowRankPlan | WindowAggregateRankPlan, stream: DataStream
+) -> ResultStream:
+    """Add a Top-N or deduplication view's filter, key_by and process function (per window,
+    for a window TVF's rows or a window aggregate's groups)."""
+    rank = plan if isinstance(plan, RankPlan) else plan.rank
+    if isinstance(plan, WindowAggregateRankPlan):
+        return _aggregate_rank(plan, stream)
+    if rank.where is not None:
+        stream = stream.filter(_labelled(rank.where, f"WHERE {rank.where_sql}"))
+    key = key_selector(rank.partition) if rank.partition else (lambda r: GLOBAL_KEY)
+    _labelled(key, "|".join(rank.partition) or GLOBAL_KEY)
+    if isinstance(plan, RankPlan):
+        return stream.key_by(key).process(RankFunction(plan), name=plan.name)
+    return with_late_output(stream.key_by(key).process(WindowRank(plan), name=rank.name))
+
+
+def _aggregate_rank(plan: WindowAggregateRankPlan, stream: DataStream) -> ResultStream:
     if plan.where is not None:
         stream = stream.filter(_labelled(plan.where, f"WHERE {plan.where_sql}"))
-    key = key_selector(plan.partition) if plan.partition else (lambda r: GLOBAL_KEY)
-    _labelled(key, "|".join(plan.partition) or GLOBAL_KEY)
-    return stream.key_by(key).process(RankFunction(plan), name=plan.name)
+    if plan.derived:
+        label = ", ".join(f"{n} = {sql}" for n, (_, sql) in plan.derived.items())
+        stream = stream.map(_labelled(_deriver(plan.derived), label))
+    partition = plan.rank.partition
+    key = key_selector(partition) if partition else (lambda r: GLOBAL_KEY)
+    _labelled(key, "|".join(partition) or GLOBAL_KEY)
+    return with_late_output(
+        stream.key_by(key).process(WindowAggregateRank(plan), name=plan.rank.name)
+    )
 
 
 def attach_join(
@@ -204,6 +238,26 @@ def attach_join(
     if not plan.upper_inclusive:
         joined = joined.upper_bound_exclusive()
     return joined.process(pair_function(plan), name=plan.name)
+
+
+def attach_window_join(plan: WindowJoinPlan, streams: Mapping[str, DataStream]) -> ResultStream:
+    """Add a window join view: each side filtered and keyed, then the keyed co-process function
+    that pairs each window's rows when it fires; its late rows go to the ``late`` output."""
+    keyed = []
+    for side in (0, 1):
+        stream, where = streams[plan.tables[side]], plan.filters[side]
+        aggregate = plan.sides[side]
+        if aggregate is not None:
+            where = aggregate.where
+        if where is not None:
+            stream = stream.filter(_labelled(where, f"WHERE ({plan.tables[side]})"))
+        if aggregate is not None and aggregate.derived:
+            label = ", ".join(f"{n} = {sql}" for n, (_, sql) in aggregate.derived.items())
+            stream = stream.map(_labelled(_deriver(aggregate.derived), label))
+        keys = plan.keys[side]
+        key = key_selector(keys) if keys else (lambda r: GLOBAL_KEY)
+        keyed.append(stream.key_by(_labelled(key, "|".join(keys) or GLOBAL_KEY)))
+    return with_late_output(keyed[0].connect(keyed[1]).process(WindowJoin(plan), name=plan.name))
 
 
 def attach_temporal(plan: TemporalPlan, streams: Mapping[str, DataStream]) -> ResultStream:

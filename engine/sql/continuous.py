@@ -91,12 +91,12 @@ class ContinuousAggregate:
         now = ctx.processing_time
         if held is not None and self._expired(held[0], now, ctx.watermark):
             held = None  # retention ran out before its timer fired: never read back
-        slots = self._fold(held[1] if held is not None else None, record)
+        slots = self.fold(held[1] if held is not None else None, record)
         kind = UPDATE if held is not None else INSERT
         row = {"op": self.name, "key": ctx.key, "row_kind": kind}
         for out, field in self.columns.items():
             row[out] = record.get(field)
-        row.update(self._result(slots))
+        row.update(self.result(slots))
         if held is not None and self.ttl_ms == 0:
             previous = row_state.get()
             if previous is not None and _same(previous, row):
@@ -131,7 +131,8 @@ class ContinuousAggregate:
     def _expired(self, touched: int, now: int, watermark: int) -> bool:
         return bool(self.ttl_ms) and watermark != MAX_WATERMARK and now - touched >= self.ttl_ms
 
-    def _fold(self, slots: dict[str, list[Any]] | None, record: Any) -> dict[str, list[Any]]:
+    def fold(self, slots: dict[str, list[Any]] | None, record: Any) -> dict[str, list[Any]]:
+        """``slots`` (None: none yet) with ``record`` added, per aggregate."""
         out: dict[str, list[Any]] = {}
         for name, b in self._builtins:
             one = _slots(b, record)
@@ -142,13 +143,15 @@ class ContinuousAggregate:
             out[name] = [fn.add(acc, record)]
         return out
 
-    def _result(self, slots: dict[str, list[Any]]) -> dict[str, Any]:
+    def result(self, slots: dict[str, list[Any]]) -> dict[str, Any]:
+        """Each aggregate's result of ``slots``, in the SELECT's order."""
         return {name: self.aggregates[name].result(slots[name]) for name in self._order}
 
 
 def continuous_views(job: Job) -> list[tuple[str, str]]:
     """``job``'s SQL views kept by process functions, ``(name, kind)``, in the job's order:
-    continuous aggregates and Top-N or deduplication views."""
+    continuous aggregates and Top-N or deduplication views (``windowed.window_views`` lists
+    the windowed ones)."""
     from weir.engine.sql.ranked import RankFunction  # beside this module; no parser
 
     found = []

@@ -63,6 +63,7 @@ class OuterIntervalJoin:
         self._outer = plan.outer
         self._kind = plan.kind
         self._columns = plan.columns
+        self._op = plan.name  # every result record names its operator (decision 0012)
         self._residual = plan.residual
         self._keys = plan.keys
         self.__qualname__ = (
@@ -140,6 +141,7 @@ class OuterIntervalJoin:
         sides = (left, right)
         ctx.emit(
             {
+                "op": self._op,
                 "key": ctx.key,
                 **{n: None if sides[s] is None else sides[s].get(f) for n, s, f in self._columns},
             }

@@ -54,8 +54,8 @@ class RankFunction:
         """Rank ``record`` in its partition; emit the ranks whose row changed."""
         state = ctx.value("rows")
         rows: list[dict[str, Any]] = state.get() or []
-        row = self._row(record)
-        at = self._position(rows, row)
+        row = self.row(record)
+        at = self.position(rows, row)
         if at >= self.plan.n:
             return
         before = len(rows)
@@ -70,14 +70,14 @@ class RankFunction:
                 out[self.plan.rn] = rank + 1
             ctx.emit(out)
 
-    def _row(self, record: Any) -> dict[str, Any]:
+    def row(self, record: Any) -> dict[str, Any]:
         """The row kept: its shown fields and, under ``SORT``, its ORDER BY values."""
         columns = self.plan.columns
         shown = dict(record) if columns is None else {c: record.get(c) for c in columns}
         shown[SORT] = [record.get(f) for f, _ in self.plan.order]
         return shown
 
-    def _position(self, rows: list[dict[str, Any]], row: dict[str, Any]) -> int:
+    def position(self, rows: list[dict[str, Any]], row: dict[str, Any]) -> int:
         """Where ``row`` ranks: after every row that sorts before it or equal (before equal
         ones in the keep-last deduplication)."""
         mine = self._key(row)

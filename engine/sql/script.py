@@ -32,6 +32,7 @@ from weir.engine.sql.build import (
     attach_join,
     attach_rank,
     attach_temporal,
+    attach_window_join,
 )
 from weir.engine.sql.columns import check_type, checker, declared
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
@@ -43,6 +44,7 @@ from weir.engine.sql.select import plan_query
 from weir.engine.sql.sqljoin import is_join, plan_join
 from weir.engine.sql.temporal import is_temporal, plan_temporal
 from weir.engine.sql.windowing import interval_ms
+from weir.engine.sql.windowjoin import is_window_join, plan_window_join
 from weir.engine.watermarks import WatermarkStrategy
 
 JOB_SETTINGS = ("pipeline.name", "pipeline.max-parallelism")
@@ -183,6 +185,10 @@ class _Script:
         if is_match_recognize(s.expression):
             attach_match(s.expression, s.this.name, tables, self.stream)
             return
+        if is_window_join(s.expression):
+            wj = plan_window_join(s.expression, s.this.name, tables, self.functions)
+            attach_window_join(wj, {self.table.name: self.stream})
+            return
         if is_temporal(s.expression):
             temporal = plan_temporal(s.expression, s.this.name, tables)
             attach_temporal(temporal, {self.table.name: self.stream})
@@ -192,7 +198,8 @@ class _Script:
             attach_join(joined, {self.table.name: self.stream}, self.ttl_ms)
             return
         if is_row_number(s.expression):
-            attach_rank(plan_rank(s.expression, s.this.name, tables), self.stream)
+            ranked = plan_rank(s.expression, s.this.name, tables, self.functions)
+            attach_rank(ranked, self.stream)
             return
         plan = plan_query(
             s.expression, s.this.name, {self.table.name: self.table}, self.functions,

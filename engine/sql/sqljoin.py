@@ -9,8 +9,9 @@ The equality terms of ``ON`` are the key of both sides (several: their composite
 ``GROUP BY``); the time term bounds ``right.ts - left.ts`` (``BETWEEN``, or a pair of ``>=``/``<=``
 or ``>``/``<`` comparisons, a strict one excluding its bound), on the tables' time attributes.
 A ``WHERE`` term that names one side filters that side before the join (what Flink's planner
-pushes down; an inner join's result is the same). Each pair emits ``{"key", <SELECT columns>}``,
-the columns qualified by their table (``i.id``), named by their alias or column name; late
+pushes down; an inner join's result is the same). Each pair emits ``{"op", "key", <SELECT
+columns>}`` (``op`` the view's name, as on every result record), the columns qualified by their
+table (``i.id``), named by their alias or column name; late
 records go to the join's ``late`` output, as the job API's interval join sends them.
 
 Other ``ON`` terms are the join's residual condition on each pair (``residual.py``).
@@ -19,7 +20,7 @@ temporal joins (``FOR SYSTEM_TIME AS OF``) are planned by ``temporal.py`` over t
 
 Without a time term the join is a regular inner join (``RegularJoin``, a keyed co-process
 function), run only with a state TTL. Refused by name: other join kinds, a regular join without
-a TTL or an outer one, window joins on a TVF's bounds.
+a TTL or an outer one. A join of window TVFs is a window join (``windowjoin.py``).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class _Sides:
             if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
                 raise SqlUnsupported(
                     f"JOIN over {item.sql(WeirFlink)[:60] if item else 'nothing'}: an interval "
-                    "join reads two tables by name (window joins on TVFs are not supported)"
+                    "join reads two tables by name (a window join, two window TVFs)"
                 )
             if item.name not in tables:
                 raise SqlError(f"unknown table {item.name!r}; tables: {', '.join(sorted(tables))}")
@@ -320,7 +321,9 @@ def _columns(statement: exp.Select, sides: _Sides) -> tuple[tuple[str, int, str]
                 "(t.c AS name)"
             )
         name = item.alias if isinstance(item, exp.Alias) else node.name
-        if name in ("key", *(n for n, _, _ in out)):
+        if name in ("op", "key"):  # the result record's own: the view and the join key
+            raise SqlError(f"a join's column may not be named {name!r} (reserved); AS another")
+        if name in (n for n, _, _ in out):
             raise SqlError(f"two columns of the join are named {name!r}; rename one (AS …)")
         out.append((name, sides.side(node), sides.field(node)))
     return tuple(out)
@@ -330,7 +333,7 @@ def pair_function(plan: JoinPlan) -> Callable[[Any, Any, Any], None]:
     """The ``fn(left, right, ctx)`` that emits a pair as the SELECT shapes it."""
     columns = plan.columns
 
-    residual, key = plan.residual, plan.keys[LEFT]
+    residual, key, op = plan.residual, plan.keys[LEFT], plan.name
 
     def emit(left: Any, right: Any, ctx: Any) -> None:
         if any(left.get(k) is None for k in key):
@@ -338,7 +341,7 @@ def pair_function(plan: JoinPlan) -> Callable[[Any, Any, Any], None]:
         if residual is not None and not residual(left, right):
             return
         sides = (left, right)
-        ctx.emit({"key": ctx.key, **{n: sides[s].get(f) for n, s, f in columns}})
+        ctx.emit({"op": op, "key": ctx.key, **{n: sides[s].get(f) for n, s, f in columns}})
 
     emit.__qualname__ = f"SELECT {', '.join(n for n, _, _ in columns)}"
     return emit

@@ -220,6 +220,7 @@ class VersionJoin:
     def __init__(self, plan: TemporalPlan, label: str) -> None:
         self.__qualname__ = self._label = label  # what ``weir explain`` calls the function
         self._columns = plan.columns
+        self._op = plan.name  # every result record names its operator (decision 0012)
         self._left = plan.kind == "LEFT"
         self._kind = plan.kind
         self._condition = plan.condition
@@ -245,6 +246,7 @@ class VersionJoin:
         sides = (record, version)
         ctx.emit(
             {
+                "op": self._op,
                 "key": ctx.key,
                 **{n: None if sides[s] is None else sides[s].get(f) for n, s, f in self._columns},
             }

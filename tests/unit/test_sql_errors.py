@@ -44,8 +44,8 @@ REFUSED = {
     "join": (
         f"SELECT e.id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} AS e "
         f"JOIN other ON e.id = other.id {GROUP}",
-        r"JOIN over TABLE\(TUMBLE.*an interval join reads two tables by name \(window joins "
-        r"on TVFs are not supported\)",
+        r"JOIN of a window TVF with other: a window join's sides are both window TVFs of the "
+        r"same window",
     ),
     "order by": (
         f"SELECT id, window_start, window_end, COUNT(*) AS n FROM {TUMBLE} {GROUP} ORDER BY id",

@@ -120,7 +120,7 @@ def test_each_form_equals_the_model_and_the_python_join_at_every_parallelism(for
         assert _pairs(got.by_operator["j"]) == want, p
         assert not got.late and not got.dead
         row = got.by_operator["j"][0]
-        assert set(row) == {"key", "imp", "click", "clicked_at"}
+        assert set(row) == {"op", "key", "imp", "click", "clicked_at"} and row["op"] == "j"
 
 
 def test_a_two_column_key_and_a_filter_pushed_to_one_side() -> None:

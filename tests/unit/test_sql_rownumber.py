@@ -155,10 +155,10 @@ def test_a_python_job_and_explain() -> None:
 REFUSED = {
     "no filter": (TOP3.replace(" WHERE rn <= 3", ""), SqlUnsupported, "filtered on its row number"),
     "rn = 2": (TOP3.replace("rn <= 3", "rn = 2"), SqlUnsupported, r"only rn = 1"),
-    "window tvf": (
+    "window tvf without its bounds": (
         "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY id ORDER BY v) AS rn FROM "
         "TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), INTERVAL '1' SECOND))) WHERE rn <= 2",
-        SqlUnsupported, "window Top-N and window deduplication are not supported",
+        SqlUnsupported, "PARTITION BY window_start, window_end",
     ),
     "no order": (TOP3.replace(" ORDER BY v DESC", ""), SqlError, "needs ORDER BY"),
     "unknown column": (TOP3.replace("ORDER BY v", "ORDER BY w"), SqlError, "unknown column 'w'"),

@@ -99,6 +99,11 @@ class Context:
         self.watermark = MIN_WATERMARK
 
     @property
+    def retention_ms(self) -> int:
+        """How long a fired result stays queryable (``--state-retention-ms``, event time)."""
+        return self._rt.retention_ms
+
+    @property
     def processing_time(self) -> int:
         return int(time.time() * 1000)
 
@@ -171,6 +176,7 @@ class ProcessRuntime:
         self._range = key_groups
         self._max_par = max_parallelism
         self._dead = dead
+        self.retention_ms = retention_ms
         self._sid = op.state_id
         self._tsid = op.timer_state_id
         self._cells: dict[tuple[str, str], list[Any]] = {}
