@@ -27,6 +27,7 @@ from weir.engine import agg
 from weir.engine.job import Job
 from weir.engine.nodes import ProcessNode
 from weir.engine.watermarks import MAX_WATERMARK
+from weir.state.keygroups import key_value
 
 INSERT, UPDATE = "+I", "+U"
 CHANGELOG_FIELDS = frozenset({"op", "key", "row_kind"})
@@ -93,7 +94,7 @@ class ContinuousAggregate:
             held = None  # retention ran out before its timer fired: never read back
         slots = self.fold(held[1] if held is not None else None, record)
         kind = UPDATE if held is not None else INSERT
-        row = {"op": self.name, "key": ctx.key, "row_kind": kind}
+        row = {"op": self.name, "key": key_value(ctx.key), "row_kind": kind}
         for out, field in self.columns.items():
             row[out] = record.get(field)
         row.update(self.result(slots))

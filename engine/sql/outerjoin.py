@@ -40,6 +40,7 @@ from weir.engine.joins.buffers import (
 from weir.engine.nodes import ProcessNode
 from weir.engine.sql.sqljoin import JoinPlan
 from weir.engine.windows import MAX_TIME
+from weir.state.keygroups import key_value
 
 if TYPE_CHECKING:
     from weir.engine.results import ResultStream
@@ -142,7 +143,7 @@ class OuterIntervalJoin:
         ctx.emit(
             {
                 "op": self._op,
-                "key": ctx.key,
+                "key": key_value(ctx.key),
                 **{n: None if sides[s] is None else sides[s].get(f) for n, s, f in self._columns},
             }
         )

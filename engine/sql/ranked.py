@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from weir.state.keygroups import key_value
+
 INSERT, UPDATE = "+I", "+U"
 SORT = "__sort"  # a kept row's ORDER BY values (the row shows only its SELECT's columns)
 Fn = Callable[[Any], Any]
@@ -64,7 +66,7 @@ class RankFunction:
         for rank in range(at, len(rows)):
             shown = {k: v for k, v in rows[rank].items() if k != SORT}
             kind = UPDATE if rank < before else INSERT
-            out = {"op": self.plan.name, "key": ctx.key, "row_kind": kind}
+            out = {"op": self.plan.name, "key": key_value(ctx.key), "row_kind": kind}
             out.update(shown)
             if self.plan.rn is not None:
                 out[self.plan.rn] = rank + 1

@@ -38,6 +38,7 @@ from weir.engine.sql.residual import PairPredicate, pair_condition
 from weir.engine.sql.scalar import Compiler, Fn
 from weir.engine.sql.windowing import interval_ms
 from weir.engine.watermarks import MAX_WATERMARK
+from weir.state.keygroups import key_value
 
 LEFT, RIGHT = 0, 1
 
@@ -341,7 +342,9 @@ def pair_function(plan: JoinPlan) -> Callable[[Any, Any, Any], None]:
         if residual is not None and not residual(left, right):
             return
         sides = (left, right)
-        ctx.emit({"op": op, "key": ctx.key, **{n: sides[s].get(f) for n, s, f in columns}})
+        ctx.emit(
+            {"op": op, "key": key_value(ctx.key), **{n: sides[s].get(f) for n, s, f in columns}}
+        )
 
     emit.__qualname__ = f"SELECT {', '.join(n for n, _, _ in columns)}"
     return emit

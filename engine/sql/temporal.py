@@ -63,6 +63,7 @@ from weir.engine.sql.query import TableDef
 from weir.engine.sql.residual import PairPredicate, pair_condition
 from weir.engine.sql.scalar import Compiler, Fn
 from weir.engine.sql.sqljoin import JoinSides, conjuncts, join_columns
+from weir.state.keygroups import key_value
 
 _ts = itemgetter(0)
 PROBE, VERSIONED = 0, 1
@@ -247,7 +248,7 @@ class VersionJoin:
         ctx.emit(
             {
                 "op": self._op,
-                "key": ctx.key,
+                "key": key_value(ctx.key),
                 **{n: None if sides[s] is None else sides[s].get(f) for n, s, f in self._columns},
             }
         )

@@ -29,6 +29,7 @@ from weir.engine.sql.keys import composite_key
 from weir.engine.sql.ranked import SORT, RankFunction, RankPlan
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.engine.windows import MAX_TIME, CumulateWindows, SlidingWindows, TumblingWindows, is_late
+from weir.state.keygroups import key_value
 
 Fn = Callable[[Any], Any]
 Assigner = TumblingWindows | SlidingWindows | CumulateWindows
@@ -251,7 +252,7 @@ class WindowJoin:
         kind = self.plan.kind
         pairs = _pairs(kind, parts[0], parts[1])
         pairs += _pairs(kind, parts[2], []) + _pairs(kind, [], parts[3])
-        head = {"op": self.plan.name, "key": ctx.key}
+        head = {"op": self.plan.name, "key": key_value(ctx.key)}
         columns = self.plan.columns
         out = []
         for left, right in pairs:
@@ -346,7 +347,7 @@ def _emit_ranking(
     """Emit a window's ranked rows from rank 1 and keep them as the key's ``last``."""
     out = []
     for i, row in enumerate(rows, start=1):
-        shown: dict[str, Any] = {"op": plan.name, "key": ctx.key}
+        shown: dict[str, Any] = {"op": plan.name, "key": key_value(ctx.key)}
         shown.update((k, v) for k, v in row.items() if k != SORT)
         if plan.rn is not None:
             shown[plan.rn] = i

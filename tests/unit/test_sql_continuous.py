@@ -303,3 +303,23 @@ def test_the_sql_views_example_runs_every_new_form() -> None:
         k: sum(e["id"] == k for e in impressions) for k in {e["id"] for e in impressions}
     }
     assert out["best"] and out["latest"] and out["clicked"]
+
+
+def test_the_null_group_is_a_null_key_in_the_changelog_and_a_backslash_key_is_itself(
+    tmp_path: Path,
+) -> None:
+    """A NULL id is its own group, whose changelog records say ``"key": None`` (as a window
+    result does; ``\\N`` is only its stored and path form), and a real key that looks like it
+    keeps its own spelling."""
+    events = [
+        {"id": None, "kind": "a", "ts": 1, "v": 1},
+        {"id": "\\N", "kind": "a", "ts": 2, "v": 2},
+        {"id": None, "kind": "a", "ts": 3, "v": 3},
+    ]
+    view = "SELECT id, SUM(v) AS total FROM events GROUP BY id"  # no WHERE: NULL <> x drops
+    rows = testing.run(_script(tmp_path, view), events).by_operator["totals"]
+    assert [(r["key"], r["id"], r["total"]) for r in rows] == [
+        (None, None, 1),
+        ("\\N", "\\N", 2),
+        (None, None, 4),
+    ]

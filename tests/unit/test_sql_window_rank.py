@@ -87,7 +87,7 @@ def _model(events: list[dict[str, Any]], tvf: str, form: str) -> list[tuple[Any,
         for w in found if isinstance(found, list) else [found]:
             if wm is not None and w.end - 1 <= wm:
                 continue  # fired: late for this window
-            key = (e["name"] if e["name"] is not None else "\\N") if by_name else "*"
+            key = e["name"] if by_name else "*"  # the NULL key is None in a result
             cells[(key, w.start, w.end)].append((i, e))
     out = []
     keep_last = form == "keep-last"
