@@ -109,7 +109,8 @@ test-kernels: $(STAMP)
 	WEIR_KERNELS=python $(BIN)/python -m pytest -q -p no:cacheprovider \
 	  tests/property/test_kernels_*.py tests/unit/test_columnar_loop.py \
 	  tests/property/test_column_*.py tests/unit/test_columnar_choice.py \
-	  tests/unit/test_column_scan.py tests/unit/test_big_sums.py
+	  tests/unit/test_column_scan.py tests/unit/test_big_sums.py \
+	  tests/unit/test_sql_scan.py tests/property/test_sql_ir.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -37,7 +37,10 @@ def _name(fn: Any) -> str:
 
 
 def _step(node: StatelessNode) -> str:
-    """A stateless step's function: its expression(s) when it is made of them."""
+    """A stateless step's function: SQL's clause, or its expression(s) when it is made of
+    them."""
+    if node.sql is not None:
+        return node.sql.text
     if node.expr is not None:
         return render_expr(node.expr)
     if node.columns is not None:
@@ -102,6 +105,8 @@ def _node(node: Node, reached: dict[int, list[str]]) -> dict[str, Any]:
     union = reached.get(id(node), [])
     out: dict[str, Any] = {"union": union} if len(union) > 1 else {}
     if isinstance(node, StatelessNode):
+        if node.sql is not None and node.sql.why_records is not None:
+            out["per_record"] = node.sql.why_records  # why the clause is not an expression
         return {
             **out,
             "type": node.kind,
@@ -187,6 +192,8 @@ def _render_node(node: dict[str, Any], depth: int, lines: list[str]) -> None:
             _render_operator(op, depth + 1, lines)
     else:
         lines.append(f"{pad}{node['type']} {node['function']}")
+        if "per_record" in node:
+            lines.append(f"{pad}  runs per record, not on columns ({node['per_record']})")
         for c in node["children"]:
             _render_node(c, depth + 1, lines)
 

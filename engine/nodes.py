@@ -65,6 +65,23 @@ def _check_name(kind: str, name: str) -> str:
     return name
 
 
+# a declared column: name, type (str, bool, int8, int16, int32, int64 or float), NOT NULL
+ColumnType = tuple[str, str, bool]
+
+
+@dataclass(frozen=True)
+class SqlStep:
+    """What a SQL step is, beside the function the per-record chain calls: its ``text`` as
+    ``weir explain`` shows it (``WHERE event = 'impression'``); ``why_records``: why the
+    clause is not an expression the columnar source can evaluate (None: it is, the node's
+    ``expr``); ``check``: a ``CREATE TABLE``'s declared columns, for the step that enforces
+    them (``sql.columns.checker``), so the columnar source can enforce them on columns."""
+
+    text: str
+    why_records: str | None = None
+    check: tuple[ColumnType, ...] | None = None
+
+
 @dataclass(eq=False)
 class StatelessNode:
     """A stateless step. ``fn`` is what the per-record chain calls: the user's function, or
@@ -78,6 +95,7 @@ class StatelessNode:
     children: list[Node] = field(default_factory=list)
     expr: ir.Expr | None = None
     columns: dict[str, ir.Expr] | None = None
+    sql: SqlStep | None = None
 
 
 @dataclass(eq=False)

@@ -72,6 +72,23 @@ class DataStream:
         self._attach(node)
         return DataStream(self._job, node.children)
 
+    def step(self, node: StatelessNode) -> DataStream:
+        """The stream after ``node``, a stateless step built by a library of the job API (Stream
+        SQL's ``WHERE`` and table checks, which carry their SQL and IR beside the function).
+
+        Example:
+            >>> from weir import Job, sources
+            >>> from weir.engine.kernels import ir
+            >>> from weir.engine.nodes import SqlStep, StatelessNode
+            >>> where = ir.Cmp("eq", ir.Col("event"), ir.Lit("click"))
+            >>> node = StatelessNode("filter", lambda r: r.get("event") == "click", expr=where,
+            ...                      sql=SqlStep("WHERE event = 'click'"))
+            >>> clicks = Job("j").source(sources.jsonl("events.jsonl")).step(node)
+        """
+        if not isinstance(node, StatelessNode):
+            raise JobDefinitionError(f"step({node!r}): takes a StatelessNode")
+        return self._add(node)
+
     def map(self, fn: Callable[[Record], Any]) -> DataStream:
         """Each record replaced by ``fn(record)``; a record it raises on goes to the dead
         letters (stage ``map``)."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,12 +173,12 @@ class _Reading:
 
     split: str
     start: Any  # the split's offset before the batch
-    items: list[Any]
+    items: Sequence[Any]
     first_line: int | None
     decoded: list[Any] | None = None
 
 
-def _index(items: list[Any], item: Any) -> int | None:
+def _index(items: Sequence[Any], item: Any) -> int | None:
     return next((i for i, x in enumerate(items) if x is item), None)
 
 
@@ -226,7 +227,7 @@ class DeadLetters(_SideOutput):
 
     # -- where records come from -------------------------------------------------------------
 
-    def reading(self, split: str, start: Any, items: list[Any], first_line: int | None) -> None:
+    def reading(self, split: str, start: Any, items: Sequence[Any], first_line: int | None) -> None:
         """The chain begins a batch of ``split`` read from offset ``start`` (one call a batch)."""
         self._reading = _Reading(split, start, items, first_line)
 

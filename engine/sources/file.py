@@ -6,12 +6,13 @@ A path with glob characters (``/data/events-*.jsonl``) names several files, one 
 from __future__ import annotations
 
 import glob
+import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from weir.base.errors import SourceError
-from weir.engine.sources.base import SourceBatch
+from weir.engine.sources.base import LineBlock, SourceBatch
 
 _BYTES_PER_RECORD_HINT = 96
 
@@ -87,12 +88,25 @@ class JsonlReader:
         self._line = line  # the number of the next line to read, from 1
 
     def read_batch(self, max_records: int) -> SourceBatch:
-        lines = self._fh.readlines(max_records * _BYTES_PER_RECORD_HINT)
-        if not lines:
+        """About ``max_records`` whole lines as one ``LineBlock`` (one read, cut after the last
+        ``\\n`` in it; the rest is read again by the next batch), or the end."""
+        size = max(1, max_records * _BYTES_PER_RECORD_HINT)
+        data = self._fh.read(size)
+        if not data:
             return SourceBatch([], decoded=False, end=True, offsets={self._split: self.offset()})
-        first, self._line = self._line, self._line + len(lines)
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:  # no line ends in the read: a line longer than it, or the file's last
+            data += self._fh.readline()
+        elif cut < len(data) == size:  # (a shorter read reached the end: its last line is whole)
+            self._fh.seek(cut - len(data), io.SEEK_CUR)  # the offset stays at a line's start
+            data = data[:cut]
+        count = data.count(b"\n") + (not data.endswith(b"\n"))
+        first, self._line = self._line, self._line + count
         return SourceBatch(
-            lines, decoded=False, offsets={self._split: self.offset()}, first_line=first
+            LineBlock(data, count),
+            decoded=False,
+            offsets={self._split: self.offset()},
+            first_line=first,
         )
 
     def offset(self) -> int:

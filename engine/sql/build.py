@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from weir.engine.agg import AggregateFunction
+from weir.engine.kernels import ir
+from weir.engine.nodes import SqlStep, StatelessNode
 from weir.engine.sql.continuous import ContinuousAggregate
 from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
@@ -62,16 +64,31 @@ def _deriver(derived: Mapping[str, tuple[Fn, str]]) -> Fn:
     return lambda r: {**r, **{name: f(r) for name, f in items}}
 
 
+def where_step(fn: Fn, sql: str, translated: ir.Expr | str | None) -> StatelessNode:
+    """A ``WHERE``'s filter step: ``fn`` (SQL's closure) for the per-record chain, and its IR
+    (``toir.to_ir``) for the columnar source, or why it has none, which ``weir explain``
+    shows."""
+    text = f"WHERE {sql}"
+    if isinstance(translated, str | None):
+        why = translated or "not translated to an expression"
+        return StatelessNode("filter", _labelled(fn, text), sql=SqlStep(text, why_records=why))
+    return StatelessNode("filter", _labelled(fn, text), expr=translated, sql=SqlStep(text))
+
+
 def attach(plan: QueryPlan, stream: DataStream, state_ttl_ms: int | None = None) -> ResultStream:
     """Add the plan's filter, map, key_by, window and aggregate to ``stream``; a plan without
     a window is a continuous aggregate (a keyed process function) kept for ``state_ttl_ms``."""
     if plan.window is None:
         _check_ttl(plan, state_ttl_ms)  # before any step: a refused view leaves none behind
     if plan.where is not None:
-        stream = stream.filter(_labelled(plan.where, f"WHERE {plan.where_sql}"))
+        stream = stream.step(where_step(plan.where, plan.where_sql or "", plan.where_ir))
     if plan.derived:
         label = ", ".join(f"{n} = {sql}" for n, (_, sql) in plan.derived.items())
-        stream = stream.map(_labelled(_deriver(plan.derived), label))
+        why = "a computed GROUP BY column or aggregate input; the columnar source reads fields"
+        step = SqlStep(label, why_records=why)
+        stream = stream.step(
+            StatelessNode("map", _labelled(_deriver(plan.derived), label), sql=step)
+        )
     key = key_selector(plan.key_fields) if plan.key_fields else (lambda r: GLOBAL_KEY)
     _labelled(key, "|".join(plan.key_fields) or GLOBAL_KEY)
     if plan.window is None:

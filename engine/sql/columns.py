@@ -35,6 +35,7 @@ from typing import Any
 
 from sqlglot import exp
 
+from weir.engine.nodes import ColumnType
 from weir.engine.sql.dialect import WeirFlink
 from weir.engine.sql.errors import SqlUnsupported
 
@@ -160,6 +161,24 @@ def _exact(column: str, dtype: exp.DType) -> str:
         v = f"get({column!r})"
         return f"(type({v}) is int and {-(1 << (bits - 1))} <= {v} < {1 << (bits - 1)})"
     return f"type(get({column!r})) is {kind}"
+
+
+def declared(columns: dict[str, tuple[exp.DType, bool]]) -> tuple[ColumnType, ...]:
+    """``checker``'s columns as the job graph keeps them (``nodes.SqlStep.check``), so the
+    columnar source can check scanned columns against them: ``(name, type, NOT NULL)``, the
+    type one of ``nodes.ColumnType``'s."""
+    out: list[ColumnType] = []
+    for name, (dtype, not_null) in columns.items():
+        if dtype in _TEXT:
+            kind = "str"
+        elif dtype == exp.DType.BOOLEAN:
+            kind = "bool"
+        elif dtype in _FLOATS:
+            kind = "float"
+        else:
+            kind = f"int{_INTEGERS[dtype]}"
+        out.append((name, kind, not_null))
+    return tuple(out)
 
 
 def checker(columns: dict[str, tuple[exp.DType, bool]], table: str) -> Callable[[Record], Record]:

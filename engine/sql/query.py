@@ -21,6 +21,7 @@ from typing import Any
 from sqlglot import exp
 
 from weir.engine.agg import AggregateFunction, BuiltinKind
+from weir.engine.kernels import ir
 from weir.engine.sql import windowing
 from weir.engine.sql.dialect import WeirFlink, position
 from weir.engine.sql.errors import SqlError, SqlUnsupported
@@ -64,6 +65,7 @@ class QueryPlan:
     allowed_lateness_ms: int
     aggregates: dict[str, Any] = field(default_factory=dict)
     columns: dict[str, str] = field(default_factory=dict)  # GROUP BY column -> record field
+    where_ir: ir.Expr | str | None = None  # the WHERE as IR, or why it is not (``toir``)
 
 
 def at(node: exp.Expr) -> str:

@@ -66,7 +66,11 @@ class RankFunction:
         for rank in range(at, len(rows)):
             shown = {k: v for k, v in rows[rank].items() if k != SORT}
             kind = UPDATE if rank < before else INSERT
-            out = {"op": self.plan.name, "key": key_value(ctx.key), "row_kind": kind}
+            out: dict[str, Any] = {
+                "op": self.plan.name,
+                "key": key_value(ctx.key),
+                "row_kind": kind,
+            }
             out.update(shown)
             if self.plan.rn is not None:
                 out[self.plan.rn] = rank + 1

@@ -24,6 +24,7 @@ from weir.base.errors import ConfigError, WeirError
 from weir.engine import agg
 from weir.engine.agg import AggregateFunction
 from weir.engine.job import DataStream, Job
+from weir.engine.nodes import SqlStep, StatelessNode
 from weir.engine.sources import from_url
 from weir.engine.sql.build import (
     TTL_SETTING,
@@ -33,7 +34,7 @@ from weir.engine.sql.build import (
     attach_temporal,
     attach_window_join,
 )
-from weir.engine.sql.columns import check_type, checker
+from weir.engine.sql.columns import check_type, checker, declared
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.query import TableDef, at
@@ -165,7 +166,9 @@ class _Script:
         except ConfigError as exc:
             raise SqlError(f"CREATE TABLE {name} WITH ('url' = …): {exc}") from None
         stream = self.job.source(source, timestamp=time_col, watermarks=watermarks)
-        self.stream = stream.map(checker(types, name))  # the declared types, once per record
+        check = checker(types, name)  # the declared types, once per record
+        step = SqlStep(check.__qualname__, check=declared(types))
+        self.stream = stream.step(StatelessNode("map", check, sql=step))
         self.table = TableDef(
             name, tuple(columns), time_col, lateness, _primary_key(schema), _proctime(schema)
         )

@@ -33,6 +33,7 @@ from weir.engine.sql.query import (
     at,
     refuse_clauses,
 )
+from weir.engine.sql.toir import to_ir
 from weir.engine.sql.windowing import WINDOW_COLUMNS
 
 
@@ -70,6 +71,7 @@ class _Select(Query):
             ),
             aggregates=aggregates,
             columns=columns,
+            where_ir=to_ir(where.this, self._resolve) if where is not None else None,
         )
 
     def _columns(self, group_sql: set[str]) -> dict[str, str]:

@@ -153,6 +153,23 @@ def test_items_that_are_not_one_line_each_take_the_record_path(
     assert len(on.dead) == 4 and {r["key"] for r in on.results} == {"a", "b", "ü"}
 
 
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_payloads_without_newlines_are_joined_and_scanned(
+    monkeypatch: pytest.MonkeyPatch, parallelism: int
+) -> None:
+    """Kafka's values (one JSON object each, no newline) are joined by one into a block for the
+    scan; a batch where a payload holds a newline, or is empty, takes the record path."""
+    payloads = [line.rstrip(b"\n") for line in CLEAN]
+    batches = [payloads[i : i + 4] for i in range(0, len(payloads), 4)]
+    on, scanned = _same(monkeypatch, "job", batches, parallelism)
+    assert scanned and all(scanned) and len(on.late) == 1
+    odd = [payloads[:3], [payloads[3], b""], [payloads[4], payloads[5] + b"\n" + payloads[6]]]
+    on, scanned = _same(monkeypatch, "job", odd, 1)
+    assert scanned == [True, False, False]
+    reasons = [d["reason"] for d in on.dead]  # the empty payload, the one with two objects
+    assert [r.split(":")[1].strip()[:10] for r in reasons] == ["Input is a", "unexpected"]
+
+
 LINE = st.fixed_dictionaries(
     {"id": st.sampled_from(["a", "b", "ü", "\\N", 3, None]), "ts": st.integers(0, 60)},
     optional={

@@ -10,6 +10,7 @@ import pytest
 from weir import sources
 from weir.base.errors import ConfigError, SourceError
 from weir.engine.sources import GeneratorSource, JsonlSource
+from weir.engine.sources.base import LineBlock
 
 
 def test_file_url_gives_a_jsonl_source_with_decoded_path() -> None:
@@ -192,6 +193,35 @@ def test_jsonl_reader_reads_lines_and_offsets(tmp_path: Path) -> None:
     resumed = src.open(str(path), 8)
     assert resumed.read_batch(100).items == [b'{"a":2}\n']
     resumed.close()
+
+
+@pytest.mark.parametrize("ending", [b"\n", b""])
+def test_jsonl_reader_reads_whole_lines_as_blocks_at_any_size(
+    tmp_path: Path, ending: bytes
+) -> None:
+    """A batch is one read cut after its last line end (a ``LineBlock``): the lines, their
+    count, the offset after them and the next line's number are those of ``readlines``, for a
+    read that ends mid-line, a line longer than a read, blank lines and a file without a final
+    newline; a restore at any line's offset reads the same lines on."""
+    lines = [b'{"a":1}\n', b"\n", b'{"long":"' + b"x" * 700 + b'"}\n', b"  \n", b'{"a":2}' + ending]
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(lines))
+    src = sources.jsonl(path)
+    for size in (1, 2, 3, 100):
+        reader = src.open(str(path))
+        got: list[bytes] = []
+        while not (batch := reader.read_batch(size)).end:
+            assert isinstance(batch.items, LineBlock) and batch.first_line == len(got) + 1
+            got += list(batch.items)
+            assert reader.offset() == len(b"".join(got)) == batch.offsets[str(path)]
+            assert batch.items.data == b"".join(batch.items) and len(batch.items) > 0
+        assert got == lines, size
+        reader.close()
+    for i in range(len(lines)):
+        resumed = src.open(str(path), len(b"".join(lines[:i])))
+        batch = resumed.read_batch(1000)
+        assert batch.items == lines[i:] and batch.first_line == i + 1
+        resumed.close()
 
 
 def test_jsonl_missing_file_names_the_path(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ peer sent along.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,7 +157,7 @@ class Records:
 
     def __init__(
         self,
-        items: list[Any] | None = None,
+        items: Sequence[Any] | None = None,
         origin: Array = None,
         decode: Callable[[Any], Any] | None = None,
         sparse: dict[int, Any] | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import compress
 from operator import itemgetter
 from typing import Any
@@ -47,6 +47,11 @@ TS_MAX = MAX_TIME
 TS_MIN = MIN_TIME
 Columns = tuple[list[Any], list[int], list[int]]  # records, timestamps, watermarks
 Why = tuple[str, str]  # why a record is a dead letter: the kind of reason, and the reason
+
+
+def _listed(items: Sequence[Any]) -> list[Any]:
+    """A decoded batch's records (a source of records gives a list; anything else is copied)."""
+    return items if isinstance(items, list) else list(items)
 
 
 def _describe_error(exc: BaseException) -> str:
@@ -130,7 +135,7 @@ class Chain:
 
     def _process(self, batch: SourceBatch, split: str) -> None:
         self._blank = 0
-        recs = batch.items if batch.decoded else self._decode(batch.items)
+        recs = self._decode(batch.items) if not batch.decoded else _listed(batch.items)
         self._split_records[split] += len(batch.items) - self._blank
         recs = self._dicts_only(recs) if batch.decoded else recs
         if not recs:
@@ -147,7 +152,7 @@ class Chain:
 
     # -- source-side steps ---------------------------------------------------------------------
 
-    def _decode(self, lines: list[bytes]) -> list[Any]:
+    def _decode(self, lines: Sequence[Any]) -> list[Any]:
         loads = orjson.loads
         try:
             recs = list(map(loads, lines))

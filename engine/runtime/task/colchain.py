@@ -38,6 +38,7 @@ from weir.engine.runtime.task.chain import (
     Chain,
     _apply,
     _key_of,
+    _listed,
     _mask,
     keyby_nodes,
     walk,
@@ -54,6 +55,10 @@ _I64 = np.int64
 # fields read once right after decoding (``ColumnChain._fetch``): (tags, i64, f64, objects) of
 # every batch record, and which of them are still there (None: all of them)
 Fetched = tuple[Array, Array, Array, list[Any], Array]
+# a source read by the scan reads this many times the batch size at once: the batch's columns
+# are a few bytes a field (not dicts), and each numpy pass over them has a fixed cost, so 1,024
+# lines a batch spent about as much CPU per event on those passes as on the scan itself
+SCAN_BATCH_SCALE = 8
 SCAN_GIVE_UP = 3  # batches in a row that were not clean before the scan is tried less often
 SCAN_RETRY = 16
 
@@ -68,6 +73,12 @@ class ColumnChain(Chain):
         self._fetch: tuple[str, ...] = self._fields_to_fetch()
         self._scan = scan_plan(self._source, self._columnar, self._keyby_index)
         self._scan_misses = 0  # batches in a row the scan could not take (colscan: not clean)
+
+    @property
+    def batch_scale(self) -> int:
+        """How many times the batch size the source reads at once: ``SCAN_BATCH_SCALE`` while
+        the scan takes its batches (the per-record path keeps the L2-sized batches)."""
+        return SCAN_BATCH_SCALE if self._scan is not None and not self._scan_misses else 1
 
     def _fields_to_fetch(self) -> tuple[str, ...]:
         """The event-time field, and the key and fields of every columnar ``key_by`` that
@@ -88,7 +99,7 @@ class ColumnChain(Chain):
         if not batch.decoded and self._scan is not None and self._scanned(batch, split):
             return
         self._blank = 0
-        recs = batch.items if batch.decoded else self._decode(batch.items)
+        recs = self._decode(batch.items) if not batch.decoded else _listed(batch.items)
         self._split_records[split] += len(batch.items) - self._blank
         recs = self._dicts_only(recs) if batch.decoded else recs
         if not recs:

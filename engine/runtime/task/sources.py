@@ -28,6 +28,7 @@ from weir.engine.runtime.messages import SplitPosition
 from weir.engine.runtime.operators.columns import ColumnBatch
 from weir.engine.runtime.task.chain import Chain, Keyed
 from weir.engine.runtime.task.channels import Inputs, combine
+from weir.engine.runtime.task.colchain import ColumnChain
 from weir.engine.runtime.task.graph import SplitId, split_prefix
 from weir.engine.runtime.task.routing import ACTIVE, ENDED, IDLE
 from weir.engine.sources import SplitReader
@@ -118,8 +119,9 @@ class SourceSide:
         self._turn += 1
         reader = self.readers[split]
         start = reader.offset()
-        batch = reader.read_batch(batch_size)
         chain = self._chain
+        scale = chain.batch_scale if isinstance(chain, ColumnChain) else 1
+        batch = reader.read_batch(batch_size * scale)
         chain.process(batch, split, start)
         mark = self.inputs.inputs[split]
         others = self.inputs.others(split)
