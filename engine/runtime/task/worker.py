@@ -161,6 +161,7 @@ class Worker:
         )
         self._open(every, restored)
         self.finished = False
+        self._announced = False  # the job manager was told (Finished) this worker is done
         self.run_started_at = self.finished_at = 0.0
         self.records_received = 0
         self.backpressured_s = 0.0
@@ -249,6 +250,8 @@ class Worker:
                 last_status = now
             if not self.finished and self.keyed.channels.all_ended() and self.router.empty():
                 self._finish()
+            if self.finished and not self._announced and self.outputs.holding is None:
+                self._announce_finished()
             if self.finished and not busy:
                 self.link.poll(0.05)
             elif self.sources.stopped_at is not None and self.exchange is None:
@@ -415,6 +418,13 @@ class Worker:
         self._flush()
         self.finished = True
         self.finished_at = time.time()
+
+    def _announce_finished(self) -> None:
+        """Tell the job manager this worker is done, once its file outputs are written: the
+        last results (fired at the end of input) may wait for a checkpoint in flight to
+        settle, and a finished job's files hold every result (a reader polling for
+        ``finished`` then reading the file saw them missing while an upload was slow)."""
+        self._announced = True
         self.link.send(StatusReport(self.status()))
         self.link.send(Finished(self.index))
         log.info(
