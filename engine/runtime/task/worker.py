@@ -3,13 +3,11 @@ workers, and runs the keyed operators of its key-group range on its own RocksDB.
 
 One loop, one thread: drain the inputs from other workers, read a source batch unless the
 outputs are backed up or a barrier is being aligned, ship output buffers that are full or older
-than the buffer timeout, flush state, report status. Its parts: the source side (``sources``),
-routing (``routing``, ``exchange``), the keyed side (``keyed``), barrier alignment
-(``barriers``) and snapshots (``snapshot``).
-
-It reports its status to the job manager every ``status_interval_ms`` and stops when told to.
-When every input has ended (bounded sources), the final watermark has fired every window; the
-worker flushes, reports ``Finished`` and keeps its state open for queries until stopped.
+than the buffer timeout, flush state, report status (every ``status_interval_ms``). Its parts:
+the source side (``sources``), routing (``routing``, ``exchange``), the keyed side (``keyed``),
+barrier alignment (``barriers``) and snapshots (``snapshot``). When every input has ended, the
+final watermark has fired every window; the worker flushes, reports ``Finished`` once its file
+outputs are written, and keeps its state open for queries until stopped.
 """
 
 from __future__ import annotations
@@ -161,7 +159,7 @@ class Worker:
         )
         self._open(every, restored)
         self.finished = False
-        self._announced = False  # the job manager was told (Finished) this worker is done
+        self._announced = False  # Finished sent
         self.run_started_at = self.finished_at = 0.0
         self.records_received = 0
         self.backpressured_s = 0.0
@@ -420,21 +418,16 @@ class Worker:
         self.finished_at = time.time()
 
     def _announce_finished(self) -> None:
-        """Tell the job manager this worker is done, once its file outputs are written: the
-        last results (fired at the end of input) may wait for a checkpoint in flight to
-        settle, and a finished job's files hold every result (a reader polling for
-        ``finished`` then reading the file saw them missing while an upload was slow)."""
+        """Tell the job manager this worker is done, its held file outputs written (the last
+        results may wait for a checkpoint in flight): a finished job's files hold them all."""
         self._announced = True
         self.link.send(StatusReport(self.status()))
         self.link.send(Finished(self.index))
+        counts = (self.sources.records_in, self.router.records_sent, self.records_received)
         log.info(
             "worker=%d finished records_in=%d sent=%d received=%d dead_letters=%d",
-            self.index,
-            self.sources.records_in,
-            self.router.records_sent,
-            self.records_received,
-            self.dead.count,
-        )
+            self.index, *counts, self.dead.count,
+        )  # fmt: skip
 
     def close(self) -> None:
         self.snapshots.join(10.0)
