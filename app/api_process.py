@@ -27,13 +27,8 @@ from weir.api import ApiSettings, Registry, create_app, handle_for
 from weir.api.leader import LeaderWatch
 from weir.api.remote import RemoteRuntime
 from weir.app.api_workers import ApiMembers, MemberSpec
-from weir.app.httpserve import (
-    check_port_free,
-    listen,
-    raise_fd_limit,
-    serve_http,
-    warn_if_unguarded,
-)
+from weir.app.fdlimit import raise_fd_limit
+from weir.app.httpserve import check_port_free, listen, serve_http, warn_if_unguarded
 from weir.app.interrupt import CTRL_C
 from weir.base import logs
 from weir.engine.job import Job

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import resource
 import signal
 import socket
 import threading
@@ -47,18 +46,6 @@ def warn_if_unguarded(api: ApiSettings) -> None:
             "only /health and refuses every other route; set WEIR_API_TOKEN, or bind 127.0.0.1",
             api.host,
         )
-
-
-def raise_fd_limit() -> None:
-    """The soft limit on open descriptors up to the hard one: HTTP clients hold descriptors
-    in the process that also writes checkpoints, and the soft default (often 1024) would let
-    them make a checkpoint fail with "Too many open files"."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-        except (ValueError, OSError) as exc:
-            log.warning("cannot raise the open-file limit soft=%s hard=%s: %s", soft, hard, exc)
 
 
 def serve_http(

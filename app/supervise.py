@@ -7,18 +7,10 @@ import logging
 import signal
 import threading
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from weir.api import ApiSettings, Registry, create_app, handle_for
-from weir.app.api_process import member_main
-from weir.app.api_workers import ApiMembers, MemberSpec
 from weir.app.catalogue import flag_names
-from weir.app.httpserve import (
-    check_port_free,
-    listen,
-    raise_fd_limit,
-    serve_http,
-    warn_if_unguarded,
-)
+from weir.app.fdlimit import raise_fd_limit
 from weir.app.interrupt import CTRL_C
 from weir.base import logs
 from weir.base.settings import render
@@ -26,6 +18,9 @@ from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.jobmanager import JobManager
 from weir.engine.runtime.loader import check_inputs, load_configured_job
+
+if TYPE_CHECKING:
+    from weir.api import ApiSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +42,13 @@ def run(
     raise_fd_limit()
     if not serve_api:
         return _run_headless(cfg, job)
+    # the API's stack (fastapi, uvicorn): a run without the API never imports it (about 0.5
+    # CPU-s of its start-up, issue 38)
+    from weir.api import ApiSettings, Registry, create_app, handle_for
+    from weir.app.api_process import member_main
+    from weir.app.api_workers import ApiMembers, MemberSpec
+    from weir.app.httpserve import check_port_free, listen, serve_http, warn_if_unguarded
+
     api = replace(api or ApiSettings(), host=api_host)  # the access rule follows the bind
     check_port_free(api_host, api_port)
     warn_if_unguarded(api)
