@@ -85,6 +85,17 @@ def test_real_peers_prove_themselves_and_exchange_frames(transport: str) -> None
             end.close()
 
 
+def _closed(s: socket.socket) -> bool:
+    """The other end closed ``s`` (EOF or a reset), within 50 ms."""
+    s.settimeout(0.05)
+    try:
+        return s.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
+
 def test_strangers_are_dropped_and_logged_while_the_real_peer_connects(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -110,12 +121,15 @@ def test_strangers_are_dropped_and_logged_while_the_real_peer_connects(
             forged.sendall(b"\x00" * peerauth.PROOF_BYTES)  # it has no proof to give
         assert not errors, errors
         assert set(ends[0].peers) == {1} and set(ends[1].peers) == {0}
-        # the forged connector's refusal comes once its (empty) proof is read, which may be
-        # after the real peer is in: wait for it, with a deadline
-        wait_until(lambda: ends[0].refused == 3, 10.0, what="the three strangers refused")
+        # the forged connector's refusal comes once its (empty) proof is read; when the real
+        # peer proved itself first, set-up ends and the acceptor closes the connections still
+        # in their handshake instead (seen at load): either way the forged one is out
+        wait_until(lambda: ends[0].refused == 3 or _closed(forged), 10.0, what="forged out")
         log = caplog.text
+        assert ends[0].refused >= 2, log
         assert "exchange: worker=0 dropped peer=tcp:127.0.0.1:" in log
-        assert "reason=the connector does not hold this run's exchange secret" in log
+        if ends[0].refused == 3:
+            assert "reason=the connector does not hold this run's exchange secret" in log
         assert "reason=a peer of attempt 0, not this attempt 1" in log
         assert "reason=not a weir exchange handshake" in log
     finally:
