@@ -50,9 +50,9 @@ demo: $(STAMP) bytecode
 # The suite in tiers (markers applied by folder and fixture, tests/support/tiers.py): fast (unit,
 # property, contract: no process, no server), integration (real processes on loopback), cluster
 # (the Spark standalone cluster, S3), soak (a leak check). `make test` runs them in that order
-# and stops at the first that fails, except that the soak runs inside the integration run: its
-# two tests mostly wait (a fixed rate, seeded faults) beside the integration tier's, where in the
-# cluster run they slowed the Spark cluster's tests, one after another on one worker, by 100 s. The process tiers run on pytest-xdist workers: they wait on
+# and stops at the first that fails; the soak's two tests run inside the integration run (about
+# as long as a run of their own: decision 0008's numbers). The process tiers run on pytest-xdist
+# workers: they wait on
 # subprocesses and sockets more than they compute, so more workers than cores pay; the fast tier
 # computes, and runs on one worker per core (the numbers: docs/decisions/0008-test-tiers.md). A tier's
 # *_WORKERS=0 runs it in one process; PYTEST_ARGS adds options to every tier; JUNIT_DIR=DIR

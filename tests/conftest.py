@@ -69,10 +69,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     fast-folder test that uses a fixture which starts processes stops the run, naming where it
     belongs."""
     wrong = []
-    # the soak's tests first: they mostly wait (a fixed input rate, seeded faults), so begun
-    # first they run beside the rest of their run; collected last they ran alone at its end
-    # (the integration run took 739 s with them, 600 s without)
-    items.sort(key=lambda item: folder_of(item, TESTS_ROOT) != "soak")
     mark_groups(config, items, worker_groups(items))
     for item in items:
         folder = folder_of(item, TESTS_ROOT)
