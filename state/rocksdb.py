@@ -281,8 +281,9 @@ class SecondaryReader:
 
     def _fresh(self) -> Rdict:
         now = self._last_read = time.monotonic()
+        last = self._last  # before the instance: _open sets the instance, then _last
         db = self._db
-        if db is None or now - self._last >= 2 * self._catch_up_s:
+        if db is None or now - last >= 2 * self._catch_up_s:
             with self._lock:
                 db = self._open()
                 if time.monotonic() - self._last >= 2 * self._catch_up_s:
@@ -300,7 +301,7 @@ class SecondaryReader:
             self._retire()
             self.reopened += 1
             return self._open()
-        self._last, wall = time.monotonic(), time.time()
+        started, wall = time.monotonic(), time.time()
         try:
             db.try_catch_up_with_primary()
         except Exception as exc:  # answers stay as of the last catch-up, and say so
@@ -309,6 +310,9 @@ class SecondaryReader:
                 log.warning("secondary catch-up failed path=%s error=%s", self.primary, exc)
             self._failed_at = time.time()
             return db
+        # once it is done: a read meanwhile answers as of the catch-up before, so it must not
+        # count this one as its own (one that takes 100 ms would make it that much older)
+        self._last = started
         self._wals = wals
         self.caught_up_at = wall
         return db

@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rocksdict import Options, SstFileWriter
@@ -176,6 +177,50 @@ def test_a_read_after_an_idle_spell_still_sees_writes_within_the_bound(
         time.sleep(0.02)  # the promised bound itself: twice catch_up_ms after the write
         assert reader.get(b"a") == b"2"
         assert _following(reader)  # the read started it again
+    finally:
+        reader.close()
+        db.close()
+
+
+class _SlowCatchUp:
+    """A secondary instance whose catch-ups take ``2 * phase_s``: the real catch-up half way."""
+
+    def __init__(self, db: Any, phase_s: float) -> None:
+        self._db, self._phase_s = db, phase_s
+        self.started = threading.Event()  # set as each catch-up starts
+        self.replayed = threading.Event()  # set once a catch-up's real one is done
+
+    def try_catch_up_with_primary(self) -> None:
+        self.started.set()
+        time.sleep(self._phase_s)  # the slow catch-up itself, what the test is about
+        self._db.try_catch_up_with_primary()
+        self.replayed.set()
+        time.sleep(self._phase_s)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._db, name)
+
+
+def test_a_read_during_a_slow_catch_up_waits_for_it_rather_than_answer_older(
+    tmp_path: Path,
+) -> None:
+    """A catch-up counts once it is done, as of when it started. A write lands just after one
+    catch-up replayed; the next starts; a read then must not answer from the first (it once
+    did: a catch-up counted from its start, so the read found it fresh and got the old value,
+    though the write was 100 ms old)."""
+    db = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=10)
+    try:
+        db.write({b"a": b"1"})
+        assert reader.get(b"a") == b"1" and _following(reader)
+        with reader._lock:
+            slow = _SlowCatchUp(reader._db, 0.1)
+            reader._db = slow  # type: ignore[assignment]
+        assert slow.replayed.wait(5.0)  # the follower's catch-up replayed, and goes on 100 ms
+        slow.started.clear()
+        db.write({b"a": b"2"})
+        assert slow.started.wait(5.0)  # the next catch-up started; it replays in 100 ms
+        assert reader.get(b"a") == b"2"
     finally:
         reader.close()
         db.close()
