@@ -42,7 +42,7 @@ from weir.engine.runtime.operators.process import EVENT, PROCESSING, Context, Pr
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
 from weir.engine.runtime.stored import triggered as stored
 from weir.engine.runtime.stored.fold import FoldPlan
-from weir.engine.watermarks import MAX_WATERMARK
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import MAX_TIME, MIN_TIME, SessionWindows, cleanup_time, is_late
 from weir.state.backend import StateBackend
 from weir.state.keygroups import KeyGroupRange
@@ -320,6 +320,10 @@ class TriggeredRuntime:
         self.processing_time = op.assigner.time == "processing" or triggers.uses_processing_time(
             trigger
         )
+        # the highest watermark ``process`` fired at before a record arrived under it: ``advance``
+        # fires only the trace's points past it (firing one again would give a timer a record
+        # registered since, in the past, a watermark older than the one it arrived under)
+        self._passed = MIN_WATERMARK
 
     @property
     def clock(self) -> Clock:
@@ -371,6 +375,8 @@ class TriggeredRuntime:
                 rt._fire(EVENT, trace[j])
                 j += 1
             rt.process(keys[i : i + 1], recs[i : i + 1], ts[i : i + 1], wms[i : i + 1])
+        if j:
+            self._passed = max(self._passed, trace[j - 1])
 
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         rt = self._rt
@@ -378,7 +384,7 @@ class TriggeredRuntime:
         rt.watermark = max(rt.watermark, watermark)
         self._fn.data_watermark = rt.data_watermark
         for point in trace or ():  # as in ``process``: each timer at the first that reaches it
-            if point <= rt.watermark:
+            if self._passed < point <= rt.watermark:
                 rt._fire(EVENT, point)
         rt._fire(EVENT, rt.watermark)
         clock = self._fn.clock
