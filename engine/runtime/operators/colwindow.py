@@ -225,7 +225,7 @@ class ColumnWindowRuntime(WindowRuntime):
             if codes[i] != LATE:
                 vals = [batch.values[f].value(r) for f in self.fields]
                 rec = batch.records.get(r)
-                self._allowed.append((batch.keys.key(r), int(ends[i]), rec, vals))
+                self._allowed.append((batch.keys.key(r), int(ends[i]), rec, vals, int(wms[i])))
             elif r not in taken and r not in reported:
                 reported.add(r)
                 rec = batch.records.get(r)

@@ -11,14 +11,13 @@ composes open windows from the stored panes, so live partial aggregates stay que
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from typing import Any
 
 from weir.engine.runtime.operators.cellwrites import CellPart
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.statekeys import KeyPrefixes
-from weir.engine.runtime.operators.window import WindowRuntime
-from weir.engine.watermarks import MIN_WATERMARK
+from weir.engine.runtime.operators.window import FIRE, WindowRuntime, timer_order
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import SlidingWindows, is_late
 
 
@@ -58,20 +57,20 @@ class SlidingRuntime(WindowRuntime):
             self.plan.fold(self.buckets, self._dirty, keys, panes, *cols, recs)
             return
         self._trace = trace or []
-        lateness = self._lateness
         fold = self.plan.fold
         pk: list[str] = []
         pp: list[int] = []
         pc: list[list[Any]] = [[] for _ in cols]
         pr: list[Any] = []
-        next_due = self._next_due()
+        next_due, next_final = self._next_due(), self._next_final()
         for i, (k, t, w, rec) in enumerate(zip(keys, ts, wms, recs, strict=True)):
-            if w >= next_due - 1:  # the watermark passed a window end: fire before going on
+            if w >= next_due - 1 or w >= next_final:
+                # the watermark passed a window's end or lateness: its timers run before going on
                 if pk:
                     fold(self.buckets, self._dirty, pk, pp, *pc, pr)
                     pk, pp, pc, pr = [], [], [[] for _ in cols], []
                 self._fire_upto(w)
-                next_due = self._next_due()
+                next_due, next_final = self._next_due(), self._next_final()
             if first[i] - 1 > w:  # every window of this record is open: it joins its pane
                 pk.append(k)
                 pp.append(panes[i])
@@ -79,24 +78,31 @@ class SlidingRuntime(WindowRuntime):
                     c.append(col[i])
                 pr.append(rec)
                 continue
-            taken = joined = False
             vals = [c[i] for c in cols]
-            for e in self._sliding.window_ends_of(t):
-                if e - 1 > w:
-                    joined = True
-                elif not is_late(e, lateness, w):
-                    self._allowed.append((k, e, rec, vals))
-                    taken = True
-            if joined:
+            if self._update_fired(k, t, w, rec, vals):
                 pk.append(k)
                 pp.append(panes[i])
                 for c, v in zip(pc, vals, strict=True):
                     c.append(v)
                 pr.append(rec)
-            elif not taken:  # late only when all its windows are
-                self._late.add(self.op.name, k, t, w, rec)
+            next_final = self._next_final()
         if pk:
             fold(self.buckets, self._dirty, pk, pp, *pc, pr)
+
+    def _update_fired(self, key: str, t: int, w: int, rec: Any, vals: list[Any]) -> bool:
+        """A record under watermark ``w`` some of whose windows fired: those within their
+        lateness are updated now, earliest first; True when another is still open (the record
+        joins its pane). Late only when all its windows are."""
+        taken = joined = False
+        for e in reversed(self._sliding.window_ends_of(t)):
+            if e - 1 > w:
+                joined = True
+            elif not is_late(e, self._lateness, w):
+                self._apply_allowed(key, e, rec, vals)
+                taken = True
+        if not joined and not taken:
+            self._late.add(self.op.name, key, t, w, rec)
+        return joined
 
     def _next_due(self) -> int:
         """The end of the next window the watermark can pass (ends are aligned to the slide)."""
@@ -104,18 +110,20 @@ class SlidingRuntime(WindowRuntime):
             return MIN_WATERMARK
         return self._sliding.first_end_at_or_after(self._fired_upto + 1)
 
+    def _next_final(self) -> int:
+        """The time of the next final emission's timer (a fired window's lateness ending)."""
+        if not self.awaiting_final:
+            return MAX_WATERMARK
+        return min(self.awaiting_final) - 1 + self._lateness
+
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         self._trace = self._move_time(watermark, data_watermark, trace) or []
-        wm = self.watermark
-        self._fire_upto(wm)
-        if self._allowed:
-            self._apply_allowed()
-        if self.awaiting_final:
-            self._finalize(wm)
+        self._fire_upto(self.watermark)
 
     def _fire_upto(self, wm: int) -> None:
-        """Fire, in order, every window the watermark ``wm`` has passed that holds a pane; each
-        is final if its lateness had passed at the first watermark that reached it."""
+        """Fire every window the watermark ``wm`` has passed that holds a pane, and emit final
+        the fired ones past their lateness, in their timers' order (``timer_order``); a window
+        is final at once if its lateness had passed at the first watermark that reached it."""
         due: set[int] = set()
         holding = self._sliding.ends_holding_pane
         for p in self.buckets:
@@ -124,13 +132,13 @@ class SlidingRuntime(WindowRuntime):
                     break
                 if self._fired_upto is None or e > self._fired_upto:
                     due.add(e)
-        trace = self._trace
-        for end in sorted(due):
-            fired_at = wm
-            i = bisect_left(trace, end - 1)
-            if i < len(trace) and trace[i] <= wm:
-                fired_at = trace[i]
-            self._fire(end, self._compose(end), fired_at)
+        order = timer_order(sorted(due), self.awaiting_final, [], self._lateness, self._trace, wm)
+        for kind, end, at in order:
+            if kind == FIRE:
+                assert at is not None
+                self._fire(end, self._compose(end), at)
+            else:
+                self._finalize_end(end)
         # every window ending at or before wm + 1 has had its turn, empty or not
         if self._fired_upto is None or wm + 1 > self._fired_upto:
             self._fired_upto = wm + 1

@@ -55,6 +55,10 @@ MAX_UNRANKED = 100  # written generations whose keys the top-N has not seen yet
 # the newest window's top-N learns of changed keys at most this often: a status is read every
 # 100 ms, and ranking every key changed since the last read cost up to a sixth of the loop
 RANK_INTERVAL_S = 1.0
+FIRE, FINAL, UPDATE = 0, 1, 2  # what ``timer_order`` lists: a firing, a final emission, an update
+# a late-but-allowed record: key, window end, record, its aggregated values, the watermark it
+# arrived under (it updates its window after the timers that watermark had passed)
+Allowed = tuple[str, int, Any, list[Any], int]
 
 
 class WindowRuntime:
@@ -96,7 +100,8 @@ class WindowRuntime:
         self._cells = CellLog(max_parallelism)
         self._fired: list[Frozen] = []  # fired windows' rows, copied, for the next generation
         self._late_rows: dict[int, dict[str, list[Any]]] = {}  # allowed-late updates, by end
-        self._allowed: list[tuple[str, int, Any, list[Any]]] = []
+        # late-but-allowed (key, window end, record, values, the watermark it arrived under)
+        self._allowed: list[Allowed] = []
         self._timer_ends: set[int] = set()
         self._timer_seq = 0  # strictly increasing: two flushes never share a timer entry
         self._prefixes = KeyPrefixes(self._sid, max_parallelism)
@@ -163,7 +168,7 @@ class WindowRuntime:
             if e - 1 > w:
                 on_time.append(i)
             elif not is_late(e, lateness, w):
-                self._allowed.append((keys[i], e, recs[i], [c[i] for c in cols]))
+                self._allowed.append((keys[i], e, recs[i], [c[i] for c in cols], w))
             else:
                 late.append(i)
         if late:
@@ -270,22 +275,25 @@ class WindowRuntime:
         self._run_timers(sorted(e for e in self.buckets if e - 1 <= self.watermark), trace)
 
     def _run_timers(self, due: list[int], trace: list[int] | None) -> None:
-        """Fire the ``due`` windows and finalize those past their lateness in the order of
-        their timers, as Flink's timer service does (a window fires at ``end - 1``, is final at
-        ``end - 1 + lateness``; ties by window end): when the watermark jumps past a fired
-        window's lateness and a later window's end together, the earlier window's final
-        emission comes first. A window that this batch's late-but-allowed records update is
-        finalized after those updates, at the end."""
+        """Fire the ``due`` windows, apply the batch's late-but-allowed records and finalize
+        the windows past their lateness, in the order Flink's timer service and record order
+        give (``timer_order``): when the watermark jumps past a fired window's lateness and a
+        later window's end together, the earlier window's final emission comes first, and a
+        record updates its fired window after the timers its watermark had passed, before
+        the later ones."""
         wm = self.watermark
-        touched = {end for _, end, _, _ in self._allowed}
-        timers = timer_order(due, self.awaiting_final, touched, self._lateness, trace, wm)
-        for end, fire_wm in timers:
-            if fire_wm is None:
-                self._finalize_end(end)
+        allowed, self._allowed = self._allowed, []
+        updates = [(end, arrived) for _, end, _, _, arrived in allowed]
+        for kind, item, at in timer_order(
+            due, self.awaiting_final, updates, self._lateness, trace, wm
+        ):
+            if kind == FIRE:
+                assert at is not None
+                self._fire_due(item, at)
+            elif kind == FINAL:
+                self._finalize_end(item)
             else:
-                self._fire_due(end, fire_wm)
-        if self._allowed:
-            self._apply_allowed()
+                self._apply_allowed(*allowed[item][:4])
         if self.awaiting_final:
             self._finalize(wm)
 
@@ -334,20 +342,17 @@ class WindowRuntime:
         self._unranked = []
         self.tops.flushed(self.buckets, dirty)
 
-    def _apply_allowed(self) -> None:
-        """Late-but-allowed records, in arrival order: each updates its (fired) window, which is
-        emitted again. The window is in ``awaiting_final``, or new."""
-        fold = self.plan.fold
-        for key, end, rec, vals in self._allowed:
-            bucket = self.awaiting_final.setdefault(end, {})
-            is_new = key not in bucket
-            fold({end: bucket}, {}, [key], [end], *[[v] for v in vals], [rec])
-            slots = bucket[key]
-            self._put(key, end, slots)
-            if is_new:
-                self._add_timers(end, [key])
-            self._emit(key, self._assigner.start_of(end), end, slots, False)
-        self._allowed.clear()
+    def _apply_allowed(self, key: str, end: int, rec: Any, vals: list[Any]) -> None:
+        """A late-but-allowed record updates its (fired) window, which is emitted again. The
+        window is in ``awaiting_final``, or new."""
+        bucket = self.awaiting_final.setdefault(end, {})
+        is_new = key not in bucket
+        self.plan.fold({end: bucket}, {}, [key], [end], *[[v] for v in vals], [rec])
+        slots = bucket[key]
+        self._put(key, end, slots)
+        if is_new:
+            self._add_timers(end, [key])
+        self._emit(key, self._assigner.start_of(end), end, slots, False)
 
     def _finalize(self, wm: int) -> None:
         """Windows whose allowed lateness has passed can no longer change: emit them final."""
@@ -356,7 +361,7 @@ class WindowRuntime:
 
     def _finalize_end(self, end: int) -> None:
         start = self._assigner.start_of(end)
-        for k, slots in self.awaiting_final.pop(end).items():
+        for k, slots in self.awaiting_final.pop(end, {}).items():
             self._emit(k, start, end, slots, True)
 
     def _emit(self, key: str, start: int, end: int, slots: list[Any], final: bool) -> None:
@@ -581,39 +586,44 @@ def _cell_rows(window: list[bytes], at: bytes) -> Iterator[tuple[str, int, list[
 def timer_order(
     due: list[int],
     awaiting: Iterable[int],
-    touched: set[int],
+    updates: list[tuple[int, int]],
     lateness: int,
     trace: list[int] | None,
     wm: int,
-) -> list[tuple[int, int | None]]:
-    """The ``due`` windows' firings ``(end, watermark it fires at)`` and the finalizations
-    ``(end, None)`` that watermark ``wm`` makes, sorted by their timers' times (``end - 1`` and
-    ``end - 1 + lateness``), ties by window end. Finalized: the ``awaiting`` windows past their
-    lateness and the due windows that fire before it and pass it by ``wm``, except ``touched``
-    ones (late updates come first; the caller finalizes those after them).
+) -> list[tuple[int, int, int | None]]:
+    """What watermark ``wm`` does, in order: ``(FIRE, end, watermark it fires at)`` for the
+    ``due`` windows, ``(FINAL, end, None)`` for the windows it takes past their lateness, and
+    ``(UPDATE, i, None)`` for ``updates[i]``, a late-but-allowed record ``(window end, the
+    watermark it arrived under)``. Timers by time (a window fires at ``end - 1``, is final at
+    ``end - 1 + lateness``; ties by window end, a firing first), and a record after the timers
+    its watermark had passed, before the later ones, in arrival order. Finalized: the
+    ``awaiting`` windows, the updated ones and the due ones that fire before it, once ``wm``
+    passes their lateness.
 
     Example:
-        >>> timer_order([100], [50], set(), 30, None, 10**6)
-        [(50, None), (100, 1000000)]
+        >>> timer_order([100], [50], [(50, 60)], 30, None, 10**6)
+        [(2, 0, None), (1, 50, None), (0, 100, 1000000)]
     """
-    timers: list[tuple[int, int, int | None]] = []
+    events: list[tuple[int, tuple[int, int, int], int | None]] = []
+    finals: set[int] = set()
     for end in due:
         at = fired_at(trace, end, wm)
-        timers.append((end - 1, end, at))
-        if not is_late(end, lateness, at) and is_late(end, lateness, wm) and end not in touched:
-            timers.append((end - 1 + lateness, end, None))
-    for end in awaiting:
-        if is_late(end, lateness, wm) and end not in touched:
-            timers.append((end - 1 + lateness, end, None))
-    timers.sort(key=lambda t: (t[0], t[1], t[2] is None))
-    return [(end, at) for _, end, at in timers]
+        events.append((end - 1, (0, end, FIRE), at))
+        if not is_late(end, lateness, at) and is_late(end, lateness, wm):
+            finals.add(end)
+    finals.update(end for end in awaiting if is_late(end, lateness, wm))
+    finals.update(end for end, _ in updates if is_late(end, lateness, wm))
+    events.extend((end - 1 + lateness, (0, end, FINAL), None) for end in finals)
+    events.extend((arrived, (1, i, UPDATE), None) for i, (_, arrived) in enumerate(updates))
+    events.sort(key=lambda e: (e[0], e[1]))
+    return [(kind, item, at) for _, (_, item, kind), at in events]
 
 
 def fired_at(trace: list[int] | None, end: int, wm: int) -> int:
     """The watermark at which window ``end`` fired: the first of the batch's per-record
-    watermarks (``trace``) that reaches its end, else ``wm``."""
+    watermarks (``trace``) that reaches its end, up to ``wm``, else ``wm``."""
     if trace:
         i = bisect_left(trace, end - 1)
-        if i < len(trace):
+        if i < len(trace) and trace[i] <= wm:
             return trace[i]
     return wm
