@@ -105,7 +105,7 @@ def served(handle: JobHandle, op: str, consistency: Consistency) -> tuple[int, i
     """The watermark and checkpoint a read of ``op`` answers as of (as the answers report
     them): the live operator's and the job's latest checkpoint, or the committed view's."""
     if consistency == "live":
-        return handle.runtime.operator_watermark(op), handle.runtime.last_checkpoint
+        return handle.runtime.state_watermark(op), handle.runtime.last_checkpoint
     try:
         view = handle.committed_view()
     except StateError:  # still downloading: not there yet

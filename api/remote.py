@@ -248,6 +248,9 @@ class RemoteRuntime:
     def operator_watermark(self, op: str) -> int:
         return operator_watermark(self.worker_status(), op)
 
+    def state_watermark(self, op: str) -> int:
+        return operator_watermark(self.worker_status(), op, "state_watermark")
+
     def state(self) -> str:
         body = self._status()
         return "unknown" if body is None else body.seen_state(now_ms(), self.stale_after_s)

@@ -111,6 +111,7 @@ def _operators(h: JobHandle, workers: list[WorkerStatus]) -> list[dict[str, Any]
             {
                 **op.describe(),
                 "watermark": public_watermark(h.runtime.operator_watermark(name)),
+                "state_watermark": public_watermark(h.runtime.state_watermark(name)),
                 "records_in": sum(s["records_in"] for s in per_worker),
                 "results_out": sum(s["results_out"] for s in per_worker),
                 "late_records": sum(s["late"] for s in per_worker),

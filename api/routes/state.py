@@ -108,7 +108,7 @@ class StateSource:
         """The watermark and checkpoint the rows are as of."""
         if self.view is not None:
             return self.view.watermark, self.view.id
-        return self.handle.runtime.operator_watermark(op), self.handle.runtime.last_checkpoint
+        return self.handle.runtime.state_watermark(op), self.handle.runtime.last_checkpoint
 
 
 def key_answer(

@@ -44,6 +44,9 @@ class TopStatus(TypedDict):
 
 class OperatorStatus(TypedDict):
     watermark: int
+    # the watermark as of what its RocksDB holds (a live read's): behind ``watermark`` by what
+    # waits in memory for the next flush or in the state writer
+    state_watermark: int
     data_watermark: int
     records_in: int
     results_out: int

@@ -8,7 +8,7 @@ freely.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import orjson
 
@@ -21,7 +21,7 @@ from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import KeyGroupRange
 
-STATUS_FORMAT = 4  # jobmanager.json's layout; a reader refuses any other
+STATUS_FORMAT = 5  # jobmanager.json's layout; a reader refuses any other
 # What a job can be in. ``unknown``: seen from another process, its job manager stopped
 # publishing without saying it ended (``JobStatus.seen_state``).
 JOB_STATES = ("starting", "running", "finished", "failed", "stopped", "cancelled", "unknown")
@@ -117,7 +117,16 @@ class JobRuntime(Protocol):
         """One entry per worker, by index (``unreported`` until the worker reports)."""
         ...
 
-    def operator_watermark(self, op: str) -> int: ...
+    def operator_watermark(self, op: str) -> int:
+        """``op``'s watermark: the minimum over its workers (``MIN_WATERMARK`` until each
+        reported one)."""
+        ...
+
+    def state_watermark(self, op: str) -> int:
+        """``op``'s watermark as of what its workers' RocksDB holds, which live reads answer
+        from: every change made before it is there (it trails ``operator_watermark`` by what
+        waits for the next state flush)."""
+        ...
 
     def state(self) -> str:
         """One of ``JOB_STATES``: starting, running, finished, failed, stopped, cancelled (or,
@@ -238,14 +247,19 @@ def unreported(worker: int, key_groups: KeyGroupRange) -> WorkerStatus:
     }
 
 
-def operator_watermark(workers: list[WorkerStatus], op: str) -> int:
-    """An operator's watermark: the minimum over its workers (MIN until all reported it)."""
+def operator_watermark(
+    workers: list[WorkerStatus],
+    op: str,
+    which: Literal["watermark", "state_watermark"] = "watermark",
+) -> int:
+    """An operator's watermark (``which``: or the one of what its RocksDB holds): the minimum
+    over its workers (MIN until all reported it)."""
     marks = []
     for st in workers:
         found = st["operators"].get(op)
         if found is None:
             return MIN_WATERMARK
-        marks.append(found["watermark"])
+        marks.append(found[which])
     return min(marks) if marks else MIN_WATERMARK
 
 

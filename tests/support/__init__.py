@@ -340,6 +340,9 @@ class FixedRuntime:
     def operator_watermark(self, op: str) -> int:
         return MIN_WATERMARK
 
+    def state_watermark(self, op: str) -> int:
+        return MIN_WATERMARK
+
     def state(self) -> str:
         return "running"
 

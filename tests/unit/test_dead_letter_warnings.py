@@ -163,8 +163,9 @@ def test_kinds_sum_over_workers_and_the_summary_warns(caplog: pytest.LogCaptureF
 
 def _operator(retention_dropped: int) -> OperatorStatus:
     return {
-        "watermark": 0, "data_watermark": 0, "records_in": 0, "results_out": 0, "late": 0,
-        "open_windows": 0, "retention_dropped": retention_dropped, "top": None, "metrics": {},
+        "watermark": 0, "state_watermark": 0, "data_watermark": 0, "records_in": 0,
+        "results_out": 0, "late": 0, "open_windows": 0, "retention_dropped": retention_dropped,
+        "top": None, "metrics": {},
     }  # fmt: skip
 
 

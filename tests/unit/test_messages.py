@@ -25,6 +25,7 @@ def _status() -> m.WorkerStatus:
     st["operators"] = {
         "clicks": {
             "watermark": 9_999,
+            "state_watermark": 9_000,
             "data_watermark": 9_999,
             "records_in": 10,
             "results_out": 2,

@@ -4,6 +4,7 @@ time (``StateWriter.rested``). A heavy write makes the next flush wait; a light 
 
 from __future__ import annotations
 
+import threading
 import time
 import zlib
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.support import stored_windows
+from weir.base.errors import StateError
 from weir.engine.runtime.operators.cellwrites import CellLog, CellPart, Frozen
 from weir.engine.runtime.operators.delta import ColumnSegment, Segment, StateDelta
 from weir.engine.runtime.task.statewriter import MAX_REST_S, REST, StateWriter
@@ -181,3 +183,41 @@ def test_columns_without_a_cell_writer_are_refused() -> None:
     column = ColumnSegment(5, ["a"], np.array([0], np.uint16), [np.array([1], np.int64)])
     with pytest.raises(ValueError, match="CellPart"):
         StateDelta(columns=[column])
+
+
+class GatedState(MemoryState):
+    """A backend whose writes wait for ``go`` (so a test sees the writer mid-write), and fail
+    while ``fail`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = threading.Event()
+        self.fail = False
+
+    def write(self, puts: Mapping[bytes, bytes], deletes: list[bytes] | None = None) -> None:
+        assert self.go.wait(10.0)
+        if self.fail:
+            raise StateError("disk full")
+        super().write(puts, deletes)
+
+
+def test_the_written_watermarks_move_only_once_their_generation_is_written() -> None:
+    """What a live read's freshness bound counts on: ``written`` (the operators' watermarks
+    as of what RocksDB holds) never runs ahead of RocksDB, and a failed write moves nothing."""
+    state = GatedState()
+    writer = StateWriter(0, state)
+    try:
+        writer.written = {"op": 100}
+        writer.submit([StateDelta(puts={b"k": b"v"})], marks={"op": 200})
+        assert not writer.wait_idle(0.05)  # mid-write: RocksDB lacks it, the marks stay
+        assert writer.written == {"op": 100} and state.get(b"k") is None
+        state.go.set()
+        assert writer.wait_idle(10.0)
+        assert writer.written == {"op": 200} and state.get(b"k") == b"v"
+        state.fail = True
+        writer.submit([StateDelta(puts={b"k": b"w"})], marks={"op": 300})
+        assert writer.wait_idle(10.0)
+        assert writer.written == {"op": 200} and writer.failure is not None
+    finally:
+        state.go.set()
+        writer.close(10.0)

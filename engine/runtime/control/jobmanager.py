@@ -501,6 +501,9 @@ class JobManager:
     def operator_watermark(self, op: str) -> int:
         return operator_watermark(self.worker_status(), op)
 
+    def state_watermark(self, op: str) -> int:
+        return operator_watermark(self.worker_status(), op, "state_watermark")
+
     @property
     def on_cluster(self) -> bool:
         return self.cfg.master is not None

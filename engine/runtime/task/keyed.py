@@ -25,7 +25,7 @@ from weir.engine.runtime.task.channels import Inputs, combine
 from weir.engine.runtime.task.graph import SplitId
 from weir.engine.runtime.task.routing import ENDED, IDLE
 from weir.engine.sinks import Sink, SinkWriter
-from weir.engine.watermarks import MAX_WATERMARK
+from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 
 Collect = Callable[[str, list[Any], dict[str, list[Any]]], None]
 
@@ -228,10 +228,16 @@ class KeyedSide:
     def marks(self) -> dict[str, OperatorMarks]:
         return {n: OperatorMarks(rt.watermark, rt.data_watermark) for n, rt in self.ops.items()}
 
-    def status(self, late: LateRecords) -> dict[str, OperatorStatus]:
+    def watermarks(self) -> dict[str, int]:
+        """Each operator's watermark."""
+        return {n: rt.watermark for n, rt in self.ops.items()}
+
+    def status(self, late: LateRecords, written: dict[str, int]) -> dict[str, OperatorStatus]:
+        """Each operator's figures; ``written``: its watermark as of what RocksDB holds."""
         return {
             name: {
                 "watermark": rt.watermark,
+                "state_watermark": written.get(name, MIN_WATERMARK),
                 "data_watermark": rt.data_watermark,
                 "records_in": rt.records_in,
                 "results_out": rt.results_out,

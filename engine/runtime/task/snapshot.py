@@ -93,6 +93,15 @@ class Snapshotter:
     def check(self) -> None:
         self.writer.check()
 
+    def flush(self, generations: list[StateDelta], marks: dict[str, int]) -> None:
+        """A flush's generations to the writer, and the operators' watermarks when they were
+        frozen (``StateWriter.written`` once written); with none, RocksDB holds everything
+        already (a flush happens only while the writer is idle)."""
+        if generations:
+            self.writer.submit(generations, marks=marks)
+        else:
+            self.writer.written = marks
+
     def take(
         self,
         n: int,
@@ -125,7 +134,8 @@ class Snapshotter:
             async_ms=0.0,
         )
         self._checkpointing = True
-        self.writer.submit(generations, partial(self._checkpoint, n, part, time.perf_counter()))
+        then = partial(self._checkpoint, n, part, time.perf_counter())
+        self.writer.submit(generations, then, {op: m.watermark for op, m in marks.items()})
 
     def _checkpoint(self, n: int, part: WorkerSnapshot, t0: float, error: WeirError | None) -> None:
         """On the writer's thread, once checkpoint ``n``'s generations (and every earlier one)

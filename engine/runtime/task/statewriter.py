@@ -37,17 +37,21 @@ REST = 3.0
 # copies in its synchronous part, and what a query cannot see yet
 MAX_REST_S = 0.1
 Then = Callable[[WeirError | None], None]  # runs on this thread once a job's writes are done
+Marks = dict[str, int]  # operator name -> its watermark when a generation was frozen
 
 
 class StateWriter:
     def __init__(self, index: int, state: StateBackend) -> None:
         self._index = index
         self._state = state
-        self._jobs: deque[tuple[list[StateDelta], Then | None]] = deque()
+        self._jobs: deque[tuple[list[StateDelta], Then | None, Marks | None]] = deque()
         self._cv = threading.Condition()
         self._closing = False
         self.failure: WorkerFailed | None = None
         self._rested_at = 0.0  # monotonic time the next flush may be handed over from
+        # each operator's watermark as of what RocksDB holds: every change it made before that
+        # watermark is written, so a live read (a secondary of this RocksDB) sees it
+        self.written: Marks = {}
         self._thread = threading.Thread(
             target=self._run, name=f"weir-state-writer-{index}", daemon=True
         )
@@ -66,9 +70,13 @@ class StateWriter:
         writes are short, flushes at the flush interval."""
         return not self._jobs and now >= self._rested_at
 
-    def submit(self, generations: list[StateDelta], then: Then | None = None) -> None:
+    def submit(
+        self, generations: list[StateDelta], then: Then | None = None, marks: Marks | None = None
+    ) -> None:
+        """Queues ``generations``; ``then`` runs once they are written, and ``written`` becomes
+        ``marks`` (the operators' watermarks when they were frozen)."""
         with self._cv:
-            self._jobs.append((generations, then))
+            self._jobs.append((generations, then, marks))
             self._cv.notify_all()
 
     def wait_idle(self, timeout_s: float | None = None) -> bool:
@@ -94,9 +102,11 @@ class StateWriter:
                 self._cv.wait_for(lambda: self._jobs or self._closing)
                 if not self._jobs:
                     return
-                generations, then = self._jobs[0]
+                generations, then, marks = self._jobs[0]
             cpu0 = time.thread_time()
             error = self._write(generations)
+            if error is None and marks is not None:
+                self.written = marks
             rest = min(REST * (time.thread_time() - cpu0), MAX_REST_S)
             self._rested_at = time.monotonic() + rest
             if then is not None:

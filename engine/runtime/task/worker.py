@@ -204,7 +204,7 @@ class Worker:
             "run_started_at": self.run_started_at,
             "first_record_at": self.sources.first_record_at,
             "finished_at": self.finished_at,
-            "operators": self.keyed.status(self.late),
+            "operators": self.keyed.status(self.late, self.snapshots.writer.written),
             "time": time.time(),
         }
 
@@ -397,9 +397,9 @@ class Worker:
         self.snapshots.check()
         if self.snapshots.rested(time.monotonic()):
             self.keyed.purge_operators()
-            generations = self.keyed.snapshot_operators(barrier=False)
-            if generations:
-                self.snapshots.writer.submit(generations)
+            self.snapshots.flush(
+                self.keyed.snapshot_operators(barrier=False), self.keyed.watermarks()
+            )
         self._flush_outputs()
 
     def _flush_outputs(self) -> None:
