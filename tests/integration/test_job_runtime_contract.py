@@ -186,12 +186,15 @@ def test_every_watermark_is_the_final_one_once_the_input_ended(bounded: LiveJob,
     rt = bounded.runtime(impl)
     wait_settled(rt)
     assert rt.operator_watermark("imps") == MAX_WATERMARK
+    # and what RocksDB holds is as of it: live reads of a finished job see everything, final
+    assert rt.state_watermark("imps") == MAX_WATERMARK
     assert rt.operator_watermark("no-such-op") == MIN_WATERMARK  # no worker reports it
     # the last watermark data produced: the slower input's newest event time, less the bound
     data = min(max(e["ts"] for e in part) for part in bounded.events) - BOUND - 1
     for w in rt.worker_status():
         assert w["watermark"] == MAX_WATERMARK
         assert w["operators"]["imps"]["watermark"] == MAX_WATERMARK
+        assert w["operators"]["imps"]["state_watermark"] == MAX_WATERMARK
         assert w["operators"]["imps"]["data_watermark"] == data
 
 

@@ -412,10 +412,10 @@ class Worker:
     def _finish(self) -> None:
         self.snapshots.writer.wait_idle()
         self.snapshots.check()
-        self.keyed.finish()
-        self._flush()
-        self.finished = True
-        self.finished_at = time.time()
+        self.keyed.finish()  # written at once (the writer is idle): RocksDB holds it all
+        self.snapshots.flush([], self.keyed.watermarks())
+        self._flush_outputs()
+        self.finished, self.finished_at = True, time.time()
 
     def _announce_finished(self) -> None:
         """Tell the job manager this worker is done, its held file outputs written (the last
