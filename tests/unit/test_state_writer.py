@@ -15,6 +15,7 @@ import pytest
 
 from tests.support import stored_windows
 from weir.base.errors import StateError
+from weir.engine.runtime.messages import OperatorMarks
 from weir.engine.runtime.operators.cellwrites import CellLog, CellPart, Frozen
 from weir.engine.runtime.operators.delta import ColumnSegment, Segment, StateDelta
 from weir.engine.runtime.task.statewriter import MAX_REST_S, REST, StateWriter
@@ -207,17 +208,17 @@ def test_the_written_watermarks_move_only_once_their_generation_is_written() -> 
     state = GatedState()
     writer = StateWriter(0, state)
     try:
-        writer.written = {"op": 100}
-        writer.submit([StateDelta(puts={b"k": b"v"})], marks={"op": 200})
+        writer.written = {"op": OperatorMarks(100, 100)}
+        writer.submit([StateDelta(puts={b"k": b"v"})], marks={"op": OperatorMarks(200, 200)})
         assert not writer.wait_idle(0.05)  # mid-write: RocksDB lacks it, the marks stay
-        assert writer.written == {"op": 100} and state.get(b"k") is None
+        assert writer.written == {"op": OperatorMarks(100, 100)} and state.get(b"k") is None
         state.go.set()
         assert writer.wait_idle(10.0)
-        assert writer.written == {"op": 200} and state.get(b"k") == b"v"
+        assert writer.written == {"op": OperatorMarks(200, 200)} and state.get(b"k") == b"v"
         state.fail = True
-        writer.submit([StateDelta(puts={b"k": b"w"})], marks={"op": 300})
+        writer.submit([StateDelta(puts={b"k": b"w"})], marks={"op": OperatorMarks(300, 300)})
         assert writer.wait_idle(10.0)
-        assert writer.written == {"op": 200} and writer.failure is not None
+        assert writer.written == {"op": OperatorMarks(200, 200)} and writer.failure is not None
     finally:
         state.go.set()
         writer.close(10.0)

@@ -228,16 +228,14 @@ class KeyedSide:
     def marks(self) -> dict[str, OperatorMarks]:
         return {n: OperatorMarks(rt.watermark, rt.data_watermark) for n, rt in self.ops.items()}
 
-    def watermarks(self) -> dict[str, int]:
-        """Each operator's watermark."""
-        return {n: rt.watermark for n, rt in self.ops.items()}
-
-    def status(self, late: LateRecords, written: dict[str, int]) -> dict[str, OperatorStatus]:
-        """Each operator's figures; ``written``: its watermark as of what RocksDB holds."""
+    def status(
+        self, late: LateRecords, written: dict[str, OperatorMarks]
+    ) -> dict[str, OperatorStatus]:
+        """Each operator's figures; ``written``: its marks as of what RocksDB holds."""
         return {
             name: {
                 "watermark": rt.watermark,
-                "state_watermark": written.get(name, MIN_WATERMARK),
+                "state_watermark": written[name].watermark if name in written else MIN_WATERMARK,
                 "data_watermark": rt.data_watermark,
                 "records_in": rt.records_in,
                 "results_out": rt.results_out,

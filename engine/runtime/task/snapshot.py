@@ -93,7 +93,7 @@ class Snapshotter:
     def check(self) -> None:
         self.writer.check()
 
-    def flush(self, generations: list[StateDelta], marks: dict[str, int]) -> None:
+    def flush(self, generations: list[StateDelta], marks: dict[str, OperatorMarks]) -> None:
         """A flush's generations to the writer, and the operators' watermarks when they were
         frozen (``StateWriter.written`` once written); with none, RocksDB holds everything
         already (a flush happens only while the writer is idle)."""
@@ -135,7 +135,7 @@ class Snapshotter:
         )
         self._checkpointing = True
         then = partial(self._checkpoint, n, part, time.perf_counter())
-        self.writer.submit(generations, then, {op: m.watermark for op, m in marks.items()})
+        self.writer.submit(generations, then, marks)
 
     def _checkpoint(self, n: int, part: WorkerSnapshot, t0: float, error: WeirError | None) -> None:
         """On the writer's thread, once checkpoint ``n``'s generations (and every earlier one)

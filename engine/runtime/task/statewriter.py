@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 
 from weir.base.errors import WeirError, WorkerFailed
+from weir.engine.runtime.messages import OperatorMarks
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.state.backend import StateBackend
 
@@ -37,7 +38,7 @@ REST = 3.0
 # copies in its synchronous part, and what a query cannot see yet
 MAX_REST_S = 0.1
 Then = Callable[[WeirError | None], None]  # runs on this thread once a job's writes are done
-Marks = dict[str, int]  # operator name -> its watermark when a generation was frozen
+Marks = dict[str, OperatorMarks]  # each operator's watermarks when a generation was frozen
 
 
 class StateWriter:
@@ -49,7 +50,7 @@ class StateWriter:
         self._closing = False
         self.failure: WorkerFailed | None = None
         self._rested_at = 0.0  # monotonic time the next flush may be handed over from
-        # each operator's watermark as of what RocksDB holds: every change it made before that
+        # each operator's watermarks as of what RocksDB holds: every change it made before that
         # watermark is written, so a live read (a secondary of this RocksDB) sees it
         self.written: Marks = {}
         self._thread = threading.Thread(

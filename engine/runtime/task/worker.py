@@ -397,9 +397,7 @@ class Worker:
         self.snapshots.check()
         if self.snapshots.rested(time.monotonic()):
             self.keyed.purge_operators()
-            self.snapshots.flush(
-                self.keyed.snapshot_operators(barrier=False), self.keyed.watermarks()
-            )
+            self.snapshots.flush(self.keyed.snapshot_operators(barrier=False), self.keyed.marks())
         self._flush_outputs()
 
     def _flush_outputs(self) -> None:
@@ -413,7 +411,7 @@ class Worker:
         self.snapshots.writer.wait_idle()
         self.snapshots.check()
         self.keyed.finish()  # written at once (the writer is idle): RocksDB holds it all
-        self.snapshots.flush([], self.keyed.watermarks())
+        self.snapshots.flush([], self.keyed.marks())
         self._flush_outputs()
         self.finished, self.finished_at = True, time.time()
 
