@@ -282,7 +282,8 @@ class ColumnWindowRuntime(WindowRuntime):
     def advance(self, watermark: int, data_watermark: int, trace: list[int] | None = None) -> None:
         """Fire due windows, apply late updates, finalize (see ``WindowRuntime.advance``)."""
         trace = self._move_time(watermark, data_watermark, trace)
-        self._run_timers(sorted(e for e in self.accs if e - 1 <= self.watermark), trace)
+        wm = self.watermark
+        self._run_timers(sorted(e for e in self.accs if e - 1 <= wm), trace, wm)
 
     def _fire_due(self, end: int, wm: int) -> None:
         self._fire_acc(end, self.accs.pop(end), wm)

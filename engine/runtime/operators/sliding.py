@@ -16,7 +16,7 @@ from typing import Any
 from weir.engine.runtime.operators.cellwrites import CellPart
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.engine.runtime.operators.statekeys import KeyPrefixes
-from weir.engine.runtime.operators.window import FIRE, WindowRuntime, timer_order
+from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import SlidingWindows, is_late
 
@@ -132,17 +132,14 @@ class SlidingRuntime(WindowRuntime):
                     break
                 if self._fired_upto is None or e > self._fired_upto:
                     due.add(e)
-        order = timer_order(sorted(due), self.awaiting_final, [], self._lateness, self._trace, wm)
-        for kind, end, at in order:
-            if kind == FIRE:
-                assert at is not None
-                self._fire(end, self._compose(end), at)
-            else:
-                self._finalize_end(end)
+        self._run_timers(sorted(due), self._trace, wm)  # (late updates were applied at once)
         # every window ending at or before wm + 1 has had its turn, empty or not
         if self._fired_upto is None or wm + 1 > self._fired_upto:
             self._fired_upto = wm + 1
         self._evict(wm)
+
+    def _fire_due(self, end: int, wm: int) -> None:
+        self._fire(end, self._compose(end), wm)
 
     def _compose(self, end: int) -> dict[str, list[Any]]:
         """The window ending at ``end``: its panes merged, per key."""

@@ -272,16 +272,16 @@ class WindowRuntime:
         that first emission is already final depends on that value, not on the batch's last.
         """
         trace = self._move_time(watermark, data_watermark, trace)
-        self._run_timers(sorted(e for e in self.buckets if e - 1 <= self.watermark), trace)
+        wm = self.watermark
+        self._run_timers(sorted(e for e in self.buckets if e - 1 <= wm), trace, wm)
 
-    def _run_timers(self, due: list[int], trace: list[int] | None) -> None:
+    def _run_timers(self, due: list[int], trace: list[int] | None, wm: int) -> None:
         """Fire the ``due`` windows, apply the batch's late-but-allowed records and finalize
         the windows past their lateness, in the order Flink's timer service and record order
         give (``timer_order``): when the watermark jumps past a fired window's lateness and a
         later window's end together, the earlier window's final emission comes first, and a
         record updates its fired window after the timers its watermark had passed, before
-        the later ones."""
-        wm = self.watermark
+        the later ones. ``wm``: the watermark they run to."""
         allowed, self._allowed = self._allowed, []
         updates = [(end, arrived) for _, end, _, _, arrived in allowed]
         for kind, item, at in timer_order(
@@ -294,8 +294,6 @@ class WindowRuntime:
                 self._finalize_end(item)
             else:
                 self._apply_allowed(*allowed[item][:4])
-        if self.awaiting_final:
-            self._finalize(wm)
 
     def _fire_due(self, end: int, wm: int) -> None:
         self._fire(end, self.buckets.pop(end), wm)
@@ -353,11 +351,6 @@ class WindowRuntime:
         if is_new:
             self._add_timers(end, [key])
         self._emit(key, self._assigner.start_of(end), end, slots, False)
-
-    def _finalize(self, wm: int) -> None:
-        """Windows whose allowed lateness has passed can no longer change: emit them final."""
-        for end in sorted(e for e in self.awaiting_final if is_late(e, self._lateness, wm)):
-            self._finalize_end(end)
 
     def _finalize_end(self, end: int) -> None:
         start = self._assigner.start_of(end)
