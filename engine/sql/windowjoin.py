@@ -46,14 +46,11 @@ def _tvf_of(item: exp.Expr | None) -> tuple[str, WindowSpec, exp.Expr | None] | 
     if isinstance(item, exp.Table) and isinstance(item.this, exp.Anonymous):
         found = tvf(item.this)
         return None if found is None else (*found, None)
-    if not (isinstance(item, exp.Subquery) and isinstance(item.this, exp.Select)):
+    over = _over_tvf(item)
+    if over is None:
         return None
-    inner = item.this
-    source = inner.args.get("from_")
-    table = source.this if source is not None else None
-    if not (isinstance(table, exp.Table) and isinstance(table.this, exp.Anonymous)):
-        return None
-    found = tvf(table.this)
+    inner, call = over
+    found = tvf(call)
     if found is None or inner.args.get("group"):
         return None  # a window aggregate: _aggregate_of
     for arg in ("joins", "having", "order", "limit", "distinct", "with_"):
@@ -70,14 +67,22 @@ def _tvf_of(item: exp.Expr | None) -> tuple[str, WindowSpec, exp.Expr | None] | 
 
 def _aggregate_of(item: exp.Expr | None) -> exp.Select | None:
     """A FROM item that is a window aggregate (a subquery grouping a window TVF), or None."""
+    over = _over_tvf(item)
+    if over is None:
+        return None
+    inner, call = over
+    return inner if inner.args.get("group") and tvf(call) is not None else None
+
+
+def _over_tvf(item: exp.Expr | None) -> tuple[exp.Select, exp.Anonymous] | None:
+    """A subquery whose FROM is a table function call: ``(the subquery, the call)``."""
     if not (isinstance(item, exp.Subquery) and isinstance(item.this, exp.Select)):
         return None
-    inner = item.this
-    source = inner.args.get("from_")
+    source = item.this.args.get("from_")
     table = source.this if source is not None else None
     if not (isinstance(table, exp.Table) and isinstance(table.this, exp.Anonymous)):
         return None
-    return inner if inner.args.get("group") and tvf(table.this) is not None else None
+    return item.this, table.this
 
 
 def is_window_join(statement: exp.Expr) -> bool:
