@@ -33,6 +33,7 @@ from typing import Any
 from weir.base.errors import PathRefused, StateError, StorageConflict, StorageError
 from weir.base.files import private_dir
 from weir.base.paths import plain_name
+from weir.base.redact import redact_url
 from weir.state.objectstore import (
     LocalStore,
     ObjectStore,
@@ -108,6 +109,13 @@ class CheckpointStorage:
     def where(self) -> str:
         """The job's storage, as a path or URL: for messages and ``/jobs``."""
         return self.root.child(self.job).url
+
+    @property
+    def shown(self) -> str:
+        """``where``, and the server of a store with an endpoint of its own (its password
+        redacted): for a message about storage that does not answer."""
+        endpoint = getattr(self.store, "endpoint", None)
+        return f"{self.where} at {redact_url(endpoint)}" if endpoint else self.where
 
     def location(self, n: int) -> str:
         """Where checkpoint ``n`` is, in the form ``--restore`` takes."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import wait_until
 from weir import Job, WatermarkStrategy, agg, sources, windows
 from weir.base.errors import StateError, WorkerFailed
 from weir.engine.runtime.config import RunConfig
@@ -307,3 +308,29 @@ def test_state_the_writer_cannot_write_fails_the_worker(harness: Harness) -> Non
     assert h.snapshots.writer.wait_idle(10)
     with pytest.raises(WorkerFailed, match="worker 0 failed: state write failed: I/O error"):
         h.snapshots.check()
+
+
+def test_a_barrier_while_an_upload_runs_is_declined_naming_the_storage_it_waits_on(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Storage that does not answer holds an upload for as long as its client retries: the
+    checkpoints declined meanwhile say where the upload goes (it said only "still running",
+    which was all /health showed through an S3 outage's first seconds)."""
+    h = harness
+    release = threading.Event()
+    upload = h.snapshots.storage.upload
+
+    def stuck(*args: Any, **kwargs: Any) -> Any:
+        assert release.wait(30)
+        return upload(*args, **kwargs)
+
+    monkeypatch.setattr(h.snapshots.storage, "upload", stuck)
+    _feed(h.rt, "a")
+    h.barrier(1)
+    wait_until(lambda: h.snapshots._upload is not None, 10, what="the upload to start")
+    h.barrier(2)
+    reply2 = h.reply(2, 5)
+    assert isinstance(reply2, CheckpointDecline)
+    assert f"upload to {h.snapshots.storage.where} is still running (" in reply2.reason
+    release.set()
+    assert isinstance(h.reply(1), CheckpointAck)

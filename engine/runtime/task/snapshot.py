@@ -73,6 +73,7 @@ class Snapshotter:
         self._uploaded: dict[int, list[FileRef]] = {}
         self._positions: dict[int, dict[str, SplitPosition]] = {}
         self._upload: threading.Thread | None = None
+        self._upload_started = 0.0  # monotonic time the running upload began
         self.writer = StateWriter(index, state)
         self._checkpointing = False  # a checkpoint's generations wait in the writer
 
@@ -113,9 +114,10 @@ class Snapshotter:
         it from there. While the previous checkpoint is still written or uploaded (storage slow
         or away: it retries, then fails), ``n`` is declined rather than waited for, so that
         processing never stops on storage."""
-        if self._checkpointing or (self._upload is not None and self._upload.is_alive()):
-            log.warning("worker=%d checkpoint=%d declined: an upload still runs", self._index, n)
-            self._send(CheckpointDecline(n, "the previous checkpoint's upload is still running"))
+        busy = self._busy()
+        if busy is not None:
+            log.warning("worker=%d checkpoint=%d declined: %s", self._index, n, busy)
+            self._send(CheckpointDecline(n, busy))
             return
         t0 = time.perf_counter()
         generations = freeze()
@@ -136,6 +138,19 @@ class Snapshotter:
         self._checkpointing = True
         then = partial(self._checkpoint, n, part, time.perf_counter())
         self.writer.submit(generations, then, marks)
+
+    def _busy(self) -> str | None:
+        """Why a new checkpoint cannot start (the previous one is still written or uploaded),
+        naming the storage an upload waits on; None when it can."""
+        if self._upload is not None and self._upload.is_alive():
+            running = time.monotonic() - self._upload_started
+            return (
+                f"the previous checkpoint's upload to {self.storage.shown} is still running "
+                f"({running:.1f} s)"
+            )
+        if self._checkpointing:
+            return "the previous checkpoint's state write is still running"
+        return None
 
     def _checkpoint(self, n: int, part: WorkerSnapshot, t0: float, error: WeirError | None) -> None:
         """On the writer's thread, once checkpoint ``n``'s generations (and every earlier one)
@@ -163,6 +178,7 @@ class Snapshotter:
                 name=f"weir-upload-{n}",
                 daemon=True,
             )
+            self._upload_started = time.monotonic()
             self._upload.start()
         finally:
             self._checkpointing = False
