@@ -56,3 +56,12 @@ _.contains  # engine/runtime/operators/broadcast_state.py, ReadOnlyBroadcastStat
 # reads them once that API lands
 key_expr  # engine/nodes.py, KeyByNode
 timestamp_expr  # engine/nodes.py, SourceNode
+
+# multiprocessing calls them on a Popen / Process class (engine/runtime/control/zygote.py)
+_.duplicate_for_child  # reduction.DupFd, while a process object is pickled
+_._launch  # popen_fork.Popen.__init__
+_.finalizer  # popen_fork.Popen.close
+_._send_signal  # popen_fork.Popen.kill / terminate
+_._Popen  # process.BaseProcess.start
+_._inheriting  # process.current_process(), read by AuthenticationString while unpickling
+_.DupFd  # reduction.DupFd: the class a pickled descriptor becomes

@@ -189,9 +189,10 @@ def _run_command(args: argparse.Namespace) -> int:
         logs.configure("WARNING")
         return produce.main(args)
     logs.configure(args.log_level, args.log_format)
-    heap.trim_in_background()  # a long-running process: give freed heap back to the OS
     if args.command == "api":
         from weir.app import api_process  # imported late: keeps --help fast
+
+        heap.trim_in_background()  # a long-running process: give freed heap back to the OS
 
         return api_process.run(
             args.job_file,

@@ -13,11 +13,19 @@ from weir.app.catalogue import flag_names
 from weir.app.fdlimit import raise_fd_limit
 from weir.app.interrupt import CTRL_C
 from weir.base import logs
-from weir.base.settings import render
+from weir.base.settings import read_env, render
 from weir.engine.job import Job
+from weir.engine.runtime import heap
 from weir.engine.runtime.config import RunConfig
+from weir.engine.runtime.control import zygote
 from weir.engine.runtime.control.jobmanager import JobManager
-from weir.engine.runtime.loader import check_inputs, load_configured_job
+from weir.engine.runtime.loader import (
+    check_inputs,
+    load_configured_job,
+    plan_is_shareable,
+    preload,
+)
+from weir.engine.runtime.settings import WORKER_START
 
 if TYPE_CHECKING:
     from weir.api import ApiSettings
@@ -37,9 +45,39 @@ def run(
     """Run until stopped (or, with ``exit_at_end``, until the bounded input is processed).
     ``api_workers`` > 1: that many API processes on the port, this one and others that read
     the job as ``weir api`` does (``app.api_workers``)."""
-    job = load_configured_job(cfg)
+    raise_fd_limit()  # before the zygote: its workers keep the limit it had
+    try:
+        job = _load_and_fork(cfg)
+        heap.trim_in_background()  # a long-running process: give freed heap back to the OS
+        return _run_loaded(cfg, job, api_host, api_port, api, serve_api, api_workers)
+    finally:
+        zygote.stop()
+
+
+def _load_and_fork(cfg: RunConfig) -> Job:
+    """Load the job, and fork the workers' zygote (``control.zygote``) while no thread runs:
+    after planning a SQL job whose plan runs no user code (its workers share the plan),
+    before loading any other job (each worker runs its file, as a spawned one did)."""
+    if read_env(WORKER_START) != "zygote":
+        return load_configured_job(cfg)
+    if plan_is_shareable(cfg):
+        job = load_configured_job(cfg)
+        zygote.start(lambda: preload(cfg, job))
+        return job
+    zygote.start()
+    return load_configured_job(cfg)
+
+
+def _run_loaded(
+    cfg: RunConfig,
+    job: Job,
+    api_host: str,
+    api_port: int,
+    api: ApiSettings | None,
+    serve_api: bool,
+    api_workers: int,
+) -> int:
     check_inputs(job)  # a missing file is a usage error now, not a worker's failure later
-    raise_fd_limit()
     if not serve_api:
         return _run_headless(cfg, job)
     # the API's stack (fastapi, uvicorn): a run without the API never imports it (about 0.5

@@ -1,7 +1,8 @@
 """Loading a job: a Python file that defines ``job = Job(...)`` at module level, a ``.sql`` file of
 Flink SQL statements (``weir.engine.sql.script``), or a module of an importable package named as
 ``package.module:attr``, whose attribute is a ``Job`` or a zero-argument function returning one.
-Every worker loads the same spec again itself."""
+Every worker loads the same spec again itself, except a SQL job whose plan runs no user code,
+which workers forked from the zygote take as planned (``preload``; ``control.zygote``)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ from weir.engine.sources import JsonlSource
 from weir.engine.sources import from_url as source_from_url
 
 _DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+# a SQL job file that may import user code while it is planned (``CREATE FUNCTION``); any
+# mention of the word keeps the plan from being shared, comments included: safe, not clever
+_USER_CODE = re.compile(r"\bFUNCTION\b", re.IGNORECASE)
+# in a zygote and its workers: (job file, source override, sink override) -> the planned job
+_preloaded: tuple[tuple[str, str | None, str | None], Job] | None = None
 MODULE_SPEC = re.compile(rf"^({_DOTTED}):({_DOTTED})$")
 
 
@@ -180,8 +186,34 @@ def _jobs_in(module: ModuleType) -> str:
     return "name a Job defined in it, or a function that takes no arguments and returns one"
 
 
+def plan_is_shareable(cfg: RunConfig) -> bool:
+    """Is ``cfg``'s job a SQL file whose planning runs no user code? Its plan may then be
+    made once and shared by forked workers (a Python job file's module-level code, a client
+    or a connection, must run in each worker)."""
+    path = Path(cfg.job_file)
+    if path.suffix != ".sql" or not path.is_file():
+        return False
+    try:
+        return _USER_CODE.search(path.read_text(encoding="utf-8", errors="replace")) is None
+    except OSError:
+        return False
+
+
+def preload(cfg: RunConfig, job: Job) -> None:
+    """In the zygote: ``load_configured_job(cfg)`` returns ``job`` (the supervisor's plan of
+    the same file and overrides) in the workers forked from it."""
+    global _preloaded
+    _preloaded = (_preload_key(cfg), job)
+
+
+def _preload_key(cfg: RunConfig) -> tuple[str, str | None, str | None]:
+    return str(cfg.job_file), cfg.source_url, cfg.sink_url
+
+
 def load_configured_job(cfg: RunConfig) -> Job:
     """Load the job file and apply the ``source_url`` / ``sink_url`` overrides."""
+    if _preloaded is not None and _preloaded[0] == _preload_key(cfg):
+        return _preloaded[1]
     job = load_job(cfg.job_file)
     if cfg.source_url:
         job.replace_source(source_from_url(cfg.source_url))

@@ -317,6 +317,16 @@ PROFILE_DIR = Setting(
     metavar="DIR",
     env_only=True,
 )
+WORKER_START = Setting(
+    "worker_start",
+    "how local workers start: zygote (forked from a copy of `weir run` made before it starts "
+    "any thread, which has imported a worker's modules and holds a SQL job's plan: a start "
+    "costs milliseconds) or spawn (a fresh interpreter per worker, importing and planning "
+    "again)",
+    "zygote",
+    Choice(("zygote", "spawn")),
+    env_only=True,
+)
 SPARK_LOCAL_IP = Setting(
     "spark_local_ip",
     "Spark's own: the address of this host; weir's default for `driver_host` and the local "
@@ -326,6 +336,7 @@ SPARK_LOCAL_IP = Setting(
 )
 RUN_ENVIRONMENT: tuple[Setting, ...] = (
     PROFILE_DIR,
+    WORKER_START,
     SPARK_LOCAL_IP,
     KERNELS_SETTING,
     COLUMNAR_SETTING,

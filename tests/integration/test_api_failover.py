@@ -19,7 +19,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.support import WeirServer, alive, children, job_text, wait_until
+from tests.support import WeirServer, alive, descendants, job_text, wait_until
 from tests.support.reference import Spec, simulate
 from tests.support.servers import S3Place
 from weir.engine.sources.generator import GeneratorSource
@@ -79,7 +79,7 @@ def test_the_api_follows_a_failover_to_another_job_manager_without_a_restart(
     before = wait_until(two_windows, 30.0, what="ad-0 to have two windows")
     wait_until(lambda: (client.get("/jobs/t1").json()["last_checkpoint"] or 0) >= 2, 30.0,
                what="two committed checkpoints")  # fmt: skip
-    workers = children(first.proc.pid)
+    workers = descendants(first.proc.pid)
     os.kill(first.proc.pid, signal.SIGKILL)
     first.proc.wait(10)
     wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="orphaned workers to exit")

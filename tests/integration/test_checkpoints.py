@@ -24,7 +24,7 @@ from tests.support import (
     WeirResult,
     WeirServer,
     alive,
-    children,
+    descendants,
     event_lines,
     make_events,
     read_jsonl,
@@ -153,7 +153,7 @@ def test_kill_9_of_the_job_manager_then_restore_latest_is_exactly_once(
     rng = random.Random(seed)
     _wait_checkpoint(first, at_least=2)
     time.sleep(rng.uniform(0.0, 0.8))
-    workers = children(first.proc.pid)
+    workers = descendants(first.proc.pid)
     os.kill(first.proc.pid, signal.SIGKILL)  # the job manager and the API with it
     first.proc.wait(10)
     wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="orphaned workers to exit")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import WEIR, alive, children, job_text, wait_until
+from tests.support import WEIR, alive, children, descendants, job_text, wait_until
 
 LIVE_JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
@@ -94,7 +94,7 @@ def test_weir_run_stops_its_job_and_says_so(tmp_path: Path, weir: Callable[..., 
     (tmp_path / "live.py").write_text(LIVE_JOB)
     cmd = weir("run", "live.py", "--api-port", "0", "--parallelism", "2")
     wait_until(lambda: "serving on" in cmd.stderr(), 60.0, what="serving")
-    workers = children(cmd.proc.pid)
+    workers = descendants(cmd.proc.pid)
     assert workers
     _stopped(cmd, "job live")
     wait_until(lambda: not any(alive(pid) for pid in workers), 10.0, what="workers gone")

@@ -31,7 +31,7 @@ from tests.integration.test_checkpoints import (
     _last_emissions,
     _wait_checkpoint,
 )
-from tests.support import WeirResult, WeirServer, alive, children, wait_until
+from tests.support import WeirResult, WeirServer, alive, descendants, wait_until
 from tests.support.servers import S3Place
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.lease import LeaseStore
@@ -52,7 +52,7 @@ def test_restore_auto_starts_fresh_resumes_and_a_plain_start_is_refused(
     first = weir_server(job, *flags, "--restore", "auto", state_dir=state)
     assert "has no checkpoint to resume" in first.stderr()
     _wait_checkpoint(first, at_least=2)
-    workers = children(first.proc.pid)
+    workers = descendants(first.proc.pid)
     os.kill(first.proc.pid, signal.SIGKILL)  # the job manager and its API
     first.proc.wait(10)
     wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="orphaned workers to exit")
@@ -160,7 +160,7 @@ def test_a_job_manager_that_cannot_renew_its_lease_stops_and_auto_resumes_after(
     )  # fmt: skip
     first = weir_server(job, *flags, state_dir=state, env=s3.env)
     _wait_checkpoint(first, at_least=2)
-    workers = children(first.proc.pid)
+    workers = descendants(first.proc.pid)
     s3.server.stop()
     try:
         rc = first.proc.wait(60)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.support import WeirServer, alive, children, job_text, wait_until
+from tests.support import WeirServer, alive, descendants, job_text, wait_until
 
 GENERATOR = "generator://ads?rate=3000&ids=5&seed=1&clock=synthetic&disorder=50"
 
@@ -63,7 +63,7 @@ def test_sigterm_stops_the_job_and_its_workers(
     server = weir_server(_job(tmp_path), "--source", GENERATOR, "--parallelism", "2")
     client = server.client()
     wait_until(lambda: client.get("/jobs/t1").json()["state"] == "running", 20.0)
-    workers = wait_until(lambda: children(server.proc.pid), 10.0, what="worker processes")
+    workers = wait_until(lambda: descendants(server.proc.pid), 10.0, what="worker processes")
     server.proc.send_signal(signal.SIGTERM)
     wait_until(lambda: not any(alive(c) for c in workers), 20.0, what="workers to exit")
     # a graceful stop: supervise.run stops the job manager and returns 0
@@ -140,9 +140,9 @@ def test_processing_time_windows_fire_on_the_clock(
     their end (on every worker, whether or not it has input at that moment)."""
     job = tmp_path / "pt.py"
     job.write_text(PROCESSING_TIME_JOB)
+    started_ms = time.time() * 1000  # before the start: workers may fire before the API serves
     server = weir_server(job, "--parallelism", "2")
     client = server.client()
-    started_ms = time.time() * 1000
 
     def fired() -> list[dict[str, Any]] | None:
         r = client.get("/pt/counts/state/ad-1")

@@ -22,8 +22,8 @@ from tests.support import (
     WeirResult,
     WeirServer,
     alive,
-    children,
     chk_dir,
+    descendants,
     event_lines,
     job_text,
     make_events,
@@ -172,7 +172,7 @@ def test_cancel_ends_at_once_and_restore_latest_resumes_from_the_last_checkpoint
         30.0,
         what="two checkpoints",
     )
-    workers = children(server.proc.pid)
+    workers = descendants(server.proc.pid)
     key = state / STATE / "control.key"
     key.rename(key.with_name("elsewhere"))
     r = run_weir("cancel", STATE, "--state-dir", str(state))

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support import WeirServer, alive, children, rss_bytes, wait_until
+from tests.support import WeirServer, alive, rss_bytes, wait_until, worker_pids
 
 SLOW_JOB = """
 import time
@@ -59,7 +59,7 @@ def test_a_killed_worker_stops_the_job_with_a_message_naming_it(
     server = weir_server(job, "--parallelism", "2")
     client = server.client()
     wait_until(lambda: client.get("/jobs/live").json()["state"] == "running", 20.0)
-    workers = sorted(wait_until(lambda: children(server.proc.pid), 10.0, what="workers"))
+    workers = sorted(wait_until(lambda: worker_pids(server.proc.pid), 10.0, what="workers"))
     victim = workers[-1]
     killed_at = time.monotonic()
     os.kill(victim, signal.SIGKILL)
@@ -80,7 +80,7 @@ def test_a_slow_operator_slows_the_sources_and_memory_stays_flat(
     server = weir_server(job, "--parallelism", "2")
     client = server.client()
     wait_until(lambda: client.get("/jobs/bp").json()["state"] == "running", 20.0)
-    workers = sorted(wait_until(lambda: children(server.proc.pid), 10.0, what="workers"))
+    workers = sorted(wait_until(lambda: worker_pids(server.proc.pid), 10.0, what="workers"))
 
     def pressured() -> list[dict[str, float]] | None:
         ws = client.get("/jobs/bp").json()["workers"]

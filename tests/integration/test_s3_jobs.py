@@ -40,7 +40,7 @@ from tests.support import (
     WeirResult,
     WeirServer,
     alive,
-    children,
+    descendants,
     job_text,
     read_jsonl,
     wait_until,
@@ -85,7 +85,7 @@ def killed(module_s3: S3Place, tmp_path_factory: pytest.TempPathFactory) -> Iter
                 "--checkpoint-dir", module_s3.url, state_dir=root / "state", env=module_s3.env,
             )  # fmt: skip
             wait_checkpoint(first, at_least=3)
-            workers = children(first.proc.pid)
+            workers = descendants(first.proc.pid)
             os.kill(first.proc.pid, signal.SIGKILL)  # the job manager, and the API with it
             first.proc.wait(10)
             wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.support.procs import children as children
+from tests.support.procs import descendants as descendants
 from tests.support.procs import worker_pids as worker_pids
 from tests.support.reference import AGGREGATES_SRC, IMPRESSIONS_ONLY, Step
 from weir.base.errors import ConfigError
@@ -111,7 +112,7 @@ class WeirServer:
     def crash(self) -> None:
         """kill -9 of the job manager and its workers at once (the process group), returning once
         every worker is gone (their RocksDB locks are released only then)."""
-        workers = children(self.proc.pid)
+        workers = descendants(self.proc.pid)
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(10)
         wait_until(lambda: not any(alive(w) for w in workers), 15.0, what="workers to exit")

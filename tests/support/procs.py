@@ -20,16 +20,33 @@ def children(pid: int) -> set[int]:
     return found
 
 
-def worker_pids(pid: int) -> list[int]:
-    """A ``weir run``'s worker processes: its children running multiprocessing's spawn_main
-    (not its resource tracker), in start order."""
-    found = []
-    for child in children(pid):
+def descendants(pid: int) -> set[int]:
+    """Process ids of ``pid``'s children, their children, and so on (a ``weir run``'s
+    workers are its zygote's children)."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
         try:
+            kids = children(todo.pop())
+        except OSError:
+            continue  # it ended meanwhile
+        todo.extend(kids - found)
+        found |= kids
+    return found
+
+
+def worker_pids(pid: int) -> list[int]:
+    """A ``weir run``'s worker processes, in start order: forked by its zygote (named
+    ``weir-worker``) or spawned (running multiprocessing's spawn_main; not its resource
+    tracker)."""
+    found = []
+    for child in descendants(pid):
+        try:
+            comm = Path(f"/proc/{child}/comm").read_text().strip()
             cmd = Path(f"/proc/{child}/cmdline").read_bytes()
         except OSError:
             continue
-        if b"spawn_main" in cmd:
+        if comm == "weir-worker" or b"spawn_main" in cmd:
             found.append(child)
     return sorted(found)
 

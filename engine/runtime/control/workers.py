@@ -2,9 +2,10 @@
 or the tasks of one Spark barrier stage (``spark_workers.SparkWorkers``, with ``--master``);
 ``launch.worker_group`` chooses.
 
-Local workers are spawned (not forked: each loads the job file itself, so user functions never
-need to be pickled), one pipe each (``messages.WorkerLink``), stopped in order or killed all at
-once for a restart."""
+Local workers are forked from the process's zygote when it has one (``zygote``: started by
+``weir run`` before any thread; a worker loads the job file itself, or takes a SQL job's plan
+from the zygote, so user functions never need to be pickled), else spawned; one pipe each
+(``messages.WorkerLink``), stopped in order or killed all at once for a restart."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typing import Protocol
 
 from weir.base.errors import MessageError, WorkerFailed
 from weir.engine.runtime.config import RunConfig, RunFacts
+from weir.engine.runtime.control import zygote
 from weir.engine.runtime.messages import Failed, FromWorker, ToWorker, WorkerLink
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.main import worker_main
@@ -109,6 +111,23 @@ def start_deaf_to_ctrl_c(proc: BaseProcess) -> None:
         signal.signal(signal.SIGINT, before)
 
 
+def _start_worker(args: tuple[object, ...], name: str) -> BaseProcess:
+    """Fork the worker from the zygote if one runs, else spawn it (deaf to Ctrl-C either way:
+    the zygote ignores SIGINT, and its forks inherit that)."""
+    if zygote.current() is not None:
+        proc: BaseProcess = zygote.ZygoteProcess(
+            target=worker_main, args=args, name=name, daemon=True
+        )
+        try:
+            proc.start()
+            return proc
+        except OSError as exc:  # it went between the check and the request
+            log.warning("worker=%s: the zygote did not answer (%s); spawning it", name, exc)
+    proc = mp.get_context("spawn").Process(target=worker_main, args=args, name=name, daemon=True)
+    start_deaf_to_ctrl_c(proc)
+    return proc
+
+
 class WorkerProcesses:
     def __init__(self) -> None:
         self.procs: list[BaseProcess] = []
@@ -119,17 +138,11 @@ class WorkerProcesses:
         """Start ``cfg.parallelism`` workers for ``attempt``, each handed the attempt's new
         exchange secret in its spawn arguments (sent down the private pipe to the child)."""
         auth = self.auth = PeerAuth.new(attempt)
-        ctx = mp.get_context("spawn")
         self.procs, self.links = [], []
         for i in range(cfg.parallelism):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=worker_main,
-                args=(cfg, facts, i, child, auth),
-                name=f"weir-{job_name}-worker-{i}",
-                daemon=True,
-            )
-            start_deaf_to_ctrl_c(proc)
+            parent, child = mp.Pipe()
+            args = (cfg, facts, i, child, auth)
+            proc = _start_worker(args, f"weir-{job_name}-worker-{i}")
             child.close()
             self.procs.append(proc)
             self.links.append(WorkerLink(parent))
