@@ -138,6 +138,39 @@ def test_kill_9_of_a_worker_recovers_exactly_once(
     _assert_matches(ref, out, state)
 
 
+def test_kill_9_of_the_zygote_then_of_a_worker_restarts_with_spawned_workers_exactly_once(
+    tmp_path: Path, write_job: Callable[..., Path], weir_server: Callable[..., WeirServer]
+) -> None:
+    """The workers' zygote gone (``control.zygote``): the workers it forked go on and are
+    still followed, and a restart spawns their successors, saying why."""
+    job, lines = _job(tmp_path, write_job, 5)
+    ref = _expected(lines)
+    out, state = tmp_path / "out.jsonl", tmp_path / "state"
+    server = weir_server(
+        job, "--sink", f"file://{out}", "--exit-at-end", "--parallelism", "2", *FAST,
+        state_dir=state,
+    )  # fmt: skip
+    _wait_checkpoint(server)
+    (zygote,) = [p for p in descendants(server.proc.pid) if _comm(p) == "weir-zygote"]
+    workers = worker_pids(server.proc.pid)
+    os.kill(zygote, signal.SIGKILL)
+    _wait_checkpoint(server, at_least=2)  # its workers go on
+    os.kill(workers[1], signal.SIGKILL)
+    assert server.proc.wait(90) == 0, server.stderr()
+    stderr = server.stderr()
+    # (how the worker ended is lost with its parent, the zygote: it counts as code 255)
+    assert "restarting (attempt 1 of 3)" in stderr and "exited with code 255" in stderr, stderr
+    assert f"the workers' zygote (pid {zygote}) exited with code -9" in stderr, stderr
+    _assert_matches(ref, out, state)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 @pytest.mark.parametrize("seed", [6])
 def test_kill_9_of_the_job_manager_then_restore_latest_is_exactly_once(
     tmp_path: Path,

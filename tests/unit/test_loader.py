@@ -10,6 +10,7 @@ import pytest
 from tests.support import job_text
 from weir import sinks, sources
 from weir.base.errors import ConfigError, JobDefinitionError
+from weir.engine.runtime import loader
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.loader import load_configured_job, load_job
 
@@ -123,3 +124,41 @@ def test_a_users_own_module_named_like_an_old_one_is_left_alone(
     path.write_text("import state\njob = state.LIMIT\n")  # the job's directory is on sys.path
     with pytest.raises(JobDefinitionError, match="`job` in .* is a int, not a weir.Job"):
         load_job(path)
+
+
+SQL_JOB = """
+CREATE TABLE events (id STRING, ts BIGINT, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)
+WITH ('connector' = 'url', 'url' = 'file://{src}');
+CREATE VIEW n AS SELECT id, window_start, window_end, COUNT(*) AS n
+FROM TABLE(TUMBLE(TABLE events, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+GROUP BY id, window_start, window_end;
+"""
+
+
+def test_only_a_sql_job_that_runs_no_user_code_shares_its_plan(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("")
+    plain, udf, py = tmp_path / "plain.sql", tmp_path / "udf.sql", tmp_path / "job.py"
+    plain.write_text(SQL_JOB.format(src=src))
+    udf.write_text("CREATE FUNCTION f AS 'pkg.mod.F';\n" + SQL_JOB.format(src=src))
+    py.write_text(job_text(src, bound=0, size=1_000, lateness=0))
+    assert loader.plan_is_shareable(RunConfig(job_file=plain))
+    assert not loader.plan_is_shareable(RunConfig(job_file=udf))  # imports user code
+    assert not loader.plan_is_shareable(RunConfig(job_file=py))  # module-level code
+    assert not loader.plan_is_shareable(RunConfig(job_file=tmp_path / "missing.sql"))
+
+
+def test_a_preloaded_plan_is_returned_for_the_same_file_and_overrides_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("")
+    path = tmp_path / "plain.sql"
+    path.write_text(SQL_JOB.format(src=src))
+    monkeypatch.setattr(loader, "_preloaded", None)
+    cfg = RunConfig(job_file=path)
+    planned = load_configured_job(cfg)
+    loader.preload(cfg, planned)
+    assert load_configured_job(cfg) is planned
+    other = RunConfig(job_file=path, sink_url=f"file://{tmp_path / 'out.jsonl'}")
+    assert load_configured_job(other) is not planned

@@ -263,7 +263,7 @@ def _serve(channel: socket.socket, preload: Callable[[], None] | None) -> int:
                 if pid == 0:
                     selector.close()
                     channel.close()
-                    _worker(data_r, passed, [sig_r, sig_w, *status_of.values()])
+                    _worker(data_r, passed, [sig_r, sig_w, status_w, *status_of.values()])
                 _write_signed(status_w, pid)
                 status_of[pid] = status_w
                 for fd in (data_r, *passed):
