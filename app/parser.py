@@ -71,12 +71,27 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, read from its metadata only when asked
+    (``importlib.metadata`` costs ~30 ms of imports in every ``weir`` process otherwise)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS) -> None:
+        super().__init__(
+            option_strings, dest, default=argparse.SUPPRESS, nargs=0,
+            help="show weir's version and exit",
+        )  # fmt: skip
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from weir import __version__
+
+        print(f"weir {__version__}")
+        parser.exit()
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     """The ``weir`` parser and each command's own."""
-    from weir import __version__  # the installed package's version (its metadata)
-
     parser = _Parser(prog="weir", description="weir: a queryable-state stream processor")
-    parser.add_argument("--version", action="version", version=f"weir {__version__}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands: dict[str, argparse.ArgumentParser] = {}
     for command in COMMANDS:
