@@ -100,17 +100,19 @@ def test_the_api_follows_a_failover_to_another_job_manager_without_a_restart(
     assert "restored from" in second.stderr(), second.stderr()
 
     def caught_up() -> dict[str, Any] | None:
-        # the new leader's state can show before its workers report their watermark
+        # the new leader's state can show before its workers report their watermark, and an
+        # open window's count at one watermark depends on how far past it the reads went:
+        # wait for every window seen before to have at least its count again
         body = _answer(client, "ad-0")
-        ready = body and (body["watermark"] or -1) >= before["watermark"]
-        return body if ready else None
+        if not body or (body["watermark"] or -1) < before["watermark"]:
+            return None
+        counts = {w["start"]: w["count"] for w in body["windows"]}
+        behind = [w for w in before["windows"] if counts.get(w["start"], -1) < w["count"]]
+        return None if behind else body
 
-    after = wait_until(caught_up, 30.0, what="answers from the new leader")
+    wait_until(caught_up, 30.0, what="answers from the new leader as far as the old one's")
     assert api.proc.poll() is None  # the same API process throughout
     assert "follows its leader's state in " + str(tmp_path / "b") in api.stderr(), api.stderr()
-    counts = {w["start"]: w["count"] for w in after["windows"]}
-    for w in before["windows"]:
-        assert counts[w["start"]] >= w["count"], w
 
     # the final answers, from the second job manager's state: the model's
     wait_until(lambda: client.get("/jobs/t1").json()["state"] == "finished", 90.0,

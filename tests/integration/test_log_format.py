@@ -64,8 +64,13 @@ def test_json_lines_from_the_job_manager_and_the_workers(tmp_path: Path, run_wei
 
 def test_the_serving_line_and_the_final_error_are_json_too(tmp_path: Path, run_weir: Run) -> None:
     """Set by the variable; the API's URL is a field; a failed job's last line is an ERROR (a
-    worker that dies: a missing input file is found before anything starts now)."""
-    dies = (("map", "lambda e: __import__('os')._exit(3)"),)
+    worker that dies: a missing input file is found before anything starts now). The worker
+    dies once the API serves (the status file names it; 30 s at most): a forked worker reaches
+    its first record before the API is up."""
+    status = "st/t1/jobmanager.json"
+    read = f"(open({status!r}).read() if __import__('os').path.exists({status!r}) else '')"
+    waited = f"any('http://' in {read} or __import__('time').sleep(0.02) for _ in range(1500))"
+    dies = (("map", f"lambda e: {waited} and __import__('os')._exit(3)"),)
     result = run_weir(
         "run", str(_job(tmp_path, steps=dies)), "--exit-at-end", "--api-port", "0",
         "--state-dir", "st", "--parallelism", "1", env={"WEIR_LOG_FORMAT": "json"},
