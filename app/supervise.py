@@ -58,7 +58,7 @@ def _load_and_fork(cfg: RunConfig) -> Job:
     """Load the job, and fork the workers' zygote (``control.zygote``) while no thread runs:
     after planning a SQL job whose plan runs no user code (its workers share the plan),
     before loading any other job (each worker runs its file, as a spawned one did)."""
-    if read_env(WORKER_START) != "zygote":
+    if read_env(WORKER_START) != "zygote" or cfg.master is not None:  # (a cluster's workers)
         return load_configured_job(cfg)
     if plan_is_shareable(cfg):
         job = load_configured_job(cfg)
