@@ -328,3 +328,29 @@ cdef class Interner:
             m = self.meta[i]
             self._names.append(PyUnicode_DecodeUTF8(<char *>self.arena + m.off, m.length, NULL))
         return self._names[start:]
+
+    def gather_keys(self, const int32_t[::1] ids):
+        """See ``intern.Interner.gather_keys``."""
+        cdef Py_ssize_t rows = ids.shape[0], i
+        cdef int64_t total = 0
+        cdef int32_t k
+        offsets_a = np.empty(rows + 1, dtype=np.int64)
+        crc_a = np.empty(rows, dtype=np.uint32)
+        cdef int64_t[::1] offsets = offsets_a
+        cdef uint32_t[::1] crc = crc_a
+        offsets[0] = 0
+        for i in range(rows):
+            k = ids[i]
+            if not 0 <= k < self.n:
+                raise IndexError(f"key id {k} is not interned (0..{self.n - 1})")
+            total += self.meta[k].length
+            offsets[i + 1] = total
+        out = bytearray(total)  # copied once more below: 1M keys of 10 bytes is ~2 ms
+        cdef unsigned char *dst = out
+        cdef const uint8_t *p
+        with nogil:
+            for i in range(rows):
+                p = self.arena + self.meta[ids[i]].off
+                memcpy(dst + offsets[i], p, offsets[i + 1] - offsets[i])
+                crc[i] = crc32(p, offsets[i + 1] - offsets[i])
+        return bytes(out), offsets_a, crc_a
