@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import time
 import zlib
+from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,8 @@ from weir.state.backend import StateBackend
 from weir.state.cellcodec import PackedRows
 
 MAX_GENERATIONS = 4
+_KEY = itemgetter(0)
+_CELL = itemgetter(slice(0, 14))  # a cell key's cell and window, without its generation
 # a window's frozen rows: (state id, window end, keys, their slots end to end, ``width`` a key)
 Frozen = tuple[int, int, Collection[str], list[Any]]
 
@@ -49,7 +53,7 @@ class CellLog:
         self.max_parallelism = max_parallelism
         self._gen = 0
         # (state id, window end) -> {cell prefix + namespace: entries}
-        self._cells: dict[tuple[int, int], dict[bytes, int]] = {}
+        self._cells: dict[tuple[int, int], Counter[bytes]] = {}
 
     def next_gen(self) -> int:
         """A generation number above every earlier one, across restarts too (nanoseconds)."""
@@ -60,9 +64,8 @@ class CellLog:
         """Window ``end``'s ``rows`` as cells (the kernels' ``encode_packed``: compiled, the
         rows are sorted and assembled in C), counted."""
         entries: list[tuple[bytes, bytes]] = kernels.KERNELS.encode_packed(rows, sid, end, gen)
-        known = self._cells.setdefault((sid, end), {})
-        for key, _ in entries:
-            known[key[:14]] = known.get(key[:14], 0) + 1
+        # Counter.update counts in C: no Python call per cell (a flush at 1M keys has ~8k)
+        self._cells.setdefault((sid, end), Counter()).update(map(_CELL, map(_KEY, entries)))
         return entries
 
     def seed(self, raw_key: bytes) -> None:
@@ -70,13 +73,14 @@ class CellLog:
         it even if the clock went back meanwhile."""
         _, sid, _, end, gen = cells.decode_cell_key(raw_key)
         self._gen = max(self._gen, gen)
-        known = self._cells.setdefault((sid, end), {})
-        known[raw_key[:14]] = known.get(raw_key[:14], 0) + 1
+        self._cells.setdefault((sid, end), Counter())[raw_key[:14]] += 1
 
     def merge_due(self, state: StateBackend) -> int:
         """Merge every cell with more than ``MAX_GENERATIONS`` entries; returns how many."""
         done = 0
         for known in self._cells.values():
+            if max(known.values(), default=0) <= MAX_GENERATIONS:  # in C: most windows
+                continue
             for cell, count in known.items():
                 if count > MAX_GENERATIONS:
                     known[cell] = self._merge(state, cell)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Protocol
 
 import numpy as np
@@ -182,8 +183,9 @@ class StateDelta:
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}
         if self.cells is not None:
-            for key, value in self.cells.entries(self.columns):
-                out[key] = value
+            cells = iter(self.cells.entries(self.columns))
+            while part := list(islice(cells, limit - len(out))):  # dict.update, not a put each
+                out.update(part)
                 if len(out) >= limit:
                     yield out
                     out = {}
