@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -119,6 +119,35 @@ class CellRows:
     crc: np.ndarray | None = None  # the keys' CRC-32 (uint32), when the caller has it
 
 
+@dataclass(frozen=True, slots=True)
+class PackedRows:
+    """``CellRows`` with the keys packed, as the interner gathers them: key i is
+    ``blob[offsets[i]:offsets[i + 1]]`` (``offsets`` int64, from 0), its CRC-32 ``crc[i]``
+    (uint32); no key twice."""
+
+    blob: bytes
+    offsets: np.ndarray
+    crc: np.ndarray
+    key_groups: np.ndarray
+    slots: list[SlotColumn]
+
+    def __len__(self) -> int:
+        return len(self.crc)
+
+    def key(self, i: int) -> bytes:
+        """Key ``i``'s bytes."""
+        return self.blob[int(self.offsets[i]) : int(self.offsets[i + 1])]
+
+    @classmethod
+    def of(cls, rows: CellRows) -> PackedRows:
+        """``rows`` packed (their CRCs computed unless given)."""
+        keys, n = rows.keys, len(rows.keys)
+        offsets = np.zeros(n + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, keys), np.int64, n), out=offsets[1:])
+        crc = np.fromiter(map(zlib.crc32, keys), np.uint32, n) if rows.crc is None else rows.crc
+        return cls(b"".join(keys), offsets, crc, rows.key_groups, rows.slots)
+
+
 def encode_cells(rows: CellRows, state_id: int, end: int, gen: int) -> list[tuple[bytes, bytes]]:
     """The rows as cells of window ``end`` and generation ``gen``: ``(cell key, value)`` in
     cell-key order, one per (key group, bucket) the rows touch. numpy does the per-row work;
@@ -128,16 +157,57 @@ def encode_cells(rows: CellRows, state_id: int, end: int, gen: int) -> list[tupl
     if n == 0:
         return []
     crc = np.fromiter(map(zlib.crc32, keys), np.uint32, n) if rows.crc is None else rows.crc
-    cell = rows.key_groups.astype(np.int64) * BUCKETS + ((crc >> 16) & _BUCKET_MASK)
+    given = np.fromiter(map(len, keys), np.int64, n)
+
+    def blob(order: np.ndarray, lens: np.ndarray) -> bytes:
+        return _key_blob(keys, given, order, lens)
+
+    order, starts, stops, cell_ids = _cells_of(rows.key_groups, crc, keys.__getitem__)
+    lens = given[order]
+    return _assemble(
+        rows.slots, state_id, end, gen, order, crc, starts, stops, cell_ids, lens, blob
+    )
+
+
+def encode_packed(rows: PackedRows, state_id: int, end: int, gen: int) -> list[tuple[bytes, bytes]]:
+    """``encode_cells`` of packed rows, byte for byte (the pure-Python twin of the compiled
+    ``engine/kernels/_cellk.pyx`` ``encode_packed``): the keys' blob is gathered by numpy."""
+    if not len(rows):
+        return []
+    order, starts, stops, cell_ids = _cells_of(rows.key_groups, rows.crc, rows.key)
+    lens = np.diff(rows.offsets)[order]
+
+    def blob(order: np.ndarray, lens: np.ndarray) -> bytes:
+        total = int(lens.sum())
+        if not total:
+            return b""
+        dst = np.cumsum(lens) - lens
+        src = np.repeat(rows.offsets[:-1][order] - dst, lens) + np.arange(total)
+        return np.frombuffer(rows.blob, np.uint8)[src].tobytes()
+
+    return _assemble(
+        rows.slots, state_id, end, gen, order, rows.crc, starts, stops, cell_ids, lens, blob
+    )
+
+
+def _cells_of(
+    key_groups: np.ndarray, crc: np.ndarray, key_of: Callable[[int], bytes]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows' order (by cell, CRC, then key bytes), where each cell's rows start and stop in
+    it, and the cells' ids (``kg * BUCKETS + bucket``)."""
+    n = len(crc)
+    cell = key_groups.astype(np.int64) * BUCKETS + ((crc >> 16) & _BUCKET_MASK)
     order = np.argsort((cell << 32) | crc, kind="stable")  # cell < 2**31: fits in int64
-    _tie_break(order, cell, crc, keys)
+    _tie_break(order, cell, crc, key_of)
     cells = cell[order]
     starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]])
     stops = np.r_[starts[1:], n]
-    return _assemble(rows, state_id, end, gen, order, crc, starts, stops, cells[starts])
+    return order, starts, stops, cells[starts]
 
 
-def _tie_break(order: np.ndarray, cell: np.ndarray, crc: np.ndarray, keys: list[bytes]) -> None:
+def _tie_break(
+    order: np.ndarray, cell: np.ndarray, crc: np.ndarray, key_of: Callable[[int], bytes]
+) -> None:
     """Rows of one cell with the same CRC go in key-byte order (rare: a few per million)."""
     c, h = cell[order], crc[order]
     same = np.flatnonzero((c[1:] == c[:-1]) & (h[1:] == h[:-1]))
@@ -152,12 +222,12 @@ def _tie_break(order: np.ndarray, cell: np.ndarray, crc: np.ndarray, keys: list[
             i += 1
             b += 1
         part = order[a : b + 1].tolist()
-        order[a : b + 1] = sorted(part, key=keys.__getitem__)
+        order[a : b + 1] = sorted(part, key=key_of)
         i += 1
 
 
 def _assemble(
-    rows: CellRows,
+    slots: list[SlotColumn],
     state_id: int,
     end: int,
     gen: int,
@@ -166,25 +236,26 @@ def _assemble(
     starts: np.ndarray,
     stops: np.ndarray,
     cell_ids: np.ndarray,
+    lens: np.ndarray,
+    key_blob: Callable[[np.ndarray, np.ndarray], bytes],
 ) -> list[tuple[bytes, bytes]]:
-    keys = rows.keys
-    n = len(keys)
-    kinds = tuple(_kind(c) for c in rows.slots)
+    """The cells' values: ``lens`` are the keys' lengths in ``order``, ``key_blob(order,
+    lens)`` their bytes end to end in it."""
+    n = len(order)
+    kinds = tuple(_kind(c) for c in slots)
     width = 8 + 8 * len(kinds)
-    given = np.fromiter(map(len, keys), np.int64, n)
-    lens = given[order]
     offs = np.cumsum(lens) - lens  # each key's offset in the blob of every key
     cell_of_row = np.repeat(np.arange(len(starts)), stops - starts)
     rec = np.zeros((n, width // 8), dtype=np.int64)
     rec32 = rec.view(np.uint32)
     rec32[:, 0] = crc[order]
     rec32[:, 1] = offs - offs[starts][cell_of_row]  # offsets within the cell's keys
-    objects, obj_bounds = _object_slots(rows.slots, kinds, order, cell_of_row, starts, rec)
-    for j, col in enumerate(rows.slots):
+    objects, obj_bounds = _object_slots(slots, kinds, order, cell_of_row, starts, rec)
+    for j, col in enumerate(slots):
         if kinds[j] != OBJECT:
             rec[:, 1 + j] = np.asarray(col)[order].view(np.int64)
     records = rec.tobytes()
-    blob = _key_blob(keys, given, order, lens)
+    blob = key_blob(order, lens)
     kinds_raw = bytes(kinds) + bytes(pad8(len(kinds)))
     key_starts = offs[starts]
     key_stops = (offs + lens)[stops - 1]
@@ -268,13 +339,19 @@ def encode_cell(keys: list[bytes], slots: list[SlotColumn]) -> bytes:
         return (
             HEADER.pack(CELL_FORMAT, len(kinds), 0, 0, 0) + bytes(kinds) + bytes(pad8(len(kinds)))
         )
-    rows = CellRows(keys, np.zeros(n, np.uint16), slots)
     crc = np.fromiter(map(zlib.crc32, keys), np.uint32, n)
+    given = np.fromiter(map(len, keys), np.int64, n)
     order = np.argsort(crc, kind="stable")
     zero = np.zeros(n, np.int64)
-    _tie_break(order, zero, crc, keys)
+    _tie_break(order, zero, crc, keys.__getitem__)
     start, stop = np.zeros(1, np.int64), np.full(1, n, np.int64)
-    ((_, value),) = _assemble(rows, 0, 0, 0, order, crc, start, stop, np.zeros(1, np.int64))
+
+    def blob(order: np.ndarray, lens: np.ndarray) -> bytes:
+        return _key_blob(keys, given, order, lens)
+
+    ((_, value),) = _assemble(
+        slots, 0, 0, 0, order, crc, start, stop, np.zeros(1, np.int64), given[order], blob
+    )
     return value
 
 
@@ -287,6 +364,7 @@ __all__ = [
     "INT",
     "OBJECT",
     "CellRows",
+    "PackedRows",
     "SlotColumn",
     "bucket_of",
     "bucket_of_hash",
@@ -296,6 +374,7 @@ __all__ = [
     "decode_cell_key",
     "encode_cell",
     "encode_cells",
+    "encode_packed",
     "pad8",
     "record_format",
     "rows_in",

@@ -27,7 +27,9 @@ The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``)
 - ``record_columns(recs, fields)``: fields of decoded records as the scanner's tagged columns
   (``recs``), where per-record steps made dicts.
 - ``find_windows(entries, key, crc)``: a key's rows in its bucket's cells (``cellk``), which
-  the query API's point lookup calls (``state/cells.py``).
+  the query API's point lookup calls (``state/cells.py``); ``encode_packed(rows, state_id,
+  end, gen)``: packed rows (``cellcodec.PackedRows``) as cells, byte for byte
+  ``cellcodec.encode_cells`` (``cellk``), which the state writer calls.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ _NAMES = {
     "fold": ("WindowAcc",),
     "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
     "recs": ("record_columns",),
-    "cellk": ("find_windows",),
+    "cellk": ("find_windows", "encode_packed"),
 }
 
 
@@ -98,6 +100,7 @@ class Kernels:
     str_isin: Any
     record_columns: Any
     find_windows: Any
+    encode_packed: Any
 
 
 def _functions(prefix: str, compiled: bool) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled twin of ``cellk.py``: a key's rows in the cells of its bucket (``state/cells.py``).
+"""Compiled twin of ``cellk.py``: a key's rows in the cells of its bucket (``state/cells.py``),
+and rows written as cells (``encode_packed``).
 
 Each cell is searched in place as ``cells._lookup`` does (the records' CRC column bisected, the
 key's bytes compared, its int64 and float64 slots read), in C. A cell whose sizes do not add up,
@@ -7,9 +8,15 @@ or a row with a msgpack slot, goes to the Python path, which reads it as it alwa
 raises ``StateError`` for a damaged cell), so both implementations answer alike.
 """
 
-from libc.stdint cimport int64_t, uint8_t, uint32_t
-from libc.string cimport memcmp, memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy, memset
 
+import numpy as np
+
+from weir.state import cellcodec
+from weir.state.cellcodec import cell_key, encode_packed as encode_packed_twin
 from weir.state.cells import lookup_row
 
 DEF HEADER = 12
@@ -80,3 +87,189 @@ def find_windows(entries, bytes key, uint32_t h):
             if slots is not None:
                 found[ns] = slots
     return found
+
+
+# -- encoding ------------------------------------------------------------------------------------
+
+
+cdef void _radix(uint64_t *key, int64_t *idx, uint64_t *key2, int64_t *idx2,
+                 Py_ssize_t n) noexcept nogil:
+    """Sort ``idx`` by ``key`` (both in place), stably: LSD radix, a byte at a time, a pass
+    skipped where every key has the same byte (a cell id's high bytes)."""
+    cdef Py_ssize_t count[256]
+    cdef Py_ssize_t i, total, c
+    cdef int shift
+    cdef uint64_t *ka = key
+    cdef int64_t *ia = idx
+    cdef uint64_t *kb = key2
+    cdef int64_t *ib = idx2
+    cdef uint64_t *kt
+    cdef int64_t *it
+    for shift in range(0, 64, 8):
+        memset(count, 0, sizeof(count))
+        for i in range(n):
+            count[(ka[i] >> shift) & 255] += 1
+        if count[(ka[0] >> shift) & 255] == n:
+            continue
+        total = 0
+        for i in range(256):
+            c = count[i]
+            count[i] = total
+            total += c
+        for i in range(n):
+            c = (ka[i] >> shift) & 255
+            kb[count[c]] = ka[i]
+            ib[count[c]] = ia[i]
+            count[c] += 1
+        kt = ka
+        ka = kb
+        kb = kt
+        it = ia
+        ia = ib
+        ib = it
+    if ka != key:
+        memcpy(key, ka, n * sizeof(uint64_t))
+        memcpy(idx, ia, n * sizeof(int64_t))
+
+
+cdef inline int _key_cmp(const uint8_t *blob, const int64_t *offs, int64_t a, int64_t b) noexcept nogil:
+    """Compare keys ``a`` and ``b`` as Python compares bytes."""
+    cdef int64_t la = offs[a + 1] - offs[a], lb = offs[b + 1] - offs[b]
+    cdef int r = memcmp(blob + offs[a], blob + offs[b], la if la < lb else lb)
+    if r:
+        return r
+    return (la > lb) - (la < lb)
+
+
+cdef void _tie_break(uint64_t *key, int64_t *idx, Py_ssize_t n, const uint8_t *blob,
+                     const int64_t *offs) noexcept nogil:
+    """Rows of one cell with the same CRC (the same sort key) in key-byte order: an insertion
+    sort of each such run (rare: a few per million rows), stable as ``sorted``."""
+    cdef Py_ssize_t a = 0, b, i, j
+    cdef int64_t v
+    while a < n:
+        b = a + 1
+        while b < n and key[b] == key[a]:
+            b += 1
+        for i in range(a + 1, b):
+            v = idx[i]
+            j = i
+            while j > a and _key_cmp(blob, offs, idx[j - 1], v) > 0:
+                idx[j] = idx[j - 1]
+                j -= 1
+            idx[j] = v
+        a = b
+
+
+cdef void _fill(uint8_t *out, Py_ssize_t a, Py_ssize_t b, const int64_t *idx,
+                const uint32_t *crc, const int64_t *offs, const uint8_t *blob,
+                const int64_t *slots, Py_ssize_t n, int s, const uint8_t *kinds) noexcept nogil:
+    """Cell value of sorted rows ``a:b`` (``state/cells.py`` describes the layout)."""
+    cdef Py_ssize_t rec = 12 + s + ((-s) & 7), w = 8 + 8 * s, i, j
+    cdef uint32_t kb = 0, v
+    cdef int64_t r, length
+    cdef uint8_t *p
+    cdef uint8_t *keys = out + rec + (b - a) * w
+    for i in range(a, b):
+        r = idx[i]
+        length = offs[r + 1] - offs[r]
+        p = out + rec + (i - a) * w
+        memcpy(p, &crc[r], 4)
+        memcpy(p + 4, &kb, 4)
+        for j in range(s):
+            memcpy(p + 8 + 8 * j, &slots[j * n + r], 8)
+        memcpy(keys + kb, blob + offs[r], length)
+        kb += <uint32_t>length
+    out[0] = 1  # CELL_FORMAT
+    out[1] = <uint8_t>s
+    out[2] = 0
+    out[3] = 0
+    v = <uint32_t>(b - a)
+    memcpy(out + 4, &v, 4)
+    memcpy(out + 8, &kb, 4)
+    memset(out + 12, 0, rec - 12)
+    memcpy(out + 12, kinds, s)
+
+
+def encode_packed(rows, state_id, end, gen):
+    """See ``cellcodec.encode_packed``: the same cells byte for byte, sorted and assembled in
+    C with the GIL released. Rows with a msgpack (OBJECT) slot, or a column of another dtype,
+    go to the twin, which writes (or refuses) them as it always has."""
+    cols = rows.slots
+    cdef int s = len(cols), j
+    cdef Py_ssize_t n = len(rows.crc), i, cells = 0
+    if n == 0:
+        return []
+    for col in cols:
+        if (not isinstance(col, np.ndarray) or col.dtype not in (np.int64, np.float64)
+                or col.shape != (n,)):
+            return encode_packed_twin(rows, state_id, end, gen)
+    if s > 255 or cellcodec.BUCKETS != 64:  # the layout's constant (a benchmark varies it)
+        return encode_packed_twin(rows, state_id, end, gen)
+    proto = cell_key(0, state_id, 0, end, gen)  # validates the state id and the end
+    kinds = bytes([0 if col.dtype == np.int64 else 1 for col in cols])
+    slots_a = np.empty((max(s, 1), n), np.int64)
+    for j in range(s):
+        slots_a[j] = cols[j].view(np.int64)
+    cdef const int64_t[:, ::1] slots = slots_a
+    cdef const uint32_t[::1] crc = np.ascontiguousarray(rows.crc, np.uint32)
+    cdef const int64_t[::1] kg = np.ascontiguousarray(rows.key_groups, np.int64)
+    cdef const int64_t[::1] offs = np.ascontiguousarray(rows.offsets, np.int64)
+    cdef const uint8_t[::1] blob = rows.blob if len(rows.blob) else b"\0"
+    if offs.shape[0] != n + 1 or kg.shape[0] != n or slots_a.shape[1] != n:
+        raise ValueError(f"packed rows of {n} keys need {n + 1} offsets and {n} key groups")
+    key_a, idx_a = np.empty(n, np.uint64), np.arange(n, dtype=np.int64)
+    tmp_k, tmp_i = np.empty(n, np.uint64), np.empty(n + 1, np.int64)
+    cdef uint64_t[::1] key = key_a
+    cdef int64_t[::1] idx = idx_a
+    cdef uint64_t[::1] k2 = tmp_k
+    cdef int64_t[::1] bounds = tmp_i  # the radix sort's scratch, then each cell's first row
+    cdef const uint8_t *kp = kinds
+    with nogil:
+        for i in range(n):
+            key[i] = (<uint64_t>(kg[i] * 64 + ((crc[i] >> 16) & 63)) << 32) | crc[i]
+        _radix(&key[0], &idx[0], &k2[0], &bounds[0], n)
+        _tie_break(&key[0], &idx[0], n, &blob[0], &offs[0])
+        for i in range(n):
+            if i == 0 or (key[i] >> 32) != (key[i - 1] >> 32):
+                bounds[cells] = i
+                cells += 1
+        bounds[cells] = n
+    return _cells(cells, bounds, key, idx, crc, offs, blob, slots, s, kp, proto)
+
+
+cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1] key,
+                 const int64_t[::1] idx, const uint32_t[::1] crc, const int64_t[::1] offs,
+                 const uint8_t[::1] blob, const int64_t[:, ::1] slots, int s,
+                 const uint8_t *kinds, bytes proto):
+    """The ``(cell key, value)`` of each of the sorted rows' ``cells``: the values allocated
+    with the GIL, filled without it."""
+    cdef Py_ssize_t head = 12 + s + ((-s) & 7), w = 8 + 8 * s, c, i, n = idx.shape[0]
+    cdef int64_t kbytes
+    cdef uint8_t *p
+    cdef uint64_t cid
+    cdef uint8_t **dst = <uint8_t **>malloc(max(cells, 1) * sizeof(uint8_t *))
+    if dst == NULL:
+        raise MemoryError()
+    out = []
+    try:
+        for c in range(cells):
+            kbytes = 0
+            for i in range(bounds[c], bounds[c + 1]):
+                kbytes += offs[idx[i] + 1] - offs[idx[i]]
+            value = PyBytes_FromStringAndSize(NULL, head + (bounds[c + 1] - bounds[c]) * w + kbytes)
+            dst[c] = <uint8_t *>PyBytes_AS_STRING(value)
+            ckey = PyBytes_FromStringAndSize(proto, len(proto))
+            p = <uint8_t *>PyBytes_AS_STRING(ckey)
+            cid = key[bounds[c]] >> 32
+            p[0] = <uint8_t>((cid >> 14) & 255)  # the key group (cid // 64), 2 bytes big-endian
+            p[1] = <uint8_t>((cid >> 6) & 255)
+            p[5] = <uint8_t>(cid & 63)  # the bucket (< 64), after the state id
+            out.append((ckey, value))
+        with nogil:
+            for c in range(cells):
+                _fill(dst[c], bounds[c], bounds[c + 1], &idx[0], &crc[0], &offs[0], &blob[0],
+                      &slots[0, 0], n, s, kinds)
+    finally:
+        free(dst)
+    return out

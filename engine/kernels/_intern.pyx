@@ -328,3 +328,34 @@ cdef class Interner:
             m = self.meta[i]
             self._names.append(PyUnicode_DecodeUTF8(<char *>self.arena + m.off, m.length, NULL))
         return self._names[start:]
+
+    def gather_keys(self, const int32_t[::1] ids):
+        """See ``intern.Interner.gather_keys``.
+
+        Three passes, not one: the ids' spans (``meta``, random), their bytes copied (the
+        arena, random), then the CRCs over the copy (sequential). Fused, the CRC's serial
+        loop kept the memory accesses from overlapping: 4x slower at 1M keys."""
+        cdef Py_ssize_t rows = ids.shape[0], i
+        cdef int64_t total = 0
+        cdef int32_t k
+        offsets_a = np.empty(rows + 1, dtype=np.int64)
+        crc_a = np.empty(rows, dtype=np.uint32)
+        src_a = np.empty(rows, dtype=np.int64)
+        cdef int64_t[::1] offsets = offsets_a
+        cdef int64_t[::1] src = src_a
+        cdef uint32_t[::1] crc = crc_a
+        offsets[0] = 0
+        for i in range(rows):
+            k = ids[i]
+            if not 0 <= k < self.n:
+                raise IndexError(f"key id {k} is not interned (0..{self.n - 1})")
+            src[i] = self.meta[k].off
+            total += self.meta[k].length
+            offsets[i + 1] = total
+        out = bytearray(total)  # copied once more at the end: 1M keys of 10 bytes is ~2 ms
+        cdef unsigned char *dst = out
+        for i in range(rows):
+            memcpy(dst + offsets[i], self.arena + src[i], offsets[i + 1] - offsets[i])
+        for i in range(rows):
+            crc[i] = crc32(dst + offsets[i], offsets[i + 1] - offsets[i])
+        return bytes(out), offsets_a, crc_a

@@ -173,3 +173,24 @@ class Interner:
     def keys(self, start: int = 0) -> list[str]:
         """The keys with ids ``start, start + 1, ...`` (the new ones since ``start``)."""
         return [r.decode() for r in self._raw[start:]]
+
+    def gather_keys(self, ids: Array) -> tuple[bytes, Array, Array]:
+        """The keys of ``ids`` as the cell writer takes them (``cells.PackedRows``): their
+        UTF-8 bytes end to end, ``int64`` offsets (``len(ids) + 1``, from 0), and each key's
+        CRC-32 (``uint32``, as ``zlib.crc32``). Called on the operator's own thread: the
+        compiled interner's arena moves as it grows.
+
+        Raises:
+            IndexError: an id is not interned.
+        """
+        raw = self._raw
+        n = len(raw)
+        keys = []
+        for k in ids.tolist():
+            if not 0 <= k < n:
+                raise IndexError(f"key id {k} is not interned (0..{n - 1})")
+            keys.append(raw[k])
+        offsets = np.zeros(len(keys) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, keys), np.int64, len(keys)), out=offsets[1:])
+        crc = np.fromiter(map(zlib.crc32, keys), np.uint32, len(keys))
+        return b"".join(keys), offsets, crc

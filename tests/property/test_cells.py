@@ -42,7 +42,7 @@ def _segment(end: int, rows: dict[str, tuple[Any, Any]], as_columns: bool) -> An
     groups = np.array([zlib.crc32(k.encode()) % MAX_PAR for k in keys], np.uint16)
     slots = [cells.slot_column([rows[k][j] for k in keys]) for j in range(2)]
     if as_columns:
-        return ColumnSegment(end, keys, groups, slots)
+        return ColumnSegment.of(end, keys, groups, slots)
     return (SID, end, keys, [v for k in keys for v in rows[k]])
 
 

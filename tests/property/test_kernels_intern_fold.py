@@ -37,6 +37,7 @@ def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.Data
         first.setdefault(k, len(first))
     assert ids.tolist() == [first[k] for k in keys]
     assert it.keys() == list(first) and len(it) == len(first)
+    first_raw = [k.encode() for k in first]
     assert it.groups(ids).tolist() == [key_group(k, max_par) for k in keys]
     # strs intern to the same ids; routing computes the same groups without an interner
     assert it.intern_list(keys).tolist() == ids.tolist()
@@ -55,6 +56,13 @@ def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.Data
         operator_for_key_group(max_par, p, key_group(k, max_par)) for k in keys
     ]
     assert kernels.crc32_of(block) == zlib.crc32(block)
+    # the cell writer's keys: bytes end to end, offsets and CRCs, in the ids' order given
+    picked = ids[::-1].copy()
+    blob, offs, crcs = it.gather_keys(picked)
+    want = [first_raw[k] for k in picked.tolist()]
+    assert blob == b"".join(want) and offs.tolist() == [0, *np.cumsum([len(r) for r in want])]
+    assert crcs.dtype == np.uint32 and crcs.tolist() == [zlib.crc32(r) for r in want]
+    assert it.gather_keys(np.zeros(0, np.int32))[0] == b""
 
 
 BIG = (1 << 63) - 1

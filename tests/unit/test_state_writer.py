@@ -158,7 +158,7 @@ def test_column_segments_write_as_cells_of_python_values_and_a_late_update_wins(
     keys = ["k2938", "k1598", "k3024"]  # one cell: key group 90, bucket 49 of 128 groups
     crcs = [zlib.crc32(k.encode()) for k in keys]
     assert len({(c % 128, bucket_of_hash(c)) for c in crcs}) == 1
-    column = ColumnSegment(
+    column = ColumnSegment.of(
         end=5,
         keys=keys,
         key_groups=np.array([c % 128 for c in crcs], np.uint16),
@@ -181,7 +181,7 @@ def test_column_segments_write_as_cells_of_python_values_and_a_late_update_wins(
 
 
 def test_columns_without_a_cell_writer_are_refused() -> None:
-    column = ColumnSegment(5, ["a"], np.array([0], np.uint16), [np.array([1], np.int64)])
+    column = ColumnSegment.of(5, ["a"], np.array([0], np.uint16), [np.array([1], np.int64)])
     with pytest.raises(ValueError, match="CellPart"):
         StateDelta(columns=[column])
 

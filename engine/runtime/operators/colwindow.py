@@ -37,6 +37,7 @@ from weir.engine.runtime.operators.delta import ColumnSegment, StateDelta
 from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.stored.fold import ANY, NUMBER
 from weir.engine.windows import SlidingWindows, TumblingWindows, is_late
+from weir.state.cellcodec import PackedRows
 
 Array = Any
 _I64 = np.int64
@@ -343,10 +344,14 @@ class ColumnWindowRuntime(WindowRuntime):
     # -- state ---------------------------------------------------------------------------------
 
     def _segment(self, end: int, acc: Any, kids: Array) -> ColumnSegment:
+        """Window ``end``'s rows ``kids`` as the state writer takes them: the keys' bytes and
+        CRCs gathered here, on the loop (the writer thread must not read the interner, whose
+        arena moves as it grows), no str per key."""
         slots, objects = acc.export_rows(kids)
         columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
         groups = self.interner.groups(kids).astype(np.uint16)
-        return ColumnSegment(end, self.names.of(kids), groups, columns)
+        blob, offsets, crc = self.interner.gather_keys(kids)
+        return ColumnSegment(end, PackedRows(blob, offsets, crc, groups, columns))
 
     def _delta(self, warm: bool = True) -> StateDelta:
         """One generation: the fired windows' and the open windows' changed rows as columns,

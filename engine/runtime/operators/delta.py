@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Protocol
 
 import numpy as np
@@ -23,6 +24,7 @@ import numpy as np
 from weir.engine.agg import Aggregate, UserDefined
 from weir.state import slotpack
 from weir.state.backend import StateBackend
+from weir.state.cellcodec import CellRows, PackedRows
 
 
 def slots_are_numbers(aggregates: dict[str, Aggregate]) -> bool:
@@ -39,15 +41,36 @@ Segment = tuple[bytes, Collection[str], list[Any]]
 
 @dataclass(frozen=True, slots=True)
 class ColumnSegment:
-    """The changed rows of one window of one operator as columns: row i is key ``keys[i]``
-    (canonical form) in key group ``key_groups[i]``, its accumulator slot j is
-    ``slots[j][i]``. A slot column is an int64 or float64 numpy array, or a list of Python
-    objects where a value does not fit (an int past int64, a user-defined accumulator)."""
+    """The changed rows of one window of one operator as columns (``cellcodec.PackedRows``):
+    row i is key i (canonical form, its UTF-8 bytes packed with the others, gathered with its
+    CRC-32 on the operator's thread: ``Interner.gather_keys``) in key group
+    ``rows.key_groups[i]``, its accumulator slot j is ``rows.slots[j][i]``. A slot column is an
+    int64 or float64 numpy array, or a list of Python objects where a value does not fit (an
+    int past int64, a user-defined accumulator)."""
 
     end: int  # the window end, the namespace of every row
-    keys: list[str]
-    key_groups: np.ndarray  # uint16
-    slots: list[np.ndarray | list[Any]]
+    rows: PackedRows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def keys(self) -> list[str]:
+        """The keys, decoded (a rare path: ``cellwrites._column_frozen``)."""
+        r = self.rows
+        return [r.key(i).decode() for i in range(len(r))]
+
+    @property
+    def slots(self) -> list[np.ndarray | list[Any]]:
+        return self.rows.slots
+
+    @classmethod
+    def of(
+        cls, end: int, keys: list[str], key_groups: np.ndarray, slots: list[np.ndarray | list[Any]]
+    ) -> ColumnSegment:
+        """A segment of keys given as strs (tests, tools)."""
+        raw = [k.encode() for k in keys]
+        return cls(end, PackedRows.of(CellRows(raw, key_groups, slots)))
 
 
 class CellWrites(Protocol):
@@ -115,7 +138,7 @@ class StateDelta:
         self.written = False
 
     def __len__(self) -> int:
-        keys = sum(len(s[1]) for s in self.segments) + sum(len(c.keys) for c in self.columns)
+        keys = sum(len(s[1]) for s in self.segments) + sum(map(len, self.columns))
         keys += len(self.cells) if self.cells is not None else 0
         return len(self.puts) + len(self.rows) + len(self.deletes) + keys
 
@@ -160,8 +183,9 @@ class StateDelta:
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}
         if self.cells is not None:
-            for key, value in self.cells.entries(self.columns):
-                out[key] = value
+            cells = iter(self.cells.entries(self.columns))
+            while part := list(islice(cells, limit - len(out))):  # dict.update, not a put each
+                out.update(part)
                 if len(out) >= limit:
                     yield out
                     out = {}
