@@ -45,13 +45,20 @@ class Vec:
 
 
 class Evaluator:
-    """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error."""
+    """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error.
+
+    A string the evaluation makes (a literal, a cast, a per-row result) goes into ``more``, past
+    the scanned block: its span points into ``data``, the two end to end, which is built only
+    when a kernel reads spans and strings were made (appending to the block, MBs, copied it per
+    string)."""
 
     def __init__(self, kernels: Any, scan: Scan) -> None:
         self.k = kernels
         self.scan = scan
         self.n = len(scan)
-        self.data = scan.data
+        self.block = scan.data
+        self.more = bytearray()
+        self._joined = (0, self.block)  # ``data`` as of len(more)
         self.errors: dict[int, str] = {}
         # one method per IR node type: a table, so every node the IR gains must be added here
         self._methods: dict[type, Callable[[Any], Vec]] = {
@@ -63,6 +70,19 @@ class Evaluator:
         }  # fmt: skip
 
     # -- values ---------------------------------------------------------------------------
+
+    @property
+    def data(self) -> bytes:
+        """The bytes every string span points into: the block, then the strings made."""
+        if not self.more:
+            return self.block
+        if self._joined[0] != len(self.more):
+            self._joined = (len(self.more), self.block + bytes(self.more))
+        return self._joined[1]
+
+    @data.setter
+    def data(self, data: bytes) -> None:
+        self.block, self.more, self._joined = data, bytearray(), (0, data)
 
     def empty(self) -> Vec:
         n = self.n
@@ -81,8 +101,10 @@ class Evaluator:
         if t == FLOAT:
             return float(v.f64[i])
         if t == STR:
-            s = int(v.ss[i])
-            return self.data[s : s + int(v.sl[i])].decode()
+            s, n, past = int(v.ss[i]), int(v.sl[i]), len(self.block)
+            if s < past:
+                return self.block[s : s + n].decode()
+            return self.more[s - past : s - past + n].decode()
         return {ABSENT: None, NULL: None, TRUE: True, FALSE: False}.get(t)
 
     def put(self, v: Vec, i: int, x: ir.Scalar) -> None:
@@ -96,8 +118,8 @@ class Evaluator:
             v.tags[i], v.f64[i] = FLOAT, x
         else:
             raw = str(x).encode()
-            v.tags[i], v.ss[i], v.sl[i] = STR, len(self.data), len(raw)
-            self.data += raw
+            v.tags[i], v.ss[i], v.sl[i] = STR, len(self.block) + len(self.more), len(raw)
+            self.more += raw
 
     def fail(self, v: Vec, rows: Array, reason: Callable[[int], str]) -> None:
         for i in np.flatnonzero(rows).tolist():
@@ -138,6 +160,8 @@ class Evaluator:
         return v
 
     def _cmp(self, e: ir.Cmp) -> Vec:
+        if e.op in ("eq", "ne") and isinstance(e.right, ir.Lit) and type(e.right.value) is str:
+            return self._eq_str(e, self.eval(e.left), e.right.value)
         a, b = self.eval(e.left), self.eval(e.right)
         out, ta, tb = self.empty(), a.tags, b.tags
         done = _nullish(ta) | _nullish(tb) | (ta == ERROR) | (tb == ERROR)
@@ -150,13 +174,22 @@ class Evaluator:
             hit[floats] = _CMP[e.op](a.f64[floats], b.f64[floats])
             out.tags[fast] = np.where(hit[fast], TRUE, FALSE)
             done |= fast
-        if e.op in ("eq", "ne") and isinstance(e.right, ir.Lit) and type(e.right.value) is str:
-            strs = ~done & (ta == STR)
-            if strs.any():
-                hit = self.k.str_equals(self.data, ta, a.ss, a.sl, e.right.value.encode()) == 1
-                out.tags[strs] = np.where(hit[strs] == (e.op == "eq"), TRUE, FALSE)
-                done |= strs
         self.per_row(~done, out, lambda x, y: ir.compare(e.op, x, y), a, b)
+        return out
+
+    def _eq_str(self, e: ir.Cmp, a: Vec, lit: str) -> Vec:
+        """``a == lit`` or ``a != lit`` for a string literal: strings by the ``str_equals``
+        kernel, other values by the reference; the literal is never made a column (a ``Vec``
+        of it would put its bytes past the block, and the other rows need only the ``str``)."""
+        out, ta = self.empty(), a.tags
+        done = _nullish(ta) | (ta == ERROR)
+        out.tags[:] = np.where(ta == ERROR, ERROR, NULL)
+        strs = ~done & (ta == STR)
+        if strs.any():
+            hit = self.k.str_equals(self.data, ta, a.ss, a.sl, lit.encode()) == 1
+            out.tags[strs] = np.where(hit[strs] == (e.op == "eq"), TRUE, FALSE)
+            done |= strs
+        self.per_row(~done, out, lambda x: ir.compare(e.op, x, lit), a)
         return out
 
     def _arith(self, e: ir.Arith) -> Vec:
@@ -304,9 +337,8 @@ class Evaluator:
         evaluates on those rows only): other rows' values are left unused and their errors
         are not the row's."""
         child = Evaluator(self.k, self.scan)
-        child.data = self.data  # strings added to data keep the spans into it valid
+        child.block, child.more = self.block, self.more  # one ``more``: the spans stay valid
         v = child.eval(e)
-        self.data = child.data
         for i in np.flatnonzero(rows).tolist():
             why = child.errors.get(i)
             if why is not None:
