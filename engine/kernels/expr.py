@@ -44,8 +44,9 @@ class Vec:
     sl: Array
 
 
-class Evaluator:
-    """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error.
+class Values:
+    """One ``Scan``'s tagged values: empty columns, a row's value, putting one, failing rows;
+    ``errors`` maps a row to its first error.
 
     A string the evaluation makes (a literal, a cast, a per-row result) goes into ``more``, past
     the scanned block: its span points into ``data``, the two end to end, which is built only
@@ -60,16 +61,6 @@ class Evaluator:
         self.more = bytearray()
         self._joined = (0, self.block)  # ``data`` as of len(more)
         self.errors: dict[int, str] = {}
-        # one method per IR node type: a table, so every node the IR gains must be added here
-        self._methods: dict[type, Callable[[Any], Vec]] = {
-            ir.Col: self._col, ir.Lit: self._lit, ir.Cmp: self._cmp, ir.Arith: self._arith,
-            ir.Neg: self._neg, ir.And: self._and, ir.Or: self._or, ir.Not: self._not,
-            ir.IsNull: self._isnull, ir.IsIn: self._isin, ir.StartsWith: self._startswith,
-            ir.EndsWith: self._endswith, ir.Contains: self._contains, ir.Cast: self._cast,
-            ir.Coalesce: self._coalesce, ir.Case: self._case,
-        }  # fmt: skip
-
-    # -- values ---------------------------------------------------------------------------
 
     @property
     def data(self) -> bytes:
@@ -134,6 +125,21 @@ class Evaluator:
             except ir.ExprError as exc:
                 out.tags[i] = ERROR
                 self.errors.setdefault(i, str(exc))
+
+
+class Evaluator(Values):
+    """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error."""
+
+    def __init__(self, kernels: Any, scan: Scan) -> None:
+        super().__init__(kernels, scan)
+        # one method per IR node type: a table, so every node the IR gains must be added here
+        self._methods: dict[type, Callable[[Any], Vec]] = {
+            ir.Col: self._col, ir.Lit: self._lit, ir.Cmp: self._cmp, ir.Arith: self._arith,
+            ir.Neg: self._neg, ir.And: self._and, ir.Or: self._or, ir.Not: self._not,
+            ir.IsNull: self._isnull, ir.IsIn: self._isin, ir.StartsWith: self._startswith,
+            ir.EndsWith: self._endswith, ir.Contains: self._contains, ir.Cast: self._cast,
+            ir.Coalesce: self._coalesce, ir.Case: self._case,
+        }  # fmt: skip
 
     # -- nodes ----------------------------------------------------------------------------
 
