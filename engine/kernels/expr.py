@@ -31,6 +31,16 @@ ERROR = 8
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal}
 _CMP |= {"gt": np.greater, "ge": np.greater_equal}
 _FLOAT_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+# lookup tables (a gather per column, where np.isin sorts): by tag, the tags a condition may
+# hold and ``x == 'lit'``'s outcome before strings are compared (_PENDING: the reference
+# decides); by ``str_equals``'s answer (0, 1, 2: not a string), == and !='s outcome
+_PENDING = 255
+_CONDITION = np.zeros(ERROR + 1, bool)
+_CONDITION[[TRUE, FALSE, NULL, ABSENT, ERROR]] = True
+_EQ_STR_BY_TAG = np.full(ERROR + 1, _PENDING, np.uint8)
+_EQ_STR_BY_TAG[[ABSENT, NULL, ERROR]] = NULL, NULL, ERROR
+_EQ_HIT = np.array([FALSE, TRUE, _PENDING], np.uint8)
+_NE_HIT = np.array([TRUE, FALSE, _PENDING], np.uint8)
 
 
 @dataclass
@@ -76,14 +86,8 @@ class Values:
         self.block, self.more, self._joined = data, bytearray(), (0, data)
 
     def empty(self) -> Vec:
-        n = self.n
-        return Vec(
-            np.zeros(n, np.uint8),
-            np.zeros(n, np.int64),
-            np.zeros(n, np.float64),
-            np.zeros(n, np.int64),
-            np.zeros(n, np.int32),
-        )
+        kinds = (np.uint8, np.int64, np.float64, np.int64, np.int32)  # tags, i64, f64, ss, sl
+        return Vec(*(np.zeros(self.n, k) for k in kinds))
 
     def value(self, v: Vec, i: int) -> ir.Scalar:
         t = int(v.tags[i])
@@ -188,14 +192,15 @@ class Evaluator(Values):
         kernel, other values by the reference; the literal is never made a column (a ``Vec``
         of it would put its bytes past the block, and the other rows need only the ``str``)."""
         out, ta = self.empty(), a.tags
-        done = _nullish(ta) | (ta == ERROR)
-        out.tags[:] = np.where(ta == ERROR, ERROR, NULL)
-        strs = ~done & (ta == STR)
+        out.tags = _EQ_STR_BY_TAG[ta]  # whole-column gathers: a batch is one call of each
+        strs = ta == STR
         if strs.any():
-            hit = self.k.str_equals(self.data, ta, a.ss, a.sl, lit.encode()) == 1
-            out.tags[strs] = np.where(hit[strs] == (e.op == "eq"), TRUE, FALSE)
-            done |= strs
-        self.per_row(~done, out, lambda x: ir.compare(e.op, x, lit), a)
+            hit = self.k.str_equals(self.data, ta, a.ss, a.sl, lit.encode())
+            by_hit = _EQ_HIT if e.op == "eq" else _NE_HIT
+            out.tags = np.where(strs, by_hit[hit], out.tags)
+        pending = out.tags == _PENDING
+        if pending.any():
+            self.per_row(pending, out, lambda x: ir.compare(e.op, x, lit), a)
         return out
 
     def _arith(self, e: ir.Arith) -> Vec:
@@ -242,7 +247,7 @@ class Evaluator(Values):
     def _truth(self, v: Vec, rows: Array | None = None) -> Vec:
         """``v`` as a condition: a row that is not TRUE, FALSE or NULL fails (only among
         ``rows``, when given)."""
-        bad = ~np.isin(v.tags, (TRUE, FALSE, NULL, ABSENT, ERROR))
+        bad = ~_CONDITION[v.tags]
         if rows is not None:
             bad &= rows
         if bad.any():
