@@ -4,9 +4,9 @@ table, the key group of each new key computed once (zlib's CRC-32, the polynomia
 ``state.keygroups``)."""
 
 import numpy as np
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
@@ -132,17 +132,73 @@ cdef struct KeyMeta:
     int32_t group
 
 
-cdef uint64_t EMPTY = 0xFFFFFFFFFFFFFFFFULL
+# A table slot: 32 bytes, two to a cache line (the table is 64-byte aligned). It holds the
+# key's first INLINE bytes and its length, so a probe for a key of up to INLINE bytes (most
+# ids) touches this one cache line and nothing else; a longer key's rest is in the arena.
+cdef enum:
+    INLINE = 22
+
+
+cdef struct Slot:
+    uint32_t tag  # the hash's high 32 bits (its low bits pick the slot)
+    int32_t id  # -1: the slot is empty
+    uint16_t length  # min(length, 0xFFFF): a longer key is told apart by its meta length
+    uint8_t key[INLINE]  # the key's first min(length, INLINE) bytes, zero padded
+
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define WEIR_PREFETCH(p) __builtin_prefetch((p))
+    #else
+    #define WEIR_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void WEIR_PREFETCH(const void *p) noexcept nogil
+
+
+cdef extern from "<stdlib.h>" nogil:
+    void *aligned_alloc(size_t alignment, size_t size)
+
+
+# hashing runs this many rows ahead of probing; the probe's slot is prefetched PREFETCH rows
+# ahead, so its cache miss overlaps the probes before it (1M keys: the table is ~64 MiB)
+cdef enum:
+    CHUNK = 256
+    PREFETCH = 12
+
+
+cdef inline void _fill(Slot *s, const uint8_t *p, Py_ssize_t length, uint64_t h,
+                       int32_t kid) noexcept nogil:
+    cdef Py_ssize_t inline_len = length if length < INLINE else INLINE
+    memset(s, 0, sizeof(Slot))
+    s.tag = <uint32_t>(h >> 32)
+    s.id = kid
+    s.length = <uint16_t>(length if length < 0xFFFF else 0xFFFF)
+    if inline_len:
+        memcpy(s.key, p, inline_len)
+
+
+cdef Slot *_new_table(uint64_t cap) except NULL nogil:
+    cdef Slot *t = <Slot *>aligned_alloc(64, cap * sizeof(Slot))
+    if t == NULL:
+        with gil:
+            raise MemoryError()
+    memset(t, 0xFF, cap * sizeof(Slot))  # id -1 everywhere: empty
+    return t
 
 
 cdef class Interner:
     """See ``intern.Interner``.
 
-    A table slot is one ``uint64``, the key's hash's high 32 bits above its id, so a probe
-    touches one cache line for the slot and one for the key's bytes (with 1M keys every other
-    access misses the cache); a key's offset, length and group sit together in ``meta``."""
+    The table is open-addressing with linear probing over 32-byte ``Slot``s that hold the
+    hash's high bits, the id, the length and the first bytes of the key: a lookup of a short
+    key reads one slot's cache line, and ``intern`` hashes a run of rows first and prefetches
+    their slots a fixed distance ahead, so the misses of a table larger than the cache overlap.
+    A key's offset, length and group sit together in ``meta``; its full hash in ``hashes``
+    (for growing the table)."""
 
-    cdef uint64_t *table
+    cdef Slot *table
     cdef uint64_t mask
     cdef uint64_t *hashes
     cdef KeyMeta *meta
@@ -157,7 +213,7 @@ cdef class Interner:
             raise ValueError(f"max_parallelism={max_parallelism} must be >= 1")
         self.max_parallelism = max_parallelism
         self.mask = 1023
-        self.table = <uint64_t *>malloc(1024 * sizeof(uint64_t))
+        self.table = _new_table(1024)
         self.id_cap = 512
         self.hashes = <uint64_t *>malloc(self.id_cap * sizeof(uint64_t))
         self.meta = <KeyMeta *>malloc(self.id_cap * sizeof(KeyMeta))
@@ -166,11 +222,8 @@ cdef class Interner:
         self.arena_len = 0
         self.n = 0
         self._names = []
-        if not (self.table and self.hashes and self.meta and self.arena):
+        if not (self.hashes and self.meta and self.arena):
             raise MemoryError()
-        cdef Py_ssize_t i
-        for i in range(1024):
-            self.table[i] = EMPTY
 
     def __dealloc__(self):
         free(self.table)
@@ -182,19 +235,19 @@ cdef class Interner:
         return self.n
 
     cdef int _grow_table(self) except -1 nogil:
-        cdef uint64_t cap = (self.mask + 1) * 2, j
-        cdef uint64_t *t = <uint64_t *>malloc(cap * sizeof(uint64_t))
+        cdef uint64_t cap = (self.mask + 1) * 2, j, h
+        cdef Slot *t = _new_table(cap)
         cdef Py_ssize_t i
-        if t == NULL:
-            with gil:
-                raise MemoryError()
-        for j in range(cap):
-            t[j] = EMPTY
+        cdef KeyMeta *m
         for i in range(self.n):
-            j = self.hashes[i] & (cap - 1)
-            while t[j] != EMPTY:
+            h = self.hashes[i]
+            if i + PREFETCH < self.n:  # rehashing writes slots at random: overlap the misses
+                WEIR_PREFETCH(&t[self.hashes[i + PREFETCH] & (cap - 1)])
+            j = h & (cap - 1)
+            while t[j].id != -1:
                 j = (j + 1) & (cap - 1)
-            t[j] = (self.hashes[i] & 0xFFFFFFFF00000000ULL) | <uint64_t>i
+            m = &self.meta[i]
+            _fill(&t[j], self.arena + m.off, m.length, h, <int32_t>i)
         free(self.table)
         self.table = t
         self.mask = cap - 1
@@ -223,58 +276,62 @@ cdef class Interner:
         self.meta[self.n].group = <int32_t>(crc32(p, length) % <uint32_t>self.max_parallelism)
         self.arena_len += length
         self.hashes[self.n] = h
-        self.table[slot] = (h & 0xFFFFFFFF00000000ULL) | <uint64_t>self.n
+        _fill(&self.table[slot], p, length, h, <int32_t>self.n)
         self.n += 1
         if <uint64_t>self.n * 2 > self.mask:
             self._grow_table()
         return 0
 
-    def intern(self, const uint8_t[::1] data, const int64_t[::1] starts, const int32_t[::1] lens):
-        """See ``intern.Interner.intern``."""
-        cdef Py_ssize_t rows = starts.shape[0], i, length
-        out = np.empty(rows, dtype=np.int32)
-        cdef int32_t[::1] ids = out
-        cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
-        cdef const uint8_t *p
-        cdef uint64_t h, j, e, high
-        cdef int32_t k
-        with nogil:
-            for i in range(rows):
-                p = base + starts[i]
-                length = lens[i]
-                h = hash_bytes(p, length)
-                high = h & 0xFFFFFFFF00000000ULL
-                j = h & self.mask
-                while True:
-                    e = self.table[j]
-                    if e == EMPTY:
-                        ids[i] = <int32_t>self.n
-                        self._add(p, length, h, j)
-                        break
-                    k = <int32_t>(e & 0xFFFFFFFFULL)
-                    if ((e & 0xFFFFFFFF00000000ULL) == high and self.meta[k].length == length
-                            and memcmp(self.arena + self.meta[k].off, p, length) == 0):
-                        ids[i] = k
-                        break
-                    j = (j + 1) & self.mask
-        return out
+    cdef inline bint _same_tail(self, int32_t k, const uint8_t *p, Py_ssize_t length) noexcept nogil:
+        cdef KeyMeta *m = &self.meta[k]
+        return m.length == length and memcmp(
+            self.arena + m.off + INLINE, p + INLINE, length - INLINE) == 0
 
-    cdef inline int32_t _find_or_add(self, const uint8_t *p, Py_ssize_t length) except -1 nogil:
-        cdef uint64_t h = hash_bytes(p, length), e
-        cdef uint64_t high = h & 0xFFFFFFFF00000000ULL
+    cdef inline int32_t _find_or_add_hashed(self, const uint8_t *p, Py_ssize_t length,
+                                            uint64_t h) except -1 nogil:
+        # the probe key as a slot (tag, length, inline bytes): a slot matches when its 32
+        # bytes past the id are equal, and, for a key longer than INLINE, the rest is
+        cdef Slot probe
+        cdef Slot *s
         cdef uint64_t j = h & self.mask
         cdef int32_t k
+        _fill(&probe, p, length, h, 0)
         while True:
-            e = self.table[j]
-            if e == EMPTY:
+            s = &self.table[j]
+            k = s.id
+            if k == -1:
                 k = <int32_t>self.n
                 self._add(p, length, h, j)
                 return k
-            k = <int32_t>(e & 0xFFFFFFFFULL)
-            if ((e & 0xFFFFFFFF00000000ULL) == high and self.meta[k].length == length
-                    and memcmp(self.arena + self.meta[k].off, p, length) == 0):
+            if (s.tag == probe.tag and memcmp(&s.length, &probe.length, sizeof(Slot) - 8) == 0
+                    and (length <= INLINE or self._same_tail(k, p, length))):
                 return k
             j = (j + 1) & self.mask
+
+    cdef inline int32_t _find_or_add(self, const uint8_t *p, Py_ssize_t length) except -1 nogil:
+        return self._find_or_add_hashed(p, length, hash_bytes(p, length))
+
+    def intern(self, const uint8_t[::1] data, const int64_t[::1] starts, const int32_t[::1] lens):
+        """See ``intern.Interner.intern``."""
+        cdef Py_ssize_t rows = starts.shape[0], c, i, m
+        out = np.empty(rows, dtype=np.int32)
+        cdef int32_t[::1] ids = out
+        cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
+        cdef uint64_t hs[CHUNK]
+        with nogil:
+            c = 0
+            while c < rows:
+                m = rows - c if rows - c < CHUNK else CHUNK
+                for i in range(m):
+                    hs[i] = hash_bytes(base + starts[c + i], lens[c + i])
+                    if i < PREFETCH:
+                        WEIR_PREFETCH(&self.table[hs[i] & self.mask])
+                for i in range(m):
+                    if i + PREFETCH < m:
+                        WEIR_PREFETCH(&self.table[hs[i + PREFETCH] & self.mask])
+                    ids[c + i] = self._find_or_add_hashed(base + starts[c + i], lens[c + i], hs[i])
+                c += m
+        return out
 
     def intern_list(self, list keys):
         """See ``intern.Interner.intern_list``."""

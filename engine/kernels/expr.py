@@ -31,6 +31,16 @@ ERROR = 8
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal}
 _CMP |= {"gt": np.greater, "ge": np.greater_equal}
 _FLOAT_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+# lookup tables (a gather per column, where np.isin sorts): by tag, the tags a condition may
+# hold and ``x == 'lit'``'s outcome before strings are compared (_PENDING: the reference
+# decides); by ``str_equals``'s answer (0, 1, 2: not a string), == and !='s outcome
+_PENDING = 255
+_CONDITION = np.zeros(ERROR + 1, bool)
+_CONDITION[[TRUE, FALSE, NULL, ABSENT, ERROR]] = True
+_EQ_STR_BY_TAG = np.full(ERROR + 1, _PENDING, np.uint8)
+_EQ_STR_BY_TAG[[ABSENT, NULL, ERROR]] = NULL, NULL, ERROR
+_EQ_HIT = np.array([FALSE, TRUE, _PENDING], np.uint8)
+_NE_HIT = np.array([TRUE, FALSE, _PENDING], np.uint8)
 
 
 @dataclass
@@ -44,35 +54,40 @@ class Vec:
     sl: Array
 
 
-class Evaluator:
-    """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error."""
+class Values:
+    """One ``Scan``'s tagged values: empty columns, a row's value, putting one, failing rows;
+    ``errors`` maps a row to its first error.
+
+    A string the evaluation makes (a literal, a cast, a per-row result) goes into ``more``, past
+    the scanned block: its span points into ``data``, the two end to end, which is built only
+    when a kernel reads spans and strings were made (appending to the block, MBs, copied it per
+    string)."""
 
     def __init__(self, kernels: Any, scan: Scan) -> None:
         self.k = kernels
         self.scan = scan
         self.n = len(scan)
-        self.data = scan.data
+        self.block = scan.data
+        self.more = bytearray()
+        self._joined = (0, self.block)  # ``data`` as of len(more)
         self.errors: dict[int, str] = {}
-        # one method per IR node type: a table, so every node the IR gains must be added here
-        self._methods: dict[type, Callable[[Any], Vec]] = {
-            ir.Col: self._col, ir.Lit: self._lit, ir.Cmp: self._cmp, ir.Arith: self._arith,
-            ir.Neg: self._neg, ir.And: self._and, ir.Or: self._or, ir.Not: self._not,
-            ir.IsNull: self._isnull, ir.IsIn: self._isin, ir.StartsWith: self._startswith,
-            ir.EndsWith: self._endswith, ir.Contains: self._contains, ir.Cast: self._cast,
-            ir.Coalesce: self._coalesce, ir.Case: self._case,
-        }  # fmt: skip
 
-    # -- values ---------------------------------------------------------------------------
+    @property
+    def data(self) -> bytes:
+        """The bytes every string span points into: the block, then the strings made."""
+        if not self.more:
+            return self.block
+        if self._joined[0] != len(self.more):
+            self._joined = (len(self.more), self.block + bytes(self.more))
+        return self._joined[1]
+
+    @data.setter
+    def data(self, data: bytes) -> None:
+        self.block, self.more, self._joined = data, bytearray(), (0, data)
 
     def empty(self) -> Vec:
-        n = self.n
-        return Vec(
-            np.zeros(n, np.uint8),
-            np.zeros(n, np.int64),
-            np.zeros(n, np.float64),
-            np.zeros(n, np.int64),
-            np.zeros(n, np.int32),
-        )
+        kinds = (np.uint8, np.int64, np.float64, np.int64, np.int32)  # tags, i64, f64, ss, sl
+        return Vec(*(np.zeros(self.n, k) for k in kinds))
 
     def value(self, v: Vec, i: int) -> ir.Scalar:
         t = int(v.tags[i])
@@ -81,8 +96,10 @@ class Evaluator:
         if t == FLOAT:
             return float(v.f64[i])
         if t == STR:
-            s = int(v.ss[i])
-            return self.data[s : s + int(v.sl[i])].decode()
+            s, n, past = int(v.ss[i]), int(v.sl[i]), len(self.block)
+            if s < past:
+                return self.block[s : s + n].decode()
+            return self.more[s - past : s - past + n].decode()
         return {ABSENT: None, NULL: None, TRUE: True, FALSE: False}.get(t)
 
     def put(self, v: Vec, i: int, x: ir.Scalar) -> None:
@@ -96,8 +113,8 @@ class Evaluator:
             v.tags[i], v.f64[i] = FLOAT, x
         else:
             raw = str(x).encode()
-            v.tags[i], v.ss[i], v.sl[i] = STR, len(self.data), len(raw)
-            self.data += raw
+            v.tags[i], v.ss[i], v.sl[i] = STR, len(self.block) + len(self.more), len(raw)
+            self.more += raw
 
     def fail(self, v: Vec, rows: Array, reason: Callable[[int], str]) -> None:
         for i in np.flatnonzero(rows).tolist():
@@ -112,6 +129,21 @@ class Evaluator:
             except ir.ExprError as exc:
                 out.tags[i] = ERROR
                 self.errors.setdefault(i, str(exc))
+
+
+class Evaluator(Values):
+    """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error."""
+
+    def __init__(self, kernels: Any, scan: Scan) -> None:
+        super().__init__(kernels, scan)
+        # one method per IR node type: a table, so every node the IR gains must be added here
+        self._methods: dict[type, Callable[[Any], Vec]] = {
+            ir.Col: self._col, ir.Lit: self._lit, ir.Cmp: self._cmp, ir.Arith: self._arith,
+            ir.Neg: self._neg, ir.And: self._and, ir.Or: self._or, ir.Not: self._not,
+            ir.IsNull: self._isnull, ir.IsIn: self._isin, ir.StartsWith: self._startswith,
+            ir.EndsWith: self._endswith, ir.Contains: self._contains, ir.Cast: self._cast,
+            ir.Coalesce: self._coalesce, ir.Case: self._case,
+        }  # fmt: skip
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -138,6 +170,8 @@ class Evaluator:
         return v
 
     def _cmp(self, e: ir.Cmp) -> Vec:
+        if e.op in ("eq", "ne") and isinstance(e.right, ir.Lit) and type(e.right.value) is str:
+            return self._eq_str(e, self.eval(e.left), e.right.value)
         a, b = self.eval(e.left), self.eval(e.right)
         out, ta, tb = self.empty(), a.tags, b.tags
         done = _nullish(ta) | _nullish(tb) | (ta == ERROR) | (tb == ERROR)
@@ -150,13 +184,23 @@ class Evaluator:
             hit[floats] = _CMP[e.op](a.f64[floats], b.f64[floats])
             out.tags[fast] = np.where(hit[fast], TRUE, FALSE)
             done |= fast
-        if e.op in ("eq", "ne") and isinstance(e.right, ir.Lit) and type(e.right.value) is str:
-            strs = ~done & (ta == STR)
-            if strs.any():
-                hit = self.k.str_equals(self.data, ta, a.ss, a.sl, e.right.value.encode()) == 1
-                out.tags[strs] = np.where(hit[strs] == (e.op == "eq"), TRUE, FALSE)
-                done |= strs
         self.per_row(~done, out, lambda x, y: ir.compare(e.op, x, y), a, b)
+        return out
+
+    def _eq_str(self, e: ir.Cmp, a: Vec, lit: str) -> Vec:
+        """``a == lit`` or ``a != lit`` for a string literal: strings by the ``str_equals``
+        kernel, other values by the reference; the literal is never made a column (a ``Vec``
+        of it would put its bytes past the block, and the other rows need only the ``str``)."""
+        out, ta = self.empty(), a.tags
+        out.tags = _EQ_STR_BY_TAG[ta]  # whole-column gathers: a batch is one call of each
+        strs = ta == STR
+        if strs.any():
+            hit = self.k.str_equals(self.data, ta, a.ss, a.sl, lit.encode())
+            by_hit = _EQ_HIT if e.op == "eq" else _NE_HIT
+            out.tags = np.where(strs, by_hit[hit], out.tags)
+        pending = out.tags == _PENDING
+        if pending.any():
+            self.per_row(pending, out, lambda x: ir.compare(e.op, x, lit), a)
         return out
 
     def _arith(self, e: ir.Arith) -> Vec:
@@ -203,7 +247,7 @@ class Evaluator:
     def _truth(self, v: Vec, rows: Array | None = None) -> Vec:
         """``v`` as a condition: a row that is not TRUE, FALSE or NULL fails (only among
         ``rows``, when given)."""
-        bad = ~np.isin(v.tags, (TRUE, FALSE, NULL, ABSENT, ERROR))
+        bad = ~_CONDITION[v.tags]
         if rows is not None:
             bad &= rows
         if bad.any():
@@ -304,9 +348,8 @@ class Evaluator:
         evaluates on those rows only): other rows' values are left unused and their errors
         are not the row's."""
         child = Evaluator(self.k, self.scan)
-        child.data = self.data  # strings added to data keep the spans into it valid
+        child.block, child.more = self.block, self.more  # one ``more``: the spans stay valid
         v = child.eval(e)
-        self.data = child.data
         for i in np.flatnonzero(rows).tolist():
             why = child.errors.get(i)
             if why is not None:

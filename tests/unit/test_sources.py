@@ -224,6 +224,33 @@ def test_jsonl_reader_reads_whole_lines_as_blocks_at_any_size(
         resumed.close()
 
 
+@pytest.mark.parametrize("ending", [b"\n", b""])
+def test_jsonl_line_numbers_hold_for_blocks_that_count_lines_with_numpy(
+    tmp_path: Path, ending: bytes
+) -> None:
+    """Blocks of 16 KiB and more count their lines with numpy (``file._newlines``): the counts,
+    the next batch's first line and a restore's line number far into the file are those of
+    ``readlines``, with blank lines and without a final newline."""
+    lines = [b'{"i":%d}\n' % i if i % 7 else b"\n" for i in range(20_000)]
+    lines[-1] = b'{"last":1}' + ending
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"".join(lines))
+    reader = sources.jsonl(path).open(str(path))
+    got: list[bytes] = []
+    big = 0
+    while not (batch := reader.read_batch(400)).end:  # ~38 KB a read
+        assert isinstance(batch.items, LineBlock)
+        big += len(batch.items.data) >= 16 * 1024
+        assert batch.first_line == len(got) + 1 and len(batch.items) == len(list(batch.items))
+        got += list(batch.items)
+    assert got == lines and big >= 4
+    reader.close()
+    at = 15_001
+    resumed = sources.jsonl(path).open(str(path), len(b"".join(lines[:at])))
+    assert resumed.read_batch(100_000).first_line == at + 1
+    resumed.close()
+
+
 def test_jsonl_missing_file_names_the_path(tmp_path: Path) -> None:
     missing = tmp_path / "nope.jsonl"
     with pytest.raises(SourceError, match=f"input file {missing} does not exist"):
