@@ -123,10 +123,19 @@ def cell_entries(
     state: StateBackend, sid: int, end: int, keys: Collection[str], max_par: int
 ) -> list[bytes]:
     """Every stored entry (all generations) of the cells that hold window ``end`` of ``keys``."""
-    ns = layout.encode_namespace(end)
     crcs = map(zlib.crc32, map(str.encode, keys))
+    held = sorted({(c % max_par, cells.bucket_of_hash(c)) for c in crcs})
+    return bucket_entries(state, sid, end, held)
+
+
+def bucket_entries(
+    state: StateBackend, sid: int, end: int, held: Iterable[tuple[int, int]]
+) -> list[bytes]:
+    """Every stored entry (all generations) of window ``end``'s cells in the ``(key group,
+    bucket)``s ``held``."""
+    ns = layout.encode_namespace(end)
     found: list[bytes] = []
-    for kg, bucket in sorted({(c % max_par, cells.bucket_of_hash(c)) for c in crcs}):
+    for kg, bucket in held:
         lo = cells.cell_prefix(kg, sid, bucket) + ns
         found.extend(k for k, _ in state.scan(lo, layout.prefix_upper_bound(lo)))
     return found

@@ -295,10 +295,10 @@ class ColumnWindowRuntime(WindowRuntime):
         start = self._assigner.start_of(end)
         final = is_late(end, self._lateness, wm)
         ids, slots, objects = acc.export()
-        names = self.names.of(ids)
         columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
-        self.results_out += len(names)
+        self.results_out += len(ids)
         if self.emits or not final:
+            names = self.names.of(ids)
             rows = list(map(list, zip(*map(as_list, columns), strict=True)))
             if self.emits:
                 result = self.plan.result
@@ -315,12 +315,8 @@ class ColumnWindowRuntime(WindowRuntime):
         dirty = acc.take_dirty()
         if len(dirty):
             self._fired_cols.append(self._segment(end, acc, dirty))
-        self._timers_of(end, names, self.interner.groups(ids))
-
-    def _timers_of(self, end: int, names: list[str], groups: Array) -> None:
-        """The cleanup timers of a fired window: one entry per key group, listing its keys."""
-        if names:
-            self._write_timers(end, by_group(names, groups))
+        # its cleanup timers name the cells that hold its keys, from their CRC-32s: no key str
+        self._write_bucket_timers(end, self.interner.gather_keys(ids)[2])
 
     def top_status(self) -> TopStatus | None:
         """The top-N: the window that fired last, and (tumbling windows) the newest open one,
@@ -382,16 +378,6 @@ class ColumnWindowRuntime(WindowRuntime):
             acc = self.accs[end] = self.k.WindowAcc(self._kinds)
             for kid, slots in zip(self.interner.intern_list(keys).tolist(), values, strict=True):
                 acc.load(kid, slots)
-
-
-def by_group(names: list[str], groups: Array) -> dict[int, list[str]]:
-    """``names`` by key group (``groups[i]`` is ``names[i]``'s), each in their order."""
-    order = np.argsort(groups, kind="stable")
-    ordered = groups[order]
-    cuts = np.flatnonzero(np.diff(ordered)) + 1
-    parts = np.split(np.array(names, object)[order], cuts)
-    firsts = ordered[np.concatenate(([0], cuts))].tolist()
-    return {g: p.tolist() for g, p in zip(firsts, parts, strict=True)}
 
 
 def fold_kinds(aggregates: Any) -> tuple[tuple[str, ...], list[str | None]]:

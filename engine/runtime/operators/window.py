@@ -27,12 +27,15 @@ from collections.abc import Iterable, Iterator
 from itertools import compress
 from typing import Any, cast
 
+import numpy as np
+
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.messages import TopStatus
 from weir.engine.runtime.operators.cellwrites import (
     CellLog,
     CellPart,
     Frozen,
+    bucket_entries,
     cell_entries,
     flat_copy,
     migrate_rows,
@@ -42,7 +45,14 @@ from weir.engine.runtime.operators.delta import StateDelta, slots_are_numbers
 from weir.engine.runtime.operators.statekeys import KeyPrefixes, Namespaces
 from weir.engine.runtime.operators.topn import WindowTops
 from weir.engine.runtime.outputs import DeadLetters, LateRecords
-from weir.engine.runtime.stored.codec import decode_keys, encode_keys, uses_panes
+from weir.engine.runtime.stored.codec import (
+    BUCKET_TIMER,
+    decode_bucket_timer,
+    decode_keys,
+    encode_bucket_timer,
+    encode_keys,
+    uses_panes,
+)
 from weir.engine.runtime.stored.fold import FoldPlan, take_columns
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
 from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows, is_late
@@ -411,12 +421,32 @@ class WindowRuntime:
         self._write_timers(end, by_group)
 
     def _write_timers(self, end: int, by_group: dict[int, list[str]]) -> None:
-        # nanoseconds keep entries apart across restarts; +1 keeps two flushes in the same
-        # nanosecond from overwriting each other's cleanup timers
-        seq = self._timer_seq = max(time.time_ns(), self._timer_seq + 1)
+        seq = self._next_timer_seq()
         for kg, group in by_group.items():
             self._writes[layout.timer_key(kg, self._tsid, end, seq)] = encode_keys(group)
         self._timer_ends.add(end)
+
+    def _write_bucket_timers(self, end: int, crcs: np.ndarray) -> None:
+        """Cleanup timers of window ``end`` from its keys' CRC-32s: per key group, how many
+        keys and which cell buckets hold them (``codec.encode_bucket_timer``), no key listed
+        (a purge deletes those cells of the window whole)."""
+        if not len(crcs):
+            return
+        seq = self._next_timer_seq()
+        kg = (crcs % self._max_par).astype(np.int64)
+        present = np.zeros((self._max_par, cells.BUCKETS), bool)
+        present[kg, ((crcs >> 16) & (cells.BUCKETS - 1)).astype(np.int64)] = True
+        counts = np.bincount(kg, minlength=self._max_par)
+        for g in np.flatnonzero(counts).tolist():
+            raw = encode_bucket_timer(int(counts[g]), present[g])
+            self._writes[layout.timer_key(g, self._tsid, end, seq)] = raw
+        self._timer_ends.add(end)
+
+    def _next_timer_seq(self) -> int:
+        # nanoseconds keep entries apart across restarts; +1 keeps two flushes in the same
+        # nanosecond from overwriting each other's cleanup timers
+        self._timer_seq = max(time.time_ns(), self._timer_seq + 1)
+        return self._timer_seq
 
     def flush(self) -> None:
         """Write dirty open windows, fired windows and new cleanup timers in one batch."""
@@ -560,8 +590,15 @@ class WindowRuntime:
             hi = layout.namespace_upper_bound(tprefix, due[-1])
             for tkey, raw in self._state.scan(tprefix + lo_ns, hi):
                 deletes.append(tkey)
+                end = layout.decode_timer_key(tkey)[2]
+                if raw[:1] == BUCKET_TIMER:
+                    count, buckets = decode_bucket_timer(raw)
+                    held = [(kg, b) for b in buckets]
+                    deletes.extend(bucket_entries(self._state, self._sid, end, held))
+                    windows += count
+                    continue
                 keys = decode_keys(raw)
-                deletes.extend(self._purged(kg, layout.decode_timer_key(tkey)[2], keys))
+                deletes.extend(self._purged(kg, end, keys))
                 windows += len(keys)
         self._timer_ends.difference_update(due)
         if deletes:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgpack
+import numpy as np
 
 from weir.engine.nodes import WindowNode
 from weir.engine.windows import SessionWindows, SlidingWindows
@@ -64,6 +65,30 @@ def encode_keys(keys: list[str]) -> bytes:
 def decode_keys(raw: bytes) -> list[str]:
     keys: list[str] = msgpack.unpackb(raw)
     return keys
+
+
+# a cleanup timer that names the cell buckets holding a window's keys of one key group, and how
+# many keys, instead of listing them (a column window's; 0xc1 is a byte msgpack never uses, so
+# a list of keys, as older versions and the backfill write, is told apart by its first byte)
+BUCKET_TIMER = b"\xc1"
+
+
+def encode_bucket_timer(count: int, buckets: np.ndarray) -> bytes:
+    """``count`` keys in the buckets where ``buckets`` (bool, one per bucket) is true.
+
+    Example:
+        >>> raw = encode_bucket_timer(3, np.array([True, False, True] + [False] * 5))
+        >>> decode_bucket_timer(raw)
+        (3, [0, 2])
+    """
+    bits = np.packbits(buckets, bitorder="little").tobytes()
+    return BUCKET_TIMER + count.to_bytes(4, "little") + bits
+
+
+def decode_bucket_timer(raw: bytes) -> tuple[int, list[int]]:
+    """The key count and the buckets of a bucket timer (``raw`` starts with ``BUCKET_TIMER``)."""
+    bits = np.unpackbits(np.frombuffer(raw, np.uint8, offset=5), bitorder="little")
+    return int.from_bytes(raw[1:5], "little"), np.flatnonzero(bits).tolist()
 
 
 # -- sliding windows' stored form ----------------------------------------------------------------
