@@ -137,14 +137,19 @@ def _stop_when(done: threading.Event) -> threading.Event:
 def _run_headless(cfg: RunConfig, job: Job) -> int:
     """The job manager alone: ``weir api`` serves the state from another process."""
     manager = JobManager(cfg, job)
-    manager.start()
+    stop = threading.Event()
+    # before the workers start: a SIGTERM from then on stops the job in order
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        manager.start()
+    except BaseException:
+        signal.signal(signal.SIGTERM, previous)
+        raise
     logs.say(
         f"job {job.name} running without an API (serve it with: weir api {cfg.job_file} "
         f"--state-dir {cfg.state_dir})",
         job=job.name,
     )
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         with CTRL_C.doing(f"job {job.name}", stop.set):
             while not stop.is_set() and not manager.done.wait(0.1):

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-import numpy as np
-
 from weir.base.errors import SourceError
 from weir.engine.sources.base import LineBlock, SourceBatch
 
@@ -91,6 +89,8 @@ def _newlines(data: bytes) -> int:
     (~50 us)."""
     if len(data) < _NUMPY_COUNT_FROM:
         return data.count(b"\n")
+    import numpy as np  # here: a job definition (``weir.sources``) does not load numpy
+
     return int(np.count_nonzero(np.frombuffer(data, np.uint8) == 10))
 
 

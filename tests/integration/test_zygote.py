@@ -134,8 +134,17 @@ def _start(
     )  # fmt: skip
 
 
+def _catches_sigterm(pid: int) -> bool:
+    """Has ``pid`` installed its SIGTERM handler (a graceful stop) yet?"""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    return False
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     tree = descendants(proc.pid)
+    wait_until(lambda: _catches_sigterm(proc.pid), 30.0, what="weir run to take SIGTERM")
     proc.send_signal(signal.SIGTERM)
     try:
         assert proc.wait(20) == 0
