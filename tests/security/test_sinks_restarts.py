@@ -39,9 +39,11 @@ def test_a_restart_fails_a_pending_savepoint_at_once(
     events = make_events(3_000, seed=3)
     events[STALL_AT]["stall"] = True
     src = write_lines(tmp_path / "in.jsonl", event_lines(events))
+    stalled = tmp_path / "stalled"  # made as the reader hangs
     stall = (
         "filter",
-        "lambda e: __import__('time').sleep(600 if e.get('stall') else 0.0005) is None "
+        f"lambda e: ((open({str(stalled)!r}, 'w').close() or __import__('time').sleep(600)) "
+        "if e.get('stall') else __import__('time').sleep(0.0005)) is None "
         "and e['event'] == 'impression'",
     )
     job = write_job(src, bound=200, size=1_000, lateness=1_500, steps=(stall,))
@@ -56,9 +58,9 @@ def test_a_restart_fails_a_pending_savepoint_at_once(
         return body["state"] == "running"
 
     # every worker has reported (the coordinator triggers the savepoint, or queues it behind the
-    # first checkpoint, which the hung worker never acknowledges); the reader hangs within 1 s
+    # first checkpoint, which the hung worker never acknowledges), and the reader hangs
     wait_until(running, 30.0, what="a running job")
-    time.sleep(1.5)
+    wait_until(stalled.exists, 30.0, what="the reader to hang on its record")
     answer: dict[str, Any] = {}
 
     def ask() -> None:
