@@ -215,3 +215,35 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+def test_sigterm_to_every_process_of_a_run_stops_it_cleanly(tmp_path: Path, weir_env: Env) -> None:
+    """What ``pkill -f "weir run"`` does: weir run, its zygote and its workers all share the
+    command line. The workers stop, weir run stops the job in order, the zygote (which ignores
+    SIGTERM) reports their exits: no worker counts as failed, nothing restarts."""
+    err = tmp_path / "stderr.txt"
+    (tmp_path / "live.py").write_text(LIVE_PY_JOB.format(pids=str(tmp_path / "pids.txt")))
+    with err.open("wb") as sink:
+        proc = subprocess.Popen(
+            [*WEIR, "run", "live.py", "--no-api", "--parallelism", "2",
+             "--state-dir", str(tmp_path / "state")],
+            cwd=tmp_path, env=weir_env(None), stdout=subprocess.DEVNULL, stderr=sink,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        wait_until(lambda: _catches_sigterm(proc.pid), 30.0, what="weir run to take SIGTERM")
+        wait_until(
+            lambda: len([p for p in descendants(proc.pid) if _comm(p) == "weir-worker"]) == 2,
+            30.0,
+            what="two workers",
+        )
+        tree = [proc.pid, *descendants(proc.pid)]
+        for pid in tree:
+            os.kill(pid, signal.SIGTERM)
+        assert proc.wait(30) == 0, err.read_text()
+        wait_until(lambda: not any(alive(p) for p in tree), 15.0, what="every process to exit")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    said = err.read_text()
+    assert "failed" not in said and "restarting" not in said, said

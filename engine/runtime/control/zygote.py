@@ -20,7 +20,9 @@ Why a SQL job's plan may be shared but a Python job file still runs in each work
 SQL runs no user code, while a job file's module-level code (a client, a connection) must not
 be shared by processes, as it never was when every worker ran the file itself. Ctrl-C: the
 zygote and its workers ignore SIGINT from their first instruction (a terminal's Ctrl-C reaches
-the whole process group; the job manager stops the workers in order).
+the whole process group; the job manager stops the workers in order). The zygote ignores
+SIGTERM and SIGHUP too: it shows weir run's command line, so `pkill -f "weir run"` signals it
+with its workers, and it must outlive them to report how they exit.
 """
 
 from __future__ import annotations
@@ -229,7 +231,11 @@ class ZygoteProcess(process.BaseProcess):
 
 def _serve(channel: socket.socket, preload: Callable[[], None] | None) -> int:
     """Fork a worker per request until the supervisor closes its end (or exits)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # it follows weir run, not signals: a Ctrl-C, a hang-up or a `pkill -f "weir run"` reaches
+    # it too (it has weir run's command line), and it must outlive its workers to report how
+    # they exit; it ends when weir run closes its end of the socket pair (or exits)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
     name_process("weir-zygote")
     _close_inherited(keep=channel.fileno())
     if preload is not None:
@@ -292,7 +298,8 @@ def _worker(data_r: int, passed: list[int], unused: list[int]) -> None:
     code = 1
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):  # as a spawned worker's
+            signal.signal(sig, signal.SIG_DFL)
         name_process("weir-worker")
         for fd in unused:
             os.close(fd)
