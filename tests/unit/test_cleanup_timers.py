@@ -86,3 +86,12 @@ def test_timers_listing_keys_from_an_older_state_are_purged_by_a_column_window(
         assert not rt.stored_window_in(OP.state_id, 10, 30), "purged windows are still stored"
     finally:
         db.close()
+
+
+def test_the_bucket_timer_codec_examples_run() -> None:
+    import doctest
+
+    from weir.engine.runtime.stored import codec
+
+    failed, tried = doctest.testmod(codec)
+    assert failed == 0 and tried > 0
