@@ -24,6 +24,7 @@ from tests.support import (
     WeirResult,
     WeirServer,
     alive,
+    comm,
     descendants,
     event_lines,
     make_events,
@@ -151,7 +152,7 @@ def test_kill_9_of_the_zygote_then_of_a_worker_restarts_with_spawned_workers_exa
         state_dir=state,
     )  # fmt: skip
     _wait_checkpoint(server)
-    (zygote,) = [p for p in descendants(server.proc.pid) if _comm(p) == "weir-zygote"]
+    (zygote,) = [p for p in descendants(server.proc.pid) if comm(p) == "weir-zygote"]
     workers = worker_pids(server.proc.pid)
     os.kill(zygote, signal.SIGKILL)
     _wait_checkpoint(server, at_least=2)  # its workers go on
@@ -162,13 +163,6 @@ def test_kill_9_of_the_zygote_then_of_a_worker_restarts_with_spawned_workers_exa
     assert "restarting (attempt 1 of 3)" in stderr and "exited with code 255" in stderr, stderr
     assert f"the workers' zygote (pid {zygote}) exited with code -9" in stderr, stderr
     _assert_matches(ref, out, state)
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 @pytest.mark.parametrize("seed", [6])

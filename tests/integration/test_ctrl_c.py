@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import WEIR, alive, children, descendants, job_text, wait_until
+from tests.support import WEIR, alive, children, comm, descendants, job_text, wait_until
 
 LIVE_JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
@@ -131,7 +131,7 @@ def test_the_backfill_abandons_sparks_start_up_within_seconds(
     cmd = weir("backfill", "job.py", "--input", str(src), "--into-savepoint", "sp")
 
     def jvm() -> list[int]:
-        return [p for p in children(cmd.proc.pid) if _comm(p) == "java"]
+        return [p for p in children(cmd.proc.pid) if comm(p) == "java"]
 
     jvms = wait_until(jvm, 120.0, what="Spark's JVM starting")
     sent = cmd.ctrl_c()
@@ -141,10 +141,3 @@ def test_the_backfill_abandons_sparks_start_up_within_seconds(
     assert text.rstrip().endswith(LINE + "the backfill of job t1 on Spark"), text
     assert "Traceback" not in text
     wait_until(lambda: not any(alive(pid) for pid in jvms), 10.0, what="no JVM left")
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.support import WEIR, alive, descendants, wait_until
+from tests.support import WEIR, alive, cmdline, comm, descendants, wait_until
 
 Env = Callable[[dict[str, str] | None], dict[str, str]]
 
@@ -104,13 +104,6 @@ def test_a_forked_process_reports_its_exit_joins_and_is_killed_like_a_spawned_on
         assert fds.count("socket") == 1 and fds.count("pipe") == 3, fds
 
 
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
-
-
 def _fd_targets(pid: int) -> set[str]:
     found = set()
     for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -166,8 +159,8 @@ def test_a_run_forks_named_workers_that_inherit_nothing_and_run_the_job_file_the
 
         def tree() -> tuple[list[int], list[int]] | None:
             kids = descendants(proc.pid)
-            zygotes = [p for p in kids if _comm(p) == "weir-zygote"]
-            workers = [p for p in kids if _comm(p) == "weir-worker"]
+            zygotes = [p for p in kids if comm(p) == "weir-zygote"]
+            workers = [p for p in kids if comm(p) == "weir-worker"]
             return (zygotes, workers) if len(workers) == 2 else None
 
         zygotes, workers = wait_until(tree, 30.0, what="two workers forked by the zygote")
@@ -175,7 +168,7 @@ def test_a_run_forks_named_workers_that_inherit_nothing_and_run_the_job_file_the
         pipe = f"pipe:[{os.fstat(outside_w).st_ino}]"
         assert pipe in _fd_targets(proc.pid)
         for pid in (*zygotes, *workers):
-            assert pipe not in _fd_targets(pid), f"{_comm(pid)} {pid} inherited {pipe}"
+            assert pipe not in _fd_targets(pid), f"{comm(pid)} {pid} inherited {pipe}"
         # the job file's module-level code ran in weir run and once in each worker
         ran = wait_until(
             lambda: (lambda p: p if len(p) == 3 else None)(
@@ -200,50 +193,11 @@ def test_worker_start_spawn_starts_fresh_interpreters(tmp_path: Path, weir_env: 
     try:
 
         def spawned() -> list[int] | None:
-            kids = [p for p in descendants(proc.pid) if b"spawn_main" in _cmdline(p)]
+            kids = [p for p in descendants(proc.pid) if b"spawn_main" in cmdline(p)]
             return kids if len(kids) == 2 else None
 
         workers = wait_until(spawned, 60.0, what="two spawned workers")
         assert all(_parents(w) == [proc.pid] for w in workers)
-        assert not any(_comm(p) == "weir-zygote" for p in descendants(proc.pid))
+        assert not any(comm(p) == "weir-zygote" for p in descendants(proc.pid))
     finally:
         _stop(proc)
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def test_sigterm_to_every_process_of_a_run_stops_it_cleanly(tmp_path: Path, weir_env: Env) -> None:
-    """What ``pkill -f "weir run"`` does: weir run, its zygote and its workers all share the
-    command line. The workers stop, weir run stops the job in order, the zygote (which ignores
-    SIGTERM) reports their exits: no worker counts as failed, nothing restarts."""
-    err = tmp_path / "stderr.txt"
-    (tmp_path / "live.py").write_text(LIVE_PY_JOB.format(pids=str(tmp_path / "pids.txt")))
-    with err.open("wb") as sink:
-        proc = subprocess.Popen(
-            [*WEIR, "run", "live.py", "--no-api", "--parallelism", "2",
-             "--state-dir", str(tmp_path / "state")],
-            cwd=tmp_path, env=weir_env(None), stdout=subprocess.DEVNULL, stderr=sink,
-            start_new_session=True,
-        )  # fmt: skip
-    try:
-        wait_until(lambda: _catches_sigterm(proc.pid), 30.0, what="weir run to take SIGTERM")
-        wait_until(
-            lambda: len([p for p in descendants(proc.pid) if _comm(p) == "weir-worker"]) == 2,
-            30.0,
-            what="two workers",
-        )
-        tree = [proc.pid, *descendants(proc.pid)]
-        for pid in tree:
-            os.kill(pid, signal.SIGTERM)
-        assert proc.wait(30) == 0, err.read_text()
-        wait_until(lambda: not any(alive(p) for p in tree), 15.0, what="every process to exit")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    said = err.read_text()
-    assert "failed" not in said and "restarting" not in said, said

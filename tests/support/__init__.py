@@ -21,6 +21,8 @@ from typing import Any, TypeVar
 import httpx
 
 from tests.support.procs import children as children
+from tests.support.procs import cmdline as cmdline
+from tests.support.procs import comm as comm
 from tests.support.procs import descendants as descendants
 from tests.support.procs import worker_pids as worker_pids
 from tests.support.reference import AGGREGATES_SRC, IMPRESSIONS_ONLY, Step

@@ -35,20 +35,29 @@ def descendants(pid: int) -> set[int]:
     return found
 
 
+def comm(pid: int) -> str:
+    """The process's name (``/proc/<pid>/comm``: ``weir-worker``, ``java``), "" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def cmdline(pid: int) -> bytes:
+    """The process's command line (NUL-separated), b"" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def worker_pids(pid: int) -> list[int]:
     """A ``weir run``'s worker processes, in start order: forked by its zygote (named
     ``weir-worker``) or spawned (running multiprocessing's spawn_main; not its resource
     tracker)."""
-    found = []
-    for child in descendants(pid):
-        try:
-            comm = Path(f"/proc/{child}/comm").read_text().strip()
-            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if comm == "weir-worker" or b"spawn_main" in cmd:
-            found.append(child)
-    return sorted(found)
+    return sorted(
+        p for p in descendants(pid) if comm(p) == "weir-worker" or b"spawn_main" in cmdline(p)
+    )
 
 
 def weir_run_pid(job_file: Path) -> int:
