@@ -36,18 +36,17 @@ import pickle
 import selectors
 import signal
 import socket
-import struct
 import sys
 import threading
 from collections.abc import Callable
 from multiprocessing import connection, process, reduction, util
 from multiprocessing.context import set_spawning_popen
+from multiprocessing.forkserver import read_signed, write_signed
 from multiprocessing.popen_fork import Popen as ForkPopen
 from typing import Any
 
 log = logging.getLogger(__name__)
 
-_SIGNED = struct.Struct("q")
 MAX_FDS = 16  # descriptors one worker's arguments may carry (a worker passes one pipe)
 STATUS_WAIT_S = 5.0
 _PR_SET_NAME = 15  # how long a reaped worker's exit code may take to arrive
@@ -184,13 +183,15 @@ class ZygotePopen(ForkPopen):
         with open(data_w, "wb", closefd=True) as f:
             f.write(buf.getbuffer())
         self._status = status_r
-        self.pid = _read_signed(status_r)
+        self.pid = read_signed(status_r)
         try:
             self._pidfd = os.pidfd_open(self.pid)
         except ProcessLookupError:  # it ended already: its exit code is on the way
             self._pidfd = os.open(os.devnull, os.O_RDONLY)  # always readable: a sentinel
         self.sentinel = self._pidfd
-        self.finalizer = util.Finalize(self, _close_fds, (self._pidfd, status_r))
+        # the stdlib forkserver's Popen closes its descriptors so too (util.close_fds)
+        close = util.close_fds  # type: ignore[attr-defined]
+        self.finalizer = util.Finalize(self, close, (self._pidfd, status_r))
 
     def poll(self, flag: int = os.WNOHANG) -> int | None:
         if self.returncode is None:
@@ -200,7 +201,7 @@ class ZygotePopen(ForkPopen):
             if not connection.wait([self._status], STATUS_WAIT_S):
                 return None  # the zygote has not reaped it yet: still counts as running
             try:
-                self.returncode = _read_signed(self._status)
+                self.returncode = read_signed(self._status)
             except (OSError, EOFError):
                 self.returncode = 255  # the zygote is gone: its exit code is lost
         return self.returncode
@@ -270,7 +271,7 @@ def _serve(channel: socket.socket, preload: Callable[[], None] | None) -> int:
                     selector.close()
                     channel.close()
                     _worker(data_r, passed, [sig_r, sig_w, status_w, *status_of.values()])
-                _write_signed(status_w, pid)
+                write_signed(status_w, pid)
                 status_of[pid] = status_w
                 for fd in (data_r, *passed):
                     os.close(fd)
@@ -287,7 +288,7 @@ def _reap(status_of: dict[int, int]) -> None:
         status_w = status_of.pop(pid, None)
         if status_w is not None:
             try:
-                _write_signed(status_w, os.waitstatus_to_exitcode(status))
+                write_signed(status_w, os.waitstatus_to_exitcode(status))
             except BrokenPipeError:
                 pass  # the supervisor stopped following it
             os.close(status_w)
@@ -339,26 +340,6 @@ def name_process(name: str) -> None:
         libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
     except (OSError, AttributeError):
         pass  # a name is a courtesy
-
-
-def _close_fds(*fds: int) -> None:
-    for fd in fds:
-        os.close(fd)
-
-
-def _read_signed(fd: int) -> int:
-    data = b""
-    while len(data) < _SIGNED.size:
-        chunk = os.read(fd, _SIGNED.size - len(data))
-        if not chunk:
-            raise EOFError("the zygote closed a worker's status pipe")
-        data += chunk
-    value: int = _SIGNED.unpack(data)[0]
-    return value
-
-
-def _write_signed(fd: int, value: int) -> None:
-    os.write(fd, _SIGNED.pack(value))
 
 
 __all__ = ["Zygote", "ZygotePopen", "ZygoteProcess", "current", "start", "stop"]
