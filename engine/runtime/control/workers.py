@@ -121,7 +121,7 @@ def _start_worker(args: tuple[object, ...], name: str) -> BaseProcess:
         try:
             proc.start()
             return proc
-        except OSError as exc:  # it went between the check and the request
+        except (OSError, EOFError) as exc:  # it went between the check and the pid's answer
             log.warning("worker=%s: the zygote did not answer (%s); spawning it", name, exc)
     proc = mp.get_context("spawn").Process(target=worker_main, args=args, name=name, daemon=True)
     start_deaf_to_ctrl_c(proc)
