@@ -36,6 +36,12 @@ def bucket_of_hash(crc: int) -> int:
     return (crc >> 16) & _BUCKET_MASK
 
 
+def buckets_of_hashes(crc: np.ndarray) -> np.ndarray:
+    """``bucket_of_hash`` of each CRC-32 in ``crc`` (uint32)."""
+    buckets: np.ndarray = (crc >> 16) & _BUCKET_MASK
+    return buckets
+
+
 def bucket_of(key: bytes) -> int:
     return bucket_of_hash(zlib.crc32(key))
 
@@ -196,7 +202,7 @@ def _cells_of(
     """The rows' order (by cell, CRC, then key bytes), where each cell's rows start and stop in
     it, and the cells' ids (``kg * BUCKETS + bucket``)."""
     n = len(crc)
-    cell = key_groups.astype(np.int64) * BUCKETS + ((crc >> 16) & _BUCKET_MASK)
+    cell = key_groups.astype(np.int64) * BUCKETS + buckets_of_hashes(crc)
     order = np.argsort((cell << 32) | crc, kind="stable")  # cell < 2**31: fits in int64
     _tie_break(order, cell, crc, key_of)
     cells = cell[order]
@@ -368,6 +374,7 @@ __all__ = [
     "SlotColumn",
     "bucket_of",
     "bucket_of_hash",
+    "buckets_of_hashes",
     "cell_end",
     "cell_key",
     "cell_prefix",

@@ -435,7 +435,7 @@ class WindowRuntime:
         seq = self._next_timer_seq()
         kg = (crcs % self._max_par).astype(np.int64)
         present = np.zeros((self._max_par, cells.BUCKETS), bool)
-        present[kg, ((crcs >> 16) & (cells.BUCKETS - 1)).astype(np.int64)] = True
+        present[kg, cells.buckets_of_hashes(crcs).astype(np.int64)] = True
         counts = np.bincount(kg, minlength=self._max_par)
         for g in np.flatnonzero(counts).tolist():
             raw = encode_bucket_timer(int(counts[g]), present[g])
