@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from weir import agg
-from weir.engine.runtime.operators.colrank import rank_window
+from weir.engine.runtime.operators.colrank import kth_largest, rank_window
 from weir.engine.runtime.operators.topn import ranked_columns
 from weir.engine.runtime.stored.fold import FoldPlan
 
@@ -50,3 +50,29 @@ def test_rank_window_equals_ranked_columns(rows: list[tuple[int, Any]], k: int, 
 
 def _plain(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     return [(k, repr(v)) for k, v in pairs]
+
+
+@given(
+    st.integers(0, 2**32 - 1),
+    st.integers(4_097, 40_000),
+    st.integers(1, 300),
+    st.sampled_from(["few", "distinct", "sorted", "one-heavy", "floats-few"]),
+)
+def test_kth_largest_equals_the_sorted_columns(seed: int, n: int, k: int, shape: str) -> None:
+    """Past the sample size, where the threshold is estimated: the k-th value is the sorted
+    column's, whatever the distribution (a few values repeated, distinct ones, a sorted column
+    that a strided sample sees unevenly, one value nearly everywhere)."""
+    rng = np.random.default_rng(seed)
+    v: Any
+    if shape == "few":
+        v = rng.integers(0, 4, n)
+    elif shape == "distinct":
+        v = rng.random(n)
+    elif shape == "sorted":
+        v = np.sort(rng.integers(0, 50, n))
+    elif shape == "one-heavy":
+        v = np.ones(n, np.int64)
+        v[rng.choice(n, min(n, 2 * k), replace=False)] = rng.integers(2, 5, min(n, 2 * k))
+    else:
+        v = rng.integers(-2, 3, n).astype(np.float64)
+    assert kth_largest(v, k) == np.sort(v)[n - k]

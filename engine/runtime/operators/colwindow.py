@@ -64,6 +64,16 @@ class Names:
         names: list[str] = self._arr[ids].tolist()
         return names
 
+    def few(self, ids: Array) -> list[str]:
+        """The keys of a few ``ids`` (a top-N's), decoded from the interner's bytes: ``of``
+        would first decode every key not named yet, a str kept per key (at 1M keys, ~0.1 s
+        and ~60 MB for a ranking that names a hundred)."""
+        if len(ids) and int(ids.max()) < self._known:
+            return self.of(ids)
+        blob, offsets, _ = self._interner.gather_keys(ids.astype(np.int32, copy=False))
+        at = offsets.tolist()
+        return [blob[a:b].decode() for a, b in zip(at[:-1], at[1:], strict=True)]
+
 
 def slot_values(column: tuple[Array, Array, Array], slot: int, objects: dict[Any, Any]) -> Any:
     """An exported slot column as ``ColumnSegment`` holds it: an int64 or float64 array, or a
@@ -310,7 +320,7 @@ class ColumnWindowRuntime(WindowRuntime):
             if not final:
                 self.awaiting_final[end] = dict(zip(names, rows, strict=True))
         if not self.emits:
-            ranked = rank_window(self.names.of, ids, self.plan, columns)
+            ranked = rank_window(self.names.few, ids, self.plan, columns)
             self.tops.fired_ranked(start, end, len(ids), ranked)
         dirty = acc.take_dirty()
         if len(dirty):
@@ -334,7 +344,7 @@ class ColumnWindowRuntime(WindowRuntime):
     def _rank_current(self, end: int) -> RankedWindow:
         ids, slots, objects = self.accs[end].export()
         columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
-        ranked = rank_window(self.names.of, ids, self.plan, columns)
+        ranked = rank_window(self.names.few, ids, self.plan, columns)
         return {"start": self._assigner.start_of(end), "end": end, "by": ranked}
 
     # -- state ---------------------------------------------------------------------------------
