@@ -323,10 +323,16 @@ class ColumnWindowRuntime(WindowRuntime):
             ranked = rank_window(self.names.few, ids, self.plan, columns)
             self.tops.fired_ranked(start, end, len(ids), ranked)
         dirty = acc.take_dirty()
+        crcs = None
         if len(dirty):
-            self._fired_cols.append(self._segment(end, acc, dirty))
+            segment = self._segment(end, acc, dirty)
+            self._fired_cols.append(segment)
+            if len(dirty) == len(ids):  # every key (a window's first write): the same CRCs
+                crcs = segment.rows.crc
+        if crcs is None:
+            crcs = self.interner.gather_keys(ids)[2]
         # its cleanup timers name the cells that hold its keys, from their CRC-32s: no key str
-        self._write_bucket_timers(end, self.interner.gather_keys(ids)[2])
+        self._write_bucket_timers(end, crcs)
 
     def top_status(self) -> TopStatus | None:
         """The top-N: the window that fired last, and (tumbling windows) the newest open one,
