@@ -324,11 +324,13 @@ class ColumnWindowRuntime(WindowRuntime):
             self.tops.fired_ranked(start, end, len(ids), ranked)
         dirty = acc.take_dirty()
         crcs = None
-        if len(dirty):
-            segment = self._segment(end, acc, dirty)
+        if len(dirty) == len(ids):  # every key changed (a window's first write): the rows and
+            # CRCs exported above, not a second export and gather in the dirty keys' order
+            segment = self._packed(end, ids, columns)
             self._fired_cols.append(segment)
-            if len(dirty) == len(ids):  # every key (a window's first write): the same CRCs
-                crcs = segment.rows.crc
+            crcs = segment.rows.crc
+        elif len(dirty):
+            self._fired_cols.append(self._segment(end, acc, dirty))
         if crcs is None:
             crcs = self.interner.gather_keys(ids)[2]
         # its cleanup timers name the cells that hold its keys, from their CRC-32s: no key str
@@ -360,7 +362,9 @@ class ColumnWindowRuntime(WindowRuntime):
         CRCs gathered here, on the loop (the writer thread must not read the interner, whose
         arena moves as it grows), no str per key."""
         slots, objects = acc.export_rows(kids)
-        columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
+        return self._packed(end, kids, [slot_values(c, s, objects) for s, c in enumerate(slots)])
+
+    def _packed(self, end: int, kids: Array, columns: list[Any]) -> ColumnSegment:
         groups = self.interner.groups(kids).astype(np.uint16)
         blob, offsets, crc = self.interner.gather_keys(kids)
         return ColumnSegment(end, PackedRows(blob, offsets, crc, groups, columns))
