@@ -134,23 +134,17 @@ class Values:
 class Evaluator(Values):
     """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error."""
 
-    def __init__(self, kernels: Any, scan: Scan) -> None:
-        super().__init__(kernels, scan)
-        # one method per IR node type: a table, so every node the IR gains must be added here
-        self._methods: dict[type, Callable[[Any], Vec]] = {
-            ir.Col: self._col, ir.Lit: self._lit, ir.Cmp: self._cmp, ir.Arith: self._arith,
-            ir.Neg: self._neg, ir.And: self._and, ir.Or: self._or, ir.Not: self._not,
-            ir.IsNull: self._isnull, ir.IsIn: self._isin, ir.StartsWith: self._startswith,
-            ir.EndsWith: self._endswith, ir.Contains: self._contains, ir.Cast: self._cast,
-            ir.Coalesce: self._coalesce, ir.Case: self._case,
-        }  # fmt: skip
+    # one method per IR node type (``_METHODS``, after the class): a table of the class's
+    # functions, not of bound methods held by the instance, which would make each evaluator a
+    # reference cycle, and with it its block and columns garbage only a full collection frees
+    # (a worker's loop runs one every minute: ``gctuning``)
 
     # -- nodes ----------------------------------------------------------------------------
 
     def eval(self, e: ir.Expr) -> Vec:
         """``e`` over every row."""
-        method: Callable[[Any], Vec] = self._methods[type(e)]
-        return method(e)
+        method: Callable[[Evaluator, Any], Vec] = _METHODS[type(e)]
+        return method(self, e)
 
     def _col(self, e: ir.Col) -> Vec:
         s = self.scan
@@ -385,6 +379,16 @@ class Evaluator(Values):
         if pending.any():
             _copy(out, self._sub(e.otherwise, pending), pending)
         return out
+
+
+_METHODS: dict[type, Callable[[Evaluator, Any], Vec]] = {
+    ir.Col: Evaluator._col, ir.Lit: Evaluator._lit, ir.Cmp: Evaluator._cmp,
+    ir.Arith: Evaluator._arith, ir.Neg: Evaluator._neg, ir.And: Evaluator._and,
+    ir.Or: Evaluator._or, ir.Not: Evaluator._not, ir.IsNull: Evaluator._isnull,
+    ir.IsIn: Evaluator._isin, ir.StartsWith: Evaluator._startswith,
+    ir.EndsWith: Evaluator._endswith, ir.Contains: Evaluator._contains, ir.Cast: Evaluator._cast,
+    ir.Coalesce: Evaluator._coalesce, ir.Case: Evaluator._case,
+}  # fmt: skip
 
 
 def _copy(out: Vec, v: Vec, rows: Array) -> None:
