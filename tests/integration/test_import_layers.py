@@ -106,3 +106,24 @@ def test_a_folder_imported_by_its_own_name_fails_naming_the_weir_import(folder: 
 def test_the_test_session_has_one_copy_of_each_module() -> None:
     """pytest puts the checkout's root on sys.path; the tests import ``weir.…`` only."""
     assert not {"engine", "state", "api", "app"} & set(sys.modules)
+
+
+def test_a_column_batch_crosses_the_exchange_without_loading_pandas() -> None:
+    """pyarrow's ``pa.array`` imports pandas on its first call where pandas is installed (to
+    ask whether its argument is a pandas object): 0.23 CPU-s in each worker that sends a batch.
+    A worker's frames build their Arrow arrays over the numpy buffers instead."""
+    probe = (
+        "import sys, numpy as np; "
+        "from weir.engine.runtime.operators.columns import ColumnBatch, Keys, Records, Tagged; "
+        "from weir.engine.runtime.task.framing import decode_frame, encode_entries; "
+        "v = Tagged(np.ones(2, np.uint8), np.array([1, 2]), np.zeros(2)); "
+        "b = ColumnBatch(1, Keys(['a', 'b']), np.array([5, 6]), np.array([1, 1]), {'v': v}, "
+        "Records([{}, {}]), numeric=True); "
+        "raw = encode_entries([([b], np.array([1, 1]).tobytes(), 1, 0, 0)]); "
+        "assert decode_frame(raw, 2, 1, {1: ['v']}); "
+        "print('pandas' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.split() == ["False"], out.stderr

@@ -64,18 +64,33 @@ def encode_part(batch: ColumnBatch, kernels: Kernels, pack: Any) -> list[Any]:
     n = len(batch)
     arrays = [
         pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]),
-        pa.array(batch.ts),
-        pa.array(batch.wms),
+        _arrow(batch.ts, np.int64),
+        _arrow(batch.wms, np.int64),
     ]
     objects: dict[int, dict[int, Any]] = {}
     for i, col in enumerate(batch.values.values()):
-        arrays += [pa.array(col.tags), pa.array(col.i64), pa.array(col.f64)]
+        arrays += [
+            _arrow(col.tags, np.uint8),
+            _arrow(col.i64, np.int64),
+            _arrow(col.f64, np.float64),
+        ]
         if col.objects:
             objects[i] = col.objects
     records = {int(r): batch.records.get(int(r)) for r in needs_record(batch).tolist()}
     ipc_batch = pa.RecordBatch.from_arrays(arrays, schema=schema_for(len(batch.values)))
     extra = pack([objects, records]) if objects or records else b""
     return [batch.node, ipc_batch.serialize().to_pybytes(), extra]
+
+
+_ARROW_TYPES = {np.uint8: pa.uint8(), np.int64: pa.int64(), np.float64: pa.float64()}
+
+
+def _arrow(column: Array, dtype: Any) -> Any:
+    """A numpy column as an Arrow array over the same buffer. Not ``pa.array``: its first call
+    in a process imports pandas where it is installed, to ask whether the column is a
+    pandas object (0.23 CPU-s in each worker that sends a batch)."""
+    values = np.ascontiguousarray(column, dtype)
+    return pa.Array.from_buffers(_ARROW_TYPES[dtype], len(values), [None, pa.py_buffer(values)])
 
 
 def decode_part(raw: list[Any], fields: dict[int, list[str]], unpack: Any) -> ColumnBatch:
