@@ -106,3 +106,26 @@ def test_a_folder_imported_by_its_own_name_fails_naming_the_weir_import(folder: 
 def test_the_test_session_has_one_copy_of_each_module() -> None:
     """pytest puts the checkout's root on sys.path; the tests import ``weir.…`` only."""
     assert not {"engine", "state", "api", "app"} & set(sys.modules)
+
+
+def test_shipping_a_column_batch_loads_no_pandas() -> None:
+    """pyarrow's ``pa.array`` asks whether its argument is a pandas object, importing pandas
+    (~0.2 CPU-s) in every worker that ships a batch; the exchange builds its arrays from the
+    columns' buffers instead."""
+    probe = (
+        "import importlib.util, sys, numpy as np\n"
+        "from weir.engine.kernels.scan import INT\n"
+        "from weir.engine.runtime.operators.columns import ColumnBatch, Keys, Records, Tagged\n"
+        "from weir.engine.runtime.task.framing import encode_entries\n"
+        "v = Tagged(np.array([INT], np.uint8), np.array([7], np.int64), np.zeros(1), {})\n"
+        "ts = np.array([10], np.int64)\n"
+        "batch = ColumnBatch(1, Keys(['a']), ts, ts - 1, {'v': v}, Records([{}]), numeric=True)\n"
+        "frame = encode_entries([([batch], b'', 5, 0, 0)])\n"
+        "print(len(frame) > 0, importlib.util.find_spec('pandas') is not None, "
+        "'pandas' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    # pandas is installed here (pyspark's extra), so pa.array would have imported it
+    assert out.stdout.split() == ["True", "True", "False"], out.stdout

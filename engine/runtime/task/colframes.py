@@ -64,18 +64,27 @@ def encode_part(batch: ColumnBatch, kernels: Kernels, pack: Any) -> list[Any]:
     n = len(batch)
     arrays = [
         pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]),
-        pa.array(batch.ts),
-        pa.array(batch.wms),
+        _arrow(batch.ts),
+        _arrow(batch.wms),
     ]
     objects: dict[int, dict[int, Any]] = {}
     for i, col in enumerate(batch.values.values()):
-        arrays += [pa.array(col.tags), pa.array(col.i64), pa.array(col.f64)]
+        arrays += [_arrow(col.tags), _arrow(col.i64), _arrow(col.f64)]
         if col.objects:
             objects[i] = col.objects
     records = {int(r): batch.records.get(int(r)) for r in needs_record(batch).tolist()}
     ipc_batch = pa.RecordBatch.from_arrays(arrays, schema=schema_for(len(batch.values)))
     extra = pack([objects, records]) if objects or records else b""
     return [batch.node, ipc_batch.serialize().to_pybytes(), extra]
+
+
+def _arrow(values: Array) -> Any:
+    """A numpy column of numbers as an Arrow array over its buffer. Not ``pa.array``: it asks
+    whether its argument is a pandas object, which imports pandas where it is installed
+    (pyspark's extra installs it), ~0.2 CPU-s in each worker that ships a batch."""
+    values = np.ascontiguousarray(values)
+    kind = pa.from_numpy_dtype(values.dtype)
+    return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])
 
 
 def decode_part(raw: list[Any], fields: dict[int, list[str]], unpack: Any) -> ColumnBatch:
