@@ -70,6 +70,23 @@ def test_expressions_load_the_ir_but_no_numpy_nor_compiled_kernels() -> None:
     assert not [m for m in loaded if m.startswith("weir.engine.kernels._")], loaded
 
 
+def test_the_command_line_loads_no_numpy_sql_parser_or_runtime_until_a_command_needs_them() -> None:
+    """``weir --help``, a usage error and the lifecycle commands parse flags made from the
+    settings' declarations; numpy, sqlglot, RocksDB and the job manager load with a run."""
+    loaded = _loaded("import weir.app.cli")
+    assert _heavy([m for m in loaded if m not in _SETTINGS_OF_A_RUN]) == []
+    assert "numpy" not in loaded and "sqlglot" not in loaded, loaded
+
+
+# what the command line's flags are made from (``app.catalogue``): a run's settings and config
+_SETTINGS_OF_A_RUN = (
+    "weir.engine.runtime",
+    "weir.engine.runtime.config",
+    "weir.engine.runtime.heap",
+    "weir.engine.runtime.settings",
+)
+
+
 def test_bare_import_weir_loads_only_its_namespace() -> None:
     assert _loaded("import weir") == ["weir"]
 
