@@ -16,6 +16,7 @@ from weir.app.catalogue import ENVIRONMENT, flag_names
 from weir.app.interrupt import CTRL_C, EXIT_INTERRUPTED
 from weir.app.options import DEPRECATED
 from weir.app.parser import parse
+from weir.app.startup import collector_paused, one_blas_thread
 from weir.base import logs
 from weir.base.errors import ConfigError, WeirError
 from weir.base.settings import read_env, render
@@ -77,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # everything a run writes (state, checkpoints, status, side outputs, RocksDB's own files)
     # is the user's alone; the library also creates its own files with explicit modes
     os.umask(0o077)
+    one_blas_thread()  # before anything imports numpy
     try:
         code = _main(argv)
     except SystemExit as exc:  # argparse: --help, --version, a usage error
@@ -208,7 +210,8 @@ def _run_command(args: argparse.Namespace) -> int:
 
 def _run_job(args: argparse.Namespace) -> int:
     """``weir run``, ``weir sql`` and ``weir demo``."""
-    from weir.app import supervise
+    with collector_paused():  # the runtime's modules (see supervise.run)
+        from weir.app import supervise
 
     if args.command == "sql" and not str(args.job_file).endswith(".sql"):
         raise ConfigError(

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from weir.app.catalogue import flag_names
 from weir.app.fdlimit import raise_fd_limit
 from weir.app.interrupt import CTRL_C
+from weir.app.startup import collector_paused
 from weir.base import logs
 from weir.base.settings import read_env, render
 from weir.engine.job import Job
@@ -47,7 +48,8 @@ def run(
     the job as ``weir api`` does (``app.api_workers``)."""
     raise_fd_limit()  # before the zygote: its workers keep the limit it had
     try:
-        job = _load_and_fork(cfg)
+        with collector_paused():
+            job = _load_and_fork(cfg)
         heap.trim_in_background()  # a long-running process: give freed heap back to the OS
         return _run_loaded(cfg, job, api_host, api_port, api, serve_api, api_workers)
     finally:

@@ -19,7 +19,6 @@ import os
 
 from weir.base.settings import Choice, Setting
 from weir.engine.agg import Builtin
-from weir.engine.kernels.fold import KINDS
 from weir.engine.nodes import BroadcastNode, ForwardNode, KeyByNode, OperatorNode, WindowNode
 from weir.engine.windows import CumulateWindows, SlidingWindows, TumblingWindows
 
@@ -76,6 +75,9 @@ def operator_refusal(op: OperatorNode) -> str | None:
         return f"operator {op.name!r} has {type(a).__name__}"
     if isinstance(a, SlidingWindows) and a.slide_ms != a.size_ms:
         return f"operator {op.name!r} has sliding windows that do not slide by their size"
+    # the kernels (numpy) load when a job is planned, not with the settings that name this module
+    from weir.engine.kernels.fold import KINDS
+
     for name, agg in op.aggregates.items():
         what = f"aggregate {name!r} of operator {op.name!r}"
         if not isinstance(agg, Builtin):

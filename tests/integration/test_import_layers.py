@@ -70,6 +70,23 @@ def test_expressions_load_the_ir_but_no_numpy_nor_compiled_kernels() -> None:
     assert not [m for m in loaded if m.startswith("weir.engine.kernels._")], loaded
 
 
+def test_the_command_line_loads_no_numpy_sql_parser_or_runtime_until_a_command_needs_them() -> None:
+    """``weir --help``, a usage error and the lifecycle commands parse flags made from the
+    settings' declarations; numpy, sqlglot, RocksDB and the job manager load with a run."""
+    loaded = _loaded("import weir.app.cli")
+    assert _heavy([m for m in loaded if m not in _SETTINGS_OF_A_RUN]) == []
+    assert "numpy" not in loaded and "sqlglot" not in loaded, loaded
+
+
+# what the command line's flags are made from (``app.catalogue``): a run's settings and config
+_SETTINGS_OF_A_RUN = (
+    "weir.engine.runtime",
+    "weir.engine.runtime.config",
+    "weir.engine.runtime.heap",
+    "weir.engine.runtime.settings",
+)
+
+
 def test_bare_import_weir_loads_only_its_namespace() -> None:
     assert _loaded("import weir") == ["weir"]
 
@@ -108,22 +125,24 @@ def test_the_test_session_has_one_copy_of_each_module() -> None:
     assert not {"engine", "state", "api", "app"} & set(sys.modules)
 
 
-def test_a_column_batch_crosses_the_exchange_without_loading_pandas() -> None:
-    """pyarrow's ``pa.array`` imports pandas on its first call where pandas is installed (to
-    ask whether its argument is a pandas object): 0.23 CPU-s in each worker that sends a batch.
-    A worker's frames build their Arrow arrays over the numpy buffers instead."""
+def test_shipping_a_column_batch_loads_no_pandas() -> None:
+    """pyarrow's ``pa.array`` asks whether its argument is a pandas object, importing pandas
+    (~0.2 CPU-s) in every worker that ships a batch; the exchange builds its arrays from the
+    columns' buffers instead."""
     probe = (
-        "import sys, numpy as np; "
-        "from weir.engine.runtime.operators.columns import ColumnBatch, Keys, Records, Tagged; "
-        "from weir.engine.runtime.task.framing import decode_frame, encode_entries; "
-        "v = Tagged(np.ones(2, np.uint8), np.array([1, 2]), np.zeros(2)); "
-        "b = ColumnBatch(1, Keys(['a', 'b']), np.array([5, 6]), np.array([1, 1]), {'v': v}, "
-        "Records([{}, {}]), numeric=True); "
-        "raw = encode_entries([([b], np.array([1, 1]).tobytes(), 1, 0, 0)]); "
-        "assert decode_frame(raw, 2, 1, {1: ['v']}); "
-        "print('pandas' in sys.modules)"
+        "import importlib.util, sys, numpy as np\n"
+        "from weir.engine.kernels.scan import INT\n"
+        "from weir.engine.runtime.operators.columns import ColumnBatch, Keys, Records, Tagged\n"
+        "from weir.engine.runtime.task.framing import encode_entries\n"
+        "v = Tagged(np.array([INT], np.uint8), np.array([7], np.int64), np.zeros(1), {})\n"
+        "ts = np.array([10], np.int64)\n"
+        "batch = ColumnBatch(1, Keys(['a']), ts, ts - 1, {'v': v}, Records([{}]), numeric=True)\n"
+        "frame = encode_entries([([batch], b'', 5, 0, 0)])\n"
+        "print(len(frame) > 0, importlib.util.find_spec('pandas') is not None, "
+        "'pandas' in sys.modules)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
-    assert out.stdout.split() == ["False"], out.stderr
+    # pandas is installed here (pyspark's extra), so pa.array would have imported it
+    assert out.stdout.split() == ["True", "True", "False"], out.stdout

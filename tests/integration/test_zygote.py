@@ -201,3 +201,47 @@ def test_worker_start_spawn_starts_fresh_interpreters(tmp_path: Path, weir_env: 
         assert not any(comm(p) == "weir-zygote" for p in descendants(proc.pid))
     finally:
         _stop(proc)
+
+
+PROBE_JOB = """
+import gc, os
+from weir import Job, WatermarkStrategy, agg, sources, windows
+
+def probe(e):
+    with open({out!r}, "a") as f:
+        f.write(f"{{os.getpid()}} {{gc.isenabled()}} {{os.environ.get('OPENBLAS_NUM_THREADS')}}\\n")
+    return e
+
+job = Job("probe")
+(
+    job.source(sources.jsonl({events!r}), timestamp="ts",
+               watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=0))
+    .map(probe)
+    .key_by("id")
+    .window(windows.tumbling(ms=1_000))
+    .aggregate("counts", n=agg.count())
+)
+"""
+
+
+def test_workers_forked_during_start_up_collect_garbage_and_keep_one_blas_thread(
+    tmp_path: Path, weir_env: Env
+) -> None:
+    """weir run pauses the cyclic collector through its start-up and forks the zygote then
+    (``app.startup``): the workers must have it back on, or a job's cyclic garbage would pile
+    up; and they inherit one OpenBLAS thread, unless the user's environment says otherwise."""
+    events, out = tmp_path / "events.jsonl", tmp_path / "probe.txt"
+    events.write_text("".join(json.dumps({"id": f"k{i}", "ts": i}) + "\n" for i in range(50)))
+    (tmp_path / "probe.py").write_text(PROBE_JOB.format(out=str(out), events=str(events)))
+    for blas, expected in ((None, "1"), ("3", "3")):
+        out.unlink(missing_ok=True)
+        extra = None if blas is None else {"OPENBLAS_NUM_THREADS": blas}
+        r = subprocess.run(
+            [*WEIR, "run", "probe.py", "--no-api", "--exit-at-end", "--parallelism", "2",
+             "--state-dir", str(tmp_path / "state")],
+            cwd=tmp_path, env=weir_env(extra), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        rows = [line.split() for line in out.read_text().splitlines()]
+        assert len(rows) == 50
+        assert {(on, threads) for _, on, threads in rows} == {("True", expected)}, rows[:3]

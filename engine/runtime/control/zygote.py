@@ -74,6 +74,9 @@ def start(preload: Callable[[], None] | None = None) -> Zygote | None:
         log.debug("workers are spawned, not forked from a zygote: %s", why)
         return None
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    # what weir run made so far lives as long as it does: the collector leaves it alone here
+    # and in the copies, whose pages stay shared (gc.freeze's recipe: freeze, fork, enable)
+    gc.freeze()
     pid = os.fork()
     if pid == 0:  # the zygote
         code = 1
@@ -246,6 +249,7 @@ def _serve(channel: socket.socket, preload: Callable[[], None] | None) -> int:
 
     load()
     gc.freeze()  # what the workers share: the collector's passes leave it (and its pages) alone
+    gc.enable()  # forked while weir run's start-up had it paused (app.startup)
     sig_r, sig_w = os.pipe()
     os.set_blocking(sig_r, False)
     os.set_blocking(sig_w, False)
