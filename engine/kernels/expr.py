@@ -134,12 +134,7 @@ class Values:
 class Evaluator(Values):
     """Evaluates expressions over one ``Scan``; ``errors`` maps a row to its first error."""
 
-    # one method per IR node type (``_METHODS``, after the class): a table of the class's
-    # functions, not of bound methods held by the instance, which would make each evaluator a
-    # reference cycle, and with it its block and columns garbage only a full collection frees
-    # (a worker's loop runs one every minute: ``gctuning``)
-
-    # -- nodes ----------------------------------------------------------------------------
+    # -- nodes (one method per IR type, in ``_METHODS``: bound ones in self made a cycle) ---
 
     def eval(self, e: ir.Expr) -> Vec:
         """``e`` over every row."""

@@ -75,6 +75,14 @@ class Names:
         return [blob[a:b].decode() for a, b in zip(at[:-1], at[1:], strict=True)]
 
 
+def packed_segment(interner: Any, end: int, kids: Array, columns: list[Any]) -> ColumnSegment:
+    """Window ``end``'s rows of the keys ``kids`` (their slot ``columns``) as the state writer
+    takes them."""
+    groups = interner.groups(kids).astype(np.uint16)
+    blob, offsets, crc = interner.gather_keys(kids)
+    return ColumnSegment(end, PackedRows(blob, offsets, crc, groups, columns))
+
+
 def slot_values(column: tuple[Array, Array, Array], slot: int, objects: dict[Any, Any]) -> Any:
     """An exported slot column as ``ColumnSegment`` holds it: an int64 or float64 array, or a
     list of Python values where the column mixes them (or holds an int past int64)."""
@@ -322,17 +330,13 @@ class ColumnWindowRuntime(WindowRuntime):
         if not self.emits:
             ranked = rank_window(self.names.few, ids, self.plan, columns)
             self.tops.fired_ranked(start, end, len(ids), ranked)
-        dirty = acc.take_dirty()
-        crcs = None
-        if len(dirty) == len(ids):  # every key changed (a window's first write): the rows and
-            # CRCs exported above, not a second export and gather in the dirty keys' order
-            segment = self._packed(end, ids, columns)
-            self._fired_cols.append(segment)
-            crcs = segment.rows.crc
+        dirty, crcs = acc.take_dirty(), None
+        if len(dirty) == len(ids):  # every key changed: the rows and CRCs exported above
+            self._fired_cols.append(packed_segment(self.interner, end, ids, columns))
+            crcs = self._fired_cols[-1].rows.crc
         elif len(dirty):
             self._fired_cols.append(self._segment(end, acc, dirty))
-        if crcs is None:
-            crcs = self.interner.gather_keys(ids)[2]
+        crcs = self.interner.gather_keys(ids)[2] if crcs is None else crcs
         # its cleanup timers name the cells that hold its keys, from their CRC-32s: no key str
         self._write_bucket_timers(end, crcs)
 
@@ -362,12 +366,8 @@ class ColumnWindowRuntime(WindowRuntime):
         CRCs gathered here, on the loop (the writer thread must not read the interner, whose
         arena moves as it grows), no str per key."""
         slots, objects = acc.export_rows(kids)
-        return self._packed(end, kids, [slot_values(c, s, objects) for s, c in enumerate(slots)])
-
-    def _packed(self, end: int, kids: Array, columns: list[Any]) -> ColumnSegment:
-        groups = self.interner.groups(kids).astype(np.uint16)
-        blob, offsets, crc = self.interner.gather_keys(kids)
-        return ColumnSegment(end, PackedRows(blob, offsets, crc, groups, columns))
+        columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
+        return packed_segment(self.interner, end, kids, columns)
 
     def _delta(self, warm: bool = True) -> StateDelta:
         """One generation: the fired windows' and the open windows' changed rows as columns,
