@@ -75,6 +75,16 @@ class Names:
         return [blob[a:b].decode() for a, b in zip(at[:-1], at[1:], strict=True)]
 
 
+def _distinct(values: Array) -> list[int]:
+    """The distinct values, ascending: ``np.unique``'s, without the ``numpy.ma`` import its
+    first call makes (~15 ms in each worker)."""
+    ordered = np.sort(values)
+    first = np.ones(len(ordered), bool)
+    first[1:] = ordered[1:] != ordered[:-1]
+    found: list[int] = ordered[first].tolist()
+    return found
+
+
 def packed_segment(interner: Any, end: int, kids: Array, columns: list[Any]) -> ColumnSegment:
     """Window ``end``'s rows of the keys ``kids`` (their slot ``columns``) as the state writer
     takes them."""
@@ -256,7 +266,7 @@ class ColumnWindowRuntime(WindowRuntime):
     ) -> None:
         """Fold the on-time pairs, one kernel call per window end they touch."""
         one = int(ends[0]) == int(ends[-1]) and bool((ends == ends[0]).all())
-        groups = [(int(ends[0]), None)] if one else [(int(e), ends == e) for e in np.unique(ends)]
+        groups = [(int(ends[0]), None)] if one else [(e, ends == e) for e in _distinct(ends)]
         cols = [batch.values[f] if f is not None else None for f in self._inputs]
         for end, mask in groups:
             acc = self.accs.get(end)
