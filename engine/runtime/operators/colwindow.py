@@ -316,7 +316,7 @@ class ColumnWindowRuntime(WindowRuntime):
         if len(dirty):
             self._fired_cols.append(self._segment(end, acc, dirty))
         # its cleanup timers name the cells that hold its keys, from their CRC-32s: no key str
-        self._write_bucket_timers(end, self.interner.gather_keys(ids)[2])
+        self._write_bucket_timers(end, self.interner.gather_crcs(ids))
 
     def top_status(self) -> TopStatus | None:
         """The top-N: the window that fired last, and (tumbling windows) the newest open one,
