@@ -74,8 +74,9 @@ class RocksOptions:
         opts.create_if_missing(True)
         opts.set_write_buffer_size(self.write_buffer_mb * 1024 * 1024)
         opts.set_min_write_buffer_number_to_merge(self.memtables_per_flush)
-        # two more: the active one fills while the full ones flush, without stalling writes
-        opts.set_max_write_buffer_number(self.memtables_per_flush + 2)
+        # as many again fill while the full ones flush before writes stall: 64 MiB of room, as
+        # the second 64 MiB memtable gave before (and the same 128 MiB at most)
+        opts.set_max_write_buffer_number(2 * self.memtables_per_flush)
         if self.memtable_bloom_ratio > 0:
             opts.set_memtable_prefix_bloom_ratio(self.memtable_bloom_ratio)
             opts.set_memtable_whole_key_filtering(True)
