@@ -39,11 +39,17 @@ SID = 7
 MAX_PAR = 128
 END0 = 1_700_000_000_000
 STEP = 10_000
-# name -> RocksOptions fields; "one-64" is one 64 MiB memtable, as before decision 0016
+# name -> RocksOptions fields; "one-64" is one 64 MiB memtable and Snappy, as before decision 0016
 CONFIGS: dict[str, dict[str, Any]] = {
-    "one-64": {"write_buffer_mb": 64, "memtables_per_flush": 1, "memtable_bloom_ratio": 0.0},
+    "one-64": {
+        "write_buffer_mb": 64,
+        "memtables_per_flush": 1,
+        "memtable_bloom_ratio": 0.0,
+        "compression": "snappy",
+    },
     "8x8": {},
     "8x8-nobloom": {"memtable_bloom_ratio": 0.0},
+    "8x8-snappy": {"compression": "snappy"},
     "4x16": {"write_buffer_mb": 4, "memtables_per_flush": 16},
 }
 

@@ -248,3 +248,8 @@ def test_full_memtables_wait_to_be_flushed_together_into_one_file(tmp_path: Path
         ]
     finally:
         db.close()
+
+
+def test_an_unknown_compression_is_refused_with_the_ones_there_are() -> None:
+    with pytest.raises(StateError, match="compression 'zip' .* use one of lz4, none, snappy"):
+        RocksOptions(compression="zip")
