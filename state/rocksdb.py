@@ -23,6 +23,7 @@ from rocksdict import (
     Cache,
     Checkpoint,
     DbClosedError,
+    DBCompressionType,
     IngestExternalFileOptions,
     Options,
     Rdict,
@@ -39,16 +40,32 @@ from weir.state.backend import Batch, Snapshottable, StateBackend
 log = logging.getLogger(__name__)
 
 
+_COMPRESSIONS = {
+    "lz4": DBCompressionType.lz4,
+    "snappy": DBCompressionType.snappy,
+    "none": DBCompressionType.none,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class RocksOptions:
     """Tuning for a worker's RocksDB instance."""
 
-    # RocksDB's 64 MiB memtable. 8 MiB made the state writer's puts cheaper (2.6-3.5 us against
-    # 4.3-7.1 us each: a smaller skiplist misses the caches less), but five times as many level-0
-    # files set off compactions that rewrite the state between two checkpoints, so an
-    # incremental checkpoint after a bulk load uploaded 44% of the state instead of under 5%
-    # (tests/unit/test_checkpoint_storage.py, in about half of the runs; README).
-    write_buffer_mb: int = 64
+    # Memtables of 8 MiB, flushed eight at a time into one level-0 file. A put is a skiplist
+    # insert whose cost grows with the memtable (its searches miss the caches), so small
+    # memtables write cheaper; but flushed one by one, their many small level-0 files set off
+    # compactions that rewrite the state between two checkpoints (an incremental checkpoint
+    # after a bulk load uploaded most of the state: tests/unit/test_checkpoint_storage.py).
+    # Merged eight to a flush, the files are as few and as large as one 64 MiB memtable made
+    # (docs/decisions/0017-memtables.md has the figures).
+    write_buffer_mb: int = 8
+    memtables_per_flush: int = 8
+    # a point lookup checks every memtable newest first: a bloom filter over each memtable's
+    # keys skips those that cannot hold the key
+    memtable_bloom_ratio: float = 0.1
+    # of the SST files a flush or compaction writes: LZ4 makes them a little smaller than
+    # RocksDB's default Snappy for a little less of the flush thread's CPU (decision 0017)
+    compression: str = "lz4"
     max_background_jobs: int = 2
     block_cache_mb: int = 16  # bounded, so a worker's memory plateaus (memory holds open windows)
     disable_wal: bool = False
@@ -63,10 +80,25 @@ class RocksOptions:
     # instances inherit the primary's memtable type and a seek there sorts the whole memtable.
     # Queries are the product, so writes pay instead (the README has the figures).
 
+    def __post_init__(self) -> None:
+        if self.compression not in _COMPRESSIONS:
+            raise StateError(
+                f"RocksDB compression {self.compression!r} is not one weir configures; use one "
+                f"of {', '.join(sorted(_COMPRESSIONS))}"
+            )
+
     def to_options(self) -> Options:
         opts = Options(raw_mode=True)
+        opts.set_compression_type(_COMPRESSIONS[self.compression]())
         opts.create_if_missing(True)
         opts.set_write_buffer_size(self.write_buffer_mb * 1024 * 1024)
+        opts.set_min_write_buffer_number_to_merge(self.memtables_per_flush)
+        # as many again fill while the full ones flush before writes stall: 64 MiB of room, as
+        # the second 64 MiB memtable gave before (and the same 128 MiB at most)
+        opts.set_max_write_buffer_number(2 * self.memtables_per_flush)
+        if self.memtable_bloom_ratio > 0:
+            opts.set_memtable_prefix_bloom_ratio(self.memtable_bloom_ratio)
+            opts.set_memtable_whole_key_filtering(True)
         opts.set_max_background_jobs(self.max_background_jobs)
         opts.set_max_log_file_size(self.log_file_kb * 1024)
         opts.set_keep_log_file_num(self.log_files_kept)

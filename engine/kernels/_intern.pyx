@@ -130,6 +130,7 @@ cdef struct KeyMeta:
     int64_t off
     int32_t length
     int32_t group
+    uint32_t crc  # the key's CRC-32: a window's cleanup timers name its keys' cells by it
 
 
 # A table slot: 32 bytes, two to a cache line (the table is 64-byte aligned). It holds the
@@ -255,6 +256,7 @@ cdef class Interner:
 
     cdef int _add(self, const uint8_t *p, Py_ssize_t length, uint64_t h, uint64_t slot) except -1 nogil:
         cdef Py_ssize_t cap
+        cdef uint32_t crc
         if self.n == self.id_cap:
             cap = self.id_cap * 2
             self.hashes = <uint64_t *>realloc(self.hashes, cap * sizeof(uint64_t))
@@ -273,7 +275,9 @@ cdef class Interner:
             memcpy(self.arena + self.arena_len, p, length)
         self.meta[self.n].off = self.arena_len
         self.meta[self.n].length = <int32_t>length
-        self.meta[self.n].group = <int32_t>(crc32(p, length) % <uint32_t>self.max_parallelism)
+        crc = crc32(p, length)
+        self.meta[self.n].crc = crc
+        self.meta[self.n].group = <int32_t>(crc % <uint32_t>self.max_parallelism)
         self.arena_len += length
         self.hashes[self.n] = h
         _fill(&self.table[slot], p, length, h, <int32_t>self.n)
@@ -385,6 +389,24 @@ cdef class Interner:
             m = self.meta[i]
             self._names.append(PyUnicode_DecodeUTF8(<char *>self.arena + m.off, m.length, NULL))
         return self._names[start:]
+
+    def gather_crcs(self, const int32_t[::1] ids):
+        """See ``intern.Interner.gather_crcs``: read from each key's meta (prefetched ahead,
+        as the ids are in any order), never from its bytes."""
+        cdef Py_ssize_t rows = ids.shape[0], i
+        cdef int32_t k
+        for i in range(rows):
+            k = ids[i]
+            if not 0 <= k < self.n:
+                raise IndexError(f"key id {k} is not interned (0..{self.n - 1})")
+        crc_a = np.empty(rows, dtype=np.uint32)
+        cdef uint32_t[::1] crc = crc_a
+        with nogil:
+            for i in range(rows):
+                if i + PREFETCH < rows:
+                    WEIR_PREFETCH(&self.meta[ids[i + PREFETCH]])
+                crc[i] = self.meta[ids[i]].crc
+        return crc_a
 
     def gather_keys(self, const int32_t[::1] ids):
         """See ``intern.Interner.gather_keys``.

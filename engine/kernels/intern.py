@@ -94,6 +94,7 @@ class Interner:
         self._ids: dict[bytes, int] = {}
         self._raw: list[bytes] = []
         self._groups: list[int] = []
+        self._crcs: list[int] = []
 
     def __len__(self) -> int:
         return len(self._raw)
@@ -119,7 +120,9 @@ class Interner:
             if k is None:
                 k = ids[raw] = len(self._raw)
                 self._raw.append(raw)
-                self._groups.append(zlib.crc32(raw) % m)
+                crc = zlib.crc32(raw)
+                self._crcs.append(crc)
+                self._groups.append(crc % m)
             out.append(k)
         return np.array(out, dtype=np.int32)
 
@@ -173,6 +176,22 @@ class Interner:
     def keys(self, start: int = 0) -> list[str]:
         """The keys with ids ``start, start + 1, ...`` (the new ones since ``start``)."""
         return [r.decode() for r in self._raw[start:]]
+
+    def gather_crcs(self, ids: Array) -> Array:
+        """Each id's key's CRC-32 (``uint32``, as ``zlib.crc32``): ``gather_keys(ids)[2]``
+        without copying the keys (kept from when each key was new).
+
+        Raises:
+            IndexError: an id is not interned.
+        """
+        crcs = self._crcs
+        n = len(crcs)
+        out = []
+        for k in ids.tolist():
+            if not 0 <= k < n:
+                raise IndexError(f"key id {k} is not interned (0..{n - 1})")
+            out.append(crcs[k])
+        return np.array(out, dtype=np.uint32)
 
     def gather_keys(self, ids: Array) -> tuple[bytes, Array, Array]:
         """The keys of ``ids`` as the cell writer takes them (``cells.PackedRows``): their

@@ -10,6 +10,7 @@ import zlib
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -63,6 +64,12 @@ def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.Data
     assert blob == b"".join(want) and offs.tolist() == [0, *np.cumsum([len(r) for r in want])]
     assert crcs.dtype == np.uint32 and crcs.tolist() == [zlib.crc32(r) for r in want]
     assert it.gather_keys(np.zeros(0, np.int32))[0] == b""
+    # a fired window's cleanup timers: the CRCs alone, kept from when each key was new
+    only = it.gather_crcs(picked)
+    assert only.dtype == np.uint32 and only.tolist() == crcs.tolist()
+    assert len(it.gather_crcs(np.zeros(0, np.int32))) == 0
+    with pytest.raises(IndexError, match="is not interned"):
+        it.gather_crcs(np.array([len(first)], np.int32))
 
 
 BIG = (1 << 63) - 1

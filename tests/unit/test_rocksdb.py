@@ -224,3 +224,32 @@ def test_a_read_during_a_slow_catch_up_waits_for_it_rather_than_answer_older(
     finally:
         reader.close()
         db.close()
+
+
+def test_full_memtables_wait_to_be_flushed_together_into_one_file(tmp_path: Path) -> None:
+    """Small memtables keep a put cheap; they are flushed ``memtables_per_flush`` at a time, so
+    level-0 files stay as few as one large memtable made (decision 0017), and every value is
+    read back meanwhile, whichever memtable holds it."""
+    opts = RocksOptions(write_buffer_mb=1, memtables_per_flush=4)
+    db = RocksState(tmp_path / "db", opts)
+    value = bytes(range(256)) * 4  # 1 KiB: ~2.5 MiB fills two or three memtables, not four
+    keys = [layout.state_key(i % 128, 1, b"k%d" % i, 0) for i in range(2_500)]
+    try:
+        for i in range(0, len(keys), 100):
+            db.write({k: value + k for k in keys[i : i + 100]})
+        ssts = lambda: sorted((tmp_path / "db").glob("*.sst"))  # noqa: E731
+        assert ssts() == []  # full memtables wait for a fourth
+        assert db.get(keys[0]) == value + keys[0] and db.get(keys[-1]) == value + keys[-1]
+        assert db.get(layout.state_key(0, 1, b"absent", 0)) is None
+        db.flush()
+        assert len(ssts()) == 1
+        assert [k for k, _ in db.scan(keys[0][:2], keys[0][:2] + b"\xff")][:1] == [
+            min(k for k in keys if k[:2] == keys[0][:2])
+        ]
+    finally:
+        db.close()
+
+
+def test_an_unknown_compression_is_refused_with_the_ones_there_are() -> None:
+    with pytest.raises(StateError, match="compression 'zip' .* use one of lz4, none, snappy"):
+        RocksOptions(compression="zip")

@@ -191,6 +191,11 @@ class CellPart:
         return out
 
     def entries(self, columns: list[ColumnSegment]) -> Iterator[tuple[bytes, bytes]]:
+        # a window's cells at a time (encoded as they are reached), no generator step a cell
+        return chain.from_iterable(self._windows(columns))
+
+    def _windows(self, columns: list[ColumnSegment]) -> Iterator[list[tuple[bytes, bytes]]]:
+        """Each window's cells, encoded in turn."""
         gen = self.log.next_gen()
         max_par = self.log.max_parallelism
         # a window both in ``columns`` and frozen (fired, then updated by a late record) is
@@ -199,9 +204,9 @@ class CellPart:
         frozen = [_column_frozen(self.sid, s) for s in columns if s.end in both]
         for seg in columns:
             if seg.end not in both:
-                yield from self.log.encode(self.sid, seg.end, seg.rows, gen)
+                yield self.log.encode(self.sid, seg.end, seg.rows, gen)
         for sid, end, keys, flat in _one_per_window(frozen + self.frozen, self.width):
-            yield from self.log.encode(sid, end, frozen_rows(keys, flat, self.width, max_par), gen)
+            yield self.log.encode(sid, end, frozen_rows(keys, flat, self.width, max_par), gen)
 
     def written(self, state: StateBackend) -> None:
         self.log.merge_due(state)

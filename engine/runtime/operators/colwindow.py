@@ -340,15 +340,13 @@ class ColumnWindowRuntime(WindowRuntime):
         if not self.emits:
             ranked = rank_window(self.names.few, ids, self.plan, columns)
             self.tops.fired_ranked(start, end, len(ids), ranked)
-        dirty, crcs = acc.take_dirty(), None
-        if len(dirty) == len(ids):  # every key changed: the rows and CRCs exported above
+        dirty = acc.take_dirty()
+        if len(dirty) == len(ids):  # every key changed: the rows exported above, not again
             self._fired_cols.append(packed_segment(self.interner, end, ids, columns))
-            crcs = self._fired_cols[-1].rows.crc
         elif len(dirty):
             self._fired_cols.append(self._segment(end, acc, dirty))
-        crcs = self.interner.gather_keys(ids)[2] if crcs is None else crcs
         # its cleanup timers name the cells that hold its keys, from their CRC-32s: no key str
-        self._write_bucket_timers(end, crcs)
+        self._write_bucket_timers(end, self.interner.gather_crcs(ids))
 
     def top_status(self) -> TopStatus | None:
         """The top-N: the window that fired last, and (tumbling windows) the newest open one,

@@ -157,7 +157,15 @@ class StateDelta:
         else:
             for i in range(0, len(deletes), chunk):
                 state.write({}, deletes[i : i + chunk])
-            for puts in self._chunks(chunk):
+            if self.cells is not None:
+                # one entry a cell key: straight into batches, no dict between
+                cells = self.cells.entries(self.columns)
+                while part := list(islice(cells, chunk)):
+                    batch = state.batch()
+                    for key, value in part:
+                        batch.put(key, value)
+                    state.commit(batch)
+            for puts in self._chunks(chunk, cells=False):
                 state.write(puts)
         if self.cells is not None:
             self.cells.written(state)
@@ -170,10 +178,11 @@ class StateDelta:
             out.update(part)
         return out
 
-    def _chunks(self, size: int | None) -> Iterator[dict[bytes, bytes]]:
+    def _chunks(self, size: int | None, cells: bool = True) -> Iterator[dict[bytes, bytes]]:
         """The puts, encoded, in dicts of up to ``size`` (None: one), in the order one batch
-        would apply them: segments, rows, then ``puts`` (later ones win). Each part goes in
-        state-key order (a stable sort, so a row given twice still ends with its later value):
+        would apply them: ``cells`` (unless False), segments, rows, then ``puts`` (later ones
+        win). Each part goes in state-key order (a stable sort, so a row given twice still ends
+        with its later value):
         RocksDB's skiplist inserts a run of ascending keys for about 60% of the cost of the
         same keys in any order, as each insert starts from where the last one ended. No tuple
         per entry: on a worker with millions of live objects, the allocations would set off
@@ -182,9 +191,9 @@ class StateDelta:
         prefix, w = self.prefix, self.width
         limit = size or sys.maxsize
         out: dict[bytes, bytes] = {}
-        if self.cells is not None:
-            cells = iter(self.cells.entries(self.columns))
-            while part := list(islice(cells, limit - len(out))):  # dict.update, not a put each
+        if cells and self.cells is not None:
+            entries = self.cells.entries(self.columns)
+            while part := list(islice(entries, limit - len(out))):  # dict.update, not a put each
                 out.update(part)
                 if len(out) >= limit:
                     yield out
