@@ -51,6 +51,9 @@ cdef enum:
     TAG_NULL = 1
     TAG_FLOAT = 5
 
+# a slot's kind (EMPTY, INT, FLOAT, PY) -> its export tag (NULL, INT, FLOAT, OTHER: ``scan``'s)
+_TAG_OF_KIND = np.array([1, 4, 5, 7], np.uint8)
+
 cdef int64_t I64_MIN = -9223372036854775807 - 1
 cdef int64_t I64_MAX = 9223372036854775807
 
@@ -369,28 +372,28 @@ cdef class WindowAcc:
         self.ndirty = 0
         return out
 
-    cdef list _columns(self, object where, list ids, dict objects):
-        """Every slot column of the slots ``where`` (an index array: numpy copies what it
-        picks, so nothing returned points into this window's memory), ``ids`` their key ids."""
-        cdef Py_ssize_t cap = self.cap
+    cdef list _columns(self, object where, object ids, dict objects):
+        """Every slot column of the slots ``where`` (an index array, whose picks numpy copies,
+        or a slice, copied here: nothing returned points into this window's memory), ``ids``
+        their key ids."""
+        cdef Py_ssize_t cap = self.cap, rows = len(ids)
+        cdef bint view = isinstance(where, slice)
         slots = []
         cdef int j
         for j in range(self.naggs):
             if self.kind[j] != K_COUNT:
                 kinds = np.asarray(<uint8_t[:cap]> self.vk[j])[where]
-                tags = np.select(
-                    [kinds == FLOAT, kinds == PY, kinds == EMPTY], [5, 7, 1], 4
-                ).astype(np.uint8)
+                tags = _TAG_OF_KIND.take(kinds)  # a new array: the kinds' view is not kept
                 for row in np.flatnonzero(kinds == PY).tolist():
-                    objects[(len(slots), row)] = self.py[j][ids[row]]
-                slots.append((
-                    tags,
-                    np.asarray(<int64_t[:cap]> self.vi[j])[where],
-                    np.asarray(<double[:cap]> self.vf[j])[where],
-                ))
+                    objects[(len(slots), row)] = self.py[j][int(ids[row])]
+                i64 = np.asarray(<int64_t[:cap]> self.vi[j])[where]
+                f64 = np.asarray(<double[:cap]> self.vf[j])[where]
+                slots.append((tags, i64.copy() if view else i64, f64.copy() if view else f64))
             if self.kind[j] == K_COUNT or self.kind[j] == K_MEAN:
                 counts = np.asarray(<int64_t[:cap]> self.cnt[j])[where]
-                slots.append((np.full(len(ids), 4, np.uint8), counts, np.zeros(len(ids))))
+                slots.append((
+                    np.full(rows, 4, np.uint8), counts.copy() if view else counts, np.zeros(rows)
+                ))
         return slots
 
     def export(self):
@@ -398,7 +401,7 @@ cdef class WindowAcc:
         cdef Py_ssize_t cap = self.cap
         ids = np.asarray(<int32_t[:cap]> self.kid_of)[: self.n].copy()
         objects = {}
-        slots = self._columns(np.arange(self.n), ids.tolist(), objects)
+        slots = self._columns(slice(0, self.n), ids, objects)
         return ids, slots, objects
 
     def export_rows(self, const int32_t[::1] kids):
@@ -413,7 +416,7 @@ cdef class WindowAcc:
                 raise KeyError(f"key id {kids[i]} has no accumulator in this window")
             w[i] = s
         objects = {}
-        slots = self._columns(where, np.asarray(kids).tolist(), objects)
+        slots = self._columns(where, np.asarray(kids), objects)
         return slots, objects
 
     def present_ids(self):
