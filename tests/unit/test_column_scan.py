@@ -203,7 +203,7 @@ def test_any_lines_equal_the_record_path(
         _same(mp, aggs, batches, parallelism)
 
 
-def _in_cycles(blocks: int) -> list[str]:
+def _in_cycles(blocks: int, aggs: str, parallelism: int) -> list[str]:
     """The objects in garbage cycles after a run of ``blocks`` scanned blocks that hold a
     block's bytes or a column (their types' names)."""
     batches = [
@@ -214,7 +214,7 @@ def _in_cycles(blocks: int) -> list[str]:
     gc.disable()
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
-        _run("job", batches, 1)
+        _run(aggs, batches, parallelism)
         gc.collect()
         return sorted(
             type(o).__qualname__
@@ -230,10 +230,14 @@ def _in_cycles(blocks: int) -> list[str]:
         gc.enable()
 
 
-def test_a_scanned_block_leaves_no_cyclic_garbage(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("parallelism", [1, 2])
+@pytest.mark.parametrize("aggs", sorted(AGGS))
+def test_a_scanned_block_leaves_no_cyclic_garbage(
+    monkeypatch: pytest.MonkeyPatch, aggs: str, parallelism: int
+) -> None:
     """A worker's loop collects cycles rarely (``gctuning``: a full pass a minute): a block or
     its columns held in a cycle stay in memory until then (an evaluator's table of its own
     bound methods kept every block of a 2M-line file and its columns: 400 MB)."""
     monkeypatch.delenv("WEIR_COLUMNAR", raising=False)
     # what a run leaves in cycles when it ends (the operators' own) does not grow with blocks
-    assert _in_cycles(20) == _in_cycles(2)
+    assert _in_cycles(20, aggs, parallelism) == _in_cycles(2, aggs, parallelism)
