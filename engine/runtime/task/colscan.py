@@ -129,17 +129,18 @@ def key_field(node: Any) -> str | None:
 def block_of(lines: Sequence[Any]) -> tuple[bytes, bool] | None:
     """The batch's items as one block, and whether they were joined by ``\\n``: a file's
     ``LineBlock`` is one already; lines that end in ``\\n`` (``readlines``'s, the last may
-    not) are joined as they are; payloads none of which holds a ``\\n`` (Kafka's values) are
-    joined by one. None when they are not all bytes-like."""
+    not) are joined as they are; payloads (Kafka's values) are joined by one. The first item
+    decides which, in one join: whatever the others hold, ``_one_line_each`` then finds
+    whether the scan's lines are the items (a payload with a ``\\n`` in it is not). None when
+    they are not all bytes-like."""
     if isinstance(lines, LineBlock):
         return lines.data, False
     try:
-        joined = b"".join(lines)
+        if len(lines) > 1 and lines[0][-1:] != b"\n":
+            return b"\n".join(lines), True
+        return b"".join(lines), False
     except TypeError:  # a Kafka record without a value (None), or decoded items
         return None
-    if len(lines) > 1 and b"\n" not in joined:
-        return b"\n".join(lines), True
-    return joined, False
 
 
 def _one_line_each(scan: Scan, lines: Sequence[Any], joined: bool) -> bool:
