@@ -143,7 +143,7 @@ def block_of(lines: Sequence[Any]) -> tuple[bytes, bool] | None:
         return None
 
 
-def _one_line_each(scan: Scan, lines: Sequence[Any], joined: bool) -> bool:
+def _one_line_each(scan: Scan, lines: Sequence[Any], block: bytes, joined: bool) -> bool:
     """Did the scan split the batch into its items, one line each? A file's ``LineBlock`` is
     whole lines split at ``\\n`` by construction, so its count and length say it; other items
     must end where the scan's lines end (after the ``\\n`` that joined them, if one did)."""
@@ -151,6 +151,10 @@ def _one_line_each(scan: Scan, lines: Sequence[Any], joined: bool) -> bool:
         return False
     if isinstance(lines, LineBlock):
         return not len(scan) or int(scan.ends[-1]) == len(lines.data)
+    if joined and block[-1:] != b"\n":
+        # n items joined by n - 1 newlines, with none after the last: the scan finds one
+        # line more than the block's newlines, so n lines exactly when no item holds one
+        return True
     ends = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)) + int(joined))
     if joined:
         ends[-1] -= 1  # no \n after the last payload
@@ -171,7 +175,7 @@ def scan_rows(
         return None
     block, joined = found
     scan = scan_block(kernels.scan_lines, block, plan.read)
-    if not _one_line_each(scan, lines, joined):
+    if not _one_line_each(scan, lines, block, joined):
         return None  # items that are not one line each (Kafka payloads with or without \n)
     if not bool((scan.status == OK).all()):
         return None  # blank, malformed or non-object lines
