@@ -14,6 +14,7 @@ Both paths build the answer with the same functions (``key_answer``, ``json_answ
 
 from __future__ import annotations
 
+import functools
 import re
 from urllib.parse import parse_qsl
 
@@ -34,10 +35,12 @@ _TIME = re.compile(r"-?[0-9]{1,18}")
 _BOUNDED = frozenset({"min_watermark", "min_checkpoint", "timeout_ms"})
 
 
+@functools.lru_cache(maxsize=256)  # a client in a loop sends the same few query strings
 def simple_bounds(query: bytes) -> Bounds | None:
     """The bounds of a query string the fast path answers as the route would, else ``None``.
     Parsed as Starlette parses it (latin-1, blank values kept); unknown names are ignored, as
-    the route ignores them."""
+    the route ignores them. ``Bounds`` is frozen, so one answer serves every request that
+    sends the same string."""
     if not query:
         return Bounds()
     given: dict[str, str] = {}

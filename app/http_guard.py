@@ -22,6 +22,7 @@ installed, else h11's (the pure-Python twin), as uvicorn's own ``auto`` chooses.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 from collections import Counter, OrderedDict
@@ -125,6 +126,7 @@ def _peer(proto: Any) -> str:
     return str(client[0]) if client else "?"
 
 
+@functools.lru_cache(maxsize=1024)  # twice a request, on a handful of client addresses
 def _is_local(peer: str) -> bool:
     try:
         return ipaddress.ip_address(peer).is_loopback

@@ -18,7 +18,9 @@
 7. ``s3_checkpoints``: checkpoints to S3 (SeaweedFS on loopback) beside a local directory:
    throughput with 1 s checkpoints, the upload after 1% of 1M keys changed, the restore of 1M
    keys into an empty directory (``s3_bench.py``; ``make bench-s3`` runs it alone).
-8. ``kafka``: the Kafka source against the bare confluent-kafka consumer (``kafka_bench.py``).
+8. ``kafka``: weir's expression and lambda jobs at p=1 over a Kafka topic against the bare
+   confluent-kafka consumer, per CPU-second and per second, start-up not counted
+   (``kafka_bench.py``).
 9. ``queries``: point lookups with wrk beside a bare FastAPI + rocksdict endpoint, then the
    mixed query load (``query_bench.py``).
 10. ``peers``: weir beside Quix Streams on the same Kafka topics, 10k and 1M keys

@@ -42,6 +42,7 @@ EXPLICIT: tuple[tuple[str, Direction], ...] = (
     ("seconds.*", "info"),  # a section's wall time follows --events and --only
     ("*.machine_parallel_capacity", "info"),  # the host's state during the run
     ("*.bare_*", "info"),  # the bare client's / bare endpoint's floor: the host, not weir
+    ("*.produce_events_per_s", "info"),  # filling the topic: the producer and the broker
     ("*.quix_streams.*", "info"),  # the peer's own figures (weir's ratio to it is gated)
     ("queries.mixed_load.seconds", "info"),  # how long the load ran, a setting
     ("*.buffer_timeout_ms", "info"),  # settings echoed beside their results
@@ -50,6 +51,9 @@ EXPLICIT: tuple[tuple[str, Direction], ...] = (
     ("cpu.*.duckdb.*", "info"),  # the peers' own figures (weir's ratios to them are gated)
     ("cpu.*.pyflink_sql.*", "info"),
     ("*.events_per_cpu_s", "higher"),  # a rate, though its name ends in _s
+    ("*p99_*_over_*", "lower"),  # a latency ratio (queries.p99_weir_over_bare)
+    ("*.requests_per_cpu_s", "higher"),  # a rate, though its name ends in _s
+    ("*.server_cpu_s", "info"),  # grows with the requests served in the fixed time
     ("joins.*.events_per_s", "higher"),  # join_bench: each join's input rate at p=1 and p=2
     ("joins.*.p2_over_p1", "higher"),
     ("cep.*.events_per_s", "higher"),  # cep_bench: the three-step pattern at p=1 and p=2

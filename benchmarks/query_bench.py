@@ -1,10 +1,12 @@
 """Point lookups under load (issue 7): weir's ``GET /{job}/{op}/state/{key}`` while a job
 ingests, beside a bare FastAPI + rocksdict endpoint, measured in the same run on the same
 machine with the same client: ``wrk`` (Debian's; ``make bench`` installs it), 50 connections,
-random keys, a fixed duration each, interleaved rounds. Goal (issue 20): weir >= 0.8x the bare
-endpoint's requests/s with p99 <= 2x its p99. Both at 1 API process and at 2 on one port
-(``weir run --api-workers 2``, ``bare_kv`` with as many). Then the mixed load of
-``benchmarks/query_load.py`` (point, batch, top-N, SSE) for the latency CDF plot."""
+random keys, a fixed duration each, interleaved rounds. Goal (issues 20 and 38): weir >= 0.8x the
+bare endpoint's requests/s with p99 <= 2x its p99, the best round of each. Beside it, the CPU
+the serving processes used per request (``weir_over_bare_cpu``: requests per CPU-second, the best
+round of each), which the host's other load moves less than a rate. Both at 1 API process
+and at 2 on one port (``weir run --api-workers 2``, ``bare_kv`` with as many). Then the mixed
+load of ``benchmarks/query_load.py`` (point, batch, top-N, SSE) for the latency CDF plot."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import httpx
 from benchmarks import query_asgi, query_load
 from benchmarks.runs import serving
 from tests.support.broker import free_port
+from tests.support.procs import comm, cpu_seconds, descendants, weir_run_pid
 
 IDS = 2_000
 JOB = """
@@ -68,13 +71,15 @@ def _wrk(url: str, path: str, workdir: Path, seconds: float, connections: int) -
         timeout=seconds + 60,
         check=True,
     ).stdout
+    total = re.search(r"(\d+) requests in", out)
     rate = re.search(r"Requests/sec:\s+([0-9.]+)", out)
     p50 = re.search(r"^\s+50%\s+([0-9.]+[mu]?s)\s*$", out, re.M)
     p99 = re.search(r"^\s+99%\s+([0-9.]+[mu]?s)\s*$", out, re.M)
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-    if not (rate and p50 and p99):
+    if not (total and rate and p50 and p99):
         raise RuntimeError(f"unexpected wrk output:\n{out}")
     return {
+        "requests": int(total.group(1)),
         "requests_per_s": round(float(rate.group(1))),
         "p50_ms": _ms(p50.group(1)),
         "p99_ms": _ms(p99.group(1)),
@@ -82,9 +87,30 @@ def _wrk(url: str, path: str, workdir: Path, seconds: float, connections: int) -
     }
 
 
+def _server_pids(pid: int) -> list[int]:
+    """A server's process and its descendants, but a job's workers and their zygote: the
+    processes that answer queries (API workers, the job manager's threads with them)."""
+    return [pid, *(p for p in descendants(pid) if comm(p) not in ("weir-worker", "weir-zygote"))]
+
+
+def _wrk_cpu(
+    url: str, path: str, workdir: Path, seconds: float, connections: int, pid: int
+) -> dict[str, Any]:
+    """``_wrk``, and the CPU the server's processes (``_server_pids``) used meanwhile: a
+    cost per request that the host's other load moves far less than a rate."""
+    pids = _server_pids(pid)
+    before = cpu_seconds(pids)
+    out = _wrk(url, path, workdir, seconds, connections)
+    used = cpu_seconds(pids) - before
+    out["server_cpu_s"] = round(used, 2)
+    out["requests_per_cpu_s"] = round(out["requests"] / used) if used > 0 else None
+    return out
+
+
 @contextmanager
-def _bare(workdir: Path, processes: int) -> Iterator[str]:
-    """``benchmarks.bare_kv`` from ``processes`` processes on one port; yields its URL."""
+def _bare(workdir: Path, processes: int) -> Iterator[tuple[str, int]]:
+    """``benchmarks.bare_kv`` from ``processes`` processes on one port; yields its URL and
+    its first process's pid."""
     port = free_port()
     db = workdir / "bare-db"
     bare = subprocess.Popen(
@@ -93,7 +119,7 @@ def _bare(workdir: Path, processes: int) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_for(f"{url}/kv/ad-0", "the bare endpoint")
-        yield url
+        yield url, bare.pid
     finally:
         bare.terminate()
         bare.wait(15)
@@ -132,13 +158,16 @@ def _side_by_side(
     runs: dict[str, list[dict[str, Any]]] = {"weir": [], "bare": []}
     state = workdir / f"qbench-state-{processes}"
     args = ("--parallelism", "1", "--api-workers", str(processes))
-    with _bare(workdir, processes) as bare_url, serving(job, state, *args) as url:
+    with _bare(workdir, processes) as (bare_url, bare_pid), serving(job, state, *args) as url:
         _wait_for(f"{url}/qbench/stats/state/ad-1", "weir")
         _wait_for_every_key(url)
+        weir_pid = weir_run_pid(job)
         for _ in range(rounds):  # interleaved: the host is shared and noisy
             path = "/qbench/stats/state/ad-%d?limit=5"
-            runs["weir"].append(_wrk(url, path, workdir, seconds, connections))
-            runs["bare"].append(_wrk(bare_url, "/kv/ad-%d", workdir, seconds, connections))
+            runs["weir"].append(_wrk_cpu(url, path, workdir, seconds, connections, weir_pid))
+            runs["bare"].append(
+                _wrk_cpu(bare_url, "/kv/ad-%d", workdir, seconds, connections, bare_pid)
+            )
         out: dict[str, Any] = {}
         if mixed:
             out["mixed_load"] = asyncio.run(query_load.run(_mix_args(url, seconds)))
@@ -147,11 +176,14 @@ def _side_by_side(
         ]
     best = {k: max(v, key=lambda x: x["requests_per_s"]) for k, v in runs.items()}
     weir, bare = best["weir"], best["bare"]
+    cheapest = {k: max(r["requests_per_cpu_s"] or 0 for r in v) for k, v in runs.items()}
     return {
         "weir": weir,
         "bare_fastapi_rocksdict": bare,
         "weir_over_bare": round(weir["requests_per_s"] / bare["requests_per_s"], 2),
         "p99_weir_over_bare": round(weir["p99_ms"] / max(bare["p99_ms"], 0.01), 2),
+        # the best round of each by requests per CPU-second of the serving processes
+        "weir_over_bare_cpu": round(cheapest["weir"] / max(cheapest["bare"], 1), 2),
         **out,
     }
 
@@ -170,6 +202,7 @@ def measure(
         "bare_fastapi_rocksdict": one["bare_fastapi_rocksdict"],
         "weir_over_bare": one["weir_over_bare"],
         "p99_weir_over_bare": one["p99_weir_over_bare"],
+        "weir_over_bare_cpu": one["weir_over_bare_cpu"],
         "job_records_in_meanwhile": one["job_records_in_meanwhile"],
         "processes": {
             "1": {k: v for k, v in one.items() if k != "mixed_load"},

@@ -31,6 +31,8 @@ RDKAFKA_LOG.addFilter(CHATTER)
 TIMEOUT_S = 15.0
 # the group librdkafka needs to be named even when no offset is ever committed to it
 NO_GROUP = "weir-unused"
+# messages a poll takes from librdkafka at a time (``ConfluentPartition.poll``)
+CHUNK = 256
 
 
 class KafkaRecord(NamedTuple):
@@ -202,24 +204,38 @@ class ConfluentPartition:
     def poll(
         self, max_records: int, timeout_ms: int, lean: bool, stop: int | None
     ) -> tuple[list[Any], int]:
-        msgs = self._consumer.consume(max_records, timeout_ms / 1000)
-        if not msgs:
-            return [], -1
-        if list(map(self._error_of, msgs)).count(None) != len(msgs):
-            msgs = self._without_errors(msgs)
+        """Up to ``max_records`` records, taken from librdkafka ``CHUNK`` at a time: the first
+        take waits up to ``timeout_ms``, the next ones take what is queued, until one comes
+        back short. Each chunk's ``Message`` objects are dropped before the next is taken,
+        so the allocator reuses memory still in the cache: reading 1M values from 4
+        partitions this way took 0.50-0.55 CPU-s against 0.73-0.74 with one ``consume(8192)``
+        a poll (the bare consumer: 0.5 against 0.8-0.95; ``benchmarks/kafka_bench.py``)."""
+        out: list[Any] = []
+        last = -1
+        wait = timeout_ms / 1000
+        while len(out) < max_records:
+            want = min(CHUNK, max_records - len(out))
+            msgs = self._consumer.consume(want, wait)
+            wait = 0
+            full = len(msgs) == want
             if not msgs:
-                return [], -1
-        msgs = cut_at(msgs, stop, _offset)
-        if not msgs:
-            return [], -1
-        last = msgs[-1].offset() + 1
-        if lean:
-            return list(map(self._value_of, msgs)), last
+                break
+            if list(map(self._error_of, msgs)).count(None) != len(msgs):
+                msgs = self._without_errors(msgs)
+            kept = cut_at(msgs, stop, _offset) if msgs else msgs
+            if kept:
+                last = kept[-1].offset() + 1
+                out += map(self._value_of, kept) if lean else self._records(kept)
+            if not full or len(kept) < len(msgs):  # drained, or reached ``stop``
+                break
+        return out, last
+
+    def _records(self, msgs: list[Any]) -> list[KafkaRecord]:
         part = self._tp.partition
         return [
             KafkaRecord(part, m.offset(), m.timestamp()[1], m.key(), m.value(), m.headers())
             for m in msgs
-        ], last
+        ]
 
     def _without_errors(self, msgs: list[Any]) -> list[Any]:
         """Messages that are records; a fatal error fails the source, others (a broker lost

@@ -34,6 +34,13 @@ def test_nested_figures_are_named_by_their_path_and_lists_of_objects_by_their_fi
         ("checkpoints.throughput.ratio", "higher"),
         ("parallel.p2_over_p1", "higher"),
         ("kafka.weir_p1_over_bare", "higher"),
+        ("kafka.weir_expr_p1_over_bare_cpu", "higher"),
+        ("kafka.weir_expr_p1.events_per_cpu_s", "higher"),
+        ("kafka.weir_expr_p1.startup_cpu_s", "lower"),
+        ("kafka.bare_confluent.events_per_cpu_s", "info"),  # the client's floor
+        ("kafka.bare_batch", "info"),  # the bare consumer's batch, chosen by the run
+        ("queries.p99_weir_over_bare", "lower"),  # a latency ratio: lower is better
+        ("queries.processes.2.p99_weir_over_bare", "lower"),
         ("checkpoints.sync_phase_1m_keys.sync_p99_ms", "lower"),
         ("single_worker.dense.seconds", "lower"),
         ("checkpoints.sync_phase_1m_keys.largest_checkpoint_bytes", "lower"),

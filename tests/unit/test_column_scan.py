@@ -172,6 +172,27 @@ def test_payloads_without_newlines_are_joined_and_scanned(
     assert [r.split(":")[1].strip()[:10] for r in reasons] == ["Input is a", "unexpected"]
 
 
+def test_the_first_payload_decides_the_join_and_the_scan_checks_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One join per batch, chosen by its first item: payloads that end in a newline are
+    joined as they are, others by one. A batch whose other items disagree splits into
+    other lines than its items (merged lines, a blank line), so it is read item by item,
+    with the same results as the file's lines; one whose items all end in a newline is
+    scanned."""
+    payloads = [line.rstrip(b"\n") for line in CLEAN]
+    mixed = [
+        [payloads[0] + b"\n", payloads[1], payloads[2]],  # merged into fewer lines
+        [payloads[3], payloads[4] + b"\n", payloads[5]],  # a blank line between
+        [p + b"\n" for p in payloads[6:9]],  # every item a whole line
+        payloads[9:],
+    ]
+    on, scanned = _same(monkeypatch, "job", mixed, 1)
+    assert scanned == [False, False, True, True]
+    lines, _ = _same(monkeypatch, "job", [CLEAN], 1)
+    assert _plain(on.results) == _plain(lines.results) and _plain(on.dead) == _plain(lines.dead)
+
+
 LINE = st.fixed_dictionaries(
     {"id": st.sampled_from(["a", "b", "ü", "\\N", 3, None]), "ts": st.integers(0, 60)},
     optional={

@@ -129,20 +129,21 @@ def key_field(node: Any) -> str | None:
 def block_of(lines: Sequence[Any]) -> tuple[bytes, bool] | None:
     """The batch's items as one block, and whether they were joined by ``\\n``: a file's
     ``LineBlock`` is one already; lines that end in ``\\n`` (``readlines``'s, the last may
-    not) are joined as they are; payloads none of which holds a ``\\n`` (Kafka's values) are
-    joined by one. None when they are not all bytes-like."""
+    not) are joined as they are; payloads (Kafka's values) are joined by one. The first item
+    decides which, in one join: whatever the others hold, ``_one_line_each`` then finds
+    whether the scan's lines are the items (a payload with a ``\\n`` in it is not). None when
+    they are not all bytes-like."""
     if isinstance(lines, LineBlock):
         return lines.data, False
     try:
-        joined = b"".join(lines)
+        if len(lines) > 1 and lines[0][-1:] != b"\n":
+            return b"\n".join(lines), True
+        return b"".join(lines), False
     except TypeError:  # a Kafka record without a value (None), or decoded items
         return None
-    if len(lines) > 1 and b"\n" not in joined:
-        return b"\n".join(lines), True
-    return joined, False
 
 
-def _one_line_each(scan: Scan, lines: Sequence[Any], joined: bool) -> bool:
+def _one_line_each(scan: Scan, lines: Sequence[Any], block: bytes, joined: bool) -> bool:
     """Did the scan split the batch into its items, one line each? A file's ``LineBlock`` is
     whole lines split at ``\\n`` by construction, so its count and length say it; other items
     must end where the scan's lines end (after the ``\\n`` that joined them, if one did)."""
@@ -150,6 +151,10 @@ def _one_line_each(scan: Scan, lines: Sequence[Any], joined: bool) -> bool:
         return False
     if isinstance(lines, LineBlock):
         return not len(scan) or int(scan.ends[-1]) == len(lines.data)
+    if joined and block[-1:] != b"\n":
+        # n items joined by n - 1 newlines, with none after the last: the scan finds one
+        # line more than the block's newlines, so n lines exactly when no item holds one
+        return True
     ends = np.cumsum(np.fromiter(map(len, lines), np.int64, len(lines)) + int(joined))
     if joined:
         ends[-1] -= 1  # no \n after the last payload
@@ -170,7 +175,7 @@ def scan_rows(
         return None
     block, joined = found
     scan = scan_block(kernels.scan_lines, block, plan.read)
-    if not _one_line_each(scan, lines, joined):
+    if not _one_line_each(scan, lines, block, joined):
         return None  # items that are not one line each (Kafka payloads with or without \n)
     if not bool((scan.status == OK).all()):
         return None  # blank, malformed or non-object lines
