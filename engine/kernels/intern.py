@@ -184,14 +184,7 @@ class Interner:
         Raises:
             IndexError: an id is not interned.
         """
-        crcs = self._crcs
-        n = len(crcs)
-        out = []
-        for k in ids.tolist():
-            if not 0 <= k < n:
-                raise IndexError(f"key id {k} is not interned (0..{n - 1})")
-            out.append(crcs[k])
-        return np.array(out, dtype=np.uint32)
+        return np.array(_picked(self._crcs, ids), dtype=np.uint32)
 
     def gather_keys(self, ids: Array) -> tuple[bytes, Array, Array]:
         """The keys of ``ids`` as the cell writer takes them (``cells.PackedRows``): their
@@ -202,14 +195,23 @@ class Interner:
         Raises:
             IndexError: an id is not interned.
         """
-        raw = self._raw
-        n = len(raw)
-        keys = []
-        for k in ids.tolist():
-            if not 0 <= k < n:
-                raise IndexError(f"key id {k} is not interned (0..{n - 1})")
-            keys.append(raw[k])
+        keys = _picked(self._raw, ids)
         offsets = np.zeros(len(keys) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, keys), np.int64, len(keys)), out=offsets[1:])
         crc = np.fromiter(map(zlib.crc32, keys), np.uint32, len(keys))
         return b"".join(keys), offsets, crc
+
+
+def _picked(table: list[Any], ids: Array) -> list[Any]:
+    """``table[k]`` for each id ``k`` of ``ids``.
+
+    Raises:
+        IndexError: an id is not interned.
+    """
+    n = len(table)
+    out = []
+    for k in ids.tolist():
+        if not 0 <= k < n:
+            raise IndexError(f"key id {k} is not interned (0..{n - 1})")
+        out.append(table[k])
+    return out
