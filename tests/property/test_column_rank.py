@@ -76,3 +76,12 @@ def test_kth_largest_equals_the_sorted_columns(seed: int, n: int, k: int, shape:
     else:
         v = rng.integers(-2, 3, n).astype(np.float64)
     assert kth_largest(v, k) == np.sort(v)[n - k]
+
+
+def test_the_kth_largest_example_runs() -> None:
+    import doctest
+
+    from weir.engine.runtime.operators import colrank
+
+    failed, tried = doctest.testmod(colrank)
+    assert failed == 0 and tried > 0
