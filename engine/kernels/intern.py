@@ -198,8 +198,7 @@ class Interner:
         keys = _picked(self._raw, ids)
         offsets = np.zeros(len(keys) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, keys), np.int64, len(keys)), out=offsets[1:])
-        crc = np.fromiter(map(zlib.crc32, keys), np.uint32, len(keys))
-        return b"".join(keys), offsets, crc
+        return b"".join(keys), offsets, self.gather_crcs(ids)
 
 
 def _picked(table: list[Any], ids: Array) -> list[Any]:
