@@ -29,7 +29,8 @@ The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``)
 - ``find_windows(entries, key, crc)``: a key's rows in its bucket's cells (``cellk``), which
   the query API's point lookup calls (``state/cells.py``); ``encode_packed(rows, state_id,
   end, gen)``: packed rows (``cellcodec.PackedRows``) as cells, byte for byte
-  ``cellcodec.encode_cells`` (``cellk``), which the state writer calls.
+  ``cellcodec.encode_cells`` (``cellk``), which the state writer calls; ``merge_cells(cells)``:
+  one cell's generations (oldest first) as one cell, byte for byte ``cells.merge``.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ _NAMES = {
     "fold": ("WindowAcc",),
     "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
     "recs": ("record_columns",),
-    "cellk": ("find_windows", "encode_packed"),
+    "cellk": ("find_windows", "encode_packed", "merge_cells"),
 }
 
 
@@ -101,6 +102,7 @@ class Kernels:
     record_columns: Any
     find_windows: Any
     encode_packed: Any
+    merge_cells: Any
 
 
 def _functions(prefix: str, compiled: bool) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled twin of ``cellk.py``: a key's rows in the cells of its bucket (``state/cells.py``),
-and rows written as cells (``encode_packed``).
+rows written as cells (``encode_packed``), and a cell's generations merged into one
+(``merge_cells``).
 
 Each cell is searched in place as ``cells._lookup`` does (the records' CRC column bisected, the
 key's bytes compared, its int64 and float64 slots read), in C. A cell whose sizes do not add up,
@@ -9,7 +10,7 @@ raises ``StateError`` for a damaged cell), so both implementations answer alike.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy, memset
 
@@ -17,7 +18,7 @@ import numpy as np
 
 from weir.state import cellcodec
 from weir.state.cellcodec import cell_key, encode_packed as encode_packed_twin
-from weir.state.cells import lookup_row
+from weir.state.cells import lookup_row, merge as merge_twin
 
 DEF HEADER = 12
 DEF CELL_FORMAT = 1
@@ -273,3 +274,119 @@ cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1
     finally:
         free(dst)
     return out
+
+
+# -- merging -------------------------------------------------------------------------------------
+
+
+cdef struct Part:
+    const uint8_t *rec  # the first record
+    const uint8_t *keys  # the key blob
+    Py_ssize_t n, key_bytes, at  # rows, key bytes, the next row to merge
+
+
+cdef inline Py_ssize_t _key_len(const Part *q, Py_ssize_t i, Py_ssize_t w) noexcept nogil:
+    cdef Py_ssize_t a = _u32(q.rec + i * w + 4)
+    return (_u32(q.rec + (i + 1) * w + 4) if i + 1 < q.n else q.key_bytes) - a
+
+
+cdef inline int _row_cmp(const Part *x, const Part *y, Py_ssize_t w) noexcept nogil:
+    """(CRC, key bytes) of ``x``'s next row against ``y``'s, as ``bytes`` compare."""
+    cdef uint32_t hx = _u32(x.rec + x.at * w), hy = _u32(y.rec + y.at * w)
+    if hx != hy:
+        return -1 if hx < hy else 1
+    cdef Py_ssize_t lx = _key_len(x, x.at, w), ly = _key_len(y, y.at, w)
+    cdef int c = memcmp(x.keys + _u32(x.rec + x.at * w + 4), y.keys + _u32(y.rec + y.at * w + 4),
+                        lx if lx < ly else ly)
+    if c:
+        return c
+    return -1 if lx < ly else (1 if lx > ly else 0)
+
+
+cdef Py_ssize_t _merge_order(Part *parts, int m, Py_ssize_t w, int32_t *src, int32_t *row,
+                             Py_ssize_t *key_bytes) noexcept nogil:
+    """The merged rows in (CRC, key) order, each key once from the newest part holding it:
+    ``src[k]``, ``row[k]`` name row k's part and its row there. Returns how many rows."""
+    cdef Py_ssize_t k = 0, total = 0
+    cdef int j, best, c
+    while True:
+        best = -1
+        for j in range(m - 1, -1, -1):  # newest first: an equal key keeps the newest
+            if parts[j].at < parts[j].n and (best < 0 or _row_cmp(&parts[j], &parts[best], w) < 0):
+                best = j
+        if best < 0:
+            break
+        src[k] = best
+        row[k] = <int32_t>parts[best].at
+        total += _key_len(&parts[best], parts[best].at, w)
+        for j in range(m):  # every part's row of this key is older (or this one)
+            if j != best and parts[j].at < parts[j].n and _row_cmp(&parts[j], &parts[best], w) == 0:
+                parts[j].at += 1
+        parts[best].at += 1
+        k += 1
+    key_bytes[0] = total
+    return k
+
+
+def merge_cells(list cells):
+    """See ``cells.merge``: the same cell byte for byte, merged in C. Cells whose slots are not
+    all int64 or float64 alike, with no rows, or whose sizes do not add up go to the twin,
+    which merges (or refuses) them as it always has."""
+    cdef int m = len(cells), j, s
+    if m == 1:
+        return cells[0]
+    if m == 0 or m > 64:
+        return merge_twin(cells)
+    cdef Part parts[64]
+    cdef const uint8_t *p
+    cdef const uint8_t *kinds = NULL
+    cdef Py_ssize_t size, total = 0, w = 0, rec = 0, i
+    for j in range(m):
+        raw = cells[j]
+        if type(raw) is not bytes:
+            return merge_twin(cells)
+        p = <const uint8_t *>PyBytes_AS_STRING(raw)
+        size = len(raw)
+        if size < HEADER or p[0] != CELL_FORMAT:
+            return merge_twin(cells)
+        if j == 0:
+            s, kinds = p[1], p + HEADER
+            rec, w = HEADER + s + ((-s) & 7), 8 + 8 * p[1]
+            for i in range(s):
+                if kinds[i] != INT and kinds[i] != FLOAT:
+                    return merge_twin(cells)
+        elif p[1] != s or memcmp(p + HEADER, kinds, s) != 0:
+            return merge_twin(cells)
+        parts[j].n = _u32(p + 4)
+        parts[j].key_bytes = _u32(p + 8)
+        if size < rec or (size - rec) // w < parts[j].n or rec + parts[j].n * w + parts[j].key_bytes != size:
+            return merge_twin(cells)
+        parts[j].rec, parts[j].keys, parts[j].at = p + rec, p + rec + parts[j].n * w, 0
+        total += parts[j].n
+    if total == 0 or total > 0x7FFFFFFF:
+        return merge_twin(cells)
+    src_a, row_a = np.empty(total, np.int32), np.empty(total, np.int32)
+    cdef int32_t[::1] src = src_a
+    cdef int32_t[::1] row = row_a
+    cdef Py_ssize_t n, key_bytes = 0, k, a, length, kat = 0
+    with nogil:
+        n = _merge_order(parts, m, w, &src[0], &row[0], &key_bytes)
+    value = PyBytes_FromStringAndSize(NULL, rec + n * w + key_bytes)
+    cdef uint8_t *out = <uint8_t *>PyBytes_AS_STRING(value)
+    cdef uint32_t n32 = <uint32_t>n, kb32 = <uint32_t>key_bytes, off
+    cdef const Part *q
+    cdef const uint8_t *head = <const uint8_t *>PyBytes_AS_STRING(cells[0])
+    with nogil:
+        memcpy(out, head, rec)  # header and kinds
+        memcpy(out + 4, &n32, 4)
+        memcpy(out + 8, &kb32, 4)
+        for k in range(n):
+            q = &parts[src[k]]
+            a = _u32(q.rec + row[k] * w + 4)
+            length = _key_len(q, row[k], w)
+            memcpy(out + rec + k * w, q.rec + row[k] * w, w)
+            off = <uint32_t>kat
+            memcpy(out + rec + k * w + 4, &off, 4)
+            memcpy(out + rec + n * w + kat, q.keys + a, length)
+            kat += length
+    return value

@@ -115,3 +115,33 @@ def test_a_cell_finds_each_of_its_keys_and_no_other(rows: dict[str, tuple[Any, A
         assert [(type(x), x) for x in cell.slots_at(i)] == [(type(a), a), (type(b), b)]
     assert cell.find(b"\xff-not-a-key") == -1
     assert sorted(cell.keys()) == sorted(keys)
+
+
+def test_due_merges_are_written_together_a_chunk_at_a_time() -> None:
+    """Thousands of cells fall due at once at 10k keys (every flush touches every cell): they
+    are merged in one pass and written ``chunk`` cells a batch, not one write a cell."""
+    state = MemoryState()
+    log = CellLog(MAX_PAR)
+    model: dict[tuple[int, str], list[Any]] = {}
+    keys = [f"id-{i}" for i in range(64)]
+    for g in range(6):  # six generations of every cell: each is past MAX_GENERATIONS
+        rows = {k: (g * 100 + i, float(g)) for i, k in enumerate(keys)}
+        seg = _segment(100, rows, as_columns=True)
+        StateDelta(columns=[seg], cells=CellPart(log, SID, 2, [])).write(state)
+        model.update({(100, k): [a, b] for k, (a, b) in rows.items()})
+    cells_held = {k[:14] for k, _ in state.scan(b"", b"\xff")}
+    writes: list[int] = []
+    write = state.write
+
+    def counted(puts: Any, deletes: Any = None) -> None:
+        writes.append(len(puts))
+        write(puts, deletes)
+
+    state.write = counted  # type: ignore[method-assign]
+    log._cells[(SID, 100)].update(dict.fromkeys(cells_held, 5))  # one more due merge each
+    merged = log.merge_due(state, chunk=3)
+    assert merged == len(cells_held) > 3
+    assert writes == [3] * (merged // 3) + ([merged % 3] if merged % 3 else [])
+    assert _same(_whole(state), model)
+    for at in cells_held:
+        assert len(list(state.scan(at, layout.prefix_upper_bound(at)))) == 1

@@ -185,3 +185,68 @@ def test_encode_packed_refuses_what_encode_cells_refuses(kernels: Kernels) -> No
         cells.encode_cells(ok, SID, 2**64, 0)
     with pytest.raises(type(want.value)):
         kernels.encode_packed(PackedRows.of(ok), SID, 2**64, 0)
+
+
+def _gen_cell(keys: list[bytes], kinds: list[str], data: st.DataObject) -> bytes:
+    """One generation's cell of ``keys`` (no key twice), each slot of its kind."""
+    strategy = {"int": I64, "float": F64, "object": st.lists(I64, max_size=2)}
+    slots = [
+        cells.slot_column(data.draw(st.lists(strategy[k], min_size=len(keys), max_size=len(keys))))
+        for k in kinds
+    ]
+    return cells.encode_cell(keys, slots)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(ENC_KEYS, max_size=12, unique=True), min_size=1, max_size=7),
+    st.lists(_colliding(), max_size=2),
+    st.lists(st.sampled_from(["int", "float"]), max_size=3),
+    st.booleans(),
+    st.data(),
+)
+def test_merge_cells_merges_as_the_twin_and_the_newest_row_wins(
+    kernels: Kernels,
+    gens: list[list[bytes]],
+    collisions: list[list[bytes]],
+    kinds: list[str],
+    mixed: bool,
+    data: st.DataObject,
+) -> None:
+    """A cell's generations (oldest first), merged: byte for byte what ``cells.merge`` makes,
+    and each key's slots those of the newest generation holding it (a dict model). ``mixed``:
+    one generation's slot is of another kind (or msgpack), which the twin merges."""
+    extra = [data.draw(st.sampled_from([[], *collisions])) if collisions else [] for _ in gens]
+    gens = [list(dict.fromkeys(g + more)) for g, more in zip(gens, extra, strict=True)]
+    raws = []
+    for i, keys in enumerate(gens):
+        own = list(kinds)
+        if mixed and own and i == len(gens) - 1:
+            own[0] = data.draw(st.sampled_from(["int", "float", "object"]))
+        raws.append(_gen_cell(keys, own, data))
+    merged = kernels.merge_cells(raws)
+    assert merged == cells.merge(raws)
+    model: dict[bytes, list[Any]] = {}
+    for raw in raws:
+        model.update(cells.Cell(raw).rows())
+    got = dict(cells.Cell(merged).rows())
+    assert got.keys() == model.keys()
+    for key, slots in model.items():
+        assert _typed_same(got[key], slots), (key, got[key], slots)
+
+
+def _typed_same(a: list[Any], b: list[Any]) -> bool:
+    """Slots equal value for value and type for type (NaN equal to NaN)."""
+    return len(a) == len(b) and all(
+        type(x) is type(y) and (x == y or (x != x and y != y)) for x, y in zip(a, b, strict=True)
+    )
+
+
+def test_merge_cells_refuses_a_cell_cut_short_as_the_twin_does(kernels: Kernels) -> None:
+    whole = cells.encode_cell([b"a", b"b"], [np.array([1, 2], np.int64)])
+    newer = cells.encode_cell([b"b"], [np.array([3], np.int64)])
+    with pytest.raises(Exception) as twin:
+        cells.merge([whole[:-5], newer])
+    with pytest.raises(type(twin.value)):
+        kernels.merge_cells([whole[:-5], newer])
+    assert kernels.merge_cells([whole]) == whole

@@ -31,6 +31,7 @@ from weir.state.backend import StateBackend
 from weir.state.cellcodec import PackedRows
 
 MAX_GENERATIONS = 4
+MERGE_CHUNK = 1024  # merged cells a write batch: the loop gets the GIL back between batches
 _KEY = itemgetter(0)
 _CELL = itemgetter(slice(0, 14))  # a cell key's cell and window, without its generation
 # a window's frozen rows: (state id, window end, keys, their slots end to end, ``width`` a key)
@@ -75,25 +76,36 @@ class CellLog:
         self._gen = max(self._gen, gen)
         self._cells.setdefault((sid, end), Counter())[raw_key[:14]] += 1
 
-    def merge_due(self, state: StateBackend) -> int:
-        """Merge every cell with more than ``MAX_GENERATIONS`` entries; returns how many."""
+    def merge_due(self, state: StateBackend, chunk: int = MERGE_CHUNK) -> int:
+        """Merge every cell with more than ``MAX_GENERATIONS`` entries; returns how many. The
+        merges are written together, ``chunk`` cells a batch (a flush at 10k keys makes
+        thousands due at once: one write each cost more than the merge itself)."""
         done = 0
+        puts: dict[bytes, bytes] = {}
+        deletes: list[bytes] = []
         for known in self._cells.values():
             if max(known.values(), default=0) <= MAX_GENERATIONS:  # in C: most windows
                 continue
             for cell, count in known.items():
                 if count > MAX_GENERATIONS:
-                    known[cell] = self._merge(state, cell)
+                    known[cell] = self._merge(state, cell, puts, deletes)
                     done += 1
+                    if len(puts) >= chunk:
+                        state.write(puts, deletes)
+                        puts, deletes = {}, []
+        if puts or deletes:
+            state.write(puts, deletes)
         return done
 
     @staticmethod
-    def _merge(state: StateBackend, cell: bytes) -> int:
-        """Merge the newest entries of ``cell``: the newest two, and each older one while the
-        rows merged so far are at least half its rows, so an entry is rewritten only once the
-        changes since it have grown to half its size (every row a bounded number of times,
-        and updating 1% of the keys rewrites about 1% of the bytes). Returns the entries
-        left."""
+    def _merge(
+        state: StateBackend, cell: bytes, puts: dict[bytes, bytes], deletes: list[bytes]
+    ) -> int:
+        """Merge the newest entries of ``cell`` (into ``puts`` and ``deletes``): the newest
+        two, and each older one while the rows merged so far are at least half its rows, so
+        an entry is rewritten only once the changes since it have grown to half its size
+        (every row a bounded number of times, and updating 1% of the keys rewrites about 1% of
+        the bytes). Returns the entries left."""
         found = list(state.scan(cell, layout.prefix_upper_bound(cell)))
         if len(found) < 2:
             return len(found)
@@ -104,7 +116,8 @@ class CellLog:
             i -= 1
             total += sizes[i]
         part = found[i:]
-        state.write({part[-1][0]: cells.merge([v for _, v in part])}, [k for k, _ in part[:-1]])
+        puts[part[-1][0]] = kernels.KERNELS.merge_cells([v for _, v in part])
+        deletes.extend(k for k, _ in part[:-1])
         return i + 1
 
     def forget(self, sid: int, until: int) -> None:
