@@ -30,6 +30,9 @@ The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``)
   the query API's point lookup calls (``state/cells.py``); ``encode_packed(rows, state_id,
   end, gen)``: packed rows (``cellcodec.PackedRows``) as cells, byte for byte
   ``cellcodec.encode_cells`` (``cellk``), which the state writer calls.
+- ``batch_values(buf, start, first, stop, check_crc)``, ``record_values(...)``: a Kafka fetch's
+  record batches as one block of values with their ends and offsets (``kbatch``), which the
+  raw Kafka source calls (``sources.kafka_raw``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ _MODULES = {
     "_strk": "strk",
     "_recs": "recs",
     "_cellk": "cellk",
+    "_kbatch": "kbatch",
 }
 _NAMES = {
     "scan": ("scan_lines",),
@@ -70,6 +74,7 @@ _NAMES = {
     "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
     "recs": ("record_columns",),
     "cellk": ("find_windows", "encode_packed"),
+    "kbatch": ("batch_values", "record_values"),
 }
 
 
@@ -101,6 +106,8 @@ class Kernels:
     record_columns: Any
     find_windows: Any
     encode_packed: Any
+    batch_values: Any
+    record_values: Any
 
 
 def _functions(prefix: str, compiled: bool) -> dict[str, Any]:
