@@ -125,14 +125,22 @@ def leader(bootstrap: str, topic: str, partition: int, timeout_s: float) -> str:
     """
     from kafka.protocol.metadata import MetadataRequest
 
-    first = bootstrap.split(",")[0].strip()
-    wire = Wire(first, timeout_s)
-    try:
-        req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
-                              allow_auto_topic_creation=False)  # fmt: skip
-        got = wire.request(req, 4)
-    finally:
-        wire.close()
+    req = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                          allow_auto_topic_creation=False)  # fmt: skip
+    failed: OSError | None = None
+    for address in (a.strip() for a in bootstrap.split(",") if a.strip()):
+        try:
+            wire = Wire(address, timeout_s)
+        except OSError as exc:  # the next bootstrap broker may answer
+            failed = exc
+            continue
+        try:
+            got = wire.request(req, 4)
+            break
+        finally:
+            wire.close()
+    else:
+        raise failed or OSError(f"no broker in {bootstrap!r}")
     brokers = {b.node_id: f"{b.host}:{b.port}" for b in got.brokers}
     for t in got.topics:
         for p in t.partitions if t.name == topic else ():
