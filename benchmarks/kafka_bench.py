@@ -241,9 +241,11 @@ def measure(
                 job = workdir / f"kafka_{kind}_{topic.replace('-', '_')}.py"
                 job.write_text(
                     PEER_JOB.format(
-                        kind=kind, bootstrap=bootstrap, topic=topic,
+                        kind=kind,
+                        bootstrap=bootstrap,
+                        topic=topic,
                         filter=FILTERS[kind.removesuffix("_confluent")],
-                    )  # fmt: skip
+                    )
                 )
                 jobs[f"{kind}/{topic}"] = job
         runs: dict[str, list[dict[str, Any]]] = {}
