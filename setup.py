@@ -12,7 +12,7 @@ import os
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
-KERNELS = ("_scan", "_timek", "_intern", "_fold", "_strk", "_recs", "_cellk")
+KERNELS = ("_scan", "_timek", "_intern", "_fold", "_strk", "_recs", "_cellk", "_kbatch")
 # the package's folders are symlinked under weir/ (pyproject.toml), so the modules' names are
 # weir.engine.kernels.* and their sources are reached through weir/engine
 extensions = [

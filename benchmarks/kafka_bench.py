@@ -168,12 +168,14 @@ def bare_run(bootstrap: str, topic: str, events: int, decode: bool, batch: int) 
     return json.loads(out.stdout)
 
 
-def weir_run(job: Path, workdir: Path) -> dict[str, Any]:
-    """``weir run JOB --exit-at-end --no-api`` at parallelism 1 in a fresh state directory:
-    its process tree's CPU seconds and wall time (``cpu_bench.tree_cpu``)."""
+def weir_run(job: Path, workdir: Path, client: str = "auto") -> dict[str, Any]:
+    """``weir run JOB --exit-at-end --no-api`` at parallelism 1 in a fresh state directory,
+    through Kafka ``client``: its process tree's CPU seconds and wall time
+    (``cpu_bench.tree_cpu``)."""
     state = Path(tempfile.mkdtemp(prefix="state-", dir=workdir))
     cmd = [sys.executable, "-m", "weir", "run", str(job), "--exit-at-end", "--no-api"]
     env = {**os.environ, "WEIR_STATE_DIR": str(state), "WEIR_PARALLELISM": "1"}
+    env["WEIR_KAFKA_CLIENT"] = client
     return tree_cpu(cmd, ROOT, env)
 
 
@@ -223,10 +225,12 @@ def measure(
     workdir: Path,
     events: int = EVENTS,
     rounds: int = 3,
-    kinds: tuple[str, ...] = ("expr", "lambda"),
+    kinds: tuple[str, ...] = ("expr", "expr_confluent", "lambda"),
 ) -> dict[str, Any]:
     """The ``kafka`` section: every system once per round, in turn; medians and spread.
-    ``kinds``: weir's jobs (``FILTERS``), ``expr`` being the goal's."""
+    ``kinds``: weir's jobs (``FILTERS``), ``expr`` being the goal's; ``KIND_confluent``
+    runs that job with ``client=confluent`` (librdkafka's messages, not raw record batches:
+    the A/B of decision 0018)."""
     loads = [_load()]
     with tansu(workdir) as bootstrap:
         produced = fill_topic(bootstrap, "kbench", events)
@@ -237,7 +241,10 @@ def measure(
                 job = workdir / f"kafka_{kind}_{topic.replace('-', '_')}.py"
                 job.write_text(
                     PEER_JOB.format(
-                        kind=kind, bootstrap=bootstrap, topic=topic, filter=FILTERS[kind]
+                        kind=kind,
+                        bootstrap=bootstrap,
+                        topic=topic,
+                        filter=FILTERS[kind.removesuffix("_confluent")],
                     )
                 )
                 jobs[f"{kind}/{topic}"] = job
@@ -249,7 +256,8 @@ def measure(
                         bare_run(bootstrap, "kbench", events, decode, batch)
                     )
             for key, job in jobs.items():
-                runs.setdefault(key, []).append(weir_run(job, workdir))
+                client = "confluent" if "_confluent/" in key else "auto"
+                runs.setdefault(key, []).append(weir_run(job, workdir, client))
             loads.append(_load())
     return _summary(produced, runs, kinds, rounds, loads)
 
@@ -286,7 +294,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=EVENTS)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--kinds", default="expr,lambda", help=f"weir's jobs, of {list(FILTERS)}")
+    parser.add_argument(
+        "--kinds", default="expr,expr_confluent,lambda",
+        help=f"weir's jobs, of {list(FILTERS)} (a _confluent suffix: client=confluent)",
+    )  # fmt: skip
     parser.add_argument("--bare", nargs=2, metavar=("BOOTSTRAP", "TOPIC"), help=argparse.SUPPRESS)
     parser.add_argument("--decode", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=BARE_BATCH, help=argparse.SUPPRESS)

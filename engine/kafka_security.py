@@ -6,7 +6,9 @@ environment variable (a URL option wins):
 ==========================  ===================================================================
 option                      meaning
 ==========================  ===================================================================
-``client``                  confluent (default: confluent-kafka, librdkafka) or kafka-python
+``client``                  auto (default: confluent-kafka, librdkafka, but a lean plaintext
+                            source read fetches raw record batches, ``sources.kafka_raw``),
+                            confluent or kafka-python
 ``security_protocol``       PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL
 ``ssl_cafile``              PEM file of the CA(s) that signed the brokers' certificates
                             (default: the system's trusted CAs)
@@ -38,7 +40,7 @@ from weir.base.errors import ConfigError
 from weir.base.redact import REDACTED, redact_url
 from weir.base.settings import Check, Choice, Number, Setting, Switch
 
-CLIENTS = ("confluent", "kafka-python")
+CLIENTS = ("auto", "confluent", "kafka-python")
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 OPTIONS = (
@@ -66,7 +68,8 @@ def env_var(option: str) -> str:
 
 
 _HELP = {
-    "client": "confluent (confluent-kafka, librdkafka) or kafka-python",
+    "client": "auto (confluent-kafka, but lean plaintext source reads fetch raw record batches), "
+    "confluent (confluent-kafka, librdkafka) or kafka-python",
     "security_protocol": "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
     "ssl_cafile": "PEM file of the CA(s) that signed the brokers' certificates (default: the "
     "system's trusted CAs)",
@@ -80,7 +83,7 @@ _HELP = {
     "sasl_password": "its password (a URL option is visible in process lists; this is not)",
     "sasl_password_file": "a file holding the SASL password (one line)",
 }
-_DEFAULTS = {"client": "confluent", "security_protocol": "PLAINTEXT", "ssl_check_hostname": "true"}
+_DEFAULTS = {"client": "auto", "security_protocol": "PLAINTEXT", "ssl_check_hostname": "true"}
 _CHECKS: dict[str, Check] = {
     "client": Choice(CLIENTS),
     "security_protocol": Choice(PROTOCOLS),

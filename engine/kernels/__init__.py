@@ -31,6 +31,9 @@ The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``)
   end, gen)``: packed rows (``cellcodec.PackedRows``) as cells, byte for byte
   ``cellcodec.encode_cells`` (``cellk``), which the state writer calls; ``merge_cells(cells)``:
   one cell's generations (oldest first) as one cell, byte for byte ``cells.merge``.
+- ``batch_values(buf, start, first, stop, check_crc)``, ``record_values(...)``: a Kafka fetch's
+  record batches as one block of values with their ends and offsets (``kbatch``), which the
+  raw Kafka source calls (``sources.kafka_raw``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ _MODULES = {
     "_strk": "strk",
     "_recs": "recs",
     "_cellk": "cellk",
+    "_kbatch": "kbatch",
 }
 _NAMES = {
     "scan": ("scan_lines",),
@@ -71,6 +75,7 @@ _NAMES = {
     "strk": ("str_equals", "str_startswith", "str_contains", "str_isin"),
     "recs": ("record_columns",),
     "cellk": ("find_windows", "encode_packed", "merge_cells"),
+    "kbatch": ("batch_values", "record_values"),
 }
 
 
@@ -103,6 +108,8 @@ class Kernels:
     find_windows: Any
     encode_packed: Any
     merge_cells: Any
+    batch_values: Any
+    record_values: Any
 
 
 def _functions(prefix: str, compiled: bool) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -49,7 +49,7 @@ class PartitionConsumer(Protocol):
 
     def poll(
         self, max_records: int, timeout_ms: int, lean: bool, stop: int | None
-    ) -> tuple[list[Any], int]:
+    ) -> tuple[Sequence[Any], int]:
         """Up to ``max_records`` records before ``stop``, in offset order (their values when
         ``lean``, else whole records), and the offset after the last (-1 when none)."""
         ...
@@ -214,12 +214,17 @@ class KafkaReader:
     ) -> None:
         self._spec = spec
         self._split = f"{topic}/{partition}"
-        self._consumer: PartitionConsumer = _client(spec.security).partition(
+        # without metadata only values are read
+        self._lean = lean and not spec.metadata
+        from weir.engine.sources import kafka_raw  # numpy: not for the CLI's imports
+
+        make = _client(spec.security).partition
+        if kafka_raw.applies(spec.security, self._lean, spec.start, offset):
+            make = kafka_raw.RawPartition  # record batches as bytes, values as one block
+        self._consumer: PartitionConsumer = make(
             spec.bootstrap, spec.security, topic, partition, spec.group,
             spec.fetch_max_bytes, spec.max_partition_fetch_bytes,
         )  # fmt: skip
-        # without metadata only values are read
-        self._lean = lean and not spec.metadata
         try:
             self._next = self._consumer.start_at(
                 None if offset is None else int(offset), spec.start
@@ -233,7 +238,7 @@ class KafkaReader:
         self._opened = time.monotonic()
 
     def read_batch(self, max_records: int) -> SourceBatch:
-        msgs = self.read_messages(max_records)
+        msgs = self._read(max_records)
         if msgs is None:
             return SourceBatch([], decoded=False, end=True, offsets=self._offsets())
         if not msgs:
@@ -241,13 +246,23 @@ class KafkaReader:
         if self._lean:
             return SourceBatch(msgs, decoded=False, offsets=self._offsets())
         if self._spec.metadata:
-            return SourceBatch(records_with_metadata(msgs), decoded=True, offsets=self._offsets())
+            return SourceBatch(
+                records_with_metadata(list(msgs)), decoded=True, offsets=self._offsets()
+            )
         return SourceBatch([m.value for m in msgs], decoded=False, offsets=self._offsets())
 
     def read_messages(self, max_records: int) -> list[Any] | None:
         """The next records, in offset order: whole records (``KafkaRecord`` attributes), or
         values from a lean reader; ``[]`` when none arrived in this poll, ``None`` once a
         bounded reader reached its end."""
+        msgs = self._read(max_records)
+        if msgs is None or isinstance(msgs, list):
+            return msgs
+        return [line[:-1] for line in msgs]  # a LineBlock's lines: each value and its \n
+
+    def _read(self, max_records: int) -> Sequence[Any] | None:
+        """``read_messages``, but a raw lean reader's values stay the ``LineBlock`` its
+        fetch was read into."""
         stop = self._stop_at
         if stop is not None and self._next >= stop:
             return None

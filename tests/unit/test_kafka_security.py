@@ -161,9 +161,10 @@ def test_errors_about_a_url_never_show_its_secrets() -> None:
 
 
 def test_the_client_library_is_an_option_validated_by_name() -> None:
-    """``client`` picks the library (confluent by default), from the URL over WEIR_KAFKA_CLIENT;
-    a Spark task gets it through ``options()``; ``/jobs`` shows it when not the default."""
-    assert KafkaSecurity().client == "confluent"
+    """``client`` picks the library (auto by default: confluent, or raw record batches for
+    lean plaintext source reads), from the URL over WEIR_KAFKA_CLIENT; a Spark task gets it
+    through ``options()``; ``/jobs`` shows it when not the default."""
+    assert KafkaSecurity().client == "auto"
     got = resolve({}, {"WEIR_KAFKA_CLIENT": "Kafka-Python"})
     assert got.client == "kafka-python" and resolve(got.options(), {}) == got
     assert resolve({"client": "confluent"}, {"WEIR_KAFKA_CLIENT": "kafka-python"}).client == (
@@ -172,7 +173,7 @@ def test_the_client_library_is_an_option_validated_by_name() -> None:
     assert got.describe() == "client=kafka-python" and "client='kafka-python'" in repr(got)
     with pytest.raises(
         ConfigError,
-        match=r"client='aiokafka' is not known; use confluent or "
+        match=r"client='aiokafka' is not known; use auto or confluent or "
         r"kafka-python \(set by client \(URL option\) or WEIR_KAFKA_CLIENT\)",
     ):
         resolve({}, {"WEIR_KAFKA_CLIENT": "aiokafka"})
