@@ -84,7 +84,8 @@ def _part(**change: Any) -> bytes:
     [
         ({"node": 0}, "not a columnar one"),
         ({"node": "1"}, "not a columnar one"),
-        ({"body": b"\x00" * 40}, "not an Arrow batch"),
+        ({"body": b"\x00" * 40}, "not a column batch"),
+        ({"body": b"WCB1"}, "not a column batch"),
         ({"body": 7}, "not a columnar one"),
         ({"extra": b"\xc1"}, "not msgpack"),
         ({"extra": msgpack.packb([{}, {9: {}}])}, "row 9 of 3"),
@@ -95,6 +96,53 @@ def _part(**change: Any) -> bytes:
 def test_a_malformed_columnar_part_is_refused(change: dict[str, Any], match: str) -> None:
     with pytest.raises(MessageError, match=match):
         decode_frame(_part(**change), 2, 1, FIELDS)
+
+
+def _body(batch: ColumnBatch) -> bytearray:
+    frame = msgpack.unpackb(_frame(batch))
+    return bytearray(frame[1][0][0][0][1])
+
+
+def _with_body(body: bytes) -> bytes:
+    frame = msgpack.unpackb(_frame(_batch(Keys(["a", "b", "c"]))))
+    frame[1][0][0][0][1] = bytes(body)
+    return msgpack.packb(frame)  # type: ignore[no-any-return]
+
+
+# the body of a 3-row, 2-field batch: header 16, ts/wm 48, values 96, offsets 16, tags 6, keys
+OFFSETS_AT, KEYS_AT = 16 + 48 + 96, 16 + 48 + 96 + 16 + 6
+
+
+def _offsets(body: bytearray, values: list[int]) -> bytearray:
+    body[OFFSETS_AT : OFFSETS_AT + 16] = np.array(values, "<i4").tobytes()
+    return body
+
+
+@pytest.mark.parametrize(
+    ("damage", "match"),
+    [
+        (lambda b: b + b"x", "holds 3 rows in"),
+        (lambda b: b[:-1], "holds 3 rows in"),
+        (lambda b: b"WCB2" + b[4:], "it starts b'WCB2'"),
+        (lambda b: b[:8] + (1).to_bytes(4, "little") + b[12:], "1 fields where its node has 2"),
+        (lambda b: _offsets(b, [0, 2, 1, 3]), "do not cover its keys in order"),
+        (lambda b: _offsets(b, [1, 1, 2, 3]), "do not cover its keys in order"),
+        (lambda b: _offsets(b, [0, 1, 2, 2]), "do not cover its keys in order"),
+        (lambda b: b[:KEYS_AT] + b"\xff" + b[KEYS_AT + 1 :], "not UTF-8"),
+    ],
+)
+def test_a_damaged_column_body_is_refused(damage: Any, match: str) -> None:
+    body = damage(_body(_batch(Keys(["a", "b", "c"]))))
+    with pytest.raises(MessageError, match=match):
+        decode_frame(_with_body(body), 2, 1, FIELDS)
+
+
+def test_keys_whose_offsets_split_a_character_are_refused() -> None:
+    """ "ü" is two bytes: a key boundary between them leaves each half invalid alone, though
+    the bytes end to end are UTF-8."""
+    body = _body(_batch(Keys(["", "ü", ""])))
+    with pytest.raises(MessageError, match="split a character"):
+        decode_frame(_with_body(_offsets(body, [0, 1, 2, 2])), 2, 1, FIELDS)
 
 
 def test_an_unknown_value_tag_is_refused() -> None:
