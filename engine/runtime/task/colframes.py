@@ -77,7 +77,7 @@ def encode_part(batch: ColumnBatch, kernels: Kernels, pack: Any) -> list[Any]:
 
 
 def _column(values: Array, dtype: Any) -> memoryview:
-    return memoryview(np.ascontiguousarray(values, dtype)).cast("B")
+    return np.ascontiguousarray(values, dtype).data.cast("B")
 
 
 def decode_part(raw: list[Any], fields: dict[int, list[str]], unpack: Any) -> ColumnBatch:
