@@ -167,12 +167,18 @@ def _name(tp: Any) -> str:
     return "None" if tp is type(None) else getattr(tp, "__name__", str(tp))
 
 
+# the types a check passes unchanged, where it is that simple: a tuple of such checks is
+# checked in one pass (a status message's top-N lists hold hundreds of ``(key, value)`` pairs)
+_PLAIN: dict[Check, tuple[type, ...]] = {}
+
+
 def _exact(tp: type, name: str) -> Check:
     def check(v: Any) -> Any:
         if type(v) is not tp:
             raise _Wrong(name, v)
         return v
 
+    _PLAIN[check] = (tp,)
     return check
 
 
@@ -193,6 +199,7 @@ def _union(args: tuple[Any, ...]) -> Check:
                 return v
             raise _Wrong(name, v)
 
+        _PLAIN[number] = (int, float)
         return number
     if len(args) == 2 and type(None) in args:  # X | None
         inner = _checker(args[0] if args[1] is type(None) else args[1])
@@ -243,6 +250,23 @@ def _tuple_of(item: Check) -> Check:
 
 
 def _fixed_tuple(items: list[Check]) -> Check:
+    slow = _checked_tuple(items)
+    plain = [_PLAIN.get(c) for c in items]
+    if any(t is None for t in plain):
+        return slow
+    n, kinds = len(items), plain
+
+    def fast(v: Any) -> tuple[Any, ...]:
+        if type(v) in (list, tuple) and len(v) == n:
+            if all(type(x) in t for x, t in zip(v, kinds, strict=True)):  # type: ignore[operator]
+                return tuple(v)
+        checked: tuple[Any, ...] = slow(v)  # raises, naming what is wrong
+        return checked
+
+    return fast
+
+
+def _checked_tuple(items: list[Check]) -> Check:
     def check(v: Any) -> tuple[Any, ...]:
         if not isinstance(v, list | tuple) or len(v) != len(items):
             raise _Wrong(f"a list of {len(items)}", v)

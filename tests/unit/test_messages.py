@@ -124,6 +124,24 @@ def test_a_ranking_of_sums_past_64_bits_crosses_exactly() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("entry", "named"),
+    [
+        (["ad-2", True], r"\['n'\]\[1\]\[1\]: expected int \| float, got bool"),
+        ([7, 1], r"\['n'\]\[1\]\[0\]: expected str, got int"),
+        (["ad-2", 1, 2], r"\['n'\]\[1\]: expected a list of 2"),
+    ],
+)
+def test_a_wrong_ranking_entry_is_refused_by_its_path(entry: list[Any], named: str) -> None:
+    """A ranking's pairs are checked in one pass when they are right, and by the slow path,
+    which names the place, when one is not."""
+    status = _status()
+    status["operators"]["clicks"]["top"]["latest"]["by"]["n"] = [("ad-1", 1), entry]
+    raw = m.FROM_WORKER.encode(m.StatusReport(status))
+    with pytest.raises(MessageError, match=named):
+        m.FROM_WORKER.decode(raw)
+
+
 def _frame(tag: str, fields: Any) -> bytes:
     packed: bytes = msgpack.packb([tag, fields], use_bin_type=True)
     return packed
