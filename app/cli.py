@@ -10,13 +10,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from weir.app.catalogue import ENVIRONMENT, flag_names
 from weir.app.interrupt import CTRL_C, EXIT_INTERRUPTED
 from weir.app.options import DEPRECATED
 from weir.app.parser import parse
-from weir.app.startup import collector_paused, one_blas_thread
+from weir.app.startup import collector_paused, exit_now, one_blas_thread
 from weir.base import logs
 from weir.base.errors import ConfigError, WeirError
 from weir.base.settings import read_env, render
@@ -70,6 +70,12 @@ def _backfill_root(raw: str) -> str | Path:
 
 def _comma_list(raw: str | None) -> tuple[str, ...]:
     return tuple(item.strip() for item in (raw or "").split(",") if item.strip())
+
+
+def command() -> NoReturn:
+    """The ``weir`` executable (and ``python -m weir``): ``main``'s status, the process ended
+    without the interpreter's teardown (``startup.exit_now``)."""
+    exit_now(main())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from weir.app.cli import main  # noqa: E402 - after the path is fixed
+from weir.app.cli import command  # noqa: E402 - after the path is fixed
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

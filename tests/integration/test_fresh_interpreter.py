@@ -97,3 +97,28 @@ def test_the_client_imports_without_the_servers_stack() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_exit_now_does_what_the_teardown_does_that_matters(tmp_path: Path) -> None:
+    """``weir`` ends without the interpreter's teardown, but a thread that is not a daemon
+    still finishes, ``atexit`` handlers run, buffered output is written, and the status is
+    the command's."""
+    code = f"""
+import atexit, sys, threading, time
+from weir.app.startup import exit_now
+out = {str(tmp_path)!r}
+def late():
+    time.sleep(0.2)
+    open(out + "/thread", "w").write("done")
+threading.Thread(target=late).start()
+atexit.register(lambda: open(out + "/atexit", "w").write("ran"))
+sys.stdout.write("buffered")
+exit_now(3)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "buffered"
+    assert (tmp_path / "thread").read_text() == "done"
+    assert (tmp_path / "atexit").read_text() == "ran"
