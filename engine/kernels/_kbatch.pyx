@@ -128,6 +128,11 @@ cdef tuple _result(Out *o, list nulls, Py_ssize_t pos, int64_t nxt, int status):
     return block, ends, offsets, nulls, pos, nxt, status
 
 
+cdef void _init(Out *o) noexcept:
+    o.block, o.ends, o.offsets = NULL, NULL, NULL
+    o.size = o.cap = o.n = o.ncap = 0
+
+
 cdef void _free(Out *o):
     free(o.block)
     free(o.ends)
@@ -138,8 +143,7 @@ def batch_values(const uint8_t[::1] buf, Py_ssize_t start, int64_t first, int64_
                  bint check_crc):
     """See ``kbatch.batch_values``."""
     cdef Out o
-    o.block, o.ends, o.offsets = NULL, NULL, NULL
-    o.size = o.cap = o.n = o.ncap = 0
+    _init(&o)
     cdef list nulls = []
     cdef Py_ssize_t n = buf.shape[0], pos = start, end
     cdef int64_t nxt = first, base, last
@@ -182,8 +186,7 @@ def record_values(const uint8_t[::1] records, int count, int64_t base, int64_t f
                   int64_t stop):
     """See ``kbatch.record_values``."""
     cdef Out o
-    o.block, o.ends, o.offsets = NULL, NULL, NULL
-    o.size = o.cap = o.n = o.ncap = 0
+    _init(&o)
     cdef list nulls = []
     cdef Py_ssize_t n = records.shape[0]
     cdef const uint8_t *d = &records[0] if n else NULL
