@@ -1,7 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled twin of ``kbatch.py``: Kafka record batches (magic 2) into one block of values."""
 
-import crc32c
 import numpy as np
 from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
@@ -15,7 +14,13 @@ DEF OLD_MAGIC = 3
 DEF HEADER = 61
 DEF CONTROL = 0x20
 
-_crc = crc32c.crc32c
+
+def _crc(data):
+    # crc32c comes with the kafka extra: imported where a batch is checked, so the kernels
+    # (every one of them) load in an installation without it
+    import crc32c
+
+    return crc32c.crc32c(data)
 
 
 cdef struct Out:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-import crc32c
 import numpy as np
 
 Array = Any
@@ -36,6 +35,14 @@ DONE, STOPPED, COMPRESSED, OLD_MAGIC = 0, 1, 2, 3
 HEADER = 61  # bytes of a v2 batch header, up to and with its record count
 _HEAD = struct.Struct(">qiibIhiqqqhii")
 CONTROL = 0x20
+
+
+def _crc32c(data: Any) -> int:
+    """CRC-32C of ``data``: crc32c comes with the kafka extra, so it is imported where a batch
+    is checked (the kernels load in an installation without it)."""
+    import crc32c
+
+    return int(crc32c.crc32c(data))
 
 
 def _varint(buf: bytes, i: int) -> tuple[int, int]:
@@ -116,7 +123,7 @@ def batch_values(buf: bytes, start: int, first: int, stop: int, check_crc: bool)
             break  # cut short by the fetch's size limit: the next fetch starts at it
         if magic != 2:
             return out.result(pos, nxt, OLD_MAGIC)
-        if check_crc and crc32c.crc32c(buf[pos + 21 : end]) != crc:
+        if check_crc and _crc32c(buf[pos + 21 : end]) != crc:
             raise ValueError(f"record batch at offset {base}: CRC-32C mismatch")
         if base + last < first:  # wholly before the fetch offset
             pos = end

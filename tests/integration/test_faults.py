@@ -42,8 +42,10 @@ def test_unwritable_checkpoint_storage_degrades_health_and_processing_goes_on(
     wait_until(lambda: (client.get("/jobs/faults").json().get("last_checkpoint") or 0) >= 1, 30.0)
     # storage breaks: its shared directory becomes a file (root ignores permissions)
     shared = storage / "faults" / "shared"
-    shutil.rmtree(shared)
+    gone = shared.with_name("gone")
+    shared.rename(gone)  # at once: a checkpoint being written meanwhile goes on in ``gone``
     shared.write_text("not a directory")
+    shutil.rmtree(gone, ignore_errors=True)
 
     def degraded() -> dict[str, Any] | None:
         body: dict[str, Any] = client.get("/health").json()

@@ -113,7 +113,7 @@ def test_the_wheel_metadata(wheel: zipfile.ZipFile) -> None:
         marker = f'extra == "{extra}"'
         assert sorted(r.split(">")[0] for r in requires if r.endswith(marker)) == names
     entry = wheel.read(f"{dist}/entry_points.txt").decode()
-    assert "weir = weir.app.cli:main" in entry
+    assert "weir = weir.app.cli:command" in entry
 
 
 def test_version_is_the_installed_package_version() -> None:
