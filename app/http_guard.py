@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 HEAD_S = 10.0  # from a connection's start (or its last response) to a complete request head
 BODY_S = 30.0  # from the head to the body's last byte (bodies are at most 1 MiB)
 WRITE_S = 30.0  # a response the client does not read, from when the socket filled
+ONE_WRITE_MAX = 64 * 1024  # bodies up to this are sent with their head in one write (OneWrite)
 DEADLINES = {"head": HEAD_S, "body": BODY_S, "write": WRITE_S}
 _WHY = {
     "head": "no complete request head within %g s",
@@ -170,6 +171,8 @@ def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
+            if self.cycle is not None:  # the request's cycle, just made: one write a response
+                self.cycle.transport = OneWrite(self.cycle.transport, self.cycle)  # type: ignore[assignment]
             if _expects_body(self.headers):
                 guard.wait(self, "body")
             else:
@@ -194,6 +197,58 @@ def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
             guard.done(self)
 
     return GuardedHttpTools
+
+
+class OneWrite:
+    """A response's transport that sends its head and its body in one write when the body
+    has a known length, as nearly every answer has: uvicorn writes them apart, two syscalls
+    and two wake-ups of the client where one does (on loopback the sender's write runs the
+    receiver's TCP stack too). Only the head of a response with ``Content-Length`` > 0 waits,
+    and only for that body, which the app sends next (``Response`` at once); a streamed or
+    chunked response, an empty one or a ``HEAD``'s is written as uvicorn writes it. Anything
+    else (``close``, ``is_closing``, flow control) is the transport's own.
+    """
+
+    __slots__ = ("_transport", "_cycle", "_head", "_headed")
+
+    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
+        self._transport = transport
+        self._cycle = cycle
+        self._head: bytes | None = None
+        self._headed = False  # the head was written (or is held)
+
+    def write(self, data: bytes) -> None:
+        """Writes ``data``, or holds it when it is the head of a response sent in one write."""
+        head = self._head
+        if head is not None:  # the body that the held head waited for
+            self._head = None
+            self._transport.write(head + data)
+            return
+        cycle = self._cycle
+        if not self._headed and cycle.response_started:  # a "100 Continue" comes before
+            self._headed = True  # the first write once the response started is its head
+            if (
+                cycle.chunked_encoding is False
+                and 0 < cycle.expected_content_length <= ONE_WRITE_MAX
+                and cycle.scope["method"] != "HEAD"
+            ):
+                self._head = data
+                return
+        self._transport.write(data)
+
+    def close(self) -> None:
+        """Writes a held head (the body never came), then closes the transport."""
+        self._flush()
+        self._transport.close()
+
+    def _flush(self) -> None:
+        if self._head is not None:
+            head, self._head = self._head, None
+            self._transport.write(head)
+
+    def __getattr__(self, name: str) -> Any:
+        """Everything else is the transport's."""
+        return getattr(self._transport, name)
 
 
 def _h11(guard: ConnectionGuard) -> type[asyncio.Protocol]:

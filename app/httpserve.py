@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import signal
 import socket
@@ -93,7 +94,17 @@ def serve_http(
         server.should_exit = True
 
     threading.Thread(target=watch, name="weir-watch", daemon=True).start()
+    settle_collector()
     server.run(sockets=None if sock is None else [sock])
+
+
+def settle_collector() -> None:
+    """Before serving: one full collection, then everything alive is frozen (CPython's
+    ``gc.freeze``), so the collector's full passes while requests are served walk only what
+    was made since, not the job, the app and the imported modules. Such a pass stopped the
+    event loop for up to 77 ms, every request waiting on it (the point lookups' p99)."""
+    gc.collect()
+    gc.freeze()
 
 
 class _Server(uvicorn.Server):

@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from benchmarks import bare_kv
 from weir import Job, agg, sources, windows
 from weir.api import JobHandle, Registry, create_app
-from weir.engine.runtime.stored.codec import encode_window
-from weir.state import layout
+from weir.state import cells
 from weir.state.keygroups import key_group
 from weir.state.rocksdb import RocksState, SecondaryReader
 
@@ -42,6 +43,11 @@ class _Runtime:
     def operator_watermark(self, op: str) -> int:
         return -(2**63)
 
+    def state_watermark(self, op: str) -> int:
+        return -(2**63)
+
+    state_retention_ms = None
+
 
 def _job(tmp: Path) -> Job:
     job = Job("j", max_parallelism=128)
@@ -55,17 +61,16 @@ def _job(tmp: Path) -> Job:
 
 
 def _fill(path: Path, job: Job) -> None:
-    """Two windows per key, as the operator stores them."""
+    """Two windows per key, as the operator stores them (state format 2: cells)."""
     op = job.operators["op"]
+    keys = [f"ad-{i}" for i in range(KEYS)]
+    raw = [k.encode() for k in keys]
+    groups = np.array([key_group(k, job.max_parallelism) for k in keys], np.uint16)
+    rows = cells.CellRows(raw, groups, [np.arange(KEYS, dtype=np.int64)])
     state = RocksState(path)
     try:
-        batch = {}
-        for i in range(KEYS):
-            key = f"ad-{i}"
-            for end in (10_000, 20_000):
-                skey = layout.state_key(key_group(key, 128), op.state_id, key.encode(), end)
-                batch[skey] = encode_window([i])
-        state.write(batch)
+        for end in (10_000, 20_000):
+            state.write(dict(cells.encode_cells(rows, op.state_id, end, 0)))
         state.flush()
     finally:
         state.close()

@@ -27,8 +27,6 @@ from weir.state import slotpack
 
 _packer = slotpack.packer()  # reused: msgpack.packb builds a packer per call
 
-encode_window: Callable[[list[Any]], bytes] = _packer.pack
-
 
 def decode_window(raw: bytes) -> list[Any]:
     slots: list[Any] = slotpack.unpackb(raw)
