@@ -25,10 +25,11 @@ _crc = crc32c.crc32c
 
 
 cdef struct Out:
-    # the block is a bytes object of the input's size, written in place and cut to its size
-    # at the end: a record's value and its \n never take more bytes than the record did (its
-    # length varint, attributes, deltas, key length and header count take >= 6), so it never
-    # grows: no realloc copies, no copy into a bytes object, no page touched twice
+    # the block is the caller's buffer (``out``) when it is large enough, else a bytes object
+    # of the input's size, written in place and cut to its size at the end: a record's value
+    # and its \n never take more bytes than the record did (its length varint, attributes,
+    # deltas, key length and header count take >= 6), so it never grows: no realloc copies,
+    # no copy into a bytes object, no page touched twice
     PyObject *obj
     char *block
     Py_ssize_t size, cap
@@ -37,10 +38,16 @@ cdef struct Out:
     Py_ssize_t n, ncap
 
 
-cdef int _start(Out *o, Py_ssize_t cap) except -1:
+cdef int _start(Out *o, Py_ssize_t cap, object out) except -1:
+    cdef uint8_t[::1] view
     o.obj, o.block, o.ends, o.offsets = NULL, NULL, NULL, NULL
     o.size = o.n = o.ncap = 0
     o.cap = cap
+    if out is not None and len(out) >= cap and cap > 0:
+        view = out
+        o.block = <char *>&view[0]
+        o.cap = len(out)
+        return 0
     # one byte more: never the empty bytes singleton, which cannot be resized
     o.obj = _new_bytes(NULL, cap + 1)
     o.block = PyBytes_AS_STRING(<object>o.obj)
@@ -136,9 +143,13 @@ cdef int _records(Out *o, list nulls, list odd, const uint8_t *d, Py_ssize_t pos
     return 0
 
 
-cdef tuple _result(Out *o, list nulls, list odd, Py_ssize_t pos, int64_t nxt, int status):
-    _PyBytes_Resize(&o.obj, o.size)
-    block = <object>o.obj
+cdef tuple _result(Out *o, list nulls, list odd, Py_ssize_t pos, int64_t nxt, int status,
+                   object out):
+    if o.obj == NULL:  # written into ``out``
+        block = memoryview(out)[:o.size]
+    else:
+        _PyBytes_Resize(&o.obj, o.size)
+        block = <object>o.obj
     ends = np.empty(o.n, np.int64)
     offsets = np.empty(o.n, np.int64)
     cdef int64_t[::1] e = ends
@@ -156,7 +167,7 @@ cdef void _free(Out *o):
 
 
 def batch_values(const uint8_t[::1] buf, Py_ssize_t start, int64_t first, int64_t stop,
-                 bint check_crc):
+                 bint check_crc, out=None):
     """See ``kbatch.batch_values``."""
     cdef Out o
     cdef list nulls = [], odd = []
@@ -165,7 +176,7 @@ def batch_values(const uint8_t[::1] buf, Py_ssize_t start, int64_t first, int64_
     cdef const uint8_t *d = &buf[0] if n else NULL
     cdef int attrs, count, blen
     cdef uint32_t crc
-    _start(&o, max(n - start, 0))
+    _start(&o, max(n - start, 0), out)
     try:
         while pos + HEADER <= n:
             base = _be64(d + pos)
@@ -174,7 +185,7 @@ def batch_values(const uint8_t[::1] buf, Py_ssize_t start, int64_t first, int64_
             if end > n or blen < 0:
                 break
             if d[pos + 16] != 2:
-                return _result(&o, nulls, odd, pos, nxt, OLD_MAGIC)
+                return _result(&o, nulls, odd, pos, nxt, OLD_MAGIC, out)
             crc = <uint32_t>_be32(d + pos + 17)
             if check_crc and _crc(buf[pos + 21:end]) != crc:
                 raise ValueError(f"record batch at offset {base}: CRC-32C mismatch")
@@ -185,15 +196,15 @@ def batch_values(const uint8_t[::1] buf, Py_ssize_t start, int64_t first, int64_
                 pos = end
                 continue
             if base >= stop:
-                return _result(&o, nulls, odd, pos, stop, STOPPED)
+                return _result(&o, nulls, odd, pos, stop, STOPPED, out)
             if attrs & 7 and not attrs & CONTROL:
-                return _result(&o, nulls, odd, pos, nxt, COMPRESSED)
+                return _result(&o, nulls, odd, pos, nxt, COMPRESSED, out)
             if not attrs & CONTROL and _records(&o, nulls, odd, d, pos + HEADER, end, count, base,
                                                 first, stop):
-                return _result(&o, nulls, odd, pos, stop, STOPPED)
+                return _result(&o, nulls, odd, pos, stop, STOPPED, out)
             nxt = max(nxt, base + last + 1)
             pos = end
-        return _result(&o, nulls, odd, pos, nxt, DONE)
+        return _result(&o, nulls, odd, pos, nxt, DONE, out)
     finally:
         _free(&o)
 
@@ -205,10 +216,10 @@ def record_values(const uint8_t[::1] records, int count, int64_t base, int64_t f
     cdef list nulls = [], odd = []
     cdef Py_ssize_t n = records.shape[0]
     cdef const uint8_t *d = &records[0] if n else NULL
-    _start(&o, n)
+    _start(&o, n, None)
     try:
         if _records(&o, nulls, odd, d, 0, n, count, base, first, stop):
-            return _result(&o, nulls, odd, n, stop, STOPPED)
-        return _result(&o, nulls, odd, n, o.offsets[o.n - 1] + 1 if o.n else first, DONE)
+            return _result(&o, nulls, odd, n, stop, STOPPED, None)
+        return _result(&o, nulls, odd, n, o.offsets[o.n - 1] + 1 if o.n else first, DONE, None)
     finally:
         _free(&o)

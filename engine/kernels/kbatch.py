@@ -21,6 +21,11 @@ Both twins answer the same ``(block, ends, offsets, nulls, pos, next_offset, sta
 - ``odd``: the indexes of the records whose value is empty or holds a ``\\n`` (with the nulls,
   the lines that are not one value each: the reader looks these up, never the block).
 
+``batch_values``'s ``out``: a ``bytearray`` of the input's size at least, which the compiled
+twin writes the block into (its ``block`` then is a ``memoryview`` of it, valid until ``out``
+is written again: a reader that keeps one per partition faults in no new pages a fetch); the
+Python twin makes a new ``bytes``.
+
 Raises ``ValueError`` for a batch whose CRC-32C does not match, or records that run past
 their batch (a corrupt log).
 """
@@ -111,9 +116,12 @@ def _records(
     return False
 
 
-def batch_values(buf: bytes, start: int, first: int, stop: int, check_crc: bool) -> Any:
+def batch_values(
+    buf: bytes, start: int, first: int, stop: int, check_crc: bool, out: Any = None
+) -> Any:
     """Read the batches of ``buf`` from ``start``: the values of records at offsets from
-    ``first`` and before ``stop`` (see the module for what it answers)."""
+    ``first`` and before ``stop`` (see the module for what it answers; ``out`` is the
+    compiled twin's)."""
     out = _Out()
     pos, nxt, n = start, first, len(buf)
     while pos + HEADER <= n:

@@ -44,6 +44,7 @@ DONE, STOPPED, COMPRESSED, OLD_MAGIC = 0, 1, 2, 3
 # errors after which the partition's leader is looked up again
 _RELOCATE = {3, 5, 6, 74, 75}  # unknown partition, no leader, not leader, fenced/unknown epoch
 _OUT_OF_RANGE = 1
+_MIB = 1 << 20
 
 
 def applies(security: KafkaSecurity, lean: bool, start: str, offset: Any) -> bool:
@@ -141,7 +142,8 @@ class Fetched:
         if j == i:
             return [], -1
         lo = int(self.ends[i - 1]) if i else 0
-        data = self.block[lo : int(self.ends[j - 1])]
+        # a copy: the block may be the partition's buffer, which its next fetch overwrites
+        data = bytes(self.block[lo : int(self.ends[j - 1])])
         after = int(self.offsets[j - 1]) + 1
         odd = self.irregular
         k = bisect_left(odd, i)
@@ -179,6 +181,9 @@ class RawPartition:
         self._fetched: Fetched | None = None
         self._high: int | None = None
         self._committer: Any = None
+        # what the kernel writes a fetch's values into, kept while the partition has records
+        # to read: a new block a fetch (~the fetch's size) faulted in every page again
+        self._out: bytearray | None = None
         self._connect(first=True)
 
     def _connect(self, first: bool = False) -> Wire:
@@ -266,8 +271,14 @@ class RawPartition:
         k = self._kernels
         parts: list[tuple[Any, ...]] = []
         pos, nxt = 0, self._next
+        if not len(records):
+            self._out = None  # nothing to read now: give the memory back
+        elif self._out is None or len(self._out) < len(records):
+            self._out = bytearray(-(-len(records) // _MIB) * _MIB)
         while True:
-            part = k.batch_values(records, pos, nxt, NO_STOP, True)
+            # the partition's buffer for the first part only: a second would overwrite it
+            out = self._out if pos == 0 else None
+            part = k.batch_values(records, pos, nxt, NO_STOP, True, out)
             parts.append(part)
             pos, nxt, status = part[4], part[5], part[6]
             if status == DONE:
@@ -331,6 +342,7 @@ class RawPartition:
         self._commit_client().commit(offset)
 
     def close(self) -> None:
+        self._out = None
         if self._wire is not None:
             self._wire.close()
             self._wire = None
