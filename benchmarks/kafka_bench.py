@@ -164,7 +164,9 @@ def bare_run(bootstrap: str, topic: str, events: int, decode: bool, batch: int) 
     or threads with the benchmark), its JSON."""
     cmd = [sys.executable, "-m", "benchmarks.kafka_bench", "--bare", bootstrap, topic]
     cmd += ["--events", str(events), "--batch", str(batch)] + (["--decode"] if decode else [])
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=True, cwd=ROOT)
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=600, check=True, cwd=ROOT, env=_env()
+    )
     return json.loads(out.stdout)
 
 
@@ -174,9 +176,16 @@ def weir_run(job: Path, workdir: Path, client: str = "auto") -> dict[str, Any]:
     (``cpu_bench.tree_cpu``)."""
     state = Path(tempfile.mkdtemp(prefix="state-", dir=workdir))
     cmd = [sys.executable, "-m", "weir", "run", str(job), "--exit-at-end", "--no-api"]
-    env = {**os.environ, "WEIR_STATE_DIR": str(state), "WEIR_PARALLELISM": "1"}
+    env = {**_env(), "WEIR_STATE_DIR": str(state), "WEIR_PARALLELISM": "1"}
     env["WEIR_KAFKA_CLIENT"] = client
     return tree_cpu(cmd, ROOT, env)
+
+
+def _env() -> dict[str, str]:
+    """This environment, bytecode written as ``make`` has it: with PYTHONDONTWRITEBYTECODE
+    set (as on CI's machines) each process compiled every module it imports again, which
+    weighed on the empty-topic runs (0.74 CPU-s against 0.3) and so on every figure."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _spread(values: list[float]) -> dict[str, float]:

@@ -6,7 +6,7 @@ the block the columnar scanner reads: each record's value followed by ``\\n`` (a
 when no value is null or holds a ``\\n``), with each line's end and record offset, so a source
 of Kafka payloads costs no Python object per record.
 
-Both twins answer the same ``(block, ends, offsets, nulls, pos, next_offset, status)``:
+Both twins answer the same ``(block, ends, offsets, nulls, pos, next_offset, status, odd)``:
 
 - ``block``: the values read, each followed by ``\\n`` (a null value: the ``\\n`` alone);
 - ``ends``: each line's end in ``block`` (``int64``); ``offsets``: each record's offset;
@@ -17,7 +17,14 @@ Both twins answer the same ``(block, ends, offsets, nulls, pos, next_offset, sta
 - ``status``: ``DONE`` (the end of ``buf``, or a batch cut short by the fetch's size limit),
   ``STOPPED`` (``stop`` reached), ``COMPRESSED`` (the batch at ``pos`` is compressed: the
   caller decompresses its records and calls ``record_values``), ``OLD_MAGIC`` (the batch at
-  ``pos`` is not magic 2).
+  ``pos`` is not magic 2);
+- ``odd``: the indexes of the records whose value is empty or holds a ``\\n`` (with the nulls,
+  the lines that are not one value each: the reader looks these up, never the block).
+
+``batch_values``'s ``out``: a ``bytearray`` of the input's size at least, which the compiled
+twin writes the block into (its ``block`` then is a ``memoryview`` of it, valid until ``out``
+is written again: a reader that keeps one per partition faults in no new pages a fetch); the
+Python twin makes a new ``bytes``.
 
 Raises ``ValueError`` for a batch whose CRC-32C does not match, or records that run past
 their batch (a corrupt log).
@@ -65,6 +72,7 @@ class _Out:
         self.ends: list[int] = []
         self.offsets: list[int] = []
         self.nulls: list[int] = []
+        self.odd: list[int] = []
 
     def result(self, pos: int, next_offset: int, status: int) -> tuple[Any, ...]:
         return (
@@ -75,6 +83,7 @@ class _Out:
             pos,
             next_offset,
             status,
+            self.odd,
         )
 
 
@@ -103,7 +112,10 @@ def _records(
             elif pos + vlen > after:
                 raise ValueError("a record's value runs past the record")
             else:
-                out.block += data[pos : pos + vlen]
+                value = data[pos : pos + vlen]
+                if not vlen or b"\n" in value:
+                    out.odd.append(len(out.ends))
+                out.block += value
             out.block += b"\n"
             out.ends.append(len(out.block))
             out.offsets.append(offset)
@@ -111,9 +123,12 @@ def _records(
     return False
 
 
-def batch_values(buf: bytes, start: int, first: int, stop: int, check_crc: bool) -> Any:
+def batch_values(
+    buf: bytes, start: int, first: int, stop: int, check_crc: bool, out: Any = None
+) -> Any:
     """Read the batches of ``buf`` from ``start``: the values of records at offsets from
-    ``first`` and before ``stop`` (see the module for what it answers)."""
+    ``first`` and before ``stop`` (see the module for what it answers; ``out`` is the
+    compiled twin's)."""
     out = _Out()
     pos, nxt, n = start, first, len(buf)
     while pos + HEADER <= n:

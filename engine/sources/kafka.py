@@ -81,6 +81,10 @@ def _client(security: KafkaSecurity) -> Library:
         return Library(py.partitions, py.offset_bounds, py.PythonPartition)
     from weir.engine.sources import kafka_confluent as ck
 
+    if security.client == "auto" and security.protocol == "PLAINTEXT":
+        from weir.engine.sources import kafka_wire  # a Metadata request, not a librdkafka client
+
+        return Library(kafka_wire.partitions, ck.offset_bounds, ck.ConfluentPartition)
     return Library(ck.partitions, ck.offset_bounds, ck.ConfluentPartition)
 
 

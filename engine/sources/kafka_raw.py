@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import logging
 import time
+from bisect import bisect_left
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,16 @@ import numpy as np
 from weir.base.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity
 from weir.engine.sources.base import LineBlock
-from weir.engine.sources.kafka_wire import FETCH_VERSION, Wire, leader
+from weir.engine.sources.kafka_wire import (
+    FETCH,
+    LIST_OFFSETS,
+    Wire,
+    fetch_answer,
+    fetch_request,
+    leader,
+    list_offsets_answer,
+    list_offsets_request,
+)
 
 log = logging.getLogger(__name__)
 TIMEOUT_S = 15.0
@@ -34,6 +44,7 @@ DONE, STOPPED, COMPRESSED, OLD_MAGIC = 0, 1, 2, 3
 # errors after which the partition's leader is looked up again
 _RELOCATE = {3, 5, 6, 74, 75}  # unknown partition, no leader, not leader, fenced/unknown epoch
 _OUT_OF_RANGE = 1
+_MIB = 1 << 20
 
 
 def applies(security: KafkaSecurity, lean: bool, start: str, offset: Any) -> bool:
@@ -93,21 +104,27 @@ def _snappy(raw: Any, data: bytes) -> bytes:
 
 
 class Fetched:
-    """One fetch's values: the block, each line's end, each record's offset, the nulls."""
+    """One fetch's values: the block, each line's end, each record's offset, the nulls, and
+    the lines that are not one value each (a null, an empty value, one holding a ``\\n``),
+    sorted, which the kernel found as it copied the values: a slice is checked by looking
+    these up, never by scanning the block again."""
 
-    __slots__ = ("block", "ends", "offsets", "nulls", "at", "next_offset")
+    __slots__ = ("block", "ends", "offsets", "nulls", "irregular", "at", "next_offset")
 
     def __init__(self, parts: list[tuple[Any, ...]], next_offset: int) -> None:
         if len(parts) == 1:
             self.block, self.ends, self.offsets, nulls = parts[0][:4]
             self.nulls = set(nulls)
+            odd = parts[0][7]
         else:
             shift = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
-            count = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
+            count = np.cumsum([0] + [len(p[1]) for p in parts[:-1]]).tolist()
             self.block = b"".join(p[0] for p in parts)
             self.ends = np.concatenate([p[1] + s for p, s in zip(parts, shift, strict=True)])
             self.offsets = np.concatenate([p[2] for p in parts])
-            self.nulls = {n + int(c) for p, c in zip(parts, count, strict=True) for n in p[3]}
+            self.nulls = {n + c for p, c in zip(parts, count, strict=True) for n in p[3]}
+            odd = [n + c for p, c in zip(parts, count, strict=True) for n in p[7]]
+        self.irregular = sorted(self.nulls.union(odd)) if self.nulls or odd else []
         self.at = 0
         self.next_offset = next_offset
 
@@ -125,11 +142,12 @@ class Fetched:
         if j == i:
             return [], -1
         lo = int(self.ends[i - 1]) if i else 0
-        data = self.block[lo : int(self.ends[j - 1])]
+        # a copy: the block may be the partition's buffer, which its next fetch overwrites
+        data = bytes(self.block[lo : int(self.ends[j - 1])])
         after = int(self.offsets[j - 1]) + 1
-        if self.nulls and any(i <= k < j for k in self.nulls):
-            return self._values(i, j, lo, data), after
-        if data.count(b"\n") != j - i or b"\n\n" in data or data.startswith(b"\n"):
+        odd = self.irregular
+        k = bisect_left(odd, i)
+        if k < len(odd) and odd[k] < j:
             return self._values(i, j, lo, data), after
         return LineBlock(data, j - i), after
 
@@ -163,6 +181,9 @@ class RawPartition:
         self._fetched: Fetched | None = None
         self._high: int | None = None
         self._committer: Any = None
+        # what the kernel writes a fetch's values into, kept while the partition has records
+        # to read: a new block a fetch (~the fetch's size) faulted in every page again
+        self._out: bytearray | None = None
         self._connect(first=True)
 
     def _connect(self, first: bool = False) -> Wire:
@@ -185,19 +206,13 @@ class RawPartition:
 
     def _list_offset(self, timestamp: int) -> int:
         """ListOffsets at ``timestamp`` (-2: the first offset, -1: the end); -1 when none."""
-        from kafka.protocol.consumer import ListOffsetsRequest as Req
-
-        part = Req.ListOffsetsTopic.ListOffsetsPartition(
-            partition_index=self._partition, timestamp=timestamp, current_leader_epoch=-1
-        )
-        req = Req(replica_id=-1, isolation_level=0,
-                  topics=[Req.ListOffsetsTopic(name=self._topic, partitions=[part])])  # fmt: skip
-        got = self._connect().request(req, 1).topics[0].partitions[0]
-        if got.error_code:
+        body = list_offsets_request(self._topic, self._partition, timestamp)
+        error, offset = list_offsets_answer(self._connect().request(LIST_OFFSETS, body))
+        if error:
             raise SourceError(
-                f"Kafka partition {self._split}: ListOffsets failed with error {got.error_code}"
+                f"Kafka partition {self._split}: ListOffsets failed with error {error}"
             )
-        return int(got.offset)
+        return offset
 
     def start_at(self, offset: int | None, start: str) -> int:
         if offset is not None:
@@ -212,16 +227,8 @@ class RawPartition:
         return at
 
     def _send_fetch(self, wire: Wire) -> None:
-        from kafka.protocol.consumer import FetchRequest as Req
-
-        part = Req.FetchTopic.FetchPartition(
-            partition=self._partition, fetch_offset=self._next, current_leader_epoch=-1,
-            log_start_offset=-1, partition_max_bytes=self._max_bytes[1],
-        )  # fmt: skip
-        req = Req(replica_id=-1, max_wait_ms=50, min_bytes=1, max_bytes=self._max_bytes[0],
-                  isolation_level=0, topics=[Req.FetchTopic(topic=self._topic,
-                                                            partitions=[part])])  # fmt: skip
-        wire.send(req, FETCH_VERSION)
+        wire.send(FETCH, fetch_request(self._topic, self._partition, self._next, 50,
+                                       *self._max_bytes))  # fmt: skip
 
     def poll(
         self, max_records: int, timeout_ms: int, lean: bool, stop: int | None
@@ -244,7 +251,7 @@ class RawPartition:
                 self._send_fetch(wire)
             if not wire.ready(timeout_s):
                 return None
-            got = wire.receive(FETCH_VERSION).responses[0].partitions[0]
+            got = fetch_answer(wire.receive())
         except (OSError, SourceError) as exc:
             self._lost(f"{type(exc).__name__}: {exc}")
             return None
@@ -252,7 +259,7 @@ class RawPartition:
             self._refused(int(got.error_code))
             return None
         self._high = int(got.high_watermark)
-        fetched = self._values(got.records or b"")
+        fetched = self._values(got.records)
         self._next = fetched.next_offset
         self._send_fetch(wire)  # the next fetch, while this one is read
         return fetched
@@ -264,8 +271,14 @@ class RawPartition:
         k = self._kernels
         parts: list[tuple[Any, ...]] = []
         pos, nxt = 0, self._next
+        if not len(records):
+            self._out = None  # nothing to read now: give the memory back
+        elif self._out is None or len(self._out) < len(records):
+            self._out = bytearray(-(-len(records) // _MIB) * _MIB)
         while True:
-            part = k.batch_values(records, pos, nxt, NO_STOP, True)
+            # the partition's buffer for the first part only: a second would overwrite it
+            out = self._out if pos == 0 else None
+            part = k.batch_values(records, pos, nxt, NO_STOP, True, out)
             parts.append(part)
             pos, nxt, status = part[4], part[5], part[6]
             if status == DONE:
@@ -329,6 +342,7 @@ class RawPartition:
         self._commit_client().commit(offset)
 
     def close(self) -> None:
+        self._out = None
         if self._wire is not None:
             self._wire.close()
             self._wire = None

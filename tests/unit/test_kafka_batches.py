@@ -59,15 +59,15 @@ def k(request: pytest.FixtureRequest) -> Any:
 
 def test_a_producers_batches_become_one_block(k: Any) -> None:
     buf = produced(10, [b'{"a":1}', b'{"a":2}']) + produced(12, [b'{"a":3}'])
-    block, ends, offsets, nulls, pos, nxt, status = k.batch_values(buf, 0, 10, NO_STOP, True)
+    block, ends, offsets, nulls, pos, nxt, status, odd = k.batch_values(buf, 0, 10, NO_STOP, True)
     assert block == b'{"a":1}\n{"a":2}\n{"a":3}\n'
     assert ends.tolist() == [8, 16, 24] and offsets.tolist() == [10, 11, 12]
-    assert (nulls, pos, nxt, status) == ([], len(buf), 13, DONE)
+    assert (nulls, pos, nxt, status, odd) == ([], len(buf), 13, DONE, [])
 
 
 def test_records_before_the_fetch_offset_and_from_stop_are_left(k: Any) -> None:
     buf = produced(10, [b"a", b"b", b"c", b"d"])
-    block, _, offsets, _, pos, nxt, status = k.batch_values(buf, 0, 11, 13, True)
+    block, _, offsets, _, pos, nxt, status, _ = k.batch_values(buf, 0, 11, 13, True)
     assert (block, offsets.tolist(), nxt, status) == (b"b\nc\n", [11, 12], 13, STOPPED)
     assert pos == 0  # the batch that holds stop is where reading stopped
 
@@ -78,6 +78,16 @@ def test_a_null_value_is_a_null_and_its_newline(k: Any) -> None:
     assert (block, ends.tolist(), nulls) == (b"x\n\ny\n", [2, 3, 5], [1])
 
 
+def test_empty_values_and_values_holding_a_newline_are_named(k: Any) -> None:
+    buf = hand_built(0, [0, 1, 2, 3], [b"a", b"", b"b\nc", b'{"d":1}'])
+    block, _, _, nulls, *_, odd = k.batch_values(buf, 0, 0, NO_STOP, True)
+    assert (block, nulls, odd) == (b'a\n\nb\nc\n{"d":1}\n', [], [1, 2])
+    assert k.batch_values(buf, 0, 2, NO_STOP, True)[7] == [0]  # indexes of what was read
+    longer = hand_built(0, [0], [b"abc"]).replace(b"\x06abc", b"\x64abc")  # 50 bytes, not 3
+    with pytest.raises(ValueError, match="runs past"):
+        k.batch_values(longer, 0, 0, NO_STOP, False)
+
+
 def test_a_compressed_batch_is_handed_back_then_read_decompressed(k: Any) -> None:
     plain = produced(0, [b"p"])
     gz = produced(1, [b'{"v":%d}' % i for i in range(50)], codec=1)
@@ -86,7 +96,7 @@ def test_a_compressed_batch_is_handed_back_then_read_decompressed(k: Any) -> Non
     head = gz[:61]
     inner = decompress(head[22] & 7, gz[61:])
     count = int.from_bytes(head[57:61], "big")
-    block, _, offsets, _, pos, nxt, status = k.record_values(inner, count, 1, 1, NO_STOP)
+    block, _, offsets, _, pos, nxt, status, _ = k.record_values(inner, count, 1, 1, NO_STOP)
     assert block.count(b"\n") == 50 and offsets.tolist() == list(range(1, 51))
     assert (pos, nxt, status) == (len(inner), 51, DONE)
 
@@ -94,14 +104,14 @@ def test_a_compressed_batch_is_handed_back_then_read_decompressed(k: Any) -> Non
 def test_control_batches_and_gaps_move_the_offset_past_them(k: Any) -> None:
     data = hand_built(0, [0, 2, 5], [b"a", b"b", b"c"])  # compacted: 1, 3, 4 are gone
     marker = hand_built(6, [0], [b"\0\0\0\0\0\0"], attrs=0x30)  # a transaction's commit
-    block, _, offsets, _, _, nxt, status = k.batch_values(data + marker, 0, 0, NO_STOP, True)
+    block, _, offsets, _, _, nxt, status, _ = k.batch_values(data + marker, 0, 0, NO_STOP, True)
     assert (block, offsets.tolist(), nxt, status) == (b"a\nb\nc\n", [0, 2, 5], 7, DONE)
     assert k.batch_values(hand_built(0, [0], [b"a"], last=9), 0, 0, NO_STOP, True)[5] == 10
 
 
 def test_a_batch_cut_short_by_the_fetch_size_is_left_for_the_next_fetch(k: Any) -> None:
     one, two = produced(0, [b"a"]), produced(1, [b"b"])
-    block, _, _, _, pos, nxt, status = k.batch_values(one + two[:-3], 0, 0, NO_STOP, True)
+    block, _, _, _, pos, nxt, status, _ = k.batch_values(one + two[:-3], 0, 0, NO_STOP, True)
     assert (block, pos, nxt, status) == (b"a\n", len(one), 1, DONE)
 
 
