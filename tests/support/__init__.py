@@ -105,7 +105,10 @@ class WeirServer:
 
         def finished() -> dict[str, Any] | None:
             assert self.proc.poll() is None, f"weir exited early:\n{self.stderr()}"
-            body: dict[str, Any] = c.get(f"/jobs/{self.job}").json()
+            try:
+                body: dict[str, Any] = c.get(f"/jobs/{self.job}").json()
+            except httpx.ConnectError as exc:  # alive, yet not serving: say what it logged
+                raise AssertionError(f"weir stopped serving ({exc}):\n{self.stderr()}") from exc
             assert body.get("state") != "failed", f"job failed:\n{self.stderr()}"
             return body if body.get("state") == "finished" else None
 
