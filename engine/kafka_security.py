@@ -67,6 +67,18 @@ def env_var(option: str) -> str:
     return f"WEIR_KAFKA_{option.upper()}"
 
 
+DEFAULT_PORT = 9092
+
+
+def split_host(address: str) -> tuple[str, int]:
+    """A broker's ``host:port`` -> ``(host, port)`` (``[::1]:9093`` too; no port, or one that is
+    not a number: Kafka's 9092, as librdkafka takes it)."""
+    host, _, port = address.strip().rpartition(":")
+    if not host:
+        host, port = address.strip(), ""
+    return host.strip("[]"), int(port) if port.isdigit() else DEFAULT_PORT
+
+
 _HELP = {
     "client": "auto (confluent-kafka, but lean plaintext source reads fetch raw record batches), "
     "confluent (confluent-kafka, librdkafka) or kafka-python",

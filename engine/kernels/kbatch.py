@@ -40,7 +40,9 @@ import numpy as np
 Array = Any
 DONE, STOPPED, COMPRESSED, OLD_MAGIC = 0, 1, 2, 3
 HEADER = 61  # bytes of a v2 batch header, up to and with its record count
-_HEAD = struct.Struct(">qiibIhiqqqhii")
+# a v2 batch header's fields: base offset, length, leader epoch, magic, CRC, attributes, last
+# offset delta, first and max timestamp, producer id and epoch, base sequence, record count
+BATCH_HEAD = struct.Struct(">qiibIhiqqqhii")
 CONTROL = 0x20
 
 
@@ -132,7 +134,7 @@ def batch_values(
     out = _Out()
     pos, nxt, n = start, first, len(buf)
     while pos + HEADER <= n:
-        base, blen, _, magic, crc, attrs, last, *_, count = _HEAD.unpack_from(buf, pos)
+        base, blen, _, magic, crc, attrs, last, *_, count = BATCH_HEAD.unpack_from(buf, pos)
         end = pos + 12 + blen
         if end > n:
             break  # cut short by the fetch's size limit: the next fetch starts at it

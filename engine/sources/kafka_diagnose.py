@@ -22,7 +22,7 @@ import socket
 import ssl
 from typing import Any
 
-from weir.engine.kafka_security import KafkaSecurity, env_var
+from weir.engine.kafka_security import KafkaSecurity, env_var, split_host
 
 log = logging.getLogger(__name__)
 
@@ -35,11 +35,7 @@ _NAME_MISMATCH = (62, 64)
 
 def first_broker(bootstrap: str) -> tuple[str, int]:
     """``h1:9093,h2:9093`` -> ``("h1", 9093)`` (``[::1]:9093`` too)."""
-    first = bootstrap.split(",")[0].strip()
-    host, _, port = first.rpartition(":")
-    if not host:
-        host, port = first, "9092"
-    return host.strip("[]"), int(port) if port.isdigit() else 9092
+    return split_host(bootstrap.split(",")[0])
 
 
 def tls_context(security: KafkaSecurity) -> ssl.SSLContext:

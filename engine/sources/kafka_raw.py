@@ -25,6 +25,7 @@ import numpy as np
 
 from weir.base.errors import SourceError
 from weir.engine.kafka_security import KafkaSecurity
+from weir.engine.kernels.kbatch import BATCH_HEAD, DONE, HEADER, OLD_MAGIC
 from weir.engine.sources.base import LineBlock
 from weir.engine.sources.kafka_wire import (
     FETCH,
@@ -40,7 +41,6 @@ from weir.engine.sources.kafka_wire import (
 log = logging.getLogger(__name__)
 TIMEOUT_S = 15.0
 NO_STOP = (1 << 63) - 1
-DONE, STOPPED, COMPRESSED, OLD_MAGIC = 0, 1, 2, 3
 # errors after which the partition's leader is looked up again
 _RELOCATE = {3, 5, 6, 74, 75}  # unknown partition, no leader, not leader, fenced/unknown epoch
 _OUT_OF_RANGE = 1
@@ -266,8 +266,6 @@ class RawPartition:
 
     def _values(self, records: Any) -> Fetched:
         """A fetch's records from ``self._next`` as values (compressed batches inflated)."""
-        from weir.engine.kernels.kbatch import HEADER
-
         k = self._kernels
         parts: list[tuple[Any, ...]] = []
         pos, nxt = 0, self._next
@@ -288,14 +286,11 @@ class RawPartition:
                     f"Kafka partition {self._split} holds message sets older than magic 2 "
                     "(Kafka < 0.11); read it with client=confluent"
                 )
-            head = bytes(records[pos : pos + HEADER])
-            base = int.from_bytes(head[:8], "big")
-            end = pos + 12 + int.from_bytes(head[8:12], "big")
-            last = base + int.from_bytes(head[23:27], "big")
-            inner = decompress(head[22] & 7, bytes(records[pos + HEADER : end]))
-            parts.append(k.record_values(inner, int.from_bytes(head[57:61], "big"), base,
-                                         nxt, NO_STOP))  # fmt: skip
-            pos, nxt = end, max(nxt, last + 1)
+            base, length, _, _, _, attrs, delta, *_, count = BATCH_HEAD.unpack_from(records, pos)
+            end = pos + 12 + length
+            inner = decompress(attrs & 7, bytes(records[pos + HEADER : end]))
+            parts.append(k.record_values(inner, count, base, nxt, NO_STOP))
+            pos, nxt = end, max(nxt, base + delta + 1)
         return Fetched(parts, nxt)
 
     def _lost(self, reason: str) -> None:

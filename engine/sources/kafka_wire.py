@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 
 from weir.base.errors import SourceError
-from weir.engine.kafka_security import KafkaSecurity
+from weir.engine.kafka_security import KafkaSecurity, split_host
 
 FETCH, LIST_OFFSETS, METADATA = 1, 2, 3  # API keys
 VERSIONS = {FETCH: 4, LIST_OFFSETS: 1, METADATA: 4}
@@ -45,12 +45,6 @@ def _buffer(size: int) -> bytearray:
         # a new one (a view of the old one may still be held), in whole MiBs
         buf = _local.buf = bytearray(-(-size // _MIB) * _MIB)
     return buf
-
-
-def split_host(address: str) -> tuple[str, int]:
-    """``host:port`` -> ``(host, port)``."""
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)
 
 
 def _string(text: str) -> bytes:

@@ -71,3 +71,16 @@ def test_list_offsets_and_metadata_answers() -> None:
     found, leaders = kw.metadata_answer(memoryview(bytes(body)), "ads")
     assert found == {1: "127.0.0.1:9091", 2: "127.0.0.1:9092"}
     assert leaders == {0: 1, 1: 2, 2: -1}
+
+
+def test_a_broker_address_splits_as_librdkafka_reads_it() -> None:
+    """One parser for the raw source's connections and the TLS diagnosis's first broker."""
+    from weir.engine.kafka_security import split_host
+    from weir.engine.sources.kafka_diagnose import first_broker
+
+    assert kw.split_host is split_host
+    assert split_host("h1:9093") == ("h1", 9093)
+    assert split_host("[::1]:9093") == ("::1", 9093)
+    assert split_host(" broker ") == ("broker", 9092)
+    assert split_host("broker:x") == ("broker", 9092)
+    assert first_broker("h1:9093, h2:9094") == ("h1", 9093)
