@@ -104,6 +104,20 @@ class _Reader:
         self.at += max(count, 0) * item_size
 
 
+def _to_partition(r: _Reader, what: str) -> None:
+    """Past a response's topic array to its first topic's first partition.
+
+    Raises:
+        OSError: the response holds no topic or no partition (the broker answered something
+            else).
+    """
+    if r.num(_I32) < 1:
+        raise OSError(f"a {what} response without its topic")
+    r.string()
+    if r.num(_I32) < 1:
+        raise OSError(f"a {what} response without its partition")
+
+
 @dataclass(frozen=True, slots=True)
 class FetchAnswer:
     """A Fetch response's one partition: its error, high watermark and records (a view of
@@ -122,11 +136,7 @@ def fetch_answer(body: memoryview) -> FetchAnswer:
     """
     r = _Reader(body)
     r.num(_I32)  # throttle time
-    if r.num(_I32) < 1:
-        raise OSError("a Fetch response without its topic")
-    r.string()
-    if r.num(_I32) < 1:
-        raise OSError("a Fetch response without its partition")
+    _to_partition(r, "Fetch")
     _, error, high, _ = r.fixed(_FETCH_ANSWER)
     r.skip_array(16)  # aborted transactions: producer id, first offset
     n = r.num(_I32)
@@ -141,11 +151,7 @@ def list_offsets_answer(body: memoryview) -> tuple[int, int]:
         OSError: the response holds no partition (the broker answered something else).
     """
     r = _Reader(body)
-    if r.num(_I32) < 1:
-        raise OSError("a ListOffsets response without its topic")
-    r.string()
-    if r.num(_I32) < 1:
-        raise OSError("a ListOffsets response without its partition")
+    _to_partition(r, "ListOffsets")
     _, error, _, offset = r.fixed(_LIST_ANSWER)
     return int(error), int(offset)
 
