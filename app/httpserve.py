@@ -90,19 +90,22 @@ def serve_http(
             logs.say(f"job {job} serving on {url}", job=job, url=url)
             if on_serving is not None:
                 on_serving(url)
+        if server.started:  # listening already: the collection delays no start, no bind
+            settle_collector()
         until.wait()
         server.should_exit = True
 
     threading.Thread(target=watch, name="weir-watch", daemon=True).start()
-    settle_collector()
     server.run(sockets=None if sock is None else [sock])
 
 
 def settle_collector() -> None:
-    """Before serving: one full collection, then everything alive is frozen (CPython's
+    """Once listening: one full collection, then everything alive is frozen (CPython's
     ``gc.freeze``), so the collector's full passes while requests are served walk only what
-    was made since, not the job, the app and the imported modules. Such a pass stopped the
-    event loop for up to 77 ms, every request waiting on it (the point lookups' p99)."""
+    was made before, not the job, the app and the imported modules. Such a pass stopped the
+    event loop for up to 77 ms, every request waiting on it (the point lookups' p99). Not
+    before ``server.run``: the collection then delayed the bind, and a short job run with
+    ``--exit-at-end`` could end before its API had said where it serves."""
     gc.collect()
     gc.freeze()
 
