@@ -1,7 +1,8 @@
 """The soak tier: a leak check of a real ``weir run`` under steady load (issue 9; ``make soak``
 runs the 30-minute soak). The soak job at a fixed rate with the mixed query load beside it for
 90 s, every process sampled every 2 s after a 30 s warm-up: the least-squares slope of each
-process's RSS and open descriptors stays within the bounds of ``benchmarks.soak``, the same
+process's RSS (over the whole run or its later half: a rise that levels off is a warm-up) and
+of its open descriptors stays within the bounds of ``benchmarks.soak``, the same
 processes run throughout, the job keeps up and the queries are answered."""
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ pytestmark = pytest.mark.timeout(300)
 def test_a_minute_of_steady_load_with_queries_grows_no_process(tmp_path: Path) -> None:
     report = leak_check(tmp_path)
     failed = [name for name, ok in report["checks"].items() if not ok]
-    shown = {k: report[k] for k in ("rss_mib_per_min", "rss_base_mib", "fds_per_min", "rate")}
+    shown = {
+        k: report[k]
+        for k in ("rss_mib_per_min", "rss_late_mib_per_min", "rss_series_mib", "fds_per_min")
+    }
     assert not failed, f"leak check failed: {failed}\n{json.dumps(shown, indent=1)}"
     assert report["samples"] >= 25
     assert len(report["rss_mib_per_min"]) == 3  # weir run and its two workers
-    assert all(v <= LEAK_BOUND_MIB_PER_MIN for v in report["rss_mib_per_min"].values())
+    whole, late = report["rss_mib_per_min"], report["rss_late_mib_per_min"]
+    assert all(min(whole[p], late[p]) <= LEAK_BOUND_MIB_PER_MIN for p in whole)

@@ -52,6 +52,27 @@ def test_a_steady_climb_beyond_the_bound_fails() -> None:
     assert not report["ok"]
 
 
+def test_a_rise_that_levels_off_is_a_warm_up_and_passes() -> None:
+    # 6 MiB over the first 20 s sampled, then flat: 5+ MiB a minute over the run, 0 in its half
+    def warming(i: int) -> float:
+        return 70.0 + min(i, 10) * 0.6
+
+    report = leak_verdict(_samples({1: warming}), RATE, LOAD)
+    assert report["rss_mib_per_min"]["1"] > LEAK_BOUND_MIB_PER_MIN
+    assert abs(report["rss_late_mib_per_min"]["1"]) < 0.01
+    assert report["ok"], report["checks"]
+
+
+def test_a_leak_that_starts_late_fails() -> None:
+    # flat for the first half, then 11 MiB a minute
+    def leaking(i: int) -> float:
+        return 50.0 + max(0, i - 15) * 100 * RATE * 2 / MIB
+
+    report = leak_verdict(_samples({1: leaking}), RATE, LOAD)
+    assert report["rss_late_mib_per_min"]["1"] > 2 * LEAK_BOUND_MIB_PER_MIN
+    assert not report["checks"]["rss_flat"]
+
+
 def test_a_climb_of_descriptors_fails() -> None:
     samples = _samples({1: _saw})
     for i, s in enumerate(samples):
