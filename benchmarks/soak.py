@@ -332,9 +332,7 @@ def leak_verdict(
     except ValueError:
         load = {"error": "the query load printed no report"}
     checks = {
-        "rss_flat": all(
-            min(rss_slope[p], late_slope[p]) <= bound_mib_per_min for p in rss_slope
-        ),
+        "rss_flat": all(min(rss_slope[p], late_slope[p]) <= bound_mib_per_min for p in rss_slope),
         "fds_flat": all(v <= fd_bound_per_min for v in fd_slope.values()),
         "same_processes": all(sorted(s["rss"]) == procs for s in samples),
         "running": all(s["state"] == "running" for s in samples),
