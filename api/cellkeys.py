@@ -23,6 +23,8 @@ from weir.engine.windows import SessionWindows, SlidingWindows
 from weir.state import cells, layout
 
 Between = Callable[[int, bytes, bytes], list[tuple[bytes, bytes]]]  # (kg, lo, hi) -> entries
+# (kg, [(lo, hi), ...]) -> each range's entries, read from one reader resolved once
+Ranges = Callable[[int, list[tuple[bytes, bytes]]], list[list[tuple[bytes, bytes]]]]
 _CURSOR = struct.Struct(">BBHH")  # version, whether a key follows, key group, bucket
 _VERSION = 2  # 1: keylist.Position, the row layout's cursor
 
@@ -70,9 +72,39 @@ class CellPage:
     examined: int
 
 
-def _bucket_entries(between: Between, kg: int, sid: int, bucket: int) -> list[tuple[bytes, bytes]]:
+class _CoarseCells:
+    """A listing's reads of coarse cells: a coarse cell holds the keys of ``1 <<
+    COARSE_SHIFT`` consecutive buckets, which a listing visits in turn, so the last one read is
+    kept for the next bucket."""
+
+    def __init__(self, between: Between) -> None:
+        self._between = between
+        self._at: tuple[int, int, int, bytes, bytes] | None = None
+        self._entries: list[tuple[bytes, bytes]] = []
+
+    def read(
+        self, kg: int, sid: int, field: int, lo: bytes, hi: bytes
+    ) -> tuple[list[tuple[bytes, bytes]], int]:
+        """The entries in ``[lo, hi)`` of coarse cell ``field``, and how many were read now."""
+        at = (kg, sid, field, lo, hi)
+        if at == self._at:
+            return self._entries, 0
+        self._at, self._entries = at, self._between(kg, lo, hi)
+        return self._entries, len(self._entries)
+
+
+def _bucket_entries(
+    between: Between, coarse: _CoarseCells, kg: int, sid: int, bucket: int
+) -> tuple[list[tuple[bytes, bytes]], int]:
+    """Every entry that may hold a key of ``bucket`` (its fine cells and its coarse cell's, in
+    window order: a coarse cell's rows of other buckets are the caller's to skip), and the
+    entries read."""
     lo = cells.cell_prefix(kg, sid, bucket)
-    return between(kg, lo, layout.prefix_upper_bound(lo))
+    fine = between(kg, lo, layout.prefix_upper_bound(lo))
+    field = cells.coarse_of(bucket)
+    at = cells.cell_prefix(kg, sid, field)
+    wide, read = coarse.read(kg, sid, field, at, layout.prefix_upper_bound(at))
+    return cells.in_window_order(fine, wide), len(fine) + read
 
 
 def _walk(
@@ -116,15 +148,18 @@ def list_keys(
 ) -> CellPage:
     """Up to ``limit`` keys starting with ``prefix`` held in any window under ``state_ids``."""
 
+    coarse = _CoarseCells(between)
+
     def bucket_rows(kg: int, bucket: int) -> tuple[list[tuple[bytes, Any]], int]:
         keys: set[bytes] = set()
         read = 0
         for sid in state_ids:
-            entries = _bucket_entries(between, kg, sid, bucket)
-            read += len(entries)
+            entries, n = _bucket_entries(between, coarse, kg, sid, bucket)
+            read += n
             for _, raw in entries:
                 keys.update(cells.Cell(raw).keys())
-        return [(k, None) for k in sorted(keys) if k.startswith(prefix)], read
+        mine = [k for k in sorted(keys) if k.startswith(prefix)]
+        return [(k, None) for k in mine if cells.bucket_of(k) == bucket], read
 
     return _walk(start, max_parallelism, limit, budget, bucket_rows)
 
@@ -150,37 +185,43 @@ def list_window(
 def window_cells(
     between: Between, kg: int, sid: int, bucket: int, ends: list[int]
 ) -> tuple[dict[int, dict[bytes, list[Any]]], int]:
-    """The rows of windows ``ends`` (contiguous in a bucket: ascending) of one bucket, by end,
-    and the entries read."""
-    lo = cells.cell_prefix(kg, sid, bucket) + layout.encode_namespace(ends[0])
-    hi = layout.namespace_upper_bound(cells.cell_prefix(kg, sid, bucket), ends[-1])
-    entries = between(kg, lo, hi)
+    """The rows of windows ``ends`` (contiguous in a bucket: ascending) of one bucket, by end
+    (from its fine cells and its coarse cell's, the coarse rows of other buckets skipped), and
+    the entries read."""
+    entries: list[tuple[bytes, bytes]] = []
+    for field in cells.bucket_fields(bucket):
+        at = cells.cell_prefix(kg, sid, field)
+        lo = at + layout.encode_namespace(ends[0])
+        entries.extend(between(kg, lo, layout.namespace_upper_bound(at, ends[-1])))
     wanted = set(ends)
-    by_end: dict[int, list[bytes]] = {}
-    for key, raw in entries:
-        end = cells.cell_end(key)
+    out: dict[int, dict[bytes, list[Any]]] = {}
+    for end, rows in cells.windows_of(entries):
         if end in wanted:
-            by_end.setdefault(end, []).append(raw)
-    out = {e: dict(cells.decode_rows(gens)) for e, gens in by_end.items()}
+            out[end] = {k: v for k, v in rows if cells.bucket_of(k) == bucket}
     return out, len(entries)
 
 
 Stored = tuple[dict[int, list[Any]], dict[int, list[Any]]]  # windows and panes, by end
 
 
-def key_cells(between: Between, kg: int, op: WindowNode, key: bytes) -> Stored:
-    """A key's stored windows and (sliding windows) panes, by end, from their cells."""
+def key_cells(ranges: Ranges, kg: int, op: WindowNode, key: bytes) -> Stored:
+    """A key's stored windows and (sliding windows) panes, by end, from their cells: the
+    ranges of its fine and coarse cells (``cells.key_ranges``), read in one call."""
     find = kernels.KERNELS.find_windows  # loaded on first use
-    windows = cells.key_windows(between(kg, *cells.key_bounds(kg, op.state_id, key)), key, find)
+    wanted = cells.key_ranges(kg, op.state_id, key)
+    panes_too = uses_panes(op.assigner)
+    if panes_too:
+        wanted += cells.key_ranges(kg, op.pane_state_id, key)
+    found = ranges(kg, wanted)
+    windows = cells.key_windows(cells.in_window_order(found[0], found[1]), key, find)
     panes: dict[int, list[Any]] = {}
-    if uses_panes(op.assigner):
-        bounds = cells.key_bounds(kg, op.pane_state_id, key)
-        panes = cells.key_windows(between(kg, *bounds), key, find)
+    if panes_too:
+        panes = cells.key_windows(cells.in_window_order(found[2], found[3]), key, find)
     return windows, panes
 
 
 def read_key(
-    between: Between,
+    ranges: Ranges,
     scan: Callable[[int, bytes], list[tuple[bytes, bytes]]],
     kg: int,
     op: WindowNode | ProcessNode,
@@ -189,7 +230,7 @@ def read_key(
     """A key's stored state: its windows and panes from cells (``key_cells``), or its rows
     (sessions, triggered windows, process functions: ``scan`` of its prefix)."""
     if isinstance(op, WindowNode) and stores_cells(op):
-        return [], key_cells(between, kg, op, key)
+        return [], key_cells(ranges, kg, op, key)
     return scan(kg, layout.key_prefix(kg, op.state_id, key)), None
 
 
@@ -214,6 +255,8 @@ __all__ = [
     "key_cells",
     "CellPage",
     "CellPosition",
+    "Ranges",
+    "read_key",
     "list_keys",
     "list_window",
     "window_cells",

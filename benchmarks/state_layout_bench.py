@@ -110,17 +110,18 @@ def lookup_rows(db: Rdict, key: bytes) -> int:
 
 
 def lookup_cells(db: Rdict, key: bytes) -> int:
-    """As the API reads a key: its bucket's prefix scan, then ``cells.key_windows`` with the
-    compiled lookup kernel (``find_windows``)."""
+    """As the API reads a key: its bucket's prefix scans (fine and coarse cells), then
+    ``cells.key_windows`` with the compiled lookup kernel (``find_windows``)."""
     kg = zlib.crc32(key) % MAX_PAR
-    entries = _scan(db, *cells.key_bounds(kg, SID, key))
+    entries = cells.key_entries(lambda lo, hi: _scan(db, lo, hi), kg, SID, key)
     return len(cells.key_windows(entries, key, _FIND))
 
 
 def lookup_cells_python(db: Rdict, key: bytes) -> int:
     """``lookup_cells`` with the kernel's pure-Python twin."""
     kg = zlib.crc32(key) % MAX_PAR
-    return len(cells.key_windows(_scan(db, *cells.key_bounds(kg, SID, key)), key))
+    entries = cells.key_entries(lambda lo, hi: _scan(db, lo, hi), kg, SID, key)
+    return len(cells.key_windows(entries, key))
 
 
 def measure_writes(n: int, workdir: Path) -> dict[str, Any]:

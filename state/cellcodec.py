@@ -16,8 +16,17 @@ import numpy as np
 from weir.base.errors import StateError
 from weir.state import layout, slotpack
 
-BUCKETS = 64  # buckets per key group (a power of two, at most 1 << 16)
+BUCKETS = 64  # buckets per key group (a power of two, at most 1 << 15)
 _BUCKET_MASK = BUCKETS - 1
+# A generation of a window that changed few rows per key group is written in coarse cells
+# (state format 3), each holding the keys of 1 << COARSE_SHIFT buckets, so its cells are not
+# mostly header and RocksDB's cost an entry: a coarse cell's bucket field is COARSE | the
+# bucket >> COARSE_SHIFT, after every (fine) bucket of its key group and state
+COARSE_SHIFT = 3
+COARSE = 0x8000
+# ... when the generation has fewer rows than COARSE_ROWS a fine cell of the key groups it
+# touches: a coarse cell then holds fewer than COARSE_ROWS << COARSE_SHIFT rows on average
+COARSE_ROWS = 16
 CELL_FORMAT = 1
 INT, FLOAT, OBJECT = 0, 1, 2
 HEADER = struct.Struct("<BBHII")
@@ -44,6 +53,37 @@ def buckets_of_hashes(crc: np.ndarray) -> np.ndarray:
 
 def bucket_of(key: bytes) -> int:
     return bucket_of_hash(zlib.crc32(key))
+
+
+def coarse_of(bucket: int) -> int:
+    """The bucket field of the coarse cell that holds fine ``bucket``'s keys."""
+    return COARSE | (bucket >> COARSE_SHIFT)
+
+
+def is_coarse(field: int) -> bool:
+    """Whether a cell key's bucket field names a coarse cell."""
+    return bool(field & COARSE)
+
+
+def bucket_fields(bucket: int) -> tuple[int, int]:
+    """The cells a key of ``bucket`` may be in: its fine bucket's and its coarse cell's."""
+    return bucket, coarse_of(bucket)
+
+
+def every_bucket_field() -> list[int]:
+    """Every bucket field of a key group and state, in key order: the fine buckets, then the
+    coarse cells."""
+    return [*range(BUCKETS), *(COARSE | c for c in range(BUCKETS >> COARSE_SHIFT))]
+
+
+def write_coarse(rows: int, key_groups: np.ndarray) -> bool:
+    """Whether a generation of a window of ``rows`` rows in ``key_groups`` (one a row) is
+    written in coarse cells: fewer than ``COARSE_ROWS`` rows a fine cell of the key groups it
+    touches."""
+    if rows >= COARSE_ROWS * BUCKETS * len(key_groups):  # more than any key group count holds
+        return False
+    touched = int(np.count_nonzero(np.bincount(key_groups)))
+    return rows < COARSE_ROWS * BUCKETS * touched
 
 
 def cell_prefix(key_group: int, state_id: int, bucket: int) -> bytes:
@@ -154,10 +194,12 @@ class PackedRows:
         return cls(b"".join(keys), offsets, crc, rows.key_groups, rows.slots)
 
 
-def encode_cells(rows: CellRows, state_id: int, end: int, gen: int) -> list[tuple[bytes, bytes]]:
+def encode_cells(
+    rows: CellRows, state_id: int, end: int, gen: int, coarse: bool = False
+) -> list[tuple[bytes, bytes]]:
     """The rows as cells of window ``end`` and generation ``gen``: ``(cell key, value)`` in
-    cell-key order, one per (key group, bucket) the rows touch. numpy does the per-row work;
-    Python runs once per cell."""
+    cell-key order, one per (key group, bucket) the rows touch (``coarse``: per key group and
+    coarse cell). numpy does the per-row work; Python runs once per cell."""
     keys = rows.keys
     n = len(keys)
     if n == 0:
@@ -168,19 +210,20 @@ def encode_cells(rows: CellRows, state_id: int, end: int, gen: int) -> list[tupl
     def blob(order: np.ndarray, lens: np.ndarray) -> bytes:
         return _key_blob(keys, given, order, lens)
 
-    order, starts, stops, cell_ids = _cells_of(rows.key_groups, crc, keys.__getitem__)
+    order, starts, stops, cell_ids = _cells_of(rows.key_groups, crc, keys.__getitem__, coarse)
     lens = given[order]
-    return _assemble(
-        rows.slots, state_id, end, gen, order, crc, starts, stops, cell_ids, lens, blob
-    )
+    heads = _cell_keys(cell_ids, state_id, end, gen, coarse)
+    return _assemble(rows.slots, order, crc, starts, stops, heads, lens, blob)
 
 
-def encode_packed(rows: PackedRows, state_id: int, end: int, gen: int) -> list[tuple[bytes, bytes]]:
+def encode_packed(
+    rows: PackedRows, state_id: int, end: int, gen: int, coarse: bool = False
+) -> list[tuple[bytes, bytes]]:
     """``encode_cells`` of packed rows, byte for byte (the pure-Python twin of the compiled
     ``engine/kernels/_cellk.pyx`` ``encode_packed``): the keys' blob is gathered by numpy."""
     if not len(rows):
         return []
-    order, starts, stops, cell_ids = _cells_of(rows.key_groups, rows.crc, rows.key)
+    order, starts, stops, cell_ids = _cells_of(rows.key_groups, rows.crc, rows.key, coarse)
     lens = np.diff(rows.offsets)[order]
 
     def blob(order: np.ndarray, lens: np.ndarray) -> bytes:
@@ -191,18 +234,21 @@ def encode_packed(rows: PackedRows, state_id: int, end: int, gen: int) -> list[t
         src = np.repeat(rows.offsets[:-1][order] - dst, lens) + np.arange(total)
         return np.frombuffer(rows.blob, np.uint8)[src].tobytes()
 
-    return _assemble(
-        rows.slots, state_id, end, gen, order, rows.crc, starts, stops, cell_ids, lens, blob
-    )
+    heads = _cell_keys(cell_ids, state_id, end, gen, coarse)
+    return _assemble(rows.slots, order, rows.crc, starts, stops, heads, lens, blob)
 
 
 def _cells_of(
-    key_groups: np.ndarray, crc: np.ndarray, key_of: Callable[[int], bytes]
+    key_groups: np.ndarray, crc: np.ndarray, key_of: Callable[[int], bytes], coarse: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The rows' order (by cell, CRC, then key bytes), where each cell's rows start and stop in
-    it, and the cells' ids (``kg * BUCKETS + bucket``)."""
+    it, and the cells' ids (``kg * BUCKETS + bucket``; coarse: ``kg * (BUCKETS >>
+    COARSE_SHIFT) + (bucket >> COARSE_SHIFT)``)."""
     n = len(crc)
-    cell = key_groups.astype(np.int64) * BUCKETS + buckets_of_hashes(crc)
+    shift = COARSE_SHIFT if coarse else 0
+    cell = (key_groups.astype(np.int64) << (BUCKETS.bit_length() - 1 - shift)) + (
+        buckets_of_hashes(crc).astype(np.int64) >> shift
+    )
     order = np.argsort((cell << 32) | crc, kind="stable")  # cell < 2**31: fits in int64
     _tie_break(order, cell, crc, key_of)
     cells = cell[order]
@@ -234,14 +280,11 @@ def _tie_break(
 
 def _assemble(
     slots: list[SlotColumn],
-    state_id: int,
-    end: int,
-    gen: int,
     order: np.ndarray,
     crc: np.ndarray,
     starts: np.ndarray,
     stops: np.ndarray,
-    cell_ids: np.ndarray,
+    heads: list[bytes],
     lens: np.ndarray,
     key_blob: Callable[[np.ndarray, np.ndarray], bytes],
 ) -> list[tuple[bytes, bytes]]:
@@ -265,7 +308,6 @@ def _assemble(
     kinds_raw = bytes(kinds) + bytes(pad8(len(kinds)))
     key_starts = offs[starts]
     key_stops = (offs + lens)[stops - 1]
-    heads = _cell_keys(cell_ids, state_id, end, gen)
     header = HEADER.pack
     s = len(kinds)
     out: list[tuple[bytes, bytes]] = []
@@ -297,12 +339,15 @@ def _key_blob(keys: list[bytes], given: np.ndarray, order: np.ndarray, lens: np.
     return blob
 
 
-def _cell_keys(cell_ids: np.ndarray, state_id: int, end: int, gen: int) -> list[bytes]:
-    """The RocksDB keys of cells ``kg * BUCKETS + bucket`` of one window and generation."""
+def _cell_keys(
+    cell_ids: np.ndarray, state_id: int, end: int, gen: int, coarse: bool = False
+) -> list[bytes]:
+    """The RocksDB keys of cells ``cell_ids`` (``_cells_of``) of one window and generation."""
+    span = BUCKETS >> COARSE_SHIFT if coarse else BUCKETS
     head = np.zeros(len(cell_ids), dtype=[("kg", ">u2"), ("sid", ">u2"), ("bucket", ">u2")])
-    head["kg"] = cell_ids // BUCKETS
+    head["kg"] = cell_ids // span
     head["sid"] = state_id
-    head["bucket"] = cell_ids % BUCKETS
+    head["bucket"] = cell_ids % span | (COARSE if coarse else 0)
     raw = head.tobytes()
     tail = layout.encode_namespace(end) + _GEN.pack(gen)
     return [raw[i : i + 6] + tail for i in range(0, len(raw), 6)]
@@ -355,14 +400,20 @@ def encode_cell(keys: list[bytes], slots: list[SlotColumn]) -> bytes:
     def blob(order: np.ndarray, lens: np.ndarray) -> bytes:
         return _key_blob(keys, given, order, lens)
 
-    ((_, value),) = _assemble(
-        slots, 0, 0, 0, order, crc, start, stop, np.zeros(1, np.int64), given[order], blob
-    )
+    ((_, value),) = _assemble(slots, order, crc, start, stop, [b""], given[order], blob)
     return value
 
 
 __all__ = [
     "BUCKETS",
+    "COARSE",
+    "COARSE_ROWS",
+    "COARSE_SHIFT",
+    "bucket_fields",
+    "coarse_of",
+    "every_bucket_field",
+    "is_coarse",
+    "write_coarse",
     "HEADER",
     "CELL_FORMAT",
     "CELL_KEY_BYTES",

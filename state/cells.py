@@ -1,4 +1,4 @@
-"""Window accumulators stored as cells (state format 2): many rows per RocksDB entry.
+"""Window accumulators stored as cells (state formats 2 and 3): many rows per RocksDB entry.
 
 A cell holds the rows of one window of one *bucket* of keys: the keys of a key group fall into
 ``BUCKETS`` buckets by their hash, and a generation of changed rows is written as one entry per
@@ -7,10 +7,18 @@ A cell holds the rows of one window of one *bucket* of keys: the keys of a key g
     cell key = key_group (2 BE) | state id (2 BE) | bucket (2 BE) | window end (8, offset-binary)
                | generation (8 BE)
 
-so a key's windows are still one prefix scan (``cell_prefix``: every window of its bucket, each
-with the few generations not merged yet) and a key group is still one range (restore, rescale and
+so a key's windows are one prefix scan (``cell_prefix``: every window of its bucket, each with
+the few generations not merged yet) and a key group is still one range (restore, rescale and
 bulk load work by range, as before). A newer generation's row of a key replaces an older one's;
 ``merge`` folds a cell's generations into one.
+
+*Coarse cells* (format 3): a generation that changed few rows of a window for the key groups it
+touches (fewer than ``COARSE_ROWS`` a bucket: at a million ids a 10 s window holds ~86k keys,
+10 a cell) is written one entry per ``1 << COARSE_SHIFT`` buckets instead, under the bucket
+field ``COARSE | bucket >> COARSE_SHIFT`` (after every fine bucket of its key group and state).
+RocksDB's cost is per entry, so sparse windows cost an eighth of the entries; dense ones keep
+fine cells, so a lookup never reads large cells. A key's windows are then two prefix scans (its
+bucket's and its coarse cell's), merged by window and generation (``key_entries``).
 
 A cell's value is a fixed-width block sorted by key hash, binary-searchable without decoding
 it, little-endian::
@@ -34,8 +42,10 @@ from __future__ import annotations
 import struct
 import zlib
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
+from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -46,21 +56,27 @@ from weir.state.cellcodec import (
     BUCKETS,
     CELL_FORMAT,
     CELL_KEY_BYTES,
+    COARSE,
+    COARSE_SHIFT,
     FLOAT,
     HEADER,
     INT,
     OBJECT,
     CellRows,
     SlotColumn,
+    bucket_fields,
     bucket_of,
     bucket_of_hash,
     buckets_of_hashes,
     cell_end,
     cell_key,
     cell_prefix,
+    coarse_of,
     decode_cell_key,
     encode_cell,
     encode_cells,
+    every_bucket_field,
+    is_coarse,
     pad8,
     record_format,
     rows_in,
@@ -211,10 +227,67 @@ def merge(cells: Sequence[bytes]) -> bytes:
     return encode_cell(list(newest), slots)
 
 
-def key_bounds(key_group: int, state_id: int, key: bytes) -> tuple[bytes, bytes]:
-    """``[lo, hi)`` of every cell (each window, each generation) that may hold ``key``."""
-    lo = cell_prefix(key_group, state_id, bucket_of(key))
-    return lo, layout.prefix_upper_bound(lo)
+def key_ranges(key_group: int, state_id: int, key: bytes) -> list[tuple[bytes, bytes]]:
+    """``[lo, hi)`` of every cell (each window, each generation) that may hold ``key``: its
+    bucket's fine cells, then its coarse cells."""
+    out = []
+    for field in bucket_fields(bucket_of(key)):
+        lo = cell_prefix(key_group, state_id, field)
+        out.append((lo, layout.prefix_upper_bound(lo)))
+    return out
+
+
+Scan = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
+
+
+def key_entries(scan: Scan, key_group: int, state_id: int, key: bytes) -> list[tuple[bytes, bytes]]:
+    """Every entry that may hold ``key`` (``scan(lo, hi)`` of each of ``key_ranges``), in
+    window order: by window end, each window's generations oldest first, fine and coarse."""
+    found = [list(scan(lo, hi)) for lo, hi in key_ranges(key_group, state_id, key)]
+    return in_window_order(*found)
+
+
+def in_window_order(*parts: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """Entries of one bucket's fine and coarse cells (each part in key order) as one list by
+    window end, then generation (a newer generation's row of a key wins, whichever cell)."""
+    full = [p for p in parts if p]
+    if len(full) < 2:
+        return full[0] if full else []
+    return sorted(chain.from_iterable(full), key=_end_and_gen)
+
+
+def _end_and_gen(entry: tuple[bytes, bytes]) -> bytes:
+    return entry[0][6:]  # a cell key's window end and generation, both in byte order
+
+
+def group_ranges(key_group: int, state_id: int) -> Iterator[list[tuple[bytes, bytes]]]:
+    """For each coarse cell of a key group and state: the ``[lo, hi)`` of the fine buckets it
+    covers and of its own entries (a restore reads a key group so, a coarse group at a time)."""
+    span = 1 << COARSE_SHIFT
+    for c in range(BUCKETS >> COARSE_SHIFT):
+        lo = cell_prefix(key_group, state_id, c * span)
+        hi = cell_prefix(key_group, state_id, (c + 1) * span)
+        own = cell_prefix(key_group, state_id, COARSE | c)
+        yield [(lo, hi), (own, layout.prefix_upper_bound(own))]
+
+
+def windows_of(
+    entries: Iterable[tuple[bytes, bytes]],
+) -> Iterator[tuple[int, Iterable[tuple[bytes, list[Any]]]]]:
+    """``(window end, rows)`` of each window in ``entries`` (cells of one state and key group,
+    fine and coarse, in any order), ``rows`` the newest ``(key, slots)`` of each key."""
+    by_end: dict[bytes, list[tuple[bytes, bytes]]] = {}
+    for ckey, raw in entries:
+        by_end.setdefault(ckey[6:14], []).append((ckey[14:], raw))
+    for ns in sorted(by_end):
+        gens = sorted(by_end[ns], key=itemgetter(0))  # by generation, oldest first
+        if len(gens) == 1:
+            yield layout.decode_namespace(ns), Cell(gens[0][1]).rows()
+            continue
+        newest: dict[bytes, list[Any]] = {}
+        for _, raw in gens:
+            newest.update(Cell(raw).rows())  # a later generation's row of a key wins
+        yield layout.decode_namespace(ns), newest.items()
 
 
 FindWindows = Callable[[Sequence[tuple[bytes, bytes]], bytes, int], dict[bytes, list[Any]]]
@@ -296,8 +369,16 @@ __all__ = [
     "encode_cells",
     "find_in",
     "find_windows",
-    "key_bounds",
+    "bucket_fields",
+    "coarse_of",
+    "every_bucket_field",
+    "group_ranges",
+    "is_coarse",
+    "in_window_order",
+    "key_entries",
+    "key_ranges",
     "key_windows",
+    "windows_of",
     "lookup_row",
     "merge",
     "rows_in",

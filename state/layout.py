@@ -19,10 +19,13 @@ from weir.base.errors import StateError
 
 MAX_KEY_BYTES = 0xFFFF
 # The state format: 1 kept every window as a row (a key's slots under ``state_key``); 2 keeps
-# the windows of tumbling and sliding operators as cells (``state/cells.py``). ``_metadata``
-# carries it, and so does each RocksDB instance, under ``FORMAT_KEY``: a first two bytes no key
-# group takes and that broadcast state (0xFFFF) does not use, so no key-group range holds it.
-STATE_FORMAT = 2
+# the windows of tumbling and sliding operators as cells (``state/cells.py``); 3 adds coarse
+# cells (a weir that reads format 2 only would miss them; format 2 state is format 3 state as
+# it is). ``_metadata`` carries it, and so does each RocksDB instance, under ``FORMAT_KEY``: a
+# first two bytes no key group takes and that broadcast state (0xFFFF) does not use, so no
+# key-group range holds it.
+STATE_FORMAT = 3
+CELLS_FORMAT = 2  # the first format that keeps cells: older state is migrated to them
 FORMAT_KEY = b"\xff\xfeweir-state-format"
 _SIGN = 1 << 63
 _HH = struct.Struct(">HH")

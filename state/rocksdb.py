@@ -389,6 +389,11 @@ class SecondaryReader:
                 break
         return out
 
+    def scan_ranges(self, ranges: list[tuple[bytes, bytes]]) -> list[list[tuple[bytes, bytes]]]:
+        """``scan`` of each ``[lo, hi)`` of ``ranges``, on one fresh instance."""
+        db = self._fresh()
+        return [list(_scan(db, lo, hi)) for lo, hi in ranges]
+
     def iterator(self, hi: bytes) -> BoundedIter:
         """An iterator over keys below ``hi``, for a caller that seeks (the API's key listing
         examines a bounded number of positions, wherever they are)."""

@@ -25,7 +25,8 @@ from weir.api.deps import (
 from weir.api.errors import ErrorBody, not_found
 from weir.api.models import BroadcastAnswer
 from weir.api.registry import JobHandle, Registry
-from weir.api.routes.state import NOT_FRESH, StateSource, json_response
+from weir.api.routes.state import NOT_FRESH, json_response
+from weir.api.statesource import StateSource
 from weir.engine.nodes import KeyedBroadcastNode
 from weir.state import layout
 

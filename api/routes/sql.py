@@ -46,12 +46,12 @@ from weir.api.routes.state import (
     MAX_LIMIT,
     NOT_FRESH,
     Bounds,
-    StateSource,
     json_response,
     key_answer,
     key_page,
     listing_position,
 )
+from weir.api.statesource import StateSource
 from weir.base.errors import JobDefinitionError
 from weir.base.extras import require
 from weir.engine.nodes import ProcessNode, WindowNode

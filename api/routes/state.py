@@ -30,6 +30,7 @@ from weir.api.hints import no_state
 from weir.api.metrics import ApiMetrics
 from weir.api.models import KeyList, LookupAnswer, NotFreshEnough, StateAnswer
 from weir.api.registry import JobHandle, Registry
+from weir.api.statesource import StateSource
 from weir.base.errors import StateError
 from weir.base.jsonenc import dumps_json
 from weir.engine.nodes import ProcessNode, WindowNode
@@ -71,46 +72,6 @@ class Bounds:
             )
 
 
-class StateSource:
-    """Where an answer's rows come from: the live secondary of the owning worker, or the
-    committed view of the latest checkpoint."""
-
-    def __init__(self, handle: JobHandle, consistency: str) -> None:
-        self.view = None
-        if consistency == "committed":
-            self.view = handle.committed_view()
-            if self.view is None:
-                raise ApiError(
-                    400,
-                    "committed_unavailable",
-                    f"consistency=committed reads the latest checkpoint, and job "
-                    f"{handle.job.name!r} has none yet; run it with --checkpoint-interval-ms, or "
-                    "use consistency=live",
-                )
-        self.handle = handle
-
-    def scan(self, kg: int, prefix: bytes) -> list[tuple[bytes, bytes]]:
-        return self.between(kg, prefix, layout.prefix_upper_bound(prefix))
-
-    def between(self, kg: int, lo: bytes, hi: bytes) -> list[tuple[bytes, bytes]]:
-        if self.view is not None:
-            return self.view.scan(kg, lo, hi)
-        return self.handle.reader_for(kg).scan(lo, hi)
-
-    def iterator(self, kg: int, state_id: int) -> keylist.Seeker:
-        """An iterator over one state's range in key group ``kg``, for a listing's seeks."""
-        hi = layout.prefix_upper_bound(layout.state_prefix(kg, state_id))
-        if self.view is not None:
-            return self.view.iterator(kg, hi)
-        return self.handle.reader_for(kg).iterator(hi)
-
-    def as_of(self, op: str) -> tuple[int, int | None]:
-        """The watermark and checkpoint the rows are as of."""
-        if self.view is not None:
-            return self.view.watermark, self.view.id
-        return self.handle.runtime.state_watermark(op), self.handle.runtime.last_checkpoint
-
-
 def key_answer(
     handle: JobHandle,
     op_def: WindowNode | ProcessNode,
@@ -126,7 +87,7 @@ def key_answer(
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
     source = StateSource(handle, consistency)
-    rows, stored = cellkeys.read_key(source.between, source.scan, kg, op_def, raw_key)
+    rows, stored = cellkeys.read_key(source.ranges, source.scan, kg, op_def, raw_key)
     if not rows and not (stored and (stored[0] or stored[1])):
         raise not_found("key_not_found", no_state(handle, op_def, key, kg))
     wm, checkpoint = source.as_of(op)

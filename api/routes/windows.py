@@ -33,7 +33,8 @@ from weir.api.errors import ApiError, ErrorBody
 from weir.api.metrics import ApiMetrics
 from weir.api.models import WindowKeys
 from weir.api.registry import JobHandle, Registry
-from weir.api.routes.state import NOT_FRESH, StateSource, json_response
+from weir.api.routes.state import NOT_FRESH, json_response
+from weir.api.statesource import StateSource
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.stored import compose_stored, uses_panes
 from weir.engine.windows import MAX_TIME, MIN_TIME, SlidingWindows, TumblingWindows, is_late

@@ -192,7 +192,7 @@ cdef void _fill(uint8_t *out, Py_ssize_t a, Py_ssize_t b, const int64_t *idx,
     memcpy(out + 12, kinds, s)
 
 
-def encode_packed(rows, state_id, end, gen):
+def encode_packed(rows, state_id, end, gen, coarse=False):
     """See ``cellcodec.encode_packed``: the same cells byte for byte, sorted and assembled in
     C with the GIL released. Rows with a msgpack (OBJECT) slot, or a column of another dtype,
     go to the twin, which writes (or refuses) them as it always has."""
@@ -204,9 +204,15 @@ def encode_packed(rows, state_id, end, gen):
     for col in cols:
         if (not isinstance(col, np.ndarray) or col.dtype not in (np.int64, np.float64)
                 or col.shape != (n,)):
-            return encode_packed_twin(rows, state_id, end, gen)
-    if s > 255 or cellcodec.BUCKETS != 64:  # the layout's constant (a benchmark varies it)
-        return encode_packed_twin(rows, state_id, end, gen)
+            return encode_packed_twin(rows, state_id, end, gen, coarse)
+    # the layout's constants (a power of two; a benchmark varies them)
+    cdef int bbits = cellcodec.BUCKETS.bit_length() - 1
+    cdef int shift = cellcodec.COARSE_SHIFT if coarse else 0
+    if s > 255 or cellcodec.BUCKETS != 1 << bbits or bbits > 15 or shift > bbits:
+        return encode_packed_twin(rows, state_id, end, gen, coarse)
+    cdef uint64_t bmask = cellcodec.BUCKETS - 1
+    cdef int cbits = bbits - shift  # bits of a cell's bucket within its key group
+    cdef uint64_t flag = cellcodec.COARSE if coarse else 0
     proto = cell_key(0, state_id, 0, end, gen)  # validates the state id and the end
     kinds = bytes([0 if col.dtype == np.int64 else 1 for col in cols])
     slots_a = np.empty((max(s, 1), n), np.int64)
@@ -228,7 +234,8 @@ def encode_packed(rows, state_id, end, gen):
     cdef const uint8_t *kp = kinds
     with nogil:
         for i in range(n):
-            key[i] = (<uint64_t>(kg[i] * 64 + ((crc[i] >> 16) & 63)) << 32) | crc[i]
+            key[i] = ((<uint64_t>kg[i] << cbits) | (((crc[i] >> 16) & bmask) >> shift)) << 32
+            key[i] |= crc[i]
         _radix(&key[0], &idx[0], &k2[0], &bounds[0], n)
         _tie_break(&key[0], &idx[0], n, &blob[0], &offs[0])
         for i in range(n):
@@ -236,19 +243,19 @@ def encode_packed(rows, state_id, end, gen):
                 bounds[cells] = i
                 cells += 1
         bounds[cells] = n
-    return _cells(cells, bounds, key, idx, crc, offs, blob, slots, s, kp, proto)
+    return _cells(cells, bounds, key, idx, crc, offs, blob, slots, s, kp, proto, cbits, flag)
 
 
 cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1] key,
                  const int64_t[::1] idx, const uint32_t[::1] crc, const int64_t[::1] offs,
                  const uint8_t[::1] blob, const int64_t[:, ::1] slots, int s,
-                 const uint8_t *kinds, bytes proto):
+                 const uint8_t *kinds, bytes proto, int bbits, uint64_t flag):
     """The ``(cell key, value)`` of each of the sorted rows' ``cells``: the values allocated
     with the GIL, filled without it."""
     cdef Py_ssize_t head = 12 + s + ((-s) & 7), w = 8 + 8 * s, c, i, n = idx.shape[0]
     cdef int64_t kbytes
     cdef uint8_t *p
-    cdef uint64_t cid
+    cdef uint64_t cid, bucket
     cdef uint8_t **dst = <uint8_t **>malloc(max(cells, 1) * sizeof(uint8_t *))
     if dst == NULL:
         raise MemoryError()
@@ -263,9 +270,11 @@ cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1
             ckey = PyBytes_FromStringAndSize(proto, len(proto))
             p = <uint8_t *>PyBytes_AS_STRING(ckey)
             cid = key[bounds[c]] >> 32
-            p[0] = <uint8_t>((cid >> 14) & 255)  # the key group (cid // 64), 2 bytes big-endian
-            p[1] = <uint8_t>((cid >> 6) & 255)
-            p[5] = <uint8_t>(cid & 63)  # the bucket (< 64), after the state id
+            p[0] = <uint8_t>((cid >> (bbits + 8)) & 255)  # the key group, 2 bytes big-endian
+            p[1] = <uint8_t>((cid >> bbits) & 255)
+            bucket = (cid & ((1 << bbits) - 1)) | flag
+            p[4] = <uint8_t>(bucket >> 8)  # the bucket, 2 bytes big-endian
+            p[5] = <uint8_t>(bucket & 255)
             out.append((ckey, value))
         with nogil:
             for c in range(cells):

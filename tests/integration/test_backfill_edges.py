@@ -60,7 +60,7 @@ def _sst_windows(sst_dir: str, job_file: Path, db: Path) -> dict[tuple[str, int,
     state.ingest(sorted(Path(sst_dir).glob("kg-*.sst")))
     got = {}
     windows: list[tuple[bytes, int, int, list[Any]]] = []
-    by_cell: dict[bytes, list[bytes]] = {}
+    by_cell: dict[bytes, list[tuple[bytes, bytes]]] = {}
     for k, v in state.scan(b"", b"\xff" * 8):
         if struct.unpack_from(">H", k, 2)[0] != op.state_id:
             continue  # a cleanup timer
@@ -68,13 +68,13 @@ def _sst_windows(sst_dir: str, job_file: Path, db: Path) -> dict[tuple[str, int,
             _, _, key, end = decode_state_key(k)
             start, slots = decode_session(v)
             windows.append((key, start, end, slots))
-        else:  # a cell's generation
-            by_cell.setdefault(k[:14], []).append(v)
-    for at, gens in by_cell.items():
+        else:  # a cell's generation (fine or coarse), merged a key group at a time
+            by_cell.setdefault(k[:4], []).append((k, v))
+    for group in by_cell.values():
         assert not isinstance(op.assigner, SessionWindows)  # sessions are rows
-        end = cells.cell_end(at)
-        for key, slots in cells.decode_rows(gens):
-            windows.append((key, op.assigner.start_of(end), end, slots))
+        for end, rows in cells.windows_of(group):
+            for key, slots in rows:
+                windows.append((key, op.assigner.start_of(end), end, slots))
     for key, start, end, slots in windows:
         w = plan.result(key.decode(), start, end, slots, True)
         got[(w["key"], w["start"], w["end"])] = (w["n"], w["total"])

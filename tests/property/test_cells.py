@@ -9,12 +9,13 @@ import zlib
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.engine.runtime.operators.cellwrites import CellLog, CellPart
 from weir.engine.runtime.operators.delta import ColumnSegment, StateDelta
-from weir.state import cells, layout
+from weir.state import cellcodec, cells, layout
 from weir.state.memory import MemoryState
 
 MAX_PAR = 4  # few key groups and buckets: cells of several rows, hash ties within a bucket
@@ -32,8 +33,8 @@ NUMBER = st.one_of(
 SLOT = st.one_of(NUMBER, st.lists(st.integers(0, 9), max_size=3), st.text(max_size=3))
 ROWS = st.dictionaries(KEYS, st.tuples(SLOT, NUMBER), min_size=1, max_size=30)
 STEP = st.one_of(
-    st.tuples(st.just("write"), ENDS, ROWS, st.booleans()),
-    st.tuples(st.just("drop"), ENDS, st.just({}), st.just(False)),
+    st.tuples(st.just("write"), ENDS, ROWS, st.booleans(), st.booleans()),
+    st.tuples(st.just("drop"), ENDS, st.just({}), st.just(False), st.just(False)),
 )
 
 
@@ -52,21 +53,23 @@ def _read(state: MemoryState, keys: set[str]) -> dict[tuple[int, str], list[Any]
     for key in keys:
         raw = key.encode()
         kg = zlib.crc32(raw) % MAX_PAR
-        entries = list(state.scan(*cells.key_bounds(kg, SID, raw)))
+        entries = cells.key_entries(state.scan, kg, SID, raw)
         for end, slots in cells.key_windows(entries, raw).items():
             out[(end, key)] = slots
     return out
 
 
 def _whole(state: MemoryState) -> dict[tuple[int, str], list[Any]]:
-    """Every row, read cell by cell (all generations merged), as a restore reads them."""
-    by_cell: dict[bytes, list[bytes]] = {}
+    """Every row, read a key group at a time (all generations of fine and coarse cells
+    merged), as a restore reads them."""
+    by_group: dict[bytes, list[tuple[bytes, bytes]]] = {}
     for k, v in state.scan(b"", b"\xff"):
-        by_cell.setdefault(k[:14], []).append(v)
+        by_group.setdefault(k[:4], []).append((k, v))
     return {
-        (cells.cell_end(at), key.decode()): slots
-        for at, gens in by_cell.items()
-        for key, slots in cells.decode_rows(gens)
+        (end, key.decode()): slots
+        for entries in by_group.values()
+        for end, rows in cells.windows_of(entries)
+        for key, slots in rows
     }
 
 
@@ -79,28 +82,46 @@ def _same(a: dict[tuple[int, str], list[Any]], b: dict[tuple[int, str], list[Any
 @settings(max_examples=150, deadline=None)
 @given(st.lists(STEP, min_size=1, max_size=25))
 def test_generations_merges_and_drops_read_back_as_the_model(steps: list[Any]) -> None:
+    """Generations of one window in fine and coarse cells alike (a sparse flush, then a dense
+    one, or back): a newer generation's row wins, whichever cells hold them."""
     state = MemoryState()
     log = CellLog(MAX_PAR)
     model: dict[tuple[int, str], list[Any]] = {}
     seen: set[str] = set()
-    for kind, end, rows, as_columns in steps:
-        if kind == "drop":
-            keys = [k for (e, k) in model if e == end]
-            part = CellPart(log, SID, 2, [], [(SID, end, keys)])
-            for k in keys:
-                del model[(end, k)]
-            StateDelta(cells=part).write(state)
-            continue
-        seg = _segment(end, rows, as_columns)
-        part = CellPart(log, SID, 2, [] if as_columns else [seg])
-        StateDelta(columns=[seg] if as_columns else [], cells=part).write(state, chunk=7)
-        for k, (a, b) in rows.items():
-            model[(end, k)] = [a, b]
-        seen.update(rows)
+    for kind, end, rows, as_columns, coarse in steps:
+        with pytest.MonkeyPatch.context() as grain:
+            grain.setattr(cellcodec, "COARSE_ROWS", 10**9 if coarse else 0)
+            _step(state, log, model, seen, kind, end, rows, as_columns)
     assert _same(_read(state, seen), model)
     assert _same(_whole(state), model)
     for at in {k[:14] for k, _ in state.scan(b"", b"\xff")}:  # merged: few entries a cell
         assert len(list(state.scan(at, layout.prefix_upper_bound(at)))) <= 5
+
+
+def _step(
+    state: MemoryState,
+    log: CellLog,
+    model: dict[tuple[int, str], list[Any]],
+    seen: set[str],
+    kind: str,
+    end: int,
+    rows: dict[str, tuple[Any, Any]],
+    as_columns: bool,
+) -> None:
+    """One write or drop of the test above, applied to the state and the model."""
+    if kind == "drop":
+        keys = [k for (e, k) in model if e == end]
+        part = CellPart(log, SID, 2, [], [(SID, end, keys)])
+        for k in keys:
+            del model[(end, k)]
+        StateDelta(cells=part).write(state)
+        return
+    seg = _segment(end, rows, as_columns)
+    part = CellPart(log, SID, 2, [] if as_columns else [seg])
+    StateDelta(columns=[seg] if as_columns else [], cells=part).write(state, chunk=7)
+    for k, (a, b) in rows.items():
+        model[(end, k)] = [a, b]
+    seen.update(rows)
 
 
 @settings(max_examples=200, deadline=None)

@@ -150,11 +150,19 @@ def test_encode_packed_writes_what_encode_cells_writes(
             slots.append(data.draw(st.lists(st.one_of(NUMBER, SLOT), min_size=n, max_size=n)))
     end = data.draw(st.sampled_from([-(2**63), -7, 0, 10_000, 2**63 - 1]))
     gen = data.draw(st.integers(0, 2**64 - 1))
+    coarse = data.draw(st.booleans())
     rows = cells.CellRows(keys, groups, slots)
-    want = cells.encode_cells(rows, SID, end, gen)
-    assert kernels.encode_packed(PackedRows.of(rows), SID, end, gen) == want
+    want = cells.encode_cells(rows, SID, end, gen, coarse)
+    assert kernels.encode_packed(PackedRows.of(rows), SID, end, gen, coarse) == want
     given_crc = PackedRows.of(cells.CellRows(keys, groups, slots, crc))
-    assert kernels.encode_packed(given_crc, SID, end, gen) == want
+    assert kernels.encode_packed(given_crc, SID, end, gen, coarse) == want
+    fields = {cells.decode_cell_key(k)[2] for k, _ in want}
+    assert all(cells.is_coarse(f) == coarse for f in fields)
+    for k, _ in want:  # each row in its bucket's cell of this grain
+        field = cells.decode_cell_key(k)[2]
+        for key in cells.Cell(dict(want)[k]).keys():
+            b = cells.bucket_of(key)
+            assert field == (cells.coarse_of(b) if coarse else b)
 
 
 @pytest.mark.parametrize("max_par", [1, 128])
@@ -171,6 +179,10 @@ def test_encode_packed_many_rows_a_cell(kernels: Kernels, max_par: int) -> None:
     want = cells.encode_cells(rows, SID, 10_000, 5)
     assert len(want) > 64 * min(max_par, 2) - 8
     assert kernels.encode_packed(PackedRows.of(rows), SID, 10_000, 5) == want
+    coarse = cells.encode_cells(rows, SID, 10_000, 5, coarse=True)
+    fine_cells = [cells.decode_cell_key(k)[:3:2] for k, _ in want]  # (key group, bucket)
+    assert len(coarse) == len({(g, cells.coarse_of(b)) for g, b in fine_cells}) < len(want)
+    assert kernels.encode_packed(PackedRows.of(rows), SID, 10_000, 5, True) == coarse
 
 
 def test_encode_packed_refuses_what_encode_cells_refuses(kernels: Kernels) -> None:

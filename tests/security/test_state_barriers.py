@@ -74,12 +74,16 @@ def _write_backfill(directory: Path, i: int) -> None:
 
 def _stored_ends(db: Rdict, key: str) -> set[int]:
     """The window ends ``db`` holds for ``key`` (its bucket's cells)."""
-    lo, hi = cells.key_bounds(key_group(key, MAX_PAR), SID, key.encode())
-    entries = []
-    for k, v in db.items(from_key=lo):
-        if k >= hi:
-            break
-        entries.append((k, v))
+
+    def scan(lo: bytes, hi: bytes) -> list[tuple[bytes, bytes]]:
+        entries = []
+        for k, v in db.items(from_key=lo):
+            if k >= hi:
+                break
+            entries.append((k, v))
+        return entries
+
+    entries = cells.key_entries(scan, key_group(key, MAX_PAR), SID, key.encode())
     return set(cells.key_windows(entries, key.encode()))
 
 

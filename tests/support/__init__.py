@@ -394,7 +394,7 @@ def stored_windows(
     from weir.state.layout import decode_state_key
 
     out: list[tuple[bytes, int | None, int, Any]] = []
-    by_cell: dict[bytes, list[bytes]] = {}
+    by_cell: dict[bytes, list[tuple[bytes, bytes]]] = {}
     for k, v in entries:
         if int.from_bytes(k[2:4], "big") != state_id:
             continue  # a cleanup timer, another state
@@ -402,9 +402,9 @@ def stored_windows(
             _, _, key, end = decode_state_key(k)
             start, slots = decode_session(v)
             out.append((key, start, end, slots))
-        else:
-            by_cell.setdefault(k[:14], []).append(v)
-    for at, gens in by_cell.items():
-        end = cells.cell_end(at)
-        out.extend((key, None, end, slots) for key, slots in cells.decode_rows(gens))
+        else:  # a key group's cells, fine and coarse, merged by generation below
+            by_cell.setdefault(k[:4], []).append((k, v))
+    for group in by_cell.values():
+        for end, rows in cells.windows_of(group):
+            out.extend((key, None, end, slots) for key, slots in rows)
     return out

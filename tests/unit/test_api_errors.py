@@ -23,6 +23,9 @@ class BrokenReader(SecondaryReader):
     def scan(self, lo: bytes, hi: bytes, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         raise RuntimeError("disk on fire")
 
+    def scan_ranges(self, ranges: list[tuple[bytes, bytes]]) -> list[list[tuple[bytes, bytes]]]:
+        raise RuntimeError("disk on fire")
+
 
 def _app(tmp_path: Path, reader: SecondaryReader) -> TestClient:
     job = Job("j")

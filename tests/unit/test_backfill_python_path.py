@@ -85,13 +85,14 @@ def _windows(state: StateBackend, job_file: Path) -> dict[Any, bytes]:
     stored = {k: v for k, v in scan if struct.unpack_from(">H", k, 2)[0] == op.state_id}
     if not stores_cells(op):
         return stored
-    by_cell: dict[bytes, list[bytes]] = {}
+    by_group: dict[bytes, list[tuple[bytes, bytes]]] = {}
     for k, v in stored.items():
-        by_cell.setdefault(k[:14], []).append(v)
+        by_group.setdefault(k[:4], []).append((k, v))
     return {
-        (at[:2], key, cells.cell_end(at)): msgpack.packb(slots)
-        for at, gens in by_cell.items()
-        for key, slots in cells.decode_rows(gens)
+        (at[:2], key, end): msgpack.packb(slots)
+        for at, group in by_group.items()
+        for end, rows in cells.windows_of(group)
+        for key, slots in rows
     }
 
 

@@ -51,11 +51,10 @@ def test_aggregate_columns_become_the_streaming_state_and_its_cleanup_timers(
     sid = operator_state_id("stats")
 
     def window(k: str, end: int) -> list[object]:
-        bucket = sorted(
-            i
-            for i in items.items()
-            if i[0].startswith(cells.key_bounds(key_group(k, 8), sid, k.encode())[0])
-        )
+        def scan(lo: bytes, hi: bytes) -> list[tuple[bytes, bytes]]:
+            return sorted(i for i in items.items() if lo <= i[0] < hi)
+
+        bucket = cells.key_entries(scan, key_group(k, 8), sid, k.encode())
         return cells.key_windows(bucket, k.encode())[end]
 
     # ints stay ints when every value was one (as the streaming fold keeps them); mean is

@@ -34,8 +34,8 @@ def test_open_and_fired_windows_compose_from_what_is_stored() -> None:
     rt.advance(180, 180)  # windows ending at or before 181 fire; later ones stay open
     rt.flush()
     kg = key_group("k", 128)
-    stored = cells.key_windows(list(state.scan(*cells.key_bounds(kg, op.state_id, b"k"))), b"k")
-    panes = cells.key_windows(list(state.scan(*cells.key_bounds(kg, op.pane_state_id, b"k"))), b"k")
+    stored = cells.key_windows(cells.key_entries(state.scan, kg, op.state_id, b"k"), b"k")
+    panes = cells.key_windows(cells.key_entries(state.scan, kg, op.pane_state_id, b"k"), b"k")
     state.close()
     assert stored and panes, "both fired windows and open panes are expected"
     assert max(stored) <= 181  # fired windows end where the watermark is

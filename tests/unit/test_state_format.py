@@ -99,7 +99,8 @@ def test_a_format_1_checkpoint_restores_into_cells_and_goes_on(
 
 
 def test_a_checkpoint_of_a_newer_format_is_refused_with_the_way_out() -> None:
-    with pytest.raises(StateError, match="state format 3 is not one this weir reads"):
-        layout.format_of({"state_format": 3})
+    with pytest.raises(StateError, match="state format 4 is not one this weir reads"):
+        layout.format_of({"state_format": 4})
     assert layout.format_of({}) == 1
-    assert layout.format_of({"state_format": 2}) == layout.STATE_FORMAT
+    assert layout.format_of({"state_format": 2}) == layout.CELLS_FORMAT == 2
+    assert layout.format_of({"state_format": 3}) == layout.STATE_FORMAT == 3

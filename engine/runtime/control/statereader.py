@@ -67,6 +67,10 @@ class RemoteReader:
     def scan(self, lo: bytes, hi: bytes, limit: int | None = None) -> list[tuple[bytes, bytes]]:
         return [(bytes(k), bytes(v)) for k, v in self.call("scan", lo, hi, limit)]
 
+    def scan_ranges(self, ranges: list[tuple[bytes, bytes]]) -> list[list[tuple[bytes, bytes]]]:
+        """``scan`` of each range (a request each: the state server answers one range)."""
+        return [self.scan(lo, hi) for lo, hi in ranges]
+
     def iterator(self, hi: bytes) -> RemoteSeeker:
         return RemoteSeeker(self, hi)
 

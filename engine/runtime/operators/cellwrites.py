@@ -26,7 +26,7 @@ import numpy as np
 
 from weir.engine import kernels
 from weir.engine.runtime.operators.delta import ColumnSegment
-from weir.state import cells, layout, slotpack
+from weir.state import cellcodec, cells, layout, slotpack
 from weir.state.backend import StateBackend
 from weir.state.cellcodec import PackedRows
 
@@ -63,8 +63,12 @@ class CellLog:
 
     def encode(self, sid: int, end: int, rows: PackedRows, gen: int) -> list[tuple[bytes, bytes]]:
         """Window ``end``'s ``rows`` as cells (the kernels' ``encode_packed``: compiled, the
-        rows are sorted and assembled in C), counted."""
-        entries: list[tuple[bytes, bytes]] = kernels.KERNELS.encode_packed(rows, sid, end, gen)
+        rows are sorted and assembled in C), coarse cells when they are few for their key
+        groups (``cellcodec.write_coarse``), counted."""
+        coarse = cellcodec.write_coarse(len(rows), rows.key_groups)
+        entries: list[tuple[bytes, bytes]] = kernels.KERNELS.encode_packed(
+            rows, sid, end, gen, coarse
+        )
         # Counter.update counts in C: no Python call per cell (a flush at 1M keys has ~8k)
         self._cells.setdefault((sid, end), Counter()).update(map(_CELL, map(_KEY, entries)))
         return entries
@@ -145,11 +149,13 @@ def bucket_entries(
     state: StateBackend, sid: int, end: int, held: Iterable[tuple[int, int]]
 ) -> list[bytes]:
     """Every stored entry (all generations) of window ``end``'s cells in the ``(key group,
-    bucket)``s ``held``."""
+    bucket)``s ``held``, fine and coarse (a coarse cell is deleted whole, with every bucket it
+    holds: the window's keys are all deleted at once)."""
     ns = layout.encode_namespace(end)
     found: list[bytes] = []
-    for kg, bucket in held:
-        lo = cells.cell_prefix(kg, sid, bucket) + ns
+    fields = sorted({(kg, f) for kg, bucket in held for f in cells.bucket_fields(bucket)})
+    for kg, field in fields:
+        lo = cells.cell_prefix(kg, sid, field) + ns
         found.extend(k for k, _ in state.scan(lo, layout.prefix_upper_bound(lo)))
     return found
 
@@ -163,8 +169,8 @@ def stored_window_in(
     job whose retention may hold millions of rows)."""
     lo_ns, hi_ns = layout.encode_namespace(min_end), layout.encode_namespace(max_end)
     for kg in key_groups:
-        for bucket in range(cells.BUCKETS):
-            at = cells.cell_prefix(kg, sid, bucket)
+        for field in cells.every_bucket_field():
+            at = cells.cell_prefix(kg, sid, field)
             for ckey, raw in state.scan(at + lo_ns, layout.prefix_upper_bound(at + hi_ns)):
                 cell = cells.Cell(raw)
                 if cell.n:

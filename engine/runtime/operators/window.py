@@ -537,19 +537,14 @@ class WindowRuntime:
         key groups (the newest row of each key in each window); ``seed``: each entry is
         counted (a restore: the log starts empty)."""
         for kg in self._range:
-            prefix = layout.state_prefix(kg, sid)
-            window: list[bytes] = []
-            at = b""
-            for ckey, raw in self._state.scan(prefix, layout.prefix_upper_bound(prefix)):
+            for ranges in cells.group_ranges(kg, sid):  # a coarse cell and its buckets at a time
+                entries = [e for lo, hi in ranges for e in self._state.scan(lo, hi)]
                 if seed:
-                    self._cells.seed(ckey)
-                if ckey[:14] != at and window:
-                    yield from _cell_rows(window, at)
-                    window = []
-                at = ckey[:14]
-                window.append(raw)
-            if window:
-                yield from _cell_rows(window, at)
+                    for ckey, _ in entries:
+                        self._cells.seed(ckey)
+                for end, rows in cells.windows_of(entries):
+                    for key, slots in rows:
+                        yield key.decode(), end, slots
 
     def stored_window_in(self, sid: int, min_end: int, max_end: int) -> tuple[str, int] | None:
         """A ``(key, end)`` of a stored window of ``sid`` ending in ``[min_end, max_end]``."""
@@ -604,13 +599,6 @@ class WindowRuntime:
         if deletes:
             self._state.write({}, deletes)
         return windows
-
-
-def _cell_rows(window: list[bytes], at: bytes) -> Iterator[tuple[str, int, list[Any]]]:
-    """The rows of one cell's generations (oldest first), ``at`` its key without generation."""
-    end = cells.cell_end(at)
-    for key, slots in cells.decode_rows(window):
-        yield key.decode(), end, slots
 
 
 def timer_order(

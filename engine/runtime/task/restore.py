@@ -132,9 +132,10 @@ def restore_operators(
     meta: dict[str, Any], ops: dict[str, OperatorRuntime], state: StateBackend
 ) -> None:
     """Each operator resumes at the minimum of its watermarks over the checkpoint's workers,
-    from state in this weir's format: an older checkpoint's is migrated first."""
+    from state in this weir's format: a checkpoint's from before cells is migrated first
+    (format 2's cells are format 3's as they are)."""
     found = layout.format_of(meta)
-    if found < layout.STATE_FORMAT:
+    if found < layout.CELLS_FORMAT:
         for name, rt in ops.items():
             if isinstance(rt, WindowRuntime) and stores_cells(rt.op):
                 moved = rt.migrate()
