@@ -21,7 +21,7 @@ from tests.unit.test_operator_restore import _batches, _feed, _finish, _runtime
 from weir import windows
 from weir.base.errors import StateError
 from weir.engine.runtime.task.restore import restore_operators
-from weir.state import cells, layout
+from weir.state import cellcodec, cells, layout
 from weir.state.keygroups import range_for_operator
 from weir.state.rocksdb import RocksState
 
@@ -104,3 +104,43 @@ def test_a_checkpoint_of_a_newer_format_is_refused_with_the_way_out() -> None:
     assert layout.format_of({}) == 1
     assert layout.format_of({"state_format": 2}) == layout.CELLS_FORMAT == 2
     assert layout.format_of({"state_format": 3}) == layout.STATE_FORMAT == 3
+
+
+@pytest.mark.parametrize("kind", list(ASSIGNERS))
+def test_a_format_2_checkpoint_restores_as_it_is_and_goes_on_in_coarse_cells(
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Format 2 wrote fine cells only; format 3 reads them as they are (no migration) and
+    writes its sparse generations in coarse cells beside them: the results are the
+    uninterrupted run's."""
+    assigner, batches = ASSIGNERS[kind], _batches(3)
+    whole_state = RocksState(tmp_path / "whole")
+    whole = _runtime(assigner, whole_state)
+    _feed(whole, batches, -1)
+    want = whole.drain() + _finish(whole)
+    whole_state.close()
+
+    state = RocksState(tmp_path / "old")
+    monkeypatch.setattr(cellcodec, "COARSE_ROWS", 0)  # fine cells only, as format 2 wrote
+    first = _runtime(assigner, state)
+    wm = _feed(first, batches[:7], -1)
+    got = first.drain()
+    first.flush()
+    state.checkpoint(tmp_path / "chk")
+    state.close()
+    monkeypatch.undo()
+
+    restored = RocksState(tmp_path / "chk")
+    before = dict(restored.scan(b"", b"\xff\xfe"))
+    fine = [k for k in before if len(k) == cells.CELL_KEY_BYTES]  # (and the cleanup timers)
+    assert fine and not any(cells.is_coarse(cells.decode_cell_key(k)[2]) for k in fine)
+    second = _runtime(assigner, restored)
+    restore_operators({**_meta(wm), "state_format": 2}, {"op": second}, restored)
+    assert {k: v for k, v in restored.scan(b"", b"\xff\xfe") if k in before} == before
+    _feed(second, batches[7:], wm)
+    second.flush()
+    after = [k for k, _ in restored.scan(b"", b"\xff\xfe") if len(k) == cells.CELL_KEY_BYTES]
+    assert any(cells.is_coarse(cells.decode_cell_key(k)[2]) for k in after)
+    got += second.drain() + _finish(second)
+    restored.close()
+    assert group_emissions(got) == group_emissions(want)
