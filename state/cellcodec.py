@@ -80,7 +80,7 @@ def write_coarse(rows: int, key_groups: np.ndarray) -> bool:
     """Whether a generation of a window of ``rows`` rows in ``key_groups`` (one a row) is
     written in coarse cells: fewer than ``COARSE_ROWS`` rows a fine cell of the key groups it
     touches."""
-    if rows >= COARSE_ROWS * BUCKETS * len(key_groups):  # more than any key group count holds
+    if not rows:
         return False
     touched = int(np.count_nonzero(np.bincount(key_groups)))
     return rows < COARSE_ROWS * BUCKETS * touched
