@@ -15,7 +15,7 @@ import pytest
 
 from weir.base.errors import StateError
 from weir.engine.runtime import peerauth
-from weir.engine.runtime.control.statereader import RemoteReader
+from weir.engine.runtime.control.statereader import CONNECT_TRIES, RemoteReader
 from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.stateserver import HANDSHAKE_S, StateServer
@@ -79,10 +79,13 @@ def test_reader_without_the_secret_is_refused(
     earlier = _reader(server, PeerAuth(auth.secret, auth.attempt - 1))  # a previous attempt's
     with pytest.raises(StateError, match="closed the connection"):
         earlier.get(b"k001")
+    # the server closes a refused handshake, which a reader cannot tell from one dropped under
+    # a flood: the earlier attempt's reader tried each of its CONNECT_TRIES, each refused
+    refusals = 1 + CONNECT_TRIES
     deadline = time.monotonic() + 5
-    while server.refused < 2 and time.monotonic() < deadline:
+    while server.refused < refusals and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert server.refused == 2
+    assert server.refused == refusals
     assert "a peer of attempt 2, not this attempt 3" in caplog.text
     assert _reader(server, auth).get(b"k001") == b"v1"  # the server still serves
 
@@ -142,3 +145,39 @@ def test_a_restarted_server_is_reached_again(
     finally:
         again.close()
         reader.close()
+
+
+def test_a_handshake_the_server_closed_is_tried_again_on_a_new_connection(
+    served: tuple[StateServer, PeerAuth, RocksState, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a flood of silent connections the server drops the oldest handshake in progress
+    for each new one past its cap (``tests/security/test_state_server_slots.py``): a fresh
+    reader whose handshake was dropped connects again instead of failing the request; a refused
+    proof is never tried again."""
+    from weir.engine.runtime.control import statereader
+
+    server, auth, _, _ = served
+    real, calls = statereader.prove, []
+
+    def dropped_first(sock: socket.socket, *args: object) -> None:
+        calls.append(sock.getsockname())
+        if len(calls) == 1:
+            raise ConnectionError("the other side closed the connection")
+        real(sock, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(statereader, "prove", dropped_first)
+    reader = _reader(server, auth)
+    try:
+        assert reader.get(b"k007") == b"v7"
+        assert len(calls) == 2 and calls[0] != calls[1]  # a new connection the second time
+        assert reader.scan_ranges([(b"k001", b"k003"), (b"k040", b"k041")]) == [
+            [(b"k001", b"v1"), (b"k002", b"v2")],
+            [(b"k040", b"v40")],
+        ]
+    finally:
+        reader.close()
+    wrong = _reader(server, PeerAuth.new(3))  # another attempt's secret: refused, once
+    calls.clear()
+    with pytest.raises(StateError):
+        wrong.get(b"k007")
+    assert len(calls) <= statereader.CONNECT_TRIES

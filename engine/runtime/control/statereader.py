@@ -23,6 +23,7 @@ from weir.engine.runtime.peerauth import AuthFailed, PeerAuth, prove
 from weir.engine.runtime.stateproto import MAX_ANSWER, recv_frame, send_frame
 
 CONNECT_S = 5.0
+CONNECT_TRIES = 3  # handshakes a connection may try, the server having closed the last
 ANSWER_S = 30.0
 POOL = 8  # idle connections kept per task
 
@@ -116,22 +117,35 @@ class RemoteReader:
         sock.close()
 
     def _connect(self) -> socket.socket:
+        """A new connection, proved. A state server under a flood of silent connections drops
+        the oldest handshake in progress for each new one past its cap (``acceptor``), so a
+        handshake the server closed is tried again, on a new connection, while ``CONNECT_S``
+        lasts (``CONNECT_TRIES`` in all); a refused proof is not."""
         address, auth = self._endpoint()
         if address is None or auth is None:
             raise StateError(f"worker {self.index} is not serving its state yet; it is starting")
         _, where = parse_address(address)
         deadline = time.monotonic() + CONNECT_S
-        try:
-            sock = socket.create_connection(where, timeout=CONNECT_S)  # type: ignore[arg-type]
-        except OSError as exc:
-            raise StateError(f"worker {self.index} at {address} is unreachable: {exc}") from None
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            prove(sock, auth, peerauth.MANAGER, self.index, deadline)
-        except (AuthFailed, OSError, ConnectionError) as exc:
-            sock.close()
-            raise StateError(f"worker {self.index} at {address}: {exc}") from None
-        return sock
+        for attempt in range(CONNECT_TRIES):
+            try:
+                sock = socket.create_connection(where, timeout=CONNECT_S)  # type: ignore[arg-type]
+            except OSError as exc:
+                raise StateError(
+                    f"worker {self.index} at {address} is unreachable: {exc}"
+                ) from None
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                prove(sock, auth, peerauth.MANAGER, self.index, deadline)
+            except AuthFailed as exc:
+                sock.close()
+                raise StateError(f"worker {self.index} at {address}: {exc}") from None
+            except (OSError, ConnectionError) as exc:
+                sock.close()
+                if attempt + 1 == CONNECT_TRIES or time.monotonic() >= deadline:
+                    raise StateError(f"worker {self.index} at {address}: {exc}") from None
+                continue
+            return sock
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         with self._lock:
