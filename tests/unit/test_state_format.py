@@ -55,6 +55,16 @@ def _to_format_1(state: RocksState, sids: list[int]) -> int:
     return len(rows)
 
 
+def _uninterrupted(assigner: Any, batches: list[Any], path: Path) -> list[Any]:
+    """What the operator emits over every batch without a stop."""
+    state = RocksState(path)
+    whole = _runtime(assigner, state)
+    _feed(whole, batches, -1)
+    want = whole.drain() + _finish(whole)
+    state.close()
+    return want
+
+
 def _meta(wm: int) -> dict[str, Any]:
     """A format-1 ``_metadata`` as far as operators read it (no ``state_format``)."""
     marks = {"watermark": wm, "data_watermark": wm}
@@ -67,11 +77,7 @@ def test_a_format_1_checkpoint_restores_into_cells_and_goes_on(
     tmp_path: Path, kind: str, seed: int
 ) -> None:
     assigner, batches = ASSIGNERS[kind], _batches(seed)
-    whole_state = RocksState(tmp_path / "whole")
-    whole = _runtime(assigner, whole_state)
-    _feed(whole, batches, -1)
-    want = whole.drain() + _finish(whole)
-    whole_state.close()
+    want = _uninterrupted(assigner, batches, tmp_path / "whole")
 
     state = RocksState(tmp_path / "old")
     first = _runtime(assigner, state)
@@ -114,11 +120,7 @@ def test_a_format_2_checkpoint_restores_as_it_is_and_goes_on_in_coarse_cells(
     writes its sparse generations in coarse cells beside them: the results are the
     uninterrupted run's."""
     assigner, batches = ASSIGNERS[kind], _batches(3)
-    whole_state = RocksState(tmp_path / "whole")
-    whole = _runtime(assigner, whole_state)
-    _feed(whole, batches, -1)
-    want = whole.drain() + _finish(whole)
-    whole_state.close()
+    want = _uninterrupted(assigner, batches, tmp_path / "whole")
 
     state = RocksState(tmp_path / "old")
     monkeypatch.setattr(cellcodec, "COARSE_ROWS", 0)  # fine cells only, as format 2 wrote
