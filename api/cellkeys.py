@@ -79,17 +79,14 @@ class _CoarseCells:
 
     def __init__(self, between: Between) -> None:
         self._between = between
-        self._at: tuple[int, int, int, bytes, bytes] | None = None
+        self._at: tuple[int, bytes] | None = None
         self._entries: list[tuple[bytes, bytes]] = []
 
-    def read(
-        self, kg: int, sid: int, field: int, lo: bytes, hi: bytes
-    ) -> tuple[list[tuple[bytes, bytes]], int]:
-        """The entries in ``[lo, hi)`` of coarse cell ``field``, and how many were read now."""
-        at = (kg, sid, field, lo, hi)
-        if at == self._at:
+    def read(self, kg: int, lo: bytes, hi: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
+        """The entries in ``[lo, hi)`` (a coarse cell's range), and how many were read now."""
+        if (kg, lo) == self._at:
             return self._entries, 0
-        self._at, self._entries = at, self._between(kg, lo, hi)
+        self._at, self._entries = (kg, lo), self._between(kg, lo, hi)
         return self._entries, len(self._entries)
 
 
@@ -99,11 +96,9 @@ def _bucket_entries(
     """Every entry that may hold a key of ``bucket`` (its fine cells and its coarse cell's, in
     window order: a coarse cell's rows of other buckets are the caller's to skip), and the
     entries read."""
-    lo = cells.cell_prefix(kg, sid, bucket)
-    fine = between(kg, lo, layout.prefix_upper_bound(lo))
-    field = cells.coarse_of(bucket)
-    at = cells.cell_prefix(kg, sid, field)
-    wide, read = coarse.read(kg, sid, field, at, layout.prefix_upper_bound(at))
+    (lo, hi), (coarse_lo, coarse_hi) = cells.bucket_ranges(kg, sid, bucket)
+    fine = between(kg, lo, hi)
+    wide, read = coarse.read(kg, coarse_lo, coarse_hi)
     return cells.in_window_order(fine, wide), len(fine) + read
 
 

@@ -309,9 +309,8 @@ def leak_verdict(
     """Pass when, for every process sampled, the least-squares slope of its RSS over the whole
     run or over its later half is at most ``bound_mib_per_min`` (a rise that levels off is a
     warm-up, a leak climbs throughout), and that of its open descriptors over the whole run at
-    most ``fd_bound_per_min``; the
-    same processes ran from the first sample to the last; the job ran and kept up with 80% of
-    ``rate``; and the query load answered.
+    most ``fd_bound_per_min``; the same processes ran from the first sample to the last; the
+    job ran and kept up with 80% of ``rate``; and the query load answered.
 
     Raises:
         RuntimeError: fewer than 10 samples (the slope would be noise): lengthen the run.

@@ -73,7 +73,7 @@ def bucket_fields(bucket: int) -> tuple[int, int]:
 def every_bucket_field() -> list[int]:
     """Every bucket field of a key group and state, in key order: the fine buckets, then the
     coarse cells."""
-    return [*range(BUCKETS), *(COARSE | c for c in range(BUCKETS >> COARSE_SHIFT))]
+    return [*range(BUCKETS), *range(coarse_of(0), coarse_of(BUCKETS - 1) + 1)]
 
 
 def write_coarse(rows: int, key_groups: np.ndarray) -> bool:

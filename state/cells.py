@@ -56,7 +56,6 @@ from weir.state.cellcodec import (
     BUCKETS,
     CELL_FORMAT,
     CELL_KEY_BYTES,
-    COARSE,
     COARSE_SHIFT,
     FLOAT,
     HEADER,
@@ -227,14 +226,19 @@ def merge(cells: Sequence[bytes]) -> bytes:
     return encode_cell(list(newest), slots)
 
 
-def key_ranges(key_group: int, state_id: int, key: bytes) -> list[tuple[bytes, bytes]]:
-    """``[lo, hi)`` of every cell (each window, each generation) that may hold ``key``: its
-    bucket's fine cells, then its coarse cells."""
+def bucket_ranges(key_group: int, state_id: int, bucket: int) -> list[tuple[bytes, bytes]]:
+    """``[lo, hi)`` of every cell (each window, each generation) that may hold a key of
+    ``bucket``: its fine cells, then its coarse cell's (which hold other buckets' keys too)."""
     out = []
-    for field in bucket_fields(bucket_of(key)):
+    for field in bucket_fields(bucket):
         lo = cell_prefix(key_group, state_id, field)
         out.append((lo, layout.prefix_upper_bound(lo)))
     return out
+
+
+def key_ranges(key_group: int, state_id: int, key: bytes) -> list[tuple[bytes, bytes]]:
+    """``bucket_ranges`` of ``key``'s bucket."""
+    return bucket_ranges(key_group, state_id, bucket_of(key))
 
 
 Scan = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
@@ -264,10 +268,10 @@ def group_ranges(key_group: int, state_id: int) -> Iterator[list[tuple[bytes, by
     """For each coarse cell of a key group and state: the ``[lo, hi)`` of the fine buckets it
     covers and of its own entries (a restore reads a key group so, a coarse group at a time)."""
     span = 1 << COARSE_SHIFT
-    for c in range(BUCKETS >> COARSE_SHIFT):
-        lo = cell_prefix(key_group, state_id, c * span)
-        hi = cell_prefix(key_group, state_id, (c + 1) * span)
-        own = cell_prefix(key_group, state_id, COARSE | c)
+    for first in range(0, BUCKETS, span):
+        lo = cell_prefix(key_group, state_id, first)
+        hi = cell_prefix(key_group, state_id, first + span)
+        own = cell_prefix(key_group, state_id, coarse_of(first))
         yield [(lo, hi), (own, layout.prefix_upper_bound(own))]
 
 
@@ -370,6 +374,7 @@ __all__ = [
     "find_in",
     "find_windows",
     "bucket_fields",
+    "bucket_ranges",
     "coarse_of",
     "every_bucket_field",
     "group_ranges",

@@ -249,7 +249,7 @@ def encode_packed(rows, state_id, end, gen, coarse=False):
 cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1] key,
                  const int64_t[::1] idx, const uint32_t[::1] crc, const int64_t[::1] offs,
                  const uint8_t[::1] blob, const int64_t[:, ::1] slots, int s,
-                 const uint8_t *kinds, bytes proto, int bbits, uint64_t flag):
+                 const uint8_t *kinds, bytes proto, int cbits, uint64_t flag):
     """The ``(cell key, value)`` of each of the sorted rows' ``cells``: the values allocated
     with the GIL, filled without it."""
     cdef Py_ssize_t head = 12 + s + ((-s) & 7), w = 8 + 8 * s, c, i, n = idx.shape[0]
@@ -270,9 +270,9 @@ cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1
             ckey = PyBytes_FromStringAndSize(proto, len(proto))
             p = <uint8_t *>PyBytes_AS_STRING(ckey)
             cid = key[bounds[c]] >> 32
-            p[0] = <uint8_t>((cid >> (bbits + 8)) & 255)  # the key group, 2 bytes big-endian
-            p[1] = <uint8_t>((cid >> bbits) & 255)
-            bucket = (cid & ((1 << bbits) - 1)) | flag
+            p[0] = <uint8_t>((cid >> (cbits + 8)) & 255)  # the key group, 2 bytes big-endian
+            p[1] = <uint8_t>((cid >> cbits) & 255)
+            bucket = (cid & ((1 << cbits) - 1)) | flag
             p[4] = <uint8_t>(bucket >> 8)  # the bucket, 2 bytes big-endian
             p[5] = <uint8_t>(bucket & 255)
             out.append((ckey, value))
