@@ -33,7 +33,8 @@ import numpy as np
 from weir.engine.kernels import load
 from weir.engine.runtime.task.statewriter import WRITE_CHUNK
 from weir.state import cellcodec, layout
-from weir.state.rocksdb import RocksOptions, RocksState
+from weir.state.rocksdb import RocksState
+from weir.state.rocksopts import RocksOptions
 
 SID = 7
 MAX_PAR = 128

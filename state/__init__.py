@@ -26,14 +26,15 @@ if TYPE_CHECKING:
         range_for_operator,
     )
     from weir.state.memory import MemoryState
-    from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
+    from weir.state.rocksdb import RocksState, SecondaryReader
+    from weir.state.rocksopts import RocksOptions
 
 _HOMES = {
     "NULL_KEY": "weir.state.keygroups",
     "Batch": "weir.state.backend",
     "KeyGroupRange": "weir.state.keygroups",
     "MemoryState": "weir.state.memory",
-    "RocksOptions": "weir.state.rocksdb",
+    "RocksOptions": "weir.state.rocksopts",
     "RocksState": "weir.state.rocksdb",
     "SecondaryReader": "weir.state.rocksdb",
     "Snapshottable": "weir.state.backend",

@@ -25,7 +25,8 @@ from weir.base.errors import StateError
 from weir.state.checkpoints import CheckpointStorage, FileRef
 from weir.state.keygroups import KeyGroupRange
 from weir.state.layout import BROADCAST_BOUNDS, key_group_bounds
-from weir.state.rocksdb import RocksOptions, _scan
+from weir.state.rocksdb import _scan
+from weir.state.rocksopts import RocksOptions
 
 log = logging.getLogger(__name__)
 

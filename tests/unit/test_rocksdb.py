@@ -15,7 +15,8 @@ from rocksdict import Options, SstFileWriter
 from tests.support import wait_until
 from weir.base.errors import StateError
 from weir.state import layout, rocksdb
-from weir.state.rocksdb import RocksOptions, RocksState, SecondaryReader
+from weir.state.rocksdb import RocksState, SecondaryReader
+from weir.state.rocksopts import RocksOptions
 
 
 def _sst(path: Path, entries: dict[bytes, bytes]) -> Path:
@@ -253,3 +254,55 @@ def test_full_memtables_wait_to_be_flushed_together_into_one_file(tmp_path: Path
 def test_an_unknown_compression_is_refused_with_the_ones_there_are() -> None:
     with pytest.raises(StateError, match="compression 'zip' .* use one of lz4, none, snappy"):
         RocksOptions(compression="zip")
+
+
+def test_deletes_past_the_bound_flush_and_a_file_of_deletes_is_compacted_away(
+    tmp_path: Path,
+) -> None:
+    """A streaming job's merges fill the memtables with dead entries that every read steps
+    over: past ``garbage_flush_deletes`` deletes they are flushed (a put and its delete in
+    one flush both go), and a file that is mostly deletes is compacted until none is left."""
+    opts = RocksOptions(garbage_flush_deletes=2_000)
+    db = RocksState(tmp_path / "db", opts)
+    keep = {layout.state_key(0, 1, b"k%05d" % (50 * i), 0): b"v" for i in range(100)}
+    db.write(keep)
+    db.flush()  # the live keys in a file below: later deletes cannot simply vanish in a flush
+    # between the live keys: their deletes must stay in a flushed file
+    dead = [layout.state_key(0, 1, b"k%05d" % i, 0) for i in range(5_000) if i % 50]
+    try:
+        for i in range(0, 1_900, 100):  # puts and their deletes, below the bound: no flush
+            db.write({k: b"x" * 50 for k in dead[i : i + 100]})
+            db.write({}, dead[i : i + 100])
+        files = lambda: db._db.live_files()  # noqa: E731
+        in_memory = lambda: sum(  # noqa: E731
+            db._db.property_int_value(f"rocksdb.num-entries-{m}-mem-table{s}") or 0
+            for m, s in (("active", ""), ("imm", "s"))
+        )
+        assert len(files()) == 1 and in_memory() == 2 * 1_900
+        for i in range(1_900, 2_000, 100):  # the 2,000th delete: a flush
+            db.write({k: b"x" * 50 for k in dead[i : i + 100]})
+            db.write({}, dead[i : i + 100])
+        # flushed in the background; its file of deletes then compacted with the live one
+        wait_until(
+            lambda: (
+                in_memory() == 0
+                and sum(f["num_deletions"] for f in files()) == 0
+                and len(files()) == 1
+            ),
+            timeout=20,
+            what="the deletes flushed and compacted away",
+        )
+        assert sum(f["num_entries"] for f in files()) == len(keep)
+        assert dict(db.scan(b"", b"\xff")) == keep
+    finally:
+        db.close()
+
+
+def test_a_bulk_load_without_deletes_is_never_flushed_for_garbage(tmp_path: Path) -> None:
+    db = RocksState(tmp_path / "db", RocksOptions(garbage_flush_deletes=10))
+    try:
+        for i in range(50):
+            db.write({layout.state_key(0, 1, b"k%d-%d" % (i, j), 0): b"v" for j in range(100)})
+        assert db._db.live_files() == []
+    finally:
+        db.close()
