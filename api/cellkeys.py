@@ -19,7 +19,7 @@ from weir.api.keylist import SCAN_BUDGET, BadCursor
 from weir.engine import kernels
 from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.runtime.stored import compose_stored, stores_cells, uses_panes
-from weir.engine.windows import SessionWindows, SlidingWindows
+from weir.engine.windows import SessionWindows, SlidingWindows, TumblingWindows
 from weir.state import cells, layout
 
 Between = Callable[[int, bytes, bytes], list[tuple[bytes, bytes]]]  # (kg, lo, hi) -> entries
@@ -199,20 +199,61 @@ def window_cells(
 Stored = tuple[dict[int, list[Any]], dict[int, list[Any]]]  # windows and panes, by end
 
 
-def key_cells(ranges: Ranges, kg: int, op: WindowNode, key: bytes) -> Stored:
+def key_cells(
+    ranges: Ranges, kg: int, op: WindowNode, key: bytes, newest: Newest | None = None
+) -> Stored:
     """A key's stored windows and (sliding windows) panes, by end, from their cells: the
-    ranges of its fine and coarse cells (``cells.key_ranges``), read in one call."""
+    ranges of its fine and coarse cells (``cells.key_ranges``), read in one call. With
+    ``newest``, a tumbling window's key may be answered from its newest windows alone
+    (``newest_windows``)."""
     find = kernels.KERNELS.find_windows  # loaded on first use
     wanted = cells.key_ranges(kg, op.state_id, key)
     panes_too = uses_panes(op.assigner)
+    assigner = op.assigner
+    if newest is not None and isinstance(assigner, TumblingWindows) and assigner.time == "event":
+        found = newest_windows(ranges, newest, kg, wanted, assigner.size_ms, key)
+        if found is not None:
+            return found, {}
     if panes_too:
         wanted += cells.key_ranges(kg, op.pane_state_id, key)
-    found = ranges(kg, wanted)
-    windows = cells.key_windows(cells.in_window_order(found[0], found[1]), key, find)
+    read = ranges(kg, wanted)
+    windows = cells.key_windows(cells.in_window_order(read[0], read[1]), key, find)
     panes: dict[int, list[Any]] = {}
     if panes_too:
-        panes = cells.key_windows(cells.in_window_order(found[2], found[3]), key, find)
+        panes = cells.key_windows(cells.in_window_order(read[2], read[3]), key, find)
     return windows, panes
+
+
+@dataclass(frozen=True, slots=True)
+class Newest:
+    """A lookup that wants only a key's newest ``count`` windows (``limit`` without ``to``),
+    and the watermark its state is as of."""
+
+    count: int
+    watermark: int
+
+
+def newest_windows(
+    ranges: Ranges,
+    newest: Newest,
+    kg: int,
+    wanted: list[tuple[bytes, bytes]],
+    size_ms: int,
+    key: bytes,
+) -> dict[int, list[Any]] | None:
+    """``key``'s event-time tumbling windows ending at most ``count`` window sizes before the
+    watermark, or later, when they are at least ``count``; ``None`` when they are fewer (the
+    caller reads every window). A bucket keeps every window until retention drops it (an hour
+    of 10 s windows is 360) and the route answers the newest ``limit``: reading them all made
+    a lookup's cost grow with the job's age. Every window from that floor up is read whole
+    (each generation, fine and coarse cells), so the windows returned are exact, and the
+    newest ``count`` of the key are among them."""
+    floor = newest.watermark - newest.count * size_ms
+    if floor <= -(2**63):  # no watermark yet (or a limit past the time range): read them all
+        return None
+    read = ranges(kg, [(cells.from_window(lo, floor), hi) for lo, hi in wanted])
+    found = cells.key_windows(cells.in_window_order(*read), key, kernels.KERNELS.find_windows)
+    return found if len(found) >= newest.count else None
 
 
 def read_key(
@@ -221,11 +262,12 @@ def read_key(
     kg: int,
     op: WindowNode | ProcessNode,
     key: bytes,
+    newest: Newest | None = None,
 ) -> tuple[list[tuple[bytes, bytes]], Stored | None]:
     """A key's stored state: its windows and panes from cells (``key_cells``), or its rows
     (sessions, triggered windows, process functions: ``scan`` of its prefix)."""
     if isinstance(op, WindowNode) and stores_cells(op):
-        return [], key_cells(ranges, kg, op, key)
+        return [], key_cells(ranges, kg, op, key, newest)
     return scan(kg, layout.key_prefix(kg, op.state_id, key)), None
 
 
@@ -247,7 +289,9 @@ def composed(
 __all__ = [
     "Stored",
     "composed",
+    "Newest",
     "key_cells",
+    "newest_windows",
     "CellPage",
     "CellPosition",
     "Ranges",

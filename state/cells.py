@@ -241,6 +241,12 @@ def key_ranges(key_group: int, state_id: int, key: bytes) -> list[tuple[bytes, b
     return bucket_ranges(key_group, state_id, bucket_of(key))
 
 
+def from_window(lo: bytes, end: int) -> bytes:
+    """The first key of ``lo``'s cell range (a ``cell_prefix``) holding window ``end`` or a
+    later one: a read of a key's newest windows starts there."""
+    return lo[:6] + layout.encode_namespace(end)
+
+
 Scan = Callable[[bytes, bytes], Iterable[tuple[bytes, bytes]]]
 
 
@@ -372,6 +378,7 @@ __all__ = [
     "encode_cell",
     "encode_cells",
     "find_in",
+    "from_window",
     "find_windows",
     "bucket_fields",
     "bucket_ranges",

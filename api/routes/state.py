@@ -87,10 +87,12 @@ def key_answer(
         raise ApiError(400, "key_too_long", f"key of {len(raw_key)} bytes exceeds the limit")
     kg = key_group(key, handle.job.max_parallelism)
     source = StateSource(handle, consistency)
-    rows, stored = cellkeys.read_key(source.ranges, source.scan, kg, op_def, raw_key)
+    wm, checkpoint = source.as_of(op)
+    # without `to`, the answer is the key's newest `limit` windows: read from just below them
+    newest = None if bounds.to is not None else cellkeys.Newest(bounds.limit, wm)
+    rows, stored = cellkeys.read_key(source.ranges, source.scan, kg, op_def, raw_key, newest)
     if not rows and not (stored and (stored[0] or stored[1])):
         raise not_found("key_not_found", no_state(handle, op_def, key, kg))
-    wm, checkpoint = source.as_of(op)
     answer: dict[str, Any] = {
         "job": job,
         "op": op,

@@ -53,6 +53,8 @@ def test_remote_reads_equal_local_secondary_reads(
         assert remote.scan(b"k010", b"k020") == local.scan(b"k010", b"k020")
         assert remote.scan(b"k", b"l", 3) == local.scan(b"k", b"l", 3)
         assert remote.get(b"k007") == b"v7" and remote.get(b"nope") is None
+        both = [(b"k001", b"k003"), (b"k040", b"k041"), (b"x", b"y")]
+        assert remote.scan_ranges(both) == local.scan_ranges(both)  # one request for all
         it = remote.iterator(b"k030")
         it.seek(b"k0285")
         assert it.valid() and it.key() == b"k029"
@@ -181,3 +183,21 @@ def test_a_handshake_the_server_closed_is_tried_again_on_a_new_connection(
     with pytest.raises(StateError):
         wrong.get(b"k007")
     assert len(calls) <= statereader.CONNECT_TRIES
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [b"k0", [[b"k0"]], [[b"k0", 7]], [(b"a", b"b")] * 17, [[b"a", b"b", b"c"]]],
+    ids=["not-a-list", "one-bound", "not-bytes", "too-many", "three-bounds"],
+)
+def test_malformed_ranges_are_an_error_answer_and_the_connection_goes_on(
+    served: tuple[StateServer, PeerAuth, RocksState, Path], ranges: object
+) -> None:
+    server, auth, _, _ = served
+    remote = _reader(server, auth)
+    try:
+        with pytest.raises(StateError, match="ranges"):
+            remote.call("ranges", ranges)
+        assert remote.scan_ranges([(b"k001", b"k002")]) == [[(b"k001", b"v1")]]
+    finally:
+        remote.close()

@@ -69,8 +69,9 @@ class RemoteReader:
         return [(bytes(k), bytes(v)) for k, v in self.call("scan", lo, hi, limit)]
 
     def scan_ranges(self, ranges: list[tuple[bytes, bytes]]) -> list[list[tuple[bytes, bytes]]]:
-        """``scan`` of each range (a request each: the state server answers one range)."""
-        return [self.scan(lo, hi) for lo, hi in ranges]
+        """``scan`` of each range, in one request."""
+        found = self.call("ranges", ranges)
+        return [[(bytes(k), bytes(v)) for k, v in entries] for entries in found]
 
     def iterator(self, hi: bytes) -> RemoteSeeker:
         return RemoteSeeker(self, hi)

@@ -65,6 +65,7 @@ class StateServer:
             "scan": self._scan,
             "seek": self._seek,
             "get": self._reader.get,
+            "ranges": self._ranges,
         }
 
     @property
@@ -145,10 +146,33 @@ class StateServer:
     def _scan(self, lo: bytes, hi: bytes, limit: int | None) -> list[tuple[bytes, bytes]]:
         return self._reader.scan(lo, hi, limit)
 
+    def _ranges(self, ranges: list[Any]) -> list[list[tuple[bytes, bytes]]]:
+        return self._reader.scan_ranges(_pairs(ranges))
+
     def _seek(self, hi: bytes, key: bytes) -> bytes | None:
         it = self._reader.iterator(hi)
         it.seek(key)
         return it.key() if it.valid() else None
+
+
+MAX_RANGES = 16  # a point lookup asks for two (its fine and coarse cells), four with panes
+
+
+def _pairs(ranges: Any) -> list[tuple[bytes, bytes]]:
+    """``ranges`` as ``[(lo, hi), ...]`` of bytes, or ``ValueError`` (answered as an error)."""
+    if not isinstance(ranges, list) or len(ranges) > MAX_RANGES:
+        raise ValueError(f"ranges must be a list of at most {MAX_RANGES} [lo, hi] pairs")
+    out = []
+    for pair in ranges:
+        if not (
+            isinstance(pair, list)
+            and len(pair) == 2
+            and isinstance(pair[0], bytes)
+            and isinstance(pair[1], bytes)
+        ):
+            raise ValueError("each range must be a [lo, hi] pair of bytes")
+        out.append((pair[0], pair[1]))
+    return out
 
 
 __all__ = ["StateServer", "recv_frame", "send_frame"]
