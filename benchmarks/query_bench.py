@@ -1,7 +1,9 @@
 """Point lookups under load (issue 7): weir's ``GET /{job}/{op}/state/{key}`` while a job
 ingests, beside a bare FastAPI + rocksdict endpoint, measured in the same run on the same
 machine with the same client: ``wrk`` (Debian's; ``make bench`` installs it), 50 connections,
-random keys, a fixed duration each, interleaved rounds. Goal (issues 20 and 38): weir >= 0.8x the
+random keys, a fixed duration each, interleaved rounds, once the job has run ``AGE_S`` (a fresh
+job's state flatters a store: a lookup's cost grows with what the job has written, its windows
+kept for retention and the dead entries of its merges, decision 0022). Goal (issues 20 and 38): weir >= 0.8x the
 bare endpoint's requests/s with p99 <= 2x its p99, the best round of each. Beside it, the CPU
 the serving processes used per request (``weir_over_bare_cpu``: requests per CPU-second, the best
 round of each), which the host's other load moves less than a rate. Both at 1 API process
@@ -31,17 +33,19 @@ from tests.support.broker import free_port
 from tests.support.procs import comm, cpu_seconds, descendants, weir_run_pid
 
 IDS = 2_000
+RATE = 2_000  # events/s the job ingests
+AGE_S = 60  # seconds of the job's input read before the first round
 JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("qbench")
 (
-    job.source(sources.generator("ads", rate=2000, ids=IDS, skew=0), timestamp="ts",
+    job.source(sources.generator("ads", rate=RATE, ids=IDS, skew=0), timestamp="ts",
                watermarks=WatermarkStrategy.bounded_out_of_orderness(ms=500))
     .key_by("id")
     .window(windows.tumbling(ms=10_000))
     .aggregate("stats", n=agg.count(), total=agg.sum("value"), avg=agg.mean("value"))
 )
-""".replace("IDS", str(IDS))
+""".replace("IDS", str(IDS)).replace("RATE", str(RATE))
 
 
 LUA = """
@@ -138,13 +142,15 @@ def _wait_for(url: str, what: str) -> None:
         time.sleep(0.1)
 
 
-def _wait_for_every_key(url: str) -> None:
-    """Until the job has read 8 events per id: a random id has then been seen but with odds
-    of e^-8, so nearly every lookup is a 200, as every bare one is."""
-    deadline = time.monotonic() + 60
-    while httpx.get(f"{url}/jobs/qbench", trust_env=False).json()["records_in"] < 8 * IDS:
+def _wait_until_aged(url: str) -> None:
+    """Until the job has read ``AGE_S`` seconds of its input (8 events per id at least, so a
+    random id has been seen but with odds of e^-8 and nearly every lookup is a 200, as every
+    bare one is)."""
+    wanted = max(8 * IDS, RATE * AGE_S)
+    deadline = time.monotonic() + AGE_S + 60
+    while httpx.get(f"{url}/jobs/qbench", trust_env=False).json()["records_in"] < wanted:
         if time.monotonic() > deadline:
-            raise RuntimeError("the job did not read its first events in 60 s")
+            raise RuntimeError(f"the job did not read {wanted} events in {AGE_S + 60} s")
         time.sleep(0.2)
 
 
@@ -160,7 +166,7 @@ def _side_by_side(
     args = ("--parallelism", "1", "--api-workers", str(processes))
     with _bare(workdir, processes) as (bare_url, bare_pid), serving(job, state, *args) as url:
         _wait_for(f"{url}/qbench/stats/state/ad-1", "weir")
-        _wait_for_every_key(url)
+        _wait_until_aged(url)
         weir_pid = weir_run_pid(job)
         for _ in range(rounds):  # interleaved: the host is shared and noisy
             path = "/qbench/stats/state/ad-%d?limit=5"
@@ -198,6 +204,7 @@ def measure(
     return {
         "connections": connections,
         "seconds_per_run": seconds,
+        "job_input_s_before_rounds": AGE_S,
         "weir": one["weir"],
         "bare_fastapi_rocksdict": one["bare_fastapi_rocksdict"],
         "weir_over_bare": one["weir_over_bare"],
