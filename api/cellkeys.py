@@ -25,6 +25,7 @@ from weir.state import cells, layout
 Between = Callable[[int, bytes, bytes], list[tuple[bytes, bytes]]]  # (kg, lo, hi) -> entries
 # (kg, [(lo, hi), ...]) -> each range's entries, read from one reader resolved once
 Ranges = Callable[[int, list[tuple[bytes, bytes]]], list[list[tuple[bytes, bytes]]]]
+_FIELD = struct.Struct(">H")  # a cell key's bucket field (bytes 4-6)
 _CURSOR = struct.Struct(">BBHH")  # version, whether a key follows, key group, bucket
 _VERSION = 2  # 1: keylist.Position, the row layout's cursor
 
@@ -73,33 +74,34 @@ class CellPage:
 
 
 class _CoarseCells:
-    """A listing's reads of coarse cells: a coarse cell holds the keys of ``1 <<
-    COARSE_SHIFT`` consecutive buckets, which a listing visits in turn, so the last one read is
-    kept for the next bucket."""
+    """A listing's reads (a ``Between``), the last coarse cell's kept: a coarse cell holds the
+    keys of ``1 << COARSE_SHIFT`` consecutive buckets, which a listing visits in turn, so each
+    is read once, not once a bucket. ``fresh`` counts the entries read from the reader (the
+    listing's scan budget), not those answered from the one kept."""
 
     def __init__(self, between: Between) -> None:
         self._between = between
-        self._at: tuple[int, bytes] | None = None
+        self._at: tuple[int, bytes, bytes] | None = None
         self._entries: list[tuple[bytes, bytes]] = []
+        self.fresh = 0
 
-    def read(self, kg: int, lo: bytes, hi: bytes) -> tuple[list[tuple[bytes, bytes]], int]:
-        """The entries in ``[lo, hi)`` (a coarse cell's range), and how many were read now."""
-        if (kg, lo) == self._at:
-            return self._entries, 0
-        self._at, self._entries = (kg, lo), self._between(kg, lo, hi)
-        return self._entries, len(self._entries)
+    def __call__(self, kg: int, lo: bytes, hi: bytes) -> list[tuple[bytes, bytes]]:
+        if (kg, lo, hi) == self._at:
+            return self._entries
+        entries = self._between(kg, lo, hi)
+        self.fresh += len(entries)
+        if cells.is_coarse(_FIELD.unpack_from(lo, 4)[0]):
+            self._at, self._entries = (kg, lo, hi), entries
+        return entries
 
 
 def _bucket_entries(
-    between: Between, coarse: _CoarseCells, kg: int, sid: int, bucket: int
-) -> tuple[list[tuple[bytes, bytes]], int]:
-    """Every entry that may hold a key of ``bucket`` (its fine cells and its coarse cell's, in
-    window order: a coarse cell's rows of other buckets are the caller's to skip), and the
-    entries read."""
+    read: _CoarseCells, kg: int, sid: int, bucket: int
+) -> list[tuple[bytes, bytes]]:
+    """Every entry that may hold a key of ``bucket``: its fine cells and its coarse cell's, in
+    window order (a coarse cell's rows of other buckets are the caller's to skip)."""
     (lo, hi), (coarse_lo, coarse_hi) = cells.bucket_ranges(kg, sid, bucket)
-    fine = between(kg, lo, hi)
-    wide, read = coarse.read(kg, coarse_lo, coarse_hi)
-    return cells.in_window_order(fine, wide), len(fine) + read
+    return cells.in_window_order(read(kg, lo, hi), read(kg, coarse_lo, coarse_hi))
 
 
 def _walk(
@@ -143,18 +145,16 @@ def list_keys(
 ) -> CellPage:
     """Up to ``limit`` keys starting with ``prefix`` held in any window under ``state_ids``."""
 
-    coarse = _CoarseCells(between)
+    read = _CoarseCells(between)
 
     def bucket_rows(kg: int, bucket: int) -> tuple[list[tuple[bytes, Any]], int]:
         keys: set[bytes] = set()
-        read = 0
+        before = read.fresh
         for sid in state_ids:
-            entries, n = _bucket_entries(between, coarse, kg, sid, bucket)
-            read += n
-            for _, raw in entries:
+            for _, raw in _bucket_entries(read, kg, sid, bucket):
                 keys.update(cells.Cell(raw).keys())
         mine = [k for k in sorted(keys) if k.startswith(prefix)]
-        return [(k, None) for k in mine if cells.bucket_of(k) == bucket], read
+        return [(k, None) for k in mine if cells.bucket_of(k) == bucket], read.fresh - before
 
     return _walk(start, max_parallelism, limit, budget, bucket_rows)
 
@@ -168,11 +168,14 @@ def list_window(
     budget: int = SCAN_BUDGET,
 ) -> CellPage:
     """Up to ``limit`` keys of one window with its slots; ``window(kg, bucket, between)`` gives
-    a bucket's ``{key: slots}`` and the entries it read."""
+    a bucket's ``{key: slots}`` (and the entries it read, which the listing counts itself: a
+    coarse cell read for the bucket before is not read again)."""
+    read = _CoarseCells(between)
 
     def bucket_rows(kg: int, bucket: int) -> tuple[list[tuple[bytes, Any]], int]:
-        rows, read = window(kg, bucket, between)
-        return sorted(rows.items()), read
+        before = read.fresh
+        rows, _ = window(kg, bucket, read)
+        return sorted(rows.items()), read.fresh - before
 
     return _walk(start, max_parallelism, limit, budget, bucket_rows)
 

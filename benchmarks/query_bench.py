@@ -3,12 +3,13 @@ ingests, beside a bare FastAPI + rocksdict endpoint, measured in the same run on
 machine with the same client: ``wrk`` (Debian's; ``make bench`` installs it), 50 connections,
 random keys, a fixed duration each, interleaved rounds, once the job has run ``AGE_S`` (a fresh
 job's state flatters a store: a lookup's cost grows with what the job has written, its windows
-kept for retention and the dead entries of its merges, decision 0022). Goal (issues 20 and 38): weir >= 0.8x the
-bare endpoint's requests/s with p99 <= 2x its p99, the best round of each. Beside it, the CPU
-the serving processes used per request (``weir_over_bare_cpu``: requests per CPU-second, the best
-round of each), which the host's other load moves less than a rate. Both at 1 API process
-and at 2 on one port (``weir run --api-workers 2``, ``bare_kv`` with as many). Then the mixed
-load of ``benchmarks/query_load.py`` (point, batch, top-N, SSE) for the latency CDF plot."""
+kept for retention and the dead entries of its merges, decision 0022). Goal (issues 20 and 38):
+weir >= 0.8x the bare endpoint's requests/s with p99 <= 2x its p99, the best round of each.
+Beside it, the CPU the serving processes used per request (``weir_over_bare_cpu``: requests per
+CPU-second, the best round of each), which the host's other load moves less than a rate. Both
+at 1 API process and at 2 on one port (``weir run --api-workers 2``, ``bare_kv`` with as many).
+Then the mixed load of ``benchmarks/query_load.py`` (point, batch, top-N, SSE) for the latency
+CDF plot."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""A point lookup that wants a key's newest ``limit`` windows reads from a few windows below
-the watermark (``cellkeys.newest_windows``) and answers exactly what reading every window
-answers; a key with fewer windows there is read in full. Real RocksDB files, fine and coarse
-cells, several generations a window."""
+"""How the API reads a key's or a window's cells, on real RocksDB files with fine and coarse
+cells of several generations a window. A point lookup that wants a key's newest ``limit``
+windows reads from a few windows below the watermark (``cellkeys.newest_windows``) and answers
+exactly what reading every window answers; a key with fewer windows there is read in full. A
+window listing reads each coarse cell once, not once for each of its buckets."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from weir import Job, agg, sources, windows
 from weir.api import cellkeys
 from weir.engine.nodes import WindowNode
-from weir.state import cells
+from weir.state import cellcodec, cells
 from weir.state.keygroups import key_group
 from weir.state.rocksdb import RocksState, SecondaryReader
 
@@ -112,3 +113,45 @@ def test_a_key_with_no_cell_at_all_is_an_empty_answer(tmp_path: Path) -> None:
     finally:
         reader.close()
         state.close()
+
+
+@pytest.mark.fast
+def test_a_window_listing_reads_each_coarse_cell_once_and_lists_every_key(
+    tmp_path: Path,
+) -> None:
+    """A coarse cell holds eight buckets' keys; a window listing visits the buckets in turn and
+    reads it for the first of them only (and counts only what it read)."""
+    op = _op(tmp_path)
+    state = RocksState(tmp_path / "db")
+    keys = [f"key-{i}" for i in range(400)]
+    raw = [k.encode() for k in keys]
+    groups = np.array([key_group(k, MAX_PAR) for k in keys], np.uint16)
+    rows = cells.CellRows(raw, groups, [np.arange(len(keys), dtype=np.int64)])
+    state.write(dict(cells.encode_cells(rows, op.state_id, SIZE, 1, coarse=True)))
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=0)
+    calls: list[bytes] = []
+
+    def between(kg: int, lo: bytes, hi: bytes) -> list[tuple[bytes, bytes]]:
+        calls.append(lo)
+        return reader.scan(lo, hi)
+
+    def window(kg: int, bucket: int, read: cellkeys.Between) -> tuple[dict[bytes, list[int]], int]:
+        got, n = cellkeys.window_cells(read, kg, op.state_id, bucket, [SIZE])
+        return got.get(SIZE, {}), n
+
+    try:
+        start = cellkeys.CellPosition(0, 0, None)
+        page = cellkeys.list_window(between, MAX_PAR, start, 10_000, window, budget=10**6)
+    finally:
+        reader.close()
+        state.close()
+    assert page.next is None
+    assert sorted((k.decode(), slots[0]) for _, k, slots in page.found) == sorted(
+        (k, i) for i, k in enumerate(keys)
+    )
+    coarse_reads = [lo for lo in calls if cellcodec.is_coarse(int.from_bytes(lo[4:6]))]
+    visited = {(lo[:2], lo[4:6]) for lo in coarse_reads}
+    assert len(coarse_reads) == len(visited) == MAX_PAR * cells.BUCKETS >> cells.COARSE_SHIFT
+    # the budget counts each bucket visited and each entry read: one a coarse cell with keys
+    holding = {(kg, cells.coarse_of(cells.bucket_of(k))) for kg, k in zip(groups, raw, strict=True)}
+    assert page.examined == MAX_PAR * cells.BUCKETS + len(holding)
