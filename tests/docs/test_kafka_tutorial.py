@@ -11,7 +11,9 @@ import re
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.support import wait_until
@@ -41,12 +43,27 @@ def test_the_kafka_tutorial_runs_as_written(reader: Reader) -> None:
 
     first = reader.start("run.sh", "run.log")
     url = reader.serving(first, "run.log")
-    # minute 0's three windows, in the file once their checkpoint has completed
+    # minute 0's three windows, in the file once the watermark has passed minute 0
     wait_until(lambda: len(reader.lines("results.jsonl")) == 3, 60, 0.2, what="minute 0")
     page_curl = "curl -s 'http://127.0.0.1:8000/clicks/per_minute/state/home?from=60000'"
     assert page_curl in PAGE.read_text()
-    answer = json.loads(reader.run(*shlex.split(page_curl.replace("http://127.0.0.1:8000", url))))
+    asked = shlex.split(page_curl.replace("http://127.0.0.1:8000", url))
+
+    def answered() -> dict[str, Any] | None:
+        # the results can reach the file before the state's next flush (50 ms) reaches the API
+        answer = json.loads(reader.run(*asked))
+        return answer if "windows" in answer else None
+
+    answer = wait_until(answered, 30, 0.1, what="minute 1's window in the state")
     assert [(w["start"], w["views"], w["final"]) for w in answer["windows"]] == [(60000, 1, False)]
+    # the page's reader cancels seconds later, after the first checkpoint (one a second): the
+    # windows can fire before it completes, on a busy host
+    wait_until(
+        lambda: httpx.get(f"{url}/jobs/clicks", trust_env=False).json()["last_checkpoint"],
+        30,
+        0.2,
+        what="the first checkpoint",
+    )
     cancelled = reader.run("weir", "cancel", "clicks")
     assert re.fullmatch(
         r"job clicks cancelled; weir run --restore latest resumes from \d+\n", cancelled
