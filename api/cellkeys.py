@@ -164,17 +164,17 @@ def list_window(
     max_parallelism: int,
     start: CellPosition,
     limit: int,
-    window: Callable[[int, int, Between], tuple[dict[bytes, list[Any]], int]],
+    window: Callable[[int, int, Between], dict[bytes, list[Any]]],
     budget: int = SCAN_BUDGET,
 ) -> CellPage:
     """Up to ``limit`` keys of one window with its slots; ``window(kg, bucket, between)`` gives
-    a bucket's ``{key: slots}`` (and the entries it read, which the listing counts itself: a
+    a bucket's ``{key: slots}``, read through ``between`` (which counts the entries it read: a
     coarse cell read for the bucket before is not read again)."""
     read = _CoarseCells(between)
 
     def bucket_rows(kg: int, bucket: int) -> tuple[list[tuple[bytes, Any]], int]:
         before = read.fresh
-        rows, _ = window(kg, bucket, read)
+        rows = window(kg, bucket, read)
         return sorted(rows.items()), read.fresh - before
 
     return _walk(start, max_parallelism, limit, budget, bucket_rows)
@@ -182,21 +182,19 @@ def list_window(
 
 def window_cells(
     between: Between, kg: int, sid: int, bucket: int, ends: list[int]
-) -> tuple[dict[int, dict[bytes, list[Any]]], int]:
+) -> dict[int, dict[bytes, list[Any]]]:
     """The rows of windows ``ends`` (contiguous in a bucket: ascending) of one bucket, by end
-    (from its fine cells and its coarse cell's, the coarse rows of other buckets skipped), and
-    the entries read."""
+    (from its fine cells and its coarse cell's, the coarse rows of other buckets skipped)."""
     entries: list[tuple[bytes, bytes]] = []
-    for field in cells.bucket_fields(bucket):
-        at = cells.cell_prefix(kg, sid, field)
-        lo = at + layout.encode_namespace(ends[0])
-        entries.extend(between(kg, lo, layout.namespace_upper_bound(at, ends[-1])))
+    for at, _ in cells.bucket_ranges(kg, sid, bucket):
+        hi = layout.namespace_upper_bound(at, ends[-1])
+        entries.extend(between(kg, cells.from_window(at, ends[0]), hi))
     wanted = set(ends)
     out: dict[int, dict[bytes, list[Any]]] = {}
     for end, rows in cells.windows_of(entries):
         if end in wanted:
             out[end] = {k: v for k, v in rows if cells.bucket_of(k) == bucket}
-    return out, len(entries)
+    return out
 
 
 Stored = tuple[dict[int, list[Any]], dict[int, list[Any]]]  # windows and panes, by end
@@ -211,8 +209,8 @@ def key_cells(
     (``newest_windows``)."""
     find = kernels.KERNELS.find_windows  # loaded on first use
     wanted = cells.key_ranges(kg, op.state_id, key)
-    panes_too = uses_panes(op.assigner)
     assigner = op.assigner
+    panes_too = uses_panes(assigner)
     if newest is not None and isinstance(assigner, TumblingWindows) and assigner.time == "event":
         found = newest_windows(ranges, newest, kg, wanted, assigner.size_ms, key)
         if found is not None:

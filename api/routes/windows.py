@@ -100,16 +100,14 @@ class _WindowReader:
         self.plan = handle.plan(op)
         self.panes = isinstance(op.assigner, SlidingWindows) and uses_panes(op.assigner)
 
-    def bucket(
-        self, kg: int, bucket: int, between: cellkeys.Between
-    ) -> tuple[dict[bytes, list[Any]], int]:
-        got, read = cellkeys.window_cells(between, kg, self.op.state_id, bucket, [self.end])
+    def bucket(self, kg: int, bucket: int, between: cellkeys.Between) -> dict[bytes, list[Any]]:
+        got = cellkeys.window_cells(between, kg, self.op.state_id, bucket, [self.end])
         rows = got.get(self.end, {})
         assigner = self.op.assigner
         if not self.panes or not isinstance(assigner, SlidingWindows):
-            return rows, read
+            return rows
         ends = assigner.panes_of(self.end)
-        panes, more = cellkeys.window_cells(between, kg, self.op.pane_state_id, bucket, ends)
+        panes = cellkeys.window_cells(between, kg, self.op.pane_state_id, bucket, ends)
         by_key: dict[bytes, dict[int, list[Any]]] = {}
         for pane, pane_rows in panes.items():
             for key, slots in pane_rows.items():
@@ -119,7 +117,7 @@ class _WindowReader:
             composed = compose_stored(assigner, self.plan.merge, {}, key_panes).get(self.end)
             if composed is not None:
                 rows[key] = composed
-        return rows, read + more
+        return rows
 
 
 def _cursor(cursor: str | None, m: int) -> cellkeys.CellPosition:

@@ -135,9 +135,8 @@ def test_a_window_listing_reads_each_coarse_cell_once_and_lists_every_key(
         calls.append(lo)
         return reader.scan(lo, hi)
 
-    def window(kg: int, bucket: int, read: cellkeys.Between) -> tuple[dict[bytes, list[int]], int]:
-        got, n = cellkeys.window_cells(read, kg, op.state_id, bucket, [SIZE])
-        return got.get(SIZE, {}), n
+    def window(kg: int, bucket: int, read: cellkeys.Between) -> dict[bytes, list[int]]:
+        return cellkeys.window_cells(read, kg, op.state_id, bucket, [SIZE]).get(SIZE, {})
 
     try:
         start = cellkeys.CellPosition(0, 0, None)
