@@ -84,7 +84,6 @@ class RocksState:
     def _flush_garbage(self) -> None:
         """Flush the memtables in the background once they hold ``garbage_flush_deletes``
         deletes (or as many as the state has keys), so reads stop stepping over them."""
-        self._deletes = 0
         self.flush(wait=False)
         keys = self._db.property_int_value("rocksdb.estimate-num-keys") or 0
         self._garbage_bound = max(self._options.garbage_flush_deletes, keys)
@@ -116,6 +115,7 @@ class RocksState:
 
     def flush(self, wait: bool = True) -> None:
         """Flush the memtable to an SST file (``wait=False``: in RocksDB's background threads)."""
+        self._deletes = 0  # the deletes go with the memtables that hold them
         try:
             self._db.flush(wait)
         except Exception as exc:
@@ -137,6 +137,7 @@ class RocksState:
     def checkpoint(self, target: Path) -> None:
         """A consistent copy of the database at ``target`` (which must not exist): RocksDB
         flushes the memtable and hard-links the SST files; only the small files are copied."""
+        self._deletes = 0  # flushed with the memtable
         try:
             Checkpoint(self._db).create_checkpoint(str(target))
         except Exception as exc:

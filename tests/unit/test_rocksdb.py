@@ -306,3 +306,26 @@ def test_a_bulk_load_without_deletes_is_never_flushed_for_garbage(tmp_path: Path
         assert db._db.live_files() == []
     finally:
         db.close()
+
+
+def test_the_deletes_are_counted_from_the_last_flush_of_any_kind(tmp_path: Path) -> None:
+    """A flush, a checkpoint's too, takes the deletes with the memtables: the bound counts
+    only those written since, so 1,500 deletes after each of them flush nothing."""
+    db = RocksState(tmp_path / "db", RocksOptions(garbage_flush_deletes=2_000))
+    in_memory = lambda: db._db.property_int_value("rocksdb.num-entries-active-mem-table")  # noqa: E731
+
+    def put_and_delete(first: int) -> None:
+        part = [layout.state_key(0, 1, b"k%05d" % i, 0) for i in range(first, first + 1_500)]
+        db.write({k: b"x" for k in part})
+        db.write({}, part)
+
+    try:
+        put_and_delete(0)
+        db.flush()
+        put_and_delete(1_500)
+        assert in_memory() == 3_000  # not flushed: 1,500 deletes since the flush
+        db.checkpoint(tmp_path / "checkpoint")
+        put_and_delete(3_000)
+        assert in_memory() == 3_000  # nor since the checkpoint's
+    finally:
+        db.close()
