@@ -26,7 +26,6 @@ import functools
 import ipaddress
 import logging
 from collections import Counter, OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from weir.engine.runtime.droplog import DropLog
@@ -36,7 +35,6 @@ log = logging.getLogger(__name__)
 HEAD_S = 10.0  # from a connection's start (or its last response) to a complete request head
 BODY_S = 30.0  # from the head to the body's last byte (bodies are at most 1 MiB)
 WRITE_S = 30.0  # a response the client does not read, from when the socket filled
-ONE_WRITE_MAX = 64 * 1024  # bodies up to this are sent with their head in one write (OneWrite)
 DEADLINES = {"head": HEAD_S, "body": BODY_S, "write": WRITE_S}
 _WHY = {
     "head": "no complete request head within %g s",
@@ -45,15 +43,23 @@ _WHY = {
 }
 
 
-@dataclass
 class _Waiting:
-    peer: str
-    kind: str
-    timer: asyncio.TimerHandle
+    __slots__ = ("peer", "kind", "since")
+
+    def __init__(self, peer: str, kind: str, since: float) -> None:
+        self.peer = peer
+        self.kind = kind
+        self.since = since
 
 
 class ConnectionGuard:
     """The connections of one server that wait on their clients (see the module docstring).
+
+    No timer per wait: a wait is an entry stamped with the loop's time, and one sweep every
+    ``tick`` seconds (an eighth of the shortest deadline, at most 1 s) closes the expired, so a
+    connection goes within ``tick`` past its deadline. A wait begins and ends on every request
+    of a kept-alive connection; a timer made and cancelled each time cost a lookup 5% of its
+    CPU.
 
     Args:
         limit: connections waiting at once at most (``--max-connections``).
@@ -67,9 +73,12 @@ class ConnectionGuard:
         self.limit = max(limit, 1)
         self.per_peer = max(per_peer if per_peer is not None else self.limit // 4, 1)
         self.deadlines = {**DEADLINES, **(deadlines or {})}
+        self.tick = min(max(min(self.deadlines.values()) / 8, 0.01), 1.0)
+        # by ``since``: a wait is appended when it begins and never moves (``wait``)
         self._waiting: OrderedDict[Any, _Waiting] = OrderedDict()
         self._by_peer: Counter[str] = Counter()
         self._drops = DropLog(log, "http:")
+        self._swept_by: asyncio.AbstractEventLoop | None = None  # whose sweep is scheduled
 
     @property
     def waiting(self) -> int:
@@ -80,13 +89,16 @@ class ConnectionGuard:
         """``proto``'s connection now waits on its client for ``kind`` (head, body, write); a
         wait of the same kind already running keeps its deadline."""
         found = self._waiting.get(proto)
-        if found is not None and found.kind == kind:
-            return
-        self.done(proto)
+        if found is not None:
+            if found.kind == kind:
+                return
+            self.done(proto)
         loop = asyncio.get_running_loop()
         peer = _peer(proto)
-        timer = loop.call_later(self.deadlines[kind], self._expire, proto)
-        self._waiting[proto] = _Waiting(peer, kind, timer)
+        self._waiting[proto] = _Waiting(peer, kind, loop.time())
+        if self._swept_by is not loop:
+            self._swept_by = loop
+            loop.call_later(self.tick, self._expire, loop)
         if not _is_local(peer):
             self._by_peer[peer] += 1
             if self._by_peer[peer] > self.per_peer:
@@ -95,23 +107,35 @@ class ConnectionGuard:
         if len(self._waiting) > self.limit:
             oldest = next(iter(self._waiting))
             self._close(oldest, f"{self.limit} connections wait on their clients; the oldest goes")
-        self._drops.flush(loop.time())
 
     def done(self, proto: Any) -> None:
         """``proto``'s connection no longer waits on its client (or is gone)."""
         found = self._waiting.pop(proto, None)
-        if found is None:
+        if found is None or _is_local(found.peer):
             return
-        found.timer.cancel()
-        if not _is_local(found.peer):
-            self._by_peer[found.peer] -= 1
-            if self._by_peer[found.peer] <= 0:
-                del self._by_peer[found.peer]
+        self._by_peer[found.peer] -= 1
+        if self._by_peer[found.peer] <= 0:
+            del self._by_peer[found.peer]
 
-    def _expire(self, proto: Any) -> None:
-        found = self._waiting.get(proto)
-        if found is not None:
-            self._close(proto, _WHY[found.kind] % self.deadlines[found.kind])
+    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The sweep: closes every wait past its deadline, oldest first; again in ``tick``
+        while anyone waits."""
+        now = loop.time()
+        shortest = min(self.deadlines.values())
+        expired = []
+        for proto, found in self._waiting.items():
+            waited = now - found.since
+            if waited < shortest:  # and so has every later one: they began after it
+                break
+            if waited >= self.deadlines[found.kind]:
+                expired.append((proto, found.kind))
+        for proto, kind in expired:
+            self._close(proto, _WHY[kind] % self.deadlines[kind])
+        self._drops.flush()
+        if self._waiting and self._swept_by is loop:
+            loop.call_later(self.tick, self._expire, loop)
+        elif self._swept_by is loop:
+            self._swept_by = None
 
     def _close(self, proto: Any, why: str) -> None:
         found = self._waiting.get(proto)
@@ -171,8 +195,6 @@ def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
 
         def on_headers_complete(self) -> None:
             super().on_headers_complete()
-            if self.cycle is not None:  # the request's cycle, just made: one write a response
-                self.cycle.transport = OneWrite(self.cycle.transport, self.cycle)  # type: ignore[assignment]
             if _expects_body(self.headers):
                 guard.wait(self, "body")
             else:
@@ -197,58 +219,6 @@ def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
             guard.done(self)
 
     return GuardedHttpTools
-
-
-class OneWrite:
-    """A response's transport that sends its head and its body in one write when the body
-    has a known length, as nearly every answer has: uvicorn writes them apart, two syscalls
-    and two wake-ups of the client where one does (on loopback the sender's write runs the
-    receiver's TCP stack too). Only the head of a response with ``Content-Length`` > 0 waits,
-    and only for that body, which the app sends next (``Response`` at once); a streamed or
-    chunked response, an empty one or a ``HEAD``'s is written as uvicorn writes it. Anything
-    else (``close``, ``is_closing``, flow control) is the transport's own.
-    """
-
-    __slots__ = ("_transport", "_cycle", "_head", "_headed")
-
-    def __init__(self, transport: asyncio.Transport, cycle: Any) -> None:
-        self._transport = transport
-        self._cycle = cycle
-        self._head: bytes | None = None
-        self._headed = False  # the head was written (or is held)
-
-    def write(self, data: bytes) -> None:
-        """Writes ``data``, or holds it when it is the head of a response sent in one write."""
-        head = self._head
-        if head is not None:  # the body that the held head waited for
-            self._head = None
-            self._transport.write(head + data)
-            return
-        cycle = self._cycle
-        if not self._headed and cycle.response_started:  # a "100 Continue" comes before
-            self._headed = True  # the first write once the response started is its head
-            if (
-                cycle.chunked_encoding is False
-                and 0 < cycle.expected_content_length <= ONE_WRITE_MAX
-                and cycle.scope["method"] != "HEAD"
-            ):
-                self._head = data
-                return
-        self._transport.write(data)
-
-    def close(self) -> None:
-        """Writes a held head (the body never came), then closes the transport."""
-        self._flush()
-        self._transport.close()
-
-    def _flush(self) -> None:
-        if self._head is not None:
-            head, self._head = self._head, None
-            self._transport.write(head)
-
-    def __getattr__(self, name: str) -> Any:
-        """Everything else is the transport's."""
-        return getattr(self._transport, name)
 
 
 def _h11(guard: ConnectionGuard) -> type[asyncio.Protocol]:

@@ -74,3 +74,31 @@ def test_a_wait_of_the_same_kind_keeps_its_deadline() -> None:
         assert c.transport.aborted
 
     asyncio.run(main())
+
+
+def test_the_sweep_closes_only_expired_waits_and_stops_when_none_wait() -> None:
+    async def main() -> None:
+        guard = ConnectionGuard(8, deadlines={"head": 0.2, "body": 0.6, "write": 0.6})
+        assert guard.tick == 0.025  # an eighth of the shortest deadline
+        head, body, done = (Conn(("127.0.0.1", 6000 + i)) for i in range(3))
+        guard.wait(body, "body")  # the oldest, but with the longer deadline
+        guard.wait(head, "head")
+        guard.wait(done, "head")
+        guard.done(done)
+        await asyncio.sleep(0.3)
+        assert (head.transport.aborted, body.transport.aborted, done.transport.aborted) == (
+            True,
+            False,
+            False,
+        )
+        await asyncio.sleep(0.4)
+        assert body.transport.aborted and guard.waiting == 0
+        await asyncio.sleep(0.1)  # nobody waits: the sweep is not scheduled again
+        loop = asyncio.get_running_loop()
+        assert not [h for h in getattr(loop, "_scheduled", []) if not h.cancelled()]
+        late = Conn(("127.0.0.1", 7000))
+        guard.wait(late, "head")  # a new wait starts the sweep again
+        await asyncio.sleep(0.3)
+        assert late.transport.aborted
+
+    asyncio.run(main())
