@@ -39,9 +39,10 @@ def fill(path: str, keys: int = 10_000) -> None:
 def build(path: str) -> FastAPI:
     """The fastest honest configuration of the same stack: an ``async def`` route returning raw
     ``orjson`` bytes (no response model, no encoder), served by uvicorn with uvloop, httptools
-    and no access log (``serve``)."""
+    and no access log (``serve``), and without FastAPI's OpenTelemetry hooks (weir's app has
+    them off too: they ask the global providers on every request)."""
     db = Rdict(path, Options(raw_mode=True), access_type=AccessType.read_only())
-    app = FastAPI()
+    app = FastAPI(telemetry={"tracing": False, "metrics": False, "logs": False})
 
     @app.get("/kv/{key}")
     async def kv(key: str) -> Response:
