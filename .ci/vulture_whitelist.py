@@ -65,3 +65,7 @@ _._send_signal  # popen_fork.Popen.kill / terminate
 _._Popen  # process.BaseProcess.start
 _._inheriting  # process.current_process(), read by AuthenticationString while unpickling
 _.DupFd  # reduction.DupFd: the class a pickled descriptor becomes
+
+# Starlette's Response.__call__ reads them (api/routes/state.py, JsonAnswer)
+_.background
+_.raw_headers
