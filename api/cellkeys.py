@@ -208,7 +208,7 @@ def key_cells(
     ``newest``, a tumbling window's key may be answered from its newest windows alone
     (``newest_windows``)."""
     find = kernels.KERNELS.find_windows  # loaded on first use
-    wanted = cells.key_ranges(kg, op.state_id, key)
+    wanted = list(cells.key_ranges(kg, op.state_id, key))
     assigner = op.assigner
     panes_too = uses_panes(assigner)
     if newest is not None and isinstance(assigner, TumblingWindows) and assigner.time == "event":

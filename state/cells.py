@@ -226,17 +226,18 @@ def merge(cells: Sequence[bytes]) -> bytes:
     return encode_cell(list(newest), slots)
 
 
-def bucket_ranges(key_group: int, state_id: int, bucket: int) -> list[tuple[bytes, bytes]]:
+@lru_cache(maxsize=4096)  # every point lookup asks; a job's hot buckets are few
+def bucket_ranges(key_group: int, state_id: int, bucket: int) -> tuple[tuple[bytes, bytes], ...]:
     """``[lo, hi)`` of every cell (each window, each generation) that may hold a key of
     ``bucket``: its fine cells, then its coarse cell's (which hold other buckets' keys too)."""
     out = []
     for field in bucket_fields(bucket):
         lo = cell_prefix(key_group, state_id, field)
         out.append((lo, layout.prefix_upper_bound(lo)))
-    return out
+    return tuple(out)
 
 
-def key_ranges(key_group: int, state_id: int, key: bytes) -> list[tuple[bytes, bytes]]:
+def key_ranges(key_group: int, state_id: int, key: bytes) -> tuple[tuple[bytes, bytes], ...]:
     """``bucket_ranges`` of ``key``'s bucket."""
     return bucket_ranges(key_group, state_id, bucket_of(key))
 
