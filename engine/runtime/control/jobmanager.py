@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from weir.base.errors import (
     ConfigError,
@@ -94,6 +94,9 @@ class JobManager:
         self._workers = worker_group(cfg)
         self._serving: dict[int, str] = {}  # a cluster's tasks' state servers, by worker
         self._status: dict[int, WorkerStatus] = {}
+        # operator watermarks of ``_status``, replaced whenever it changes: every point lookup
+        # asks for one, and a status arrives a few times a second
+        self._marks: dict[tuple[str, str], int] = {}
         self._finished: set[int] = set()
         self._listening: dict[int, str] = {}  # this attempt's exchange addresses, by worker
         self._lock = threading.Lock()
@@ -354,6 +357,7 @@ class JobManager:
             case StatusReport(status=status):
                 with self._lock:
                     self._status[index] = status
+                    self._marks = {}
             case Finished():
                 self._finished.add(index)
                 log.info("job=%s worker=%d reached the end of its input", self.job.name, index)
@@ -423,6 +427,7 @@ class JobManager:
         restore = self.coordinator.latest_complete() or self._restored
         with self._lock:
             self._status = {}
+            self._marks = {}
         self._finished = set()
         self.generation += 1
         for old in self.cfg.job_dir(self.job.name).glob("worker-*"):
@@ -499,10 +504,17 @@ class JobManager:
         return [found.get(i) or unreported(i, self.ranges[i]) for i in range(self.parallelism)]
 
     def operator_watermark(self, op: str) -> int:
-        return operator_watermark(self.worker_status(), op)
+        return self._watermark(op, "watermark")
 
     def state_watermark(self, op: str) -> int:
-        return operator_watermark(self.worker_status(), op, "state_watermark")
+        return self._watermark(op, "state_watermark")
+
+    def _watermark(self, op: str, which: Literal["watermark", "state_watermark"]) -> int:
+        marks = self._marks  # before the statuses: a report meanwhile replaces it, not this
+        found = marks.get((op, which))
+        if found is None:
+            found = marks[op, which] = operator_watermark(self.worker_status(), op, which)
+        return found
 
     @property
     def on_cluster(self) -> bool:
