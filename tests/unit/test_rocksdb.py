@@ -183,6 +183,40 @@ def test_a_read_after_an_idle_spell_still_sees_writes_within_the_bound(
         db.close()
 
 
+def test_a_catch_up_with_nothing_written_is_skipped_but_counts(tmp_path: Path) -> None:
+    """A look that finds the newest WAL and the MANIFEST as the last catch-up found them skips
+    the catch-up, and still counts as one as of its start; a write, a flush, or a flush of a
+    job that writes no WAL (its MANIFEST) is caught up at the next look."""
+    db = RocksState(tmp_path / "db")
+    quiet = RocksState(tmp_path / "nowal", RocksOptions(disable_wal=True))
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=0)
+    unlogged = SecondaryReader(tmp_path / "nowal", tmp_path / "secondary2", catch_up_ms=0)
+    try:
+        db.write({b"a": b"1"})
+        assert reader.get(b"a") == b"1"  # the open, then a catch-up that replays nothing new
+        skipped, before = reader.skipped, time.time()
+        assert reader.get(b"a") == b"1" and reader.skipped == skipped + 1
+        assert reader.caught_up_at >= before  # as fresh as a catch-up
+        db.write({b"a": b"2"})
+        assert reader.get(b"a") == b"2" and reader.skipped == skipped + 1
+        db.write({b"a": b"3"})
+        db.flush()
+        assert reader.get(b"a") == b"3"
+        quiet.write({b"q": b"1"})
+        quiet.flush()
+        assert unlogged.get(b"q") == b"1"
+        unlogged.get(b"q")
+        assert unlogged.skipped >= 1
+        quiet.write({b"q": b"2"})
+        quiet.flush()  # no WAL written: only the MANIFEST says so
+        assert unlogged.get(b"q") == b"2"
+    finally:
+        reader.close()
+        unlogged.close()
+        db.close()
+        quiet.close()
+
+
 class _SlowCatchUp:
     """A secondary instance whose catch-ups take ``2 * phase_s``: the real catch-up half way."""
 
