@@ -26,6 +26,7 @@ import functools
 import ipaddress
 import logging
 from collections import Counter, OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from weir.engine.runtime.droplog import DropLog
@@ -43,13 +44,11 @@ _WHY = {
 }
 
 
+@dataclass(slots=True)
 class _Waiting:
-    __slots__ = ("peer", "kind", "since")
-
-    def __init__(self, peer: str, kind: str, since: float) -> None:
-        self.peer = peer
-        self.kind = kind
-        self.since = since
+    peer: str
+    kind: str
+    since: float  # the loop's time when the wait began
 
 
 class ConnectionGuard:
