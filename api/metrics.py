@@ -45,6 +45,12 @@ SERIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "weir_dead_letters_total": ("counter", "Records sent to the dead-letter output.", W),
     "weir_backpressure_ratio": ("gauge", "Share of its run a worker's source was paused.", W),
     "weir_exchange_pending_bytes": ("gauge", "Bytes waiting in a worker's outputs.", W),
+    "weir_worker_memory_bytes": (
+        "gauge",
+        "A worker's resident memory (kind rss) and what its RocksDB holds (memtables, "
+        "block_cache, table_readers), as of its last status report.",
+        ("job", "worker", "kind"),
+    ),
     "weir_source_lag_records": (
         "gauge",
         "Records of a source split not read yet (Kafka: high watermark minus position).",
@@ -73,6 +79,12 @@ SERIES: dict[str, tuple[str, str, tuple[str, ...]]] = {
         "counter",
         "Catch-ups of the API's reader with a worker's RocksDB that failed (its as-of stayed).",
         W,
+    ),
+    "weir_state_reader_memory_bytes": (
+        "gauge",
+        "What the API process's reader of a worker's RocksDB holds in memory (memtables "
+        "replayed from its WAL, block_cache, table_readers).",
+        ("job", "worker", "kind"),
     ),
     "weir_last_checkpoint_timestamp_seconds": (
         "gauge",
@@ -132,6 +144,8 @@ class JobsCollector:
                 f["weir_state_catch_up_failures_total"].add_metric(
                     [name, str(i)], reader.catch_up_failures
                 )
+                for kind, size in sorted(reader.memory().items()):
+                    f["weir_state_reader_memory_bytes"].add_metric([name, str(i), kind], size)
         for cep in CEP_SERIES:  # shown where a job has a pattern operator, not as empty families
             if not f[cep].samples:
                 del f[cep]
@@ -145,6 +159,8 @@ def _add_workers(f: Families, job: str, workers: list[WorkerStatus]) -> None:
         f["weir_dead_letters_total"].add_metric(labels, w["dead_letters"])
         f["weir_backpressure_ratio"].add_metric(labels, w["backpressure"])
         f["weir_exchange_pending_bytes"].add_metric(labels, w["pending_bytes"])
+        for kind, size in sorted(w["memory"].items()):
+            f["weir_worker_memory_bytes"].add_metric([*labels, kind], size)
         for split, lag in sorted(w["source_lag"].items()):
             f["weir_source_lag_records"].add_metric([job, split], lag)
 

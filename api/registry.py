@@ -44,6 +44,11 @@ class StateReader(Protocol):
 
     def iterator(self, hi: bytes) -> BoundedIter | RemoteSeeker: ...
 
+    def memory(self) -> dict[str, int]:
+        """The bytes it holds in this process outside Python's heap, by kind (a secondary: its
+        RocksDB's ``memtables``, ``block_cache``, ``table_readers``; empty when none)."""
+        ...
+
     def close(self) -> None: ...
 
 

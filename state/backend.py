@@ -55,6 +55,11 @@ class StateBackend(Protocol):
         """``(key, value)`` for the keys in ``[lo, hi)``, in byte order."""
         ...
 
+    def memory(self) -> dict[str, int]:
+        """The bytes it holds in memory outside Python's heap, by kind (RocksDB: ``memtables``,
+        ``block_cache``, ``table_readers``), for the worker's status; empty when none."""
+        ...
+
     def close(self) -> None: ...
 
 

@@ -35,7 +35,7 @@ from rocksdict import (
 from weir.base.errors import StateError
 from weir.base.files import private_dir
 from weir.state.backend import Batch, Snapshottable, StateBackend
-from weir.state.rocksopts import RocksOptions
+from weir.state.rocksopts import RocksOptions, memory_of
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +88,10 @@ class RocksState:
         self.flush(wait=False)
         keys = self._db.property_int_value("rocksdb.estimate-num-keys") or 0
         self._garbage_bound = max(self._options.garbage_flush_deletes, keys)
+
+    def memory(self) -> dict[str, int]:
+        """What RocksDB holds in memory outside Python's heap, by kind (``memory_of``)."""
+        return memory_of(self._db)
 
     @staticmethod
     def batch() -> WriteBatch:
@@ -369,6 +373,11 @@ class SecondaryReader:
         """``scan`` of each ``[lo, hi)`` of ``ranges``, on one fresh instance."""
         db = self._fresh()
         return [list(_scan(db, lo, hi)) for lo, hi in ranges]
+
+    def memory(self) -> dict[str, int]:
+        """What the open instance holds in memory (``memory_of``: the WAL it replayed into
+        memtables, its share of the block cache); 0s when none is open."""
+        return memory_of(self._db)
 
     def iterator(self, hi: bytes) -> BoundedIter:
         """An iterator over keys below ``hi``, for a caller that seeks (the API's key listing

@@ -1,11 +1,12 @@
 """How a worker's RocksDB instance is tuned (``RocksOptions``): memtables, compression, garbage
-flushes, caches and the bounds on RocksDB's own files. ``state/rocksdb.py`` opens it."""
+flushes, caches and the bounds on RocksDB's own files. ``state/rocksdb.py`` opens it; what an
+open instance holds in memory is ``memory_of``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options
+from rocksdict import BlockBasedOptions, Cache, DBCompressionType, Options, Rdict
 
 from weir.base.errors import StateError
 
@@ -90,4 +91,27 @@ class RocksOptions:
         return opts
 
 
-__all__ = ["RocksOptions"]
+# what RocksDB holds in memory, as ``memory_of`` names it: memtables (with those flushed but
+# still pinned by a reader), the block cache's charge and the open tables' indexes and filters
+_MEMORY = (
+    ("memtables", "rocksdb.size-all-mem-tables"),
+    ("block_cache", "rocksdb.block-cache-usage"),
+    ("table_readers", "rocksdb.estimate-table-readers-mem"),
+)
+
+
+def memory_of(db: Rdict | None) -> dict[str, int]:
+    """The bytes RocksDB instance ``db`` holds in memory, by kind (0 each when it is not open,
+    or a property cannot be read: a gauge, never a reason to fail)."""
+    out = dict.fromkeys((kind for kind, _ in _MEMORY), 0)
+    if db is None:
+        return out
+    for kind, prop in _MEMORY:
+        try:
+            out[kind] = db.property_int_value(prop) or 0
+        except Exception:  # closed meanwhile: the next report has it again
+            out[kind] = 0
+    return out
+
+
+__all__ = ["RocksOptions", "memory_of"]

@@ -126,6 +126,8 @@ def _worker(h: JobHandle, i: int, w: WorkerStatus) -> dict[str, Any]:
     return {
         "index": i,
         "host": w["host"] or None,
+        "pid": w["pid"] or None,
+        "memory": w["memory"],
         "key_groups": h.runtime.ranges[i].to_json(),
         "watermark": public_watermark(w["watermark"]),
         "splits": w["splits"],

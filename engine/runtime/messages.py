@@ -71,6 +71,10 @@ class DeadLetterKind(TypedDict):
 class WorkerStatus(TypedDict):
     worker: int
     host: str  # where it runs: this machine's name, or its executor's host on a cluster
+    pid: int  # its process on that host (0 before its first report)
+    # bytes: "rss" (its resident set, 0 where the system has no /proc) and what its state
+    # backend holds outside Python's heap (RocksDB: "memtables", "block_cache", "table_readers")
+    memory: dict[str, int]
     key_groups: tuple[int, int]
     splits: list[str]
     source_lag: dict[str, int]  # records not read yet, per split whose source knows

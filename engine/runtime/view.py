@@ -21,7 +21,7 @@ from weir.engine.watermarks import MIN_WATERMARK
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.keygroups import KeyGroupRange
 
-STATUS_FORMAT = 5  # jobmanager.json's layout; a reader refuses any other
+STATUS_FORMAT = 6  # jobmanager.json's layout; a reader refuses any other
 # What a job can be in. ``unknown``: seen from another process, its job manager stopped
 # publishing without saying it ended (``JobStatus.seen_state``).
 JOB_STATES = ("starting", "running", "finished", "failed", "stopped", "cancelled", "unknown")
@@ -225,6 +225,8 @@ def unreported(worker: int, key_groups: KeyGroupRange) -> WorkerStatus:
     return {
         "worker": worker,
         "host": "",
+        "pid": 0,
+        "memory": {},
         "key_groups": (key_groups.start, key_groups.end),
         "splits": [],
         "source_lag": {},

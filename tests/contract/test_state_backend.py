@@ -229,3 +229,20 @@ def test_a_closed_backend_refuses_reads_and_writes(db: Backend) -> None:
     with pytest.raises(StateError, match="closed"):
         list(db.scan(*ALL))
     db.close()  # a second close is allowed
+
+
+def test_memory_is_bytes_by_kind_and_rocksdb_counts_its_memtables(backends: Opened) -> None:
+    """What a backend holds outside Python's heap, for the worker's status: RocksDB names its
+    memtables, block cache and table readers; the memory backend holds nothing there."""
+    db = backends.new()
+    before = db.memory()
+    assert all(isinstance(v, int) and v >= 0 for v in before.values())
+    db.write({b"k%06d" % i: b"v" * 100 for i in range(20_000)})
+    after = db.memory()
+    if backends.kind.name == "rocksdb":
+        assert set(after) == {"memtables", "block_cache", "table_readers"}
+        assert after["memtables"] >= before["memtables"] + 20_000 * 100
+    else:
+        assert after == {}
+    db.close()
+    assert all(v == 0 for v in db.memory().values())  # a closed instance reports, never fails

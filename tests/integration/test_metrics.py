@@ -16,7 +16,7 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 import weir
-from tests.support import WeirServer, wait_until
+from tests.support import WeirServer, wait_until, worker_pids
 
 LIVE_JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
@@ -137,6 +137,29 @@ def test_records_in_per_worker_and_per_operator(live: WeirServer) -> None:
     assert set(per_worker) == {"0", "1"} and all(v > 0 for v in per_worker.values())
     assert sum(per_worker.values()) <= after
     assert value(families, "weir_dead_letters", job="live", worker="0") == 0
+
+
+def test_memory_is_each_workers_resident_set_and_what_rocksdb_holds(live: WeirServer) -> None:
+    """Each worker reports its pid, its RSS and its RocksDB's memory; ``/jobs`` and
+    ``/metrics`` show them, and the API's readers of the workers' state show theirs."""
+    workers = live.client().get("/jobs/live").json()["workers"]
+    assert sorted(w["pid"] for w in workers) == worker_pids(live.proc.pid)
+    for w in workers:
+        mem = w["memory"]
+        assert set(mem) == {"rss", "memtables", "block_cache", "table_readers"}
+        # a worker holding its windows and RocksDB: tens of MiB, its memtables a part of them
+        assert 20 * 2**20 < mem["rss"] < 2**31 and 0 < mem["memtables"] < mem["rss"]
+    # a lookup opens the API's reader of each worker's state
+    for i in range(50):
+        live.client().get(f"/live/counts/state/ad-{i}")
+    families = scrape(live)
+    for worker in ("0", "1"):
+        rss = value(families, "weir_worker_memory_bytes", job="live", worker=worker, kind="rss")
+        assert rss > 20 * 2**20
+        held = value(
+            families, "weir_state_reader_memory_bytes", job="live", worker=worker, kind="memtables"
+        )
+        assert held > 0  # the worker's WAL, replayed into the reader's memtables
 
 
 def test_openmetrics_when_the_scraper_asks_for_it(live: WeirServer) -> None:

@@ -27,6 +27,7 @@ from tests.support.procs import descendants as descendants
 from tests.support.procs import worker_pids as worker_pids
 from tests.support.reference import AGGREGATES_SRC, IMPRESSIONS_ONLY, Step
 from weir.base.errors import ConfigError
+from weir.base.procmem import rss_bytes as rss_bytes
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.view import BackfillEntry, SavepointResult, unreported
 from weir.engine.watermarks import MIN_WATERMARK
@@ -291,13 +292,6 @@ def alive(pid: int) -> bool:
         if state != "Z":
             return True
     return False
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError(f"no VmRSS for process {pid}")
 
 
 class Distinct:

@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import ctypes
 import time
-from pathlib import Path
 
+from weir.base.procmem import rss_bytes
 from weir.engine.runtime import heap
-
-
-def _rss() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/self/status")
 
 
 class _MallInfo2(ctypes.Structure):
@@ -48,9 +41,9 @@ def test_trim_returns_memory_freed_below_a_live_block() -> None:
     pin = libc.malloc(4096)  # in use above them: the heap's top cannot shrink past it
     for b in blocks:
         libc.free(b)
-    before = _rss()
+    before = rss_bytes()
     assert heap.trim(), "this is glibc: malloc_trim must be found"
-    after = _rss()
+    after = rss_bytes()
     libc.free(pin)
     assert before - after > 32 * 2**20, f"RSS {before / 2**20:.1f} -> {after / 2**20:.1f} MiB"
 

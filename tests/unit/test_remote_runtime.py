@@ -198,7 +198,7 @@ def test_a_job_file_with_other_operators_is_named(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "named"),
     [
-        ({"format": 2}, "has format 2, this weir reads 5"),
+        ({"format": 2}, f"has format 2, this weir reads {STATUS_FORMAT}"),
         ({"parallelism": "2"}, r"jobmanager.json.parallelism: expected int, got str '2'"),
         ({"extra": 1}, r"unknown \['extra'\]"),
     ],

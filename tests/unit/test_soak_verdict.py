@@ -16,12 +16,20 @@ RATE = 2_000
 LOAD = json.dumps({"kinds": {"point": {"ok": 10}}})
 
 
-def _samples(rss_of: dict[int, Any], n: int = 30, step_s: float = 2.0) -> list[dict[str, Any]]:
-    """``n`` samples every ``step_s``; ``rss_of[pid](i)`` is that process's RSS in MiB."""
+def _samples(
+    rss_of: dict[int, Any],
+    n: int = 30,
+    step_s: float = 2.0,
+    held_of: dict[int, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """``n`` samples every ``step_s``; ``rss_of[pid](i)`` is that process's RSS in MiB, and
+    ``held_of[pid](i)`` what its RocksDB holds of it (none by default)."""
+    held_of = held_of or {}
     return [
         {
             "t": 30 + i * step_s,
             "rss": {p: int(f(i) * MIB) for p, f in rss_of.items()},
+            "held": {p: int(held_of[p](i) * MIB) if p in held_of else 0 for p in rss_of},
             "fds": {p: 40 for p in rss_of},
             "records_in": int(RATE * (30 + i * step_s)),
             "state": "running",
@@ -50,6 +58,22 @@ def test_a_steady_climb_beyond_the_bound_fails() -> None:
     assert not report["checks"]["rss_flat"]
     assert report["rss_mib_per_min"]["2"] > 2 * LEAK_BOUND_MIB_PER_MIN
     assert not report["ok"]
+
+
+def test_memtables_filling_through_the_run_pass_and_a_climb_beside_them_fails() -> None:
+    """What RocksDB holds is not judged: memtables filling for the whole minute (no flush in
+    it) pass; the same climb with RocksDB holding nothing more is a leak."""
+
+    def filling(i: int) -> float:
+        return 8.0 + i * 0.4  # 12 MiB a minute
+
+    def worker(i: int) -> float:
+        return _saw(i) + filling(i)
+
+    report = leak_verdict(_samples({1: worker}, held_of={1: filling}), RATE, LOAD)
+    assert report["ok"], report["rss_mib_per_min"]
+    report = leak_verdict(_samples({1: worker}, held_of={1: lambda i: 8.0}), RATE, LOAD)
+    assert not report["checks"]["rss_flat"]
 
 
 def test_a_rise_that_levels_off_is_a_warm_up_and_passes() -> None:

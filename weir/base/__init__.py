@@ -4,6 +4,7 @@
 - ``paths``: paths from outside (flags, requests, metadata) kept inside their directory;
 - ``files``: files weir writes for itself, private to the user and durable;
 - ``logs``: logging set-up (text or JSON lines), done once per process;
+- ``procmem``: a process's resident memory;
 - ``redact``: URL passwords and secret settings as logs, ``/health``, ``--help`` and errors
   show them (``***``).
 

@@ -13,6 +13,7 @@ outputs are written, and keeps its state open for queries until stopped.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import time
@@ -20,6 +21,7 @@ from functools import partial
 from typing import Any
 
 from weir.base.errors import WorkerFailed
+from weir.base.procmem import rss_bytes
 from weir.engine.job import Job
 from weir.engine.runtime import gctuning
 from weir.engine.runtime.config import RunConfig, RunFacts
@@ -183,6 +185,8 @@ class Worker:
         return {
             "worker": self.index,
             "host": self.facts.worker_host or HOSTNAME,
+            "pid": os.getpid(),
+            "memory": {"rss": rss_bytes(), **self.state.memory()},
             "key_groups": (self.range.start, self.range.end),
             "splits": self.sources.split_ids,
             "source_lag": self.sources.lag(),
@@ -196,11 +200,7 @@ class Worker:
             "dead_letters_by_stage": dict(self.dead.by_reason),
             "dead_letter_kinds": self.dead.kinds(),
             "finished": self.finished,
-            "restored_from": (
-                self.facts.restore_from.rstrip("/").rpartition("/")[2]
-                if self.facts.restore_from
-                else None
-            ),
+            "restored_from": (self.facts.restore_from or "").rstrip("/").rpartition("/")[2] or None,
             "run_started_at": self.run_started_at,
             "first_record_at": self.sources.first_record_at,
             "finished_at": self.finished_at,
