@@ -129,12 +129,25 @@ def test_sessions_under_an_explicit_event_time_trigger_emit_what_the_session_ope
     assert sorted(late) == sorted(want_late)
 
 
+# b's record arrives under watermark 175 (a's 176 came before it) on a worker of its own and
+# registers its continuous firing at 160, in the past; that worker's next watermark is 199, its
+# window's end: the firing is due at 175, not in one jump with the end (which fired it once)
+PASSED_FIRING = [
+    *[{"id": "a", "ts": 95, "value": 0}] * 8,
+    *({"id": "a", "ts": t, "value": 0} for t in (105, 116, 146, 176)),
+    {"id": "b", "ts": 159, "value": 0}, {"id": "a", "ts": 200, "value": 0},
+]  # fmt: skip
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     spec=specs(),
     recs=records(),
     parallelism=st.sampled_from([2, 4]),
     batch=st.integers(1, 7),
+)
+@example(
+    spec=TSpec("tumbling", 50, trigger="continuous:40"), recs=PASSED_FIRING, parallelism=4, batch=2
 )
 def test_triggered_windows_equal_the_model_at_every_parallelism(
     spec: TSpec, recs: list[dict[str, Any]], parallelism: int, batch: int

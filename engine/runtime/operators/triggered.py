@@ -375,6 +375,15 @@ class TriggeredRuntime:
                 rt._fire(EVENT, trace[j])
                 j += 1
             rt.process(keys[i : i + 1], recs[i : i + 1], ts[i : i + 1], wms[i : i + 1])
+            # a timer the record registered at or below the watermark it arrived under (a
+            # continuous trigger's first firing, already passed) is due at once, at that
+            # watermark: the stream's watermark after the record, unless the record raised it,
+            # and a record that raises the watermark registers no timer below it (weir's
+            # triggers set theirs at or past the record's time; a user's trigger that sets one
+            # further back sees it fire at the watermark the record arrived under). The trace's
+            # next point may be far later (where this worker's next record arrives): there the
+            # timer would pass the window's end in the same jump and fire once, not twice
+            rt._fire(EVENT, w)
         if j:
             self._passed = max(self._passed, trace[j - 1])
 
