@@ -147,6 +147,9 @@ def test_the_dashboard_looks_up_a_key_and_renders_its_chart(
     assert 'aria-label="n of ad-1 per window"' in chart.group(0)
     assert dom.count("<rect") >= points  # one bar per window
     assert 'href="#key=ad-0"' in dom  # the top-keys table rendered (ad-0 is the most frequent)
+    # each worker's memory in MiB: its resident set, and how much of it RocksDB holds on hover
+    memory = re.findall(r'<td title="resident; (\d+) of it RocksDB\'s[^"]*">(\d+)</td>', dom)
+    assert len(memory) == 2 and all(int(rss) > int(held) for held, rss in memory), memory
     # the answers came over the stream, more than once: the page updated over SSE
     shown = re.search(r'<span id="transport" data-transport="(\w+)" data-events="(\d+)"', dom)
     assert shown and shown.group(1) == "sse" and int(shown.group(2)) >= 2, dom[:3000]
