@@ -260,8 +260,11 @@ class GuardAdmin:
         self.app = app
         self.routes = routes
         self.origins = origins
+        self.methods = frozenset().union(*(methods for _, methods in routes))
 
     def _is_admin(self, scope: Scope) -> bool:
+        if scope["method"] not in self.methods:  # a read: no pattern to match
+            return False
         return any(
             scope["method"] in methods and pattern.match(scope["path"])
             for pattern, methods in self.routes

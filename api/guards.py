@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 OPEN_PATHS = frozenset({"/health"})
 STREAM_RETRY_AFTER_S = 5
+ALLOWED_SEEN = 64  # Host headers ``AllowedHosts`` remembers as allowed
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
@@ -62,13 +63,22 @@ class AllowedHosts:
     def __init__(self, app: ASGIApp, names: frozenset[str]) -> None:
         self.app = app
         self.names = names
+        # the Host headers seen allowed, as sent (a client sends the same one on every
+        # request): one lookup instead of parsing it again; bounded, so a client varying it
+        # cannot grow it, and a refused one is never kept
+        self._allowed: set[bytes] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         raw = _header(scope, b"host")
-        if raw is None or host_name(raw.decode("latin-1")) in self.names:
+        if raw is None or raw in self._allowed:
+            await self.app(scope, receive, send)
+            return
+        if host_name(raw.decode("latin-1")) in self.names:
+            if len(self._allowed) < ALLOWED_SEEN:
+                self._allowed.add(raw)
             await self.app(scope, receive, send)
             return
         given = raw.decode("latin-1")

@@ -7,6 +7,7 @@ unchanged), so the test also sees that weir raises it."""
 
 from __future__ import annotations
 
+import asyncio
 import resource
 import socket
 from collections.abc import Callable, Iterator
@@ -17,10 +18,12 @@ import httpx
 import orjson
 import pytest
 from fastapi.testclient import TestClient
+from starlette.types import Message, Receive, Scope, Send
 
 from tests.security._http import raw_request
 from tests.support import WeirServer, job_text, rss_bytes, wait_until
 from weir.api import ApiSettings, Registry, create_app
+from weir.api.guards import ALLOWED_SEEN, AllowedHosts, allowed_hosts
 from weir.engine.runtime.control import status
 
 GENERATOR = "generator://ads?rate=2000&ids=50&seed=1&clock=synthetic&disorder=50"
@@ -194,3 +197,35 @@ def test_the_soft_open_file_limit_is_raised_to_the_hard_one(server: WeirServer) 
     row = next(line for line in limits.splitlines() if line.startswith("Max open files"))
     soft, hard = row.split()[3:5]
     assert soft == hard, row
+
+
+def test_remembered_hosts_never_let_a_refused_one_in_and_stay_bounded() -> None:
+    """``AllowedHosts`` remembers the Host headers it allowed (a client repeats its own): a
+    refused one is refused again every time, and a client sending ever new allowed spellings
+    never grows the memory past ``ALLOWED_SEEN``."""
+    passed: list[bytes] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        passed.append(dict(scope["headers"])[b"host"])
+
+    guard = AllowedHosts(app, allowed_hosts("127.0.0.1", ()))
+
+    async def call(host: bytes) -> None:
+        async def send(message: Message) -> None:
+            return None
+
+        scope = {"type": "http", "method": "GET", "path": "/jobs", "headers": [(b"host", host)]}
+        await guard(scope, None, send)  # type: ignore[arg-type]
+
+    async def run() -> None:
+        for _ in range(3):
+            await call(b"127.0.0.1:8000")
+            await call(b"attacker.example:8000")
+        for port in range(2 * ALLOWED_SEEN):
+            await call(b"localhost:%d" % port)
+        await call(b"attacker.example:8000")
+
+    asyncio.run(run())
+    assert passed[:3] == [b"127.0.0.1:8000"] * 3 and b"attacker.example:8000" not in passed
+    assert len(passed) == 3 + 2 * ALLOWED_SEEN
+    assert len(guard._allowed) == ALLOWED_SEEN
