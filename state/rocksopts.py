@@ -109,8 +109,8 @@ def memory_of(db: Rdict | None) -> dict[str, int]:
     for kind, prop in _MEMORY:
         try:
             out[kind] = db.property_int_value(prop) or 0
-        except Exception:  # closed meanwhile: the next report has it again
-            out[kind] = 0
+        except Exception:  # closed meanwhile (it stays 0): the next report has it again
+            continue
     return out
 
 
