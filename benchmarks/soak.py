@@ -23,8 +23,8 @@ and checkpoint sizes.
 ``python -m benchmarks.soak --minutes 30`` (the make target) prints the JSON report.
 
 The leak check (``leak_check``; ``tests/soak/``, the last tier of ``make test``) runs the same
-job at a fixed rate for a minute and a half, samples every process every 2 s after a 30 s
-warm-up, and judges the least-squares slope of each process's RSS less what its RocksDB
+job at a fixed rate for two and a half minutes, samples every process every 2 s after a minute
+of warm-up, and judges the least-squares slope of each process's RSS less what its RocksDB
 instances hold (memtables, block cache, table readers: each worker reports its own, the API's
 readers are in ``/metrics``), which a leak raises and a memtable's saw-tooth does not
 (``LEAK_BOUND_MIB_PER_MIN``), and of its open descriptors.
@@ -289,15 +289,22 @@ def _verdict(
 
 
 # The leak check's load and bounds. A worker's RSS carries a saw-tooth of a few MiB (the
-# memtable between two checkpoint flushes, the query connections); its least-squares slope over
-# a minute of 2 s samples stays within +-LEAK_BOUND on a healthy run, and a leak of 100 bytes a
-# record at LEAK_RATE (11 MiB a minute) is far above it. A process that is still filling its
-# caches after the warm-up (later on a busy host: the API's block cache and connections rose
-# 5 MiB over the first 40 s of a run beside two busy cores, then stayed flat) rises in the first
-# half only; a leak climbs in both, so a process fails when the slopes of its whole run and of
-# its later half are both beyond the bound.
+# memtable between two checkpoint flushes, the query connections); its slope over a minute of
+# 2 s samples stays within +-LEAK_BOUND on a healthy run, and a leak of 100 bytes a record at
+# LEAK_RATE (11 MiB a minute) is far above it. A process that is still filling its caches after
+# the warm-up (later on a busy host: the API's block cache and connections rose 5 MiB over the
+# first 40 s of a run beside two busy cores, then stayed flat) rises in the first half only; a
+# leak climbs in both, so a process fails when the slopes of its whole run and of its later
+# half are both beyond the bound. The API process's native memory (its Python heap is flat under
+# tracemalloc; reopening secondaries and scanning leak nothing measurable; the SSE streams are
+# not it) rises for its first two minutes on a loaded host, as the job's LSM tree takes its
+# steady shape, and then levels off: +7 MiB from 20 s to 2 minutes beside a second soak, with
+# or without SSE in the query mix, then flat for 2; one CI run beside the Spark cluster's
+# tests saw 9 MiB in the minute after a 30 s warm-up. So a minute of warm-up, 90 s judged, and
+# a bound of 6 MiB a minute (about half of a 100-byte-a-record leak). ``make soak`` (30
+# minutes) is the test of a slow leak.
 LEAK_RATE = 2_000  # events per second: kept up with on a loaded 2-core machine
-LEAK_BOUND_MIB_PER_MIN = 4.0
+LEAK_BOUND_MIB_PER_MIN = 6.0
 LEAK_FD_BOUND_PER_MIN = 4.0
 
 
@@ -305,8 +312,8 @@ def leak_check(
     workdir: Path,
     *,
     rate: int = LEAK_RATE,
-    seconds: float = 90.0,
-    warmup_s: float = 30.0,
+    seconds: float = 150.0,
+    warmup_s: float = 60.0,
     sample_s: float = 2.0,
 ) -> dict[str, Any]:
     """The soak's short form: the soak job at a fixed ``rate`` with the query load for
@@ -374,6 +381,15 @@ def leak_verdict(
         "rss_late_mib_per_min": late_slope,
         "rss_base_mib": {p: round(statistics.median(ys), 1) for p, ys in rss.items()},
         "rss_series_mib": {p: [round(y, 1) for y in ys] for p, ys in rss.items()},
+        # what the judged series is made of, to tell a leak from the mapped code of libraries
+        # or a cache: the resident set, its anonymous part, and what RocksDB holds
+        "raw_series_mib": {
+            str(p): [
+                [round(s.get(k, {}).get(p, 0) / 2**20, 1) for k in ("rss", "anon", "held")]
+                for s in samples
+            ]
+            for p in procs
+        },
         "fds_per_min": fd_slope,
         "bounds": {"rss_mib_per_min": bound_mib_per_min, "fds_per_min": fd_bound_per_min},
         "query_load": load,
@@ -388,7 +404,7 @@ def main() -> int:
     p.add_argument("--warmup-s", type=float, default=300.0)
     p.add_argument("--sample-s", type=float, default=10.0)
     p.add_argument(
-        "--leak-check", action="store_true", help="the test suite's 90 s leak check instead"
+        "--leak-check", action="store_true", help="the test suite's 150 s leak check instead"
     )
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="weir-soak-") as work:
