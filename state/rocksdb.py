@@ -34,6 +34,7 @@ from rocksdict import (
 
 from weir.base.errors import StateError
 from weir.base.files import private_dir
+from weir.state import walgate
 from weir.state.backend import Batch, Snapshottable, StateBackend
 from weir.state.rocksopts import RocksOptions, memory_of
 
@@ -57,8 +58,9 @@ class RocksState:
         self._deletes = 0  # since the last flush (``garbage_flush_deletes``)
         self._garbage_bound = self._options.garbage_flush_deletes
         self._write_opts = WriteOptions()
-        # rocksdict's stub declares a method; at run time it is a settable attribute
-        self._write_opts.disable_wal = self._options.disable_wal  # type: ignore[method-assign,assignment]
+        self._write_lock = threading.Lock()  # a write never falls between WAL on and its flush
+        self._wal = walgate.Gate(path, self._options.wal, self._write_opts, self._write_lock)
+        self._wal.start(lambda: self._db.flush(True))
 
     def get(self, key: bytes) -> bytes | None:
         try:
@@ -105,7 +107,8 @@ class RocksState:
                 "backend's batch()"
             )
         try:
-            self._db.write(batch, self._write_opts)
+            with self._write_lock:
+                self._db.write(batch, self._write_opts)
         except Exception as exc:
             raise StateError(f"RocksDB write to {self.path} failed: {exc}") from exc
 
@@ -151,10 +154,13 @@ class RocksState:
             ) from exc
 
     def close(self) -> None:
+        self._wal.close()
         try:
-            self._db.close()
+            with self._write_lock:  # not while the WAL gate flushes
+                self._db.close()  # RocksDB flushes what it wrote unlogged
         except DbClosedError:
-            pass  # the contract lets close be called again
+            return  # the contract lets close be called again
+        self._wal.closed()
 
 
 # mypy checks here that RocksState meets both contracts
@@ -228,6 +234,10 @@ class SecondaryReader:
         self.catch_up_failures = 0  # catch-ups that failed: caught_up_at did not move
         self._failed_at = 0.0  # the last failure (a run of failures is logged once)
         self._lock = threading.Lock()
+        try:  # at once: the worker starts its WAL (and flushes) before the first read waits
+            walgate.announce(primary)
+        except OSError:
+            pass  # the first read announces it again, and says why it cannot
         # one bounded block cache for every instance this reader opens: a reopen keeps the warm
         # blocks (cache keys name the SST file, not the instance) and memory stays bounded
         self._cache = Cache(SECONDARY_CACHE_MB * 1024 * 1024)
@@ -258,6 +268,11 @@ class SecondaryReader:
             return self._db
         if not (self.primary / "CURRENT").exists():
             raise StateError(f"state at {self.primary} is not created yet; the worker is starting")
+        if not walgate.await_logging(self.primary):
+            raise StateError(
+                f"the worker of {self.primary} has not started its write-ahead log for readers "
+                f"in {walgate.ACK_WAIT_S:g} s; its newest state cannot be read yet"
+            )
         if self._opened == 0:
             shutil.rmtree(self.secondary, ignore_errors=True)
         self._opened += 1
@@ -302,7 +317,8 @@ class SecondaryReader:
         # before the look: whatever was written before this, the look finds
         started, wall = time.monotonic(), time.time()
         wals, seen = self._look()
-        if self._wals - wals:  # a WAL it may have replayed was flushed and deleted
+        # a WAL it may have replayed was flushed and deleted, or a new worker writes unlogged
+        if self._wals - wals or not walgate.acknowledged(self.primary):
             self._retire()
             self.reopened += 1
             return self._open()

@@ -15,6 +15,7 @@ _COMPRESSIONS = {
     "snappy": DBCompressionType.snappy,
     "none": DBCompressionType.none,
 }
+_WAL_MODES = frozenset({"when_read", "always", "never"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,10 @@ class RocksOptions:
     compression: str = "lz4"
     max_background_jobs: int = 2
     block_cache_mb: int = 16  # bounded, so a worker's memory plateaus (memory holds open windows)
-    disable_wal: bool = False
+    # RocksDB's write-ahead log: "when_read" writes it from the first reader of the live state
+    # on (``state.walgate``: weir recovers from checkpoints, never from a WAL; secondaries need
+    # it to see the newest writes), "always" or "never"
+    wal: str = "when_read"
     # RocksDB's own files grow for ever unless bounded: its info LOG, written on every flush, and
     # the MANIFEST, which gains an edit per flush and compaction and is copied into every
     # checkpoint. The LOG rolls as Flink's does; a MANIFEST past the bound starts again from a
@@ -61,6 +65,11 @@ class RocksOptions:
     # Queries are the product, so writes pay instead (the README has the figures).
 
     def __post_init__(self) -> None:
+        if self.wal not in _WAL_MODES:
+            raise StateError(
+                f"RocksDB write-ahead log mode {self.wal!r} is not one of "
+                f"{', '.join(sorted(_WAL_MODES))}"
+            )
         if self.compression not in _COMPRESSIONS:
             raise StateError(
                 f"RocksDB compression {self.compression!r} is not one weir configures; use one "

@@ -188,7 +188,7 @@ def test_a_catch_up_with_nothing_written_is_skipped_but_counts(tmp_path: Path) -
     the catch-up, and still counts as one as of its start; a write, a flush, or a flush of a
     job that writes no WAL (its MANIFEST) is caught up at the next look."""
     db = RocksState(tmp_path / "db")
-    quiet = RocksState(tmp_path / "nowal", RocksOptions(disable_wal=True))
+    quiet = RocksState(tmp_path / "nowal", RocksOptions(wal="never"))
     reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=0)
     unlogged = SecondaryReader(tmp_path / "nowal", tmp_path / "secondary2", catch_up_ms=0)
     try:

@@ -119,6 +119,27 @@ def wait_unlocked(path: Path, timeout_s: float) -> bool:
         os.close(fd)
 
 
+def remove_tree(path: Path, attempts: int = 5) -> None:
+    """``shutil.rmtree(path)``, again when another process added a file meanwhile (a state
+    reader announcing itself in a worker's directory: ``state.walgate``).
+
+    Raises:
+        OSError: it is still there after ``attempts`` tries.
+    """
+    import shutil
+
+    for attempt in range(attempts):
+        try:
+            shutil.rmtree(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.01)
+
+
 __all__ = [
     "DIR_MODE",
     "FILE_MODE",
@@ -127,6 +148,7 @@ __all__ = [
     "open_private",
     "wait_unlocked",
     "private_dir",
+    "remove_tree",
     "replacing",
     "write_private",
 ]

@@ -33,6 +33,7 @@ from weir.base.errors import (
     WeirError,
     WorkerFailed,
 )
+from weir.base.files import remove_tree
 from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig, RunFacts
 from weir.engine.runtime.control import admin
@@ -159,7 +160,7 @@ class JobManager:
         self.leadership.start_renewing(self._lease_lost)
         job_dir = self.cfg.job_dir(self.job.name)
         for old in job_dir.glob("worker-*"):
-            shutil.rmtree(old)
+            remove_tree(old)
         if restore is None:
             self.outputs.prepare()
         else:
