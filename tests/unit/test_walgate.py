@@ -162,3 +162,22 @@ def test_a_worker_directory_is_removed_while_a_reader_announces_itself(
     walgate.announce(worker / "db")  # the directory is gone: nothing is made
     assert not worker.exists()
     remove_tree(worker)  # and removing what is not there is no error
+
+
+def test_a_checkpoint_of_a_primary_nobody_reads_holds_every_write(tmp_path: Path) -> None:
+    """Exactly-once rests on checkpoints, not the WAL: RocksDB's checkpoint flushes what was
+    written unlogged into the files it links."""
+    db = RocksState(tmp_path / "db")
+    try:
+        db.write({f"k{i}".encode(): str(i).encode() for i in range(100)})
+        assert _wal_bytes(tmp_path / "db") == 0
+        db.checkpoint(tmp_path / "chk")
+    finally:
+        db.close()
+    copy = RocksState(tmp_path / "chk")
+    try:
+        assert dict(copy.scan(b"k", b"l")) == {
+            f"k{i}".encode(): str(i).encode() for i in range(100)
+        }
+    finally:
+        copy.close()
