@@ -114,13 +114,18 @@ class Gate:
         announces itself, after turning the WAL on and ``flush``."""
         if self.logging or self._mode == "never":
             acknowledge(self.primary)
-        elif self._mode == "when_read":
+            return
+        # an answer left by an earlier primary of these files (one closed, or "never") is not
+        # this one's: a reader waits for this one
+        (readers_dir(self.primary) / LOGGING).unlink(missing_ok=True)
+        if self._mode == "when_read":
             args = (flush,)
             threading.Thread(
                 target=self._await_reader, args=args, name="weir-wal-gate", daemon=True
             ).start()
 
     def _await_reader(self, flush: Callable[[], None]) -> None:
+        failures = 0
         while not self._closed.wait(POLL_S):
             try:
                 if not wanted(self.primary):
@@ -133,7 +138,11 @@ class Gate:
                 acknowledge(self.primary)
                 return
             except Exception as exc:  # noqa: BLE001 - the reader waits and says so; the job goes on
-                log.warning("state at %s cannot start its WAL for a reader: %s", self.primary, exc)
+                failures += 1
+                level = logging.WARNING if failures == 1 else logging.DEBUG  # tried every POLL_S
+                log.log(
+                    level, "state at %s cannot start its WAL for a reader: %s", self.primary, exc
+                )
 
     def close(self) -> None:
         """Stop looking for readers (the primary is closing)."""

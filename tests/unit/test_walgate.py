@@ -181,3 +181,21 @@ def test_a_checkpoint_of_a_primary_nobody_reads_holds_every_write(tmp_path: Path
         }
     finally:
         copy.close()
+
+
+def test_an_answer_left_by_an_earlier_primary_of_the_files_is_not_taken(tmp_path: Path) -> None:
+    """A primary that closed left ``logging``; one opened on the same files without a reader
+    writes unlogged, so a reader waits for its own answer and still reads every write."""
+    first = RocksState(tmp_path / "db")
+    first.close()
+    assert walgate.acknowledged(tmp_path / "db")
+    again = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=0)
+    try:
+        again.write({b"a": b"1"})
+        assert reader.get(b"a") == b"1"
+        again.write({b"b": b"2"})
+        assert reader.get(b"b") == b"2"
+    finally:
+        reader.close()
+        again.close()
