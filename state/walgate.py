@@ -54,10 +54,12 @@ def announce(primary: Path) -> None:
     Raises:
         OSError: the directory cannot be created (the caller says why it reads stale state).
     """
-    if not primary.parent.is_dir():  # the worker's directory is not made yet, or removed
-        return
-    where = private_dir(readers_dir(primary))
-    (where / ATTACHED).touch(mode=0o600, exist_ok=True)
+    if primary.parent.is_dir():  # not while the worker's directory is not made yet, or removed
+        _mark(primary, ATTACHED)
+
+
+def _mark(primary: Path, name: str) -> None:
+    (private_dir(readers_dir(primary)) / name).touch(mode=0o600, exist_ok=True)
 
 
 def wanted(primary: Path) -> bool:
@@ -67,8 +69,7 @@ def wanted(primary: Path) -> bool:
 
 def acknowledge(primary: Path) -> None:
     """The primary's answer: it writes its WAL, and what it wrote before is flushed."""
-    where = private_dir(readers_dir(primary))
-    (where / LOGGING).touch(mode=0o600, exist_ok=True)
+    _mark(primary, LOGGING)
 
 
 def acknowledged(primary: Path) -> bool:
@@ -119,9 +120,8 @@ class Gate:
         # this one's: a reader waits for this one
         (readers_dir(self.primary) / LOGGING).unlink(missing_ok=True)
         if self._mode == "when_read":
-            args = (flush,)
             threading.Thread(
-                target=self._await_reader, args=args, name="weir-wal-gate", daemon=True
+                target=self._await_reader, args=(flush,), name="weir-wal-gate", daemon=True
             ).start()
 
     def _await_reader(self, flush: Callable[[], None]) -> None:

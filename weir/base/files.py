@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -126,8 +127,6 @@ def remove_tree(path: Path, attempts: int = 5) -> None:
     Raises:
         OSError: it is still there after ``attempts`` tries.
     """
-    import shutil
-
     for attempt in range(attempts):
         try:
             shutil.rmtree(path)
