@@ -234,10 +234,6 @@ class SecondaryReader:
         self.catch_up_failures = 0  # catch-ups that failed: caught_up_at did not move
         self._failed_at = 0.0  # the last failure (a run of failures is logged once)
         self._lock = threading.Lock()
-        try:  # at once: the worker starts its WAL (and flushes) before the first read waits
-            walgate.announce(primary)
-        except OSError:
-            pass  # the first read announces it again, and says why it cannot
         # one bounded block cache for every instance this reader opens: a reopen keeps the warm
         # blocks (cache keys name the SST file, not the instance) and memory stays bounded
         self._cache = Cache(SECONDARY_CACHE_MB * 1024 * 1024)

@@ -10,7 +10,10 @@ never read live (a job run with ``--no-api``, a bounded job to its end, a backfi
 
 The protocol, through two files in ``<primary>.readers/`` (private to the user):
 
-- a reader announces itself by creating ``attached`` (once: it is never removed);
+- a reader announces itself by creating ``attached`` when it first opens, that is when it is
+  first read (never when it is made: an API that is built and never reads, such as a second
+  ``weir run`` refused on the state directory's lock, must not change a running job's files);
+  ``attached`` is never removed;
 - the worker opens its primary with the WAL on when ``attached`` exists; otherwise with it off,
   and a thread of its own looks for ``attached`` every ``POLL_S``. When it appears, the worker
   turns the WAL on and flushes its memtables (under its write lock: no write falls between the

@@ -199,3 +199,20 @@ def test_an_answer_left_by_an_earlier_primary_of_the_files_is_not_taken(tmp_path
     finally:
         reader.close()
         again.close()
+
+
+def test_a_reader_made_and_never_read_changes_nothing(tmp_path: Path) -> None:
+    """A second ``weir run`` refused on the state directory's lock builds its API's readers of
+    the running job's workers and never reads: the running worker must not be told to log
+    (nor flush a new file), so a reader announces itself at its first read, not when made."""
+    db = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=0)
+    try:
+        db.write({b"a": b"1"})
+        assert not walgate.wanted(tmp_path / "db")
+        assert not walgate.readers_dir(tmp_path / "db").exists()
+        assert reader.get(b"a") == b"1"  # the first read announces it
+        assert walgate.wanted(tmp_path / "db")
+    finally:
+        reader.close()
+        db.close()
