@@ -17,7 +17,6 @@ of the last checkpoint), or as it was (``finished``, ``failed``).
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from dataclasses import replace
@@ -432,7 +431,16 @@ class JobManager:
         self._finished = set()
         self.generation += 1
         for old in self.cfg.job_dir(self.job.name).glob("worker-*"):
-            shutil.rmtree(old, ignore_errors=True)
+            try:
+                remove_tree(old)
+            except OSError as exc:  # the restart goes on, and says what it may find
+                log.warning(
+                    "job=%s could not remove %s before its restart (%s); a worker that starts "
+                    "without a checkpoint may find its old files",
+                    self.job.name,
+                    old,
+                    exc,
+                )
         if restore is None:
             self.outputs.keep()
         else:
