@@ -21,7 +21,7 @@ import pytest
 from tests.support import WEIR, wait_until
 
 LIVE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "live"
-SERVING = re.compile(r"weir: job ad-stats serving on (http://127\.0\.0\.1:\d+)")
+SERVING = re.compile(r"weir: job ad-stats serving on (http://127\.0\.0\.1:\d+)\n")
 
 
 @pytest.fixture

@@ -27,7 +27,7 @@ from tests.support import wait_until
 PAGE_DIR = Path(__file__).resolve().parents[2] / "docs" / "getting-started"
 FILES = PAGE_DIR / "quickstart"
 PAGE = PAGE_DIR / "quickstart.md"
-SERVING = re.compile(r"weir: job clicks serving on http://127\.0\.0\.1:(\d+)")
+SERVING = re.compile(r"weir: job clicks serving on http://127\.0\.0\.1:(\d+)\n")
 STARTED = re.compile(r"job=clicks started workers=(\d+)")
 PAGE_PORT = "8000"
 

@@ -45,7 +45,7 @@ class NotInstalled(MetaPathFinder):
 sys.meta_path.insert(0, NotInstalled())
 """
 SPEC = Spec(bound=200, size=1_000, lateness=0)
-SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:\d+)")
+SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:\d+)\n")
 
 
 @pytest.fixture

@@ -20,7 +20,9 @@ from pathlib import Path
 from tests.support import WEIR, WeirResult, WeirServer, wait_until
 from tests.support.s3_server import S3Server
 
-SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:(\d+))")
+# the whole line, its newline included: a port read before its last digits were written is
+# another port
+SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:(\d+))\n")
 # `weir run --no-api` says this instead
 HEADLESS = re.compile(r"weir: job (\S+) running without an API")
 RUN_TIMEOUT_S = 60.0

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tests.support import wait_until
 
-SERVING = re.compile(r"weir: job (\S+) serving on (http://127\.0\.0\.1:\d+)")
+SERVING = re.compile(r"weir: job (\S+) serving on (http://127\.0\.0\.1:\d+)\n")
 
 
 def any_checkpoint(answer: str) -> str:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -71,3 +73,46 @@ def test_lines_for_people_without_json(capsys: pytest.CaptureFixture[str]) -> No
         "weir: job t1 serving on http://127.0.0.1:1",
         "weir: error: job t1 failed: worker 0 failed: boom",
     ]
+
+
+def test_a_line_for_people_is_never_torn_by_another_threads_log_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``serving on`` line is what scripts (and the tests) read the API's port from: a log
+    record another thread wrote between its text and its newline made it ``…:39699<record>``.
+    stderr here is a process's own under PYTHONUNBUFFERED=1 (as the tests and many containers
+    run weir): each write a system call, which lets another thread run."""
+    err = tmp_path / "stderr"
+    raw = open(err, "wb", buffering=0)  # noqa: SIM115 - closed with the stream below
+    stream = io.TextIOWrapper(raw, encoding="utf-8", write_through=True)  # type: ignore[arg-type]
+    monkeypatch.setattr(sys, "stderr", stream)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logs.TextFormatter(logs.FORMAT))
+    noisy = logging.getLogger("weir.noise")
+    noisy.addHandler(handler)
+    noisy.setLevel(logging.INFO)
+    noisy.propagate = False
+    done = threading.Event()
+
+    def noise() -> None:
+        while not done.is_set():
+            noisy.info("worker=1 reached the end of its input")
+
+    thread = threading.Thread(target=noise)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # a thread switch at any point, as on a loaded host
+    thread.start()
+    try:
+        for i in range(3000):
+            logs.say(f"job j serving on http://127.0.0.1:{10000 + i}")
+    finally:
+        done.set()
+        thread.join()
+        sys.setswitchinterval(interval)
+        noisy.removeHandler(handler)
+        noisy.propagate = True
+        stream.close()
+    lines = err.read_text().splitlines()
+    said = [line for line in lines if line.startswith("weir: ")]
+    assert said == [f"weir: job j serving on http://127.0.0.1:{10000 + i}" for i in range(3000)]
+    assert all(line.startswith("weir: ") or line.endswith(" end of its input") for line in lines)

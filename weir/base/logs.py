@@ -64,7 +64,10 @@ def error(text: str, **fields: Any) -> None:
 def _human(level: int, text: str, line: str, fields: dict[str, Any]) -> None:
     handler = _json_handler()
     if handler is None:
-        print(redact_text(line), file=sys.stderr, flush=True)
+        # one write, newline included: print's text and end are two, and a log record another
+        # thread wrote between them tore the line (``…serving on http://127.0.0.1:39699<record>``)
+        sys.stderr.write(redact_text(line) + "\n")
+        sys.stderr.flush()
         return
     record = logging.LogRecord("weir", level, __file__, 0, text, None, None)
     record.__dict__["fields"] = fields
