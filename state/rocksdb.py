@@ -81,12 +81,19 @@ class RocksState:
         self.commit(batch)
         if deletes:
             self._deletes += len(deletes)
-            if self._garbage_bound and self._deletes >= self._garbage_bound:
+            # read live (the WAL is on): the fixed bound, whatever the state's size
+            bound = (
+                self._options.garbage_flush_deletes if self._wal.logging else self._garbage_bound
+            )
+            if bound and self._deletes >= bound:
                 self._flush_garbage()
 
     def _flush_garbage(self) -> None:
-        """Flush the memtables in the background once they hold ``garbage_flush_deletes``
-        deletes (or as many as the state has keys), so reads stop stepping over them."""
+        """Flush the memtables in the background, so reads stop stepping over their dead
+        entries. Unless the live state is read (its WAL on, ``walgate``), the bound then grows
+        to the state's key count: a large state's flushes, and the compactions that rewrite
+        it, stay rare. Read, it stays: a bound grown with the state (which retention grows)
+        let the dead entries each lookup steps over pile up for minutes (decision 0022)."""
         self.flush(wait=False)
         keys = self._db.property_int_value("rocksdb.estimate-num-keys") or 0
         self._garbage_bound = max(self._options.garbage_flush_deletes, keys)

@@ -54,10 +54,12 @@ class RocksOptions:
     # and merges them (a put and a delete per merged entry), so between flushes the memtables
     # fill with entries already dead, which every read of their ranges steps over one by one
     # (a point lookup on a 2,000-key job cost 86 us after 90 s against 9 us on compacted
-    # files). After this many deletes, or as many as the state holds keys if that is more,
-    # the memtables are flushed (a flush drops a put whose delete it holds), and a file that
-    # is mostly deletes is compacted (compaction to the last level drops the deletes).
-    # Decision 0022 has the figures; a bulk load deletes nothing and is not affected.
+    # files). After this many deletes the memtables are flushed (a flush drops a put whose
+    # delete it holds), and a file that is mostly deletes is compacted (compaction to the last
+    # level drops the deletes). While nobody reads the live state, the bound grows to as many
+    # deletes as the state holds keys, so the compactions that rewrite a large state stay
+    # rare; while it is read, it stays, or the lookups slowed as the state grew. Decision 0022
+    # has the figures; a bulk load deletes nothing and is not affected.
     garbage_flush_deletes: int = 16_384
     compact_delete_ratio: float = 0.5
     # The memtable stays RocksDB's skiplist: a vector memtable makes puts cheaper, but secondary

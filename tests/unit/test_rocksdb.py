@@ -381,3 +381,37 @@ def test_the_deletes_are_counted_from_the_last_flush_of_any_kind(tmp_path: Path)
         assert in_memory() == 3_000  # nor since the checkpoint's
     finally:
         db.close()
+
+
+@pytest.mark.parametrize("wal", ["always", "when_read"])
+def test_the_bound_grows_with_the_state_only_while_nobody_reads_it(
+    tmp_path: Path, wal: str
+) -> None:
+    """Unread (the WAL off, no reader announced), a garbage flush raises the bound to the
+    state's key count: a large state is rewritten by compactions rarely. Read live (the WAL
+    on), the bound stays ``garbage_flush_deletes``: lookups step over the dead entries of the
+    memtables, and a bound grown with the state let them pile up as the job aged."""
+    db = RocksState(tmp_path / "db", RocksOptions(garbage_flush_deletes=2_000, wal=wal))
+    in_memory = lambda: sum(  # noqa: E731
+        db._db.property_int_value(f"rocksdb.num-entries-{m}-mem-table{s}") or 0
+        for m, s in (("active", ""), ("imm", "s"))
+    )
+
+    def put_and_delete(first: int, n: int) -> None:
+        part = [layout.state_key(0, 1, b"d%05d" % i, 0) for i in range(first, first + n)]
+        db.write({k: b"x" for k in part})
+        db.write({}, part)
+
+    try:
+        db.write({layout.state_key(0, 1, b"k%05d" % i, 0): b"v" for i in range(20_000)})
+        db.flush()  # a state of 20,000 keys
+        put_and_delete(0, 2_000)  # the first garbage flush, read or not
+        wait_until(lambda: in_memory() == 0, timeout=20, what="the first garbage flush")
+        put_and_delete(2_000, 2_000)  # 2,000 deletes more
+        if wal == "always":
+            wait_until(lambda: in_memory() == 0, timeout=20, what="a second garbage flush")
+        else:
+            assert db._garbage_bound >= 20_000
+            assert in_memory() == 4_000  # below the grown bound: not flushed
+    finally:
+        db.close()
