@@ -81,6 +81,7 @@ def measure(seconds: float, every: float, round_s: float, connections: int = 50)
 
 
 def main() -> None:
+    """The command line: ``measure`` with its flags, JSON on stdout, each round on stderr."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=600.0, help="of the job's life")
     parser.add_argument("--every", type=float, default=10.0, help="seconds from round to round")
