@@ -28,6 +28,7 @@ from tests.support import (
     write_lines,
 )
 from tests.support.reference import Spec, group_emissions, simulate
+from tests.support.servers import SERVING
 
 NOT_INSTALLED = ("pyspark", "py4j", "pandas")  # numpy and pyarrow are core (kernels, exchange)
 SITECUSTOMIZE = f"""
@@ -45,7 +46,6 @@ class NotInstalled(MetaPathFinder):
 sys.meta_path.insert(0, NotInstalled())
 """
 SPEC = Spec(bound=200, size=1_000, lateness=0)
-SERVING = re.compile(r"weir: job (\S+) serving on (http://[\d.]+:\d+)\n")
 
 
 @pytest.fixture
