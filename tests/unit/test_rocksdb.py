@@ -308,6 +308,14 @@ def test_an_unknown_compression_is_refused_with_the_ones_there_are() -> None:
         RocksOptions(compression="zip")
 
 
+def _in_memtables(db: RocksState) -> int:
+    """Entries in ``db``'s memtables, the active one and those waiting to be flushed."""
+    return sum(
+        db._db.property_int_value(f"rocksdb.num-entries-{m}-mem-table{s}") or 0
+        for m, s in (("active", ""), ("imm", "s"))
+    )
+
+
 def test_deletes_past_the_bound_flush_and_a_file_of_deletes_is_compacted_away(
     tmp_path: Path,
 ) -> None:
@@ -326,18 +334,14 @@ def test_deletes_past_the_bound_flush_and_a_file_of_deletes_is_compacted_away(
             db.write({k: b"x" * 50 for k in dead[i : i + 100]})
             db.write({}, dead[i : i + 100])
         files = lambda: db._db.live_files()  # noqa: E731
-        in_memory = lambda: sum(  # noqa: E731
-            db._db.property_int_value(f"rocksdb.num-entries-{m}-mem-table{s}") or 0
-            for m, s in (("active", ""), ("imm", "s"))
-        )
-        assert len(files()) == 1 and in_memory() == 2 * 1_900
+        assert len(files()) == 1 and _in_memtables(db) == 2 * 1_900
         for i in range(1_900, 2_000, 100):  # the 2,000th delete: a flush
             db.write({k: b"x" * 50 for k in dead[i : i + 100]})
             db.write({}, dead[i : i + 100])
         # flushed in the background; its file of deletes then compacted with the live one
         wait_until(
             lambda: (
-                in_memory() == 0
+                _in_memtables(db) == 0
                 and sum(f["num_deletions"] for f in files()) == 0
                 and len(files()) == 1
             ),
@@ -392,10 +396,6 @@ def test_the_bound_grows_with_the_state_only_while_nobody_reads_it(
     on), the bound stays ``garbage_flush_deletes``: lookups step over the dead entries of the
     memtables, and a bound grown with the state let them pile up as the job aged."""
     db = RocksState(tmp_path / "db", RocksOptions(garbage_flush_deletes=2_000, wal=wal))
-    in_memory = lambda: sum(  # noqa: E731
-        db._db.property_int_value(f"rocksdb.num-entries-{m}-mem-table{s}") or 0
-        for m, s in (("active", ""), ("imm", "s"))
-    )
 
     def put_and_delete(first: int, n: int) -> None:
         part = [layout.state_key(0, 1, b"d%05d" % i, 0) for i in range(first, first + n)]
@@ -406,12 +406,12 @@ def test_the_bound_grows_with_the_state_only_while_nobody_reads_it(
         db.write({layout.state_key(0, 1, b"k%05d" % i, 0): b"v" for i in range(20_000)})
         db.flush()  # a state of 20,000 keys
         put_and_delete(0, 2_000)  # the first garbage flush, read or not
-        wait_until(lambda: in_memory() == 0, timeout=20, what="the first garbage flush")
+        wait_until(lambda: _in_memtables(db) == 0, timeout=20, what="the first garbage flush")
         put_and_delete(2_000, 2_000)  # 2,000 deletes more
         if wal == "always":
-            wait_until(lambda: in_memory() == 0, timeout=20, what="a second garbage flush")
+            wait_until(lambda: _in_memtables(db) == 0, timeout=20, what="a second garbage flush")
         else:
             assert db._garbage_bound >= 20_000
-            assert in_memory() == 4_000  # below the grown bound: not flushed
+            assert _in_memtables(db) == 4_000  # below the grown bound: not flushed
     finally:
         db.close()
