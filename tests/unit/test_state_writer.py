@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.support import stored_windows
-from weir.base.errors import StateError
+from weir.base.errors import StateError, WorkerFailed
 from weir.engine.runtime.messages import OperatorMarks
 from weir.engine.runtime.operators.cellwrites import CellLog, CellPart, Frozen
 from weir.engine.runtime.operators.delta import ColumnSegment, Segment, StateDelta
@@ -221,4 +221,49 @@ def test_the_written_watermarks_move_only_once_their_generation_is_written() -> 
         assert writer.written == {"op": OperatorMarks(200, 200)} and writer.failure is not None
     finally:
         state.go.set()
+        writer.close(10.0)
+
+
+class BrokenState(MemoryState):
+    """A backend whose write raises what no ``WeirError`` wraps (a bug, a library's own error,
+    as rocksdict raised for a batch written twice)."""
+
+    def write(self, puts: Mapping[bytes, bytes], deletes: list[bytes] | None = None) -> None:
+        raise Exception("this batch is already consumed")
+
+
+def test_an_unexpected_error_in_a_write_fails_the_worker_instead_of_hanging_it() -> None:
+    """The writer's thread died on it and left its generation queued: the worker's loop waited
+    for it forever (``wait_idle`` at the end of input), with nothing but a thread's traceback
+    on stderr. Now the generation is done with, the worker fails (and restarts from its last
+    checkpoint), and the next generation is still handled."""
+    writer = StateWriter(0, BrokenState())
+    errors: list[object] = []
+    try:
+        writer.submit([StateDelta(puts={b"k": b"v"})], errors.append)
+        assert writer.wait_idle(10.0), "the writer's thread died with the generation queued"
+        with pytest.raises(WorkerFailed, match="state write failed: Exception: this batch"):
+            writer.check()
+        assert len(errors) == 1 and isinstance(errors[0], StateError)  # a checkpoint declines
+        writer.submit([StateDelta(puts={b"k": b"v"})])
+        assert writer.wait_idle(10.0)
+    finally:
+        writer.close(10.0)
+
+
+def test_an_error_in_what_runs_after_a_write_fails_the_worker_instead_of_hanging_it() -> None:
+    """``then`` (a checkpoint's RocksDB checkpoint) runs on the writer's thread too."""
+    writer = StateWriter(0, MemoryState())
+
+    def then(error: object) -> None:
+        raise OSError("no space left on device")
+
+    try:
+        writer.submit([StateDelta(puts={b"k": b"v"})], then)
+        assert writer.wait_idle(10.0), "the writer's thread died with the generation queued"
+        with pytest.raises(WorkerFailed, match="after a state write: OSError: no space left"):
+            writer.check()
+        writer.submit([StateDelta(puts={b"k": b"w"})])
+        assert writer.wait_idle(10.0)
+    finally:
         writer.close(10.0)

@@ -23,7 +23,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from weir.base.errors import WeirError, WorkerFailed
+from weir.base.errors import StateError, WeirError, WorkerFailed
 from weir.engine.runtime.messages import OperatorMarks
 from weir.engine.runtime.operators.delta import StateDelta
 from weir.state.backend import StateBackend
@@ -104,19 +104,33 @@ class StateWriter:
                 if not self._jobs:
                     return
                 generations, then, marks = self._jobs[0]
-            cpu0 = time.thread_time()
-            error = self._write(generations)
-            if error is None and marks is not None:
-                self.written = marks
-            rest = min(REST * (time.thread_time() - cpu0), MAX_REST_S)
-            self._rested_at = time.monotonic() + rest
-            if then is not None:
-                then(error)
-            with self._cv:
-                self._jobs.popleft()
-                self._cv.notify_all()
+            try:
+                self._handle(generations, then, marks)
+            except Exception as exc:  # noqa: BLE001 - what ``then`` raised: fail, never hang
+                log.error("worker=%d after a state write: %r", self._index, exc, exc_info=True)
+                self.failure = self.failure or WorkerFailed(
+                    self._index, f"after a state write: {type(exc).__name__}: {exc}"
+                )
+            finally:  # popped whatever happened: the loop waits on an empty queue
+                with self._cv:
+                    self._jobs.popleft()
+                    self._cv.notify_all()
+
+    def _handle(
+        self, generations: list[StateDelta], then: Then | None, marks: Marks | None
+    ) -> None:
+        cpu0 = time.thread_time()
+        error = self._write(generations)
+        if error is None and marks is not None:
+            self.written = marks
+        rest = min(REST * (time.thread_time() - cpu0), MAX_REST_S)
+        self._rested_at = time.monotonic() + rest
+        if then is not None:
+            then(error)
 
     def _write(self, generations: list[StateDelta]) -> WeirError | None:
+        """Writes ``generations``; the error that failed the worker, if one did. Whatever the
+        write raises fails it: a worker whose writer thread died would wait for it forever."""
         try:
             for generation in generations:
                 generation.write(self._state, WRITE_CHUNK)
@@ -124,4 +138,9 @@ class StateWriter:
             log.error("worker=%d state write failed: %s", self._index, exc)
             self.failure = WorkerFailed(self._index, f"state write failed: {exc}")
             return exc
+        except Exception as exc:  # noqa: BLE001 - a bug or a library's own error, said with its stack
+            log.error("worker=%d state write failed: %r", self._index, exc, exc_info=True)
+            error = StateError(f"{type(exc).__name__}: {exc}")
+            self.failure = WorkerFailed(self._index, f"state write failed: {error}")
+            return error
         return None
