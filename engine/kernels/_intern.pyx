@@ -158,8 +158,40 @@ cdef extern from *:
     void WEIR_PREFETCH(const void *p) noexcept nogil
 
 
-cdef extern from "<stdlib.h>" nogil:
-    void *aligned_alloc(size_t alignment, size_t size)
+# The table's memory. On Linux its own mapping, grown with ``mremap``: the pages of the table
+# before stay (moved, not copied) and only the new half is faulted in, so growing to a table of
+# T bytes faults T bytes in all instead of 2T (the old tables were freed and new ones faulted
+# afresh). At 1M keys that is 16k page faults fewer, a few percent of a run. Elsewhere an
+# aligned block, the new one allocated before the old is freed.
+cdef extern from *:
+    """
+    #include <stdlib.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    static void *weir_table_alloc(size_t bytes) {
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    static void *weir_table_grow(void *p, size_t old_bytes, size_t bytes) {
+        void *q = mremap(p, old_bytes, bytes, MREMAP_MAYMOVE);
+        return q == MAP_FAILED ? NULL : q;
+    }
+    static void weir_table_free(void *p, size_t bytes) {
+        if (p != NULL) munmap(p, bytes);
+    }
+    #else
+    static void *weir_table_alloc(size_t bytes) { return aligned_alloc(64, bytes); }
+    static void *weir_table_grow(void *p, size_t old_bytes, size_t bytes) {
+        void *q = aligned_alloc(64, bytes);
+        if (q != NULL) free(p);
+        return q;
+    }
+    static void weir_table_free(void *p, size_t bytes) { free(p); }
+    #endif
+    """
+    void *weir_table_alloc(size_t bytes) nogil
+    void *weir_table_grow(void *p, size_t old_bytes, size_t bytes) nogil
+    void weir_table_free(void *p, size_t bytes) nogil
 
 
 # hashing runs this many rows ahead of probing; the probe's slot is prefetched PREFETCH rows
@@ -181,12 +213,22 @@ cdef inline void _fill(Slot *s, const uint8_t *p, Py_ssize_t length, uint64_t h,
 
 
 cdef Slot *_new_table(uint64_t cap) except NULL nogil:
-    cdef Slot *t = <Slot *>aligned_alloc(64, cap * sizeof(Slot))
+    cdef Slot *t = <Slot *>weir_table_alloc(cap * sizeof(Slot))
     if t == NULL:
         with gil:
             raise MemoryError()
     memset(t, 0xFF, cap * sizeof(Slot))  # id -1 everywhere: empty
     return t
+
+
+cdef Slot *_grown_table(Slot *t, uint64_t cap, uint64_t new_cap) except NULL nogil:
+    """``t`` (``cap`` slots) made ``new_cap`` slots, every one empty; ``t`` is gone."""
+    cdef Slot *g = <Slot *>weir_table_grow(t, cap * sizeof(Slot), new_cap * sizeof(Slot))
+    if g == NULL:
+        with gil:
+            raise MemoryError()
+    memset(g, 0xFF, new_cap * sizeof(Slot))
+    return g
 
 
 cdef class Interner:
@@ -227,7 +269,7 @@ cdef class Interner:
             raise MemoryError()
 
     def __dealloc__(self):
-        free(self.table)
+        weir_table_free(self.table, (self.mask + 1) * sizeof(Slot))
         free(self.hashes)
         free(self.meta)
         free(self.arena)
@@ -237,7 +279,9 @@ cdef class Interner:
 
     cdef int _grow_table(self) except -1 nogil:
         cdef uint64_t cap = (self.mask + 1) * 2, j, h
-        cdef Slot *t = _new_table(cap)
+        # every key is inserted again from ``hashes`` and ``meta``: the old slots are not read
+        cdef Slot *t = _grown_table(self.table, self.mask + 1, cap)
+        self.table = t
         cdef Py_ssize_t i
         cdef KeyMeta *m
         for i in range(self.n):
@@ -249,8 +293,6 @@ cdef class Interner:
                 j = (j + 1) & (cap - 1)
             m = &self.meta[i]
             _fill(&t[j], self.arena + m.off, m.length, h, <int32_t>i)
-        free(self.table)
-        self.table = t
         self.mask = cap - 1
         return 0
 

@@ -22,6 +22,27 @@ from weir.engine.runtime.stored.fold import FoldPlan
 from weir.state.keygroups import key_group, operator_for_key_group
 
 
+def test_the_interner_keeps_every_id_while_its_table_grows(kernels: Kernels) -> None:
+    """Past ten doublings of the table (1,024 slots to 2M, grown in place by ``mremap`` in the
+    compiled kernel): every key keeps its first id and reads back, short keys (held in the
+    slot) and long ones (the arena) alike, and interning them all again adds none."""
+    keys = [f"id-{i}" if i % 3 else f"a-much-longer-key-past-the-slot-{i}" for i in range(600_000)]
+    raw = [k.encode() for k in keys]
+    block = b"".join(raw)
+    lens = np.array([len(r) for r in raw], np.int32)
+    starts = np.zeros(len(raw), np.int64)
+    starts[1:] = np.cumsum(lens)[:-1]
+    it = kernels.Interner(128)
+    for at in range(0, len(raw), 50_000):  # grows between batches and within them
+        assert it.intern(block, starts[at : at + 50_000], lens[at : at + 50_000]).tolist() == (
+            list(range(at, min(at + 50_000, len(raw))))
+        )
+    order = np.random.default_rng(7).permutation(len(raw))
+    again = it.intern(block, starts[order], lens[order])
+    assert (again == order).all() and len(it) == len(raw)
+    assert [it.key(int(i)) for i in order[:1000]] == [keys[i] for i in order[:1000]]
+
+
 @given(st.lists(st.text(max_size=6), min_size=1, max_size=60), st.integers(1, 1 << 15), st.data())
 def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.DataObject) -> None:
     it = kernels.Interner(max_par)
