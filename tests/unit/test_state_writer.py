@@ -19,8 +19,9 @@ from weir.engine.runtime.messages import OperatorMarks
 from weir.engine.runtime.operators.cellwrites import CellLog, CellPart, Frozen
 from weir.engine.runtime.operators.delta import ColumnSegment, Segment, StateDelta
 from weir.engine.runtime.task.statewriter import MAX_REST_S, REST, StateWriter
+from weir.state.backend import Batch
 from weir.state.cellcodec import bucket_of_hash
-from weir.state.memory import MemoryState
+from weir.state.memory import MemoryBatch, MemoryState
 
 SID = 3
 
@@ -178,6 +179,46 @@ def test_column_segments_write_as_cells_of_python_values_and_a_late_update_wins(
     StateDelta(columns=[column], cells=CellPart(CellLog(128), SID, 3, [])).write(fresh)
     rows = {k.decode(): s for k, _, _, s in stored_windows(fresh.scan(b"", b"\xff"), SID)}
     assert rows["k2938"] == [2, big, 1.5]
+
+
+class Commits(MemoryState):
+    """Keeps the bytes (keys and values) of each batch committed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def commit(self, batch: Batch) -> None:
+        assert isinstance(batch, MemoryBatch)
+        self.sizes.append(sum(len(k) + len(v or b"") for k, v in batch.ops))
+        super().commit(batch)
+
+
+def test_a_batch_of_cells_ends_at_its_byte_bound_and_the_state_is_the_same() -> None:
+    """The worker's batches stay below the size its malloc maps afresh (``WRITE_BYTES``), so
+    each batch's buffer reuses the heap's pages; where they end changes no window stored (a
+    cell's key names its generation, so two writes' keys differ)."""
+    keys = [f"k{i}" for i in range(400)]
+    crcs = [zlib.crc32(k.encode()) for k in keys]
+    column = ColumnSegment.of(
+        end=5,
+        keys=keys,
+        key_groups=np.array([c % 128 for c in crcs], np.uint16),
+        slots=[np.arange(400, dtype=np.int64), np.arange(400, dtype=np.float64)],
+    )
+    states: dict[str, Commits] = {}
+    for name, bound in (("whole", 1 << 62), ("bounded", 600)):
+        state = states[name] = Commits()
+        StateDelta(columns=[column], cells=CellPart(CellLog(128), SID, 2, [])).write(
+            state, 1024, bound
+        )
+    whole, bounded = states["whole"], states["bounded"]
+    assert len(whole.sizes) == 1 and len(bounded.sizes) > 3
+    biggest = max(len(k) + len(v) for k, v in whole.scan(b"", b"\xff"))
+    assert all(size < 600 + biggest for size in bounded.sizes)
+    assert sum(bounded.sizes) == sum(whole.sizes)
+    rows = [sorted(stored_windows(s.scan(b"", b"\xff"), SID)) for s in (whole, bounded)]
+    assert rows[0] == rows[1] and len(rows[0]) == 400
 
 
 def test_columns_without_a_cell_writer_are_refused() -> None:

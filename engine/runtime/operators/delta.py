@@ -142,13 +142,16 @@ class StateDelta:
         keys += len(self.cells) if self.cells is not None else 0
         return len(self.puts) + len(self.rows) + len(self.deletes) + keys
 
-    def write(self, state: StateBackend, chunk: int | None = None) -> None:
+    def write(
+        self, state: StateBackend, chunk: int | None = None, chunk_bytes: int = 1 << 62
+    ) -> None:
         """Into RocksDB: the deletes, then the puts (``StateBackend.write``), in one batch, or
         in batches of ``chunk`` when a checkpoint's thread writes it: RocksDB's write holds
         the GIL, and the worker's loop gets it back between batches. Nothing else writes until
-        the last one, so the result is the same. Its own packer: the operators' (``codec``)
-        may be packing on the worker's loop meanwhile, and a packer is not safe to share
-        between threads."""
+        the last one, so the result is the same. A batch of cells also ends once it holds
+        ``chunk_bytes`` of keys and values (``statewriter.WRITE_BYTES``). Its own packer: the
+        operators' (``codec``) may be packing on the worker's loop meanwhile, and a packer is
+        not safe to share between threads."""
         deletes = self.deletes
         if self.cells is not None:
             deletes = deletes + self.cells.deletes(state)
@@ -159,11 +162,14 @@ class StateDelta:
                 state.write({}, deletes[i : i + chunk])
             if self.cells is not None:
                 # one entry a cell key: straight into batches, no dict between
-                cells = self.cells.entries(self.columns)
-                while part := list(islice(cells, chunk)):
-                    batch = state.batch()
-                    for key, value in part:
-                        batch.put(key, value)
+                batch, entries, size = state.batch(), 0, 0
+                for key, value in self.cells.entries(self.columns):
+                    batch.put(key, value)
+                    entries, size = entries + 1, size + len(key) + len(value)
+                    if entries >= chunk or size >= chunk_bytes:
+                        state.commit(batch)
+                        batch, entries, size = state.batch(), 0, 0
+                if entries:
                     state.commit(batch)
             for puts in self._chunks(chunk, cells=False):
                 state.write(puts)
