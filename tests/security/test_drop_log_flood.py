@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -120,3 +121,46 @@ def test_a_flood_on_the_exchange_acceptor_is_a_few_counted_lines(
     assert _dropped_total(lines) == garbage, lines
     assert len(lines) <= 6, f"{len(lines)} lines for {garbage} drops: {lines[:5]}"
     assert "reason=not a weir exchange handshake" in lines[0]
+
+
+def test_a_connection_reset_before_its_accept_does_not_stop_the_acceptor(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A client that connects and resets at once (a port scanner, a health check closing with
+    linger 0) left no peer to name once accepted: ``getpeername`` raised, and the exception
+    ended a cluster task's state server acceptor for good, every later live read of that
+    worker failing its handshake. It is one more counted drop now, and the next client is
+    served."""
+    auth = PeerAuth.new(3)
+    listener = socket.create_server(("127.0.0.1", 0))
+    address = listener.getsockname()
+    accept = acceptor.Acceptor(0, frozenset({1}), auth, listener, "state server")
+    for _ in range(3):  # in the listen queue, reset, before the acceptor runs
+        scan = socket.create_connection(address, timeout=5.0)
+        scan.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        scan.close()
+    proved: list[int] = []
+    stop = threading.Event()
+    failed: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            accept.serve(stop.is_set, lambda index, sock: (proved.append(index), sock.close()))
+        except BaseException as exc:  # noqa: BLE001 - the test reports it
+            failed.append(exc)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    with caplog.at_level(logging.WARNING, logger=acceptor.__name__):
+        thread.start()
+        try:
+            real = socket.create_connection(address, timeout=5.0)
+            prove(real, auth, 1, 0, time.monotonic() + 10.0)
+            real.close()
+            wait_until(lambda: proved or failed, 10.0, what="the real client to be proved")
+        finally:
+            stop.set()
+            thread.join(10.0)
+            listener.close()
+    assert not failed, f"the acceptor stopped: {failed[0]!r}"
+    assert proved == [1]
+    assert "reason=gone before its handshake" in caplog.text

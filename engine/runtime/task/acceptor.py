@@ -149,8 +149,15 @@ class Acceptor:
         except OSError as exc:  # out of descriptors, or the listener closed while stopping
             self._drops.dropped("(not accepted)", f"accept failed: {exc.strerror}")
             return
-        p = _Pending(s, describe(s), time.monotonic() + HANDSHAKE_S)
-        if s.family == socket.AF_UNIX and peer_uid(s) != os.getuid():
+        try:
+            peer = describe(s)
+            other_user = s.family == socket.AF_UNIX and peer_uid(s) != os.getuid()
+        except OSError as exc:  # reset before it was accepted: getpeername has no peer to name
+            s.close()
+            self._drops.dropped("(gone)", f"gone before its handshake: {exc.strerror}")
+            return
+        p = _Pending(s, peer, time.monotonic() + HANDSHAKE_S)
+        if other_user:
             self._pending.drop(p, "another user")
             return
         self._pending.add(p, "too many handshakes at once; the oldest goes")
