@@ -293,6 +293,11 @@ class JobManager:
             except LeaseLost as exc:  # a commit found the lease taken
                 self._lease_lost(str(exc))
                 verdict = None
+            except Exception as exc:  # noqa: BLE001 - a dead monitor would hang the job
+                log.exception("job=%s the job manager's monitor failed", self.job.name)
+                self._workers.kill()
+                self._give_up(WeirError(f"the job manager failed: {type(exc).__name__}: {exc}"))
+                return
             if verdict is not None:
                 self._give_up(verdict)
                 return
@@ -322,13 +327,19 @@ class JobManager:
         generation = self.generation
         workers = self._workers
         for i, link in enumerate(workers.links):
-            try:
-                while generation == self.generation and link.poll(0):
-                    self._on_message(i, link.receive())
-            except (EOFError, OSError):
-                pass
-            except MessageError as exc:  # not a weir worker of this version: a failure
-                self._fail(WorkerFailed(i, f"sent what the job manager cannot read: {exc}"))
+            while generation == self.generation:
+                try:
+                    if not link.poll(0):
+                        break
+                    message = link.receive()
+                except (EOFError, OSError):
+                    break
+                except MessageError as exc:  # not a weir worker of this version: a failure
+                    self._fail(WorkerFailed(i, f"sent what the job manager cannot read: {exc}"))
+                    break
+                # outside the link's errors: what handling it raises (a restart's OSError) is
+                # the monitor's to report (``_follow``), never dropped as a closed link
+                self._on_message(i, message)
             if generation != self.generation or self._stopping.is_set():
                 return False  # restarted (new processes) or stopping
             if not workers.alive(i):
@@ -385,6 +396,13 @@ class JobManager:
                 return
             except WeirError as exc:  # e.g. an output it cannot rewind: the job fails, saying so
                 failure = WorkerFailed(failure.worker, f"{failure.reason}; restart failed: {exc}")
+            except Exception as exc:  # noqa: BLE001 - e.g. no process could start (EMFILE, EAGAIN)
+                log.exception("job=%s restart failed", self.job.name)
+                self._workers.kill()
+                failure = WorkerFailed(
+                    failure.worker,
+                    f"{failure.reason}; restart failed: {type(exc).__name__}: {exc}",
+                )
         if self.failure is None:
             log.error(
                 "job=%s stopped: %s (restarts within %d ms: %d, restart_failures=%d)",
