@@ -99,7 +99,10 @@ class ApiMembers:
             wait([p.sentinel for p in members], timeout=0.5)
             for proc in members:
                 if proc.exitcode is not None and not self._stopping.is_set():
-                    self._ended(proc)
+                    try:
+                        self._ended(proc)
+                    except Exception as exc:  # noqa: BLE001 - e.g. EAGAIN: the next pass retries
+                        log.warning("api member pid=%s could not be replaced: %r", proc.pid, exc)
 
     def _ended(self, proc: BaseProcess) -> None:
         """A member that ended abnormally (a crash, a kill) is started again; one that exited

@@ -82,18 +82,22 @@ def serve_http(
     server = _Server(config)
 
     def watch() -> None:
-        while not server.started and not until.is_set():
-            until.wait(0.05)
-        if server.started and announce:
-            host, port = server.servers[0].sockets[0].getsockname()[:2]
-            url = f"http://{host}:{port}"
-            logs.say(f"job {job} serving on {url}", job=job, url=url)
-            if on_serving is not None:
-                on_serving(url)
-        if server.started:  # listening already: the collection delays no start, no bind
-            settle_collector()
-        until.wait()
-        server.should_exit = True
+        try:
+            while not server.started and not until.is_set():
+                until.wait(0.05)
+            if server.started and announce:
+                host, port = server.servers[0].sockets[0].getsockname()[:2]
+                url = f"http://{host}:{port}"
+                logs.say(f"job {job} serving on {url}", job=job, url=url)
+                if on_serving is not None:
+                    on_serving(url)
+            if server.started:  # listening already: the collection delays no start, no bind
+                settle_collector()
+        except Exception:  # noqa: BLE001 - e.g. stderr a closed pipe: serve on, stop on time
+            log.exception("job=%s announcing the API failed", job)
+        finally:  # whatever the announcement did, ``until`` still stops the server
+            until.wait()
+            server.should_exit = True
 
     threading.Thread(target=watch, name="weir-watch", daemon=True).start()
     server.run(sockets=None if sock is None else [sock])
