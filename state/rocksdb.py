@@ -367,8 +367,9 @@ class SecondaryReader:
                     return
                 try:
                     self._catch_up()
-                except StateError as exc:  # a reopen failed: the next read reopens or says so
-                    log.warning("secondary reopen failed path=%s error=%s", self.primary, exc)
+                except Exception as exc:  # noqa: BLE001 - a reopen failed (StateError, OSError)
+                    # the next read reopens or says so, and starts a thread again
+                    log.warning("secondary reopen failed path=%s error=%r", self.primary, exc)
                     self._follow_stop = None
                     return
 

@@ -4,6 +4,7 @@ fails clearly, SST ingest, and the secondary reader. The state backend contract 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -414,4 +415,36 @@ def test_the_bound_grows_with_the_state_only_while_nobody_reads_it(
             assert db._garbage_bound >= 20_000
             assert _in_memtables(db) == 4_000  # below the grown bound: not flushed
     finally:
+        db.close()
+
+
+def test_a_catch_up_that_raises_stops_the_thread_and_the_next_read_starts_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ``OSError`` from a reopen (the readers' directory, ``walgate``) ended the following
+    thread without clearing its mark, so no read ever started one again: every read then
+    waited for its own catch-up. Now it logs why, and the next read follows again."""
+    db = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=10)
+    catch_up = reader._catch_up
+    failing = threading.Event()
+
+    def flaky() -> object:
+        if failing.is_set() and threading.current_thread().name.startswith("weir-follow-"):
+            failing.clear()
+            raise PermissionError(13, "Permission denied")
+        return catch_up()
+
+    monkeypatch.setattr(reader, "_catch_up", flaky)
+    try:
+        db.write({b"a": b"1"})
+        with caplog.at_level(logging.WARNING, logger=rocksdb.__name__):
+            assert reader.get(b"a") == b"1" and _following(reader)
+            failing.set()
+            wait_until(lambda: not _following(reader), 5.0, what="the failed thread to stop")
+        assert "secondary reopen failed" in caplog.text and "Permission denied" in caplog.text
+        assert reader.get(b"a") == b"1"
+        assert _following(reader)  # the read started it again
+    finally:
+        reader.close()
         db.close()
