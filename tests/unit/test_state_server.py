@@ -9,6 +9,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import pytest
@@ -201,3 +202,33 @@ def test_malformed_ranges_are_an_error_answer_and_the_connection_goes_on(
         assert remote.scan_ranges([(b"k001", b"k002")]) == [[(b"k001", b"v1")]]
     finally:
         remote.close()
+
+
+def test_a_read_that_fails_in_the_worker_is_answered_with_its_reason(
+    served: tuple[StateServer, PeerAuth, RocksState, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An ``OSError`` from the server's own reader (reopening its secondary) closed the
+    connection as if the job manager had gone away, or killed the serving thread: the API
+    then said only that the state server stopped answering. It is an answer now, naming why,
+    and the connection serves the next read."""
+    server, auth, _, _ = served
+    real = server._ops["get"]
+    calls: list[bytes] = []
+
+    def failing_once(key: bytes) -> Any:
+        calls.append(key)
+        if len(calls) == 1:
+            raise PermissionError(13, "Permission denied", "served/readers")
+        return real(key)
+
+    monkeypatch.setitem(server._ops, "get", failing_once)
+    remote = _reader(server, auth)
+    try:
+        with pytest.raises(StateError, match="get: PermissionError: .*Permission denied"):
+            remote.get(b"k007")
+        assert remote.get(b"k007") == b"v7"
+    finally:
+        remote.close()
+    assert "state server: worker=1 get failed" in caplog.text

@@ -141,6 +141,11 @@ class StateServer:
             return [False, type(exc).__name__, str(exc), self._reader.caught_up_at]
         except (TypeError, ValueError) as exc:
             return [False, "StateError", f"{request[0]}: {exc}", self._reader.caught_up_at]
+        except Exception as exc:  # noqa: BLE001 - answered, not a connection closed on the reader
+            # e.g. an OSError reopening the secondary: the job manager's error names it
+            log.warning("state server: worker=%d %s failed: %r", self.index, request[0], exc)
+            reason = f"{request[0]}: {type(exc).__name__}: {exc}"
+            return [False, "StateError", reason, self._reader.caught_up_at]
         return [True, result, self._reader.caught_up_at]
 
     def _scan(self, lo: bytes, hi: bytes, limit: int | None) -> list[tuple[bytes, bytes]]:
