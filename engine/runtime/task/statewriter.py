@@ -35,7 +35,7 @@ WRITE_CHUNK = 1024  # entries per RocksDB batch: the loop gets the GIL back betw
 # ... and bytes per batch of cells: a batch's buffer stays below the size the worker's malloc
 # maps afresh (``heap.MMAP_THRESHOLD``: a buffer of a MiB or more is unmapped when freed), so
 # the heap's pages are reused, where batches of 1,024 cells (~3 MB at 1M keys) faulted ~14k
-# new pages a run in and cleared them (the cpu bench's SQL job: 89k page faults, now 79k)
+# new pages a run in and cleared them (the cpu bench's SQL job: ~89k page faults, now ~77k)
 WRITE_BYTES = MMAP_THRESHOLD // 4
 # RocksDB's write holds the GIL, so a flush's write takes the loop's time: after a write of
 # c CPU seconds the next flush waits REST * c, which keeps the writer to ~1/(1+REST) of it
