@@ -128,13 +128,18 @@ class ConnectionGuard:
                 break
             if waited >= self.deadlines[found.kind]:
                 expired.append((proto, found.kind))
-        for proto, kind in expired:
-            self._close(proto, _WHY[kind] % self.deadlines[kind])
-        self._drops.flush()
-        if self._waiting and self._swept_by is loop:
-            loop.call_later(self.tick, self._expire, loop)
-        elif self._swept_by is loop:
-            self._swept_by = None
+        try:
+            for proto, kind in expired:
+                try:
+                    self._close(proto, _WHY[kind] % self.deadlines[kind])
+                except Exception:  # noqa: BLE001 - one connection's close, not every later sweep
+                    log.exception("http: closing an expired connection failed")
+            self._drops.flush()
+        finally:  # rescheduled whatever happened: a sweep that stopped ends every deadline
+            if self._waiting and self._swept_by is loop:
+                loop.call_later(self.tick, self._expire, loop)
+            elif self._swept_by is loop:
+                self._swept_by = None
 
     def _close(self, proto: Any, why: str) -> None:
         found = self._waiting.get(proto)

@@ -102,3 +102,40 @@ def test_the_sweep_closes_only_expired_waits_and_stops_when_none_wait() -> None:
         assert late.transport.aborted
 
     asyncio.run(main())
+
+
+async def _within(seconds: float, condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds within ``seconds`` of the loop's time (the sweep runs on
+    this loop, so the wait yields to it)."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while not condition():
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+@dataclass(eq=False)
+class BrokenTransport(Transport):
+    def abort(self) -> None:
+        self.aborted = True
+        raise OSError(9, "Bad file descriptor")
+
+
+def test_a_close_that_raises_neither_stops_the_sweep_nor_spares_the_others() -> None:
+    """The sweep reschedules itself at its end: a close that raised (a transport already
+    torn down) ended it for good, and no later wait ever met its deadline (a slow client
+    could then hold its connection, and its slot, for ever)."""
+
+    async def main() -> None:
+        guard = ConnectionGuard(8, deadlines={"head": 0.05})
+        broken = Conn(("127.0.0.1", 5000), BrokenTransport())
+        first = Conn(("127.0.0.1", 5001))
+        guard.wait(broken, "head")
+        guard.wait(first, "head")
+        assert await _within(5.0, lambda: broken.transport.aborted and first.transport.aborted)
+        later = Conn(("127.0.0.1", 5002))
+        guard.wait(later, "head")
+        assert await _within(5.0, lambda: later.transport.aborted and guard.waiting == 0)
+
+    asyncio.run(main())
