@@ -6,12 +6,16 @@ whose lease was taken loses it on its next write, committing nothing."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support import wait_until
 from weir.base.errors import LeaseLost
+from weir.engine.runtime.control import leadership
 from weir.engine.runtime.control.leadership import VALID, Leadership
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.lease import Holder, LeaseStore
@@ -136,3 +140,37 @@ def test_a_standby_asked_to_stop_holds_nothing(storage: CheckpointStorage) -> No
     assert standby.record is None
     found = LeaseStore(storage).read()
     assert found is not None and found[0].holder.run == "a"
+
+
+def test_a_renewal_that_raises_what_storage_did_not_wrap_is_retried(
+    storage: CheckpointStorage, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The renewal thread caught only ``StorageError``; anything else a store let through (an
+    ``OSError``) ended it, and the job was stopped a lease later for a lease "not renewed",
+    though storage answered again at once. Now it warns and retries like any failed write."""
+    monkeypatch.setattr(leadership, "RETRY_S", 0.02)
+    leader = Leadership(storage, _holder("a"), 400)  # renewed every 100 ms, on the real clock
+    assert leader.acquire(threading.Event(), lambda _h: False) is None
+    replace = leader.leases.replace
+    failures: list[int] = []
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if not failures:
+            failures.append(1)
+            raise OSError(5, "Input/output error")
+        return replace(*args, **kwargs)
+
+    monkeypatch.setattr(leader.leases, "replace", flaky)
+    lost: list[str] = []
+    with caplog.at_level(logging.WARNING, logger=leadership.__name__):
+        leader.start_renewing(lost.append)
+        try:
+            wait_until(
+                lambda: failures and leader.record is not None and leader.record.renewal >= 4,
+                10.0,
+                what="renewals to go on after the failed one",
+            )
+            assert leader.valid() and not lost
+        finally:
+            leader.release()
+    assert "cannot renew its lease: OSError(5, 'Input/output error')" in caplog.text

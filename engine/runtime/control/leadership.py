@@ -264,9 +264,10 @@ class Leadership:
                     failing = False
                 except LeaseLost:
                     return  # the watchdog tells
-                except StorageError as exc:
-                    if not failing:
-                        log.warning("job=%s cannot renew its lease: %s", self._job, exc)
+                except Exception as exc:  # noqa: BLE001 - StorageError, or what a store let through
+                    if not failing:  # retried: a renewal thread that died would lose the lease
+                        why = str(exc) if isinstance(exc, StorageError) else repr(exc)
+                        log.warning("job=%s cannot renew its lease: %s", self._job, why)
                     failing = True
                     self._last_error = str(exc)
 
