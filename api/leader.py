@@ -113,9 +113,10 @@ class LeaderWatch:
         """Read the lease once (the thread calls it; so may a test)."""
         try:
             found = self.leases.read()
-        except StorageError as exc:
-            if self._error is None:
-                log.warning("api: cannot read the job's lease %s: %s", self.where, exc)
+        except Exception as exc:  # noqa: BLE001 - StorageError, or what a store let through
+            if self._error is None:  # the thread reads again: one that died froze the lease
+                why = str(exc) if isinstance(exc, StorageError) else repr(exc)
+                log.warning("api: cannot read the job's lease %s: %s", self.where, why)
             self._error = str(exc)
             return
         self._error = None

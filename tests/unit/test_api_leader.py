@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tests.support import LOCAL
@@ -201,3 +202,25 @@ def test_a_leader_on_another_host_is_asked_through_its_api(tmp_path: Path) -> No
     assert r.status_code == 503 and r.headers["Retry-After"] == "1"
     assert r.json()["error"]["code"] == "leader_unreachable"
     assert "http://127.0.0.1:9" in r.json()["error"]["message"]
+
+
+def test_a_lease_read_that_raises_what_storage_did_not_wrap_is_an_error_not_a_dead_watch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch's thread caught only ``StorageError``; an ``OSError`` a store let through
+    ended it, the last lease seen froze, and a lease later the API said its leader had
+    stopped renewing. Now the read's error is the answer until a read succeeds again."""
+    storage = CheckpointStorage(tmp_path / "chk", "j")
+    watch = LeaderWatch(storage, clock=Clock())
+    reads: list[int] = []
+
+    def failing(*args: Any) -> Any:
+        reads.append(1)
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(watch.leases, "read", failing)
+    watch.poll()  # raised before: the thread calls exactly this
+    assert reads == [1] and watch.leader.error == "[Errno 5] Input/output error"
+    monkeypatch.undo()
+    watch.poll()
+    assert watch.leader.error is None
