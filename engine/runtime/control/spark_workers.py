@@ -179,9 +179,9 @@ class SparkWorkers:
     ) -> None:
         from weir.engine.runtime.control.cluster import failure_summary
 
-        sc = spark.sparkContext
-        sc.setJobGroup(group, f"weir workers ({n})", interruptOnCancel=True)
-        try:
+        try:  # the context too: a py4j error there must still say why and set ``done``
+            sc = spark.sparkContext
+            sc.setJobGroup(group, f"weir workers ({n})", interruptOnCancel=True)
             sc.parallelize(range(n), n).barrier().mapPartitions(
                 lambda it: run_task(payload, it)
             ).collect()
