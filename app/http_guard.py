@@ -128,12 +128,9 @@ class ConnectionGuard:
                 break
             if waited >= self.deadlines[found.kind]:
                 expired.append((proto, found.kind))
-        try:
+        try:  # a close that raises reaches the loop's handler; the rest go at the next sweep
             for proto, kind in expired:
-                try:
-                    self._close(proto, _WHY[kind] % self.deadlines[kind])
-                except Exception:  # noqa: BLE001 - one connection's close, not every later sweep
-                    log.exception("http: closing an expired connection failed")
+                self._close(proto, _WHY[kind] % self.deadlines[kind])
             self._drops.flush()
         finally:  # rescheduled whatever happened: a sweep that stopped ends every deadline
             if self._waiting and self._swept_by is loop:
