@@ -31,7 +31,7 @@ from benchmarks.hotpath import event_file
 from weir.engine.kernels import Kernels, ir, load
 from weir.engine.kernels.expr import filter_mask
 from weir.engine.kernels.fold import fold_window
-from weir.engine.kernels.scan import FLOAT, INT, OK, OTHER, STR, scan_block
+from weir.engine.kernels.scan import FLOAT, INT, OK, STR, scan_block
 from weir.engine.kernels.timek import ON_TIME
 from weir.engine.watermarks import MIN_WATERMARK
 
@@ -127,19 +127,11 @@ class Loop:
         """The fired windows as ``{(key, end): slots}`` (for the check; not timed)."""
         keys = self.interner.keys()
         out: Results = {}
-        for end, ids, slots, objects in self.fired:
-            columns = [_values(col, s, objects) for s, col in enumerate(slots)]
+        for end, ids, columns in self.fired:
+            values = [c.tolist() if isinstance(c, np.ndarray) else c for c in columns]
             for row, kid in enumerate(ids.tolist()):
-                out[(keys[kid], end)] = [c[row] for c in columns]
+                out[(keys[kid], end)] = [c[row] for c in values]
         return out
-
-
-def _values(col: tuple[Any, Any, Any], slot: int, objects: dict[Any, Any]) -> list[Any]:
-    tags, i64, f64 = col
-    return [
-        f if t == FLOAT else (objects[(slot, r)] if t == OTHER else i)
-        for r, (t, i, f) in enumerate(zip(tags.tolist(), i64.tolist(), f64.tolist(), strict=True))
-    ]
 
 
 def reference(path: Path) -> Results:

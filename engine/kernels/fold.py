@@ -181,23 +181,22 @@ class WindowAcc:
         self._dirty = {}
         return out
 
-    def export(self) -> tuple[Array, list[tuple[Array, Array, Array]], dict[tuple[int, int], Any]]:
+    def export(self) -> tuple[Array, list[Any]]:
         """Every key's accumulator as columns, for firing without a Python call per key.
 
         Returns:
-            ``(ids, slots, objects)``: the ids with an accumulator (``int32``, in the order
-            the keys first arrived); per slot of ``slots``' layout a ``(tags, i64, f64)``
-            column (``scan``'s ``INT``, ``FLOAT``, or ``OTHER`` for an int past int64, whose
-            value is ``objects[(slot, row)]``).
+            ``(ids, columns)``: the ids with an accumulator (``int32``, in the order the keys
+            first arrived) and a column per slot of ``slots``' layout, row for row: an
+            ``int64`` array where every value is an int64 int, a ``float64`` array where every
+            one is a float, else a list of the values (``None`` for NULL, a Python int past
+            int64 as itself). The compiled kernel lists a column where a key's slot went to
+            Python ints even if its value came back into int64's range: the same values.
         """
         ids = list(self._acc)
-        slots, objects = self._columns(ids)
-        return np.array(ids, np.int32), slots, objects
+        return np.array(ids, np.int32), self._columns(ids)
 
-    def export_rows(
-        self, kids: Array
-    ) -> tuple[list[tuple[Array, Array, Array]], dict[tuple[int, int], Any]]:
-        """``export``'s ``(slots, objects)`` of the keys ``kids`` alone, in that order.
+    def export_rows(self, kids: Array) -> list[Any]:
+        """``export``'s columns of the keys ``kids`` alone, in that order.
 
         Raises:
             KeyError: a key has no accumulator in this window.
@@ -208,26 +207,18 @@ class WindowAcc:
                 raise KeyError(f"key id {k} has no accumulator in this window")
         return self._columns(ids)
 
-    def _columns(
-        self, ids: list[int]
-    ) -> tuple[list[tuple[Array, Array, Array]], dict[tuple[int, int], Any]]:
+    def _columns(self, ids: list[int]) -> list[Any]:
         width = sum(2 if BASE[k] == "mean" else 1 for k in self.kinds)
-        columns = [[self._acc_slots(k)[s] for k in ids] for s in range(width)]
-        objects: dict[tuple[int, int], Any] = {}
-        out = []
-        for s, col in enumerate(columns):
-            tags = np.array(
-                [TAG_FLOAT if type(v) is float else TAG_NULL if v is None else 4 for v in col],
-                np.uint8,
-            )
-            for row, v in enumerate(col):
-                if type(v) is int and not -(1 << 63) <= v < (1 << 63):
-                    tags[row] = 7
-                    objects[(s, row)] = v
-            i64 = np.array([v if tags[r] == 4 else 0 for r, v in enumerate(col)], np.int64)
-            f64 = np.array([v if type(v) is float else 0.0 for v in col], np.float64)
-            out.append((tags, i64, f64))
-        return out, objects
+        out: list[Any] = []
+        for s in range(width):
+            col = [self._acc_slots(k)[s] for k in ids]
+            if all(type(v) is int and -(1 << 63) <= v < (1 << 63) for v in col):
+                out.append(np.array(col, np.int64))
+            elif all(type(v) is float for v in col):
+                out.append(np.array(col, np.float64))
+            else:
+                out.append(col)
+        return out
 
     def _acc_slots(self, kid: int) -> list[Any]:
         return [x for group in self._acc[kid] for x in group]

@@ -186,11 +186,12 @@ class Interner:
         """
         return np.array(_picked(self._crcs, ids), dtype=np.uint32)
 
-    def gather_keys(self, ids: Array) -> tuple[bytes, Array, Array]:
+    def gather_keys(self, ids: Array) -> tuple[bytes, Array, Array, Array]:
         """The keys of ``ids`` as the cell writer takes them (``cells.PackedRows``): their
-        UTF-8 bytes end to end, ``int64`` offsets (``len(ids) + 1``, from 0), and each key's
-        CRC-32 (``uint32``, as ``zlib.crc32``). Called on the operator's own thread: the
-        compiled interner's arena moves as it grows.
+        UTF-8 bytes end to end, ``int64`` offsets (``len(ids) + 1``, from 0), each key's
+        CRC-32 (``uint32``, as ``zlib.crc32``) and its key group (``uint16``: a job has at
+        most 32,768). Called on the operator's own thread: the compiled interner's arena moves
+        as it grows.
 
         Raises:
             IndexError: an id is not interned.
@@ -198,7 +199,8 @@ class Interner:
         keys = _picked(self._raw, ids)
         offsets = np.zeros(len(keys) + 1, np.int64)
         np.cumsum(np.fromiter(map(len, keys), np.int64, len(keys)), out=offsets[1:])
-        return b"".join(keys), offsets, self.gather_crcs(ids)
+        groups = self.groups(ids).astype(np.uint16)
+        return b"".join(keys), offsets, self.gather_crcs(ids), groups
 
 
 def _picked(table: list[Any], ids: Array) -> list[Any]:

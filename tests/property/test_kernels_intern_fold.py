@@ -41,9 +41,14 @@ def test_the_interner_keeps_every_id_while_its_table_grows(kernels: Kernels) -> 
     again = it.intern(block, starts[order], lens[order])
     assert (again == order).all() and len(it) == len(raw)
     assert [it.key(int(i)) for i in order[:1000]] == [keys[i] for i in order[:1000]]
+    # gathered (short keys by a fixed-size move that reads past them): the newest key, the
+    # arena's last bytes, among them
+    picked = np.concatenate((order[:5000], [len(raw) - 1])).astype(np.int32)
+    blob, offs, _, _ = it.gather_keys(picked)
+    assert blob == b"".join(raw[i] for i in picked.tolist()) and offs[-1] == len(blob)
 
 
-@given(st.lists(st.text(max_size=6), min_size=1, max_size=60), st.integers(1, 1 << 15), st.data())
+@given(st.lists(st.text(max_size=12), min_size=1, max_size=60), st.integers(1, 1 << 15), st.data())
 def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.DataObject) -> None:
     it = kernels.Interner(max_par)
     raw = [k.encode() for k in keys]
@@ -78,12 +83,14 @@ def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.Data
         operator_for_key_group(max_par, p, key_group(k, max_par)) for k in keys
     ]
     assert kernels.crc32_of(block) == zlib.crc32(block)
-    # the cell writer's keys: bytes end to end, offsets and CRCs, in the ids' order given
+    # the cell writer's keys: bytes end to end, offsets, CRCs and key groups, in the ids'
+    # order given
     picked = ids[::-1].copy()
-    blob, offs, crcs = it.gather_keys(picked)
+    blob, offs, crcs, groups = it.gather_keys(picked)
     want = [first_raw[k] for k in picked.tolist()]
     assert blob == b"".join(want) and offs.tolist() == [0, *np.cumsum([len(r) for r in want])]
     assert crcs.dtype == np.uint32 and crcs.tolist() == [zlib.crc32(r) for r in want]
+    assert groups.dtype == np.uint16 and groups.tolist() == it.groups(picked).tolist()
     assert it.gather_keys(np.zeros(0, np.int32))[0] == b""
     # a fired window's cleanup timers: the CRCs alone, kept from when each key was new
     only = it.gather_crcs(picked)
@@ -149,23 +156,24 @@ def test_fold_equals_python_fold(
         else:
             assert got is not None and [_bits(x) for x in got] == [_bits(x) for x in expected]
     assert acc.present_ids().tolist() == sorted(int(k) for k in want)
-    ids, slots, objects = acc.export()  # the same accumulators as columns
+    ids, columns = acc.export()  # the same accumulators as columns
     assert ids.tolist() == [int(k) for k in want]  # in the order the keys first arrived
     for row, kid in enumerate(ids.tolist()):
-        exported = [
-            objects[(s, row)]
-            if t[row] == 7
-            else (float(f[row]) if t[row] == FLOAT else int(i[row]))
-            for s, (t, i, f) in enumerate(slots)
-        ]
+        exported = _exported(columns, row)
         assert [_bits(x) for x in exported] == [_bits(x) for x in want[str(kid)]]
 
 
-def _exported(slots: list[Any], objects: dict[Any, Any], row: int) -> list[Any]:
-    return [
-        objects[(s, row)] if t[row] == 7 else (float(f[row]) if t[row] == FLOAT else int(i[row]))
-        for s, (t, i, f) in enumerate(slots)
-    ]
+def _exported(columns: list[Any], row: int) -> list[Any]:
+    """Row ``row`` of exported columns: an int64 array, a float64 array, or a list of values
+    (where neither array holds them all, or a slot went to Python ints)."""
+    out = []
+    for col in columns:
+        if isinstance(col, np.ndarray):
+            assert col.dtype in (np.int64, np.float64)
+            out.append(col.tolist()[row])
+        else:
+            out.append(col[row])
+    return out
 
 
 PAST_INT64 = st.sampled_from([BIG + 1, BIG + 10**6, -BIG - 2, (1 << 64) - 1])
@@ -212,8 +220,8 @@ def test_load_then_fold_equals_python_fold(
         got = acc.slots(int(key))
         assert got is not None and [_bits(x) for x in got] == [_bits(x) for x in want]
     chosen = np.array([int(k) for k in reversed(bucket)], np.int32)
-    slots_out, objects = acc.export_rows(chosen)
+    columns = acc.export_rows(chosen)
     for row, kid in enumerate(chosen.tolist()):
-        got = _exported(slots_out, objects, row)
+        got = _exported(columns, row)
         assert [_bits(x) for x in got] == [_bits(x) for x in bucket[str(kid)]]
     assert sorted(acc.take_dirty().tolist()) == sorted(int(k) for k in bucket)

@@ -24,7 +24,7 @@ def rank_window(
     names: Names, ids: Array, plan: FoldPlan, columns: list[Any], k: int = TOP_K
 ) -> Ranked:
     """Every aggregate's best ``k`` ``(key, value)`` of a window whose keys are ``ids`` and
-    whose slot columns are ``columns`` (``colwindow.slot_values``)."""
+    whose slot columns are ``columns`` (``WindowAcc.export``'s)."""
     out: Ranked = {}
     every: list[str] | None = None
     rows: list[list[Any]] | None = None

@@ -70,7 +70,7 @@ class Names:
         and ~60 MB for a ranking that names a hundred)."""
         if len(ids) and int(ids.max()) < self._known:
             return self.of(ids)
-        blob, offsets, _ = self._interner.gather_keys(ids.astype(np.int32, copy=False))
+        blob, offsets, _, _ = self._interner.gather_keys(ids.astype(np.int32, copy=False))
         at = offsets.tolist()
         return [blob[a:b].decode() for a, b in zip(at[:-1], at[1:], strict=True)]
 
@@ -88,23 +88,8 @@ def _distinct(values: Array) -> list[int]:
 def packed_segment(interner: Any, end: int, kids: Array, columns: list[Any]) -> ColumnSegment:
     """Window ``end``'s rows of the keys ``kids`` (their slot ``columns``) as the state writer
     takes them."""
-    groups = interner.groups(kids).astype(np.uint16)
-    blob, offsets, crc = interner.gather_keys(kids)
+    blob, offsets, crc, groups = interner.gather_keys(kids)
     return ColumnSegment(end, PackedRows(blob, offsets, crc, groups, columns))
-
-
-def slot_values(column: tuple[Array, Array, Array], slot: int, objects: dict[Any, Any]) -> Any:
-    """An exported slot column as ``ColumnSegment`` holds it: an int64 or float64 array, or a
-    list of Python values where the column mixes them (or holds an int past int64)."""
-    tags, i64, f64 = column
-    if not len(tags) or (tags == INT).all():
-        return i64
-    if (tags == FLOAT).all():
-        return f64
-    return [
-        objects[(slot, r)] if t == OTHER else None if t == NULL else (f if t == FLOAT else i)
-        for r, (t, i, f) in enumerate(zip(tags.tolist(), i64.tolist(), f64.tolist(), strict=True))
-    ]
 
 
 def as_list(values: Any) -> list[Any]:
@@ -322,8 +307,7 @@ class ColumnWindowRuntime(WindowRuntime):
         cleanup timers, and keep it for late updates when it is not final yet."""
         start = self._assigner.start_of(end)
         final = is_late(end, self._lateness, wm)
-        ids, slots, objects = acc.export()
-        columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
+        ids, columns = acc.export()
         self.results_out += len(ids)
         if self.emits or not final:
             names = self.names.of(ids)
@@ -362,8 +346,7 @@ class ColumnWindowRuntime(WindowRuntime):
         return {"latest": self.tops.latest, "current": current}
 
     def _rank_current(self, end: int) -> RankedWindow:
-        ids, slots, objects = self.accs[end].export()
-        columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
+        ids, columns = self.accs[end].export()
         ranked = rank_window(self.names.few, ids, self.plan, columns)
         return {"start": self._assigner.start_of(end), "end": end, "by": ranked}
 
@@ -373,9 +356,7 @@ class ColumnWindowRuntime(WindowRuntime):
         """Window ``end``'s rows ``kids`` as the state writer takes them: the keys' bytes and
         CRCs gathered here, on the loop (the writer thread must not read the interner, whose
         arena moves as it grows), no str per key."""
-        slots, objects = acc.export_rows(kids)
-        columns = [slot_values(c, s, objects) for s, c in enumerate(slots)]
-        return packed_segment(self.interner, end, kids, columns)
+        return packed_segment(self.interner, end, kids, acc.export_rows(kids))
 
     def _delta(self, warm: bool = True) -> StateDelta:
         """One generation: the fired windows' and the open windows' changed rows as columns,
