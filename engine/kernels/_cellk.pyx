@@ -26,6 +26,7 @@ DEF INT = 0
 DEF FLOAT = 1
 DEF NS_AT = 6
 DEF NS_END = 14
+DEF SHORT = 16  # a key this long or shorter is copied into its cell with one fixed-size move
 
 
 cdef inline uint32_t _u32(const uint8_t *p) noexcept nogil:
@@ -164,11 +165,15 @@ cdef void _tie_break(uint64_t *key, int64_t *idx, Py_ssize_t n, const uint8_t *b
 
 cdef void _fill(uint8_t *out, Py_ssize_t a, Py_ssize_t b, const int64_t *idx,
                 const uint32_t *crc, const int64_t *offs, const uint8_t *blob,
-                const int64_t *slots, Py_ssize_t n, int s, const uint8_t *kinds) noexcept nogil:
-    """Cell value of sorted rows ``a:b`` (``state/cells.py`` describes the layout)."""
+                const int64_t *slots, Py_ssize_t n, int s, const uint8_t *kinds,
+                int64_t kbytes) noexcept nogil:
+    """Cell value of sorted rows ``a:b`` (``state/cells.py`` describes the layout), whose keys
+    are ``kbytes`` long in all. A key of at most ``SHORT`` bytes is copied as one fixed-size
+    move where both its source and the cell have that many bytes left (the next key overwrites
+    what it wrote past this one), not a call to ``memcpy``: most keys are this short."""
     cdef Py_ssize_t rec = 12 + s + ((-s) & 7), w = 8 + 8 * s, i, j
     cdef uint32_t kb = 0, v
-    cdef int64_t r, length
+    cdef int64_t r, length, blob_len = offs[n]
     cdef uint8_t *p
     cdef uint8_t *keys = out + rec + (b - a) * w
     for i in range(a, b):
@@ -179,7 +184,10 @@ cdef void _fill(uint8_t *out, Py_ssize_t a, Py_ssize_t b, const int64_t *idx,
         memcpy(p + 4, &kb, 4)
         for j in range(s):
             memcpy(p + 8 + 8 * j, &slots[j * n + r], 8)
-        memcpy(keys + kb, blob + offs[r], length)
+        if length <= SHORT and kb + SHORT <= kbytes and offs[r] + SHORT <= blob_len:
+            memcpy(keys + kb, blob + offs[r], SHORT)
+        else:
+            memcpy(keys + kb, blob + offs[r], length)
         kb += <uint32_t>length
     out[0] = 1  # CELL_FORMAT
     out[1] = <uint8_t>s
@@ -257,7 +265,10 @@ cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1
     cdef uint8_t *p
     cdef uint64_t cid, bucket
     cdef uint8_t **dst = <uint8_t **>malloc(max(cells, 1) * sizeof(uint8_t *))
-    if dst == NULL:
+    cdef int64_t *klen = <int64_t *>malloc(max(cells, 1) * sizeof(int64_t))
+    if dst == NULL or klen == NULL:
+        free(dst)
+        free(klen)
         raise MemoryError()
     out = []
     try:
@@ -265,6 +276,7 @@ cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1
             kbytes = 0
             for i in range(bounds[c], bounds[c + 1]):
                 kbytes += offs[idx[i] + 1] - offs[idx[i]]
+            klen[c] = kbytes
             value = PyBytes_FromStringAndSize(NULL, head + (bounds[c + 1] - bounds[c]) * w + kbytes)
             dst[c] = <uint8_t *>PyBytes_AS_STRING(value)
             ckey = PyBytes_FromStringAndSize(proto, len(proto))
@@ -279,9 +291,10 @@ cdef list _cells(Py_ssize_t cells, const int64_t[::1] bounds, const uint64_t[::1
         with nogil:
             for c in range(cells):
                 _fill(dst[c], bounds[c], bounds[c + 1], &idx[0], &crc[0], &offs[0], &blob[0],
-                      &slots[0, 0], n, s, kinds)
+                      &slots[0, 0], n, s, kinds, klen[c])
     finally:
         free(dst)
+        free(klen)
     return out
 
 

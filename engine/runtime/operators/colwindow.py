@@ -325,12 +325,17 @@ class ColumnWindowRuntime(WindowRuntime):
             ranked = rank_window(self.names.few, ids, self.plan, columns)
             self.tops.fired_ranked(start, end, len(ids), ranked)
         dirty = acc.take_dirty()
+        crcs = None
         if len(dirty) == len(ids):  # every key changed: the rows exported above, not again
-            self._fired_cols.append(packed_segment(self.interner, end, ids, columns))
+            segment = packed_segment(self.interner, end, ids, columns)
+            self._fired_cols.append(segment)
+            crcs = segment.rows.crc
         elif len(dirty):
             self._fired_cols.append(self._segment(end, acc, dirty))
         # its cleanup timers name the cells that hold its keys, from their CRC-32s: no key str
-        self._write_bucket_timers(end, self.interner.gather_crcs(ids))
+        if crcs is None:
+            crcs = self.interner.gather_crcs(ids)
+        self._write_bucket_timers(end, crcs)
 
     def top_status(self) -> TopStatus | None:
         """The top-N: the window that fired last, and (tumbling windows) the newest open one,
