@@ -17,6 +17,8 @@ Example:
 The kernels and their interfaces (``docs/decisions/0007-columnar-execution.md``):
 
 - ``scan_lines(block, fields)``: the JSONL field scanner (``scan``; ``scan.scan_block`` wraps it);
+  ``count_byte(data, byte)``: ``data.count(byte)`` in one vectorised pass, which the file
+  reader counts a block's lines with (``sources.file``);
 - ``watermarks``, ``tumbling_ends``, ``sliding_expand``, ``lateness``: time in bulk (``timek``);
 - ``Interner``: keys to dense ids, key groups, partitions; ``span_groups``, ``list_groups``:
   key groups of a batch's keys without interning them (routing); ``pack_strs``,
@@ -61,7 +63,7 @@ _MODULES = {
     "_kbatch": "kbatch",
 }
 _NAMES = {
-    "scan": ("scan_lines",),
+    "scan": ("scan_lines", "count_byte"),
     "timek": ("watermarks", "tumbling_ends", "sliding_expand", "lateness"),
     "intern": (
         "Interner",
@@ -89,6 +91,7 @@ class Kernels:
 
     name: str
     scan_lines: Any
+    count_byte: Any
     watermarks: Any
     tumbling_ends: Any
     sliding_expand: Any

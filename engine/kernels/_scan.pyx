@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled twin of ``scan.scan_lines``: the JSONL field scanner (the parser is ``_scan_impl.h``)."""
+"""Compiled twins of ``scan.scan_lines`` (the JSONL field scanner; the parser is
+``_scan_impl.h``) and ``scan.count_byte``."""
 
 import numpy as np
 from libc.stdint cimport int32_t, int64_t
@@ -17,8 +18,18 @@ cdef extern from "_scan_impl.h":
         double *fv
         int64_t *ss
         int32_t *sl
+    int64_t w_count_byte(const unsigned char *p, int64_t n, unsigned char b) nogil
     int w_scan_line(const unsigned char *base, int64_t start, int64_t end, int64_t row,
                     const w_out *o) nogil
+
+
+def count_byte(const unsigned char[::1] data, unsigned char byte):
+    """See ``scan.count_byte``."""
+    cdef int64_t n = data.shape[0], count = 0
+    if n:
+        with nogil:
+            count = w_count_byte(&data[0], n, byte)
+    return count
 
 
 def scan_lines(const unsigned char[::1] block, tuple fields):
@@ -29,13 +40,9 @@ def scan_lines(const unsigned char[::1] block, tuple fields):
     cdef const unsigned char *q
     cdef const unsigned char *end = base + size
     cdef int nf = len(fields), j
-    with nogil:
-        while p < end:
-            q = <const unsigned char *>memchr(p, 10, end - p)
-            n += 1
-            if q == NULL:
-                break
-            p = q + 1
+    if size:
+        with nogil:  # every line ends in \n but the block's last may not
+            n = w_count_byte(base, size, 10) + (base[size - 1] != 10)
     starts_a = np.empty(n, np.int64)
     ends_a = np.empty(n, np.int64)
     status_a = np.empty(n, np.uint8)

@@ -28,6 +28,25 @@ typedef struct {
     int32_t *sl;
 } w_out;
 
+/* how many bytes of [p, p + n) equal b. The compiler vectorises the inner loop: 64 one-byte
+ * counters, each summed out before it could wrap (255 rounds). An 800 KB block takes ~8 us,
+ * where a memchr call per line took ~66 us and numpy's `== 10` ~50 us with a temporary. */
+static int64_t w_count_byte(const unsigned char *p, int64_t n, unsigned char b) {
+    int64_t count = 0;
+    while (n > 0) {
+        int64_t m = n < 255 * 64 ? n : 255 * 64, i = 0;
+        unsigned char acc[64] = {0};
+        int k;
+        for (; i + 64 <= m; i += 64)
+            for (k = 0; k < 64; k++) acc[k] += p[i + k] == b;
+        for (k = 0; k < 64; k++) count += acc[k];
+        for (; i < m; i++) count += p[i] == b;
+        p += m;
+        n -= m;
+    }
+    return count;
+}
+
 static inline int w_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static inline const unsigned char *w_skip_ws(const unsigned char *p, const unsigned char *e) {

@@ -167,6 +167,12 @@ def scan_lines(block: bytes, fields: tuple[bytes, ...]) -> RawScan:
     return (status, starts, ends, *out, bytes(extra), objects)
 
 
+def count_byte(data: bytes, byte: int) -> int:
+    """The twin of the compiled count: how many bytes of ``data`` equal ``byte`` (0-255); the
+    file reader counts a block's lines with it."""
+    return data.count(byte)
+
+
 def _split_newlines(block: bytes) -> list[bytes]:
     parts = block.split(b"\n")
     lines = [p + b"\n" for p in parts[:-1]]

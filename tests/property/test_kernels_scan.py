@@ -205,3 +205,19 @@ def test_compiled_reads_plain_lines_itself() -> None:
 
     scan = scan_block(load("compiled").scan_lines, b'{"id":"a","value":1.5}\n' * 3, FIELDS)
     assert scan.fallbacks == 0 and math.isclose(scan.value(3, 2), 1.5)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.sampled_from([b"\n", b"\r\n", b"", b"x", b'{"id":"a"}', b"\xff", b"\n" * 70])).map(
+        b"".join
+    ),
+    st.integers(0, 5000),
+    st.sampled_from([10, 0, 255, ord("x")]),
+)
+def test_count_byte_is_bytes_count(kernels: Kernels, data: bytes, pad: int, byte: int) -> None:
+    """``count_byte`` (the reader's line count) is ``bytes.count`` at any length, across the
+    compiled count's 64-byte rounds and 16,320-byte chunks and their tails."""
+    data = data + b"\n" * (pad % 3) + b"a" * pad + data
+    assert kernels.count_byte(data, byte) == data.count(bytes((byte,)))
+    assert kernels.count_byte(b"\n" * 16_320 * 2 + data, 10) == data.count(b"\n") + 32_640

@@ -225,12 +225,13 @@ def test_jsonl_reader_reads_whole_lines_as_blocks_at_any_size(
 
 
 @pytest.mark.parametrize("ending", [b"\n", b""])
-def test_jsonl_line_numbers_hold_for_blocks_that_count_lines_with_numpy(
+def test_jsonl_line_numbers_hold_for_blocks_that_count_lines_with_the_kernels(
     tmp_path: Path, ending: bytes
 ) -> None:
-    """Blocks of 16 KiB and more count their lines with numpy (``file._newlines``): the counts,
-    the next batch's first line and a restore's line number far into the file are those of
-    ``readlines``, with blank lines and without a final newline."""
+    """Blocks of 16 KiB and more count their lines with the kernels' ``count_byte``
+    (``file._newlines``): the counts, the next batch's first line and a restore's line number
+    far into the file are those of ``readlines``, with blank lines and without a final
+    newline."""
     lines = [b'{"i":%d}\n' % i if i % 7 else b"\n" for i in range(20_000)]
     lines[-1] = b'{"last":1}' + ending
     path = tmp_path / "in.jsonl"
