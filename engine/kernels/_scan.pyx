@@ -5,7 +5,6 @@
 import numpy as np
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
-from libc.string cimport memchr
 
 cdef extern from "_scan_impl.h":
     ctypedef struct w_out:
@@ -19,8 +18,8 @@ cdef extern from "_scan_impl.h":
         int64_t *ss
         int32_t *sl
     int64_t w_count_byte(const unsigned char *p, int64_t n, unsigned char b) nogil
-    int w_scan_line(const unsigned char *base, int64_t start, int64_t end, int64_t row,
-                    const w_out *o) nogil
+    int w_scan_line(const unsigned char *base, int64_t start, int64_t size, int64_t row,
+                    const w_out *o, int64_t *line_end) nogil
 
 
 def count_byte(const unsigned char[::1] data, unsigned char byte):
@@ -34,11 +33,8 @@ def count_byte(const unsigned char[::1] data, unsigned char byte):
 
 def scan_lines(const unsigned char[::1] block, tuple fields):
     """See ``scan.scan_lines``."""
-    cdef Py_ssize_t size = block.shape[0], n = 0, i, row
+    cdef int64_t size = block.shape[0], n = 0, row, at
     cdef const unsigned char *base = &block[0] if size else NULL
-    cdef const unsigned char *p = base
-    cdef const unsigned char *q
-    cdef const unsigned char *end = base + size
     cdef int nf = len(fields), j
     if size:
         with nogil:  # every line ends in \n but the block's last may not
@@ -79,15 +75,12 @@ def scan_lines(const unsigned char[::1] block, tuple fields):
         o.ss = &ss[0, 0]
         o.sl = &sl[0, 0]
     try:
-        with nogil:
-            p = base
+        with nogil:  # one pass: each line's parse finds where it ends (_scan_impl.h)
+            at = 0
             for row in range(n):
-                q = <const unsigned char *>memchr(p, 10, end - p)
-                q = end if q == NULL else q + 1
-                starts[row] = p - base
-                ends[row] = q - base
-                status[row] = w_scan_line(base, p - base, q - base, row, &o)
-                p = q
+                starts[row] = at
+                status[row] = w_scan_line(base, at, size, row, &o, &at)
+                ends[row] = at
     finally:
         free(o.names)
         free(<void *>o.name_len)

@@ -6,6 +6,14 @@
  * false, null, JSON whitespace. Anything else (escapes, big ints, infinities, deep nesting, a
  * syntax error, any other top-level value) answers WS_FALLBACK, and Python decodes that line
  * with orjson itself. A duplicate key's last value wins, as in orjson's dict.
+ *
+ * A line is not bounded before it is parsed (that took a memchr call per line): the parser
+ * reads on towards the block's end and the line ends at the first \n it meets. It cannot read
+ * past that \n: to it a \n is not whitespace, and no token holds one (a string's control byte
+ * falls back, a number or literal stops or fails at it). So each step that would have hit the
+ * end of the line, had the line been cut at its \n first (where \n is JSON whitespace), hits
+ * the \n instead and fails the same way; and the line is read, blank or not, exactly as before.
+ * Only a line that falls back needs its end looked up (memchr).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,7 +55,8 @@ static int64_t w_count_byte(const unsigned char *p, int64_t n, unsigned char b) 
     return count;
 }
 
-static inline int w_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+/* JSON whitespace but \n, which ends the line (see the top) */
+static inline int w_ws(unsigned char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
 static inline const unsigned char *w_skip_ws(const unsigned char *p, const unsigned char *e) {
     while (p < e && w_ws(*p)) p++;
@@ -244,37 +253,31 @@ static const unsigned char *w_skip_value(const unsigned char *p, const unsigned 
     }
 }
 
-static inline int w_blank(const unsigned char *p, const unsigned char *e) {
-    for (; p < e; p++) {
-        unsigned char c = *p;
-        if (!(c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x0b || c == 0x0c))
-            return 0;
-    }
-    return 1;
+/* whitespace as bytes.isspace has it (a line of only these is blank), but \n */
+static inline int w_blank_byte(unsigned char c) {
+    return c == ' ' || c == '\t' || c == '\r' || c == 0x0b || c == 0x0c;
 }
 
-/* one line [base+start, base+end): WS_OK with the fields written, WS_BLANK or WS_FALLBACK */
-static int w_scan_line(const unsigned char *base, int64_t start, int64_t end, int64_t row,
-                       const w_out *o) {
-    const unsigned char *p = base + start, *e = base + end;
+/* the object at p up to its line's end: the \n (or e) after it, with the fields written; NULL
+ * to fall back */
+static const unsigned char *w_object(const unsigned char *base, const unsigned char *p,
+                                     const unsigned char *e, int64_t row, const w_out *o) {
     int j;
-    for (j = 0; j < o->nf; j++) o->tags[j * o->n + row] = T_ABSENT;
-    if (w_blank(p, e)) return WS_BLANK;
     p = w_skip_ws(p, e);
-    if (p >= e || *p != '{') return WS_FALLBACK;
+    if (p >= e || *p != '{') return NULL;
     p = w_skip_ws(p + 1, e);
     if (p < e && *p == '}') {
         p++;
     } else {
         for (;;) {
             const unsigned char *ks, *kse, *s, *se;
-            if (p >= e || *p != '"') return WS_FALLBACK;
+            if (p >= e || *p != '"') return NULL;
             p = w_string(p, e, &ks, &kse);
-            if (!p) return WS_FALLBACK;
+            if (!p) return NULL;
             p = w_skip_ws(p, e);
-            if (p >= e || *p != ':') return WS_FALLBACK;
+            if (p >= e || *p != ':') return NULL;
             p = w_skip_ws(p + 1, e);
-            if (p >= e) return WS_FALLBACK;
+            if (p >= e) return NULL;
             int field = -1;
             int klen = (int)(kse - ks);
             for (j = 0; j < o->nf; j++) {
@@ -285,14 +288,14 @@ static int w_scan_line(const unsigned char *base, int64_t start, int64_t end, in
             }
             if (field < 0) {
                 p = w_skip_value(p, e, 1);
-                if (!p) return WS_FALLBACK;
+                if (!p) return NULL;
             } else {
                 int64_t at = (int64_t)field * o->n + row;
                 int tag;
                 switch (*p) {
                 case '"':
                     p = w_string(p, e, &s, &se);
-                    if (!p) return WS_FALLBACK;
+                    if (!p) return NULL;
                     o->tags[at] = T_STR;
                     o->ss[at] = (int64_t)(s - base);
                     o->sl[at] = (int32_t)(se - s);
@@ -310,20 +313,38 @@ static int w_scan_line(const unsigned char *base, int64_t start, int64_t end, in
                     o->tags[at] = T_NULL;
                     break;
                 case '{': case '[':
-                    return WS_FALLBACK;  /* a nested value in a wanted field: orjson's object */
+                    return NULL;  /* a nested value in a wanted field: orjson's object */
                 default:
                     p = w_number(p, e, &tag, &o->iv[at], &o->fv[at]);
                     o->tags[at] = (unsigned char)tag;
                 }
-                if (!p) return WS_FALLBACK;
+                if (!p) return NULL;
             }
             p = w_skip_ws(p, e);
-            if (p >= e) return WS_FALLBACK;
+            if (p >= e) return NULL;
             if (*p == '}') { p++; break; }
-            if (*p != ',') return WS_FALLBACK;
+            if (*p != ',') return NULL;
             p = w_skip_ws(p + 1, e);
         }
     }
     p = w_skip_ws(p, e);
-    return p == e ? WS_OK : WS_FALLBACK;
+    return p == e || *p == '\n' ? p : NULL;
+}
+
+/* the line at base + start in a block of size bytes: WS_OK with its fields written, WS_BLANK
+ * or WS_FALLBACK; *line_end: where it ends (after its \n, or the block's end) */
+static int w_scan_line(const unsigned char *base, int64_t start, int64_t size, int64_t row,
+                       const w_out *o, int64_t *line_end) {
+    const unsigned char *p = base + start, *e = base + size, *q = p;
+    int j, status = WS_BLANK;
+    for (j = 0; j < o->nf; j++) o->tags[j * o->n + row] = T_ABSENT;
+    while (q < e && w_blank_byte(*q)) q++;
+    if (q < e && *q != '\n') {
+        q = w_object(base, p, e, row, o);
+        status = q ? WS_OK : WS_FALLBACK;
+        if (!q) q = (const unsigned char *)memchr(p, '\n', (size_t)(e - p));
+        if (!q) q = e;
+    }
+    *line_end = (q < e ? q + 1 : e) - base;
+    return status;
 }
