@@ -7,10 +7,13 @@ from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport free, malloc
 
 cdef extern from "_scan_impl.h":
+    ctypedef struct w_name:
+        pass
     ctypedef struct w_out:
         int nf
         const unsigned char **names
         const int *name_len
+        w_name *words
         int64_t n
         unsigned char *tags
         int64_t *iv
@@ -18,8 +21,9 @@ cdef extern from "_scan_impl.h":
         int64_t *ss
         int32_t *sl
     int64_t w_count_byte(const unsigned char *p, int64_t n, unsigned char b) nogil
+    int w_prepare(w_out *o)
     int w_scan_line(const unsigned char *base, int64_t start, int64_t size, int64_t row,
-                    const w_out *o, int64_t *line_end) nogil
+                    w_out *o, int64_t *line_end) nogil
 
 
 def count_byte(const unsigned char[::1] data, unsigned char byte):
@@ -63,6 +67,10 @@ def scan_lines(const unsigned char[::1] block, tuple fields):
     for j in range(nf):
         o.names[j] = <const unsigned char *><char *>names[j]
         (<int *>o.name_len)[j] = len(names[j])
+    if w_prepare(&o) < 0:
+        free(o.names)
+        free(<void *>o.name_len)
+        raise MemoryError()
     cdef unsigned char[:, ::1] tags = tags_a
     cdef int64_t[:, ::1] iv = iv_a
     cdef double[:, ::1] fv = fv_a
@@ -84,4 +92,5 @@ def scan_lines(const unsigned char[::1] block, tuple fields):
     finally:
         free(o.names)
         free(<void *>o.name_len)
+        free(o.words)
     return status_a, starts_a, ends_a, tags_a, iv_a, fv_a, ss_a, sl_a, b"", {}

@@ -23,11 +23,18 @@
 enum { WS_OK = 0, WS_BLANK = 1, WS_FALLBACK = 2 };
 enum { T_ABSENT = 0, T_NULL = 1, T_FALSE = 2, T_TRUE = 3, T_INT = 4, T_FLOAT = 5, T_STR = 6 };
 #define W_MAX_DEPTH 64
+#define W_GUESSES 32  /* a line's first keys whose field the next line tries first */
+
+/* a name's first 16 bytes as two words, zero padded, and masks of its length (endian-neutral:
+ * both are loaded from bytes, as the keys are) */
+typedef struct { uint64_t w[2], m[2]; } w_name;
 
 typedef struct {
     int nf;
     const unsigned char **names;
     const int *name_len;
+    w_name *words;        /* w_prepare's */
+    int guess[W_GUESSES]; /* the field the k-th key of the line before matched, -1: none */
     int64_t n;            /* rows: outputs are [field * n + row] */
     unsigned char *tags;
     int64_t *iv;
@@ -53,6 +60,43 @@ static int64_t w_count_byte(const unsigned char *p, int64_t n, unsigned char b) 
         n -= m;
     }
     return count;
+}
+
+static inline uint64_t w_load8(const unsigned char *p) {
+    uint64_t x;
+    memcpy(&x, p, 8);  /* one unaligned load */
+    return x;
+}
+
+/* o's words and guesses from its names; 0, or -1 out of memory (free words with free()) */
+static int w_prepare(w_out *o) {
+    int j, k;
+    o->words = (w_name *)malloc(((size_t)o->nf + 1) * sizeof(w_name));
+    if (!o->words) return -1;
+    for (j = 0; j < o->nf; j++) {
+        unsigned char w[16] = {0}, m[16] = {0};
+        size_t len = o->name_len[j] < 16 ? (size_t)o->name_len[j] : 16;
+        memcpy(w, o->names[j], len);
+        memset(m, 0xff, len);
+        memcpy(o->words[j].w, w, 16);
+        memcpy(o->words[j].m, m, 16);
+    }
+    for (k = 0; k < W_GUESSES; k++) o->guess[k] = -1;
+    return 0;
+}
+
+/* is the key [ks, ks + klen) field j's name, byte for byte? A name of up to 16 bytes is two
+ * masked 8-byte compares when the block holds 16 bytes from ks on (all but its last key or
+ * so): no libc call, where memcmp's cost a key was most of the match */
+static inline int w_is_name(const w_out *o, int j, const unsigned char *ks, int klen,
+                            const unsigned char *e) {
+    if (o->name_len[j] != klen) return 0;
+    if (klen <= 16 && e - ks >= 16) {
+        const w_name *n = &o->words[j];
+        return (((w_load8(ks) & n->m[0]) ^ n->w[0]) | ((w_load8(ks + 8) & n->m[1]) ^ n->w[1]))
+               == 0;
+    }
+    return memcmp(o->names[j], ks, (size_t)klen) == 0;
 }
 
 /* JSON whitespace but \n, which ends the line (see the top) */
@@ -261,8 +305,8 @@ static inline int w_blank_byte(unsigned char c) {
 /* the object at p up to its line's end: the \n (or e) after it, with the fields written; NULL
  * to fall back */
 static const unsigned char *w_object(const unsigned char *base, const unsigned char *p,
-                                     const unsigned char *e, int64_t row, const w_out *o) {
-    int j;
+                                     const unsigned char *e, int64_t row, w_out *o) {
+    int j, keys = 0;
     p = w_skip_ws(p, e);
     if (p >= e || *p != '{') return NULL;
     p = w_skip_ws(p + 1, e);
@@ -278,13 +322,21 @@ static const unsigned char *w_object(const unsigned char *base, const unsigned c
             if (p >= e || *p != ':') return NULL;
             p = w_skip_ws(p + 1, e);
             if (p >= e) return NULL;
-            int field = -1;
-            int klen = (int)(kse - ks);
-            for (j = 0; j < o->nf; j++) {
-                if (o->name_len[j] == klen && memcmp(o->names[j], ks, (size_t)klen) == 0) {
-                    field = j;
-                    break;
+            /* JSONL lines almost always repeat one key order: the field the k-th key matched
+             * in the line before is tried first, the others (in order: the first equal name
+             * wins, as before) only when it is not this key's */
+            int field = -1, klen = (int)(kse - ks), k = keys++;
+            int guess = k < W_GUESSES ? o->guess[k] : -1;
+            if (guess >= 0 && w_is_name(o, guess, ks, klen, e)) {
+                field = guess;
+            } else {
+                for (j = 0; j < o->nf; j++) {
+                    if (j != guess && w_is_name(o, j, ks, klen, e)) {
+                        field = j;
+                        break;
+                    }
                 }
+                if (k < W_GUESSES) o->guess[k] = field;
             }
             if (field < 0) {
                 p = w_skip_value(p, e, 1);
@@ -334,7 +386,7 @@ static const unsigned char *w_object(const unsigned char *base, const unsigned c
 /* the line at base + start in a block of size bytes: WS_OK with its fields written, WS_BLANK
  * or WS_FALLBACK; *line_end: where it ends (after its \n, or the block's end) */
 static int w_scan_line(const unsigned char *base, int64_t start, int64_t size, int64_t row,
-                       const w_out *o, int64_t *line_end) {
+                       w_out *o, int64_t *line_end) {
     const unsigned char *p = base + start, *e = base + size, *q = p;
     int j, status = WS_BLANK;
     for (j = 0; j < o->nf; j++) o->tags[j * o->n + row] = T_ABSENT;

@@ -21,12 +21,12 @@ from weir.engine.kernels import scan as twin
 from weir.engine.kernels.scan import Missing, scan_block
 
 FIELDS = ("id", "event", "ts", "value", "v", "abcdefgh", "abcdefghi", "a" * 16, "a" * 17)
-# raw JSON texts of keys: the wanted names, their prefixes and extensions, an escaped name
-# (orjson reads "\u0069d" as "id"; the compiled scanner leaves such a line to it), others
-KEYS = [json.dumps(f) for f in FIELDS] + [
-    json.dumps(k)
-    for k in ("", "i", "idd", "even", "events", "t", "tss", "valu", "abcdefg", "a" * 15, "é")
-]
+# raw JSON texts of keys: the wanted names; their prefixes and extensions; keys as long as a
+# name with another byte in its first or second 8; keys with escapes (orjson reads "\u0069d"
+# as "id", the compiled scanner leaves such a line to it)
+OTHERS = ("", "i", "idd", "even", "events", "t", "tss", "valu", "abcdefg", "a" * 15, "é")
+NEAR = ("ie", "evenx", "abcdefgx", "abcdefghj", "a" * 15 + "b", "b" + "a" * 16)
+KEYS = [json.dumps(k) for k in FIELDS + OTHERS + NEAR]
 KEYS += ['"\\u0069d"', '"ev\\u0065nt"', '"a\\"b"']
 scalars = st.one_of(
     st.none(),
