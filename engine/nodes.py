@@ -16,11 +16,10 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
-from weir.engine import evictors as _evictors
 from weir.engine import triggers as _triggers
 from weir.engine.kernels import ir
 from weir.engine.sinks import Sink
@@ -31,6 +30,9 @@ from weir.engine.windows import (
     GlobalWindows,
     WindowAssigner,
 )
+
+if TYPE_CHECKING:  # an evictor's module loads with the first evictor a job makes
+    from weir.engine import evictors as _evictors
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

@@ -49,7 +49,8 @@ from weir.engine.windowed import WindowedStream
 
 def _unbound(method: str) -> JobDefinitionError:
     """A library method called before its library bound it: only a program that imports this
-    module without ``weir.engine`` (which loads every library) can get here."""
+    module without ``weir.engine`` (which loads the library at the method's first call) can
+    get here."""
     return JobDefinitionError(
         f"{method} is bound by a library of the job API that is not loaded; import weir (or "
         "weir.engine) before building a job"
@@ -247,7 +248,7 @@ class DataStream:
     def join(self, other: DataStream) -> JoinedStreams:
         """A window join (Flink's): ``.where(key).equal_to(other_key).window(assigner)
         .apply(fn=None, *, name=...)`` pairs the records of one key in one window. The joins
-        library (``weir.engine.joins``, loaded with ``weir.engine``) binds its body."""
+        library (``weir.engine.joins``, loaded by its first call) binds its body."""
         raise _unbound("DataStream.join")
 
 
@@ -347,15 +348,15 @@ class KeyedStream:
     def pattern(self, pattern: Pattern) -> PatternStream:
         """The matches of a CEP pattern in each key's events, in event time (Flink's
         ``CEP.pattern(keyed, pattern)``): ``.select(fn=None, *, name=...)`` or
-        ``.process(fn, *, name=...)``. The CEP library (``weir.engine.cep``, loaded with
-        ``weir.engine``) binds its body."""
+        ``.process(fn, *, name=...)``. The CEP library (``weir.engine.cep``, loaded by its
+        first call) binds its body."""
         raise _unbound("KeyedStream.pattern")
 
     def interval_join(self, other: KeyedStream) -> IntervalJoin:
         """An interval join (Flink's): ``.between(lower_ms, upper_ms)``, optionally
         ``.lower_bound_exclusive()``/``.upper_bound_exclusive()``, then ``.process(fn=None, *,
         name=...)`` pairs records of one key with ``other.ts - this.ts`` within the bounds. The
-        joins library (``weir.engine.joins``, loaded with ``weir.engine``) binds its body."""
+        joins library (``weir.engine.joins``, loaded by its first call) binds its body."""
         raise _unbound("KeyedStream.interval_join")
 
 

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 from weir.base.errors import JobDefinitionError
 from weir.engine import agg as _agg
-from weir.engine import evictors as _evictors
 from weir.engine import triggers as _triggers
 from weir.engine.nodes import RESERVED_FIELDS, KeyByNode, WindowCall, WindowNode, _check_name
 from weir.engine.results import ResultStream
@@ -19,6 +18,7 @@ from weir.engine.windows import (
 )
 
 if TYPE_CHECKING:
+    from weir.engine import evictors as _evictors
     from weir.engine.job import Job
 
 
@@ -40,8 +40,10 @@ class WindowedStream:
             if assigner.slide is None:
                 self._trigger = _triggers.purging(_triggers.count(assigner.size))
             else:
+                from weir.engine.evictors import count  # loaded by the jobs that evict
+
                 self._trigger = _triggers.count(assigner.slide)
-                self._evictor = _evictors.count(assigner.size)
+                self._evictor = count(assigner.size)
         elif isinstance(assigner, GlobalWindows):
             self._trigger = _triggers.never()
 
@@ -89,7 +91,9 @@ class WindowedStream:
         """Which records the aggregate sees, removed before (or after) it runs (Flink's
         ``WindowedStream.evictor``); see ``weir.evictors``. The window then keeps its records
         (a merged session: its parts' records, by time)."""
-        if not isinstance(evictor, _evictors.Evictor):
+        from weir.engine.evictors import Evictor  # loaded by the jobs that evict
+
+        if not isinstance(evictor, Evictor):
             raise JobDefinitionError(
                 f"evictor({evictor!r}): pass an evictor from weir.evictors, e.g. "
                 "evictors.count(100) or evictors.time(10_000)"
