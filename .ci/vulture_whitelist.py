@@ -4,10 +4,13 @@
 # (Not Python to run: vulture reads the names; ruff skips this file.)
 
 # PEP 562 module attributes: the import system calls them (weir, weir.api, weir.state,
-# weir.engine.sql load their names on first use; dir(weir) and dir(weir.client) show the
-# public API only)
+# weir.engine, weir.engine.sql, sources, sinks and runtime.stored load their names on first
+# use; dir(weir) and dir(weir.client) show the public API only)
 __getattr__
 __dir__
+# a module's class, set so that the import system's setattr of a submodule keeps a function of
+# the same name (weir/base/lazy.py: sources.kafka())
+_.__class__
 
 # FastAPI calls these: exception handlers and routes registered by decorators
 _api_error  # api/errors.py

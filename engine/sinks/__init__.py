@@ -12,24 +12,31 @@ hold what they emit after a checkpoint's barrier until the checkpoint completes
 from __future__ import annotations
 
 import fcntl
+import importlib
 import logging
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from weir.base.errors import ConfigError, SinkError
 from weir.base.files import FILE_MODE, private_dir
 from weir.base.jsonenc import dumps_json
+from weir.base.lazy import keep_functions
 from weir.base.paths import file_path
 from weir.base.redact import redact_url
-from weir.engine.kafka_security import KafkaSecurity
 
-# imported here, before ``kafka()`` below is defined: a first import of the submodule inside a
-# function would rebind ``sinks.kafka`` to the module (kafka-python itself is imported lazily)
-from weir.engine.sinks.kafka import KafkaSink, from_url_parts
+if TYPE_CHECKING:
+    from weir.engine.kafka_security import KafkaSecurity
+
+# Kafka's sink loads with the first sink of its (a file job needs none): each name's module
+_HOMES = {
+    "KafkaSecurity": "weir.engine.kafka_security",
+    "KafkaSink": "weir.engine.sinks.kafka",
+    "from_url_parts": "weir.engine.sinks.kafka",
+}
 
 log = logging.getLogger(__name__)
 
@@ -232,6 +239,9 @@ def stdout() -> StdoutSink:
 def kafka(bootstrap: str, topic: str, security: KafkaSecurity | None = None) -> Sink:
     """Window results (or side outputs) as JSON messages in a Kafka topic; ``security``
     defaults to the ``WEIR_KAFKA_*`` settings."""
+    from weir.engine.kafka_security import KafkaSecurity  # loaded by the jobs that use Kafka
+    from weir.engine.sinks.kafka import KafkaSink
+
     sec = KafkaSecurity.from_env() if security is None else security
     return KafkaSink(bootstrap, topic, security=sec)
 
@@ -248,6 +258,8 @@ def from_url(url: str) -> Sink:
     if parts.scheme == "stdout":
         return stdout()
     if parts.scheme == "kafka":
+        from weir.engine.sinks.kafka import from_url_parts
+
         try:
             options = dict(parse_qsl(parts.query, keep_blank_values=True))
             return from_url_parts(parts.netloc, unquote(parts.path), url, options)
@@ -258,6 +270,20 @@ def from_url(url: str) -> Sink:
         f"use one of {', '.join(s + '://' for s in SCHEMES)}"
     )
 
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
+
+# ``kafka()`` shares its name with the submodule, imported late above
+keep_functions(__name__)
 
 __all__ = [
     "JsonlSink",

@@ -9,21 +9,35 @@ TLS and SASL options (``security_protocol=SASL_SSL&sasl_mechanism=SCRAM-SHA-512&
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from weir.base.errors import ConfigError, SourceError
+from weir.base.lazy import keep_functions
 from weir.base.paths import file_path
 from weir.base.redact import redact_url
-from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
-from weir.engine.kafka_security import KafkaSecurity, security_of
 from weir.engine.sources.base import Source, SourceBatch, SplitReader
 from weir.engine.sources.file import JsonlSource
-from weir.engine.sources.generator import GeneratorSource
-from weir.engine.sources.kafka import KafkaSource, url_parts
+
+if TYPE_CHECKING:
+    from weir.engine.kafka_security import KafkaSecurity
+    from weir.engine.sources.generator import GeneratorSource
+    from weir.engine.sources.kafka import KafkaSource
 
 SCHEMES = ("file", "generator", "kafka")
+
+# the generator and Kafka load with the first source of theirs (a file job needs neither):
+# each name's module and attribute
+_HOMES = {
+    "GeneratorSource": "weir.engine.sources.generator:GeneratorSource",
+    "KafkaSecurity": "weir.engine.kafka_security:KafkaSecurity",
+    "KafkaSource": "weir.engine.sources.kafka:KafkaSource",
+    "SECURITY_OPTIONS": "weir.engine.kafka_security:OPTIONS",
+    "security_of": "weir.engine.kafka_security:security_of",
+    "url_parts": "weir.engine.sources.kafka:url_parts",
+}
 
 
 def jsonl(path: str | Path) -> JsonlSource:
@@ -33,6 +47,8 @@ def jsonl(path: str | Path) -> JsonlSource:
 
 def generator(workload: str = "ads", **options: Any) -> GeneratorSource:
     """A synthetic workload (see ``engine.sources.generator``)."""
+    from weir.engine.sources.generator import GeneratorSource
+
     if "splits" in options:
         options["split_count"] = options.pop("splits")
     try:
@@ -53,6 +69,9 @@ def kafka(
 ) -> KafkaSource:
     """A Kafka topic, one split per partition (see ``engine.sources.kafka``); ``security``
     defaults to the ``WEIR_KAFKA_*`` settings."""
+    from weir.engine.kafka_security import KafkaSecurity
+    from weir.engine.sources.kafka import KafkaSource
+
     sec = KafkaSecurity.from_env() if security is None else security
     return KafkaSource(bootstrap, topic, group, str(start), end, metadata, security=sec)
 
@@ -61,6 +80,10 @@ _KAFKA_OPTIONS = ("group", "start", "end", "metadata")
 
 
 def _kafka_from_url(url: str) -> KafkaSource:
+    from weir.engine.kafka_security import OPTIONS as SECURITY_OPTIONS
+    from weir.engine.kafka_security import security_of
+    from weir.engine.sources.kafka import url_parts
+
     found = url_parts(url)
     shown = redact_url(url)
     if found is None:
@@ -130,6 +153,21 @@ def from_url(url: str) -> Source:
         f"use one of {', '.join(s + '://' for s in SCHEMES)}"
     )
 
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, _, attr = home.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
+
+# ``kafka()`` and ``generator()`` share their names with the submodules imported late above
+keep_functions(__name__)
 
 __all__ = [
     "GeneratorSource",

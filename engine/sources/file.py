@@ -5,7 +5,6 @@ A path with glob characters (``/data/events-*.jsonl``) names several files, one 
 
 from __future__ import annotations
 
-import glob
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,8 @@ class JsonlSource:
         text = str(self.path)
         if not any(c in text for c in "*?["):
             return [text]
+        import glob  # a path without glob characters (most) needs no glob
+
         found = sorted(glob.glob(text))
         if not found:
             raise SourceError(

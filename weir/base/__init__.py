@@ -3,6 +3,7 @@
 - ``errors``: the one exception root (``WeirError``) and its subclass per area;
 - ``paths``: paths from outside (flags, requests, metadata) kept inside their directory;
 - ``files``: files weir writes for itself, private to the user and durable;
+- ``lazy``: a package's functions kept when its submodules of the same name load late;
 - ``logs``: logging set-up (text or JSON lines), done once per process;
 - ``procmem``: a process's resident memory;
 - ``redact``: URL passwords and secret settings as logs, ``/health``, ``--help`` and errors
