@@ -15,35 +15,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from sqlglot import exp
+
 from weir.engine.agg import AggregateFunction
 from weir.engine.kernels import ir
 from weir.engine.nodes import SqlStep, StatelessNode
-from weir.engine.sql.continuous import ContinuousAggregate
 from weir.engine.sql.dialect import parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
 from weir.engine.sql.keys import key_selector
-from weir.engine.sql.lookup import LookupJoin
-from weir.engine.sql.outerjoin import OuterIntervalJoin, with_late_output
 from weir.engine.sql.query import QueryPlan, TableDef
-from weir.engine.sql.ranked import RankFunction, RankPlan
-from weir.engine.sql.recognize import attach_match, is_match_recognize
-from weir.engine.sql.rownumber import is_row_number, plan_rank
 from weir.engine.sql.scalar import Fn
 from weir.engine.sql.select import plan_query
-from weir.engine.sql.sqljoin import JoinPlan, RegularJoin, is_join, pair_function, plan_join
-from weir.engine.sql.temporal import TemporalJoin, TemporalPlan, is_temporal, plan_temporal
-from weir.engine.sql.windowed import (
-    WindowAggregateRank,
-    WindowAggregateRankPlan,
-    WindowJoin,
-    WindowJoinPlan,
-    WindowRank,
-    WindowRankPlan,
-)
-from weir.engine.sql.windowjoin import is_window_join, plan_window_join
 
+# the planners of joins, ranks, MATCH_RECOGNIZE and windowless views, and the process functions
+# they run, load with the first view of theirs: a windowed GROUP BY needs none of them
 if TYPE_CHECKING:
     from weir.engine.job import DataStream, Job, ResultStream
+    from weir.engine.sql.ranked import RankPlan
+    from weir.engine.sql.sqljoin import JoinPlan
+    from weir.engine.sql.temporal import TemporalPlan
+    from weir.engine.sql.windowed import (
+        WindowAggregateRankPlan,
+        WindowJoinPlan,
+        WindowRankPlan,
+    )
     from weir.engine.streams import KeyedStream
 
 TTL_SETTING = "table.exec.state.ttl"
@@ -113,6 +108,8 @@ def _check_ttl(plan: QueryPlan, state_ttl_ms: int | None) -> None:
 
 
 def _continuous(plan: QueryPlan, keyed: KeyedStream, state_ttl_ms: int) -> ResultStream:
+    from weir.engine.sql.continuous import ContinuousAggregate
+
     fn = ContinuousAggregate(plan.aggregates, plan.columns, state_ttl_ms, plan.sql, plan.name)
     return keyed.process(fn, name=plan.name)
 
@@ -149,20 +146,10 @@ def add_view(
     statements = parse(query, f"job.sql({name!r})")
     if len(statements) != 1:
         raise SqlError(f"job.sql({name!r}) takes one SELECT; it has {len(statements)} statements")
-    if is_match_recognize(statements[0]):
-        stream = _only_table(tables, name)
-        return attach_match(statements[0], name, defs, stream)
-    if is_window_join(statements[0]):
-        return attach_window_join(plan_window_join(statements[0], name, defs, functions), tables)
-    if is_temporal(statements[0]):
-        return attach_temporal(plan_temporal(statements[0], name, defs), tables)
-    if is_join(statements[0]):
-        joined = plan_join(statements[0], name, defs)
-        return attach_join(joined, tables, state_ttl_ms)
-    if is_row_number(statements[0]):
-        rank = plan_rank(statements[0], name, defs, functions)
-        table = rank.table if isinstance(rank, RankPlan) else rank.rank.table
-        return attach_rank(rank, tables[table])
+    if not plain_select(statements[0]):
+        view = _other_view(statements[0], name, defs, tables, functions, state_ttl_ms)
+        if view is not None:
+            return view
     try:
         plan = plan_query(statements[0], name, defs, functions or {})
     except RecursionError:  # a long chain of operators compiles recursively
@@ -170,11 +157,61 @@ def add_view(
     return attach(plan, tables[plan.table], state_ttl_ms)
 
 
+def plain_select(statement: exp.Expr) -> bool:
+    """Is ``statement`` for ``select.plan_query`` alone: no ``MATCH_RECOGNIZE``, no join and
+    no subquery in its ``FROM`` (a ``ROW_NUMBER()`` view's)? Only a query that is not loads
+    the other planners (each ``is_…`` below is false for a plain one)."""
+    if not isinstance(statement, exp.Select):
+        return True
+    source = statement.args.get("from_")
+    return not (
+        statement.args.get("match") is not None
+        or statement.args.get("joins")
+        or (source is not None and isinstance(source.this, exp.Subquery))
+    )
+
+
+def _other_view(
+    statement: exp.Expr,
+    name: str,
+    defs: Mapping[str, TableDef],
+    tables: Mapping[str, DataStream],
+    functions: Mapping[str, AggregateFunction] | None,
+    state_ttl_ms: int | None,
+) -> ResultStream | None:
+    """The view of a query that is not a plain SELECT (``plain_select``), or None for the
+    one ``plan_query`` plans after all."""
+    from weir.engine.sql.ranked import RankPlan
+    from weir.engine.sql.recognize import attach_match, is_match_recognize
+    from weir.engine.sql.rownumber import is_row_number, plan_rank
+    from weir.engine.sql.sqljoin import is_join, plan_join
+    from weir.engine.sql.temporal import is_temporal, plan_temporal
+    from weir.engine.sql.windowjoin import is_window_join, plan_window_join
+
+    if is_match_recognize(statement):
+        return attach_match(statement, name, defs, _only_table(tables, name))
+    if is_window_join(statement):
+        return attach_window_join(plan_window_join(statement, name, defs, functions), tables)
+    if is_temporal(statement):
+        return attach_temporal(plan_temporal(statement, name, defs), tables)
+    if is_join(statement):
+        return attach_join(plan_join(statement, name, defs), tables, state_ttl_ms)
+    if is_row_number(statement):
+        rank = plan_rank(statement, name, defs, functions)
+        table = rank.table if isinstance(rank, RankPlan) else rank.rank.table
+        return attach_rank(rank, tables[table])
+    return None
+
+
 def attach_rank(
     plan: RankPlan | WindowRankPlan | WindowAggregateRankPlan, stream: DataStream
 ) -> ResultStream:
     """Add a Top-N or deduplication view's filter, key_by and process function (per window,
     for a window TVF's rows or a window aggregate's groups)."""
+    from weir.engine.sql.outerjoin import with_late_output
+    from weir.engine.sql.ranked import RankFunction, RankPlan
+    from weir.engine.sql.windowed import WindowAggregateRankPlan, WindowRank
+
     rank = plan if isinstance(plan, RankPlan) else plan.rank
     if isinstance(plan, WindowAggregateRankPlan):
         return _aggregate_rank(plan, stream)
@@ -188,6 +225,9 @@ def attach_rank(
 
 
 def _aggregate_rank(plan: WindowAggregateRankPlan, stream: DataStream) -> ResultStream:
+    from weir.engine.sql.outerjoin import with_late_output
+    from weir.engine.sql.windowed import WindowAggregateRank
+
     if plan.where is not None:
         stream = stream.filter(_labelled(plan.where, f"WHERE {plan.where_sql}"))
     if plan.derived:
@@ -206,6 +246,9 @@ def attach_join(
 ) -> ResultStream:
     """Add a join view: each side filtered and keyed, joined within the bounds (an interval
     join), or by key alone for as long as the state TTL keeps the rows (a regular join)."""
+    from weir.engine.sql.outerjoin import OuterIntervalJoin, with_late_output
+    from weir.engine.sql.sqljoin import RegularJoin, pair_function
+
     if not plan.bounded and plan.kind != "INNER":
         raise SqlUnsupported(
             f"view {plan.name!r}: a {plan.kind} OUTER join without a time bound (a regular "
@@ -243,6 +286,9 @@ def attach_join(
 def attach_window_join(plan: WindowJoinPlan, streams: Mapping[str, DataStream]) -> ResultStream:
     """Add a window join view: each side filtered and keyed, then the keyed co-process function
     that pairs each window's rows when it fires; its late rows go to the ``late`` output."""
+    from weir.engine.sql.outerjoin import with_late_output
+    from weir.engine.sql.windowed import WindowJoin
+
     keyed = []
     for side in (0, 1):
         stream, where = streams[plan.tables[side]], plan.filters[side]
@@ -263,6 +309,10 @@ def attach_window_join(plan: WindowJoinPlan, streams: Mapping[str, DataStream]) 
 def attach_temporal(plan: TemporalPlan, streams: Mapping[str, DataStream]) -> ResultStream:
     """Add a temporal join view: the probe and the versioned table filtered, keyed by the
     versioned table's primary key (and the probe's columns equated with it), joined."""
+    from weir.engine.sql.lookup import LookupJoin
+    from weir.engine.sql.outerjoin import with_late_output
+    from weir.engine.sql.temporal import TemporalJoin
+
     keyed = []
     for side in (0, 1):
         stream = streams[plan.tables[side]]
