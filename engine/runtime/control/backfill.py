@@ -33,8 +33,6 @@ from weir.engine.runtime.messages import (
 )
 from weir.engine.runtime.view import BackfillEntry
 from weir.state import untrusted
-from weir.state.bulkload import BACKFILL_GLOB, key_group_of
-from weir.state.bulkstore import MANIFEST, read_manifest, stored_files
 from weir.state.checkpoints import now_ms
 from weir.state.objectstore import StorageLocation, open_store, storage_location
 
@@ -152,6 +150,10 @@ class LiveBackfill:
         regular file, reached from the backfill storage without a symlink (``untrusted``:
         opened with ``O_NOFOLLOW | O_NONBLOCK`` and judged by ``fstat``); in a bucket each must
         be in the manifest and the manifest's files there."""
+        # the bulk load's modules load with the first backfill, not with every job manager
+        from weir.state.bulkload import BACKFILL_GLOB
+        from weir.state.bulkstore import MANIFEST, read_manifest, stored_files
+
         if where.path is not None:
             assert self._root.path is not None
             if not where.path.is_dir():
@@ -174,6 +176,8 @@ class LiveBackfill:
 
     def _check_name(self, f: str) -> None:
         """A file no worker would pick up is refused, not silently left out."""
+        from weir.state.bulkload import key_group_of
+
         kg = key_group_of(f)
         if kg is None or kg >= self._max_parallelism:
             raise ConfigError(

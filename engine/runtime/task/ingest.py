@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from weir.base.errors import StateError, WeirError
 from weir.base.files import private_dir, write_private
@@ -36,11 +37,12 @@ from weir.engine.runtime.operators.window import WindowRuntime
 from weir.engine.runtime.stored import stores_cells
 from weir.engine.windows import is_late
 from weir.state import untrusted
-from weir.state.bulkload import LoadRules, StagedFile, key_group_of, stage_sst
-from weir.state.bulkstore import fetch_ssts
 from weir.state.keygroups import KeyGroupRange
 from weir.state.objectstore import storage_location
 from weir.state.rocksdb import RocksState
+
+if TYPE_CHECKING:
+    from weir.state.bulkload import StagedFile
 
 STAGE_DIR = "backfill-staged"
 _DOWNLOADS = "downloaded"
@@ -66,6 +68,8 @@ def backfill_step(
 
 
 def _check(step: BackfillStep, rt: WindowRuntime, own: KeyGroupRange, stage: Path) -> BackfillReply:
+    from weir.state.bulkload import LoadRules, stage_sst  # loaded by a worker's first backfill
+
     req = step.request
     shutil.rmtree(stage, ignore_errors=True)
     private_dir(stage)
@@ -99,6 +103,9 @@ def _sources(
     cannot block the worker, nor a link added since lead out. From object storage: downloaded
     with the manifest's size and CRC-32 checked (a cluster task reaches S3 with the settings
     the job manager forwarded)."""
+    from weir.state.bulkload import key_group_of
+    from weir.state.bulkstore import fetch_ssts
+
     where = storage_location(req.path)
     if where.path is None:
         return [(kg, f, f) for kg, f in fetch_ssts(where, own, downloads)]
