@@ -24,13 +24,15 @@ A global window reports the span of its contents, ``[least t, greatest t + 1)``,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from weir.engine.evictors import Evictor
 from weir.engine.nodes import WindowNode
 from weir.engine.runtime.stored.codec import decode_state
 from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.windows import MAX_TIME, MIN_TIME, CountWindows, GlobalWindows, is_late
+
+if TYPE_CHECKING:  # a type only: the evictors load with the first job that evicts
+    from weir.engine.evictors import Evictor
 
 STATE_NAME = "windows"
 CLOSED_NAME = "closed"
