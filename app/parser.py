@@ -6,7 +6,6 @@ you mean ``--parallelism``?) and names the command's own ``--help``."""
 from __future__ import annotations
 
 import argparse
-import difflib
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,6 +121,8 @@ def _check_command(parser: argparse.ArgumentParser, words: list[str]) -> None:
     first = next((w for w in words if not w.startswith("-")), None)
     if first is None or first in NAMES:
         return
+    import difflib  # for a mistyped command only
+
     close = difflib.get_close_matches(first, NAMES, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else f"; use one of {', '.join(NAMES)}"
     parser.error(f"unknown command {first!r}{hint}")
@@ -134,6 +135,8 @@ def _unknown(extra: list[str], command: str) -> str:
     if not options:
         return f"unrecognized argument{'s' if len(extra) > 1 else ''} {' '.join(extra)}"
     word = options[0].partition("=")[0]
+    import difflib  # for a mistyped flag only
+
     close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]}?" if close else ""
     return f"unrecognized argument {word}{hint}"

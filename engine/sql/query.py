@@ -13,7 +13,6 @@ Anything the runtime would run with another meaning is refused with the construc
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -158,6 +157,8 @@ class Query:
             )
         columns = self.table.columns
         if columns is not None and name not in columns:
+            import difflib  # for an unknown column only
+
             near = difflib.get_close_matches(name, columns, n=3)
             hint = f"did you mean {' or '.join(near)}? " if near else ""
             raise SqlError(

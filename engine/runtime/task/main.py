@@ -12,7 +12,6 @@ wait until it is gone (``control.resume``).
 
 from __future__ import annotations
 
-import cProfile
 import logging
 import os
 import signal
@@ -73,6 +72,8 @@ def run_worker(
         profile_dir = read_env(PROFILE_DIR)
         with gctuning.tuned():  # the job loaded and restored: the loop's collector settings
             if profile_dir:  # cProfile each worker; stats land in <dir>/worker-<i>.prof
+                import cProfile  # only for a profiled run
+
                 cProfile.runctx(
                     "worker.run()",
                     {},
