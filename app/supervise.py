@@ -26,7 +26,9 @@ from weir.engine.runtime.loader import (
     plan_is_shareable,
     preload,
 )
+from weir.engine.runtime.operators.factory import load_every_runtime, load_runtimes
 from weir.engine.runtime.settings import WORKER_START
+from weir.engine.runtime.task.graph import graph_of
 
 if TYPE_CHECKING:
     from weir.api import ApiSettings
@@ -64,10 +66,33 @@ def _load_and_fork(cfg: RunConfig) -> Job:
         return load_configured_job(cfg)
     if plan_is_shareable(cfg):
         job = load_configured_job(cfg)
-        zygote.start(lambda: preload(cfg, job))
+        zygote.start(lambda: _preload(cfg, job))
         return job
+    _preload_for_a_job_file()
     zygote.start()
     return load_configured_job(cfg)
+
+
+def _preload_for_a_job_file() -> None:
+    """Before the zygote's fork, for a job file that each worker loads after it: whatever the
+    file may use, as every run imported it when ``weir.engine`` loaded it all (what loads on
+    first use would otherwise be every worker's to pay)."""
+    # the submodules themselves: sources.kafka and the like are the package's functions
+    import weir.engine.cep
+    import weir.engine.evictors
+    import weir.engine.joins
+    import weir.engine.sinks.kafka
+    import weir.engine.sources.generator
+    import weir.engine.sources.kafka  # noqa: F401
+
+    load_every_runtime()
+
+
+def _preload(cfg: RunConfig, job: Job) -> None:
+    """In the zygote: the plan its workers take, and the runtimes of its operators (their
+    modules load on first use, which in a worker would be every worker's to pay)."""
+    preload(cfg, job)
+    load_runtimes(graph_of(job).keyby)
 
 
 def _run_loaded(
