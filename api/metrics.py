@@ -12,6 +12,7 @@ follow Prometheus' conventions: seconds, bytes, ``_timestamp_seconds`` for point
 from __future__ import annotations
 
 import os
+import sys
 import time
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -30,8 +31,6 @@ from prometheus_client.utils import floatToGoString
 
 from weir import __version__
 from weir.api.registry import JobHandle, Registry
-from weir.engine.cep import patterns_of
-from weir.engine.cep.function import PARTIAL_MATCHES, TIMED_OUT_METRIC
 from weir.engine.runtime.messages import WorkerStatus
 from weir.engine.runtime.view import JOB_STATES
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
@@ -167,7 +166,9 @@ def _add_workers(f: Families, job: str, workers: list[WorkerStatus]) -> None:
 
 def _add_operators(f: Families, job: str, handle: JobHandle, workers: list[WorkerStatus]) -> None:
     now = time.time()
-    patterns = set(patterns_of(handle.job))
+    # a job with a pattern operator has loaded CEP (its function is CEP's): others need not
+    cep = sys.modules.get("weir.engine.cep")
+    patterns = set() if cep is None else set(cep.patterns_of(handle.job))
     for op in handle.job.operators:
         per = [w["operators"][op] for w in workers if op in w["operators"]]
         labels = [job, op]
@@ -179,6 +180,8 @@ def _add_operators(f: Families, job: str, handle: JobHandle, workers: list[Worke
         ):
             f[metric].add_metric(labels, total)
         if op in patterns:
+            from weir.engine.cep.function import PARTIAL_MATCHES, TIMED_OUT_METRIC
+
             for metric, figure in (
                 ("weir_cep_partial_matches", PARTIAL_MATCHES),
                 ("weir_cep_timed_out_total", TIMED_OUT_METRIC),
