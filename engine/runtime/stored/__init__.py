@@ -10,6 +10,9 @@ it). The backfill writes the same form from Spark.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from weir.engine.runtime.stored.codec import (
     compose_stored,
     decode_session,
@@ -20,7 +23,24 @@ from weir.engine.runtime.stored.codec import (
 )
 from weir.engine.runtime.stored.fold import FoldPlan
 from weir.engine.runtime.stored.ranking import TOP_K, best, finite_number
-from weir.engine.runtime.stored.triggered import query_windows
+
+if TYPE_CHECKING:
+    from weir.engine.runtime.stored.triggered import query_windows
+
+# what the API reads of a triggered window's state: loaded by the first such read
+_HOMES = {"query_windows": "weir.engine.runtime.stored.triggered"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
 
 __all__ = [
     "TOP_K",
