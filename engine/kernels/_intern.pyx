@@ -433,6 +433,29 @@ cdef class Interner:
             self._names.append(PyUnicode_DecodeUTF8(<char *>self.arena + m.off, m.length, NULL))
         return self._names[start:]
 
+    def prefixes(self, const int32_t[::1] ids):
+        """See ``intern.Interner.prefixes``."""
+        cdef Py_ssize_t rows = ids.shape[0], i
+        cdef int32_t k
+        cdef int j, n
+        cdef uint64_t v
+        cdef const uint8_t *p
+        for i in range(rows):
+            k = ids[i]
+            if not 0 <= k < self.n:
+                raise IndexError(f"key id {k} is not interned (0..{self.n - 1})")
+        out = np.empty(rows, dtype=np.uint64)
+        cdef uint64_t[::1] o = out
+        with nogil:
+            for i in range(rows):
+                p = self.arena + self.meta[ids[i]].off
+                n = self.meta[ids[i]].length if self.meta[ids[i]].length < 8 else 8
+                v = 0
+                for j in range(8):
+                    v = (v << 8) | (p[j] if j < n else 0)
+                o[i] = v
+        return out
+
     def gather_crcs(self, const int32_t[::1] ids):
         """See ``intern.Interner.gather_crcs``: read from each key's meta (prefetched ahead,
         as the ids are in any order), never from its bytes."""

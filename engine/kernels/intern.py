@@ -177,6 +177,18 @@ class Interner:
         """The keys with ids ``start, start + 1, ...`` (the new ones since ``start``)."""
         return [r.decode() for r in self._raw[start:]]
 
+    def prefixes(self, ids: Array) -> Array:
+        """Each id's key's first 8 UTF-8 bytes as a big-endian ``uint64``, zero padded: in key
+        order, as str order is UTF-8's byte order (a key sorts no later than one of a greater
+        prefix), so a ranking's tie among many keys is cut to the few it can pick from without
+        a str per key.
+
+        Raises:
+            IndexError: an id is not interned.
+        """
+        picked = _picked(self._raw, ids)
+        return np.array([int.from_bytes(r[:8].ljust(8, b"\0"), "big") for r in picked], np.uint64)
+
     def gather_crcs(self, ids: Array) -> Array:
         """Each id's key's CRC-32 (``uint32``, as ``zlib.crc32``): ``gather_keys(ids)[2]``
         without copying the keys (kept from when each key was new).

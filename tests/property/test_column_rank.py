@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from weir import agg
+from weir.engine.kernels import Kernels
 from weir.engine.runtime.operators.colrank import kth_largest, rank_window
 from weir.engine.runtime.operators.topn import ranked_columns
 from weir.engine.runtime.stored.fold import FoldPlan
@@ -35,6 +36,10 @@ def test_rank_window_equals_ranked_columns(rows: list[tuple[int, Any]], k: int, 
     columns = [counts, values, values, counts]
     ids = np.arange(len(rows), dtype=np.int32)
     got = rank_window(lambda i: [names[x] for x in i.tolist()], ids, PLAN, columns, k)
+    # narrowed by the keys' first bytes (the interner's prefixes), the same ranking
+    assert got == rank_window(
+        lambda i: [names[x] for x in i.tolist()], ids, PLAN, columns, k, _prefixes(names)
+    )
     listed = values.tolist() if isinstance(values, np.ndarray) else values
     want = ranked_columns(
         names,
@@ -46,6 +51,51 @@ def test_rank_window_equals_ranked_columns(rows: list[tuple[int, Any]], k: int, 
         k,
     )
     assert {n: _plain(v) for n, v in got.items()} == {n: _plain(v) for n, v in want.items()}
+
+
+def _prefixes(names: list[str]) -> Any:
+    """``Interner.prefixes`` of keys ``names`` (by id), from their UTF-8 bytes."""
+
+    def of(ids: Any) -> Any:
+        raw = [names[x].encode()[:8].ljust(8, b"\0") for x in ids.tolist()]
+        return np.array([int.from_bytes(r, "big") for r in raw], np.uint64)
+
+    return of
+
+
+# keys that share long prefixes, hold NULs (a short key and its NUL-padded twin), or unicode
+TIED_KEYS = st.lists(
+    st.one_of(
+        st.text(max_size=12),
+        st.builds(lambda s: "same-prefix" + s, st.text(max_size=3)),
+        st.sampled_from(["a", "a\x00", "a\x00\x00", "é", "ab", "\U0001f642"]),
+    ),
+    min_size=1,
+    max_size=200,
+    unique=True,
+)
+
+
+@given(TIED_KEYS, st.integers(1, 8), st.data())
+def test_a_large_tie_narrowed_by_prefix_ranks_as_the_whole_tie(
+    kernels: Kernels, keys: list[str], k: int, data: st.DataObject
+) -> None:
+    """Nearly every count equal (an open window's): the tie at the k-th value, narrowed by
+    the interner's key prefixes first, picks the same smallest keys as the whole tie sorted;
+    and ``Interner.prefixes`` is each key's first 8 bytes, big-endian, zero padded."""
+    it = kernels.Interner(128)
+    raw = [x.encode() for x in keys]
+    starts = np.cumsum([0] + [len(r) for r in raw[:-1]]).astype(np.int64)
+    ids = it.intern(b"".join(raw), starts, np.array([len(r) for r in raw], np.int32))
+    assert it.prefixes(ids).tolist() == _prefixes(keys)(ids).tolist()
+    counts = np.ones(len(keys), np.int64)
+    for i in data.draw(st.lists(st.integers(0, len(keys) - 1), max_size=3)):
+        counts[i] += 1
+    columns = [counts, counts, counts, counts]
+    names = lambda i: [keys[x] for x in i.tolist()]  # noqa: E731
+    got = rank_window(names, ids, PLAN, columns, k, it.prefixes)
+    assert got == rank_window(names, ids, PLAN, columns, k)
+    assert got["n"] == ranked_columns(keys, {"n": counts.tolist()}, k)["n"]
 
 
 def _plain(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:

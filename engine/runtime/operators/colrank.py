@@ -1,7 +1,9 @@
 """Top-N of a window held as columns (``colwindow``): the same ranking as ``topn.ranked_columns``
 (highest value first, ties by key, only finite numbers ranked), found with numpy so that only
 the few keys that can rank are named and sorted: a partition finds the ``k``-th highest value,
-every key above it ranks, and of the keys equal to it the smallest by key fill the rest."""
+every key above it ranks, and of the keys equal to it the smallest by key fill the rest. Where
+thousands tie (an open window's counts, nearly all 1), their keys' first bytes (``Prefixes``)
+pick the few that can fill it before any is named."""
 
 from __future__ import annotations
 
@@ -18,13 +20,22 @@ from weir.engine.runtime.stored.ranking import TOP_K
 
 Array = Any
 Names = Callable[[Array], list[str]]  # key ids -> their keys
+# key ids -> their keys' first 8 bytes as big-endian uint64s (``Interner.prefixes``): a key
+# sorts no later than any key of a greater prefix
+Prefixes = Callable[[Array], Array]
 
 
 def rank_window(
-    names: Names, ids: Array, plan: FoldPlan, columns: list[Any], k: int = TOP_K
+    names: Names,
+    ids: Array,
+    plan: FoldPlan,
+    columns: list[Any],
+    k: int = TOP_K,
+    prefixes: Prefixes | None = None,
 ) -> Ranked:
     """Every aggregate's best ``k`` ``(key, value)`` of a window whose keys are ``ids`` and
-    whose slot columns are ``columns`` (``WindowAcc.export``'s)."""
+    whose slot columns are ``columns`` (``WindowAcc.export``'s); ``prefixes``, where given,
+    narrows a large tie before its keys are named."""
     out: Ranked = {}
     every: list[str] | None = None
     rows: list[list[Any]] | None = None
@@ -34,7 +45,7 @@ def rank_window(
         plain = isinstance(agg, Builtin) and agg.cast is None
         column = columns[lo] if hi > lo else None
         if plain and hi - lo == 1 and isinstance(column, np.ndarray):
-            found = _best_of_array(names, ids, column, k)
+            found = _best_of_array(names, ids, column, k, prefixes)
             if found:
                 out[name] = found
             continue
@@ -60,7 +71,9 @@ def _means(sums: Any, counts: Any) -> list[Any]:
     return [a / b for a, b in zip(_values(sums), _values(counts), strict=True)]
 
 
-def _best_of_array(names: Names, ids: Array, v: Array, k: int) -> list[tuple[str, Any]]:
+def _best_of_array(
+    names: Names, ids: Array, v: Array, k: int, prefixes: Prefixes | None = None
+) -> list[tuple[str, Any]]:
     rows = np.arange(len(v))
     if v.dtype.kind == "f":
         finite = np.isfinite(v)
@@ -78,6 +91,10 @@ def _best_of_array(names: Names, ids: Array, v: Array, k: int) -> list[tuple[str
         tied = np.flatnonzero(v == kth)
         room = k - len(above)
         if len(tied) > room:  # of the keys at the k-th value, the smallest by key rank
+            if prefixes is not None and len(tied) > _NARROW * room:
+                # only a key whose prefix is at most the room-th smallest can be among them
+                first = prefixes(ids[rows[tied]])
+                tied = tied[first <= np.partition(first, room - 1)[room - 1]]
             tied_names = names(ids[rows[tied]])
             picked = heapq.nsmallest(room, zip(tied_names, tied.tolist(), strict=True))
             tied = np.array([i for _, i in picked], np.int64)
@@ -89,6 +106,7 @@ def _best_of_array(names: Names, ids: Array, v: Array, k: int) -> list[tuple[str
 
 
 _SAMPLE = 4096  # values a threshold is estimated from
+_NARROW = 4  # a tie this many times the room left is narrowed by prefix first
 
 
 def kth_largest(v: Array, k: int) -> Any:

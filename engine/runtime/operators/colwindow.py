@@ -322,7 +322,9 @@ class ColumnWindowRuntime(WindowRuntime):
             if not final:
                 self.awaiting_final[end] = dict(zip(names, rows, strict=True))
         if not self.emits:
-            ranked = rank_window(self.names.few, ids, self.plan, columns)
+            ranked = rank_window(
+                self.names.few, ids, self.plan, columns, prefixes=self.interner.prefixes
+            )
             self.tops.fired_ranked(start, end, len(ids), ranked)
         dirty = acc.take_dirty()
         crcs = None
@@ -352,7 +354,9 @@ class ColumnWindowRuntime(WindowRuntime):
 
     def _rank_current(self, end: int) -> RankedWindow:
         ids, columns = self.accs[end].export()
-        ranked = rank_window(self.names.few, ids, self.plan, columns)
+        ranked = rank_window(
+            self.names.few, ids, self.plan, columns, prefixes=self.interner.prefixes
+        )
         return {"start": self._assigner.start_of(end), "end": end, "by": ranked}
 
     # -- state ---------------------------------------------------------------------------------
