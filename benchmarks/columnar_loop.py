@@ -71,7 +71,7 @@ class Loop:
         self.parallelism = parallelism
         self.spent = dict.fromkeys(STEPS, 0.0)
         self.events = self.late = self.fallbacks = self.dropped = 0
-        self.fired: list[tuple[int, Any, list[Any], dict[Any, Any]]] = []
+        self.fired: list[tuple[int, Any, list[Any]]] = []
 
     def block(self, block: bytes) -> None:
         k, clock, spent = self.k, time.thread_time, self.spent
