@@ -9,8 +9,9 @@ from __future__ import annotations
 if __name__ != "weir.api":  # the checkout's root on sys.path makes `api` importable too
     raise ImportError(f"import weir.api, not {__name__}: this folder installs as weir.api")
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from weir.base.lazy import exports
 
 if TYPE_CHECKING:
     from weir.api.app import create_app
@@ -28,8 +29,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'weir.api' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__, __dir__ = exports(__name__, _HOMES)

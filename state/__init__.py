@@ -10,8 +10,9 @@ from __future__ import annotations
 if __name__ != "weir.state":  # the checkout's root on sys.path makes `state` importable too
     raise ImportError(f"import weir.state, not {__name__}: this folder installs as weir.state")
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from weir.base.lazy import exports
 
 if TYPE_CHECKING:
     from weir.state.backend import Batch, Snapshottable, StateBackend
@@ -66,8 +67,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module 'weir.state' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
+__getattr__, __dir__ = exports(__name__, _HOMES)

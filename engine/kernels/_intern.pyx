@@ -358,6 +358,16 @@ cdef class Interner:
     cdef inline int32_t _find_or_add(self, const uint8_t *p, Py_ssize_t length) except -1 nogil:
         return self._find_or_add_hashed(p, length, hash_bytes(p, length))
 
+    cdef int _check_ids(self, const int32_t[::1] ids) except -1:
+        """Raise ``IndexError`` for an id that is not interned."""
+        cdef Py_ssize_t i
+        cdef int32_t k
+        for i in range(ids.shape[0]):
+            k = ids[i]
+            if not 0 <= k < self.n:
+                raise IndexError(f"key id {k} is not interned (0..{self.n - 1})")
+        return 0
+
     def intern(self, const uint8_t[::1] data, const int64_t[::1] starts, const int32_t[::1] lens):
         """See ``intern.Interner.intern``."""
         cdef Py_ssize_t rows = starts.shape[0], c, i, m
@@ -436,14 +446,10 @@ cdef class Interner:
     def prefixes(self, const int32_t[::1] ids):
         """See ``intern.Interner.prefixes``."""
         cdef Py_ssize_t rows = ids.shape[0], i
-        cdef int32_t k
         cdef int j, n
         cdef uint64_t v
         cdef const uint8_t *p
-        for i in range(rows):
-            k = ids[i]
-            if not 0 <= k < self.n:
-                raise IndexError(f"key id {k} is not interned (0..{self.n - 1})")
+        self._check_ids(ids)
         out = np.empty(rows, dtype=np.uint64)
         cdef uint64_t[::1] o = out
         with nogil:
@@ -460,11 +466,7 @@ cdef class Interner:
         """See ``intern.Interner.gather_crcs``: read from each key's meta (prefetched ahead,
         as the ids are in any order), never from its bytes."""
         cdef Py_ssize_t rows = ids.shape[0], i
-        cdef int32_t k
-        for i in range(rows):
-            k = ids[i]
-            if not 0 <= k < self.n:
-                raise IndexError(f"key id {k} is not interned (0..{self.n - 1})")
+        self._check_ids(ids)
         crc_a = np.empty(rows, dtype=np.uint32)
         cdef uint32_t[::1] crc = crc_a
         with nogil:
@@ -485,11 +487,7 @@ cdef class Interner:
         wrote past this one."""
         cdef Py_ssize_t rows = ids.shape[0], i
         cdef int64_t total = 0, length
-        cdef int32_t k
-        for i in range(rows):
-            k = ids[i]
-            if not 0 <= k < self.n:
-                raise IndexError(f"key id {k} is not interned (0..{self.n - 1})")
+        self._check_ids(ids)
         offsets_a = np.empty(rows + 1, dtype=np.int64)
         crc_a = np.empty(rows, dtype=np.uint32)
         group_a = np.empty(rows, dtype=np.uint16)

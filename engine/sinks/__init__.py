@@ -12,7 +12,6 @@ hold what they emit after a checkpoint's barrier until the checkpoint completes
 from __future__ import annotations
 
 import fcntl
-import importlib
 import logging
 import os
 import sys
@@ -24,7 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 from weir.base.errors import ConfigError, SinkError
 from weir.base.files import FILE_MODE, private_dir
 from weir.base.jsonenc import dumps_json
-from weir.base.lazy import keep_functions
+from weir.base.lazy import exports, keep_functions
 from weir.base.paths import file_path
 from weir.base.redact import redact_url
 
@@ -271,15 +270,7 @@ def from_url(url: str) -> Sink:
     )
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = exports(__name__, _HOMES)
 
 
 # ``kafka()`` shares its name with the submodule, imported late above

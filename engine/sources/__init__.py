@@ -9,13 +9,12 @@ TLS and SASL options (``security_protocol=SASL_SSL&sasl_mechanism=SCRAM-SHA-512&
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from weir.base.errors import ConfigError, SourceError
-from weir.base.lazy import keep_functions
+from weir.base.lazy import exports, keep_functions
 from weir.base.paths import file_path
 from weir.base.redact import redact_url
 from weir.engine.sources.base import Source, SourceBatch, SplitReader
@@ -154,16 +153,7 @@ def from_url(url: str) -> Source:
     )
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    module, _, attr = home.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = exports(__name__, _HOMES)
 
 
 # ``kafka()`` and ``generator()`` share their names with the submodules imported late above

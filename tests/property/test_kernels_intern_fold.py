@@ -96,8 +96,9 @@ def test_interner(kernels: Kernels, keys: list[str], max_par: int, data: st.Data
     only = it.gather_crcs(picked)
     assert only.dtype == np.uint32 and only.tolist() == crcs.tolist()
     assert len(it.gather_crcs(np.zeros(0, np.int32))) == 0
-    with pytest.raises(IndexError, match="is not interned"):
-        it.gather_crcs(np.array([len(first)], np.int32))
+    for gather in (it.gather_crcs, it.gather_keys, it.prefixes):  # an id past the last
+        with pytest.raises(IndexError, match="is not interned"):
+            gather(np.array([0, len(first)], np.int32))
 
 
 BIG = (1 << 63) - 1

@@ -10,9 +10,9 @@ it). The backfill writes the same form from Spark.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from weir.base.lazy import exports
 from weir.engine.runtime.stored.codec import (
     compose_stored,
     decode_session,
@@ -31,15 +31,7 @@ if TYPE_CHECKING:
 _HOMES = {"query_windows": "weir.engine.runtime.stored.triggered"}
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_HOMES})
+__getattr__, __dir__ = exports(__name__, _HOMES)
 
 
 __all__ = [
