@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.kernel_impls import exported_row
 from weir.engine import agg
 from weir.engine.columnar import kernel_kind
 from weir.engine.kernels import Kernels
@@ -58,19 +59,6 @@ def _column(vals: list[Any]) -> tuple[Any, Any, Any]:
     )
 
 
-def _exported(columns: list[Any], row: int) -> list[Any]:
-    """Row ``row`` of exported columns: an int64 or float64 array, or a list of values
-    (``None`` for NULL)."""
-    out: list[Any] = []
-    for col in columns:
-        if isinstance(col, np.ndarray):
-            assert col.dtype in (np.int64, np.float64)
-            out.append(col.tolist()[row])
-        else:
-            out.append(col[row])
-    return out
-
-
 @given(
     st.lists(
         st.one_of(
@@ -113,5 +101,5 @@ def test_skipping_fold_equals_python_fold(
     assert len(acc) == len(bucket)
     ids, columns = acc.export()
     for row, kid in enumerate(ids.tolist()):
-        got = _exported(columns, row)
+        got = exported_row(columns, row)
         assert [_bits(x) for x in got] == [_bits(x) for x in bucket[str(kid)]]

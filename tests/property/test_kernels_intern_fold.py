@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.support.kernel_impls import exported_row
 from weir.engine import agg
 from weir.engine.kernels import Kernels
 from weir.engine.kernels.fold import fold_window
@@ -160,21 +161,8 @@ def test_fold_equals_python_fold(
     ids, columns = acc.export()  # the same accumulators as columns
     assert ids.tolist() == [int(k) for k in want]  # in the order the keys first arrived
     for row, kid in enumerate(ids.tolist()):
-        exported = _exported(columns, row)
+        exported = exported_row(columns, row)
         assert [_bits(x) for x in exported] == [_bits(x) for x in want[str(kid)]]
-
-
-def _exported(columns: list[Any], row: int) -> list[Any]:
-    """Row ``row`` of exported columns: an int64 array, a float64 array, or a list of values
-    (where neither array holds them all, or a slot went to Python ints)."""
-    out = []
-    for col in columns:
-        if isinstance(col, np.ndarray):
-            assert col.dtype in (np.int64, np.float64)
-            out.append(col.tolist()[row])
-        else:
-            out.append(col[row])
-    return out
 
 
 PAST_INT64 = st.sampled_from([BIG + 1, BIG + 10**6, -BIG - 2, (1 << 64) - 1])
@@ -223,6 +211,6 @@ def test_load_then_fold_equals_python_fold(
     chosen = np.array([int(k) for k in reversed(bucket)], np.int32)
     columns = acc.export_rows(chosen)
     for row, kid in enumerate(chosen.tolist()):
-        got = _exported(columns, row)
+        got = exported_row(columns, row)
         assert [_bits(x) for x in got] == [_bits(x) for x in bucket[str(kid)]]
     assert sorted(acc.take_dirty().tolist()) == sorted(int(k) for k in bucket)

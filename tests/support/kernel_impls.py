@@ -10,7 +10,9 @@ missing compiled build fails the compiled cases: it is never skipped.
 from __future__ import annotations
 
 import os
+from typing import Any
 
+import numpy as np
 import pytest
 
 from weir.engine.kernels import Kernels, load
@@ -40,3 +42,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def kernels(request: pytest.FixtureRequest) -> Kernels:
     """One implementation's kernels (the test runs once per implementation)."""
     return load(str(request.param))
+
+
+def exported_row(columns: list[Any], row: int) -> list[Any]:
+    """Row ``row`` of a window's exported columns (``WindowAcc.export``): an int64 or float64
+    array, or a list of values (``None`` for NULL) where neither array holds them all or a
+    slot went to Python ints."""
+    out = []
+    for col in columns:
+        if isinstance(col, np.ndarray):
+            assert col.dtype in (np.int64, np.float64)
+            out.append(col.tolist()[row])
+        else:
+            out.append(col[row])
+    return out
