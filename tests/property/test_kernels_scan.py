@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import struct
 from typing import Any
 
 import orjson
@@ -14,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.kernel_impls import same_value
 from weir.engine.kernels import Kernels
 from weir.engine.kernels.scan import BLANK, MALFORMED, NOT_OBJECT, OK, Missing, scan_block
 
@@ -107,14 +107,6 @@ lines = st.one_of(
 )
 
 
-def _same(got: Any, want: Any) -> bool:
-    if type(got) is not type(want):
-        return False
-    if isinstance(want, float):
-        return struct.pack("<d", got) == struct.pack("<d", want)
-    return bool(got == want)
-
-
 def check_block(kernels: Kernels, raw_lines: list[bytes]) -> None:
     block = b"".join(line.replace(b"\n", b" ") + b"\n" for line in raw_lines)
     scan = scan_block(kernels.scan_lines, block, FIELDS)
@@ -139,7 +131,12 @@ def check_block(kernels: Kernels, raw_lines: list[bytes]) -> None:
         for j, name in enumerate(FIELDS):
             want = rec.get(name, Missing)
             got = scan.value(j, i)
-            assert got is Missing if want is Missing else _same(got, want), (text, name, got, want)
+            assert got is Missing if want is Missing else same_value(got, want), (
+                text,
+                name,
+                got,
+                want,
+            )
 
 
 @settings(max_examples=400)

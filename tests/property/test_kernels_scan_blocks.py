@@ -10,12 +10,12 @@ bytes as two 8-byte words when the block holds 16 bytes from the key on, else by
 from __future__ import annotations
 
 import json
-import struct
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.kernel_impls import same_value
 from weir.engine.kernels import Kernels
 from weir.engine.kernels import scan as twin
 from weir.engine.kernels.scan import Missing, scan_block
@@ -72,14 +72,6 @@ def blocks(draw: st.DrawFn) -> bytes:
     return text.encode()
 
 
-def _same(got: Any, want: Any) -> bool:
-    if type(got) is not type(want):
-        return False
-    if isinstance(want, float):
-        return struct.pack("<d", got) == struct.pack("<d", want)
-    return bool(got == want)
-
-
 def check(kernels: Kernels, block: bytes) -> None:
     """The kernel's scan of ``block`` is the twin's, row for row and value for value."""
     got = scan_block(kernels.scan_lines, block, FIELDS)
@@ -92,7 +84,7 @@ def check(kernels: Kernels, block: bytes) -> None:
     assert got.dead == want.dead
     for j in range(len(FIELDS)):
         for i in range(len(got)):
-            assert _same(got.value(j, i), want.value(j, i)), (block, FIELDS[j], i)
+            assert same_value(got.value(j, i), want.value(j, i)), (block, FIELDS[j], i)
 
 
 @settings(max_examples=500)

@@ -10,6 +10,7 @@ missing compiled build fails the compiled cases: it is never skipped.
 from __future__ import annotations
 
 import os
+import struct
 from typing import Any
 
 import numpy as np
@@ -56,3 +57,12 @@ def exported_row(columns: list[Any], row: int) -> list[Any]:
         else:
             out.append(col[row])
     return out
+
+
+def same_value(got: Any, want: Any) -> bool:
+    """Equal and of the same type; floats bit for bit (``-0.0`` is not ``0.0``, NaN is NaN)."""
+    if type(got) is not type(want):
+        return False
+    if isinstance(want, float):
+        return struct.pack("<d", got) == struct.pack("<d", want)
+    return bool(got == want)
