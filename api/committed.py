@@ -149,20 +149,34 @@ class CommittedReader:
             if self._closed:
                 fresh.close()
                 return
-            if self._retired is not None:
-                self._retired.close()
-            self._retired, self._view = self._view, fresh
+            # the swap first: a view that fails to close must not keep the reader on it (each
+            # request would open the new checkpoint again, and leak it)
+            done, self._retired, self._view = self._retired, self._view, fresh
+            if done is not None:
+                _close(done)
             if self.storage.store.remote:
                 keep = fresh.shared | (self._retired.shared if self._retired else set())
-                prune_cache(self.workdir / "sst-cache", keep)
+                try:
+                    prune_cache(self.workdir / "sst-cache", keep)
+                except OSError as exc:  # the cache keeps some files until the next swap
+                    log.warning("committed view cache not pruned error=%s", exc)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             for view in (self._view, self._retired):
                 if view is not None:
-                    view.close()
+                    _close(view)
             self._view = self._retired = None
+
+
+def _close(view: CommittedView) -> None:
+    """Close ``view``; a failure is logged, not raised (its files may stay until the process
+    ends: nothing reads them any more)."""
+    try:
+        view.close()
+    except Exception as exc:  # RocksDB's own error, or OSError removing its files
+        log.warning("committed view not closed checkpoint=%d error=%s", view.id, exc)
 
 
 __all__ = ["CommittedReader", "CommittedView"]
