@@ -35,8 +35,38 @@ cdef inline uint32_t crc32(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     return c ^ 0xFFFFFFFFU
 
 
-cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    # a multiply-xorshift over 8-byte words: lookups hash every row, so it must be cheap
+cdef extern from *:
+    """
+    #include <string.h>
+    /* WEIR_HEAD[k]: a word whose first k bytes, in memory order, are all ones: a word loaded
+     * from a key, masked with it, holds the key's first k bytes and zeros, as a copy of k
+     * bytes into a zeroed word would (built from bytes, so it holds on either endianness) */
+    static uint64_t WEIR_HEAD[9];
+    static void weir_head_init(void) {
+        for (int k = 0; k <= 8; k++) {
+            unsigned char b[8] = {0};
+            memset(b, 0xff, (size_t)k);
+            memcpy(&WEIR_HEAD[k], b, 8);
+        }
+    }
+    static inline uint64_t weir_load8(const uint8_t *p) {
+        uint64_t w;
+        memcpy(&w, p, 8);  /* one unaligned load */
+        return w;
+    }
+    """
+    uint64_t WEIR_HEAD[9]
+    void weir_head_init() nogil
+    uint64_t weir_load8(const uint8_t *p) nogil
+
+weir_head_init()
+
+
+cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n,
+                                const uint8_t *end=NULL) noexcept nogil:
+    # a multiply-xorshift over 8-byte words: lookups hash every row, so it must be cheap.
+    # ``end``: where the buffer holding the key ends, so that a short tail is read as one word
+    # and masked (no memcpy call) where 8 bytes from it are there to read
     cdef uint64_t h = 0x9E3779B97F4A7C15ULL ^ <uint64_t>n, w
     cdef Py_ssize_t i = 0
     while i + 8 <= n:
@@ -46,7 +76,10 @@ cdef inline uint64_t hash_bytes(const uint8_t *p, Py_ssize_t n) noexcept nogil:
         i += 8
     w = 0
     if i < n:
-        memcpy(&w, p + i, n - i)
+        if end != NULL and p + i + 8 <= end:
+            w = weir_load8(p + i) & WEIR_HEAD[n - i]
+        else:
+            memcpy(&w, p + i, n - i)
     h = (h ^ w) * 0x94D049BB133111EBULL
     h ^= h >> 29
     h *= 0xBF58476D1CE4E5B9ULL
@@ -335,14 +368,25 @@ cdef class Interner:
             self.arena + m.off + INLINE, p + INLINE, length - INLINE) == 0
 
     cdef inline int32_t _find_or_add_hashed(self, const uint8_t *p, Py_ssize_t length,
-                                            uint64_t h) except -1 nogil:
+                                            uint64_t h, const uint8_t *end=NULL) except -1 nogil:
         # the probe key as a slot (tag, length, inline bytes): a slot matches when its 32
-        # bytes past the id are equal, and, for a key longer than INLINE, the rest is
+        # bytes past the id are equal, and, for a key longer than INLINE, the rest is. A key
+        # of up to 16 bytes whose buffer (it ends at ``end``) holds 16 from its start is put
+        # in the probe as two masked words, not with a memcpy call: most ids are that short
         cdef Slot probe
         cdef Slot *s
-        cdef uint64_t j = h & self.mask
+        cdef uint64_t j = h & self.mask, w
         cdef int32_t k
-        _fill(&probe, p, length, h, 0)
+        if end != NULL and length <= 16 and p + 16 <= end:
+            memset(&probe, 0, sizeof(Slot))
+            probe.tag = <uint32_t>(h >> 32)
+            probe.length = <uint16_t>length
+            w = weir_load8(p) & WEIR_HEAD[length if length < 8 else 8]
+            memcpy(&probe.key[0], &w, 8)
+            w = weir_load8(p + 8) & WEIR_HEAD[length - 8 if length > 8 else 0]
+            memcpy(&probe.key[8], &w, 8)
+        else:
+            _fill(&probe, p, length, h, 0)
         while True:
             s = &self.table[j]
             k = s.id
@@ -374,19 +418,22 @@ cdef class Interner:
         out = np.empty(rows, dtype=np.int32)
         cdef int32_t[::1] ids = out
         cdef const uint8_t *base = &data[0] if data.shape[0] else NULL
+        cdef const uint8_t *end = base + data.shape[0] if base != NULL else NULL
         cdef uint64_t hs[CHUNK]
         with nogil:
             c = 0
             while c < rows:
                 m = rows - c if rows - c < CHUNK else CHUNK
                 for i in range(m):
-                    hs[i] = hash_bytes(base + starts[c + i], lens[c + i])
+                    hs[i] = hash_bytes(base + starts[c + i], lens[c + i], end)
                     if i < PREFETCH:
                         WEIR_PREFETCH(&self.table[hs[i] & self.mask])
                 for i in range(m):
                     if i + PREFETCH < m:
                         WEIR_PREFETCH(&self.table[hs[i + PREFETCH] & self.mask])
-                    ids[c + i] = self._find_or_add_hashed(base + starts[c + i], lens[c + i], hs[i])
+                    ids[c + i] = self._find_or_add_hashed(
+                        base + starts[c + i], lens[c + i], hs[i], end
+                    )
                 c += m
         return out
 
