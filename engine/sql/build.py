@@ -146,10 +146,9 @@ def add_view(
     statements = parse(query, f"job.sql({name!r})")
     if len(statements) != 1:
         raise SqlError(f"job.sql({name!r}) takes one SELECT; it has {len(statements)} statements")
-    if not plain_select(statements[0]):
-        view = _other_view(statements[0], name, defs, tables, functions, state_ttl_ms)
-        if view is not None:
-            return view
+    view = other_view(statements[0], name, defs, tables, functions, state_ttl_ms)
+    if view is not None:
+        return view
     try:
         plan = plan_query(statements[0], name, defs, functions or {})
     except RecursionError:  # a long chain of operators compiles recursively
@@ -171,7 +170,7 @@ def plain_select(statement: exp.Expr) -> bool:
     )
 
 
-def _other_view(
+def other_view(
     statement: exp.Expr,
     name: str,
     defs: Mapping[str, TableDef],
@@ -179,8 +178,11 @@ def _other_view(
     functions: Mapping[str, AggregateFunction] | None,
     state_ttl_ms: int | None,
 ) -> ResultStream | None:
-    """The view of a query that is not a plain SELECT (``plain_select``), or None for the
-    one ``plan_query`` plans after all."""
+    """Add the view of a query that is not a plain SELECT (``plain_select``: a join, a rank,
+    ``MATCH_RECOGNIZE``), its planner loaded with it; None for a query ``plan_query`` plans
+    (a ``job.sql`` view and a script's ``CREATE VIEW`` alike)."""
+    if plain_select(statement):
+        return None
     from weir.engine.sql.ranked import RankPlan
     from weir.engine.sql.recognize import attach_match, is_match_recognize
     from weir.engine.sql.rownumber import is_row_number, plan_rank

@@ -26,15 +26,7 @@ from weir.engine.agg import AggregateFunction
 from weir.engine.job import DataStream, Job
 from weir.engine.nodes import SqlStep, StatelessNode
 from weir.engine.sources import from_url
-from weir.engine.sql.build import (
-    TTL_SETTING,
-    attach,
-    attach_join,
-    attach_rank,
-    attach_temporal,
-    attach_window_join,
-    plain_select,
-)
+from weir.engine.sql.build import TTL_SETTING, attach, other_view
 from weir.engine.sql.columns import check_type, checker, declared
 from weir.engine.sql.dialect import WeirFlink, parse, too_deep
 from weir.engine.sql.errors import SqlError, SqlUnsupported
@@ -177,38 +169,13 @@ class _Script:
     def _view(self, s: exp.Create) -> None:
         if self.table is None or self.stream is None:
             raise SqlError(f"CREATE VIEW {s.this.name}: declare its table first, CREATE TABLE …")
-        if not plain_select(s.expression) and self._other_view(s, self.table, self.stream):
+        name, tables = s.this.name, {self.table.name: self.table}
+        streams = {self.table.name: self.stream}
+        view = other_view(s.expression, name, tables, streams, self.functions, self.ttl_ms)
+        if view is not None:
             return
-        plan = plan_query(
-            s.expression, s.this.name, {self.table.name: self.table}, self.functions,
-            self.lateness_ms,
-        )  # fmt: skip
+        plan = plan_query(s.expression, name, tables, self.functions, self.lateness_ms)
         attach(plan, self.stream, self.ttl_ms)
-
-    def _other_view(self, s: exp.Create, table: TableDef, stream: DataStream) -> bool:
-        """Add the view of a query that is not a plain SELECT (``build.plain_select``); False
-        for the one ``plan_query`` plans after all. Its planner loads with it."""
-        from weir.engine.sql.recognize import attach_match, is_match_recognize
-        from weir.engine.sql.rownumber import is_row_number, plan_rank
-        from weir.engine.sql.sqljoin import is_join, plan_join
-        from weir.engine.sql.temporal import is_temporal, plan_temporal
-        from weir.engine.sql.windowjoin import is_window_join, plan_window_join
-
-        name, query, tables = s.this.name, s.expression, {table.name: table}
-        if is_match_recognize(query):
-            attach_match(query, name, tables, stream)
-        elif is_window_join(query):
-            wj = plan_window_join(query, name, tables, self.functions)
-            attach_window_join(wj, {table.name: stream})
-        elif is_temporal(query):
-            attach_temporal(plan_temporal(query, name, tables), {table.name: stream})
-        elif is_join(query):
-            attach_join(plan_join(query, name, tables), {table.name: stream}, self.ttl_ms)
-        elif is_row_number(query):
-            attach_rank(plan_rank(query, name, tables, self.functions), stream)
-        else:
-            return False
-        return True
 
 
 def _not_null(column: exp.ColumnDef) -> bool:
