@@ -236,13 +236,22 @@ cdef enum:
 
 
 cdef inline void _fill(Slot *s, const uint8_t *p, Py_ssize_t length, uint64_t h,
-                       int32_t kid) noexcept nogil:
+                       int32_t kid, const uint8_t *end=NULL) noexcept nogil:
+    # ``end``: where the buffer holding the key ends. A key of up to 16 bytes whose buffer
+    # holds 16 from its start goes in as two masked words, not with a memcpy call: most ids
+    # are that short, and a lookup fills a probe slot for every row
     cdef Py_ssize_t inline_len = length if length < INLINE else INLINE
+    cdef uint64_t w
     memset(s, 0, sizeof(Slot))
     s.tag = <uint32_t>(h >> 32)
     s.id = kid
     s.length = <uint16_t>(length if length < 0xFFFF else 0xFFFF)
-    if inline_len:
+    if end != NULL and length <= 16 and p + 16 <= end:
+        w = weir_load8(p) & WEIR_HEAD[length if length < 8 else 8]
+        memcpy(&s.key[0], &w, 8)
+        w = weir_load8(p + 8) & WEIR_HEAD[length - 8 if length > 8 else 0]
+        memcpy(&s.key[8], &w, 8)
+    elif inline_len:
         memcpy(s.key, p, inline_len)
 
 
@@ -370,23 +379,13 @@ cdef class Interner:
     cdef inline int32_t _find_or_add_hashed(self, const uint8_t *p, Py_ssize_t length,
                                             uint64_t h, const uint8_t *end=NULL) except -1 nogil:
         # the probe key as a slot (tag, length, inline bytes): a slot matches when its 32
-        # bytes past the id are equal, and, for a key longer than INLINE, the rest is. A key
-        # of up to 16 bytes whose buffer (it ends at ``end``) holds 16 from its start is put
-        # in the probe as two masked words, not with a memcpy call: most ids are that short
+        # bytes past the id are equal, and, for a key longer than INLINE, the rest is
+        # (``end``: where the key's buffer ends, ``_fill``'s)
         cdef Slot probe
         cdef Slot *s
-        cdef uint64_t j = h & self.mask, w
+        cdef uint64_t j = h & self.mask
         cdef int32_t k
-        if end != NULL and length <= 16 and p + 16 <= end:
-            memset(&probe, 0, sizeof(Slot))
-            probe.tag = <uint32_t>(h >> 32)
-            probe.length = <uint16_t>length
-            w = weir_load8(p) & WEIR_HEAD[length if length < 8 else 8]
-            memcpy(&probe.key[0], &w, 8)
-            w = weir_load8(p + 8) & WEIR_HEAD[length - 8 if length > 8 else 0]
-            memcpy(&probe.key[8], &w, 8)
-        else:
-            _fill(&probe, p, length, h, 0)
+        _fill(&probe, p, length, h, 0, end)
         while True:
             s = &self.table[j]
             k = s.id
