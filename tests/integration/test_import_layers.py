@@ -32,16 +32,21 @@ def _loaded(statement: str, cwd: Path | None = None) -> list[str]:
         "or m.split('.')[0] in ('rocksdict', 'fastapi', 'uvicorn', 'pyspark', 'sqlglot', "
         "'numpy'))))"
     )
+    found: list[str] = json.loads(_probe(probe, cwd))
+    return found
+
+
+def _probe(code: str, cwd: Path | None = None) -> str:
+    """What ``code`` prints, run in a fresh interpreter (a clean ``sys.modules``)."""
     out = subprocess.run(
-        [sys.executable, "-c", probe],
+        [sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
         cwd=cwd,
     )
-    found: list[str] = json.loads(out.stdout)
-    return found
+    return out.stdout
 
 
 def _heavy(modules: list[str]) -> list[str]:
@@ -141,11 +146,9 @@ def test_shipping_a_column_batch_loads_no_pandas() -> None:
         "print(len(frame) > 0, importlib.util.find_spec('pandas') is not None, "
         "'pandas' in sys.modules)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
+    out = _probe(probe)
     # pandas is installed here (pyspark's extra), so pa.array would have imported it
-    assert out.stdout.split() == ["True", "True", "False"], out.stdout
+    assert out.split() == ["True", "True", "False"], out
 
 
 # what a windowed SQL aggregate's run (the cpu bench's job) never uses, so never loads: the
@@ -313,10 +316,8 @@ def test_every_name_a_lazy_package_exports_resolves(package: str) -> None:
         "unbound = sorted(set(m.__all__) - set(ns))\n"
         "print(json.dumps([missing, undir, unbound]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(out.stdout) == [[], [], []], out.stdout
+    out = _probe(probe)
+    assert json.loads(out) == [[], [], []], out
 
 
 def test_functions_named_like_submodules_stay_functions_once_those_load() -> None:
@@ -331,10 +332,8 @@ def test_functions_named_like_submodules_stay_functions_once_those_load() -> Non
         "print(json.dumps([inspect.isfunction(f) for f in "
         "(sources.kafka, sources.generator, sinks.kafka)]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    assert json.loads(out.stdout) == [True, True, True]
+    out = _probe(probe)
+    assert json.loads(out) == [True, True, True]
 
 
 def test_the_libraries_methods_load_their_library_at_their_first_call() -> None:
@@ -354,10 +353,8 @@ def test_the_libraries_methods_load_their_library_at_their_first_call() -> None:
         "import weir.engine.joins as joins\n"
         "print(json.dumps([before, sig, doc, joined, DataStream.join is joins.streams.join]))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
-    )
-    before, sig, doc, joined, bound = json.loads(out.stdout)
+    out = _probe(probe)
+    before, sig, doc, joined, bound = json.loads(out)
     assert before == [False, False]
     assert sig == "(self, pattern: 'Pattern') -> 'PatternStream'" and doc
     assert joined == "weir.engine.joins.streams" and bound
