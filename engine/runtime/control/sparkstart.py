@@ -7,6 +7,10 @@ unwound through that wait would leave the JVM running and Py4J logging traceback
 thread of its own while the main thread waits, where the command's SIGINT handler runs at once
 (it says what is being stopped): on ``KeyboardInterrupt`` the JVMs this start launched are
 killed, which ends the starting thread's wait, and the interrupt is raised at once.
+
+The JVMs are killed, and seen dead, before the command's handler runs: a JVM writes its own
+start-up lines to the same stderr, and one still alive after ``weir: interrupted (Ctrl-C), …``
+would put its line below the one that was meant to end the output.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import logging
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
 
 ABANDON_S = 3.0  # how long an abandoned start may take to notice its JVM is gone
+DEAD_S = 2.0  # how long a killed JVM may take to be gone (a zombie, or reaped)
 
 
 def get_or_create(builder: Any) -> Any:
@@ -40,14 +46,26 @@ def get_or_create(builder: Any) -> Any:
             failed.append(exc)
 
     before = _children()
+    previous = signal.getsignal(signal.SIGINT)
+
+    def interrupted(signum: int, frame: Any) -> None:
+        _kill(_children() - before)  # first: no JVM line may come after the command's own
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            raise KeyboardInterrupt
+
     starting = threading.Thread(target=start, name="weir-spark-start", daemon=True)
-    starting.start()
+    signal.signal(signal.SIGINT, interrupted)
     try:
+        starting.start()
         while starting.is_alive():
             starting.join(0.1)  # the main thread stays where a SIGINT handler can run
     except KeyboardInterrupt:
         _abandon(starting, before)
         raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
     if failed:
         raise failed[0]
     return made[0]
@@ -57,14 +75,32 @@ def _abandon(starting: threading.Thread, before: set[int]) -> None:
     """Kill the JVMs (and what they started) that this start launched, then give its thread
     a moment to see them gone; a session that exists by then is stopped."""
     launched = _children() - before
-    # the starting thread's Py4J call fails as its JVM goes: that is the point, not news
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    for pid in sorted(launched):
-        for each in (*_descendants(pid), pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(each, signal.SIGKILL)
+    _kill(launched)
     log.info("spark start-up abandoned: killed pids=%s", sorted(launched))
     starting.join(ABANDON_S)
+
+
+def _kill(launched: set[int]) -> None:
+    """SIGKILL each of ``launched`` and what it started, and wait (up to ``DEAD_S``) until
+    none of them runs: whatever they wrote is in the pipe by then."""
+    # the starting thread's Py4J call fails as its JVM goes: that is the point, not news
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    killed = [each for pid in sorted(launched) for each in (*_descendants(pid), pid)]
+    for pid in killed:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + DEAD_S
+    while any(_running(pid) for pid in killed) and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie (``/proc/<pid>/stat``'s state)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] not in "ZX"
 
 
 def _children(pid: int | None = None) -> set[int]:
