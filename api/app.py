@@ -91,7 +91,9 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
     follows = _follows_leader(registry)
     if follows is not None:  # weir api: the leader may be on another host
         app.add_middleware(LeaderForward, target=follows)
-    errors.install(app, observe=metrics.install(app, registry).observe)
+    observe = metrics.install(app, registry).observe
+    errors.install(app, observe=observe)
+    app.state.direct = _direct(registry, settings, observe) if follows is None else None
     if settings.token:
         _require_token(app, settings.token)
     if settings.cors_origins:
@@ -142,6 +144,25 @@ def _guard(app: FastAPI, settings: ApiSettings) -> None:
     if settings.checks_host:
         names = guards.allowed_hosts(settings.host, settings.allowed_hosts)
         app.add_middleware(guards.AllowedHosts, names=names)
+
+
+def _direct(
+    registry: Registry, settings: ApiSettings, observe: errors.Observer
+) -> fastpath.DirectAnswer | None:
+    """The point lookups the HTTP protocol answers itself (``api.fastpath.DirectAnswer``):
+    none where the API serves only ``/health``."""
+    if not settings.guarded:
+        return None
+    names = guards.allowed_hosts(settings.host, settings.allowed_hosts)
+    return fastpath.DirectAnswer(
+        _point_route(),
+        _stream_route(),
+        registry,
+        observe,
+        token=settings.token,
+        hosts=guards.HostNames(names) if settings.checks_host else None,
+        cors=bool(settings.cors_origins),
+    )
 
 
 def _point_route() -> APIRoute:

@@ -56,6 +56,27 @@ def allowed_hosts(bound: str, extra: tuple[str, ...]) -> frozenset[str]:
     return frozenset(names - {""})
 
 
+class HostNames:
+    """Whether a raw ``Host`` header names this server: its host (``host_name``) is one of
+    ``names``. The headers seen allowed, as sent (a client sends the same one on every request),
+    are remembered: one lookup instead of parsing it again; bounded, so a client varying it
+    cannot grow it, and a refused one is never kept."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self._allowed: set[bytes] = set()
+
+    def allows(self, raw: bytes) -> bool:
+        """Whether ``raw`` (a ``Host`` header's value) names this server."""
+        if raw in self._allowed:
+            return True
+        if host_name(raw.decode("latin-1")) not in self.names:
+            return False
+        if len(self._allowed) < ALLOWED_SEEN:
+            self._allowed.add(raw)
+        return True
+
+
 class AllowedHosts:
     """Refuses (421, JSON) a request whose ``Host`` is not in ``names``. A request without a
     ``Host`` passes: browsers, the clients a rebinding page drives, always send one."""
@@ -63,22 +84,14 @@ class AllowedHosts:
     def __init__(self, app: ASGIApp, names: frozenset[str]) -> None:
         self.app = app
         self.names = names
-        # the Host headers seen allowed, as sent (a client sends the same one on every
-        # request): one lookup instead of parsing it again; bounded, so a client varying it
-        # cannot grow it, and a refused one is never kept
-        self._allowed: set[bytes] = set()
+        self.hosts = HostNames(names)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         raw = _header(scope, b"host")
-        if raw is None or raw in self._allowed:
-            await self.app(scope, receive, send)
-            return
-        if host_name(raw.decode("latin-1")) in self.names:
-            if len(self._allowed) < ALLOWED_SEEN:
-                self._allowed.add(raw)
+        if raw is None or self.hosts.allows(raw):
             await self.app(scope, receive, send)
             return
         given = raw.decode("latin-1")

@@ -17,6 +17,14 @@ is bounded by the server's own threads.
 
 ``protocol(guard)`` is the class for ``uvicorn.Config(http=…)``: httptools' protocol when it is
 installed, else h11's (the pure-Python twin), as uvicorn's own ``auto`` chooses.
+
+``protocol(guard, direct=…)`` also answers the point lookups ``direct`` takes
+(``api.fastpath.DirectAnswer``, decision 0027) in the protocol's own callback: a kept-alive
+HTTP/1.1 ``GET`` without a body, on a connection with no other response under way, is offered
+to ``direct`` before uvicorn makes its ASGI scope, cycle and task; an answer is written as one
+buffer (status line, uvicorn's default headers, the answer's, the body), where the ASGI path
+writes the head and the body apart. What ``direct`` declines goes on as any request. (h11's
+protocol has no direct answers: it is the fallback, not the fast path.)
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import functools
 import ipaddress
 import logging
 from collections import Counter, OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +46,10 @@ HEAD_S = 10.0  # from a connection's start (or its last response) to a complete 
 BODY_S = 30.0  # from the head to the body's last byte (bodies are at most 1 MiB)
 WRITE_S = 30.0  # a response the client does not read, from when the socket filled
 DEADLINES = {"head": HEAD_S, "body": BODY_S, "write": WRITE_S}
+# ``api.fastpath.DirectAnswer``: (path, query, headers) -> (status, headers, body) or None
+Direct = Callable[
+    [str, bytes, list[tuple[bytes, bytes]]], tuple[int, list[tuple[bytes, bytes]], bytes] | None
+]
 _WHY = {
     "head": "no complete request head within %g s",
     "body": "no complete request body within %g s",
@@ -169,9 +182,12 @@ def _expects_body(headers: list[tuple[bytes, bytes]]) -> bool:
     return False
 
 
-def protocol(guard: ConnectionGuard, impl: str = "auto") -> type[asyncio.Protocol]:
+def protocol(
+    guard: ConnectionGuard, impl: str = "auto", direct: Direct | None = None
+) -> type[asyncio.Protocol]:
     """The protocol class that applies ``guard``: ``impl`` ``httptools`` or ``h11``; ``auto``,
-    httptools' when it is installed, else h11's."""
+    httptools' when it is installed, else h11's. httptools' answers what ``direct`` answers
+    (see the module)."""
     if impl == "auto":
         try:
             import httptools  # noqa: F401 - only whether it is there
@@ -179,13 +195,16 @@ def protocol(guard: ConnectionGuard, impl: str = "auto") -> type[asyncio.Protoco
             impl = "h11"
         else:
             impl = "httptools"
-    return _h11(guard) if impl == "h11" else _httptools(guard)
+    return _h11(guard) if impl == "h11" else _httptools(guard, direct)
 
 
-def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+def _httptools(guard: ConnectionGuard, direct: Direct | None) -> type[asyncio.Protocol]:
+    from httptools import parse_url
+    from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
     class GuardedHttpTools(HttpToolsProtocol):
+        _direct_out: bytes | None = None  # a direct answer, written as the request completes
+
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             guard.wait(self, "head")
@@ -195,6 +214,12 @@ def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
             super().connection_lost(exc)
 
         def on_headers_complete(self) -> None:
+            self._direct_out = (
+                None if direct is None else _answer_directly(self, direct, parse_url, STATUS_LINE)
+            )
+            if self._direct_out is not None:
+                guard.done(self)
+                return
             super().on_headers_complete()
             if _expects_body(self.headers):
                 guard.wait(self, "body")
@@ -202,8 +227,13 @@ def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
                 guard.done(self)
 
         def on_message_complete(self) -> None:
-            super().on_message_complete()
-            guard.done(self)
+            out, self._direct_out = self._direct_out, None
+            if out is None:
+                super().on_message_complete()
+                guard.done(self)
+                return
+            self.transport.write(out)
+            self.on_response_complete()  # as the cycle would: keep-alive timer, reading on
 
         def on_response_complete(self) -> None:
             pipelined = bool(self.pipeline)  # a request already read starts now: not waiting
@@ -220,6 +250,45 @@ def _httptools(guard: ConnectionGuard) -> type[asyncio.Protocol]:
             guard.done(self)
 
     return GuardedHttpTools
+
+
+def _answer_directly(
+    proto: Any, direct: Direct, parse_url: Callable[[bytes], Any], status_line: dict[int, bytes]
+) -> bytes | None:
+    """The whole response to the request whose head ``proto`` (httptools' protocol) just
+    read, if ``direct`` answers it; ``None`` for the ASGI path. ``parse_url`` and
+    ``status_line``: httptools' and uvicorn's."""
+    parser = proto.parser
+    if (
+        parser.get_method() != b"GET"
+        or parser.get_http_version() != "1.1"
+        or not parser.should_keep_alive()
+        or parser.should_upgrade()
+        or proto.expect_100_continue
+        or proto.root_path
+        or proto.pipeline
+        or (proto.cycle is not None and not proto.cycle.response_complete)
+        or proto.flow.write_paused
+        or _expects_body(proto.headers)
+    ):
+        return None
+    try:
+        url = parse_url(proto.url)
+        # a quoted path takes uvicorn's unquoting, and a path it cannot read its error
+        if b"%" in url.path or not url.path.isascii():
+            return None
+        got = direct(url.path.decode("ascii"), url.query or b"", proto.headers)
+    except Exception:  # noqa: BLE001 - a fault of the fast path's is not the request's
+        log.exception("a direct answer failed; the request takes the ASGI path")
+        return None
+    if got is None:
+        return None
+    status, headers, body = got
+    out = [status_line[status]]
+    for name, value in (*proto.server_state.default_headers, *headers):
+        out += (name, b": ", value, b"\r\n")
+    out += (b"\r\n", body)
+    return b"".join(out)
 
 
 def _h11(guard: ConnectionGuard) -> type[asyncio.Protocol]:

@@ -77,7 +77,7 @@ def serve_http(
         log_level="warning",
         log_config=None,
         access_log=False,
-        http=http_guard.protocol(guard),
+        http=http_guard.protocol(guard, direct=getattr(app.state, "direct", None)),
     )
     server = _Server(config)
 

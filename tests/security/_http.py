@@ -4,6 +4,7 @@ attacker would send (a forged Host, a body that never ends)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
 import time
@@ -18,6 +19,8 @@ from fastapi import FastAPI
 
 from tests.support import wait_until
 from weir import Job, agg, sources, windows
+from weir.api.fastpath import Answer
+from weir.app import http_guard
 from weir.state import cells
 from weir.state.keygroups import key_group
 from weir.state.rocksdb import RocksState
@@ -128,3 +131,18 @@ def _body_complete(got: bytes) -> bool:
         if line.lower().startswith(b"content-length:"):
             return len(body) >= int(line.split(b":")[1])
     return True
+
+
+def direct_protocol(app: FastAPI) -> tuple[type[asyncio.Protocol], list[bool]]:
+    """weir's HTTP protocol with ``app``'s direct answers (``api.fastpath.DirectAnswer``), for
+    ``serve(app, http=...)``, and the list it fills: for each request offered to the direct
+    answers, whether they answered it."""
+    direct = app.state.direct
+    offered: list[bool] = []
+
+    def counted(path: str, query: bytes, headers: list[tuple[bytes, bytes]]) -> Answer | None:
+        got = direct(path, query, headers)
+        offered.append(got is not None)
+        return got
+
+    return http_guard.protocol(http_guard.ConnectionGuard(64), direct=counted), offered

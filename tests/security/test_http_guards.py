@@ -228,4 +228,4 @@ def test_remembered_hosts_never_let_a_refused_one_in_and_stay_bounded() -> None:
     asyncio.run(run())
     assert passed[:3] == [b"127.0.0.1:8000"] * 3 and b"attacker.example:8000" not in passed
     assert len(passed) == 3 + 2 * ALLOWED_SEEN
-    assert len(guard._allowed) == ALLOWED_SEEN
+    assert len(guard.hosts._allowed) == ALLOWED_SEEN

@@ -1,6 +1,7 @@
 """``api.fastpath``: which point lookups it answers itself, and that its answers (bodies,
 headers, errors, 304s, metrics) are the FastAPI route's, over uvicorn on loopback and a real
-RocksDB read through a secondary instance."""
+RocksDB read through a secondary instance: ``PointLookup`` under uvicorn's own protocol, and
+``DirectAnswer`` under weir's (``app.http_guard``), which answers below ASGI."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.security._http import serve, sliding_job, write_keys
+from tests.security._http import direct_protocol, serve, sliding_job, write_keys
 from tests.support import FixedRuntime
 from weir.api import JobHandle, Registry, create_app
 from weir.api.fastpath import simple_bounds
@@ -56,19 +57,40 @@ def test_other_queries_go_to_the_route(query: bytes) -> None:
     assert simple_bounds(query) is None
 
 
-@pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+class Client(httpx.Client):
+    """A client of the app, and what its direct answers did (``None``: served without them):
+    for each request offered, whether ``DirectAnswer`` answered it."""
+
+    direct: list[bool] | None = None
+
+
+@pytest.fixture(scope="module", params=["asgi", "direct"])
+def client(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Client]:
     tmp: Path = tmp_path_factory.mktemp("fastpath")
     job = sliding_job(tmp)
     write_keys(tmp / "db", job, [f"k-{i}" for i in range(100)] + ["a/b"], frozenset({"k-3"}))
     reader = SecondaryReader(tmp / "db", tmp / "secondary")
     registry = Registry()
     registry.add(JobHandle(job, FixedRuntime(tmp / "chk"), [reader]))
+    app = create_app(registry)
+    config: dict[str, object] = {}
+    offered: list[bool] = []
+    if request.param == "direct":
+        config["http"], offered = direct_protocol(app)
     with (
-        serve(create_app(registry)) as served,
-        httpx.Client(base_url=served.base_url, timeout=30.0, trust_env=False) as c,
+        serve(app, **config) as served,
+        Client(base_url=served.base_url, timeout=30.0, trust_env=False) as c,
     ):
+        c.direct = offered if request.param == "direct" else None
         yield c
+
+
+def _answered_directly(client: Client) -> bool | None:
+    """Whether the client's last request was answered by ``DirectAnswer`` (``None``: the
+    server has no direct answers)."""
+    return None if client.direct is None else client.direct[-1]
 
 
 def _steady(headers: httpx.Headers) -> dict[str, str]:
@@ -95,8 +117,11 @@ def _via_route(path: str) -> str:
         "/j/op/state/" + "x" * 5000,
     ],
 )
-def test_fast_answers_equal_the_routes(client: httpx.Client, path: str) -> None:
-    fast, slow = client.get(path), client.get(_via_route(path))
+def test_fast_answers_equal_the_routes(client: Client, path: str) -> None:
+    fast = client.get(path)
+    # direct answers are found keys' only; a refusal or a 404 is the ASGI path's
+    assert _answered_directly(client) in (None, fast.status_code == 200)
+    slow = client.get(_via_route(path))
     assert simple_bounds(httpx.URL(path).query) is not None
     assert (fast.status_code, fast.content) == (slow.status_code, slow.content)
     # the same headers, in the same order; the time ones may differ between two reads
@@ -105,14 +130,14 @@ def test_fast_answers_equal_the_routes(client: httpx.Client, path: str) -> None:
     assert fast.status_code in (200, 400, 404), fast.text
 
 
-def test_a_poll_with_the_etag_gets_304_on_both_paths(client: httpx.Client) -> None:
+def test_a_poll_with_the_etag_gets_304_on_both_paths(client: Client) -> None:
     etag = client.get("/j/op/state/k-2").headers["etag"]
     for path in ("/j/op/state/k-2", _via_route("/j/op/state/k-2")):
         r = client.get(path, headers={"If-None-Match": etag})
         assert r.status_code == 304 and r.content == b"" and r.headers["etag"] == etag
 
 
-def _responses(client: httpx.Client, status: str) -> float:
+def _responses(client: Client, status: str) -> float:
     for family in text_string_to_metric_families(client.get("/metrics").text):
         for s in family.samples:
             if s.name == "weir_http_responses_total" and s.labels == {
@@ -124,7 +149,7 @@ def _responses(client: httpx.Client, status: str) -> float:
     return 0.0
 
 
-def test_fast_answers_are_counted_under_the_route_template(client: httpx.Client) -> None:
+def test_fast_answers_are_counted_under_the_route_template(client: Client) -> None:
     ok, missing = _responses(client, "200"), _responses(client, "404")
     for i in range(5):
         assert client.get(f"/j/op/state/k-{10 + i}").status_code == 200
