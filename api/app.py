@@ -93,7 +93,7 @@ def create_app(registry: Registry, settings: ApiSettings | None = None) -> FastA
         app.add_middleware(LeaderForward, target=follows)
     observe = metrics.install(app, registry).observe
     errors.install(app, observe=observe)
-    app.state.direct = _direct(registry, settings, observe) if follows is None else None
+    app.state.direct = _direct(registry, settings, observe, follows)
     if settings.token:
         _require_token(app, settings.token)
     if settings.cors_origins:
@@ -147,10 +147,14 @@ def _guard(app: FastAPI, settings: ApiSettings) -> None:
 
 
 def _direct(
-    registry: Registry, settings: ApiSettings, observe: errors.Observer
+    registry: Registry,
+    settings: ApiSettings,
+    observe: errors.Observer,
+    follows: Callable[[], str | None] | None,
 ) -> fastpath.DirectAnswer | None:
     """The point lookups the HTTP protocol answers itself (``api.fastpath.DirectAnswer``):
-    none where the API serves only ``/health``."""
+    none where the API serves only ``/health``; none while ``follows`` names a leader on
+    another host to forward to."""
     if not settings.guarded:
         return None
     names = guards.allowed_hosts(settings.host, settings.allowed_hosts)
@@ -162,6 +166,7 @@ def _direct(
         token=settings.token,
         hosts=guards.HostNames(names) if settings.checks_host else None,
         cors=bool(settings.cors_origins),
+        follows=follows,
     )
 
 

@@ -24,6 +24,7 @@ import functools
 import hmac
 import re
 import time
+from collections.abc import Callable
 from urllib.parse import parse_qsl
 
 import anyio
@@ -146,8 +147,9 @@ class DirectAnswer:
     same terms: a ``Host`` that names this server (``AllowedHosts``'s ``HostNames``), the API's
     token exactly as ``RequireToken`` compares it (a read token, a stream token or none is
     ``RequireToken``'s to judge), no ``Origin`` where CORS is on, none of these headers sent
-    twice, no ``access_token`` in the query. ``create_app`` makes none where ``HealthOnly`` or
-    ``LeaderForward`` is in the stack. A refusal, a 404, a state error or an exception is not
+    twice, no ``access_token`` in the query, no leader on another host to forward to (``follows``:
+    ``LeaderForward``'s target). ``create_app`` makes none where ``HealthOnly`` is in the stack.
+    A refusal, a 404, a state error or an exception is not
     answered here either: the ASGI path answers it again, with its error body and its log. The
     request is counted in ``weir_http_*`` as ``CatchAll`` counts it (``observe``)."""
 
@@ -161,6 +163,7 @@ class DirectAnswer:
         token: str | None,
         hosts: HostNames | None,
         cors: bool,
+        follows: Callable[[], str | None] | None = None,
     ) -> None:
         self.route = route
         self.stream = stream
@@ -169,6 +172,7 @@ class DirectAnswer:
         self.token = f"Bearer {token}".encode() if token else None
         self.hosts = hosts
         self.cors = cors
+        self.follows = follows
 
     def __call__(
         self, path: str, query: bytes, headers: list[tuple[bytes, bytes]]
@@ -177,6 +181,8 @@ class DirectAnswer:
         given = self._admitted(headers)
         if given is None or b"access_token" in query:
             return None
+        if self.follows is not None and self.follows() is not None:
+            return None  # LeaderForward's to forward
         target = point_target(self.route, self.stream, path, query)
         if target is None:
             return None

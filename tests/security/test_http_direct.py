@@ -127,6 +127,18 @@ def test_an_unguarded_api_has_no_direct_answers(registry: Registry) -> None:
         assert _get(port, [], K1).status_code == 200  # the same lookup, guarded: answered
 
 
+def test_a_leader_on_another_host_takes_every_lookup(registry: Registry) -> None:
+    """``weir api`` forwards to the job's leader when its state is on another host
+    (``LeaderForward``): while it names one, nothing is answered here."""
+    direct = create_app(registry).state.direct
+    request = ("/j/op/state/k-1", b"", [(b"host", b"127.0.0.1")])
+    direct.follows = lambda: "http://10.0.0.2:8000"
+    assert direct(*request) is None
+    direct.follows = lambda: None
+    answered = direct(*request)
+    assert answered is not None and answered[0] == 200
+
+
 def _responses(sock: socket.socket, count: int) -> list[tuple[bytes, bytes]]:
     """``count`` responses read off ``sock``: each one's head and body."""
     got, out = b"", list[tuple[bytes, bytes]]()
