@@ -47,16 +47,18 @@ def get_or_create(builder: Any) -> Any:
 
     before = _children()
     previous = signal.getsignal(signal.SIGINT)
+    # a Python handler (the command's, or KeyboardInterrupt's default) runs after the JVMs are
+    # gone; SIGINT ignored, or left to the system, is left as it is
+    chained = previous if callable(previous) else None
 
     def interrupted(signum: int, frame: Any) -> None:
         _kill(_children() - before)  # first: no JVM line may come after the command's own
-        if callable(previous):
-            previous(signum, frame)
-        elif previous != signal.SIG_IGN:
-            raise KeyboardInterrupt
+        assert chained is not None
+        chained(signum, frame)
 
     starting = threading.Thread(target=start, name="weir-spark-start", daemon=True)
-    signal.signal(signal.SIGINT, interrupted)
+    if chained is not None:
+        signal.signal(signal.SIGINT, interrupted)
     try:
         starting.start()
         while starting.is_alive():
@@ -65,7 +67,8 @@ def get_or_create(builder: Any) -> Any:
         _abandon(starting, before)
         raise
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if chained is not None:
+            signal.signal(signal.SIGINT, chained)
     if failed:
         raise failed[0]
     return made[0]
