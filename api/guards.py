@@ -83,7 +83,6 @@ class AllowedHosts:
 
     def __init__(self, app: ASGIApp, names: frozenset[str]) -> None:
         self.app = app
-        self.names = names
         self.hosts = HostNames(names)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -94,11 +93,11 @@ class AllowedHosts:
         if raw is None or self.hosts.allows(raw):
             await self.app(scope, receive, send)
             return
-        given = raw.decode("latin-1")
+        given, names = raw.decode("latin-1"), ", ".join(sorted(self.hosts.names))
         response = error_response(
             421,
             "host_not_allowed",
-            f"Host {given!r} is not a name of this API (allowed: {', '.join(sorted(self.names))}); "
+            f"Host {given!r} is not a name of this API (allowed: {names}); "
             f"if clients reach it by that name, start it with --allowed-hosts "
             f"{host_name(given)} (WEIR_ALLOWED_HOSTS, a comma-separated list)",
         )

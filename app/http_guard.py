@@ -36,9 +36,12 @@ import logging
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from weir.engine.runtime.droplog import DropLog
+
+if TYPE_CHECKING:
+    from weir.api.fastpath import Answer
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +49,8 @@ HEAD_S = 10.0  # from a connection's start (or its last response) to a complete 
 BODY_S = 30.0  # from the head to the body's last byte (bodies are at most 1 MiB)
 WRITE_S = 30.0  # a response the client does not read, from when the socket filled
 DEADLINES = {"head": HEAD_S, "body": BODY_S, "write": WRITE_S}
-# ``api.fastpath.DirectAnswer``: (path, query, headers) -> (status, headers, body) or None
-Direct = Callable[
-    [str, bytes, list[tuple[bytes, bytes]]], tuple[int, list[tuple[bytes, bytes]], bytes] | None
-]
+# ``api.fastpath.DirectAnswer``: (path, query, headers) -> its answer, or None
+Direct = Callable[[str, bytes, list[tuple[bytes, bytes]]], "Answer | None"]
 _WHY = {
     "head": "no complete request head within %g s",
     "body": "no complete request body within %g s",

@@ -15,7 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.security._http import direct_protocol, serve, sliding_job, write_keys
+from tests.security._http import (
+    direct_protocol,
+    raw_request,
+    serve,
+    sliding_job,
+    write_keys,
+)
 from tests.support import FixedRuntime
 from weir.api import ApiSettings, JobHandle, Registry, create_app
 from weir.state.rocksdb import SecondaryReader
@@ -46,13 +52,11 @@ def served(registry: Registry, settings: ApiSettings) -> Iterator[tuple[int, lis
 
 def _get(port: int, headers: list[tuple[str, str]], path: str) -> httpx.Response:
     """``GET path`` with exactly ``headers`` (repeated ones too, which httpx will not send;
-    ``Host: 127.0.0.1`` unless given), over a socket of its own."""
+    ``Host: 127.0.0.1`` unless given), over a socket of its own (``raw_request``)."""
     if not any(name == "Host" for name, _ in headers):
         headers = [("Host", "127.0.0.1"), *headers]
     head = f"GET {path} HTTP/1.1\r\n" + "".join(f"{n}: {v}\r\n" for n, v in headers)
-    with socket.create_connection(("127.0.0.1", port), timeout=20.0) as sock:
-        sock.sendall(head.encode() + b"\r\n")
-        [(raw, body)] = _responses(sock, 1)
+    raw, _, body = raw_request(port, head.encode() + b"\r\n").partition(b"\r\n\r\n")
     lines = raw.decode("latin-1").split("\r\n")
     fields = [(n, v) for n, _, v in (line.partition(": ") for line in lines[1:])]
     return httpx.Response(int(lines[0].split()[1]), headers=fields, content=body)
