@@ -8,10 +8,14 @@ run on any x86-64 (or aarch64) machine.
 from __future__ import annotations
 
 import os
+import shlex
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 
+# -g0: no debug info in wheels; WEIR_KERNEL_CFLAGS replaces the flags (say "-O0 -g" to step
+# through a kernel in gdb, or a quick -O0 build where only the package's contents matter)
+CFLAGS = shlex.split(os.environ.get("WEIR_KERNEL_CFLAGS", "-O3 -g0"))
 KERNELS = ("_scan", "_timek", "_intern", "_fold", "_strk", "_recs", "_cellk", "_kbatch")
 # the package's folders are symlinked under weir/ (pyproject.toml), so the modules' names are
 # weir.engine.kernels.* and their sources are reached through weir/engine
@@ -20,7 +24,7 @@ extensions = [
         f"weir.engine.kernels.{name}",
         [f"weir/engine/kernels/{name}.pyx"],
         include_dirs=["weir/engine/kernels"],
-        extra_compile_args=["-O3", "-g0"],  # -g0: no debug info in wheels
+        extra_compile_args=CFLAGS,
     )
     for name in KERNELS
 ]
