@@ -124,12 +124,32 @@ def test_a_ranking_of_sums_past_64_bits_crosses_exactly() -> None:
     ]
 
 
+def test_a_long_ranking_crosses_as_the_pairs_it_holds() -> None:
+    """Hundreds of pairs (a status's top-N lists), checked in bulk: each comes back a tuple
+    of the same values and types, in order; an empty ranking stays empty."""
+    status = _status()
+    pairs = [(f"ad-{i}", i if i % 3 else i / 4) for i in range(500)]
+    by = status["operators"]["clicks"]["top"]["latest"]["by"]
+    by["n"] = pairs
+    got = m.FROM_WORKER.decode(m.FROM_WORKER.encode(m.StatusReport(status)))
+    assert isinstance(got, m.StatusReport)
+    back = got.status["operators"]["clicks"]["top"]["latest"]["by"]["n"]
+    assert back == pairs and all(type(p) is tuple for p in back)
+    assert [type(v) for _, v in back] == [type(v) for _, v in pairs]
+    by["n"] = []
+    got = m.FROM_WORKER.decode(m.FROM_WORKER.encode(m.StatusReport(status)))
+    assert isinstance(got, m.StatusReport)
+    assert got.status["operators"]["clicks"]["top"]["latest"]["by"]["n"] == []
+
+
 @pytest.mark.parametrize(
     ("entry", "named"),
     [
         (["ad-2", True], r"\['n'\]\[1\]\[1\]: expected int \| float, got bool"),
         ([7, 1], r"\['n'\]\[1\]\[0\]: expected str, got int"),
         (["ad-2", 1, 2], r"\['n'\]\[1\]: expected a list of 2"),
+        ("ab", r"\['n'\]\[1\]: expected a list of 2, got str"),  # a string of two is no pair
+        ({"ad-2": 1}, r"\['n'\]\[1\]: expected a list of 2, got dict"),
     ],
 )
 def test_a_wrong_ranking_entry_is_refused_by_its_path(entry: list[Any], named: str) -> None:
