@@ -345,6 +345,10 @@ class _Link(Generic[Out, In]):
     def poll(self, timeout: float = 0.0) -> bool:
         return self._conn.poll(timeout)
 
+    def waitable(self) -> Connection:
+        """What ``multiprocessing.connection.wait`` waits on for this link's next message."""
+        return self._conn
+
     def receive(self) -> In:
         return self._in.decode(self._conn.recv_bytes())
 

@@ -4,16 +4,20 @@
 ``recv_exact``: blocking reads (the control client, the exchange's connecting side) of exact
 lengths by one absolute deadline, so a peer that dribbles bytes is cut off as surely as a
 silent one. ``PendingConnections``: the listening sides' handshakes in progress, served in one
-selector, so a silent, slow or hostile connection holds only its own slot.
+selector, so a silent, slow or hostile connection holds only its own slot. ``Waker``: a wait on
+several connections that another thread can end early.
 """
 
 from __future__ import annotations
 
+import os
 import selectors
 import socket
 import time
-from collections.abc import Callable
-from typing import Generic, Protocol, TypeVar
+import weakref
+from collections.abc import Callable, Sequence
+from multiprocessing import connection
+from typing import Any, Generic, Protocol, TypeVar
 
 from weir.base.errors import ConfigError
 
@@ -124,3 +128,47 @@ class PendingConnections(Generic[P]):
         for p in list(self._pending.values()):
             self.drop(p, None)
         self._sel.close()
+
+
+class Waker:
+    """A wait on several connections (anything ``multiprocessing.connection.wait`` takes) that
+    ends early when one has something to read, or when another thread calls ``wake``: a thread
+    that follows pipes and sockets sleeps until there is work, not on a clock."""
+
+    def __init__(self) -> None:
+        self._r, self._w = os.pipe()
+        os.set_blocking(self._r, False)
+        os.set_blocking(self._w, False)
+        # closed with the object, never before: no wait or wake can use a descriptor number
+        # that has been closed and reused
+        weakref.finalize(self, _close_all, self._r, self._w)
+
+    def wake(self) -> None:
+        """End the current ``wait``, or the next one at once (from any thread, any number of
+        times)."""
+        try:
+            os.write(self._w, b"\0")
+        except BlockingIOError:  # the pipe is full of wakes: one is pending already
+            pass
+
+    def wait(self, waitables: Sequence[Any], timeout: float) -> bool:
+        """Up to ``timeout`` seconds, until one of ``waitables`` is readable (or closed) or a
+        wake; True when it ended early. A connection closed meanwhile by another thread ends it
+        too (the caller's next look finds why)."""
+        try:
+            ready = connection.wait([*waitables, self._r], timeout)
+        except (OSError, ValueError):  # a connection closed under the wait (a kill, a restart)
+            time.sleep(min(timeout, 0.02))
+            return True
+        if self._r in ready:
+            try:
+                while os.read(self._r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        return bool(ready)
+
+
+def _close_all(*fds: int) -> None:
+    for fd in fds:
+        os.close(fd)

@@ -13,6 +13,7 @@ thread, except ``savepoint``, which API threads call.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -210,6 +211,8 @@ class CheckpointCoordinator:
         self._final_attempts = 0
         self._closed = False  # the job is ending: no savepoint will complete
         self._holds = 0  # live backfills ingesting: no checkpoint may begin (guarded by _lock)
+        # called when a request needs the monitor thread (``tick``) now, not at its next look
+        self.wake: Callable[[], None] = lambda: None
 
     def lead_by(self, leadership: Leadership) -> None:
         """Commit every checkpoint through ``leadership``, the job manager's lease."""
@@ -260,6 +263,7 @@ class CheckpointCoordinator:
         waiter = SavepointWaiter(stop, time.monotonic() + timeout_s)
         with self._lock:
             self._savepoints.append(waiter)
+        self.wake()  # the monitor thread, which begins it
         # a stop's waiter is resolved by the monitor thread at its deadline; the grace covers a
         # busy one
         if not waiter.done.wait(timeout_s + (STOP_GRACE_S if stop else 0.0)):
@@ -316,6 +320,23 @@ class CheckpointCoordinator:
             self._final_attempts += 1
             self._final_id = self._next_id - 1
 
+    def due_in(self, finished: bool) -> float:
+        """Seconds until ``tick`` has something to do by the clock alone (0: now, inf: never);
+        what the workers send (acknowledgements, their first status) is news of its own. A
+        savepoint asked for, or a final checkpoint still to begin, is due now."""
+        now = time.monotonic()
+        with self._lock:
+            if self._savepoints:
+                return 0.0
+        pending = self.pending
+        if pending is not None:
+            return max(0.0, pending.started + self._cfg.checkpoint_timeout_ms / 1000.0 - now)
+        if not self.enabled:
+            return math.inf
+        if finished and not self._final_triggered and self._final_attempts == 0:
+            return 0.0
+        return max(0.0, self._next_trigger - now)
+
     def hold(self, timeout_s: float, stopping: threading.Event) -> None:
         """Begin no checkpoint until ``release``, and return once none is in flight (a live
         backfill ingests in between, so that every checkpoint holds it on all workers or on
@@ -335,6 +356,7 @@ class CheckpointCoordinator:
     def release(self) -> None:
         with self._lock:
             self._holds = max(0, self._holds - 1)
+        self.wake()  # a checkpoint the hold deferred may begin
 
     def _trigger(self) -> bool:
         """Begin the next checkpoint; False when a backfill's hold defers it."""

@@ -44,7 +44,10 @@ log = logging.getLogger(__name__)
 VALID = 0.8  # of lease_ms after a successful write began: how long the holder counts as leader
 RENEW = 0.25  # of lease_ms: how often the holder renews
 RETRY_S = 1.0  # a failed renewal or read is tried again this soon
-WATCH_S = 0.05  # how often the watchdog looks at the lease's time
+# the watchdog wakes this long after the lease's end by this host's clock (which a renewal moves
+# on), or at most this long after its last look
+WATCH_LATE_S = 0.001
+WATCH_MAX_S = 1.0
 
 
 class Leadership:
@@ -67,6 +70,7 @@ class Leadership:
         self._lock = threading.Lock()  # one write at a time: renewals, commits, release
         self.lost: str | None = None  # why the lease is no longer ours
         self._stop = threading.Event()
+        self._news = threading.Event()  # lost or released: the watchdog looks at once
         self._threads: list[threading.Thread] = []
         self._last_error: str | None = None  # the last renewal's storage error
 
@@ -234,6 +238,7 @@ class Leadership:
         if self.lost is None:
             self.lost = f"job {self._job!r}: this job manager lost its lease: {why}"
             log.error("%s; it commits nothing more and stops", self.lost)
+            self._news.set()
 
     def commit(self, n: int) -> None:
         """Checkpoint ``n`` (its ``_metadata`` written) joins the lineage: committed."""
@@ -272,11 +277,18 @@ class Leadership:
                     self._last_error = str(exc)
 
         def watch() -> None:
-            while not self._stop.wait(WATCH_S):
+            # wakes when the lease runs out by this host's clock (each renewal moves that on),
+            # when a thread finds it lost, or at release: not on a clock of its own
+            while True:
+                self._news.clear()
+                if self._stop.is_set():
+                    return
                 if not self.valid():
                     self._lose(self._expired())
                     on_lost(str(self.lost))
                     return
+                left = self._valid_until - self._clock()
+                self._news.wait(min(WATCH_MAX_S, max(0.0, left) + WATCH_LATE_S))
 
         self._threads = [
             threading.Thread(target=renew, name="weir-lease", daemon=True),
@@ -289,6 +301,7 @@ class Leadership:
         """Stop renewing and, if still ours, mark the lease released: the next job manager
         takes over at once."""
         self._stop.set()
+        self._news.set()
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(5.0)

@@ -75,6 +75,11 @@ class TaskLink:
     def poll(self, timeout: float = 0.0) -> bool:
         return self._link is not None and not self.lost and self._link.poll(timeout)
 
+    def waitable(self) -> Connection | None:
+        """The connection to wait on; None before the task connects or once it is lost."""
+        link = self._link
+        return None if link is None or self.lost else link.waitable()
+
     def receive(self) -> FromWorker:
         assert self._link is not None
         try:

@@ -2,11 +2,12 @@
 
 Everything ``view.JobRuntime`` answers goes into ``<state-dir>/<job>/jobmanager.json`` as a
 ``view.JobStatus``, written atomically (a temporary name, then a rename, so a reader never sees
-half a file) every ``PERIOD_S`` and within ``WATCH_S`` of a change that matters (state,
-generation, checkpoint, restarts, backfills); the job manager also publishes at once when a
-checkpoint completes or the job restarts. ``written_at`` tells a reader how old it is: a file
-that stops changing (older than ``STALE_AFTER_S``) means the job manager is gone, unless its last
-publication said the job ended (``ended``).
+half a file) every ``PERIOD_S``, and at once after a change that matters (state, generation,
+checkpoint, restarts, backfills): the job manager publishes when a checkpoint completes or the
+job restarts, and pokes the publisher when the job's state may have changed (its thread wakes
+for that and for its period, not on a clock of its own). ``written_at`` tells a reader how old
+it is: a file that stops changing (older than ``STALE_AFTER_S``) means the job manager is gone,
+unless its last publication said the job ended (``ended``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ log = logging.getLogger(__name__)
 
 STATUS_FILE = "jobmanager.json"
 PERIOD_S = 0.25
-WATCH_S = 0.05
 RECENT_CHECKPOINTS = 10
 STALE_AFTER_S = 3.0  # 12 missed publications: the job manager is gone or stuck
 
@@ -106,14 +106,15 @@ def _watched(status: JobStatus) -> tuple[Hashable, ...]:
 
 
 class StatusPublisher:
-    """A thread that writes ``snapshot()`` to ``path`` every ``PERIOD_S`` and soon after a
-    watched field changes; ``publish()`` writes at once, from any thread."""
+    """A thread that writes ``snapshot()`` to ``path`` every ``PERIOD_S`` and, once ``poke``d,
+    at once if a watched field changed; ``publish()`` writes at once, from any thread."""
 
     def __init__(self, path: Path, snapshot: Callable[[], JobStatus]) -> None:
         self.path = path
         self._snapshot = snapshot
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._news = threading.Event()  # poked, or stopping: the thread looks at once
         self._thread: threading.Thread | None = None
         self._last: tuple[Hashable, ...] = ()
         self._failed = False
@@ -142,20 +143,30 @@ class StatusPublisher:
     def stop(self, final_state: str) -> None:
         """Stop the thread and write a last status, in state ``final_state``."""
         self._stop.set()
+        self._news.set()
         if self._thread is not None:
             self._thread.join(2.0)
         self.publish(final_state)
 
+    def poke(self) -> None:
+        """A watched field may have changed: the thread looks now (and publishes if one did),
+        not at its next period."""
+        self._news.set()
+
     def _loop(self) -> None:
         due = time.monotonic() + PERIOD_S
-        while not self._stop.wait(WATCH_S):
+        while True:
+            self._news.wait(max(0.0, due - time.monotonic()))
+            self._news.clear()
+            if self._stop.is_set():
+                return
             try:
                 if time.monotonic() >= due or _watched(self._snapshot()) != self._last:
                     self.publish()
                     due = time.monotonic() + PERIOD_S
                     self._error = None
             except Exception as exc:  # noqa: BLE001 - publishing must never take the job down
-                if repr(exc) != self._error:  # once per distinct error, not every 50 ms
+                if repr(exc) != self._error:  # once per distinct error, not every period
                     log.exception("status publisher error; retrying")
                 self._error = repr(exc)
 

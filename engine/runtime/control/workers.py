@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.process import BaseProcess
-from typing import Protocol
+from typing import Any, Protocol
 
 from weir.base.errors import MessageError, WorkerFailed
 from weir.engine.runtime.config import RunConfig, RunFacts
@@ -34,6 +34,11 @@ class Link(Protocol):
     def send(self, msg: ToWorker) -> None: ...
 
     def poll(self, timeout: float = 0.0) -> bool: ...
+
+    def waitable(self) -> Any:
+        """What ``multiprocessing.connection.wait`` takes for this channel; None: nothing to
+        wait on now (a task not yet connected, or lost)."""
+        ...
 
     def receive(self) -> FromWorker: ...
 
