@@ -377,3 +377,39 @@ def test_a_final_checkpoint_that_keeps_failing_settles_after_its_attempts(tmp_pa
         co.decline(0, CheckpointDecline(n, "no space"))
     assert co.final_settled()  # the job may end, saying why its last checkpoint failed
     assert co.problem is not None and "no space" in co.problem
+
+
+def test_the_next_due_time_is_what_tick_would_act_on(tmp_path: Path) -> None:
+    """``due_in`` tells the monitor thread how long it may wait with no message: nothing with
+    checkpoints off, the interval's end, the pending checkpoint's timeout, and now for a
+    savepoint asked for (the asker also wakes it) or a final checkpoint still to begin."""
+    off = Harness(tmp_path / "off").coordinator
+    assert off.due_in(finished=False) == float("inf")
+    assert off.due_in(finished=True) == float("inf")  # no final checkpoint without checkpoints
+
+    h = Harness(tmp_path / "on", checkpoint_interval_ms=60_000, checkpoint_timeout_ms=30_000)
+    woken = threading.Event()
+    h.coordinator.wake = woken.set
+    assert h.coordinator.due_in(finished=False) == 0.0  # the first one is due at once
+    n = h.triggered()
+    assert 29.0 < h.coordinator.due_in(finished=False) <= 30.0  # its timeout
+    for worker in (0, 1):
+        h.coordinator.acknowledge(worker, CheckpointAck(n, _snapshot(worker)))
+    assert 59.0 < h.coordinator.due_in(finished=False) <= 60.0  # the next interval's end
+    assert h.coordinator.due_in(finished=True) == 0.0  # the final checkpoint begins now
+
+    refused: list[ControlError] = []
+
+    def ask() -> None:
+        try:
+            h.coordinator.savepoint(0.5)
+        except ControlError as exc:
+            refused.append(exc)
+
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    assert woken.wait(5.0), "a savepoint asked for wakes the monitor thread"
+    assert h.coordinator.due_in(finished=False) == 0.0
+    asker.join(5.0)  # not begun (no tick): its deadline ends it, and it is due no more
+    assert refused and "did not complete in 0.5 s" in str(refused[0])
+    assert 59.0 < h.coordinator.due_in(finished=False) <= 60.0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -174,3 +175,54 @@ def test_a_renewal_that_raises_what_storage_did_not_wrap_is_retried(
         finally:
             leader.release()
     assert "cannot renew its lease: OSError(5, 'Input/output error')" in caplog.text
+
+
+def test_the_watchdog_wakes_at_the_leases_end_not_on_a_clock(
+    storage: CheckpointStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watchdog runs in the API's process: it looked at the lease 20 times a second, each
+    time taking the GIL from the requests. Now it sleeps until the lease would run out (each
+    renewal moves that on) or a loss: a held lease costs it a few looks a second. Renewals that
+    stop (storage stuck) are still noticed as the lease runs out on this host's clock."""
+    leader = Leadership(storage, _holder("a"), 600)  # valid 480 ms after a write began
+    assert leader.acquire(threading.Event(), lambda _h: False) is None
+    looks: list[float] = []
+    valid = leader.valid
+
+    def counted() -> bool:
+        if threading.current_thread().name == "weir-lease-watch":  # not a renewal's own look
+            looks.append(time.monotonic())
+        return valid()
+
+    monkeypatch.setattr(leader, "valid", counted)
+    stuck, unblock = threading.Event(), threading.Event()
+    replace = leader.leases.replace
+
+    def renew(*args: Any, **kwargs: Any) -> Any:
+        if stuck.is_set():  # storage that does not answer: the renewal hangs
+            unblock.wait(10.0)
+            raise OSError(110, "Connection timed out")
+        return replace(*args, **kwargs)
+
+    monkeypatch.setattr(leader.leases, "replace", renew)
+    lost: list[str] = []
+    leader.start_renewing(lost.append)
+    try:
+        wait_until(lambda: looks, 5.0, what="the watchdog's first look")
+        first = looks[0]
+        wait_until(  # renewed every 150 ms: six renewals take about 0.9 s
+            lambda: leader.record is not None and leader.record.renewal >= 6,
+            10.0,
+            what="six renewals",
+        )
+        seen = [t for t in looks if t >= first]
+        span = time.monotonic() - first
+        assert not lost and len(seen) <= 4 + 3 * span, f"{len(seen)} looks in {span:.2f} s"
+        stuck.set()
+        since = time.monotonic()
+        wait_until(lambda: lost, 5.0, what="the watchdog to notice the lease ran out")
+        assert time.monotonic() - since < 1.0  # at the lease's end (480 ms after a renewal)
+        assert "its lease expired" in lost[0]
+    finally:
+        unblock.set()
+        leader.release()
