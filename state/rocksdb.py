@@ -189,9 +189,15 @@ def _scan(
 
 CATCH_UP_MS = 20.0  # how often a secondary reader follows its worker while it is read
 SECONDARY_CACHE_MB = 2  # the OS page cache holds the files; this saves decoding hot blocks
-# a reader nobody has read for this long stops following its worker (no CPU while no one asks);
-# the next read catches up itself, since its reader is stale by then
+# a reader nobody has read for FOLLOW_IDLE_S follows its worker every IDLE_CATCH_UP_S instead of
+# every catch-up interval, and after FOLLOW_STOP_S stops (no CPU while no one asks); the next
+# read then catches up itself. Following slowly keeps the next read cheap: each flush deletes the
+# WAL the reader replayed, and the reopen that follows replays the worker's current WAL, which
+# right after the flush is small but by the next read can hold a whole checkpoint interval's
+# writes (60 ms under the GIL, measured, for 2.6 MB: the first read after a dashboard's pause)
 FOLLOW_IDLE_S = 1.0
+IDLE_CATCH_UP_S = 0.25
+FOLLOW_STOP_S = 30.0
 
 
 class SecondaryReader:
@@ -200,10 +206,11 @@ class SecondaryReader:
     Opened lazily (the worker creates the primary). While it is read, a thread of its own calls
     ``try_catch_up_with_primary`` every ``catch_up_ms``, so a catch-up (usually well under a
     millisecond, at times a hundred) never runs on a request's path; it holds the GIL while it
-    runs (rocksdict does not release it), so the requests wait for what it costs. A read that
-    finds the last catch-up started more than ``stale_ms`` (twice the interval) ago, because the
-    reader was idle or its thread is starved, catches up itself first: an answer is never older
-    than that. ``catch_up_ms=0`` has no thread, and every read catches up. Reads are
+    runs (rocksdict does not release it), so the requests wait for what it costs. Unread for a
+    second, the thread follows four times a second, and after ``FOLLOW_STOP_S`` it stops. A read
+    that finds the last catch-up started more than ``stale_ms`` (twice the interval) ago, because
+    the reader was idle or its thread is starved, catches up itself first: an answer is never
+    older than that. ``catch_up_ms=0`` has no thread, and every read catches up. Reads are
     thread-safe and take no lock once the instance is open and fresh.
 
     RocksDB's secondary keeps the entries it replayed from a WAL in its memtable, and reads look
@@ -357,12 +364,17 @@ class SecondaryReader:
         threading.Thread(target=self._follow, args=(stop,), name=name, daemon=True).start()
 
     def _follow(self, stop: threading.Event) -> None:
-        """Catches up every interval until ``stop`` (close) or until nobody reads."""
-        while not stop.wait(self._catch_up_s):
+        """Catches up every interval (every ``IDLE_CATCH_UP_S`` once nobody has read for
+        ``FOLLOW_IDLE_S``) until ``stop`` (close) or until nobody has read for
+        ``FOLLOW_STOP_S``."""
+        while True:
+            idle = time.monotonic() - self._last_read > FOLLOW_IDLE_S
+            if stop.wait(max(self._catch_up_s, IDLE_CATCH_UP_S) if idle else self._catch_up_s):
+                return
             with self._lock:
                 if stop.is_set():
                     return
-                if self._db is None or time.monotonic() - self._last_read > FOLLOW_IDLE_S:
+                if self._db is None or time.monotonic() - self._last_read > FOLLOW_STOP_S:
                     self._follow_stop = None
                     return
                 try:

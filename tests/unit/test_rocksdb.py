@@ -168,7 +168,8 @@ def test_a_read_after_an_idle_spell_still_sees_writes_within_the_bound(
     """Nobody reads: the thread stops. A read answers from a catch-up that started at most
     twice the interval before it, so once that long has passed since a write, a read sees it:
     with no thread left, by catching up itself."""
-    monkeypatch.setattr(rocksdb, "FOLLOW_IDLE_S", 0.3)
+    monkeypatch.setattr(rocksdb, "FOLLOW_IDLE_S", 0.1)
+    monkeypatch.setattr(rocksdb, "FOLLOW_STOP_S", 0.3)
     db = RocksState(tmp_path / "db")
     reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=10)
     try:
@@ -179,6 +180,32 @@ def test_a_read_after_an_idle_spell_still_sees_writes_within_the_bound(
         time.sleep(0.02)  # the promised bound itself: twice catch_up_ms after the write
         assert reader.get(b"a") == b"2"
         assert _following(reader)  # the read started it again
+    finally:
+        reader.close()
+        db.close()
+
+
+def test_an_idle_reader_follows_slowly_and_reopens_after_a_flush_without_a_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unread for ``FOLLOW_IDLE_S``, the thread goes on at ``IDLE_CATCH_UP_S`` until
+    ``FOLLOW_STOP_S``: a flush that deletes the replayed WAL is followed by a reopen in the
+    background, not on the next read's path (where it would replay everything written since)."""
+    monkeypatch.setattr(rocksdb, "FOLLOW_IDLE_S", 0.05)
+    monkeypatch.setattr(rocksdb, "IDLE_CATCH_UP_S", 0.1, raising=False)  # new with the pace
+    db = RocksState(tmp_path / "db")
+    reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=10)
+    try:
+        db.write({b"a": b"1"})
+        assert reader.get(b"a") == b"1" and _following(reader)
+        time.sleep(0.2)  # idle past FOLLOW_IDLE_S: the thread's slow pace
+        assert _following(reader)
+        reopened = reader.reopened
+        db.write({b"a": b"2"})
+        db.flush()  # a new WAL; the one the reader replayed is deleted
+        wait_until(lambda: reader.reopened > reopened, 5.0, what="a reopen without a read")
+        assert _following(reader)
+        assert reader.get(b"a") == b"2"
     finally:
         reader.close()
         db.close()
