@@ -16,13 +16,13 @@ from weir.api.registry import JobHandle, Registry
 from weir.base.errors import StateError
 from weir.engine.nodes import ProcessNode, WindowNode
 from weir.engine.watermarks import MAX_WATERMARK, MIN_WATERMARK
-from weir.state.rocksdb import CATCH_UP_MS
+from weir.state.secondary import CATCH_UP_MS
 
 DEFAULT_TIMEOUT_MS = 5_000
 MAX_TIMEOUT_MS = 60_000
 POLL_S = 0.025
 # a secondary reader answers from a catch-up that started at most twice its interval ago
-# (state.rocksdb): waiting that long once the bound is met makes the read's state come from a
+# (state.secondary): waiting that long once the bound is met makes the read's state come from a
 # catch-up that started after the writes the bound vouches for
 CATCH_UP_S = 2 * CATCH_UP_MS / 1000 + 0.001
 _SETTLED = frozenset({"finished", "failed", "stopped", "cancelled"})

@@ -24,12 +24,13 @@ from weir.engine.runtime.control.statereader import RemoteReader, RemoteSeeker
 from weir.engine.runtime.stored import FoldPlan
 from weir.engine.runtime.view import ClusterRuntime, JobRuntime
 from weir.state.keygroups import operator_for_key_group
-from weir.state.rocksdb import BoundedIter, SecondaryReader
+from weir.state.rocksdb import BoundedIter
+from weir.state.secondary import SecondaryReader
 
 
 class StateReader(Protocol):
     """A worker's live state as routes read it: a secondary of its RocksDB on this host
-    (``state.rocksdb.SecondaryReader``), or a cluster task's state server
+    (``state.secondary.SecondaryReader``), or a cluster task's state server
     (``engine.runtime.control.statereader.RemoteReader``)."""
 
     caught_up_at: float

@@ -26,7 +26,8 @@ from weir import Job, agg, sources, windows
 from weir.api import JobHandle, Registry, create_app
 from weir.state import cells
 from weir.state.keygroups import key_group
-from weir.state.rocksdb import RocksState, SecondaryReader
+from weir.state.rocksdb import RocksState
+from weir.state.secondary import SecondaryReader
 
 KEYS = 2_000
 RUNS, REQUESTS = 7, 5_000

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
         range_for_operator,
     )
     from weir.state.memory import MemoryState
-    from weir.state.rocksdb import RocksState, SecondaryReader
+    from weir.state.rocksdb import RocksState
     from weir.state.rocksopts import RocksOptions
+    from weir.state.secondary import SecondaryReader
 
 _HOMES = {
     "NULL_KEY": "weir.state.keygroups",
@@ -37,7 +38,7 @@ _HOMES = {
     "MemoryState": "weir.state.memory",
     "RocksOptions": "weir.state.rocksopts",
     "RocksState": "weir.state.rocksdb",
-    "SecondaryReader": "weir.state.rocksdb",
+    "SecondaryReader": "weir.state.secondary",
     "Snapshottable": "weir.state.backend",
     "StateBackend": "weir.state.backend",
     "canonical_key": "weir.state.keygroups",

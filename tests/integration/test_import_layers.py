@@ -22,6 +22,7 @@ _HEAVY = (
     "weir.engine.runtime",
     "weir.engine.spark",
     "weir.state.rocksdb",
+    "weir.state.secondary",
 )
 
 

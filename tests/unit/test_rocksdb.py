@@ -15,9 +15,10 @@ from rocksdict import Options, SstFileWriter
 
 from tests.support import wait_until
 from weir.base.errors import StateError
-from weir.state import layout, rocksdb
-from weir.state.rocksdb import RocksState, SecondaryReader
+from weir.state import layout, secondary
+from weir.state.rocksdb import RocksState
 from weir.state.rocksopts import RocksOptions
+from weir.state.secondary import SecondaryReader
 
 
 def _sst(path: Path, entries: dict[bytes, bytes]) -> Path:
@@ -168,8 +169,8 @@ def test_a_read_after_an_idle_spell_still_sees_writes_within_the_bound(
     """Nobody reads: the thread stops. A read answers from a catch-up that started at most
     twice the interval before it, so once that long has passed since a write, a read sees it:
     with no thread left, by catching up itself."""
-    monkeypatch.setattr(rocksdb, "FOLLOW_IDLE_S", 0.1)
-    monkeypatch.setattr(rocksdb, "FOLLOW_STOP_S", 0.3)
+    monkeypatch.setattr(secondary, "FOLLOW_IDLE_S", 0.1)
+    monkeypatch.setattr(secondary, "FOLLOW_STOP_S", 0.3)
     db = RocksState(tmp_path / "db")
     reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=10)
     try:
@@ -191,8 +192,8 @@ def test_an_idle_reader_follows_slowly_and_reopens_after_a_flush_without_a_read(
     """Unread for ``FOLLOW_IDLE_S``, the thread goes on at ``IDLE_CATCH_UP_S`` until
     ``FOLLOW_STOP_S``: a flush that deletes the replayed WAL is followed by a reopen in the
     background, not on the next read's path (where it would replay everything written since)."""
-    monkeypatch.setattr(rocksdb, "FOLLOW_IDLE_S", 0.05)
-    monkeypatch.setattr(rocksdb, "IDLE_CATCH_UP_S", 0.1, raising=False)  # new with the pace
+    monkeypatch.setattr(secondary, "FOLLOW_IDLE_S", 0.05)
+    monkeypatch.setattr(secondary, "IDLE_CATCH_UP_S", 0.1, raising=False)  # new with the pace
     db = RocksState(tmp_path / "db")
     reader = SecondaryReader(tmp_path / "db", tmp_path / "secondary", catch_up_ms=10)
     try:
@@ -465,7 +466,7 @@ def test_a_catch_up_that_raises_stops_the_thread_and_the_next_read_starts_anothe
     monkeypatch.setattr(reader, "_catch_up", flaky)
     try:
         db.write({b"a": b"1"})
-        with caplog.at_level(logging.WARNING, logger=rocksdb.__name__):
+        with caplog.at_level(logging.WARNING, logger=secondary.__name__):
             assert reader.get(b"a") == b"1" and _following(reader)
             failing.set()
             wait_until(lambda: not _following(reader), 5.0, what="the failed thread to stop")

@@ -14,8 +14,9 @@ import pytest
 from weir.base.errors import StateError
 from weir.base.files import remove_tree
 from weir.state import walgate
-from weir.state.rocksdb import RocksState, SecondaryReader
+from weir.state.rocksdb import RocksState
 from weir.state.rocksopts import RocksOptions
+from weir.state.secondary import SecondaryReader
 
 
 def _wal_bytes(db: Path) -> int:

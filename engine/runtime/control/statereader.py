@@ -1,5 +1,5 @@
 """The job manager's reader of a cluster task's live state: the same interface as the local
-secondary reader (``state.rocksdb.SecondaryReader``: ``get``, ``scan``, ``iterator``,
+secondary reader (``state.secondary.SecondaryReader``: ``get``, ``scan``, ``iterator``,
 ``caught_up_at``), answered by the task's state server (``task.stateserver``) over TCP.
 
 Connections are authenticated with the attempt's secret and kept in a small pool, one per

@@ -3,7 +3,7 @@ RocksDB and served over TCP to the job manager's API (``control.statereader`` is
 
 On one machine the API opens every worker's RocksDB as a secondary itself. On a cluster the
 files are on the executors' disks, so each task serves them: the same secondary reader the
-local API uses (``state.rocksdb.SecondaryReader``), in a thread of the task's process, so a query
+local API uses (``state.secondary.SecondaryReader``), in a thread of the task's process, so a query
 never waits on the worker's loop (nor the loop on a query) beyond the interpreter lock.
 
 Every connection proves, before a request is read, that it holds this attempt's secret: the
@@ -36,7 +36,7 @@ from weir.engine.runtime import peerauth
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.stateproto import MAX_REQUEST, recv_frame, send_frame
 from weir.engine.runtime.task import acceptor
-from weir.state.rocksdb import SecondaryReader
+from weir.state.secondary import SecondaryReader
 
 log = logging.getLogger(__name__)
 
