@@ -24,7 +24,7 @@ from tests.security._http import (
 )
 from tests.support import FixedRuntime
 from weir.api import ApiSettings, JobHandle, Registry, create_app
-from weir.state.rocksdb import SecondaryReader
+from weir.state.secondary import SecondaryReader
 
 TOKEN = "s3cret-token"
 

@@ -19,7 +19,8 @@ from tests.support import FixedRuntime, wait_until
 from weir.api import JobHandle, Registry, create_app
 from weir.api.committed import CommittedReader, CommittedView
 from weir.state.checkpoints import CheckpointStorage
-from weir.state.rocksdb import RocksState, SecondaryReader
+from weir.state.rocksdb import RocksState
+from weir.state.secondary import SecondaryReader
 
 BOUND_S = 0.5  # what a request may take while a view opens (it takes far less when all is well)
 

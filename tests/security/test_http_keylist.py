@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.security._http import serve, sliding_job, write_keys
 from tests.support import FixedRuntime
 from weir.api import JobHandle, Registry, cellkeys, create_app, keylist
-from weir.state.rocksdb import SecondaryReader
+from weir.state.secondary import SecondaryReader
 
 N_KEYS = 300_000
 KEYS = [f"k-{i}" for i in range(N_KEYS)]

@@ -21,7 +21,7 @@ from weir.api import ApiSettings, JobHandle, Registry, create_app
 from weir.api.app import TOKEN_FREE_PATHS, admin_routes
 from weir.api.routes.admin import ADMIN_TAG
 from weir.engine.runtime.view import BackfillEntry, SavepointResult
-from weir.state.rocksdb import SecondaryReader
+from weir.state.secondary import SecondaryReader
 
 READ, ADMIN = "read", "admin"
 ROUTES = {

@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from tests.support import LOCAL, FixedRuntime
 from weir import Job, agg, sources, windows
 from weir.api import JobHandle, Registry, create_app
-from weir.state.rocksdb import SecondaryReader
+from weir.state.secondary import SecondaryReader
 
 
 class StubRuntime(FixedRuntime):

@@ -17,7 +17,8 @@ from weir.api import cellkeys
 from weir.engine.nodes import WindowNode
 from weir.state import cellcodec, cells
 from weir.state.keygroups import key_group
-from weir.state.rocksdb import RocksState, SecondaryReader
+from weir.state.rocksdb import RocksState
+from weir.state.secondary import SecondaryReader
 
 SIZE = 10_000
 MAX_PAR = 16

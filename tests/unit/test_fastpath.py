@@ -17,7 +17,7 @@ from tests.support import FixedRuntime
 from weir.api import JobHandle, Registry, create_app
 from weir.api.fastpath import simple_bounds
 from weir.api.routes.state import Bounds
-from weir.state.rocksdb import SecondaryReader
+from weir.state.secondary import SecondaryReader
 
 POINT_ROUTE = "/{job}/{op}/state/{key:path}"
 

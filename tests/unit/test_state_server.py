@@ -20,7 +20,8 @@ from weir.engine.runtime.control.statereader import CONNECT_TRIES, RemoteReader
 from weir.engine.runtime.netio import recv_exact
 from weir.engine.runtime.peerauth import PeerAuth
 from weir.engine.runtime.task.stateserver import HANDSHAKE_S, StateServer
-from weir.state.rocksdb import RocksState, SecondaryReader
+from weir.state.rocksdb import RocksState
+from weir.state.secondary import SecondaryReader
 
 ROWS = {b"k%03d" % i: b"v%d" % i for i in range(50)}
 

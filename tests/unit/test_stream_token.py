@@ -19,7 +19,7 @@ from weir import Job, agg, sources, windows
 from weir.api import ApiSettings, JobHandle, Registry, create_app
 from weir.api.streamtoken import StreamKeys
 from weir.client import BadRequest, Client, Unauthorized
-from weir.state.rocksdb import SecondaryReader
+from weir.state.secondary import SecondaryReader
 
 TOKEN = "s3cret-token"
 STREAM = "/j/op/state/k/stream"
