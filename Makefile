@@ -63,9 +63,9 @@ INTEGRATION_WORKERS ?= 4
 CLUSTER_WORKERS ?= 2
 # $(call tier,NAME,WORKERS[,MARKERS]): one tier (MARKERS: a pytest -m expression, NAME by
 # default); pytest's exit 5 (no test selected) counts as a pass, so an empty tier (say, with -k)
-# never fails the run
+# never fails the run; with JUNIT_DIR, each test's CPU-seconds go to JUNIT_DIR/cpu-NAME/
 tier = @start=$$(date +%s); \
-	$(PYTEST) -m "$(or $(3),$(1))" $(if $(filter-out 0,$(2)),-n $(2) --dist loadgroup) \
+	$(if $(JUNIT_DIR),WEIR_TEST_CPU=$(JUNIT_DIR)/cpu-$(1)) $(PYTEST) -m "$(or $(3),$(1))" $(if $(filter-out 0,$(2)),-n $(2) --dist loadgroup) \
 	$(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml) $(PYTEST_ARGS); \
 	rc=$$?; echo "weir tests: tier $(1) took $$(( $$(date +%s) - start )) s (exit $$rc)"; \
 	[ $$rc -eq 0 ] || [ $$rc -eq 5 ]

@@ -8,7 +8,9 @@ def test_x(write_events, write_job, weir_server):
 
 from __future__ import annotations
 
+import json
 import os
+import resource
 import shutil
 import subprocess
 import tempfile
@@ -56,6 +58,39 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(lambda: shutil.rmtree(conf_dir, ignore_errors=True))
     for name, value in quick_jvm_env(conf_dir).items():
         os.environ.setdefault(name, value)
+
+
+_CPU_S: dict[str, float] = {}  # each test's CPU (``pytest_runtest_protocol``)
+
+
+def _cpu_s() -> float:
+    own, reaped = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """Each test's CPU-seconds, its setup and teardown included, with those of the processes
+    it started and reaped (a shared fixture's count where it is torn down): on a 2-core host
+    the suite's time is its CPU, which durations shared between workers hide."""
+    before = _cpu_s()
+    yield
+    _CPU_S[item.nodeid] = round(_cpu_s() - before, 2)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Where ``WEIR_TEST_CPU`` names a folder (``make test`` with ``JUNIT_DIR``: one per
+    tier), each process's tests' CPU-seconds go to ``cpu-<worker>.json`` there, most first."""
+    where = os.environ.get("WEIR_TEST_CPU")
+    if where and _CPU_S:
+        folder = Path(where)
+        folder.mkdir(parents=True, exist_ok=True)
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        ranked = dict(sorted(_CPU_S.items(), key=lambda kv: -kv[1]))
+        (folder / f"cpu-{worker}.json").write_text(json.dumps(ranked, indent=1))
 
 
 __all__ = ["S3Place", "WeirResult", "WeirServer"]
