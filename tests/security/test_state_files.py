@@ -140,12 +140,6 @@ def test_the_jobs_own_directory_is_tightened_but_not_the_users(tmp_path: Path) -
 
 
 def _status():  # type: ignore[no-untyped-def]
-    from weir.engine.runtime.view import STATUS_FORMAT, JobStatus
+    from tests.support.runtimes import plain_status
 
-    return JobStatus(
-        format=STATUS_FORMAT, job="t1", run_id="r", pid=1, written_at=0, state="running",
-        failure=None, source="x", operators=[], parallelism=1, max_parallelism=1,
-        ranges=[(0, 0)], generation=0, restarts=0, last_checkpoint=None,
-        completed_checkpoints=0, checkpoints=[], checkpoint_problem=None, restored_from=None,
-        backfills=[], workers=[], control_port=None, api_url=None, cluster=False, ended=False,
-    )  # fmt: skip
+    return plain_status("t1")

@@ -21,11 +21,25 @@ from weir.engine.job import Job
 from weir.engine.runtime.config import RunConfig
 from weir.engine.runtime.control.jobmanager import JobManager
 from weir.engine.runtime.loader import load_configured_job
-from weir.engine.runtime.view import JobRuntime
+from weir.engine.runtime.view import STATUS_FORMAT, JobRuntime, JobStatus
 from weir.engine.watermarks import MAX_WATERMARK
 from weir.state.checkpoints import CheckpointStorage
 
 IN_PROCESS, REMOTE = "in-process", "remote"
+
+
+def plain_status(job: str, state: str = "running") -> JobStatus:
+    """A job manager's status of one worker and nothing else (no checkpoint, no workers
+    reported), as ``jobmanager.json`` would hold it: for tests of the file and its publisher."""
+    return JobStatus(
+        format=STATUS_FORMAT, job=job, run_id="r", pid=1, written_at=0, state=state,
+        failure=None, source="x", operators=[], parallelism=1, max_parallelism=1,
+        ranges=[(0, 0)], generation=0, restarts=0, last_checkpoint=None,
+        completed_checkpoints=0, checkpoints=[], checkpoint_problem=None, restored_from=None,
+        backfills=[], workers=[], control_port=None, api_url=None, cluster=False, ended=False,
+    )  # fmt: skip
+
+
 IMPLEMENTATIONS = (IN_PROCESS, REMOTE)
 PARALLELISM = 2
 # odd: Flink's ceiling formula gives worker 0 [0, 3] and worker 1 [4, 6]; a floor gives [0, 2]

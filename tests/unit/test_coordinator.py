@@ -80,6 +80,21 @@ class Harness:
     def _publish(self) -> None:
         self.published += 1
 
+    def ask_savepoint(self, timeout_s: float) -> tuple[threading.Thread, list[ControlError]]:
+        """A savepoint asked for from a thread of its own, as an API thread asks; the list
+        gets its refusal, if any."""
+        refused: list[ControlError] = []
+
+        def ask() -> None:
+            try:
+                self.coordinator.savepoint(timeout_s)
+            except ControlError as exc:
+                refused.append(exc)
+
+        asker = threading.Thread(target=ask, daemon=True)
+        asker.start()
+        return asker, refused
+
     def triggered(self) -> int:
         """Tick until a checkpoint is triggered; its id."""
 
@@ -175,16 +190,7 @@ def test_a_savepoint_waits_for_its_checkpoint(tmp_path: Path) -> None:
 
 def test_a_savepoint_whose_checkpoint_fails_is_an_error(tmp_path: Path) -> None:
     h = Harness(tmp_path)
-    errors: list[Exception] = []
-
-    def ask() -> None:
-        try:
-            h.coordinator.savepoint(10.0)
-        except ControlError as exc:
-            errors.append(exc)
-
-    asker = threading.Thread(target=ask)
-    asker.start()
+    asker, errors = h.ask_savepoint(10.0)
     n = h.triggered()
     h.coordinator.decline(0, CheckpointDecline(n, "no space"))
     asker.join(10.0)
@@ -398,16 +404,7 @@ def test_the_next_due_time_is_what_tick_would_act_on(tmp_path: Path) -> None:
     assert 59.0 < h.coordinator.due_in(finished=False) <= 60.0  # the next interval's end
     assert h.coordinator.due_in(finished=True) == 0.0  # the final checkpoint begins now
 
-    refused: list[ControlError] = []
-
-    def ask() -> None:
-        try:
-            h.coordinator.savepoint(0.5)
-        except ControlError as exc:
-            refused.append(exc)
-
-    asker = threading.Thread(target=ask, daemon=True)
-    asker.start()
+    asker, refused = h.ask_savepoint(0.5)
     assert woken.wait(5.0), "a savepoint asked for wakes the monitor thread"
     assert h.coordinator.due_in(finished=False) == 0.0
     asker.join(5.0)  # not begun (no tick): its deadline ends it, and it is due no more

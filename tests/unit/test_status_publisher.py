@@ -13,17 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.support import wait_until
+from tests.support.runtimes import plain_status
 from weir.engine.runtime.control import status
 from weir.engine.runtime.control.status import StatusPublisher, read_status
-from weir.engine.runtime.view import STATUS_FORMAT, JobStatus
+from weir.engine.runtime.view import JobStatus
 
-BASE = JobStatus(
-    format=STATUS_FORMAT, job="j", run_id="r", pid=1, written_at=0, state="starting",
-    failure=None, source="x", operators=[], parallelism=1, max_parallelism=1,
-    ranges=[(0, 0)], generation=0, restarts=0, last_checkpoint=None,
-    completed_checkpoints=0, checkpoints=[], checkpoint_problem=None, restored_from=None,
-    backfills=[], workers=[], control_port=None, api_url=None, cluster=False, ended=False,
-)  # fmt: skip
+BASE = plain_status("j", state="starting")
 
 
 class Snapshots:
