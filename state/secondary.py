@@ -83,6 +83,7 @@ class SecondaryReader:
         self._last = 0.0  # monotonic start of the last catch-up (or open)
         self._last_read = 0.0
         self._follow_stop: threading.Event | None = None  # set: the follower thread ends
+        self._follower: threading.Thread | None = None
         self.caught_up_at = 0.0  # wall time the last catch-up started: answers are this fresh
         self.reopened = 0  # reopens because a replayed WAL was flushed away
         self.catch_up_failures = 0  # catch-ups that failed: caught_up_at did not move
@@ -200,7 +201,9 @@ class SecondaryReader:
                 return
             stop = self._follow_stop = threading.Event()
         name = f"weir-follow-{self.primary.name}"
-        threading.Thread(target=self._follow, args=(stop,), name=name, daemon=True).start()
+        follower = threading.Thread(target=self._follow, args=(stop,), name=name, daemon=True)
+        self._follower = follower
+        follower.start()
 
     def _follow(self, stop: threading.Event) -> None:
         """Catches up every interval (every ``IDLE_CATCH_UP_S`` once nobody has read for
@@ -270,6 +273,11 @@ class SecondaryReader:
             if self._retired is not None:
                 _close_secondary(*self._retired)
                 self._retired = None
+            follower, self._follower = self._follower, None
+        # its wait ends at once: closed means no thread of it is left (it held frames a caller
+        # may count, and it would look once more at files a caller may be removing)
+        if follower is not None and follower is not threading.current_thread():
+            follower.join(5.0)
 
 
 def _file_number(name: str) -> int:

@@ -78,7 +78,9 @@ def test_settle_freezes_what_lives_so_young_passes_skip_it() -> None:
         assert frozen >= len(state)
         gc.collect(0)
         gc.collect(1)
-        assert gc.get_freeze_count() == frozen  # left out of young and middle passes
+        # left out of young and middle passes: a pass that unfroze would take the state's
+        # thousand lists; another thread's frees (a frame it drops) may take a few
+        assert frozen - 100 <= gc.get_freeze_count() <= frozen
         del state
 
 
