@@ -336,6 +336,7 @@ class _Link(Generic[Out, In]):
         self._out = out
         self._in = into
         self._lock = threading.Lock()
+        self._ended = False  # the other end closed (or this one): nothing more will come
 
     def send(self, msg: Out) -> None:
         raw = self._out.encode(msg)
@@ -345,14 +346,21 @@ class _Link(Generic[Out, In]):
     def poll(self, timeout: float = 0.0) -> bool:
         return self._conn.poll(timeout)
 
-    def waitable(self) -> Connection:
-        """What ``multiprocessing.connection.wait`` waits on for this link's next message."""
-        return self._conn
+    def waitable(self) -> Connection | None:
+        """What ``multiprocessing.connection.wait`` waits on for this link's next message;
+        None once the link has ended (a closed end reads as ready for ever)."""
+        return None if self._ended else self._conn
 
     def receive(self) -> In:
-        return self._in.decode(self._conn.recv_bytes())
+        try:
+            raw = self._conn.recv_bytes()
+        except (EOFError, OSError):
+            self._ended = True
+            raise
+        return self._in.decode(raw)
 
     def close(self) -> None:
+        self._ended = True
         self._conn.close()
 
 

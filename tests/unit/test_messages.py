@@ -239,3 +239,18 @@ def test_a_backfill_request_names_a_wrong_field() -> None:
     assert m.BackfillRequest.from_request(good).windows == 4
     with pytest.raises(MessageError, match="backfill request.min_end: expected int, got str"):
         m.BackfillRequest.from_request({**good, "min_end": "0"})
+
+
+def test_a_link_whose_other_end_closed_is_not_waited_on_again() -> None:
+    """A pipe whose worker end is closed reads as ready for ever: once a receive has found it
+    ended, the job manager's monitor must not wait on it (it would wake at once, every time)."""
+    ours, theirs = mp.Pipe()
+    link = m.WorkerLink(ours)
+    assert link.waitable() is ours
+    m.ManagerLink(theirs).send(m.Finished(0))
+    assert isinstance(link.receive(), m.Finished)
+    assert link.waitable() is ours  # a message read: the link goes on
+    theirs.close()
+    with pytest.raises(EOFError):
+        link.receive()
+    assert link.waitable() is None

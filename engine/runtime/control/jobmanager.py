@@ -113,7 +113,6 @@ class JobManager:
         self._dead_letters = DeadLetterJudge(cfg, job.name, dead_letter_sink(cfg, job).describe())
         self._monitor: threading.Thread | None = None
         self._waker = Waker()  # ends the monitor's wait early (``_wait_for_work``)
-        self._closed: set[int] = set()  # this attempt's links found closed
         broadcast = self._workers.broadcast
         self.outputs = JobOutputs(cfg, job)
         self.coordinator = CheckpointCoordinator(
@@ -221,7 +220,6 @@ class JobManager:
         facts = replace(self.facts, restore_from=restore, run_id=run_id)
         self._listening = {}
         self._serving = {}
-        self._closed = set()
         with self._spawn_lock:  # a lost lease kills under it: no worker starts after that
             if self.leadership is None or self.leadership.lost is None:
                 self._workers.spawn(self.cfg, facts, self.job.name, self.generation)
@@ -328,10 +326,7 @@ class JobManager:
         worker that died without closing its link, a stop's deadline). A thread that looked
         every 20 ms woke 50 times a second, under the GIL the API serves with."""
         due = self.coordinator.due_in(self.finished)
-        links = self._workers.links
-        waitables = [
-            w for i, link in enumerate(links) if i not in self._closed and (w := link.waitable())
-        ]
+        waitables = [w for link in self._workers.links if (w := link.waitable()) is not None]
         self._waker.wait(waitables, min(FOLLOW_MAX_S, max(FOLLOW_MIN_S, due)))
 
     def _step(self) -> DeadLetterLimit | None:
@@ -361,8 +356,7 @@ class JobManager:
                     if not link.poll(0):
                         break
                     message = link.receive()
-                except (EOFError, OSError):
-                    self._closed.add(i)  # readable for ever: not waited on again this attempt
+                except (EOFError, OSError):  # the link has ended: not waited on again
                     break
                 except MessageError as exc:  # not a weir worker of this version: a failure
                     self._fail(WorkerFailed(i, f"sent what the job manager cannot read: {exc}"))

@@ -78,7 +78,7 @@ class TaskLink:
     def waitable(self) -> Connection | None:
         """The connection to wait on; None before the task connects or once it is lost."""
         link = self._link
-        return None if link is None or self.lost else link.waitable()
+        return None if link is None else link.waitable()
 
     def receive(self) -> FromWorker:
         assert self._link is not None
