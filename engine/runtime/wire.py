@@ -280,19 +280,19 @@ def _tuple_of(item: Check) -> Check:
 
 def _fixed_tuple(items: list[Check]) -> Check:
     slow = _checked_tuple(items)
-    plain = [_PLAIN.get(c) for c in items]
-    if any(t is None for t in plain):
+    kinds = [t for c in items if (t := _PLAIN.get(c)) is not None]
+    if len(kinds) != len(items):
         return slow
-    n, kinds = len(items), plain
+    n = len(items)
 
     def fast(v: Any) -> tuple[Any, ...]:
         if type(v) in (list, tuple) and len(v) == n:
-            if all(type(x) in t for x, t in zip(v, kinds, strict=True)):  # type: ignore[operator]
+            if all(type(x) in t for x, t in zip(v, kinds, strict=True)):
                 return tuple(v)
         checked: tuple[Any, ...] = slow(v)  # raises, naming what is wrong
         return checked
 
-    _PLAIN_TUPLES[fast] = (n, kinds)  # type: ignore[assignment]
+    _PLAIN_TUPLES[fast] = (n, kinds)
     return fast
 
 
