@@ -26,6 +26,10 @@ children's ``RUSAGE_CHILDREN``, and every descendant's ``/proc`` times sampled e
 larger of the two), so JVMs, workers and threads all count. Prints JSON: per id count, each
 system's events per CPU-second and CPU seconds, and the ratios ``weir_*_over_duckdb`` and
 ``weir_*_over_pyflink``.
+
+Every process writes and reads bytecode, as under ``make`` (``bytecode_env``), and each system
+runs once on a small file before the measured rounds: a tree's first run compiles the modules it
+imports, which no later run of an installed package pays.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,8 @@ FLINK_JOB = Path(__file__).with_name("flink_sql_job.py")
 SAMPLE_S = 0.1
 ROUNDS = 3
 TIMEOUT_S = 1_800.0
+NO_BYTECODE = "PYTHONDONTWRITEBYTECODE"
+WARM_EVENTS = 2_000
 LAMBDA_JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("cpu-bench")
@@ -93,8 +100,20 @@ SELECT count(*) FROM (
 """
 
 
+def bytecode_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (this process's environment by default) with bytecode written, as ``make`` has it.
+
+    With PYTHONDONTWRITEBYTECODE set (as on CI's machines, and in a shell that set it) every
+    process compiles every module it imports again, from source: ``import sqlglot`` took 0.7
+    CPU-s instead of 0.16, and a SQL job's start-up 0.79 CPU-s. DuckDB's module is compiled code,
+    so the variable weighed on weir's side of every ratio only.
+    """
+    return {k: v for k, v in (os.environ if env is None else env).items() if k != NO_BYTECODE}
+
+
 def tree_cpu(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run ``cmd`` to its end; the CPU seconds of its whole process tree and its wall time.
+    Bytecode is written and read (``bytecode_env``).
 
     Raises:
         RuntimeError: the command failed (its output's tail is in the message).
@@ -106,7 +125,7 @@ def tree_cpu(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> di
     proc = subprocess.Popen(
         cmd,
         cwd=cwd,
-        env=env,
+        env=bytecode_env(env),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         start_new_session=True,
@@ -198,21 +217,16 @@ def pyflink(path: Path, workdir: Path) -> dict[str, Any]:
     return tree_cpu([python, str(FLINK_JOB.resolve()), str(path)], workdir, env)
 
 
-def section(
-    events: int, keys: int, workdir: Path, only: set[str], rounds: int = ROUNDS
-) -> dict[str, Any]:
-    """Every system (or those ``only`` names by prefix) at ``keys`` ids, ``rounds`` times in
-    turn; each system's run of median CPU."""
-    from benchmarks.hotpath import event_file  # hotpath imports bench, which imports this
-
-    path = event_file("peer", events, workdir, keys)
-    lambda_job = workdir / "cpu_lambda.py"
+def _systems(path: Path, workdir: Path, tag: str) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Every system on the events in ``path``; the jobs are written to ``workdir`` (names with
+    ``tag``)."""
+    lambda_job = workdir / f"cpu_lambda{tag}.py"
     lambda_job.write_text(LAMBDA_JOB.format(path=str(path)))
-    sql_job = workdir / "cpu_sql.sql"
+    sql_job = workdir / f"cpu_sql{tag}.sql"
     sql_job.write_text(SQL_JOB.format(path=str(path)))
-    expr_job = workdir / "cpu_expr.py"
+    expr_job = workdir / f"cpu_expr{tag}.py"
     expr_job.write_text(EXPR_JOB.format(path=str(path)))
-    systems: dict[str, Any] = {
+    return {
         "weir_lambda_p1": lambda: weir(lambda_job, 1, workdir),
         "weir_lambda_p2": lambda: weir(lambda_job, 2, workdir),
         "weir_sql_p1": lambda: weir(sql_job, 1, workdir),
@@ -222,7 +236,29 @@ def section(
         "duckdb": lambda: duckdb(path, workdir),
         "pyflink_sql": lambda: pyflink(path, workdir),
     }
-    picked = {n: fn for n, fn in systems.items() if not only or any(n.startswith(o) for o in only)}
+
+
+def section(
+    events: int, keys: int, workdir: Path, only: set[str], rounds: int = ROUNDS
+) -> dict[str, Any]:
+    """Every system (or those ``only`` names by prefix) at ``keys`` ids, ``rounds`` times in
+    turn; each system's run of median CPU."""
+    from benchmarks.hotpath import event_file  # hotpath imports bench, which imports this
+
+    def pick(path: Path, tag: str) -> dict[str, Callable[[], dict[str, Any]]]:
+        systems = _systems(path, workdir, tag)
+        return {
+            n: fn for n, fn in systems.items() if not only or any(n.startswith(o) for o in only)
+        }
+
+    # a warm-up of each on a small file first: the first run of a tree writes the bytecode of
+    # every module it imports (0.5 CPU-s for a SQL job), which no later run pays
+    for fn in pick(event_file("peer", WARM_EVENTS, workdir, keys), "warm").values():
+        try:
+            fn()
+        except (RuntimeError, subprocess.TimeoutExpired):
+            pass  # the measured runs report it
+    picked = pick(event_file("peer", events, workdir, keys), "")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in picked}
     errors: dict[str, str] = {}
     for _ in range(rounds):  # alternating: a busy spell of the machine falls on every system

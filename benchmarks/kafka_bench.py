@@ -41,7 +41,7 @@ from typing import Any
 
 import orjson
 
-from benchmarks.cpu_bench import tree_cpu
+from benchmarks.cpu_bench import bytecode_env, tree_cpu
 from tests.support.broker import tansu
 
 ROOT = Path(__file__).resolve().parent.parent  # where ``-m benchmarks…`` and ``-m weir`` run
@@ -165,7 +165,7 @@ def bare_run(bootstrap: str, topic: str, events: int, decode: bool, batch: int) 
     cmd = [sys.executable, "-m", "benchmarks.kafka_bench", "--bare", bootstrap, topic]
     cmd += ["--events", str(events), "--batch", str(batch)] + (["--decode"] if decode else [])
     out = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=600, check=True, cwd=ROOT, env=_env()
+        cmd, capture_output=True, text=True, timeout=600, check=True, cwd=ROOT, env=bytecode_env()
     )
     return json.loads(out.stdout)
 
@@ -176,16 +176,9 @@ def weir_run(job: Path, workdir: Path, client: str = "auto") -> dict[str, Any]:
     (``cpu_bench.tree_cpu``)."""
     state = Path(tempfile.mkdtemp(prefix="state-", dir=workdir))
     cmd = [sys.executable, "-m", "weir", "run", str(job), "--exit-at-end", "--no-api"]
-    env = {**_env(), "WEIR_STATE_DIR": str(state), "WEIR_PARALLELISM": "1"}
+    env = {**bytecode_env(), "WEIR_STATE_DIR": str(state), "WEIR_PARALLELISM": "1"}
     env["WEIR_KAFKA_CLIENT"] = client
     return tree_cpu(cmd, ROOT, env)
-
-
-def _env() -> dict[str, str]:
-    """This environment, bytecode written as ``make`` has it: with PYTHONDONTWRITEBYTECODE
-    set (as on CI's machines) each process compiled every module it imports again, which
-    weighed on the empty-topic runs (0.74 CPU-s against 0.3) and so on every figure."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def _spread(values: list[float]) -> dict[str, float]:
