@@ -15,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-import httpx
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from weir.api.errors import error_response
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,8 @@ class LeaderForward:
     def _client_here(self) -> httpx.AsyncClient:
         """One client (its pooled connections) per event loop: a server has one loop, a test
         client may run each request in a loop of its own."""
+        import httpx  # with the first forward: an API that serves its own job never loads it
+
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             timeout = httpx.Timeout(READ_S, connect=CONNECT_S)
@@ -70,6 +75,8 @@ class LeaderForward:
         query = scope.get("query_string", b"").decode("latin-1")
         target = base + scope["path"] + (f"?{query}" if query else "")
         client = self._client_here()
+        import httpx  # loaded by _client_here
+
         request = client.build_request(scope["method"], target, headers=headers, content=body)
         try:
             response = await client.send(request, stream=True)

@@ -60,6 +60,15 @@ def test_the_client_loads_no_rocksdb_server_or_runtime() -> None:
     assert not [m for m in loaded if m.startswith("weir.engine")], loaded
 
 
+def test_the_api_server_loads_no_http_client_until_it_forwards() -> None:
+    """httpx loads with a request forwarded to a leader on another host; where rich and click
+    are installed its import brings them too (0.15 CPU-s of every API process's start)."""
+    code = (
+        "import sys, weir.api.app; print(sorted(m for m in sys.modules if m in ('httpx', 'rich')))"
+    )
+    assert json.loads(_probe(code).replace("'", '"')) == []
+
+
 def test_the_job_api_loads_no_runtime_no_rocksdb_and_no_sql_parser() -> None:
     loaded = _loaded("import weir; from weir import Job, agg, joins, sources, windows")
     assert _heavy(loaded) == []
