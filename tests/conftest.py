@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, settings
 from tests import support
 from tests.support import WeirResult, WeirServer, job_text
 from tests.support import write_events as _write_events
-from tests.support.jvm import quick_jvm_env
+from tests.support.jvm import JAVA_OPTIONS, quick_jvm_env
 from tests.support.s3_server import S3Server
 from tests.support.servers import Env, S3Place, Servers, run_weir_in, unique_prefix
 from tests.support.servers import weir_env as servers_weir_env
@@ -281,7 +281,9 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
     Java or pyspark's spark-class the test fails, naming what to install. It authenticates
     every client: Spark sessions of this process and the ``weir`` runs it starts have its
     ``SPARK_CONF_DIR`` in their environment until the session ends."""
-    with SparkCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2) as cluster:
+    with SparkCluster(
+        tmp_path_factory.mktemp("spark-cluster"), workers=2, executor_java_options=JAVA_OPTIONS
+    ) as cluster:
         with cluster.clients_here():
             yield cluster
 

@@ -184,11 +184,16 @@ class SparkCluster:
         workers: int = 2,
         cores_per_worker: int = 1,
         memory: str = "1g",
+        executor_java_options: str | None = None,
     ) -> None:
+        """``executor_java_options``: the JVM options of every application's executors
+        (``spark.executor.extraJavaOptions`` in the clients' spark-defaults.conf; the suite
+        passes ``tests.support.jvm.JAVA_OPTIONS``). None: Spark's own."""
         if workers < 1 or cores_per_worker < 1:
             raise ValueError(f"workers={workers} cores_per_worker={cores_per_worker}: need >= 1")
         self.base_dir = base_dir
         self.workers, self.cores_per_worker, self.memory = workers, cores_per_worker, memory
+        self.executor_java_options = executor_java_options
         ports = _free_ports(2 + workers)
         self.master_port, self.webui_port = ports[0], ports[1]
         self.worker_webui_ports = ports[2:]
@@ -262,6 +267,8 @@ class SparkCluster:
         secret = secrets.token_hex(32)
         lines = [f"{k} {v}" for k, v in SECURITY_CONF.items()]
         lines.append(f"spark.authenticate.secret {secret}")
+        if self.executor_java_options:
+            lines.append(f"spark.executor.extraJavaOptions {self.executor_java_options}")
         for path, text in (
             (self.conf_dir / "spark-defaults.conf", "\n".join(lines) + "\n"),
             (self.secret_file, secret + "\n"),

@@ -31,3 +31,15 @@ def test_each_worker_gets_its_own_ports_and_work_dir(tmp_path: Path) -> None:
     assert len(set(ports)) == 5
     assert len(set(cluster.work_dirs)) == 3
     assert cluster.master_url == f"spark://127.0.0.1:{cluster.master_port}"
+
+
+def test_executor_java_options_go_to_the_clients_spark_defaults(tmp_path: Path) -> None:
+    """The suite's cluster gives its executors the quick JVM settings (their applications read
+    the cluster's spark-defaults.conf, not the suite's); a cluster without them leaves Spark's."""
+    quick = SparkCluster(tmp_path / "quick", executor_java_options="-XX:TieredStopAtLevel=1")
+    quick._write_conf()
+    lines = (quick.conf_dir / "spark-defaults.conf").read_text().splitlines()
+    assert "spark.executor.extraJavaOptions -XX:TieredStopAtLevel=1" in lines
+    plain = SparkCluster(tmp_path / "plain")
+    plain._write_conf()
+    assert "extraJavaOptions" not in (plain.conf_dir / "spark-defaults.conf").read_text()
