@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.query_bench import JOB, _wait_for, _wrk
+from benchmarks.query_bench import JOB, PATH, _wait_for, _wrk
 from benchmarks.runs import serving
 from tests.support.procs import cpu_seconds, weir_run_pid, worker_pids
 
-PATH = "/qbench/stats/state/ad-%d?limit=5"
 SPANS = ((0, 120), (120, 300), (300, 600), (600, None))
 
 

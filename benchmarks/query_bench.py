@@ -36,6 +36,7 @@ from tests.support.procs import comm, cpu_seconds, descendants, weir_run_pid
 IDS = 2_000
 RATE = 2_000  # events/s the job ingests
 AGE_S = 60  # seconds of the job's input read before the first round
+PATH = "/qbench/stats/state/ad-%d?limit=5"  # a lookup of a random id (``%d``): its windows
 JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
 job = Job("qbench")
@@ -170,8 +171,7 @@ def _side_by_side(
         _wait_until_aged(url)
         weir_pid = weir_run_pid(job)
         for _ in range(rounds):  # interleaved: the host is shared and noisy
-            path = "/qbench/stats/state/ad-%d?limit=5"
-            runs["weir"].append(_wrk_cpu(url, path, workdir, seconds, connections, weir_pid))
+            runs["weir"].append(_wrk_cpu(url, PATH, workdir, seconds, connections, weir_pid))
             runs["bare"].append(
                 _wrk_cpu(bare_url, "/kv/ad-%d", workdir, seconds, connections, bare_pid)
             )

@@ -26,11 +26,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.query_bench import IDS, JOB, _wait_for, _wait_until_aged
+from benchmarks.query_bench import IDS, JOB, PATH, _wait_for, _wait_until_aged
 from benchmarks.runs import serving
 from tests.support.procs import cpu_seconds, weir_run_pid, worker_pids
 
-PATH = "/qbench/stats/state/ad-%d?limit=5"
 SAMPLE_S = 0.1
 SLICE_S = 0.25
 
