@@ -238,27 +238,37 @@ def _systems(path: Path, workdir: Path, tag: str) -> dict[str, Callable[[], dict
     }
 
 
-def section(
-    events: int, keys: int, workdir: Path, only: set[str], rounds: int = ROUNDS
-) -> dict[str, Any]:
-    """Every system (or those ``only`` names by prefix) at ``keys`` ids, ``rounds`` times in
-    turn; each system's run of median CPU."""
+def _picked(
+    path: Path, workdir: Path, tag: str, only: set[str]
+) -> dict[str, Callable[[], dict[str, Any]]]:
+    """``_systems``, those ``only`` names by prefix (all where it is empty)."""
+    systems = _systems(path, workdir, tag)
+    return {n: fn for n, fn in systems.items() if not only or any(n.startswith(o) for o in only)}
+
+
+def warm_up(workdir: Path, keys: int, only: set[str]) -> None:
+    """Each system (or those ``only`` names) once on a small file, before any is measured: the
+    first run of a tree writes the bytecode of every module it imports (0.5 CPU-s for a SQL
+    job), which no later run pays. Once per benchmark run: the id count does not change what
+    is imported."""
     from benchmarks.hotpath import event_file  # hotpath imports bench, which imports this
 
-    def pick(path: Path, tag: str) -> dict[str, Callable[[], dict[str, Any]]]:
-        systems = _systems(path, workdir, tag)
-        return {
-            n: fn for n, fn in systems.items() if not only or any(n.startswith(o) for o in only)
-        }
-
-    # a warm-up of each on a small file first: the first run of a tree writes the bytecode of
-    # every module it imports (0.5 CPU-s for a SQL job), which no later run pays
-    for fn in pick(event_file("peer", WARM_EVENTS, workdir, keys), "warm").values():
+    small = event_file("peer", WARM_EVENTS, workdir, keys)
+    for fn in _picked(small, workdir, "warm", only).values():
         try:
             fn()
         except (RuntimeError, subprocess.TimeoutExpired):
             pass  # the measured runs report it
-    picked = pick(event_file("peer", events, workdir, keys), "")
+
+
+def section(
+    events: int, keys: int, workdir: Path, only: set[str], rounds: int = ROUNDS
+) -> dict[str, Any]:
+    """Every system (or those ``only`` names by prefix) at ``keys`` ids, ``rounds`` times in
+    turn; each system's run of median CPU (``warm_up`` first)."""
+    from benchmarks.hotpath import event_file  # hotpath imports bench, which imports this
+
+    picked = _picked(event_file("peer", events, workdir, keys), workdir, "", only)
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in picked}
     errors: dict[str, str] = {}
     for _ in range(rounds):  # alternating: a busy spell of the machine falls on every system
@@ -303,6 +313,7 @@ def measure(
 ) -> dict[str, Any]:
     """The ``cpu`` section of ``make bench``: every system at each id count."""
     out: dict[str, Any] = {"events": events, "rounds": rounds}
+    warm_up(workdir, keys[0], set())
     for k in keys:
         out[f"{k}_keys"] = section(events, k, workdir, set(), rounds)
         row = out[f"{k}_keys"]
@@ -326,6 +337,7 @@ def main() -> None:
     args.workdir.mkdir(parents=True, exist_ok=True)
     only = {o for o in args.only.split(",") if o}
     if only:
+        warm_up(args.workdir, args.keys[0], only)
         report: dict[str, Any] = {"events": args.events, "rounds": args.rounds}
         report |= {
             f"{k}_keys": section(args.events, k, args.workdir, only, args.rounds) for k in args.keys
