@@ -175,13 +175,16 @@ class SparkProgress:
             stage = t.getStageInfo(sid)
             if stage is None:
                 continue
-            if sid in active:
+            # every task done is a stage done, whether or not the tracker has been told yet:
+            # its listener runs behind, and a job's last stage may still be active there when
+            # the job has returned (the final line then named a finished stage as running)
+            if stage.numTasks and stage.numCompletedTasks >= stage.numTasks:
+                done += 1
+            elif sid in active:
                 running.append(
                     StageProgress(sid, stage.numTasks, stage.numCompletedTasks,
                                   stage.numActiveTasks, self._records(sid))
                 )  # fmt: skip
-            elif stage.numTasks and stage.numCompletedTasks >= stage.numTasks:
-                done += 1
         return running, done
 
     def text(self) -> str:

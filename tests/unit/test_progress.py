@@ -6,7 +6,14 @@ import io
 
 import pytest
 
-from weir.app.progress import StageProgress, StatusLine, elapsed, rate_text, stages_text
+from weir.app.progress import (
+    SparkProgress,
+    StageProgress,
+    StatusLine,
+    elapsed,
+    rate_text,
+    stages_text,
+)
 
 
 class Clock:
@@ -107,3 +114,52 @@ def test_stages_text_sums_the_running_stages_and_their_records() -> None:
         "weir backfill: stages 4, 5: 1/10 tasks done, 2 running, 1,500 records read "
         "(4 stages done, 20.0 s)"
     )
+
+
+class _Stage:
+    def __init__(self, tasks: int, completed: int, active: int) -> None:
+        self.numTasks, self.numCompletedTasks, self.numActiveTasks = tasks, completed, active
+
+
+class _Job:
+    def __init__(self, stage_ids: list[int]) -> None:
+        self.stageIds = stage_ids
+
+
+class _Tracker:
+    """A SparkContext's status tracker whose listener has not yet heard that stage 2 ended: it
+    is still active though its 8 tasks are done."""
+
+    def __init__(self) -> None:
+        self.stages: dict[int, _Stage] = {}
+        self.active: list[int] = []
+
+    def getActiveStageIds(self) -> list[int]:  # noqa: N802 - pyspark's names
+        return self.active
+
+    def getJobIdsForGroup(self) -> list[int]:  # noqa: N802
+        return [0] if self.stages else []
+
+    def getJobInfo(self, job: int) -> _Job:  # noqa: N802
+        return _Job(list(self.stages))
+
+    def getStageInfo(self, sid: int) -> _Stage | None:  # noqa: N802
+        return self.stages.get(sid)
+
+
+class _Context:
+    def __init__(self, tracker: _Tracker) -> None:
+        self.tracker = tracker
+
+    def statusTracker(self) -> _Tracker:  # noqa: N802
+        return self.tracker
+
+
+def test_a_stage_whose_tasks_are_all_done_is_done_before_the_tracker_says_so() -> None:
+    tracker = _Tracker()
+    progress = SparkProgress(_Context(tracker), StatusLine(io.StringIO(), every_s=0.0))
+    tracker.stages = {1: _Stage(4, 4, 0), 2: _Stage(8, 8, 0), 3: _Stage(8, 5, 2)}
+    tracker.active = [2, 3]
+    running, done = progress.snapshot()
+    assert done == 2  # stage 1, which ended, and stage 2, whose last task has
+    assert [s.stage for s in running] == [3] and running[0].done == 5
