@@ -16,13 +16,14 @@ import fcntl
 import hashlib
 import os
 import shutil
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from weir.base.errors import StorageConflict, StorageError
-from weir.base.files import FILE_MODE, fsync_dir, private_dir, replacing, write_private
+from weir.base.files import FILE_MODE, fsync_dir, open_private, private_dir, write_private
 from weir.state.s3store import S3Bucket, s3_error
 from weir.state.storage import (
     SCHEMES,
@@ -109,15 +110,26 @@ class LocalStore:
 
     def put_if(self, key: str, data: bytes, version: str) -> str:
         dst = self.path(key)
-        with _local_errors(self, key, "write"), _locked(dst.with_name(f".{dst.name}.lock")):
-            try:
-                now = _version(dst.read_bytes())
-            except FileNotFoundError:
-                raise StorageConflict(f"cannot replace {dst}: it is gone") from None
-            if now != version:
-                raise StorageConflict(f"cannot replace {dst}: it changed since it was read")
-            with replacing(dst, durable=True) as fh:
+        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.next")
+        with _local_errors(self, key, "write"):
+            # the new bytes are on disk before the lock is taken: the lock covers the compare
+            # and the rename alone, so a writer stopped inside it (SIGSTOP, a long pause)
+            # blocks the others for as short a window as there can be
+            with os.fdopen(open_private(tmp), "wb") as fh:
                 fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            try:
+                with _locked(dst.with_name(f".{dst.name}.lock")):
+                    try:
+                        now = _version(dst.read_bytes())
+                    except FileNotFoundError:
+                        raise StorageConflict(f"cannot replace {dst}: it is gone") from None
+                    if now != version:
+                        raise StorageConflict(f"cannot replace {dst}: it changed since it was read")
+                    os.replace(tmp, dst)
+            finally:
+                tmp.unlink(missing_ok=True)
             fsync_dir(dst.parent)
         return _version(data)
 
@@ -213,7 +225,9 @@ def _locked(path: Path) -> Iterator[None]:
             except BlockingIOError:
                 if time.monotonic() > deadline:
                     raise StorageError(
-                        f"cannot lock {path}: another process held it for {LOCK_WAIT_S:.0f} s"
+                        f"cannot lock {path}: another process held it for {LOCK_WAIT_S:.0f} s "
+                        "(one that is stopped or paused in the middle of a write holds it "
+                        "until it runs again or dies)"
                     ) from None
                 time.sleep(0.01)
         yield

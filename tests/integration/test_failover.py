@@ -14,6 +14,7 @@ the S3 test server (SeaweedFS):
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -95,6 +96,30 @@ def _epochs(where: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) ->
     return {n: int(chk.metadata(n)["epoch"]) for n in chk.ids()}
 
 
+def _stall_between_lease_writes(server: WeirServer, where: str) -> None:
+    """SIGSTOP the job manager outside a write of its lease. In a directory, a compare-and-
+    replace holds ``.leader.lock`` for a compare and a rename; a holder stopped inside that
+    window keeps every standby out until it runs again or dies (the standby warns and waits:
+    ``test_leadership``). CI once stopped it there; holding the lock meanwhile rules that out.
+    On S3 the write is one conditional request and there is no lock."""
+    if where.startswith("s3://"):
+        server.proc.send_signal(signal.SIGSTOP)
+        return
+    fd = os.open(Path(where) / "t1" / ".leader.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        server.proc.send_signal(signal.SIGSTOP)
+        wait_until(lambda: _state(server.proc.pid) == "T", 10.0, what="the job manager to stop")
+    finally:
+        os.close(fd)
+
+
+def _state(pid: int) -> str:
+    """A process's state letter in ``/proc/<pid>/stat`` (``T``: stopped)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
 def test_a_second_job_manager_waits_takes_over_and_the_stale_one_never_commits(
     tmp_path: Path,
     write_job: Callable[..., Path],
@@ -112,7 +137,7 @@ def test_a_second_job_manager_waits_takes_over_and_the_stale_one_never_commits(
     )  # fmt: skip
     first = weir_server(job, *flags, state_dir=tmp_path / "a", env=env)
     _wait_checkpoint(first, at_least=2)
-    first.proc.send_signal(signal.SIGSTOP)  # the job manager stalls; its workers run on
+    _stall_between_lease_writes(first, where)  # the job manager stalls; its workers run on
     try:
         stalled = _epochs(where, env, monkeypatch)
         second = weir_server(job, *flags, state_dir=tmp_path / "b", env=env, timeout=60)

@@ -9,6 +9,7 @@ replacing one version exactly one wins; a loser gets ``StorageConflict`` and wro
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ import pytest
 
 from tests.support import wait_until
 from tests.support.servers import S3Place
-from weir.base.errors import StorageConflict
+from weir.base.errors import StorageConflict, StorageError
+from weir.state import objectstore
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.lease import Holder, LeaderRecord, LeaseStore, newest_epoch
 from weir.state.objectstore import open_store
@@ -135,3 +137,28 @@ def test_the_lease_record_round_trips_and_a_new_one_starts_above_old_epochs(wher
         leases.create(record)
     storage.store.put_bytes("j/chk-4/_metadata", b'{"checkpoint": 4, "epoch": 7}')
     assert newest_epoch(storage) == 7
+
+
+def test_a_directory_replace_kept_out_by_a_held_lock_fails_clearly_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A compare-and-replace in a directory writes its bytes before it takes the lock, which
+    covers the compare and the rename alone. A writer kept out (a holder stopped inside that
+    window) gets a ``StorageError`` that says why; a loser or a writer kept out leaves no file
+    behind and the object as it was."""
+    monkeypatch.setattr(objectstore, "LOCK_WAIT_S", 0.2)
+    store = open_store(str(tmp_path / "chk"))
+    version = store.put_new("j/leader", b"first")
+    with pytest.raises(StorageConflict):
+        store.put_if("j/leader", b"stale", "not-its-version")
+    fd = os.open(tmp_path / "chk" / "j" / ".leader.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another open file: another holder, as flock counts
+        with pytest.raises(StorageError, match="stopped or paused in the middle of a write"):
+            store.put_if("j/leader", b"second", version)
+    finally:
+        os.close(fd)
+    assert store.get_versioned("j/leader") == (b"first", version)
+    assert sorted(p.name for p in (tmp_path / "chk" / "j").iterdir()) == [".leader.lock", "leader"]
+    store.put_if("j/leader", b"second", version)  # the lock free again: it goes through
+    assert store.get_bytes("j/leader") == b"second"

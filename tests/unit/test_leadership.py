@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support import wait_until
-from weir.base.errors import LeaseLost
+from weir.base.errors import LeaseLost, StorageError
 from weir.engine.runtime.control import leadership
 from weir.engine.runtime.control.leadership import VALID, Leadership
 from weir.state.checkpoints import CheckpointStorage
@@ -226,3 +226,31 @@ def test_the_watchdog_wakes_at_the_leases_end_not_on_a_clock(
     finally:
         unblock.set()
         leader.release()
+
+
+def test_a_standby_whose_take_over_write_fails_warns_and_tries_again(
+    storage: CheckpointStorage, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CI: the old leader was stopped (SIGSTOP) inside its compare-and-replace and held the
+    directory's lock; the standby's take-over gave up after 10 s with ``StorageError`` and the
+    standby exited (``weir: error: cannot lock ...``). A storage error is now a warning and
+    another look: the standby takes over once storage lets it."""
+    _leader(storage, "a", Clock()).acquire(threading.Event(), lambda _h: False)
+    clock = Clock()
+    standby = _leader(storage, "b", clock)
+    replace = standby.leases.replace
+    failures: list[int] = []
+
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        if len(failures) < 2:
+            failures.append(1)
+            raise StorageError("cannot lock .leader.lock: another process held it for 10 s")
+        return replace(*args, **kwargs)
+
+    monkeypatch.setattr(standby.leases, "replace", locked)
+    with caplog.at_level(logging.WARNING, logger=leadership.__name__):
+        taken = standby.acquire(Stepping(clock), lambda _h: False)
+    assert taken is not None and taken.holder.run == "a" and len(failures) == 2
+    assert standby.epoch == 2 and standby.valid()
+    assert "standby: cannot write the lease: cannot lock .leader.lock" in caplog.text
+    assert "trying again" in caplog.text

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from weir.base.errors import LeaseLost, StorageConflict, StorageError
@@ -104,7 +105,7 @@ class Leadership:
                 stopping.wait(RETRY_S)
                 continue
             if found is None:
-                if self._create():
+                if self._tried(stopping, self._create):
                     return None
                 continue
             record, version = found
@@ -127,10 +128,22 @@ class Leadership:
                     self._job, record.holder.run, record.holder.host, record.epoch,
                     record.lease_ms,
                 )  # fmt: skip
-            if self._take_over(record, version):
+            if self._tried(stopping, partial(self._take_over, record, version)):
                 return record
-            seen = None  # someone else wrote meanwhile: look again
+            seen = None  # someone else wrote meanwhile, or storage failed: look again
         return None
+
+    def _tried(self, stopping: threading.Event, write: Callable[[], bool]) -> bool:
+        """A standby's write of the lease; a storage error is a warning and a retry, never the
+        end of the standby. If the write landed though its answer was lost, the record names
+        this job manager, whose state directory and run lock ``holder_gone`` recognises: the
+        next look takes it over at once, with the next epoch."""
+        try:
+            return write()
+        except StorageError as exc:
+            log.warning("job=%s standby: cannot write the lease: %s; trying again", self._job, exc)
+            stopping.wait(RETRY_S)
+            return False
 
     @property
     def _job(self) -> str:
