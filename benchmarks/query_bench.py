@@ -1,10 +1,13 @@
 """Point lookups under load (issue 7): weir's ``GET /{job}/{op}/state/{key}`` while a job
 ingests, beside a bare FastAPI + rocksdict endpoint, measured in the same run on the same
 machine with the same client: ``wrk`` (Debian's; ``make bench`` installs it), 50 connections,
-random keys, a fixed duration each, interleaved rounds, once the job has run ``AGE_S`` (a fresh
-job's state flatters a store: a lookup's cost grows with what the job has written, its windows
-kept for retention and the dead entries of its merges, decision 0022). Goal (issues 20 and 38):
-weir >= 0.8x the bare endpoint's requests/s with p99 <= 2x its p99, the best round of each.
+random keys, a fixed duration each, interleaved rounds after an uncounted ``WARM_S`` round of
+each, once the job has run ``AGE_S`` (a fresh job's state flatters a store: a lookup's cost
+grows with what the job has written, its windows kept for retention and the dead entries of its
+merges, decision 0022). Goal (issues 20 and 38): weir >= 0.8x the bare endpoint's requests/s
+with p99 <= 2x its p99, the best round of each: ``weir_over_bare`` and ``p99_weir_over_bare``
+compare the rounds with the higher rate, ``p99_best_weir_over_bare`` the lowest p99 of each,
+and ``rounds`` lists them all.
 Beside it, the CPU the serving processes used per request (``weir_over_bare_cpu``: requests per
 CPU-second, the best round of each), which the host's other load moves less than a rate. Both
 at 1 API process and at 2 on one port (``weir run --api-workers 2``, ``bare_kv`` with as many).
@@ -36,6 +39,7 @@ from tests.support.procs import comm, cpu_seconds, descendants, weir_run_pid
 IDS = 2_000
 RATE = 2_000  # events/s the job ingests
 AGE_S = 60  # seconds of the job's input read before the first round
+WARM_S = 3.0  # a round of each, not counted, before the measured ones
 PATH = "/qbench/stats/state/ad-%d?limit=5"  # a lookup of a random id (``%d``): its windows
 JOB = """
 from weir import Job, WatermarkStrategy, agg, sources, windows
@@ -170,6 +174,11 @@ def _side_by_side(
         _wait_for(f"{url}/qbench/stats/state/ad-1", "weir")
         _wait_until_aged(url)
         weir_pid = weir_run_pid(job)
+        # a round of each that is not counted: the connections open, the first lookups read
+        # their blocks, the follower threads start; what a server that has been up a while
+        # no longer pays (decision 0027: the first round held most of the slow requests)
+        _wrk(url, PATH, workdir, WARM_S, connections)
+        _wrk(bare_url, "/kv/ad-%d", workdir, WARM_S, connections)
         for _ in range(rounds):  # interleaved: the host is shared and noisy
             runs["weir"].append(_wrk_cpu(url, PATH, workdir, seconds, connections, weir_pid))
             runs["bare"].append(
@@ -189,8 +198,17 @@ def _side_by_side(
         "bare_fastapi_rocksdict": bare,
         "weir_over_bare": round(weir["requests_per_s"] / bare["requests_per_s"], 2),
         "p99_weir_over_bare": round(weir["p99_ms"] / max(bare["p99_ms"], 0.01), 2),
+        # the lowest p99 of each: the best round of each by its tail, not by its rate (the
+        # round with the higher rate can be the one with the worse tail, on either side)
+        "p99_best_weir_over_bare": round(
+            min(r["p99_ms"] for r in runs["weir"])
+            / max(min(r["p99_ms"] for r in runs["bare"]), 0.01),
+            2,
+        ),
         # the best round of each by requests per CPU-second of the serving processes
         "weir_over_bare_cpu": round(cheapest["weir"] / max(cheapest["bare"], 1), 2),
+        # every measured round, in order: requests/s and p99 ms
+        "rounds": {k: [[r["requests_per_s"], r["p99_ms"]] for r in v] for k, v in runs.items()},
         **out,
     }
 
@@ -210,6 +228,7 @@ def measure(
         "bare_fastapi_rocksdict": one["bare_fastapi_rocksdict"],
         "weir_over_bare": one["weir_over_bare"],
         "p99_weir_over_bare": one["p99_weir_over_bare"],
+        "p99_best_weir_over_bare": one["p99_best_weir_over_bare"],
         "weir_over_bare_cpu": one["weir_over_bare_cpu"],
         "job_records_in_meanwhile": one["job_records_in_meanwhile"],
         "processes": {
