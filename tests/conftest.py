@@ -35,6 +35,7 @@ from tests.support.tiers import (
     forbid_processes,
     mark_groups,
     misplaced,
+    selects_none_of,
     tier_of,
     worker_groups,
 )
@@ -96,6 +97,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 __all__ = ["S3Place", "WeirResult", "WeirServer"]
 # --kernels and the ``kernels`` fixture (each kernel test runs on both implementations)
 pytest_plugins = ["tests.support.kernel_impls"]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A tier's run (``-m fast``, ``-m integration``, ...) does not import the folders under
+    ``tests/`` that hold none of its tests (``tiers.selects_none_of``); None: pytest decides."""
+    if collection_path.parent != TESTS_ROOT or not collection_path.is_dir():
+        return None
+    return True if selects_none_of(config.option.markexpr or "", collection_path.name) else None
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups

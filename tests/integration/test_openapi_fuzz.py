@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +29,8 @@ def fuzz_target(
         job, "--parallelism", "2", "--checkpoint-interval-ms", "200", state_dir=root / "state"
     )
     server.wait_finished(60)
+    import schemathesis  # here, not at collection: its import costs every worker ~0.4 CPU-s
+
     schema = schemathesis.openapi.from_url(f"{server.base_url}/openapi.json")
     # an event stream never ends: its behaviour is tested in test_query_api.py
     yield schema.exclude(path_regex=r".*/stream$"), server.base_url
@@ -39,6 +40,8 @@ def test_no_request_gets_a_server_error(fuzz_target: tuple[Any, str]) -> None:
     """Every operation, up to 30 generated cases each, valid and invalid (schemathesis' pytest
     plugin does not load under pytest 9, so the operations' Hypothesis strategies are driven
     here)."""
+    import schemathesis
+
     schema, base_url = fuzz_target
     tried: list[str] = []
     statuses: Counter[int] = Counter()

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import multiprocessing.process
 import os
+import re
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.mark.expression import Expression
 
 TIERS = ("fast", "integration", "cluster", "soak")
 FAST_FOLDERS = frozenset({"unit", "property", "contract"})
@@ -69,6 +71,39 @@ def tier_of(folder: str, fixtures: Iterable[str]) -> str:
     if folder in MIXED_FOLDERS and not names & PROCESS_FIXTURES:
         return "fast"
     return "integration"
+
+
+def folder_tiers(folder: str) -> frozenset[str]:
+    """Every tier a test in ``tests/<folder>/`` can be in, by ``tier_of``'s rules (a fast
+    folder's test that uses a cluster fixture is refused by ``misplaced``, not moved)."""
+    if folder == "soak":
+        return frozenset({"soak"})
+    if folder in FAST_FOLDERS:
+        return frozenset({"fast"})
+    if folder in MIXED_FOLDERS:
+        return frozenset({"fast", "integration", "cluster"})
+    return frozenset({"integration", "cluster"})
+
+
+def selects_none_of(markexpr: str, folder: str) -> bool:
+    """``-m markexpr`` can select no test of ``tests/<folder>/``: its tiers all fail the
+    expression. Only for an expression of tier names alone (another marker could be on any
+    test): then a tier's run need not import the folder's modules (a collection imports every
+    module it visits, then deselects; an integration worker spent 2 of its 5 CPU-seconds of
+    collection on the fast folders).
+
+    Example:
+        >>> selects_none_of("cluster or soak", "unit"), selects_none_of("fast", "security")
+        (True, False)
+    """
+    names = set(re.findall(r"[A-Za-z_][\w.-]*", markexpr)) - {"and", "or", "not"}
+    if not names or not names <= set(TIERS):
+        return False
+    expression = Expression.compile(markexpr)
+    return not any(
+        expression.evaluate(lambda name, tier=tier, **_: name == tier)
+        for tier in folder_tiers(folder)
+    )
 
 
 def folder_of(item: pytest.Item, tests_root: Path) -> str:
