@@ -100,10 +100,17 @@ def selects_none_of(markexpr: str, folder: str) -> bool:
     if not names or not names <= set(TIERS):
         return False
     expression = Expression.compile(markexpr)
-    return not any(
-        expression.evaluate(lambda name, tier=tier, **_: name == tier)
-        for tier in folder_tiers(folder)
-    )
+    return not any(expression.evaluate(_OnlyMarker(tier)) for tier in folder_tiers(folder))
+
+
+class _OnlyMarker:
+    """A ``-m`` matcher for a test that carries one marker, ``name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, name: str, /, **kwargs: str | int | bool | None) -> bool:
+        return name == self.name
 
 
 def folder_of(item: pytest.Item, tests_root: Path) -> str:
