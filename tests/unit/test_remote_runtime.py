@@ -263,9 +263,13 @@ def test_a_wrong_key_gets_nothing_done(tmp_path: Path) -> None:
         server.stop()
 
 
-def test_a_job_manager_that_does_not_answer_in_time_is_a_runtime_failure(tmp_path: Path) -> None:
+def test_a_job_manager_that_does_not_answer_in_time_is_a_runtime_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A control-channel timeout is the job manager's failure, not the command's usage: a
-    ``ControlError`` (exit 1), never a ``ConfigError`` (exit 2)."""
+    ``ControlError`` (exit 1), never a ``ConfigError`` (exit 2). (The client waits for the
+    answer ``HANDSHAKE_S`` past the operation's own timeout: 1 s here, not 5.)"""
+    monkeypatch.setattr(admin, "HANDSHAKE_S", 1.0)
     release = threading.Event()
     key = admin.write_key(tmp_path)
     server = admin.ControlServer(key, {"stall": lambda args: {"done": release.wait(10.0)}})
