@@ -248,9 +248,12 @@ def test_a_standby_whose_take_over_write_fails_warns_and_tries_again(
         return replace(*args, **kwargs)
 
     monkeypatch.setattr(standby.leases, "replace", locked)
+    stepping = Stepping(clock)
     with caplog.at_level(logging.WARNING, logger=leadership.__name__):
-        taken = standby.acquire(Stepping(clock), lambda _h: False)
+        taken = standby.acquire(stepping, lambda _h: False)
     assert taken is not None and taken.holder.run == "a" and len(failures) == 2
+    # tried again a retry later, not after another full lease: the record had not changed
+    assert stepping.waited <= LEASE_MS / 1000 + 2 * leadership.RETRY_S + 1.5
     assert standby.epoch == 2 and standby.valid()
     assert "standby: cannot write the lease: cannot lock .leader.lock" in caplog.text
     assert "trying again" in caplog.text

@@ -128,22 +128,26 @@ class Leadership:
                     self._job, record.holder.run, record.holder.host, record.epoch,
                     record.lease_ms,
                 )  # fmt: skip
-            if self._tried(stopping, partial(self._take_over, record, version)):
+            taken = self._tried(stopping, partial(self._take_over, record, version))
+            if taken:
                 return record
-            seen = None  # someone else wrote meanwhile, or storage failed: look again
+            if taken is not None:
+                seen = None  # someone else wrote meanwhile: look again
+            # storage failed: the record, if unchanged, is as expired as it was; try again
         return None
 
-    def _tried(self, stopping: threading.Event, write: Callable[[], bool]) -> bool:
-        """A standby's write of the lease; a storage error is a warning and a retry, never the
-        end of the standby. If the write landed though its answer was lost, the record names
-        this job manager, whose state directory and run lock ``holder_gone`` recognises: the
-        next look takes it over at once, with the next epoch."""
+    def _tried(self, stopping: threading.Event, write: Callable[[], bool]) -> bool | None:
+        """A standby's write of the lease: its result, or None when storage failed, which is a
+        warning and a retry, never the end of the standby. If the write landed though its
+        answer was lost, the record names this job manager, whose state directory and run lock
+        ``holder_gone`` recognises: the next look takes it over at once, with the next
+        epoch."""
         try:
             return write()
         except StorageError as exc:
             log.warning("job=%s standby: cannot write the lease: %s; trying again", self._job, exc)
             stopping.wait(RETRY_S)
-            return False
+            return None
 
     @property
     def _job(self) -> str:
