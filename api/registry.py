@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from weir.engine.runtime.view import ClusterRuntime, JobRuntime
 from weir.state.keygroups import operator_for_key_group
 from weir.state.rocksdb import BoundedIter
 from weir.state.secondary import SecondaryReader
+
+log = logging.getLogger(__name__)
 
 
 class StateReader(Protocol):
@@ -48,6 +51,14 @@ class StateReader(Protocol):
     def memory(self) -> dict[str, int]:
         """The bytes it holds in this process outside Python's heap, by kind (a secondary: its
         RocksDB's ``memtables``, ``block_cache``, ``table_readers``; empty when none)."""
+        ...
+
+    def expire(self) -> None:
+        """The next read sees every write made before this call (``SecondaryReader.expire``).
+
+        Raises:
+            StateError: a remote reader's state server did not answer.
+        """
         ...
 
     def close(self) -> None: ...
@@ -118,6 +129,17 @@ class JobHandle:
             return True
         paths = [getattr(r, "primary", None) for r in self.readers]
         return paths == [self.runtime.worker_state_path(i) for i in range(len(paths))]
+
+    def expire_readers(self) -> None:
+        """Every reader's next read sees what was written before this call (after a live
+        backfill this API loaded: its caller reads next). A remote reader that does not answer
+        is said with a WARNING: the backfill is loaded, and that worker's reads say why they
+        fail or catch up within their bound."""
+        for r in list(self.readers):
+            try:
+                r.expire()
+            except StateError as exc:
+                log.warning("job=%s cannot expire a state reader: %s", self.job.name, exc)
 
     def committed_view(self) -> CommittedView | None:
         if self.committed is None:

@@ -81,6 +81,7 @@ class SecondaryReader:
         self._seen: tuple[Any, ...] | None = None  # what ``_look`` found before the last one
         self.skipped = 0  # catch-ups skipped: nothing was written since the last
         self._last = 0.0  # monotonic start of the last catch-up (or open)
+        self._due = 0.0  # ``expire``: the next read needs a catch-up that started after this
         self._last_read = 0.0
         self._follow_stop: threading.Event | None = None  # set: the follower thread ends
         self._follower: threading.Thread | None = None
@@ -155,10 +156,10 @@ class SecondaryReader:
         now = self._last_read = time.monotonic()
         last = self._last  # before the instance: _open sets the instance, then _last
         db = self._db
-        if db is None or now - last >= 2 * self._catch_up_s:
+        if db is None or now - last >= 2 * self._catch_up_s or last < self._due:
             with self._lock:
                 db = self._open()
-                if time.monotonic() - self._last >= 2 * self._catch_up_s:
+                if time.monotonic() - self._last >= 2 * self._catch_up_s or self._last < self._due:
                     db = self._catch_up()
         if self._follow_stop is None and self._catch_up_s > 0:
             self._start_following()
@@ -233,6 +234,12 @@ class SecondaryReader:
         if self._db is not None and self._dir is not None:
             self._retired = (self._db, self._dir)
         self._db = self._dir = None
+
+    def expire(self) -> None:
+        """The next read catches up first, with a catch-up that starts after this call: the
+        caller knows of a write it must see at once (a live backfill this API loaded), where
+        the freshness bound would allow an answer up to twice the interval older."""
+        self._due = time.monotonic()
 
     def get(self, key: bytes) -> bytes | None:
         value = self._fresh().get(key)

@@ -50,8 +50,14 @@ async def load_backfill(
     calls). Refused, with nothing loaded, when any worker already holds a window in the
     backfill's range (409), or when the path leaves the job's ``--backfill-dir`` (400)."""
     h = job_handle(reg, job)
+
+    def load() -> Any:
+        loaded = h.runtime.ingest_backfill(body.model_dump())
+        h.expire_readers()  # the caller reads its history next: no answer from before it
+        return loaded
+
     try:
-        result = await anyio.to_thread.run_sync(h.runtime.ingest_backfill, body.model_dump())
+        result = await anyio.to_thread.run_sync(load)
     except PathRefused as exc:
         raise ApiError(400, "path_refused", str(exc)) from None
     except WeirError as exc:

@@ -20,6 +20,7 @@ from weir import Job, agg, sources, windows
 from weir.api import ApiSettings, JobHandle, Registry, create_app
 from weir.api.app import TOKEN_FREE_PATHS, admin_routes
 from weir.api.routes.admin import ADMIN_TAG
+from weir.base.errors import StateError
 from weir.engine.runtime.view import BackfillEntry, SavepointResult
 from weir.state.secondary import SecondaryReader
 
@@ -200,3 +201,34 @@ def test_no_admin_route_takes_a_path_but_the_backfill_directory(tmp_path: Path) 
     assert "requestBody" not in savepoint
     backfill = spec["paths"]["/jobs/{job}/backfills"]["post"]
     assert {p["name"] for p in backfill["parameters"]} == {"job"}
+
+
+class ExpiryRecorder(SecondaryReader):
+    def __init__(self, primary: Path, secondary: Path) -> None:
+        super().__init__(primary, secondary)
+        self.expired = 0
+
+    def expire(self) -> None:
+        self.expired += 1
+        super().expire()
+
+
+def test_a_backfill_loaded_through_the_api_expires_its_readers(tmp_path: Path) -> None:
+    """The caller of a live backfill reads its history next: every reader's next read must
+    catch up past the load, not answer from within its freshness bound (CI: the first read
+    after ``weir backfill --live`` returned missed the history). A refused backfill expires
+    nothing."""
+    client, runtime = _client(tmp_path, ApiSettings())
+    handle = client.app.state.registry.jobs["j"]  # type: ignore[attr-defined]
+    readers = [ExpiryRecorder(tmp_path / f"db-{i}", tmp_path / f"sec-{i}") for i in range(2)]
+    handle.readers = readers
+    route = ("POST", "/jobs/{job}/backfills")
+    assert _send(client, route).status_code == 200
+    assert runtime.calls == ["backfill"] and [r.expired for r in readers] == [1, 1]
+
+    def refuse(req: dict[str, Any], timeout_s: float = 600.0) -> BackfillEntry:
+        raise StateError("a worker holds a window in the backfill's range")
+
+    runtime.ingest_backfill = refuse  # type: ignore[method-assign]
+    assert _send(client, route).status_code == 409
+    assert [r.expired for r in readers] == [1, 1]

@@ -73,6 +73,26 @@ def test_remote_reads_equal_local_secondary_reads(
         local.close()
 
 
+def test_an_expired_remote_reader_sees_a_write_at_its_next_read(
+    served: tuple[StateServer, PeerAuth, RocksState, Path],
+) -> None:
+    """``expire`` reaches the task's own reader: the next answer is caught up past the write
+    (the server's reader follows within its bound otherwise, up to 40 ms late)."""
+    server, auth, state, _tmp = served
+    remote = _reader(server, auth)
+    # the bound two minutes, set before the first read starts the reader's follower: only an
+    # expiry catches up within the test
+    server._reader._catch_up_s = 60.0
+    try:
+        assert remote.get(b"k001") == b"v1"
+        state.write({b"k998": b"new"})
+        assert remote.get(b"k998") is None
+        remote.expire()
+        assert remote.get(b"k998") == b"new"
+    finally:
+        remote.close()
+
+
 def test_reader_without_the_secret_is_refused(
     served: tuple[StateServer, PeerAuth, RocksState, Path], caplog: pytest.LogCaptureFixture
 ) -> None:

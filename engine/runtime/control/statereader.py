@@ -76,6 +76,10 @@ class RemoteReader:
     def iterator(self, hi: bytes) -> RemoteSeeker:
         return RemoteSeeker(self, hi)
 
+    def expire(self) -> None:
+        """The task's reader catches up before its next answer (``SecondaryReader.expire``)."""
+        self.call("expire")
+
     def call(self, op: str, *args: Any) -> Any:
         """One request, on a pooled connection; a broken one is replaced once."""
         for attempt in (0, 1):

@@ -66,6 +66,7 @@ class StateServer:
             "seek": self._seek,
             "get": self._reader.get,
             "ranges": self._ranges,
+            "expire": self._reader.expire,
         }
 
     @property
