@@ -174,9 +174,9 @@ def _side_by_side(
         _wait_for(f"{url}/qbench/stats/state/ad-1", "weir")
         _wait_until_aged(url)
         weir_pid = weir_run_pid(job)
-        # a round of each that is not counted: the connections open, the first lookups read
-        # their blocks, the follower threads start; what a server that has been up a while
-        # no longer pays (decision 0027: the first round held most of the slow requests)
+        # a round of each that is not counted: after AGE_S unread, weir's readers stopped
+        # following (FOLLOW_STOP_S) and its first lookups catch up on a minute of writes, once
+        # per idle spell (decision 0027: the first round held most of the slow requests)
         _wrk(url, PATH, workdir, WARM_S, connections)
         _wrk(bare_url, "/kv/ad-%d", workdir, WARM_S, connections)
         for _ in range(rounds):  # interleaved: the host is shared and noisy
