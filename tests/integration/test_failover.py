@@ -33,6 +33,7 @@ from tests.integration.test_checkpoints import (
     _wait_checkpoint,
 )
 from tests.support import WeirResult, WeirServer, alive, descendants, wait_until
+from tests.support.procs import state
 from tests.support.servers import S3Place
 from weir.state.checkpoints import CheckpointStorage
 from weir.state.lease import LeaseStore
@@ -109,15 +110,9 @@ def _stall_between_lease_writes(server: WeirServer, where: str) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         server.proc.send_signal(signal.SIGSTOP)
-        wait_until(lambda: _state(server.proc.pid) == "T", 10.0, what="the job manager to stop")
+        wait_until(lambda: state(server.proc.pid) == "T", 10.0, what="the job manager to stop")
     finally:
         os.close(fd)
-
-
-def _state(pid: int) -> str:
-    """A process's state letter in ``/proc/<pid>/stat`` (``T``: stopped)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat[stat.rindex(")") + 2]
 
 
 def test_a_second_job_manager_waits_takes_over_and_the_stale_one_never_commits(

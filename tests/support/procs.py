@@ -43,6 +43,16 @@ def comm(pid: int) -> str:
         return ""
 
 
+def state(pid: int) -> str | None:
+    """The state letter of ``/proc/<pid>/stat`` (``R``, ``S``, ``T`` stopped, ``Z`` zombie...);
+    None once the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[0]
+
+
 def cmdline(pid: int) -> bytes:
     """The process's command line (NUL-separated), b"" once it is gone."""
     try:

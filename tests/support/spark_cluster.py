@@ -44,6 +44,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from tests.support.procs import state
+
 _EXECUTOR_CLASS = b"org.apache.spark.executor.CoarseGrainedExecutorBackend"
 _LOG_TAIL_LINES = 15
 # what every process of the cluster and every client reads from <dir>/conf/spark-defaults.conf
@@ -153,11 +155,7 @@ def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
 
 def _alive(pid: int) -> bool:
     """Running, as opposed to gone or a zombie that its (dead) parent will never reap."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+    return state(pid) not in (None, "Z")
 
 
 def _kill_each(pids: list[int]) -> None:
